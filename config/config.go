@@ -1,0 +1,473 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is everything cairnd needs. The zero value is not useful: start from Default().
+// Field names in YAML are the `yaml` tags; the environment variable of a field is CAIRN_
+// followed by its YAML path in upper case with "." replaced by "_", e.g. CAIRN_SKETCH_H.
+type Config struct {
+	// DataDir holds the bbolt state file and the embedded broker's data. Default ./cairn-data.
+	DataDir string `yaml:"data_dir"`
+	// HTTP is the listen address for /healthz, /readyz, /metrics and /status.
+	HTTP string `yaml:"http"`
+	// ShutdownTimeout bounds graceful shutdown after SIGINT/SIGTERM.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+
+	Kafka  Kafka  `yaml:"kafka"`
+	Model  Model  `yaml:"model"`
+	Sketch Sketch `yaml:"sketch"`
+	Pool   Pool   `yaml:"pool"`
+	Fit    Fit    `yaml:"fit"`
+	Refit  Refit  `yaml:"refit"`
+	Query  Query  `yaml:"query"`
+	Limits Limits `yaml:"limits"`
+}
+
+// Kafka selects the broker and names the topics (DESIGN.md section 3).
+type Kafka struct {
+	// EmbeddedBroker is the loopback address of the in-process broker, used when Brokers
+	// is empty. Default 127.0.0.1:9092.
+	EmbeddedBroker string `yaml:"embedded_broker"`
+	// Brokers are the bootstrap servers of an external Kafka; non-empty disables the
+	// embedded broker.
+	Brokers []string `yaml:"brokers"`
+	// Partitions is the partition count of topics the daemon creates.
+	Partitions int    `yaml:"partitions"`
+	TLS        TLS    `yaml:"tls"`
+	SASL       SASL   `yaml:"sasl"`
+	Topics     Topics `yaml:"topics"`
+}
+
+// TLS configures the connection to an external broker.
+type TLS struct {
+	Enabled            bool   `yaml:"enabled"`
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// SASL configures authentication to an external broker. Mechanism is "" (none), "plain",
+// "scram-sha-256" or "scram-sha-512".
+type SASL struct {
+	Mechanism string `yaml:"mechanism"`
+	Username  string `yaml:"username"`
+	Password  string `yaml:"password"`
+}
+
+// Topics are the topic names of DESIGN.md section 3.
+type Topics struct {
+	Train        string `yaml:"train"`
+	Queries      string `yaml:"queries"`
+	Attributions string `yaml:"attributions"`
+	Audits       string `yaml:"audits"`
+	DLQ          string `yaml:"dlq"`
+	Status       string `yaml:"status"`
+}
+
+// Model is the frozen backbone.
+type Model struct {
+	// Arch is the architecture spec (entk), e.g. convnet:1x28x28-16-32-10.
+	Arch string `yaml:"arch"`
+	// Weights is a safetensors file with the backbone's state_dict; empty means the seeded
+	// PyTorch-default initialization.
+	Weights string `yaml:"weights"`
+	// Seed is the root of every named random stream.
+	Seed uint64 `yaml:"seed"`
+}
+
+// Sketch is the fit-draw budget of the sketched eNTK: h heads, SRHT width s (0 = none).
+type Sketch struct {
+	H int `yaml:"h"`
+	S int `yaml:"s"`
+}
+
+// Pool is the landmark budget: M = m per view, or Budget "deff:λ".
+type Pool struct {
+	M      int    `yaml:"m"`
+	Budget string `yaml:"budget"`
+	// SyncStaleFraction triggers a Sync when this fraction of pivots is stale.
+	SyncStaleFraction float64 `yaml:"sync_stale_fraction"`
+}
+
+// Fit configures stage 2 (paper Table hparams).
+type Fit struct {
+	Loss         string  `yaml:"loss"`
+	Init         string  `yaml:"init"`
+	K            int     `yaml:"k"`
+	Epochs       int     `yaml:"epochs"`
+	Patience     int     `yaml:"patience"`
+	Batch        int     `yaml:"batch"`
+	LearningRate float64 `yaml:"learning_rate"`
+	WeightDecay  float64 `yaml:"weight_decay"`
+	// Fits is R, the number of repeated fits for the fit floor (1 disables it).
+	Fits int `yaml:"fits"`
+}
+
+// Refit holds the drift triggers of DESIGN.md section 4; any one firing starts a refit.
+type Refit struct {
+	// PointsChanged: points added or removed since the last fit (0 disables).
+	PointsChanged int `yaml:"points_changed"`
+	// PoolChangeFraction: fraction of landmarks replaced since the last fit (0 disables).
+	PoolChangeFraction float64 `yaml:"pool_change_fraction"`
+	// ResidualIncrease: relative increase of tr R / tr K since the last fit (0 disables).
+	ResidualIncrease float64 `yaml:"residual_increase"`
+	// OnDelete refits after a pending deletion; deletions close together share one refit.
+	OnDelete bool `yaml:"on_delete"`
+	// DeleteDebounce is how long to wait for more deletions before the shared refit.
+	DeleteDebounce time.Duration `yaml:"delete_debounce"`
+}
+
+// Query configures certified answers.
+type Query struct {
+	// K is the default top-K size; Delta the default failure probability δ.
+	K     int     `yaml:"k"`
+	Delta float64 `yaml:"delta"`
+}
+
+// Limits bound what outside bytes may ask of the daemon.
+type Limits struct {
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	MaxIDBytes      int `yaml:"max_id_bytes"`
+	MaxK            int `yaml:"max_k"`
+	// BatchEvents is the number of input events applied per bbolt transaction.
+	BatchEvents int `yaml:"batch_events"`
+}
+
+// Default returns the documented defaults: the embedded mode on MNIST-shaped data.
+func Default() Config {
+	return Config{
+		DataDir:         "./cairn-data",
+		HTTP:            "127.0.0.1:8080",
+		ShutdownTimeout: 10 * time.Second,
+		Kafka: Kafka{
+			EmbeddedBroker: "127.0.0.1:9092",
+			Partitions:     4,
+			Topics: Topics{
+				Train:        "cairn.train",
+				Queries:      "cairn.queries",
+				Attributions: "cairn.attributions",
+				Audits:       "cairn.audits",
+				DLQ:          "cairn.dlq",
+				Status:       "cairn.status",
+			},
+		},
+		Model:  Model{Arch: "convnet:1x28x28-16-32-10", Seed: 1},
+		Sketch: Sketch{H: 4, S: 1024},
+		Pool:   Pool{M: 256, SyncStaleFraction: 0.05},
+		Fit: Fit{
+			Loss: "simclr", Init: "pci", K: 256, Epochs: 20, Patience: 7, Batch: 512,
+			LearningRate: 1.25e-2, WeightDecay: 3e-5, Fits: 2,
+		},
+		Refit: Refit{
+			PointsChanged: 5000, PoolChangeFraction: 0.1, ResidualIncrease: 0.1,
+			OnDelete: true, DeleteDebounce: 500 * time.Millisecond,
+		},
+		Query:  Query{K: 10, Delta: 0.05},
+		Limits: Limits{MaxMessageBytes: 1 << 20, MaxIDBytes: 256, MaxK: 100, BatchEvents: 256},
+	}
+}
+
+// Load returns Default() overlaid by the YAML file at path (if path is non-empty) and then
+// by CAIRN_* environment variables from environ (os.Environ() form). Flags are applied by
+// the caller afterwards (see Flags). Load does not call Validate.
+func Load(path string, environ []string) (Config, error) {
+	c := Default()
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return c, fmt.Errorf("config: %w", err)
+		}
+		if err := decodeYAML(&c, b); err != nil {
+			return c, fmt.Errorf("config: %s: %w", path, err)
+		}
+	}
+	if err := applyEnv(&c, environ); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// decodeYAML overlays b on c, rejecting unknown keys and duplicate keys so a typo is an
+// error instead of a silently ignored setting.
+func decodeYAML(c *Config, b []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // empty file: defaults
+		}
+		return err
+	}
+	return nil
+}
+
+// applyEnv sets every field whose CAIRN_<PATH> variable is present in environ.
+func applyEnv(c *Config, environ []string) error {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "CAIRN_") {
+			env[k] = v
+		}
+	}
+	if len(env) == 0 {
+		return nil
+	}
+	known := map[string]bool{}
+	var errs []error
+	walk(reflect.ValueOf(c).Elem(), "", func(path string, f reflect.Value) {
+		name := "CAIRN_" + strings.ToUpper(strings.ReplaceAll(path, ".", "_"))
+		known[name] = true
+		v, ok := env[name]
+		if !ok {
+			return
+		}
+		if err := setField(f, v); err != nil {
+			errs = append(errs, fmt.Errorf("config: %s=%q: %w", name, v, err))
+		}
+	})
+	for k := range env {
+		if !known[k] {
+			errs = append(errs, fmt.Errorf("config: unknown environment variable %s", k))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// walk calls fn for every leaf field of the struct v with its dotted YAML path.
+func walk(v reflect.Value, prefix string, fn func(path string, f reflect.Value)) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+		if tag == "" || tag == "-" {
+			continue
+		}
+		path := tag
+		if prefix != "" {
+			path = prefix + "." + tag
+		}
+		f := v.Field(i)
+		if f.Kind() == reflect.Struct && f.Type() != reflect.TypeOf(time.Duration(0)) {
+			walk(f, path, fn)
+			continue
+		}
+		fn(path, f)
+	}
+}
+
+// setField parses s into f according to f's kind.
+func setField(f reflect.Value, s string) error {
+	switch {
+	case f.Type() == reflect.TypeOf(time.Duration(0)):
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(d))
+	case f.Kind() == reflect.String:
+		f.SetString(s)
+	case f.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return err
+		}
+		f.SetBool(b)
+	case f.Kind() == reflect.Int:
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(n))
+	case f.Kind() == reflect.Uint64:
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return err
+		}
+		f.SetUint(n)
+	case f.Kind() == reflect.Float64:
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return err
+		}
+		f.SetFloat(x)
+	case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
+		var parts []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				parts = append(parts, p)
+			}
+		}
+		f.Set(reflect.ValueOf(parts))
+	default:
+		return fmt.Errorf("unsupported field kind %s", f.Kind())
+	}
+	return nil
+}
+
+// Validate reports every problem at once, each naming the YAML path and the value.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(path string, v any, why string) {
+		errs = append(errs, &FieldError{Path: path, Value: fmt.Sprint(v), Reason: why})
+	}
+	if c.DataDir == "" {
+		bad("data_dir", c.DataDir, "must not be empty")
+	}
+	checkAddr := func(path, addr string) {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad(path, addr, "must be host:port")
+		}
+	}
+	checkAddr("http", c.HTTP)
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown_timeout", c.ShutdownTimeout, "must be positive")
+	}
+	if len(c.Kafka.Brokers) == 0 {
+		checkAddr("kafka.embedded_broker", c.Kafka.EmbeddedBroker)
+	}
+	for i, b := range c.Kafka.Brokers {
+		checkAddr(fmt.Sprintf("kafka.brokers[%d]", i), b)
+	}
+	if c.Kafka.Partitions < 1 || c.Kafka.Partitions > 1024 {
+		bad("kafka.partitions", c.Kafka.Partitions, "must be in [1, 1024]")
+	}
+	switch c.Kafka.SASL.Mechanism {
+	case "":
+	case "plain", "scram-sha-256", "scram-sha-512":
+		if c.Kafka.SASL.Username == "" {
+			bad("kafka.sasl.username", "", "required with a SASL mechanism")
+		}
+	default:
+		bad("kafka.sasl.mechanism", c.Kafka.SASL.Mechanism, `must be "", "plain", "scram-sha-256" or "scram-sha-512"`)
+	}
+	if (c.Kafka.TLS.CertFile == "") != (c.Kafka.TLS.KeyFile == "") {
+		bad("kafka.tls", c.Kafka.TLS.CertFile+","+c.Kafka.TLS.KeyFile, "cert_file and key_file go together")
+	}
+	seen := map[string]string{}
+	topics := []struct{ path, name string }{
+		{"kafka.topics.train", c.Kafka.Topics.Train},
+		{"kafka.topics.queries", c.Kafka.Topics.Queries},
+		{"kafka.topics.attributions", c.Kafka.Topics.Attributions},
+		{"kafka.topics.audits", c.Kafka.Topics.Audits},
+		{"kafka.topics.dlq", c.Kafka.Topics.DLQ},
+		{"kafka.topics.status", c.Kafka.Topics.Status},
+	}
+	for _, t := range topics {
+		if !validTopic(t.name) {
+			bad(t.path, t.name, "must be 1-249 characters of [a-zA-Z0-9._-]")
+		}
+		if other, dup := seen[t.name]; dup && t.name != "" {
+			bad(t.path, t.name, "same topic as "+other)
+		}
+		seen[t.name] = t.path
+	}
+	if c.Model.Arch == "" {
+		bad("model.arch", "", "must not be empty")
+	}
+	if c.Sketch.H < 1 {
+		bad("sketch.h", c.Sketch.H, "must be at least 1")
+	}
+	if c.Sketch.S < 0 {
+		bad("sketch.s", c.Sketch.S, "must be 0 (no sketch) or positive")
+	}
+	if c.Pool.Budget == "" {
+		if c.Pool.M < 1 {
+			bad("pool.m", c.Pool.M, "must be at least 1 (or set pool.budget)")
+		}
+	} else if lam, ok := strings.CutPrefix(c.Pool.Budget, "deff:"); !ok {
+		bad("pool.budget", c.Pool.Budget, `must be "deff:λ"`)
+	} else if x, err := strconv.ParseFloat(lam, 64); err != nil || !(x > 0) || math.IsInf(x, 0) {
+		bad("pool.budget", c.Pool.Budget, "λ must be a positive finite number")
+	}
+	if !(c.Pool.SyncStaleFraction > 0 && c.Pool.SyncStaleFraction <= 1) {
+		bad("pool.sync_stale_fraction", c.Pool.SyncStaleFraction, "must be in (0, 1]")
+	}
+	switch c.Fit.Loss {
+	case "bt", "simclr", "vicreg":
+	default:
+		bad("fit.loss", c.Fit.Loss, "must be bt, simclr or vicreg")
+	}
+	switch c.Fit.Init {
+	case "kaiming", "pci", "pci-lanczos", "csi", "aui", "krepes-pci":
+	default:
+		bad("fit.init", c.Fit.Init, "must be kaiming, pci, pci-lanczos, csi, aui or krepes-pci")
+	}
+	positive := []struct {
+		path string
+		v    int
+	}{
+		{"fit.k", c.Fit.K}, {"fit.epochs", c.Fit.Epochs}, {"fit.patience", c.Fit.Patience},
+		{"fit.batch", c.Fit.Batch}, {"fit.fits", c.Fit.Fits}, {"query.k", c.Query.K},
+		{"limits.max_message_bytes", c.Limits.MaxMessageBytes}, {"limits.max_id_bytes", c.Limits.MaxIDBytes},
+		{"limits.max_k", c.Limits.MaxK}, {"limits.batch_events", c.Limits.BatchEvents},
+	}
+	for _, p := range positive {
+		if p.v < 1 {
+			bad(p.path, p.v, "must be at least 1")
+		}
+	}
+	if !(c.Fit.LearningRate > 0) || math.IsInf(c.Fit.LearningRate, 0) {
+		bad("fit.learning_rate", c.Fit.LearningRate, "must be positive and finite")
+	}
+	if !(c.Fit.WeightDecay >= 0) || math.IsInf(c.Fit.WeightDecay, 0) {
+		bad("fit.weight_decay", c.Fit.WeightDecay, "must be non-negative and finite")
+	}
+	if c.Refit.PointsChanged < 0 {
+		bad("refit.points_changed", c.Refit.PointsChanged, "must be non-negative (0 disables)")
+	}
+	if !(c.Refit.PoolChangeFraction >= 0 && c.Refit.PoolChangeFraction <= 1) {
+		bad("refit.pool_change_fraction", c.Refit.PoolChangeFraction, "must be in [0, 1] (0 disables)")
+	}
+	if !(c.Refit.ResidualIncrease >= 0) || math.IsInf(c.Refit.ResidualIncrease, 0) {
+		bad("refit.residual_increase", c.Refit.ResidualIncrease, "must be non-negative and finite (0 disables)")
+	}
+	if c.Refit.DeleteDebounce < 0 {
+		bad("refit.delete_debounce", c.Refit.DeleteDebounce, "must be non-negative")
+	}
+	if !(c.Query.Delta > 0 && c.Query.Delta < 1) {
+		bad("query.delta", c.Query.Delta, "must be in (0, 1)")
+	}
+	if c.Query.K > c.Limits.MaxK {
+		bad("query.k", c.Query.K, fmt.Sprintf("must not exceed limits.max_k (%d)", c.Limits.MaxK))
+	}
+	return errors.Join(errs...)
+}
+
+// FieldError is one invalid setting.
+type FieldError struct {
+	Path   string // YAML path, e.g. "sketch.h"
+	Value  string
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("config: %s = %q: %s", e.Path, e.Value, e.Reason)
+}
+
+// validTopic follows Kafka's topic name rule.
+func validTopic(s string) bool {
+	if s == "" || len(s) > 249 || s == "." || s == ".." {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '.' || r == '_' || r == '-' || r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r))) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,166 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultValid(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Default().Validate() = %v, want nil", err)
+	}
+	if c.DataDir != "./cairn-data" || c.Kafka.EmbeddedBroker != "127.0.0.1:9092" || c.HTTP != "127.0.0.1:8080" {
+		t.Errorf("operator-contract defaults changed: %+v", c)
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	c := Default()
+	c.Sketch.H = 0
+	c.Query.Delta = 1.5
+	c.Fit.Loss = "mse"
+	c.Kafka.Topics.Audits = c.Kafka.Topics.Train
+	c.HTTP = "nonsense"
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate() = nil for five bad fields")
+	}
+	for _, path := range []string{"sketch.h", "query.delta", "fit.loss", "kafka.topics.audits", "http"} {
+		if !strings.Contains(err.Error(), path) {
+			t.Errorf("error does not name %s:\n%v", path, err)
+		}
+	}
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		t.Errorf("error is not a *FieldError: %T", err)
+	}
+}
+
+func TestValidateTable(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*Config)
+		path   string // "" = valid
+	}{
+		{"budget deff ok", func(c *Config) { c.Pool.Budget = "deff:0.001" }, ""},
+		{"budget bad", func(c *Config) { c.Pool.Budget = "deff:-1" }, "pool.budget"},
+		{"budget word", func(c *Config) { c.Pool.Budget = "lots" }, "pool.budget"},
+		{"external brokers", func(c *Config) { c.Kafka.Brokers = []string{"k1:9092", "k2:9092"} }, ""},
+		{"broker without port", func(c *Config) { c.Kafka.Brokers = []string{"k1"} }, "kafka.brokers[0]"},
+		{"sasl unknown", func(c *Config) { c.Kafka.SASL.Mechanism = "gssapi" }, "kafka.sasl.mechanism"},
+		{"sasl without user", func(c *Config) { c.Kafka.SASL.Mechanism = "plain" }, "kafka.sasl.username"},
+		{"topic chars", func(c *Config) { c.Kafka.Topics.DLQ = "dead letters" }, "kafka.topics.dlq"},
+		{"s zero is no sketch", func(c *Config) { c.Sketch.S = 0 }, ""},
+		{"s negative", func(c *Config) { c.Sketch.S = -4 }, "sketch.s"},
+		{"k above max", func(c *Config) { c.Query.K = 1000 }, "query.k"},
+		{"init", func(c *Config) { c.Fit.Init = "xavier" }, "fit.init"},
+		{"lr nan", func(c *Config) { c.Fit.LearningRate = nan() }, "fit.learning_rate"},
+	}
+	for _, tc := range cases {
+		c := Default()
+		tc.mutate(&c)
+		err := c.Validate()
+		switch {
+		case tc.path == "" && err != nil:
+			t.Errorf("%s: got %v, want valid", tc.name, err)
+		case tc.path != "" && (err == nil || !strings.Contains(err.Error(), tc.path+" =")):
+			t.Errorf("%s: got %v, want an error naming %s", tc.name, err, tc.path)
+		}
+	}
+}
+
+func nan() float64 { z := 0.0; return z / z }
+
+func TestLayers(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cairn.yaml")
+	yaml := "data_dir: /var/lib/cairn\nsketch:\n  h: 8\n  s: 2048\nrefit:\n  delete_debounce: 2s\nkafka:\n  brokers: [a:1, b:2]\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("cairnd", flag.ContinueOnError)
+	f := RegisterFlags(fs)
+	if err := fs.Parse([]string{"--config", path, "--http", "127.0.0.1:9999"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.Load(fs, []string{"CAIRN_SKETCH_H=16", "HOME=/root", "CAIRN_QUERY_DELTA=0.01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"data_dir from file", c.DataDir, "/var/lib/cairn"},
+		{"sketch.s from file", c.Sketch.S, 2048},
+		{"sketch.h env over file", c.Sketch.H, 16},
+		{"query.delta from env", c.Query.Delta, 0.01},
+		{"http from flag", c.HTTP, "127.0.0.1:9999"},
+		{"debounce from file", c.Refit.DeleteDebounce, 2 * time.Second},
+		{"brokers from file", strings.Join(c.Kafka.Brokers, ","), "a:1,b:2"},
+		{"embedded default kept (flag not set)", c.Kafka.EmbeddedBroker, "127.0.0.1:9092"},
+		{"untouched default", c.Fit.K, 256},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s: got %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("layered config invalid: %v", err)
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := []struct {
+		name    string
+		path    string
+		environ []string
+		want    string
+	}{
+		{"unknown yaml key", write("a.yaml", "sketch:\n  heads: 4\n"), nil, "heads"},
+		{"wrong yaml type", write("b.yaml", "sketch:\n  h: four\n"), nil, "four"},
+		{"missing file", filepath.Join(dir, "nope.yaml"), nil, "nope.yaml"},
+		{"unknown env", "", []string{"CAIRN_SKETCH_HEADS=4"}, "CAIRN_SKETCH_HEADS"},
+		{"bad env int", "", []string{"CAIRN_POOL_M=many"}, "CAIRN_POOL_M"},
+		{"bad env duration", "", []string{"CAIRN_SHUTDOWN_TIMEOUT=10"}, "CAIRN_SHUTDOWN_TIMEOUT"},
+	}
+	for _, tc := range cases {
+		_, err := Load(tc.path, tc.environ)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error mentioning %q", tc.name, err, tc.want)
+		}
+	}
+	if c, err := Load(write("empty.yaml", ""), nil); err != nil || c.Sketch.H != Default().Sketch.H {
+		t.Errorf("empty file: got %v, %+v; want defaults", err, c.Sketch)
+	}
+}
+
+// FuzzDecodeYAML checks that no configuration file makes loading or validation panic.
+func FuzzDecodeYAML(f *testing.F) {
+	f.Add([]byte("sketch:\n  h: 8\n"))
+	f.Add([]byte("kafka: {brokers: [a:1]}\n"))
+	f.Add([]byte("pool:\n  budget: deff:0.1\n  m: -3\n"))
+	f.Add([]byte("{{{"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c := Default()
+		if err := decodeYAML(&c, b); err != nil {
+			return
+		}
+		_ = c.Validate()
+	})
+}
