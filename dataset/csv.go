@@ -1,0 +1,162 @@
+package dataset
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// openCSV loads a numeric CSV file. path may contain "{split}", replaced by the split
+// name ("data/{split}.csv"); without it the file is the train split and split "test" is
+// an error, so a test set is never silently the training data.
+func openCSV(path, split string, n int) (*Set, error) {
+	if strings.Contains(path, "{split}") {
+		path = strings.ReplaceAll(path, "{split}", split)
+	} else if split != "train" {
+		return nil, fmt.Errorf("%w: csv:%s has no {split} placeholder, so it serves only \"train\"", ErrSplit, path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+	}
+	defer f.Close()
+	s, err := readCSV(f, split, n)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// readCSV parses the CSV format of csv:FILE (RFC 4180 quoting, leading spaces trimmed,
+// every record with the same number of fields):
+//
+//   - The first record is a header when any of its fields does not parse as a float64;
+//     otherwise it is data (so a header whose names are all numbers is read as data).
+//   - With a header, a column named "label" (case-insensitive) holds integer classes ≥ 0
+//     (Classes = max + 1) and a column named "id" holds the point ids (non-empty,
+//     unique); every other column is a feature. Without a header all columns are
+//     features, there are no labels and ids are "csv/<split>/<row:06d>".
+//   - Every feature must parse as a finite float64 ("NaN", "Inf" are rejected).
+//
+// n > 0 stops after n data rows (an error if the file has fewer).
+func readCSV(r io.Reader, split string, n int) (*Set, error) {
+	cr := csv.NewReader(r)
+	cr.TrimLeadingSpace = true
+	cr.ReuseRecord = true
+	first, err := cr.Read()
+	if err == io.EOF {
+		return nil, fmt.Errorf("%w: empty file", ErrFormat)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrFormat, err)
+	}
+	cols := len(first)
+	labelCol, idCol := -1, -1
+	header := false
+	for _, v := range first {
+		if _, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+			header = true
+			break
+		}
+	}
+	pending := [][]string(nil) // the first record when it is data
+	if header {
+		for j, name := range first {
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case "label":
+				if labelCol >= 0 {
+					return nil, fmt.Errorf("%w: header has two label columns (%d and %d)", ErrFormat, labelCol, j)
+				}
+				labelCol = j
+			case "id":
+				if idCol >= 0 {
+					return nil, fmt.Errorf("%w: header has two id columns (%d and %d)", ErrFormat, idCol, j)
+				}
+				idCol = j
+			}
+		}
+	} else {
+		pending = append(pending, append([]string(nil), first...))
+	}
+	d := cols
+	if labelCol >= 0 {
+		d--
+	}
+	if idCol >= 0 {
+		d--
+	}
+	if d == 0 {
+		return nil, fmt.Errorf("%w: no feature columns among %d columns", ErrFormat, cols)
+	}
+	s := &Set{Name: "csv", D: d}
+	if labelCol >= 0 {
+		s.Labels = []int{}
+	}
+	seen := map[string]int{}
+	for n == 0 || s.N < n {
+		var rec []string
+		if len(pending) > 0 {
+			rec, pending = pending[0], nil
+		} else {
+			rec, err = cr.Read()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				var pe *csv.ParseError
+				if errors.As(err, &pe) {
+					return nil, fmt.Errorf("%w: line %d: %v", ErrFormat, pe.Line, pe.Err)
+				}
+				return nil, fmt.Errorf("%w: %v", ErrFormat, err)
+			}
+		}
+		line, _ := cr.FieldPos(0)
+		row := s.N
+		for j, v := range rec {
+			v = strings.TrimSpace(v)
+			switch j {
+			case labelCol:
+				l, err := strconv.Atoi(v)
+				if err != nil || l < 0 {
+					return nil, fmt.Errorf("%w: line %d: label %q is not an integer ≥ 0", ErrFormat, line, v)
+				}
+				s.Labels = append(s.Labels, l)
+				s.Classes = max(s.Classes, l+1)
+			case idCol:
+				if v == "" {
+					return nil, fmt.Errorf("%w: line %d: empty id", ErrFormat, line)
+				}
+				if prev, dup := seen[v]; dup {
+					return nil, fmt.Errorf("%w: line %d: id %q repeats row %d", ErrFormat, line, v, prev)
+				}
+				seen[v] = row
+				s.IDs = append(s.IDs, v)
+			default:
+				x, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return nil, fmt.Errorf("%w: line %d column %d: %q is not a number", ErrFormat, line, j, v)
+				}
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					return nil, fmt.Errorf("%w: line %d column %d: %q", ErrNotFinite, line, j, v)
+				}
+				s.X = append(s.X, x)
+			}
+		}
+		if idCol < 0 {
+			s.IDs = append(s.IDs, pointID("csv", split, row))
+		}
+		s.N++
+	}
+	if s.N == 0 {
+		return nil, fmt.Errorf("%w: no data rows", ErrFormat)
+	}
+	if n > s.N {
+		return nil, fmt.Errorf("%w: n = %d exceeds the %d rows of the file", ErrRows, n, s.N)
+	}
+	return s, nil
+}

@@ -1,0 +1,5 @@
+package lanczos
+
+import "time"
+
+func nowNS() float64 { return float64(time.Now().UnixNano()) }
