@@ -1,3 +1,43 @@
-// Package certify is part of cairn; see DESIGN.md section 2 for its role.
-// Its contracts are written here as the package grows.
+// Package certify is cairn's error model and certificates: the exact variance of the
+// sketched multi-head eNTK (Thm. srht-exact, Prop. two-axis), its conservative bound
+// (eq. conservative-variance), influence ranking and the fixed-fit top-K certificate
+// (Thm. topk), the repeated-fit product rule and coefficient-fit floor (eq. product-rule,
+// Thm. fit-floor), and the deletion-audit statistics of appendix D.
+//
+// It is numerical only: it takes and returns numbers and plain structs, and imports no
+// other cairn package besides internal ones. Callers (cairnctl, the daemon) compute kernel
+// rows and Jacobians with package entk and pass them in.
+//
+// # Invariants
+//
+//   - Padded length. Every SRHT formula takes P, the zero-padded power of two ≥ 2 the
+//     sketch acts on (entk.PaddedLen), never the raw parameter count; zero padding changes
+//     none of the Φ terms, only the factor (P−s)/((P−1)s). s == 0 means "no sketch" and
+//     gives factor 0, as does s == P (an exact rotation).
+//   - Φ is a positive semidefinite quadratic form, so Φ(C̄_1) ≥ 0 and E Φ(C_1) ≥ Φ(C̄_1);
+//     the exact two-axis variance never exceeds eq. conservative-variance.
+//   - Variance bounds passed to Ranker.CertifyTo must be fixed before the evaluation draw
+//     and the draw must be independent of the fit; a plug-in sample variance voids the
+//     guarantee (paper §3.2). The package cannot check this: it is the caller's protocol.
+//   - Ranking order is score descending with ties broken by the lower index, everywhere
+//     (T̂, T*, κ_C). Separation is strict: tied scores at the cut never certify.
+//   - Verdicts: certified iff eq. observed-separation holds; otherwise fit_limited when an
+//     attached Floor shows eq. floor-overlap, else uncertified. A separating certificate
+//     stays certified whatever the floor says, because Thm. topk is about the fixed fit.
+//
+// # Memory and concurrency
+//
+//   - Inputs are never modified. NewJacobian retains its slice (no copy): do not modify it
+//     afterwards. Jacobian and PairTerms values are immutable and safe for concurrent reads.
+//   - Workspace and Ranker hold scratch that grows to the largest size seen; one per
+//     goroutine. With them, ComputePairTerms and Ranker.CertifyTo allocate nothing.
+//     CertifyTo reuses the TopK slice of the Certificate it fills.
+//   - FitFloor, CoverageNumber and the audit statistics allocate; they are not per-event
+//     hot paths.
+//
+// # Errors
+//
+// Wrong slice lengths are programmer errors and panic. Data-dependent problems (K out of
+// range, δ outside (0,1), NaN or negative weights and variances, empty samples) return
+// errors wrapping the sentinels of errors.go, naming the field and value.
 package certify
