@@ -1,3 +1,68 @@
-// Package storage is part of cairn; see DESIGN.md section 2 for its role.
-// Its contracts are written here as the package grows.
+// Package storage is cairn's source of truth: one bbolt file holding the
+// stored points, the landmark pool state, immutable model versions, repeated-fit
+// statistics, consumed Kafka offsets, an outbox of output events and a
+// hash-chained audit log. The byte layout is specified in FORMAT.md.
+//
+// storage knows nothing of the mathematics: it stores float64 vectors, byte
+// blobs and plain records, and never interprets them.
+//
+// # Transactions
+//
+// Store.Apply runs a function in one bbolt read-write transaction. Everything a
+// batch of input events changes (points, pool state, models, offsets, outbox
+// entries, audit records) goes through the *Tx it is given, so it is committed
+// all together or not at all: offsets never advance without the state they
+// describe, and the reverse. If the function returns an error, nothing is kept.
+// Store.View runs a read-only transaction (*ReadTx); read-only transactions run
+// concurrently with each other and with one writer.
+//
+// # Memory ownership
+//
+// bbolt values are only valid inside a transaction; every value returned by
+// this package is decoded into fresh memory owned by the caller and stays valid
+// after the transaction. Arguments are encoded when a method is called and are
+// never modified, so the caller may reuse its slices at once.
+//
+// # Outbox
+//
+// Tx.Enqueue assigns outbox seqs 1, 2, 3… in apply order; they are never reused.
+// A publisher loops: wait on Store.OutboxReady, Store.Pending(limit), send with
+// acknowledgements, Store.Ack(seqs...). An entry is deleted only by Ack, so
+// after a crash it is sent again with the same topic, key and value.
+//
+// # Deletion and erasure
+//
+// bbolt is copy-on-write and leaves old page contents in free pages, so a
+// deleted point's raw bytes stay readable in the file after Tx.DeletePoint.
+// Store.Compact rewrites the file with only live data (see its doc for cost and
+// crash safety). A transaction that deletes a point sets a hold: from its first
+// outbox entry on, Pending returns nothing until Compact has run. The daemon
+// commits a batch of deletions with their audits, calls Compact, and only then
+// are the audit events published; no audit can precede the erasure it attests.
+//
+// # Audit log
+//
+// Tx.AppendAudit(body) stores body verbatim under the next seq (from 1) with
+// PrevHash (32 zero bytes for seq 1) and Hash = SHA-256(PrevHash || body), and
+// returns the link so the caller can put seq, prev_hash and hash into the event
+// it enqueues in the same transaction. "Canonical" means: body is exactly the
+// bytes hashed; making them canonical (stable field order, no insignificant
+// whitespace) is the caller's job, and a verifier hashes the body bytes it
+// received. Store.VerifyAudit reports the first record that breaks the chain.
+//
+// # Durability and errors
+//
+// Options.NoSync defaults to false: every commit is fsynced. Every stored value
+// carries a version byte and a CRC-32C over key and value; a mismatch is a
+// *CorruptError (errors.Is(err, ErrCorrupt)). A file of another format version
+// fails Open with *FormatError (errors.Is(err, ErrUnknownFormat)).
+//
+// # Concurrency
+//
+// A *Store is safe for concurrent use. Compact and Close wait for running
+// transactions and exclude new ones while they run. A *Tx or *ReadTx belongs to
+// the goroutine running the function it was given to and is invalid after that
+// function returns. The functions given to Apply and View must not call methods
+// of the Store itself (a nested transaction can deadlock against Compact and
+// against bbolt's remap).
 package storage

@@ -1,0 +1,194 @@
+package storage
+
+import (
+	"bytes"
+	"math"
+	"testing"
+)
+
+// Each fuzz target checks two things on arbitrary (key, value) bytes: the
+// decoder returns an error instead of panicking or over-allocating, and any
+// value it accepts is canonical, i.e. encoding the decoded record gives back the
+// same bytes. The second property makes an accepted-but-misread value fail.
+// A random value almost never passes the CRC, so each target also decodes the
+// input as a payload sealed in a valid envelope, which exercises the parsers.
+
+// sealed wraps payload in a valid envelope for key.
+func sealed(key, payload []byte) []byte {
+	return seal(key, append([]byte{valueVersion}, payload...))
+}
+
+// both runs check on v and on v sealed as a payload.
+func both(key, v []byte, check func(v []byte)) {
+	check(v)
+	check(sealed(key, v))
+}
+
+func addSeeds(f *testing.F, key []byte, valid []byte) {
+	f.Add(key, valid)
+	f.Add(key, valid[:len(valid)/2])
+	f.Add(key, []byte{})
+	f.Add(key, []byte{valueVersion, 0, 0, 0, 0})
+	f.Add([]byte("other"), valid)
+	flipped := bytes.Clone(valid)
+	flipped[len(flipped)/2] ^= 0xff
+	f.Add(key, flipped)
+	// A huge length prefix behind a valid checksum.
+	huge := seal(key, []byte{valueVersion, 0, 0xff, 0xff, 0xff, 0x7f})
+	f.Add(key, huge)
+}
+
+func FuzzDecodePoint(f *testing.F) {
+	p := samplePoint("p1", 3)
+	addSeeds(f, []byte(p.ID), encodePoint([]byte(p.ID), &p))
+	q := Point{ID: "q", X: []float64{math.NaN(), math.Copysign(0, -1)}}
+	addSeeds(f, []byte("q"), encodePoint([]byte("q"), &q))
+	f.Fuzz(func(t *testing.T, key, v []byte) {
+		both(key, v, func(v []byte) {
+			p, why := decodePoint(key, v)
+			if why != "" {
+				return
+			}
+			if got := encodePoint(key, &p); !bytes.Equal(got, v) {
+				t.Fatalf("accepted point is not canonical:\n in  %x\n out %x", v, got)
+			}
+			if 8*(len(p.X)+len(p.Cert)) > len(v) {
+				t.Fatalf("decoded %d floats from %d bytes", len(p.X)+len(p.Cert), len(v))
+			}
+		})
+	})
+}
+
+func FuzzDecodeModel(f *testing.F) {
+	m := sampleModel(5)
+	k := u64Key(5)
+	addSeeds(f, k, encodeModel(k, &m))
+	empty := Model{Version: 1}
+	addSeeds(f, u64Key(1), encodeModel(u64Key(1), &empty))
+	// Matrix with rows*cols overflowing 32 bits behind a valid checksum.
+	b := []byte{valueVersion, 0, 0, 0, 0}
+	b = appendU32(b, 1<<31)
+	b = appendU32(b, 1<<31)
+	f.Add(k, seal(k, b))
+	f.Fuzz(func(t *testing.T, key, v []byte) {
+		both(key, v, func(v []byte) {
+			m, why := decodeModel(key, v)
+			if why != "" {
+				return
+			}
+			if got := encodeModel(key, &m); !bytes.Equal(got, v) {
+				t.Fatalf("accepted model is not canonical:\n in  %x\n out %x", v, got)
+			}
+			for _, x := range []Matrix{m.A, m.A0, m.B} {
+				if err := validMatrix("x", x); err != nil {
+					t.Fatalf("decoded malformed matrix: %v", err)
+				}
+			}
+		})
+	})
+}
+
+func FuzzDecodeFitStats(f *testing.F) {
+	fs := FitStats{Version: 2, Seeds: []uint64{1, 2}, Mean: []float64{1}, Var: []float64{2}, Meta: []byte("x")}
+	k := u64Key(2)
+	addSeeds(f, k, encodeFitStats(k, &fs))
+	f.Fuzz(func(t *testing.T, key, v []byte) {
+		both(key, v, func(v []byte) {
+			fs, why := decodeFitStats(key, v)
+			if why != "" {
+				return
+			}
+			if got := encodeFitStats(key, &fs); !bytes.Equal(got, v) {
+				t.Fatalf("accepted fit stats not canonical:\n in  %x\n out %x", v, got)
+			}
+		})
+	})
+}
+
+func FuzzDecodePoolState(f *testing.F) {
+	s := PoolState{Schema: 1, Data: []byte("blob")}
+	addSeeds(f, poolStateKey, encodePoolState(poolStateKey, &s))
+	f.Fuzz(func(t *testing.T, key, v []byte) {
+		both(key, v, func(v []byte) {
+			s, why := decodePoolState(key, v)
+			if why != "" {
+				return
+			}
+			if got := encodePoolState(key, &s); !bytes.Equal(got, v) {
+				t.Fatalf("accepted pool state not canonical:\n in  %x\n out %x", v, got)
+			}
+		})
+	})
+}
+
+func FuzzDecodeOffset(f *testing.F) {
+	k := offsetKey("cairn.train", 3)
+	addSeeds(f, k, encodeOffset(k, 77))
+	f.Add([]byte("\x00\x00\x00\x00\x00"), encodeOffset([]byte("\x00\x00\x00\x00\x00"), 1))
+	f.Fuzz(func(t *testing.T, key, v []byte) {
+		both(key, v, func(v []byte) {
+			o, why := decodeOffset(key, v)
+			if why != "" {
+				return
+			}
+			if !bytes.Equal(offsetKey(o.Topic, o.Partition), key) {
+				t.Fatalf("offset key %x decoded to %q/%d", key, o.Topic, o.Partition)
+			}
+			if o.Partition < 0 || o.Topic == "" {
+				t.Fatalf("decoded invalid offset key %q/%d", o.Topic, o.Partition)
+			}
+			if got := encodeOffset(key, o.Offset); !bytes.Equal(got, v) {
+				t.Fatalf("accepted offset not canonical:\n in  %x\n out %x", v, got)
+			}
+		})
+	})
+}
+
+func FuzzDecodeOutbox(f *testing.F) {
+	k := u64Key(9)
+	addSeeds(f, k, encodeOutbox(k, "cairn.audits", []byte("key"), []byte(`{"v":1}`)))
+	f.Fuzz(func(t *testing.T, key, v []byte) {
+		both(key, v, func(v []byte) {
+			e, why := decodeOutbox(key, v)
+			if why != "" {
+				return
+			}
+			if got := encodeOutbox(key, e.Topic, e.Key, e.Value); !bytes.Equal(got, v) {
+				t.Fatalf("accepted outbox entry not canonical:\n in  %x\n out %x", v, got)
+			}
+		})
+	})
+}
+
+func FuzzDecodeAudit(f *testing.F) {
+	k := u64Key(1)
+	var prev [32]byte
+	h := chainHash(&prev, []byte("body"))
+	addSeeds(f, k, encodeAudit(k, &prev, &h, []byte("body")))
+	f.Fuzz(func(t *testing.T, key, v []byte) {
+		both(key, v, func(v []byte) {
+			a, why := decodeAudit(key, v)
+			if why != "" {
+				return
+			}
+			if got := encodeAudit(key, &a.PrevHash, &a.Hash, a.Body); !bytes.Equal(got, v) {
+				t.Fatalf("accepted audit not canonical:\n in  %x\n out %x", v, got)
+			}
+		})
+	})
+}
+
+func FuzzDecodeMetaU64(f *testing.F) {
+	addSeeds(f, metaFormat, encodeMetaU64(metaFormat, FormatVersion))
+	f.Fuzz(func(t *testing.T, key, v []byte) {
+		both(key, v, func(v []byte) {
+			x, why := decodeMetaU64(key, v)
+			if why != "" {
+				return
+			}
+			if got := encodeMetaU64(key, x); !bytes.Equal(got, v) {
+				t.Fatalf("accepted meta value not canonical:\n in  %x\n out %x", v, got)
+			}
+		})
+	})
+}

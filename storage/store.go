@@ -1,0 +1,512 @@
+package storage
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// FormatVersion is the file format version this package writes and reads
+// (FORMAT.md). Opening a file with another version fails with *FormatError.
+const FormatVersion = 1
+
+// MaxIDLen is the longest point id, in bytes, that the store accepts.
+const MaxIDLen = 1024
+
+// MaxTopicLen is the longest topic name accepted (Kafka's own limit).
+const MaxTopicLen = 249
+
+// Defaults for Options fields left zero.
+const (
+	DefaultInitialMmapSize = 1 << 30 // 1 GiB of address space, not of disk
+	DefaultLockTimeout     = 5 * time.Second
+	// compactTxMaxSize bounds one transaction of the copy in Compact, so that
+	// compaction of a large file does not hold all dirty pages in memory.
+	compactTxMaxSize = 64 << 20
+)
+
+// Bucket names (FORMAT.md, "Buckets").
+var (
+	bucketMeta     = []byte("meta")
+	bucketPoints   = []byte("points")
+	bucketPool     = []byte("pool")
+	bucketModels   = []byte("models")
+	bucketFitStats = []byte("fitstats")
+	bucketOffsets  = []byte("offsets")
+	bucketOutbox   = []byte("outbox")
+	bucketAudit    = []byte("audit")
+
+	allBuckets = [][]byte{bucketMeta, bucketPoints, bucketPool, bucketModels,
+		bucketFitStats, bucketOffsets, bucketOutbox, bucketAudit}
+)
+
+// Keys of the meta bucket and of the pool bucket.
+var (
+	metaFormat     = []byte("format_version")
+	metaOutboxSeq  = []byte("outbox_last_seq")
+	metaScrubHold  = []byte("scrub_hold_seq")
+	metaPointCount = []byte("point_count")
+	poolStateKey   = []byte("state")
+)
+
+// Options configure Open. The zero value is valid.
+type Options struct {
+	// NoSync skips fsync on commit. Default false: every Apply is durable when it
+	// returns. Setting it breaks the offsets-with-state guarantee across power
+	// loss; it exists for tests and benchmarks of the non-I/O cost.
+	NoSync bool
+	// InitialMmapSize is the initial size of the read-only memory map. bbolt
+	// must remap to grow the file, and a remap waits for every open read
+	// transaction; a map larger than the file means long reads (Compact,
+	// ForEachPoint) do not block writers until the file outgrows it. It costs
+	// address space, not memory or disk. Zero means DefaultInitialMmapSize.
+	InitialMmapSize int
+	// LockTimeout bounds the wait for the file lock held by another process.
+	// Zero means DefaultLockTimeout.
+	LockTimeout time.Duration
+	// FileMode is used when the file is created. Zero means 0o600.
+	FileMode os.FileMode
+}
+
+func (o Options) withDefaults() Options {
+	if o.InitialMmapSize == 0 {
+		o.InitialMmapSize = DefaultInitialMmapSize
+	}
+	if o.LockTimeout == 0 {
+		o.LockTimeout = DefaultLockTimeout
+	}
+	if o.FileMode == 0 {
+		o.FileMode = 0o600
+	}
+	return o
+}
+
+func (o Options) bolt() *bolt.Options {
+	return &bolt.Options{
+		Timeout:         o.LockTimeout,
+		NoSync:          o.NoSync,
+		InitialMmapSize: o.InitialMmapSize,
+		FreelistType:    bolt.FreelistMapType,
+	}
+}
+
+// Store is one open cairn state file. It is safe for concurrent use: Apply
+// calls are serialized (one writer), View calls run concurrently with each other
+// and with Apply, and Compact excludes both.
+type Store struct {
+	path string
+	opts Options
+
+	// mu guards db and closed. Apply, View, Pending and Ack hold it shared;
+	// Compact and Close hold it exclusively because they replace or drop db.
+	mu     sync.RWMutex
+	db     *bolt.DB
+	closed bool
+
+	ready chan struct{} // OutboxReady; buffered 1, never closed
+}
+
+// Open opens or creates the store at path. A new file is initialized with
+// FormatVersion; an existing file must carry exactly FormatVersion, otherwise
+// the error matches ErrUnknownFormat. A compaction temp file left by a crash is
+// removed (it is never the source of truth).
+func Open(path string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	if err := os.Remove(compactTempPath(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("storage: removing stale compaction file: %w", err)
+	}
+	db, err := openDB(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{path: path, opts: opts, db: db, ready: make(chan struct{}, 1)}
+	s.ready <- struct{}{} // entries may be pending from before the restart
+	return s, nil
+}
+
+// openDB opens the bbolt file and checks or initializes its format; on failure
+// the file is closed again.
+func openDB(path string, opts Options) (_ *bolt.DB, err error) {
+	db, err := bolt.Open(path, opts.FileMode, opts.bolt())
+	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrVersionMismatch) {
+		// Not a bbolt file, or one of another bbolt page version.
+		return nil, &FormatError{Path: path, Want: FormatVersion, Reason: "not a bbolt file of a supported version: " + err.Error()}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, db.Close())
+		}
+	}()
+	if err := db.Update(func(tx *bolt.Tx) error { return initFormat(path, tx) }); err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+// initFormat creates the buckets of an empty file, or checks the version of an
+// existing one.
+func initFormat(path string, tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		empty := true
+		_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+		if !empty {
+			return &FormatError{Path: path, Want: FormatVersion, Reason: "no meta bucket in a non-empty file"}
+		}
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucket(name); err != nil {
+				return fmt.Errorf("storage: create bucket %q: %w", name, err)
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, FormatVersion))
+	}
+	v := meta.Get(metaFormat)
+	if v == nil {
+		return &FormatError{Path: path, Want: FormatVersion, Reason: "meta bucket has no format_version"}
+	}
+	got, why := decodeMetaU64(metaFormat, v)
+	if why != "" {
+		return &FormatError{Path: path, Want: FormatVersion, Reason: "format_version: " + why}
+	}
+	if got != FormatVersion {
+		return &FormatError{Path: path, Got: uint32(min(got, 1<<32-1)), Want: FormatVersion}
+	}
+	for _, name := range allBuckets {
+		if tx.Bucket(name) == nil {
+			return &FormatError{Path: path, Want: FormatVersion, Reason: fmt.Sprintf("missing bucket %q", name)}
+		}
+	}
+	return nil
+}
+
+// Path returns the file path given to Open.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the file. It is idempotent; the second and later calls return nil.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var err error
+	if s.db != nil {
+		err = s.db.Close()
+		s.db = nil
+	}
+	if err != nil {
+		return fmt.Errorf("storage: close %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Apply runs fn in one read-write transaction and commits it if fn returns nil.
+// If fn returns an error (or panics), nothing fn wrote is kept: no state, no
+// offset, no outbox entry, no audit record. With NoSync false, the changes are
+// on disk when Apply returns nil. tx must not be used after fn returns.
+//
+// If fn deleted a point (Tx.DeletePoint returned true), every outbox entry
+// enqueued by this transaction or later is held back from Pending until Compact
+// has erased the deleted bytes from the file: the audit of a deletion cannot be
+// published before the erasure it attests.
+func (s *Store) Apply(fn func(tx *Tx) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	var enqueued bool
+	err := s.db.Update(func(btx *bolt.Tx) error {
+		t := &Tx{ReadTx: ReadTx{tx: btx}}
+		defer func() { t.done = true }()
+		if err := fn(t); err != nil {
+			return err
+		}
+		enqueued = t.outboxLoaded && t.outboxSeq != t.outboxStart
+		return t.finish()
+	})
+	if err != nil {
+		return err
+	}
+	if enqueued {
+		s.notify()
+	}
+	return nil
+}
+
+// View runs fn in a read-only transaction. Everything a ReadTx returns is a
+// copy owned by the caller and stays valid after fn returns; tx does not.
+func (s *Store) View(fn func(tx *ReadTx) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return s.db.View(func(btx *bolt.Tx) error {
+		t := &ReadTx{tx: btx}
+		defer func() { t.done = true }()
+		return fn(t)
+	})
+}
+
+// Offsets returns every stored consumed offset, ordered by topic then partition.
+func (s *Store) Offsets() (out []Offset, err error) {
+	err = s.View(func(tx *ReadTx) error {
+		out, err = tx.Offsets()
+		return err
+	})
+	return out, err
+}
+
+// OutboxReady returns a channel that receives a value after an Apply that
+// enqueued entries, after a Compact that released held entries, and once after
+// Open. A publisher waits on it between Pending calls; the channel is never
+// closed, so the publisher also selects on its own context.
+func (s *Store) OutboxReady() <-chan struct{} { return s.ready }
+
+func (s *Store) notify() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Pending returns up to limit outbox entries in seq order (all when limit <= 0),
+// excluding entries held until the next Compact (see Apply). The entries stay in
+// the outbox until Ack; calling Pending again returns them again.
+func (s *Store) Pending(limit int) (out []OutboxEntry, err error) {
+	err = s.View(func(tx *ReadTx) error {
+		if err := tx.check(); err != nil {
+			return err
+		}
+		hold, err := tx.metaU64(metaScrubHold)
+		if err != nil {
+			return err
+		}
+		c := tx.tx.Bucket(bucketOutbox).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if limit > 0 && len(out) >= limit {
+				break
+			}
+			e, why := decodeOutbox(k, v)
+			if why != "" {
+				return &CorruptError{Bucket: string(bucketOutbox), Key: bytes.Clone(k), Reason: why}
+			}
+			if hold != 0 && e.Seq >= hold {
+				break
+			}
+			out = append(out, e)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Ack deletes sent outbox entries. Seqs that are not in the outbox (already
+// acknowledged) are ignored, so a publisher may re-ack after a retry.
+func (s *Store) Ack(seqs ...uint64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketOutbox)
+		for _, seq := range seqs {
+			if err := b.Delete(u64Key(seq)); err != nil {
+				return fmt.Errorf("storage: ack seq %d: %w", seq, err)
+			}
+		}
+		return nil
+	})
+}
+
+// ScrubPending reports whether a committed deletion awaits Compact (and outbox
+// entries are held back because of it).
+func (s *Store) ScrubPending() (pending bool, err error) {
+	err = s.View(func(tx *ReadTx) error {
+		hold, err := tx.metaU64(metaScrubHold)
+		pending = hold != 0
+		return err
+	})
+	return pending, err
+}
+
+// VerifyAudit walks the audit chain from seq 1 and returns nil if every record
+// verifies: seqs are 1, 2, 3… without gaps, each PrevHash equals the previous
+// Hash (32 zero bytes for seq 1), and each Hash equals SHA-256(PrevHash || Body).
+// Otherwise it returns an *AuditBreakError (or *CorruptError for a value whose
+// checksum fails) naming the first bad seq.
+func (s *Store) VerifyAudit() error {
+	return s.View(func(tx *ReadTx) error {
+		var prev [32]byte
+		want := uint64(1)
+		c := tx.tx.Bucket(bucketAudit).Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			a, why := decodeAudit(k, v)
+			if why != "" {
+				seq := want
+				if len(k) == 8 {
+					seq = binary.BigEndian.Uint64(k)
+				}
+				return &AuditBreakError{Seq: seq, Reason: (&CorruptError{Bucket: string(bucketAudit), Key: bytes.Clone(k), Reason: why}).Error()}
+			}
+			if a.Seq != want {
+				return &AuditBreakError{Seq: want, Reason: fmt.Sprintf("record missing (next stored seq is %d)", a.Seq)}
+			}
+			if a.PrevHash != prev {
+				return &AuditBreakError{Seq: a.Seq, Reason: fmt.Sprintf("prev_hash %x does not match hash of seq %d %x", a.PrevHash, a.Seq-1, prev)}
+			}
+			if h := chainHash(&prev, a.Body); h != a.Hash {
+				return &AuditBreakError{Seq: a.Seq, Reason: fmt.Sprintf("stored hash %x, recomputed %x", a.Hash, h)}
+			}
+			prev = a.Hash
+			want++
+		}
+		return nil
+	})
+}
+
+// chainHash is SHA-256(prev || body).
+func chainHash(prev *[32]byte, body []byte) [32]byte {
+	h := sha256.New()
+	h.Write(prev[:])
+	h.Write(body)
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+func compactTempPath(path string) string { return path + ".compact.tmp" }
+
+// Compact rewrites the file so that it holds only live data, which erases every
+// byte of deleted or overwritten values, including those bbolt left on freed
+// pages (bbolt is copy-on-write and never zeroes a freed page). Steps: copy all
+// buckets into path+".compact.tmp" with bbolt.Compact, clear the scrub hold in
+// the copy, fsync it, rename it over path, fsync the directory, overwrite the old
+// file's blocks with zeros through a descriptor kept open across the rename,
+// and reopen. A crash at any point leaves either the old or the new file at
+// path, both complete; the temp file is removed by the next Open.
+//
+// Cost: it reads and writes the whole live data once (plus one write of the
+// old file size for the overwrite) and excludes Apply and View while it runs,
+// so the daemon calls it once per batch of deletions, after the batch is
+// committed and before its audits are published (Pending holds them until
+// then). Overwriting the old inode is defence in depth: on copy-on-write or
+// log-structured file systems and on SSDs the old blocks may survive
+// physically; the guarantee given is about the bytes readable in the file.
+//
+// If reopening fails the Store is closed and the error says so.
+func (s *Store) Compact() (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	tmp := compactTempPath(s.path)
+	if err := s.writeCompactCopy(tmp); err != nil {
+		return errors.Join(err, removeIfExists(tmp))
+	}
+	old, err := os.OpenFile(s.path, os.O_WRONLY, 0)
+	if err != nil {
+		return errors.Join(fmt.Errorf("storage: compact: open old file for overwrite: %w", err), removeIfExists(tmp))
+	}
+	defer func() { err = errors.Join(err, old.Close()) }()
+	if err := os.Rename(tmp, s.path); err != nil {
+		return errors.Join(fmt.Errorf("storage: compact: rename: %w", err), removeIfExists(tmp))
+	}
+	// From here the new file is the store; failures below lose nothing but must
+	// still be reported.
+	errs := []error{syncDir(filepath.Dir(s.path))}
+	errs = append(errs, s.db.Close())
+	s.db = nil
+	errs = append(errs, zeroFile(old))
+	db, oerr := openDB(s.path, s.opts)
+	if oerr != nil {
+		s.closed = true
+		errs = append(errs, fmt.Errorf("storage: compact: reopen failed, store closed: %w", oerr))
+	} else {
+		s.db = db
+		s.notify()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("storage: compact %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// writeCompactCopy writes the compacted, fsynced copy of s.db to tmp.
+func (s *Store) writeCompactCopy(tmp string) (err error) {
+	if err := removeIfExists(tmp); err != nil {
+		return err
+	}
+	o := s.opts.bolt()
+	o.NoSync = true // one fsync at the end instead of one per copy transaction
+	dst, err := bolt.Open(tmp, s.opts.FileMode, o)
+	if err != nil {
+		return fmt.Errorf("storage: compact: create %s: %w", tmp, err)
+	}
+	defer func() { err = errors.Join(err, dst.Close()) }()
+	if err := bolt.Compact(dst, s.db, compactTxMaxSize); err != nil {
+		return fmt.Errorf("storage: compact: copy: %w", err)
+	}
+	if err := dst.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(metaScrubHold, encodeMetaU64(metaScrubHold, 0))
+	}); err != nil {
+		return fmt.Errorf("storage: compact: clear scrub hold: %w", err)
+	}
+	if err := dst.Sync(); err != nil {
+		return fmt.Errorf("storage: compact: fsync %s: %w", tmp, err)
+	}
+	return nil
+}
+
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+// zeroFile overwrites f (already unlinked by the rename) with zeros and fsyncs.
+func zeroFile(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < st.Size(); off += int64(len(zeros)) {
+		n := min(int64(len(zeros)), st.Size()-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return fmt.Errorf("overwrite old file: %w", err)
+		}
+	}
+	return f.Sync()
+}
+
+var _ io.Closer = (*Store)(nil)

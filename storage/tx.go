@@ -1,0 +1,545 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// ReadTx is a read-only view of the store inside View (or the read half of a
+// Tx). Every returned value is decoded into fresh memory owned by the caller.
+// A ReadTx is not safe for concurrent use and is invalid after its function
+// returns (methods then return ErrTxDone).
+type ReadTx struct {
+	tx   *bolt.Tx
+	done bool
+}
+
+func (r *ReadTx) check() error {
+	if r.done {
+		return ErrTxDone
+	}
+	return nil
+}
+
+func corrupt(bucket []byte, key []byte, why string) error {
+	return &CorruptError{Bucket: string(bucket), Key: bytes.Clone(key), Reason: why}
+}
+
+func (r *ReadTx) metaU64(key []byte) (uint64, error) {
+	v := r.tx.Bucket(bucketMeta).Get(key)
+	if v == nil {
+		return 0, nil
+	}
+	x, why := decodeMetaU64(key, v)
+	if why != "" {
+		return 0, corrupt(bucketMeta, key, why)
+	}
+	return x, nil
+}
+
+// Point returns the point with the given id; ok is false if there is none.
+func (r *ReadTx) Point(id string) (p Point, ok bool, err error) {
+	if err := r.check(); err != nil {
+		return Point{}, false, err
+	}
+	k := []byte(id)
+	v := r.tx.Bucket(bucketPoints).Get(k)
+	if v == nil {
+		return Point{}, false, nil
+	}
+	p, why := decodePoint(k, v)
+	if why != "" {
+		return Point{}, false, corrupt(bucketPoints, k, why)
+	}
+	return p, true, nil
+}
+
+// ForEachPoint calls fn for every point in id byte order and stops at fn's
+// first error, which it returns. fn must not modify the store through another
+// transaction.
+func (r *ReadTx) ForEachPoint(fn func(Point) error) error {
+	if err := r.check(); err != nil {
+		return err
+	}
+	c := r.tx.Bucket(bucketPoints).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		p, why := decodePoint(k, v)
+		if why != "" {
+			return corrupt(bucketPoints, k, why)
+		}
+		if err := fn(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PointCount returns the number of stored points.
+func (r *ReadTx) PointCount() (int, error) {
+	if err := r.check(); err != nil {
+		return 0, err
+	}
+	n, err := r.metaU64(metaPointCount)
+	return int(n), err
+}
+
+// PoolState returns the stored landmark pool state; ok is false if none was put.
+func (r *ReadTx) PoolState() (s PoolState, ok bool, err error) {
+	if err := r.check(); err != nil {
+		return PoolState{}, false, err
+	}
+	v := r.tx.Bucket(bucketPool).Get(poolStateKey)
+	if v == nil {
+		return PoolState{}, false, nil
+	}
+	s, why := decodePoolState(poolStateKey, v)
+	if why != "" {
+		return PoolState{}, false, corrupt(bucketPool, poolStateKey, why)
+	}
+	return s, true, nil
+}
+
+// Model returns model version v; ok is false if it does not exist.
+func (r *ReadTx) Model(version uint64) (m Model, ok bool, err error) {
+	if err := r.check(); err != nil {
+		return Model{}, false, err
+	}
+	k := u64Key(version)
+	v := r.tx.Bucket(bucketModels).Get(k)
+	if v == nil {
+		return Model{}, false, nil
+	}
+	m, why := decodeModel(k, v)
+	if why != "" {
+		return Model{}, false, corrupt(bucketModels, k, why)
+	}
+	return m, true, nil
+}
+
+// LatestModel returns the model with the highest version; ok is false if no
+// model was stored.
+func (r *ReadTx) LatestModel() (m Model, ok bool, err error) {
+	if err := r.check(); err != nil {
+		return Model{}, false, err
+	}
+	k, v := r.tx.Bucket(bucketModels).Cursor().Last()
+	if k == nil {
+		return Model{}, false, nil
+	}
+	m, why := decodeModel(k, v)
+	if why != "" {
+		return Model{}, false, corrupt(bucketModels, k, why)
+	}
+	return m, true, nil
+}
+
+// ModelVersions returns the stored model versions in increasing order.
+func (r *ReadTx) ModelVersions() ([]uint64, error) {
+	if err := r.check(); err != nil {
+		return nil, err
+	}
+	var out []uint64
+	c := r.tx.Bucket(bucketModels).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if len(k) != 8 {
+			return nil, corrupt(bucketModels, k, "model key is not 8 bytes")
+		}
+		out = append(out, binary.BigEndian.Uint64(k))
+	}
+	return out, nil
+}
+
+// FitStats returns the repeated-fit statistics of a model version.
+func (r *ReadTx) FitStats(version uint64) (f FitStats, ok bool, err error) {
+	if err := r.check(); err != nil {
+		return FitStats{}, false, err
+	}
+	k := u64Key(version)
+	v := r.tx.Bucket(bucketFitStats).Get(k)
+	if v == nil {
+		return FitStats{}, false, nil
+	}
+	f, why := decodeFitStats(k, v)
+	if why != "" {
+		return FitStats{}, false, corrupt(bucketFitStats, k, why)
+	}
+	return f, true, nil
+}
+
+// Offset returns the last consumed offset of a topic partition; ok is false if
+// none was stored (the reader then starts from its configured reset policy).
+func (r *ReadTx) Offset(topic string, partition int32) (offset int64, ok bool, err error) {
+	if err := r.check(); err != nil {
+		return 0, false, err
+	}
+	if err := validTopic("topic", topic); err != nil {
+		return 0, false, err
+	}
+	if partition < 0 {
+		return 0, false, invalidf("partition %d is negative", partition)
+	}
+	k := offsetKey(topic, partition)
+	v := r.tx.Bucket(bucketOffsets).Get(k)
+	if v == nil {
+		return 0, false, nil
+	}
+	o, why := decodeOffset(k, v)
+	if why != "" {
+		return 0, false, corrupt(bucketOffsets, k, why)
+	}
+	return o.Offset, true, nil
+}
+
+// Offsets returns every stored offset ordered by topic, then partition.
+func (r *ReadTx) Offsets() ([]Offset, error) {
+	if err := r.check(); err != nil {
+		return nil, err
+	}
+	var out []Offset
+	c := r.tx.Bucket(bucketOffsets).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		o, why := decodeOffset(k, v)
+		if why != "" {
+			return nil, corrupt(bucketOffsets, k, why)
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// Audit returns the audit record with the given seq.
+func (r *ReadTx) Audit(seq uint64) (a AuditRecord, ok bool, err error) {
+	if err := r.check(); err != nil {
+		return AuditRecord{}, false, err
+	}
+	k := u64Key(seq)
+	v := r.tx.Bucket(bucketAudit).Get(k)
+	if v == nil {
+		return AuditRecord{}, false, nil
+	}
+	a, why := decodeAudit(k, v)
+	if why != "" {
+		return AuditRecord{}, false, corrupt(bucketAudit, k, why)
+	}
+	return a, true, nil
+}
+
+// AuditHead returns the link of the last audit record; ok is false (and the
+// zero link, whose Hash is the PrevHash of seq 1) when the log is empty.
+func (r *ReadTx) AuditHead() (l AuditLink, ok bool, err error) {
+	if err := r.check(); err != nil {
+		return AuditLink{}, false, err
+	}
+	k, v := r.tx.Bucket(bucketAudit).Cursor().Last()
+	if k == nil {
+		return AuditLink{}, false, nil
+	}
+	a, why := decodeAudit(k, v)
+	if why != "" {
+		return AuditLink{}, false, corrupt(bucketAudit, k, why)
+	}
+	return a.AuditLink, true, nil
+}
+
+// ForEachAudit calls fn for each audit record with seq >= from, in seq order.
+func (r *ReadTx) ForEachAudit(from uint64, fn func(AuditRecord) error) error {
+	if err := r.check(); err != nil {
+		return err
+	}
+	c := r.tx.Bucket(bucketAudit).Cursor()
+	for k, v := c.Seek(u64Key(from)); k != nil; k, v = c.Next() {
+		a, why := decodeAudit(k, v)
+		if why != "" {
+			return corrupt(bucketAudit, k, why)
+		}
+		if err := fn(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Tx is the read-write transaction given to Apply. It reads like a ReadTx and
+// sees its own writes. Arguments are encoded when a method is called, so the
+// caller may reuse its slices afterwards. Not safe for concurrent use.
+type Tx struct {
+	ReadTx
+
+	outboxLoaded bool
+	outboxStart  uint64 // last assigned outbox seq before this transaction
+	outboxSeq    uint64 // last assigned outbox seq so far
+
+	auditLoaded bool
+	auditHead   AuditLink
+
+	pointsLoaded bool
+	points       uint64
+	pointsDirty  bool
+
+	deleted bool // a point was deleted: hold the outbox until Compact
+}
+
+func validTopic(field, topic string) error {
+	if topic == "" {
+		return invalidf("%s is empty", field)
+	}
+	if len(topic) > MaxTopicLen {
+		return invalidf("%s %.32q… is %d bytes, longer than %d", field, topic, len(topic), MaxTopicLen)
+	}
+	if strings.IndexByte(topic, 0) >= 0 {
+		return invalidf("%s %q contains a NUL byte", field, topic)
+	}
+	return nil
+}
+
+func validID(field, id string) error {
+	if id == "" {
+		return invalidf("%s is empty", field)
+	}
+	if len(id) > MaxIDLen {
+		return invalidf("%s %.32q… is %d bytes, longer than %d", field, id, len(id), MaxIDLen)
+	}
+	return nil
+}
+
+func validMatrix(name string, m Matrix) error {
+	if m.Rows < 0 || m.Cols < 0 || m.Rows > math.MaxUint32 || m.Cols > math.MaxUint32 {
+		return invalidf("model matrix %s has shape %d×%d", name, m.Rows, m.Cols)
+	}
+	if uint64(len(m.Data)) != uint64(m.Rows)*uint64(m.Cols) {
+		return invalidf("model matrix %s has %d elements, shape %d×%d needs %d", name, len(m.Data), m.Rows, m.Cols, m.Rows*m.Cols)
+	}
+	return nil
+}
+
+func (t *Tx) loadPoints() error {
+	if t.pointsLoaded {
+		return nil
+	}
+	n, err := t.metaU64(metaPointCount)
+	if err != nil {
+		return err
+	}
+	t.points, t.pointsLoaded = n, true
+	return nil
+}
+
+// PutPoint inserts or replaces a point.
+func (t *Tx) PutPoint(p Point) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := validID("point id", p.ID); err != nil {
+		return err
+	}
+	if err := t.loadPoints(); err != nil {
+		return err
+	}
+	k := []byte(p.ID)
+	b := t.tx.Bucket(bucketPoints)
+	if b.Get(k) == nil {
+		t.points++
+		t.pointsDirty = true
+	}
+	if err := b.Put(k, encodePoint(k, &p)); err != nil {
+		return fmt.Errorf("storage: put point %q: %w", p.ID, err)
+	}
+	return nil
+}
+
+// DeletePoint removes a point and reports whether it existed. Its bytes remain
+// on bbolt's freed pages until Compact; outbox entries enqueued from this
+// transaction on are held back from Pending until then.
+func (t *Tx) DeletePoint(id string) (existed bool, err error) {
+	if err := t.check(); err != nil {
+		return false, err
+	}
+	if err := validID("point id", id); err != nil {
+		return false, err
+	}
+	if err := t.loadPoints(); err != nil {
+		return false, err
+	}
+	k := []byte(id)
+	b := t.tx.Bucket(bucketPoints)
+	if b.Get(k) == nil {
+		return false, nil
+	}
+	if err := b.Delete(k); err != nil {
+		return false, fmt.Errorf("storage: delete point %q: %w", id, err)
+	}
+	t.points--
+	t.pointsDirty = true
+	t.deleted = true
+	return true, nil
+}
+
+// SetOffset records the last consumed offset of a topic partition.
+func (t *Tx) SetOffset(topic string, partition int32, offset int64) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := validTopic("offset topic", topic); err != nil {
+		return err
+	}
+	if partition < 0 {
+		return invalidf("offset partition %d is negative", partition)
+	}
+	k := offsetKey(topic, partition)
+	if err := t.tx.Bucket(bucketOffsets).Put(k, encodeOffset(k, offset)); err != nil {
+		return fmt.Errorf("storage: set offset %s/%d: %w", topic, partition, err)
+	}
+	return nil
+}
+
+// Enqueue appends an output event to the outbox and returns its seq. Seqs are
+// assigned in call order across transactions, so replaying the same inputs
+// assigns the same seqs.
+func (t *Tx) Enqueue(topic string, key, value []byte) (seq uint64, err error) {
+	if err := t.check(); err != nil {
+		return 0, err
+	}
+	if err := validTopic("outbox topic", topic); err != nil {
+		return 0, err
+	}
+	if !t.outboxLoaded {
+		last, err := t.metaU64(metaOutboxSeq)
+		if err != nil {
+			return 0, err
+		}
+		t.outboxStart, t.outboxSeq, t.outboxLoaded = last, last, true
+	}
+	seq = t.outboxSeq + 1
+	k := u64Key(seq)
+	if err := t.tx.Bucket(bucketOutbox).Put(k, encodeOutbox(k, topic, key, value)); err != nil {
+		return 0, fmt.Errorf("storage: enqueue seq %d on %s: %w", seq, topic, err)
+	}
+	t.outboxSeq = seq
+	return seq, nil
+}
+
+// AppendAudit appends body to the audit log and returns its link: Seq (from 1),
+// PrevHash (the previous record's Hash, 32 zero bytes for Seq 1) and
+// Hash = SHA-256(PrevHash || body). body is stored verbatim: the caller makes it
+// canonical (the same logical audit must always give the same bytes) and puts
+// the returned link next to it in the emitted event, so a reader recomputes the
+// hash from the event's body bytes. body must not contain raw input data.
+func (t *Tx) AppendAudit(body []byte) (AuditLink, error) {
+	if err := t.check(); err != nil {
+		return AuditLink{}, err
+	}
+	if !t.auditLoaded {
+		head, _, err := t.AuditHead()
+		if err != nil {
+			return AuditLink{}, err
+		}
+		t.auditHead, t.auditLoaded = head, true
+	}
+	l := AuditLink{Seq: t.auditHead.Seq + 1, PrevHash: t.auditHead.Hash}
+	l.Hash = chainHash(&l.PrevHash, body)
+	k := u64Key(l.Seq)
+	if err := t.tx.Bucket(bucketAudit).Put(k, encodeAudit(k, &l.PrevHash, &l.Hash, body)); err != nil {
+		return AuditLink{}, fmt.Errorf("storage: append audit seq %d: %w", l.Seq, err)
+	}
+	t.auditHead = l
+	return l, nil
+}
+
+// PutPoolState replaces the landmark pool state.
+func (t *Tx) PutPoolState(s PoolState) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := t.tx.Bucket(bucketPool).Put(poolStateKey, encodePoolState(poolStateKey, &s)); err != nil {
+		return fmt.Errorf("storage: put pool state (%d bytes): %w", len(s.Data), err)
+	}
+	return nil
+}
+
+// PutModel stores a new model version. Versions are immutable: storing an
+// existing version returns an error matching ErrModelExists.
+func (t *Tx) PutModel(m Model) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if m.Version == 0 {
+		return invalidf("model version is 0")
+	}
+	for i, l := range m.Landmarks {
+		if err := validID(fmt.Sprintf("model landmark %d", i), l); err != nil {
+			return err
+		}
+	}
+	for _, x := range []struct {
+		name string
+		m    Matrix
+	}{{"A", m.A}, {"A0", m.A0}, {"B", m.B}} {
+		if err := validMatrix(x.name, x.m); err != nil {
+			return err
+		}
+	}
+	k := u64Key(m.Version)
+	b := t.tx.Bucket(bucketModels)
+	if b.Get(k) != nil {
+		return fmt.Errorf("%w: version %d", ErrModelExists, m.Version)
+	}
+	if err := b.Put(k, encodeModel(k, &m)); err != nil {
+		return fmt.Errorf("storage: put model version %d: %w", m.Version, err)
+	}
+	return nil
+}
+
+// PutFitStats stores (or replaces) the repeated-fit statistics of a version.
+func (t *Tx) PutFitStats(f FitStats) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if f.Version == 0 {
+		return invalidf("fit stats version is 0")
+	}
+	k := u64Key(f.Version)
+	if err := t.tx.Bucket(bucketFitStats).Put(k, encodeFitStats(k, &f)); err != nil {
+		return fmt.Errorf("storage: put fit stats version %d: %w", f.Version, err)
+	}
+	return nil
+}
+
+// finish writes the counters the transaction changed, before commit.
+func (t *Tx) finish() error {
+	meta := t.tx.Bucket(bucketMeta)
+	if t.outboxLoaded && t.outboxSeq != t.outboxStart {
+		if err := meta.Put(metaOutboxSeq, encodeMetaU64(metaOutboxSeq, t.outboxSeq)); err != nil {
+			return err
+		}
+	}
+	if t.pointsDirty {
+		if err := meta.Put(metaPointCount, encodeMetaU64(metaPointCount, t.points)); err != nil {
+			return err
+		}
+	}
+	if t.deleted {
+		hold, err := t.metaU64(metaScrubHold)
+		if err != nil {
+			return err
+		}
+		if hold == 0 {
+			first := t.outboxStart + 1
+			if !t.outboxLoaded {
+				last, err := t.metaU64(metaOutboxSeq)
+				if err != nil {
+					return err
+				}
+				first = last + 1
+			}
+			if err := meta.Put(metaScrubHold, encodeMetaU64(metaScrubHold, first)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
