@@ -1,5 +1,60 @@
 // Package entk computes the sketched empirical neural tangent kernel of a frozen backbone
 // (paper eq. composed): exact per-example vector–Jacobian products, Gaussian heads, the
-// subsampled randomized Hadamard transform, the feature map ψ_{h,s}, and the exact kernel
-// and its diagonal for small networks.
+// subsampled randomized Hadamard transform (SRHT), the feature map ψ_{h,s}, and the exact
+// kernel k*(x,x') = tr(J_x J_{x'}ᵀ)/d with its diagonal for small networks.
+//
+// # Backbones
+//
+// Specs: "mlp:D-h1-…-d", "resmlp:D-WIDTHxB-d", "convnet:CxHxW-c1-…-cL-d" (ParseArch; every
+// number ≤ 2^20, P ≤ 2^28; errors wrap ErrArchSpec and quote the bad part). The matching
+// PyTorch modules, whose state_dict keys LoadBackbone expects, are documented on Arch;
+// parameters are flattened in state_dict order, row-major [out,in] / [out,in,3,3], inputs
+// flattened CHW. Choices: the resmlp input projection is followed by a ReLU; MaxPool2d(2)
+// floors odd sizes (the dropped row/column gets zero gradient); ReLU'(0) = 0; the max-pool
+// gradient goes to the first maximal element in row-major window order.
+//
+// NewBackbone draws PyTorch's default initialization (weights and biases U(±1/√fan_in)) in
+// state_dict order from the stream rng.New(seed, "entk/init"). LoadBackbone reads a
+// safetensors file (F64, F32, F16, BF16) strictly and reports every problem at once, each
+// naming the key and the shapes got vs want.
+//
+// # Invariants and concurrency
+//
+//   - A Backbone is immutable after construction and safe for concurrent use. Params()
+//     aliases internal memory: callers must not modify it.
+//   - A *Workspace belongs to one goroutine and to the backbone that made it (using it with
+//     another backbone panics, as does Backward before Forward). Forward and Backward
+//     allocate nothing; Backward overwrites all of dst and may be called any number of times
+//     after one Forward (once per head).
+//   - An SRHT, a Sketch and its heads never change after construction and are safe for
+//     concurrent use given separate SketchWorkspaces. Do not modify what Heads(), Signs()
+//     or Rows() return.
+//   - Functions never modify their input slices; a destination argument is overwritten
+//     entirely; wrong slice lengths are programmer errors and panic.
+//
+// # FWHT and SRHT
+//
+// FWHT overwrites v with H v, H = H_n/√n in Sylvester order ((H_n)_jk = (−1)^popcount(j&k)),
+// symmetric and orthogonal, allocation-free. The low 11 stages run blockwise in L1 (three
+// stages per pass in registers), the rest as radix-8 passes over the slice.
+//
+// SRHT S = √(P/s)·R·H·D: P = PaddedLen(p) (next power of two ≥ max(p, 2)), the input zero-
+// padded to P; D is P Rademacher signs, then R is s rows drawn without replacement (partial
+// Fisher–Yates) and kept in ascending order. s = 0 means no sketch: the identity on the
+// unpadded vector. The P in Thm. srht-exact's factor (P−s)/((P−1)s) is the padded P.
+//
+// # Feature map
+//
+// NewSketch(b, h, s, seed, name) draws heads w_j ~ N(0, I/d) from rng.New(seed,
+// "entk/heads/"+name) and one SRHT shared by all heads from rng.New(seed, "entk/srht/"+name),
+// so the "fit" and "eval" draws of the paper are independent and each is reproducible from
+// (seed, name). ψ(x) = h^{-1/2}[S J_xᵀw_1; …; S J_xᵀw_h] ∈ R^{h·q} with q = s (q = P unpadded
+// when s = 0), so <ψ(x), ψ(y)> = K_{h,s}(x, y). FeaturesTo allocates nothing;
+// FeaturesBatchTo spreads rows over min(GOMAXPROCS, n) goroutines that it joins before
+// returning, each row bit-identical to FeaturesTo.
+//
+// # Exact kernel
+//
+// JacobianTo builds J_x (d×P) by d backward passes; ExactGramTo keeps all n Jacobians
+// (n·d·P floats) and is meant for small networks, as in the verification commands.
 package entk

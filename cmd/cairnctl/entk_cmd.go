@@ -1,6 +1,128 @@
 package main
 
-import "io"
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
 
-// runEntk is a placeholder until its issue lands.
-func runEntk(args []string, stdout io.Writer) error { return errNotImplemented }
+	"github.com/cairnhq/cairn/entk"
+)
+
+// entkSubcommands are the subcommands of "cairnctl entk".
+var entkSubcommands = map[string]command{
+	"kernel": runEntkKernel,
+}
+
+// runEntk dispatches "cairnctl entk SUBCOMMAND [flags]".
+func runEntk(args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		entkUsage(os.Stderr)
+		return errors.New("missing subcommand")
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		entkUsage(os.Stderr)
+		return flag.ErrHelp
+	}
+	sub, ok := entkSubcommands[args[0]]
+	if !ok {
+		entkUsage(os.Stderr)
+		return fmt.Errorf("unknown subcommand %q", args[0])
+	}
+	return sub(args[1:], stdout)
+}
+
+func entkUsage(w io.Writer) {
+	fmt.Fprint(w, `usage: cairnctl entk SUBCOMMAND [flags]
+subcommands:
+  kernel   the eNTK Gram matrix of the rows of a CSV: exact (--exact) or sketched (--h, --s)
+run 'cairnctl entk SUBCOMMAND -h' for its flags
+`)
+}
+
+// entkKernelResult is the output of "cairnctl entk kernel".
+type entkKernelResult struct {
+	Arch   string `json:"arch"`
+	Params int    `json:"params"`
+	N      int    `json:"n"`
+	Exact  bool   `json:"exact"`
+	// Sketch draw, when not exact: heads, width (0 = no sketch), padded P, the seed and the
+	// draw name, so the draw is rng.New(seed, "entk/heads/cli") and "entk/srht/cli".
+	H       int    `json:"h,omitempty"`
+	S       *int   `json:"s,omitempty"`
+	PaddedP int    `json:"padded_p,omitempty"`
+	Seed    uint64 `json:"seed"`
+	Draw    string `json:"draw,omitempty"`
+	// Kernel is the n×n Gram matrix, row a = example a.
+	Kernel [][]float64 `json:"kernel"`
+}
+
+// runEntkKernel prints the exact eNTK Gram matrix k*(x_a, x_b) = tr(J_a J_bᵀ)/d of the rows
+// of --in, or the sketched K_{h,s} of one draw named "cli" under --seed (paper eq.
+// composed). Without --weights the backbone is NewBackbone(--arch, --seed).
+func runEntkKernel(args []string, stdout io.Writer) error {
+	fs := newFlags("entk kernel")
+	arch := fs.String("arch", "", "architecture spec, e.g. mlp:784-256-256-10 (required)")
+	weights := fs.String("weights", "", "safetensors file with the parameters (default: PyTorch init from --seed)")
+	in := fs.String("in", "", "headerless CSV, one example per row (required)")
+	exact := fs.Bool("exact", false, "exact kernel tr(J_a J_bᵀ)/d instead of a sketch")
+	h := fs.Int("h", 0, "number of Gaussian heads of the sketch (≥ 1)")
+	s := fs.Int("s", 0, "SRHT width of the sketch (0 = no sketch, else 1..padded P)")
+	seed := fs.Uint64("seed", 1, "seed of the sketch draw (and of the initialization without --weights)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case *arch == "":
+		return errors.New("--arch is required")
+	case *in == "":
+		return errors.New("--in is required")
+	case *exact && (set["h"] || set["s"]):
+		return errors.New("--exact excludes --h and --s")
+	case !*exact && !set["h"]:
+		return errors.New("give --exact, or --h (and --s) for a sketch")
+	case !*exact && *h < 1:
+		return fmt.Errorf("--h: %d heads, want ≥ 1", *h)
+	}
+
+	var b entk.Backbone
+	var err error
+	if *weights != "" {
+		b, err = entk.LoadBackbone(*arch, *weights)
+	} else {
+		b, err = entk.NewBackbone(*arch, *seed)
+	}
+	if err != nil {
+		return err
+	}
+	xs, n, cols, err := readMatrixCSV(*in)
+	if err != nil {
+		return fmt.Errorf("--in: %w", err)
+	}
+	if cols != b.InDim() {
+		return fmt.Errorf("--in %s: rows have %d values, but --arch %s takes inputs of dimension %d", *in, cols, *arch, b.InDim())
+	}
+
+	res := entkKernelResult{Arch: b.Arch(), Params: b.NumParams(), N: n, Exact: *exact, Seed: *seed}
+	k := make([]float64, n*n)
+	if *exact {
+		entk.ExactGramTo(k, b, xs, n)
+	} else {
+		const draw = "cli"
+		sk, err := entk.NewSketch(b, *h, *s, *seed, draw)
+		if err != nil {
+			return fmt.Errorf("--h %d --s %d: %w", *h, *s, err)
+		}
+		sk.KernelTo(k, xs, n)
+		res.H, res.S, res.PaddedP, res.Draw = sk.H(), s, sk.PaddedP(), draw
+	}
+	res.Kernel = make([][]float64, n)
+	for a := range res.Kernel {
+		res.Kernel[a] = k[a*n : (a+1)*n]
+	}
+	return writeJSON(stdout, res)
+}

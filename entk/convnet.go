@@ -1,0 +1,340 @@
+package entk
+
+import (
+	"fmt"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/floats"
+)
+
+// convLayer is Conv2d(cin, cout, 3, padding=1) → ReLU → MaxPool2d(2) on an h×w input.
+type convLayer struct {
+	cin, cout, h, w int
+	hp, wp          int // pooled size ⌊h/2⌋ × ⌊w/2⌋
+	k               int // 9·cin, the im2col patch length
+	wt, b           []float64
+	wOff, bOff      int
+}
+
+// ConvNet is the backbone "convnet:CxHxW-c1-…-cL-d": L blocks of
+// Conv2d(3×3, padding 1) → ReLU → MaxPool2d(2), then Flatten (CHW order) and Linear.
+//
+// Conventions: ReLU'(0) = 0; the max-pool gradient goes to the first maximal element of
+// each 2×2 window in row-major window order (top-left, top-right, bottom-left,
+// bottom-right); odd spatial sizes are floored as in PyTorch, so the last row/column of an
+// odd-sized map never reaches the output and gets zero gradient. Inputs must be finite
+// (the daemon validates them): a NaN is never a window maximum here, where PyTorch would
+// propagate it.
+//
+// Implementation: the convolution is an im2col matrix product (gonum Dgemm, in blocks small
+// enough that gonum stays serial: the caller owns the parallelism). Backward exploits that
+// after ReLU+MaxPool only the pooled outputs that are positive pass a gradient, each from
+// one conv position, so it touches Cout·⌊H/2⌋·⌊W/2⌋ patches instead of Cout·H·W, and it
+// never forms the gradient with respect to the network input.
+type ConvNet struct {
+	arch   Arch
+	params []float64
+	convs  []convLayer
+	fc     linear
+}
+
+func newConvNet(a Arch, params []float64) *ConvNet {
+	ts := a.Tensors()
+	n := &ConvNet{arch: a, params: params}
+	cin, h, w := a.C, a.H, a.W
+	for l, cout := range a.Channels {
+		wt, bt := ts[2*l], ts[2*l+1]
+		n.convs = append(n.convs, convLayer{
+			cin: cin, cout: cout, h: h, w: w, hp: h / 2, wp: w / 2, k: 9 * cin,
+			wt: params[wt.Offset : wt.Offset+wt.Size], b: params[bt.Offset : bt.Offset+bt.Size],
+			wOff: wt.Offset, bOff: bt.Offset,
+		})
+		cin, h, w = cout, h/2, w/2
+	}
+	m := len(ts)
+	n.fc = newLinear(params, ts[m-2], ts[m-1])
+	return n
+}
+
+func (n *ConvNet) Arch() string      { return n.arch.Spec }
+func (n *ConvNet) InDim() int        { return n.arch.In }
+func (n *ConvNet) OutDim() int       { return n.arch.Out }
+func (n *ConvNet) NumParams() int    { return len(n.params) }
+func (n *ConvNet) Params() []float64 { return n.params }
+func (n *ConvNet) String() string    { return fmt.Sprintf("entk.ConvNet(%s)", n.arch.Spec) }
+
+func (n *ConvNet) NewWorkspace() *Workspace {
+	ws := &Workspace{owner: n}
+	L := len(n.convs)
+	ws.cols = make([][]float64, L)
+	ws.z = make([][]float64, L)
+	ws.pooled = make([][]float64, L)
+	ws.dcols = make([][]float64, L)
+	ws.dpooled = make([][]float64, L)
+	ws.actOut = make([][]int32, L)
+	ws.actPos = make([][]int32, L)
+	for l, c := range n.convs {
+		np := c.h * c.w
+		nq := c.cout * c.hp * c.wp
+		ws.cols[l] = make([]float64, np*c.k)
+		ws.z[l] = make([]float64, np*c.cout)
+		ws.pooled[l] = make([]float64, nq)
+		ws.dpooled[l] = make([]float64, nq)
+		ws.actOut[l] = make([]int32, 0, nq)
+		ws.actPos[l] = make([]int32, 0, nq)
+		if l > 0 {
+			ws.dcols[l] = make([]float64, np*c.k)
+		}
+	}
+	return ws
+}
+
+// Forward runs conv → ReLU → pool per layer, then the Linear, caching im2col matrices and
+// the positive pooled outputs with their argmax positions.
+func (n *ConvNet) Forward(out, x []float64, ws *Workspace) {
+	ws.check(n)
+	if len(x) != n.arch.In || len(out) != n.arch.Out {
+		panic(fmt.Sprintf("entk: ConvNet.Forward: len(x)=%d len(out)=%d, want %d and %d", len(x), len(out), n.arch.In, n.arch.Out))
+	}
+	in := x
+	for l := range n.convs {
+		c := &n.convs[l]
+		im2colTo(ws.cols[l], in, c.cin, c.h, c.w)
+		c.convTo(ws.z[l], ws.cols[l])
+		ws.actOut[l], ws.actPos[l] = c.reluPoolTo(ws.pooled[l], ws.actOut[l][:0], ws.actPos[l][:0], ws.z[l])
+		in = ws.pooled[l]
+	}
+	n.fc.forwardTo(out, in)
+	ws.cached = true
+}
+
+// Backward computes J_xᵀ w for the cached x:
+//
+//	Linear: d fc = w ⊗ a_L, g_L = fcᵀ w
+//	conv l, for each positive pooled output (c, q) with window argmax p and g = g_l[c, q]:
+//	        db[c] += g;  dW[c, :] += g · cols_l[p, :];  dcols_l[p, :] += g · W[c, :]
+//	        then g_{l-1} = col2im(dcols_l)   (skipped for l = 0)
+func (n *ConvNet) Backward(dst, w []float64, ws *Workspace) {
+	ws.check(n)
+	ws.checkCached()
+	if len(dst) != len(n.params) || len(w) != n.arch.Out {
+		panic(fmt.Sprintf("entk: ConvNet.Backward: len(dst)=%d len(w)=%d, want %d and %d", len(dst), len(w), len(n.params), n.arch.Out))
+	}
+	L := len(n.convs)
+	n.fc.paramGradTo(dst, w, ws.pooled[L-1])
+	n.fc.inputGradTo(ws.dpooled[L-1], w)
+	for l := L - 1; l >= 0; l-- {
+		c := &n.convs[l]
+		K, Q := c.k, c.hp*c.wp
+		dW := dst[c.wOff : c.wOff+c.cout*K]
+		db := dst[c.bOff : c.bOff+c.cout]
+		clear(dW)
+		clear(db)
+		g := ws.dpooled[l]
+		cols := ws.cols[l]
+		pos := ws.actPos[l]
+		if l == 0 {
+			for i, o := range ws.actOut[l] {
+				gv := g[o]
+				if gv == 0 {
+					continue
+				}
+				ch, p := int(o)/Q, int(pos[i])
+				db[ch] += gv
+				axpy(dW[ch*K:(ch+1)*K], gv, cols[p*K:(p+1)*K])
+			}
+			break
+		}
+		dc := ws.dcols[l]
+		clear(dc)
+		for i, o := range ws.actOut[l] {
+			gv := g[o]
+			if gv == 0 {
+				continue
+			}
+			ch, p := int(o)/Q, int(pos[i])
+			db[ch] += gv
+			axpy(dW[ch*K:(ch+1)*K], gv, cols[p*K:(p+1)*K])
+			axpy(dc[p*K:(p+1)*K], gv, c.wt[ch*K:(ch+1)*K])
+		}
+		col2imTo(ws.dpooled[l-1], dc, c.cin, c.h, c.w)
+	}
+}
+
+// axpy is dst += a·x, in Go for the short 3×3×Cin patches of a first layer and through
+// gonum's assembly kernel otherwise.
+func axpy(dst []float64, a float64, x []float64) {
+	if len(x) < 16 {
+		dst = dst[:len(x)]
+		for i, v := range x {
+			dst[i] += a * v
+		}
+		return
+	}
+	floats.AddScaled(dst, a, x)
+}
+
+// im2colTo writes the 3×3, padding-1 patches of the CHW image in (cin×h×w) into cols,
+// position-major:
+//
+//	for y, x { p := y*w+x; for ci, ky, kx {
+//	    cols[p*9cin + ci*9+ky*3+kx] = in[ci, y+ky-1, x+kx-1]  (0 outside the image) } }
+func im2colTo(cols, in []float64, cin, h, w int) {
+	K := 9 * cin
+	hw := h * w
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			row := cols[(y*w+x)*K : (y*w+x+1)*K]
+			interior := y > 0 && y < h-1 && x > 0 && x < w-1
+			for ci := 0; ci < cin; ci++ {
+				src := in[ci*hw : (ci+1)*hw]
+				r := row[ci*9 : ci*9+9]
+				if interior {
+					o := (y-1)*w + x - 1
+					r[0], r[1], r[2] = src[o], src[o+1], src[o+2]
+					o += w
+					r[3], r[4], r[5] = src[o], src[o+1], src[o+2]
+					o += w
+					r[6], r[7], r[8] = src[o], src[o+1], src[o+2]
+					continue
+				}
+				for ky := 0; ky < 3; ky++ {
+					iy := y + ky - 1
+					for kx := 0; kx < 3; kx++ {
+						ix := x + kx - 1
+						if iy < 0 || iy >= h || ix < 0 || ix >= w {
+							r[ky*3+kx] = 0
+						} else {
+							r[ky*3+kx] = src[iy*w+ix]
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// col2imTo is the adjoint of im2colTo: it sums each patch entry back onto the image pixel
+// it was copied from, writing dx (cin×h×w, CHW) from dcols.
+func col2imTo(dx, dcols []float64, cin, h, w int) {
+	clear(dx)
+	K := 9 * cin
+	hw := h * w
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			row := dcols[(y*w+x)*K : (y*w+x+1)*K]
+			interior := y > 0 && y < h-1 && x > 0 && x < w-1
+			for ci := 0; ci < cin; ci++ {
+				d := dx[ci*hw : (ci+1)*hw]
+				r := row[ci*9 : ci*9+9]
+				if interior {
+					o := (y-1)*w + x - 1
+					d[o] += r[0]
+					d[o+1] += r[1]
+					d[o+2] += r[2]
+					o += w
+					d[o] += r[3]
+					d[o+1] += r[4]
+					d[o+2] += r[5]
+					o += w
+					d[o] += r[6]
+					d[o+1] += r[7]
+					d[o+2] += r[8]
+					continue
+				}
+				for ky := 0; ky < 3; ky++ {
+					iy := y + ky - 1
+					if iy < 0 || iy >= h {
+						continue
+					}
+					for kx := 0; kx < 3; kx++ {
+						ix := x + kx - 1
+						if ix < 0 || ix >= w {
+							continue
+						}
+						d[iy*w+ix] += r[ky*3+kx]
+					}
+				}
+			}
+		}
+	}
+}
+
+// gemmBlock bounds the row and column blocks of one Dgemm call so that gonum's Dgemm runs
+// serially (it spawns goroutines from 4 blocks of 64×64 on).
+const gemmBlock = 64
+
+// convTo computes the pre-activation z (position-major, z[p*cout+c]) from cols:
+//
+//	for p, c { z[p*cout+c] = b[c] + Σ_k cols[p*K+k] W[c*K+k] }
+func (c *convLayer) convTo(z, cols []float64) {
+	np, K := c.h*c.w, c.k
+	for p := 0; p < np; p++ {
+		copy(z[p*c.cout:(p+1)*c.cout], c.b)
+	}
+	if K < 16 {
+		// First layers (Cin = 1): dot products of length 9 are too short for Dgemm's
+		// per-call overhead.
+		for p := 0; p < np; p++ {
+			row := cols[p*K : (p+1)*K]
+			zr := z[p*c.cout : (p+1)*c.cout]
+			for ch := range zr {
+				w := c.wt[ch*K : (ch+1)*K]
+				s := zr[ch]
+				for k, v := range row {
+					s += v * w[k]
+				}
+				zr[ch] = s
+			}
+		}
+		return
+	}
+	impl := blas64.Implementation()
+	for r0 := 0; r0 < np; r0 += gemmBlock {
+		m := min(gemmBlock, np-r0)
+		for c0 := 0; c0 < c.cout; c0 += gemmBlock {
+			nn := min(gemmBlock, c.cout-c0)
+			impl.Dgemm(blas.NoTrans, blas.Trans, m, nn, K, 1,
+				cols[r0*K:], K, c.wt[c0*K:], K, 1, z[r0*c.cout+c0:], c.cout)
+		}
+	}
+}
+
+// reluPoolTo writes pooled = MaxPool2d(2)(relu(z)) in CHW order and appends to outs/poss
+// the pooled index c*Q+q and conv position p of every positive output, p being the first
+// maximum of its window in row-major order (strict > over the window in that order). The
+// channel loop is innermost so z (position-major) is read contiguously.
+func (c *convLayer) reluPoolTo(pooled []float64, outs, poss []int32, z []float64) ([]int32, []int32) {
+	Q, C := c.hp*c.wp, c.cout
+	for qy := 0; qy < c.hp; qy++ {
+		for qx := 0; qx < c.wp; qx++ {
+			q := qy*c.wp + qx
+			p0 := 2*qy*c.w + 2*qx
+			p1, p2, p3 := p0+1, p0+c.w, p0+c.w+1
+			z0, z1 := z[p0*C:(p0+1)*C], z[p1*C:(p1+1)*C]
+			z2, z3 := z[p2*C:(p2+1)*C], z[p3*C:(p3+1)*C]
+			for ch := 0; ch < C; ch++ {
+				best, bp := z0[ch], p0
+				if v := z1[ch]; v > best {
+					best, bp = v, p1
+				}
+				if v := z2[ch]; v > best {
+					best, bp = v, p2
+				}
+				if v := z3[ch]; v > best {
+					best, bp = v, p3
+				}
+				o := ch*Q + q
+				if best > 0 {
+					pooled[o] = best
+					outs = append(outs, int32(o))
+					poss = append(poss, int32(bp))
+				} else {
+					pooled[o] = 0
+				}
+			}
+		}
+	}
+	return outs, poss
+}
