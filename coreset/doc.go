@@ -1,3 +1,91 @@
-// Package coreset is part of cairn; see DESIGN.md section 2 for its role.
-// Its contracts are written here as the package grows.
+// Package coreset selects and maintains the landmark pool of cairn: greedy pivoted
+// Cholesky on a feature map (paper section 3.3, Prop. greedy), its residual certificate
+// tr R, incremental inserts and deletions, the effective dimension d_eff(λ) exact and by
+// stochastic Lanczos quadrature (Lemma deff), the residual budget curve with a power-law fit
+// (Cor. noknee), class coverage κ_C (Prop. coverage) and the comparison selectors of the
+// paper's Table kappa.
+//
+// The kernel is always K(x, x') = <ψ(x), ψ(x')> for some feature map ψ: R^D → R^q (the
+// sketched eNTK features of package entk, or any other). The package never sees data,
+// storage or the network: it takes feature vectors and returns numbers and plain structs.
+//
+// # Batch selection
+//
+// Greedy runs pivoted Cholesky on the rows of an n×q matrix: pivot t+1 is the row with the
+// largest residual δ^{(t)}_j, ties going to the lower row index. It stops early when the
+// largest residual is at most Tol·max_j K_jj (relative tolerance, DefaultTol = 1e-10:
+// ~500× the rounding noise of 1000 pivot updates), which bounds the positive pivots by the
+// numerical rank (Prop. greedy iii). It never holds an n×m factor (Gram–Schmidt in feature
+// space, O(m q + n) memory) unless asked for the Gram matrix the Pool needs.
+//
+// Top-up rule (paper appendix F "Selectors": on Adult the surrogate kernel has rank 96 and
+// the remaining landmarks come from a top-up rule the paper does not spell out). Ours:
+// when the residual is exhausted before the budget, the remaining landmarks are the
+// unselected points with the smallest TopUpKey(seed, id) = rng.Seed(seed,
+// "coreset/topup/<id>"), ties by id. That is a seeded uniform sample without replacement
+// that depends only on the set of ids, not on arrival order, so a pool stays reproducible
+// under any interleaving of events; a new point's key is checked in O(1). Top-up landmarks
+// lie in the span of the greedy pivots to within Tol, so they are kept out of the Cholesky
+// factor and the residual curve is flat over them.
+//
+// # Pool contract
+//
+// A Pool holds the stored points of one view and serves a landmark sequence with its
+// certificate. DESIGN.md section 4 "Pool semantics":
+//
+//   - Served pool. The served landmarks change only in Sync and in landmark deletions
+//     (which only remove). After Sync they equal batch greedy pivoted Cholesky (plus
+//     top-up) over the stored points taken in increasing id order, with the budget in
+//     force, and Certificate().Trace equals the exact tr R to rounding (relative 1e-9).
+//   - Insert(id, ψ) costs O(k q + k²) for k served landmarks, independent of the number n
+//     of stored points (BenchmarkPoolInsertRatio: 10^5 vs 10^3 stored points). It adds
+//     the new point's exact residual against the served pool to the certificate and, by
+//     comparing the point's residual sequence r_t with the pivot values δ^{(t)} (exact:
+//     other points' residuals do not depend on the new one until it is chosen), marks the
+//     pool stale from the first step t it would take over; near-ties within 1e-9
+//     relative count as take-overs, so rounding can cause an unneeded Sync, never a
+//     missed one. When the pool reports Stale == false and Exact == true, the served
+//     landmarks equal batch greedy over the stored points (a tested property).
+//   - Delete(id) of a non-landmark subtracts its stored residual, O(1), and never changes
+//     the greedy sequence. Delete of a landmark removes it from the served pool at once
+//     (no served landmark ever names a deleted point), repairs the Cholesky factor by a
+//     pivot deletion (Givens rotations, O(k²), no rebuild), adds to the certificate an
+//     upper bound of the mass the landmark explained (from the k×k Gram matrix of the
+//     stored points' pivot coordinates, see deletePivot), flags the certificate inexact
+//     and marks the pool stale from the landmark's position; the next Sync re-selects.
+//   - Between syncs Certificate().Trace is an upper bound on the exact tr R of the served
+//     landmarks over the stored points (equal to it while Exact), up to rounding. It is
+//     not a bound on what the next Sync will report, which may select other landmarks.
+//   - Sync(src) is the only operation whose cost grows with n: it asks src for the
+//     features of every stored point (the Pool keeps features only of its landmarks) and
+//     reruns batch greedy: O(n q m) time, O(n q + n m) transient memory. With a fixed
+//     budget and nothing stale or inexact it returns at once. With the budget rule
+//     deff:λ it re-estimates m = ⌈d_eff(λ)⌉ by SLQ (seeded by Config.Seed) whenever
+//     points changed.
+//   - Memory between syncs: per stored point its id, K_jj and residual (lower bound after a
+//     landmark deletion); per landmark its features; the k×k factor and Gram matrix. No
+//     n×m factor is kept.
+//   - State() is a deep copy of everything persisted; Restore(State) validates it (it may
+//     come from disk) and returns a pool that behaves identically (round-trip test through
+//     JSON). Float fields survive encoding/json exactly.
+//   - Insert of an id already stored returns ErrDuplicateID: an upsert is Delete then
+//     Insert. Feature vectors passed in are never modified or retained.
+//
+// Pair holds the default two pools of an augmented-view pair (paper Alg. cairn-stage1,
+// M = 2m landmarks). A Pool or Pair is not safe for concurrent use; the daemon owns it
+// from one goroutine.
+//
+// # Effective dimension
+//
+// DeffExact uses dense eigenvalues of the smaller Gram matrix (min(n, q) squared).
+// DeffSLQ uses stochastic Lanczos quadrature (internal/lanczos) with Hutch++-style
+// deflation of the top-k subspace and reports the standard error over probes. λ is
+// absolute: d_eff(cλ; cK) = d_eff(λ; K) (Lemma deff iii), so scale λ with the kernel.
+//
+// # Selectors
+//
+// Select runs random, kmeans++ (input space), pc (RBF surrogate on inputs, median
+// bandwidth), pc-ntk (default), dpp (projection DPP on the sketch) or kcenter (farthest
+// point on the sketch), each from its own named stream, so equal inputs give equal
+// output. Inputs are never modified.
 package coreset

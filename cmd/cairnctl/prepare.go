@@ -1,0 +1,185 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/entk"
+)
+
+// pipelineFlags are the data → backbone → sketch → features flags shared by the select,
+// fit and explain commands. Register them with register, then call prepare.
+type pipelineFlags struct {
+	data    string // --data: mnist | fashion-mnist | adult:DIR | csv:FILE
+	arch    string // --arch; "" picks the default for the data set (defaultArch)
+	weights string // --weights: backbone parameter file (entk.LoadBackbone); "" = seeded init
+	h, s    int    // --h heads, --s SRHT width
+	m       int    // --m landmarks per view
+	n       int    // --n first rows (0 = all)
+	seed    uint64 // --seed: backbone init, sketch, views, selectors
+}
+
+// register adds the pipeline flags to fs.
+func (p *pipelineFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&p.data, "data", "", "data set: mnist | fashion-mnist | adult:DIR | csv:FILE")
+	fs.StringVar(&p.arch, "arch", "", "backbone spec (default convnet:1x28x28-16-32-10 for images, resmlp:<D>-128x3-8 otherwise)")
+	fs.StringVar(&p.weights, "weights", "", "backbone weights file (entk.LoadBackbone format); default: seeded PyTorch-style init")
+	fs.IntVar(&p.h, "h", 4, "number of Gaussian output heads")
+	fs.IntVar(&p.s, "s", 1024, "SRHT sketch width")
+	fs.IntVar(&p.m, "m", 256, "landmarks per view (pool M = 2m)")
+	fs.IntVar(&p.n, "n", 0, "use the first n training rows (0 = all)")
+	fs.Uint64Var(&p.seed, "seed", 0, "seed of every random draw")
+}
+
+// defaultArch is the backbone used when --arch is empty: the paper's small ConvNet for
+// 28×28 images and a ResMLP with 3 residual blocks (appendix "Data and kernels") otherwise.
+func defaultArch(set *dataset.Set) string {
+	if set.IsImage() {
+		return fmt.Sprintf("convnet:%dx%dx%d-16-32-10", set.Shape[0], set.Shape[1], set.Shape[2])
+	}
+	return fmt.Sprintf("resmlp:%d-128x3-8", set.D)
+}
+
+// prepared is the output of prepare. All slices are row-major and owned by it.
+type prepared struct {
+	set      *dataset.Set
+	backbone entk.Backbone
+	sketch   *entk.Sketch // the fit draw (seed, "fit")
+	q        int          // feature dimension h·s
+	// viewA, viewB are the two augmented views of every point (N×D).
+	viewA, viewB []float64
+	// featA, featB are ψ of the two views (N×q).
+	featA, featB []float64
+	// seconds is wall time by phase: load, backbone, views, features.
+	seconds map[string]float64
+}
+
+// prepare loads the training split (first --n rows), builds the backbone and the fit-draw
+// sketch, makes both augmented views of every point (dataset.Augmenter with --seed) and
+// computes their features, timing each phase. Memory: 2·N·q float64 for the features.
+func prepare(p *pipelineFlags) (*prepared, error) {
+	if p.data == "" {
+		return nil, fmt.Errorf("--data is required")
+	}
+	if p.n < 0 {
+		return nil, fmt.Errorf("--n: %d must be ≥ 0", p.n)
+	}
+	out := &prepared{seconds: map[string]float64{}}
+	t0 := time.Now()
+	set, err := dataset.Open(p.data, "train", p.n)
+	if err != nil {
+		return nil, fmt.Errorf("--data %q: %w", p.data, err)
+	}
+	out.set = set
+	out.seconds["load"] = time.Since(t0).Seconds()
+
+	t0 = time.Now()
+	spec := p.arch
+	if spec == "" {
+		spec = defaultArch(set)
+	}
+	b, err := loadBackbone(spec, p.weights, p.seed)
+	if err != nil {
+		return nil, err
+	}
+	if b.InDim() != set.D {
+		return nil, fmt.Errorf("--arch %q: input size %d, data has %d features", spec, b.InDim(), set.D)
+	}
+	sk, err := entk.NewSketch(b, p.h, p.s, p.seed, "fit")
+	if err != nil {
+		return nil, fmt.Errorf("--h %d --s %d: %w", p.h, p.s, err)
+	}
+	out.backbone, out.sketch, out.q = b, sk, sk.Dim()
+	out.seconds["backbone"] = time.Since(t0).Seconds()
+
+	t0 = time.Now()
+	aug := set.Augmenter(p.seed)
+	n, d := set.N, set.D
+	out.viewA = make([]float64, n*d)
+	out.viewB = make([]float64, n*d)
+	for i := 0; i < n; i++ {
+		aug.ViewTo(out.viewA[i*d:(i+1)*d], set.Row(i), set.IDs[i], 0)
+		aug.ViewTo(out.viewB[i*d:(i+1)*d], set.Row(i), set.IDs[i], 1)
+	}
+	out.seconds["views"] = time.Since(t0).Seconds()
+
+	t0 = time.Now()
+	out.featA = make([]float64, n*out.q)
+	out.featB = make([]float64, n*out.q)
+	sk.FeaturesBatchTo(out.featA, out.viewA, n)
+	sk.FeaturesBatchTo(out.featB, out.viewB, n)
+	out.seconds["features"] = time.Since(t0).Seconds()
+	return out, nil
+}
+
+// loadBackbone builds spec with the seeded init, or from the weights file written for it
+// (entk.LoadBackbone: PyTorch state_dict keys, see entk).
+func loadBackbone(spec, weights string, seed uint64) (entk.Backbone, error) {
+	if weights == "" {
+		b, err := entk.NewBackbone(spec, seed)
+		if err != nil {
+			return nil, fmt.Errorf("--arch %q: %w", spec, err)
+		}
+		return b, nil
+	}
+	b, err := entk.LoadBackbone(spec, weights)
+	if err != nil {
+		return nil, fmt.Errorf("--weights %q for --arch %q: %w", weights, spec, err)
+	}
+	return b, nil
+}
+
+// viewSelection is the two-view landmark pool of paper Alg. cairn-stage1: m landmarks
+// chosen on view A's features and m on view B's, M = 2m in all.
+type viewSelection struct {
+	// A, B are the selections (row indices in selection order) on each view.
+	A, B *coreset.Selection
+	// Landmarks (M×q) are the landmark feature vectors: view-A features of A's rows, then
+	// view-B features of B's rows. Column l of the kernel blocks is landmark l.
+	Landmarks []float64
+	M, Q      int
+}
+
+// selectViews runs the named selector (coreset.Selectors) with budget m on each view:
+// sketch-based selectors on featA / featB, input-space selectors on viewA / viewB. All
+// draws come from seed.
+func selectViews(p *prepared, selector string, m int, seed uint64) (*viewSelection, error) {
+	n, q := p.set.N, p.q
+	in := coreset.SelectInput{N: n, X: p.viewA, D: p.set.D, G: p.featA, Q: q, Seed: seed}
+	a, err := coreset.Select(selector, in, m)
+	if err != nil {
+		return nil, fmt.Errorf("view A: %w", err)
+	}
+	in.X, in.G = p.viewB, p.featB
+	b, err := coreset.Select(selector, in, m)
+	if err != nil {
+		return nil, fmt.Errorf("view B: %w", err)
+	}
+	vs := &viewSelection{A: a, B: b, Q: q, M: len(a.Indices) + len(b.Indices)}
+	vs.Landmarks = make([]float64, 0, vs.M*q)
+	for _, i := range a.Indices {
+		vs.Landmarks = append(vs.Landmarks, p.featA[i*q:(i+1)*q]...)
+	}
+	for _, i := range b.Indices {
+		vs.Landmarks = append(vs.Landmarks, p.featB[i*q:(i+1)*q]...)
+	}
+	return vs, nil
+}
+
+// kernelBlocks returns K_A and K_B (N×M, row-major) of paper Alg. cairn-stage2:
+// K_A[i][l] = <ψ(view A of point i), landmark l>, K_B likewise with view B, landmark l
+// being row l of vs.Landmarks. One matrix product each (gonum), O(N q M).
+func kernelBlocks(p *prepared, vs *viewSelection) (ka, kb []float64) {
+	n, q := p.set.N, p.q
+	z := mat.NewDense(vs.M, q, vs.Landmarks)
+	ka = make([]float64, n*vs.M)
+	kb = make([]float64, n*vs.M)
+	mat.NewDense(n, vs.M, ka).Mul(mat.NewDense(n, q, p.featA), z.T())
+	mat.NewDense(n, vs.M, kb).Mul(mat.NewDense(n, q, p.featB), z.T())
+	return ka, kb
+}

@@ -1,0 +1,298 @@
+package coreset
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+func randMatrix(r *rand.Rand, n, q, rank int) []float64 {
+	g := make([]float64, n*q)
+	basis := make([]float64, rank*q)
+	for i := range basis {
+		basis[i] = r.NormFloat64()
+	}
+	for j := 0; j < n; j++ {
+		for a := 0; a < rank; a++ {
+			axpy(g[j*q:(j+1)*q], r.NormFloat64(), basis[a*q:(a+1)*q])
+		}
+	}
+	return g
+}
+
+func rowsMap(g []float64, n, q int) map[string][]float64 {
+	src := map[string][]float64{}
+	for j := 0; j < n; j++ {
+		src[fmt.Sprintf("%06d", j)] = g[j*q : (j+1)*q]
+	}
+	return src
+}
+
+func TestGreedyMatchesReference(t *testing.T) {
+	tests := []struct{ n, q, rank, m int }{
+		{30, 10, 10, 7},
+		{30, 10, 4, 8}, // rank-deficient: stops at 4
+		{50, 60, 60, 20},
+		{5, 3, 3, 9}, // m > n
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("n%d_q%d_r%d_m%d", tc.n, tc.q, tc.rank, tc.m), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(tc.n), uint64(tc.m)))
+			g := randMatrix(r, tc.n, tc.q, tc.rank)
+			// duplicate a row to create an exact tie (lower index must win)
+			copy(g[(tc.n-1)*tc.q:], g[0:tc.q])
+			res, err := Greedy(g, tc.n, tc.q, tc.m, GreedyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, kg, trR := refGreedy(rowsMap(g, tc.n, tc.q), tc.m, DefaultTol, false, 0)
+			got := make([]string, len(res.Pivots))
+			for i, p := range res.Pivots {
+				got[i] = fmt.Sprintf("%06d", p)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("pivots got %v, want %v", got, want)
+			}
+			if res.Greedy != kg || kg > tc.rank {
+				t.Fatalf("Greedy got %d, want %d (rank %d)", res.Greedy, kg, tc.rank)
+			}
+			if kg > 0 {
+				last := res.ResidualTrace[kg-1]
+				if !closeCert(last, trR, res.Trace) {
+					t.Fatalf("tr R got %v, want %v", last, trR)
+				}
+			}
+			// Prop. greedy (i): residual trace non-increasing, nested prefixes (ii).
+			for i := 1; i < len(res.ResidualTrace); i++ {
+				if res.ResidualTrace[i] > res.ResidualTrace[i-1]*(1+1e-12) {
+					t.Fatalf("residual trace increases at %d: %v", i, res.ResidualTrace)
+				}
+			}
+			// Factor reproduces K_ZZ: L Lᵀ = K_ZZ to rounding (|entries| ≲ ‖g‖², 1e-10 rel).
+			k := res.Greedy
+			for a := 0; a < k; a++ {
+				for b := 0; b < k; b++ {
+					var s float64
+					for c := 0; c < k; c++ {
+						s += res.Factor[a*k+c] * res.Factor[b*k+c]
+					}
+					want := dotRef(g[res.Pivots[a]*tc.q:(res.Pivots[a]+1)*tc.q], g[res.Pivots[b]*tc.q:(res.Pivots[b]+1)*tc.q])
+					if math.Abs(s-want) > 1e-10*res.Trace {
+						t.Fatalf("(L Lᵀ)[%d][%d] got %v, want %v", a, b, s, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestGreedyScaleInvariance: Prop. greedy (iv). Scaling rows by c scales K by c², which
+// must leave the pivot sequence unchanged and scale every residual by c².
+func TestGreedyScaleInvariance(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	n, q := 80, 12
+	g := randMatrix(r, n, q, q)
+	base, _ := Greedy(g, n, q, 10, GreedyOptions{})
+	for _, c := range []float64{1e-3, 0.5, 7, 1e4} {
+		gs := make([]float64, len(g))
+		for i, v := range g {
+			gs[i] = c * v
+		}
+		res, _ := Greedy(gs, n, q, 10, GreedyOptions{})
+		if !reflect.DeepEqual(res.Pivots, base.Pivots) {
+			t.Fatalf("c=%v: pivots got %v, want %v", c, res.Pivots, base.Pivots)
+		}
+		for i := range res.ResidualTrace {
+			if math.Abs(res.ResidualTrace[i]-c*c*base.ResidualTrace[i]) > 1e-10*c*c*base.Trace {
+				t.Fatalf("c=%v: residual[%d] got %v, want %v", c, i, res.ResidualTrace[i], c*c*base.ResidualTrace[i])
+			}
+		}
+	}
+}
+
+// TestGreedyRankAndTopUp: Prop. greedy (iii) at most rank(K) positive pivots, and the top-up
+// rule fills the budget with the smallest keys among the rest, distinct.
+func TestGreedyRankAndTopUp(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	for _, rank := range []int{1, 3, 6} {
+		n, q, m := 40, 9, 12
+		g := randMatrix(r, n, q, rank)
+		keys := TopUpKeys(5, n)
+		res, _ := Greedy(g, n, q, m, GreedyOptions{TopUpKeys: keys})
+		if res.Greedy != rank {
+			t.Fatalf("rank %d: positive pivots got %d", rank, res.Greedy)
+		}
+		if len(res.Pivots) != m {
+			t.Fatalf("rank %d: landmarks got %d, want %d", rank, len(res.Pivots), m)
+		}
+		want, _, _ := refGreedy(rowsMap(g, n, q), m, DefaultTol, false, 0)
+		_ = want
+		seen := map[int]bool{}
+		for _, p := range res.Pivots {
+			if seen[p] {
+				t.Fatalf("rank %d: duplicate landmark %d", rank, p)
+			}
+			seen[p] = true
+		}
+		// every unselected row has a key ≥ the largest top-up key
+		var maxKey uint64
+		for _, p := range res.Pivots[res.Greedy:] {
+			maxKey = max(maxKey, keys[p])
+		}
+		for j := 0; j < n; j++ {
+			if !seen[j] && keys[j] < maxKey {
+				t.Fatalf("rank %d: row %d (key %d) skipped by top-up with max key %d", rank, j, keys[j], maxKey)
+			}
+		}
+	}
+}
+
+func TestTopUpKeysUseRowIDs(t *testing.T) {
+	keys := TopUpKeys(8, 3)
+	for i, k := range keys {
+		if k != TopUpKey(8, strconv.Itoa(i)) {
+			t.Fatalf("key %d got %d", i, k)
+		}
+	}
+}
+
+// --- effective dimension ---
+
+// spectrumMatrix returns G = U diag(√λ) (n×n) with U a random orthogonal matrix, so that
+// K = G Gᵀ has eigenvalues exactly λ (up to rounding) and dense eigenvectors (the hard case
+// for Hutchinson-type estimators).
+func spectrumMatrix(r *rand.Rand, lam []float64) []float64 {
+	n := len(lam)
+	a := mat.NewDense(n, n, nil)
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			a.Set(i, j, r.NormFloat64())
+		}
+	}
+	var qr mat.QR
+	qr.Factorize(a)
+	var u mat.Dense
+	qr.QTo(&u)
+	g := make([]float64, n*n)
+	for i := 0; i < n; i++ {
+		for j := 0; j < n; j++ {
+			g[i*n+j] = u.At(i, j) * math.Sqrt(lam[j])
+		}
+	}
+	return g
+}
+
+func TestDeffExactClosedForm(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	lam := []float64{4, 1, 0.25, 0, 0}
+	g := spectrumMatrix(r, lam)
+	got, err := DeffExact(g, 5, 5, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 4/4.5 + 1/1.5 + 0.25/0.75
+	if math.Abs(got-want) > 1e-12 {
+		t.Fatalf("DeffExact got %v, want %v", got, want)
+	}
+	// Lemma deff (iii): d_eff(cλ; cA) = d_eff(λ; A).
+	gs := make([]float64, len(g))
+	for i, v := range g {
+		gs[i] = 3 * v
+	}
+	got9, _ := DeffExact(gs, 5, 5, 4.5)
+	if math.Abs(got9-want) > 1e-12 {
+		t.Fatalf("scaled DeffExact got %v, want %v", got9, want)
+	}
+	// wide and tall shapes give the same value (shared nonzero spectrum)
+	gt := make([]float64, 0, 25)
+	for j := 0; j < 5; j++ {
+		for i := 0; i < 5; i++ {
+			gt = append(gt, g[i*5+j])
+		}
+	}
+	if _, err := DeffExact(g, 5, 5, 0); err == nil {
+		t.Fatal("λ = 0 accepted")
+	}
+}
+
+func TestDeffSLQ(t *testing.T) {
+	n := 240
+	power := make([]float64, n)
+	clustered := make([]float64, n)
+	for i := range power {
+		power[i] = math.Pow(float64(i+1), -1.5)
+		switch {
+		case i < 20:
+			clustered[i] = 1
+		case i < 60:
+			clustered[i] = 1e-2
+		default:
+			clustered[i] = 1e-5
+		}
+	}
+	tests := []struct {
+		name   string
+		lam    []float64
+		ridge  float64
+		probes int
+	}{
+		{"power-law", power, 1e-3, 64},
+		{"clustered", clustered, 1e-3, 64},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(9, 9))
+			g := spectrumMatrix(r, tc.lam)
+			exact := DeffFromEigenvalues(tc.lam, tc.ridge)
+			dense, _ := DeffExact(g, n, n, tc.ridge)
+			if math.Abs(dense-exact) > 1e-9*exact {
+				t.Fatalf("DeffExact got %v, want %v", dense, exact)
+			}
+			est, err := DeffSLQ(g, n, n, tc.ridge, 1, "test/slq", SLQOptions{Probes: tc.probes, Steps: 40})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel := math.Abs(est.Value-exact) / exact
+			t.Logf("%s: exact %.4f slq %.4f ± %.4f (rel err %.3f%%)", tc.name, exact, est.Value, est.StdErr, 100*rel)
+			// The estimator is unbiased up to quadrature error (40 steps: negligible for this
+			// analytic f), so |err| ≤ 4 standard errors fails with probability < 1e-4; and
+			// the reported standard error must be within 1% of exact at 64 probes once the deflation rank (64) covers the
+			// eigenvalues ≫ λ: the remaining Hutchinson variance 2‖P F P‖_F² is then far below 2 d_eff.
+			if math.Abs(est.Value-exact) > 4*est.StdErr {
+				t.Fatalf("SLQ %v ± %v, exact %v: error beyond 4 SE", est.Value, est.StdErr, exact)
+			}
+			if est.StdErr/exact > 0.01 || rel > 0.01 {
+				t.Fatalf("SLQ relative error %.4f, SE %.4f: above the 1%% target", rel, est.StdErr/exact)
+			}
+		})
+	}
+}
+
+// TestDeffSLQOperatorForms: the dense-Gram and the product forms of the operator, and the
+// wide (n < q) and tall (n > q) shapes, run the same algorithm with the same probes, so they
+// agree to rounding (1e-8 relative: Lanczos amplifies rounding differences modestly over 40
+// steps without reorthogonalization, far below the Monte-Carlo error).
+func TestDeffSLQOperatorForms(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 2))
+	for _, sh := range []struct{ n, q int }{{30, 50}, {50, 30}} {
+		g := randMatrix(r, sh.n, sh.q, 20)
+		opt := SLQOptions{Probes: 8, Steps: 15, Deflate: 5}
+		a, err1 := deffSLQ(g, sh.n, sh.q, 0.5, 1, "t", opt, true)
+		b, err2 := deffSLQ(g, sh.n, sh.q, 0.5, 1, "t", opt, false)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if math.Abs(a.Value-b.Value) > 1e-8*a.Value {
+			t.Fatalf("n=%d q=%d: dense %v, products %v", sh.n, sh.q, a.Value, b.Value)
+		}
+		ex, _ := DeffExact(g, sh.n, sh.q, 0.5)
+		if math.Abs(a.Value-ex) > 4*a.StdErr+1e-6*ex {
+			t.Fatalf("n=%d q=%d: slq %v ± %v, exact %v", sh.n, sh.q, a.Value, a.StdErr, ex)
+		}
+	}
+}

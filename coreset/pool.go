@@ -1,0 +1,704 @@
+package coreset
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// StateVersion is the version of the State layout; Restore rejects any other.
+const StateVersion = 1
+
+// displaceSlack makes the per-insert displacement test conservative: an insert whose
+// residual comes within this relative margin of a pivot value marks the pool stale, so a
+// near-tie that rounding could resolve either way costs a sync instead of a silent
+// mismatch with batch greedy.
+const displaceSlack = 1e-9
+
+// Budget is the landmark budget of one pool: a fixed m, or the rule deff:λ
+// (m = ⌈d_eff(λ)⌉ over the stored points, Lemma deff), re-evaluated at every Sync.
+type Budget struct {
+	M      int     // fixed m (used when Lambda == 0)
+	Lambda float64 // > 0 selects the rule deff:λ
+}
+
+// ParseBudget parses "256" or "deff:0.001".
+func ParseBudget(s string) (Budget, error) {
+	if rest, ok := strings.CutPrefix(s, "deff:"); ok {
+		l, err := strconv.ParseFloat(rest, 64)
+		if err != nil || !(l > 0) || math.IsInf(l, 0) {
+			return Budget{}, fmt.Errorf("%w: budget %q: λ must be a positive number", ErrBudget, s)
+		}
+		return Budget{Lambda: l}, nil
+	}
+	m, err := strconv.Atoi(s)
+	if err != nil || m < 1 {
+		return Budget{}, fmt.Errorf("%w: budget %q: want a positive integer or deff:λ", ErrBudget, s)
+	}
+	return Budget{M: m}, nil
+}
+
+// String is the inverse of ParseBudget.
+func (b Budget) String() string {
+	if b.Lambda > 0 {
+		return "deff:" + strconv.FormatFloat(b.Lambda, 'g', -1, 64)
+	}
+	return strconv.Itoa(b.M)
+}
+
+// Config configures a Pool.
+type Config struct {
+	Dim    int     // feature dimension q
+	Budget Budget  // landmark budget
+	Tol    float64 // relative pivot tolerance; 0 means DefaultTol
+	TopUp  bool    // fill the budget past the numerical rank by the top-up rule (TopUpKey)
+	Seed   uint64  // seed of the top-up keys and of the SLQ probes of the deff rule
+	SLQ    SLQOptions
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []string
+	if c.Dim < 1 {
+		errs = append(errs, fmt.Sprintf("Dim=%d must be ≥ 1", c.Dim))
+	}
+	if c.Budget.Lambda == 0 && c.Budget.M < 1 {
+		errs = append(errs, fmt.Sprintf("Budget.M=%d must be ≥ 1", c.Budget.M))
+	}
+	if c.Budget.Lambda < 0 || math.IsNaN(c.Budget.Lambda) || math.IsInf(c.Budget.Lambda, 0) {
+		errs = append(errs, fmt.Sprintf("Budget.Lambda=%v must be ≥ 0 and finite", c.Budget.Lambda))
+	}
+	if c.Tol < 0 || c.Tol >= 1 || math.IsNaN(c.Tol) {
+		errs = append(errs, fmt.Sprintf("Tol=%v must be in [0, 1)", c.Tol))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %s", ErrBudget, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// FeatureSource gives the feature vector ψ(x) of a stored point; the Pool asks for it only
+// in Sync. The daemon recomputes features from the raw points it keeps in bbolt.
+type FeatureSource interface {
+	// FeaturesTo writes ψ of id into dst (len(dst) == Dim) and keeps no reference to dst.
+	FeaturesTo(dst []float64, id string) error
+}
+
+// MapSource is a FeatureSource over an in-memory map (tests, offline tools).
+type MapSource map[string][]float64
+
+// FeaturesTo implements FeatureSource.
+func (s MapSource) FeaturesTo(dst []float64, id string) error {
+	f, ok := s[id]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownID, id)
+	}
+	if len(f) != len(dst) {
+		return fmt.Errorf("%w: id %q has %d features, want %d", ErrDim, id, len(f), len(dst))
+	}
+	copy(dst, f)
+	return nil
+}
+
+// Certificate is the published residual certificate of a pool.
+type Certificate struct {
+	// Trace is tr R of the served landmarks over the stored points. It is exact (to
+	// rounding) when Exact, and otherwise an upper bound.
+	Trace float64
+	// TraceK is tr K over the stored points.
+	TraceK float64
+	// Exact is true when Trace is the exact residual trace of the served landmarks, i.e. no
+	// landmark was deleted since the last Sync.
+	Exact bool
+	// Stale is true when the served landmarks may differ from batch greedy over the stored
+	// points; StaleFrom is the earliest pivot position that may differ.
+	Stale     bool
+	StaleFrom int
+}
+
+// PointState is the persisted record of one stored point.
+type PointState struct {
+	ID string
+	// Diag is K_jj = ||ψ_j||².
+	Diag float64
+	// Residual is the point's residual against the served greedy landmarks when it was
+	// computed; after a landmark deletion it is a lower bound of the current residual.
+	Residual float64
+}
+
+// State is everything a Pool persists. Restore(State) gives a pool that behaves exactly
+// as the one State came from. Matrices are row-major.
+type State struct {
+	Version int
+	Config  Config
+	// Points are sorted by ID.
+	Points []PointState
+	// Landmarks are ids in pivot order: Greedy factor pivots, then top-up landmarks.
+	Landmarks []string
+	// LandmarkFeatures is len(Landmarks)×Dim.
+	LandmarkFeatures []float64
+	// Greedy is the number of landmarks in the factor.
+	Greedy int
+	// PivotValues[t] = δ^{(t)} of greedy pivot t when it was selected (length Greedy).
+	PivotValues []float64
+	// Factor is the Greedy×Greedy lower Cholesky factor of K_ZZ in pivot order.
+	Factor []float64
+	// Gram is Σ_j y_j y_jᵀ over stored points (Greedy×Greedy), an upper bound in the
+	// Loewner order after non-landmark deletions.
+	Gram []float64
+	// TopUpKeys are the keys of the top-up landmarks (length len(Landmarks)−Greedy).
+	TopUpKeys []uint64
+	// M is the budget in force (fixed, or ⌈d_eff⌉ of the last Sync).
+	M int
+	// Threshold is Tol·max K_jj at the last Sync.
+	Threshold float64
+	// Cert, CertComp, TraceK, TraceKComp are the Neumaier running sums and compensations.
+	Cert, CertComp, TraceK, TraceKComp float64
+	// Exact, Stale, StaleFrom: see Certificate.
+	Exact     bool
+	Stale     bool
+	StaleFrom int
+	// Changed is true when points were inserted or deleted since the last Sync.
+	Changed bool
+}
+
+type point struct{ diag, res float64 }
+
+// Pool is an incrementally maintained greedy pivoted-Cholesky landmark pool with its
+// residual certificate. See the package documentation for the contract. A Pool is not safe
+// for concurrent use.
+type Pool struct {
+	cfg    Config
+	points map[string]point
+
+	ids    []string  // landmarks in pivot order
+	feats  []float64 // len(ids)×q
+	kg     int       // greedy landmarks (factor size)
+	piv    []float64 // kg
+	l      []float64 // kg×kg lower factor
+	gram   []float64 // kg×kg
+	topKey []uint64  // len(ids)−kg
+	m      int
+	thr    float64
+
+	cert, certC     float64
+	traceK, traceKC float64
+	exact           bool
+	stale           bool
+	staleFrom       int
+	changed         bool // points changed since the last Sync
+
+	c, y []float64 // workspaces of length kg
+}
+
+// New returns an empty pool.
+func New(cfg Config) (*Pool, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Pool{cfg: cfg, points: make(map[string]point), exact: true, m: cfg.Budget.M}
+	if cfg.Budget.Lambda > 0 {
+		p.m = 0 // decided at the first Sync
+	}
+	return p, nil
+}
+
+// Len returns the number of stored points.
+func (p *Pool) Len() int { return len(p.points) }
+
+// Config returns the pool's configuration.
+func (p *Pool) Config() Config { return p.cfg }
+
+// M returns the budget in force.
+func (p *Pool) M() int { return p.m }
+
+// Landmarks returns the served landmark ids in pivot order (a copy).
+func (p *Pool) Landmarks() []string { return append([]string(nil), p.ids...) }
+
+// Greedy returns how many leading landmarks are positive-residual pivots; the rest were
+// added by the top-up rule.
+func (p *Pool) Greedy() int { return p.kg }
+
+// LandmarkFeaturesTo copies the landmark feature vectors (len(Landmarks())×Dim, pivot
+// order) into dst and returns it, growing dst when needed.
+func (p *Pool) LandmarkFeaturesTo(dst []float64) []float64 {
+	return append(dst[:0], p.feats...)
+}
+
+// Has reports whether id is stored.
+func (p *Pool) Has(id string) bool { _, ok := p.points[id]; return ok }
+
+// Certificate returns the current residual certificate.
+func (p *Pool) Certificate() Certificate {
+	return Certificate{
+		Trace:     math.Max(0, p.cert+p.certC),
+		TraceK:    p.traceK + p.traceKC,
+		Exact:     p.exact,
+		Stale:     p.stale,
+		StaleFrom: p.staleFrom,
+	}
+}
+
+// NeedsSync reports whether a Sync would change the served pool or the certificate's
+// exactness.
+func (p *Pool) NeedsSync() bool {
+	return p.stale || !p.exact || p.cfg.Budget.Lambda > 0 && (p.m == 0 || p.changed)
+}
+
+func (p *Pool) markStale(t int) {
+	if !p.stale || t < p.staleFrom {
+		p.stale, p.staleFrom = true, t
+	}
+}
+
+// neumaier adds x to the compensated sum (s, c).
+func neumaier(s, c *float64, x float64) {
+	t := *s + x
+	if math.Abs(*s) >= math.Abs(x) {
+		*c += (*s - t) + x
+	} else {
+		*c += (x - t) + *s
+	}
+	*s = t
+}
+
+// Insert stores a point with features f (len Dim; not retained). It adds the point's exact
+// residual against the served landmarks to the certificate and marks the pool stale from
+// the first pivot position the point would displace in batch greedy. Cost O(k q + k²)
+// for k served landmarks, independent of the number of stored points; it allocates only
+// the map entry.
+func (p *Pool) Insert(id string, f []float64) error {
+	if id == "" {
+		return ErrEmptyID
+	}
+	if len(f) != p.cfg.Dim {
+		return fmt.Errorf("%w: id %q has %d features, want %d", ErrDim, id, len(f), p.cfg.Dim)
+	}
+	if _, ok := p.points[id]; ok {
+		return fmt.Errorf("%w: %q", ErrDuplicateID, id)
+	}
+	diag := dot(f, f)
+	if math.IsNaN(diag) || math.IsInf(diag, 0) {
+		return fmt.Errorf("%w: id %q has squared norm %v", ErrNotFinite, id, diag)
+	}
+	q, k := p.cfg.Dim, p.kg
+	c, y := p.c[:k], p.y[:k]
+	for i := 0; i < k; i++ {
+		c[i] = dot(p.feats[i*q:(i+1)*q], f)
+	}
+	// Forward solve L y = c; r_t = K_xx − Σ_{i<t} y_i² is the point's residual after t
+	// pivots. Batch greedy would take the point at step t exactly when r_t beats δ^{(t)}.
+	r := diag
+	limit := k
+	if p.stale && p.staleFrom < limit {
+		limit = p.staleFrom
+	}
+	displaced := false
+	for t := 0; t < k; t++ {
+		if t < limit && !displaced && r >= p.piv[t]*(1-displaceSlack) {
+			p.markStale(t)
+			displaced = true
+		}
+		s := c[t]
+		row := p.l[t*k : t*k+t]
+		for i, lv := range row {
+			s -= lv * y[i]
+		}
+		y[t] = s / p.l[t*k+t]
+		r -= y[t] * y[t]
+	}
+	if r < 0 {
+		r = 0
+	}
+	if !displaced {
+		switch {
+		case p.cfg.Budget.Lambda > 0 && p.m == 0:
+			p.markStale(0) // budget not decided before the first Sync
+		case k < p.m && r > p.thr*(1-displaceSlack):
+			p.markStale(k) // the greedy phase would continue with this point
+		case k < p.m && p.cfg.TopUp:
+			// Filled top-up: the point enters only with a smaller key. Unfilled (fewer
+			// points than m): it always enters, at its key position.
+			if pos := p.topUpPosition(id); pos < len(p.ids) || len(p.ids) < p.m {
+				p.markStale(pos)
+			}
+		}
+	}
+	for a := 0; a < k; a++ {
+		ya := y[a]
+		row := p.gram[a*k : a*k+k]
+		for b := range row {
+			row[b] += ya * y[b]
+		}
+	}
+	neumaier(&p.cert, &p.certC, r)
+	neumaier(&p.traceK, &p.traceKC, diag)
+	p.points[id] = point{diag: diag, res: r}
+	p.changed = true
+	return nil
+}
+
+// topUpPosition returns the top-up position the point id would take (len(ids) if after
+// every current top-up landmark).
+func (p *Pool) topUpPosition(id string) int {
+	key := TopUpKey(p.cfg.Seed, id)
+	for i, k2 := range p.topKey {
+		if key < k2 || key == k2 && id < p.ids[p.kg+i] {
+			return p.kg + i
+		}
+	}
+	return len(p.ids)
+}
+
+// Delete removes a stored point. Deleting a non-landmark subtracts its stored residual
+// from the certificate, O(1). Deleting a landmark drops it from the served pool at once
+// (no served landmark ever names a deleted point): the Cholesky factor is repaired by a
+// pivot deletion (Givens rotations, O(k²)), the certificate grows by a bound on the
+// residual mass the landmark explained and is flagged inexact, and the pool is marked
+// stale from the landmark's position so the next Sync re-selects.
+func (p *Pool) Delete(id string) error {
+	pt, ok := p.points[id]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownID, id)
+	}
+	delete(p.points, id)
+	p.changed = true
+	neumaier(&p.traceK, &p.traceKC, -pt.diag)
+	pos := -1
+	for i, lid := range p.ids {
+		if lid == id {
+			pos = i
+			break
+		}
+	}
+	if pos < 0 {
+		neumaier(&p.cert, &p.certC, -pt.res)
+		return nil
+	}
+	neumaier(&p.cert, &p.certC, -pt.res)
+	q := p.cfg.Dim
+	if pos >= p.kg { // a top-up landmark: outside the factor
+		p.ids = append(p.ids[:pos], p.ids[pos+1:]...)
+		p.feats = append(p.feats[:pos*q], p.feats[(pos+1)*q:]...)
+		j := pos - p.kg
+		p.topKey = append(p.topKey[:j], p.topKey[j+1:]...)
+		p.markStale(pos)
+		return nil
+	}
+	p.deletePivot(pos)
+	p.ids = append(p.ids[:pos], p.ids[pos+1:]...)
+	p.feats = append(p.feats[:pos*q], p.feats[(pos+1)*q:]...)
+	p.exact = false
+	p.markStale(pos)
+	return nil
+}
+
+// deletePivot removes greedy pivot t from the factor and the Gram matrix and adds the
+// certificate increase.
+//
+// Coordinates: y_j = L⁻¹ K_{Z j} are the coordinates of ψ_j in the orthonormal pivot
+// basis; pivot s has coordinates L_{s,:}. Removing row t leaves (k−1)×k rows; Givens
+// rotations G on column pairs (i, i+1), i = t..k−2, restore lower-triangular form,
+// L_{−t} Gᵀ = [L' 0]. The last row of G is the unit vector ŵ orthogonal to every
+// remaining pivot, i.e. the direction of span(Z) lost with the landmark, so the residual
+// of each surviving point grows by (ŵ·y_j)² and tr R grows by (G S Gᵀ)_{k−1,k−1} with
+// S = Σ_j y_j y_jᵀ over surviving points (minus the deleted landmark's own y = L_{t,:}).
+// The stored S over-counts points deleted earlier (their terms are never subtracted, which
+// would need their features), so the increase is an upper bound.
+func (p *Pool) deletePivot(t int) {
+	k := p.kg
+	l, s := p.l, p.gram
+	// S −= y_z y_zᵀ with y_z = L_{t,0..t}.
+	for a := 0; a <= t; a++ {
+		for b := 0; b <= t; b++ {
+			s[a*k+b] -= l[t*k+a] * l[t*k+b]
+		}
+	}
+	// Drop row t of L (rows below move up), still k columns.
+	for r := t; r < k-1; r++ {
+		copy(l[r*k:(r+1)*k], l[(r+1)*k:(r+2)*k])
+	}
+	// Givens on columns (i, i+1) to zero L[i][i+1] for i = t..k−2.
+	for i := t; i < k-1; i++ {
+		a, b := l[i*k+i], l[i*k+i+1]
+		rr := math.Hypot(a, b)
+		cs, sn := 1.0, 0.0
+		if rr > 0 {
+			cs, sn = a/rr, b/rr
+		}
+		for r := i; r < k-1; r++ {
+			x, z := l[r*k+i], l[r*k+i+1]
+			l[r*k+i], l[r*k+i+1] = cs*x+sn*z, -sn*x+cs*z
+		}
+		// S ← G_i S G_iᵀ on rows/columns (i, i+1).
+		for c := 0; c < k; c++ {
+			x, z := s[i*k+c], s[(i+1)*k+c]
+			s[i*k+c], s[(i+1)*k+c] = cs*x+sn*z, -sn*x+cs*z
+		}
+		for r := 0; r < k; r++ {
+			x, z := s[r*k+i], s[r*k+i+1]
+			s[r*k+i], s[r*k+i+1] = cs*x+sn*z, -sn*x+cs*z
+		}
+	}
+	inc := s[(k-1)*k+k-1]
+	if inc > 0 {
+		neumaier(&p.cert, &p.certC, inc)
+	}
+	// Positive diagonal: flip column i (and coordinate i of S) where needed.
+	for i := 0; i < k-1; i++ {
+		if l[i*k+i] < 0 {
+			for r := i; r < k-1; r++ {
+				l[r*k+i] = -l[r*k+i]
+			}
+			for c := 0; c < k; c++ {
+				s[i*k+c] = -s[i*k+c]
+			}
+			for r := 0; r < k; r++ {
+				s[r*k+i] = -s[r*k+i]
+			}
+		}
+	}
+	// Compact to (k−1)×(k−1).
+	n := k - 1
+	nl := make([]float64, n*n)
+	ns := make([]float64, n*n)
+	for r := 0; r < n; r++ {
+		copy(nl[r*n:r*n+r+1], l[r*k:r*k+r+1])
+		copy(ns[r*n:(r+1)*n], s[r*k:r*k+n])
+	}
+	p.l, p.gram, p.kg = nl, ns, n
+	p.piv = append(p.piv[:t], p.piv[t+1:]...)
+	p.c, p.y = p.c[:n], p.y[:n]
+}
+
+// Sync recomputes the served pool as batch greedy pivoted Cholesky over all stored points
+// in increasing id order (so ties go to the smaller id), with the features from src, and
+// resets the certificate to the exact residual trace. This is the only operation whose
+// cost grows with the number of stored points: O(n q m) time, O(n q + n m) transient
+// memory. With a fixed budget and nothing stale it returns at once.
+func (p *Pool) Sync(src FeatureSource) error {
+	if !p.NeedsSync() {
+		return nil
+	}
+	ids := make([]string, 0, len(p.points))
+	for id := range p.points {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	n, q := len(ids), p.cfg.Dim
+	g := make([]float64, n*q)
+	for i, id := range ids {
+		row := g[i*q : (i+1)*q]
+		if err := src.FeaturesTo(row, id); err != nil {
+			return fmt.Errorf("coreset: sync: features of %q: %w", id, err)
+		}
+		for _, v := range row {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("%w: features of %q contain %v", ErrNotFinite, id, v)
+			}
+		}
+	}
+	m := p.cfg.Budget.M
+	if p.cfg.Budget.Lambda > 0 {
+		est, err := DeffSLQ(g, n, q, p.cfg.Budget.Lambda, p.cfg.Seed, "coreset/pool/deff", p.cfg.SLQ)
+		if err != nil {
+			return err
+		}
+		m = int(math.Ceil(est.Value))
+		if m < 1 {
+			m = 1
+		}
+	}
+	opt := GreedyOptions{Tol: p.cfg.Tol, KeepGram: true}
+	if p.cfg.TopUp {
+		opt.TopUpKeys = make([]uint64, n)
+		for i, id := range ids {
+			opt.TopUpKeys[i] = TopUpKey(p.cfg.Seed, id)
+		}
+	}
+	res, err := Greedy(g, n, q, m, opt)
+	if err != nil {
+		return err
+	}
+	p.m = m
+	p.kg = res.Greedy
+	p.ids = make([]string, len(res.Pivots))
+	p.feats = make([]float64, len(res.Pivots)*q)
+	p.topKey = p.topKey[:0]
+	for i, r := range res.Pivots {
+		p.ids[i] = ids[r]
+		copy(p.feats[i*q:(i+1)*q], g[r*q:(r+1)*q])
+		if i >= res.Greedy {
+			p.topKey = append(p.topKey, opt.TopUpKeys[r])
+		}
+	}
+	p.piv, p.l, p.gram = res.PivotValues, res.Factor, res.Gram
+	p.thr = res.Threshold
+	p.cert, p.certC, p.traceK, p.traceKC = 0, 0, 0, 0
+	for i, id := range ids {
+		pt := point{diag: dot(g[i*q:(i+1)*q], g[i*q:(i+1)*q]), res: res.Residual[i]}
+		p.points[id] = pt
+		neumaier(&p.cert, &p.certC, pt.res)
+		neumaier(&p.traceK, &p.traceKC, pt.diag)
+	}
+	p.exact, p.stale, p.staleFrom, p.changed = true, false, 0, false
+	p.c, p.y = make([]float64, p.kg), make([]float64, p.kg)
+	return nil
+}
+
+// State returns a deep copy of everything the pool persists.
+func (p *Pool) State() State {
+	st := State{
+		Version:          StateVersion,
+		Config:           p.cfg,
+		Landmarks:        append([]string(nil), p.ids...),
+		LandmarkFeatures: append([]float64(nil), p.feats...),
+		Greedy:           p.kg,
+		PivotValues:      append([]float64(nil), p.piv...),
+		Factor:           append([]float64(nil), p.l...),
+		Gram:             append([]float64(nil), p.gram...),
+		TopUpKeys:        append([]uint64(nil), p.topKey...),
+		M:                p.m,
+		Threshold:        p.thr,
+		Cert:             p.cert, CertComp: p.certC, TraceK: p.traceK, TraceKComp: p.traceKC,
+		Exact: p.exact, Stale: p.stale, StaleFrom: p.staleFrom, Changed: p.changed,
+	}
+	st.Points = make([]PointState, 0, len(p.points))
+	for id, pt := range p.points {
+		st.Points = append(st.Points, PointState{ID: id, Diag: pt.diag, Residual: pt.res})
+	}
+	sort.Slice(st.Points, func(i, j int) bool { return st.Points[i].ID < st.Points[j].ID })
+	return st
+}
+
+// Restore rebuilds a pool from a State, checking its shapes and values (State may come
+// from disk). The pool keeps copies; st is not retained.
+func Restore(st State) (*Pool, error) {
+	if st.Version != StateVersion {
+		return nil, fmt.Errorf("%w: Version=%d, want %d", ErrState, st.Version, StateVersion)
+	}
+	if err := st.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: Config: %v", ErrState, err)
+	}
+	q, k, nl := st.Config.Dim, st.Greedy, len(st.Landmarks)
+	switch {
+	case k < 0 || k > nl:
+		return nil, fmt.Errorf("%w: Greedy=%d with %d landmarks", ErrState, k, nl)
+	case len(st.LandmarkFeatures) != nl*q:
+		return nil, fmt.Errorf("%w: len(LandmarkFeatures)=%d, want %d", ErrState, len(st.LandmarkFeatures), nl*q)
+	case len(st.PivotValues) != k:
+		return nil, fmt.Errorf("%w: len(PivotValues)=%d, want %d", ErrState, len(st.PivotValues), k)
+	case len(st.Factor) != k*k:
+		return nil, fmt.Errorf("%w: len(Factor)=%d, want %d", ErrState, len(st.Factor), k*k)
+	case len(st.Gram) != k*k:
+		return nil, fmt.Errorf("%w: len(Gram)=%d, want %d", ErrState, len(st.Gram), k*k)
+	case len(st.TopUpKeys) != nl-k:
+		return nil, fmt.Errorf("%w: len(TopUpKeys)=%d, want %d", ErrState, len(st.TopUpKeys), nl-k)
+	case st.M < 0 || nl > st.M && st.M > 0:
+		return nil, fmt.Errorf("%w: M=%d with %d landmarks", ErrState, st.M, nl)
+	case st.StaleFrom < 0:
+		return nil, fmt.Errorf("%w: StaleFrom=%d", ErrState, st.StaleFrom)
+	}
+	for _, v := range [][]float64{st.LandmarkFeatures, st.PivotValues, st.Factor, st.Gram,
+		{st.Threshold, st.Cert, st.CertComp, st.TraceK, st.TraceKComp}} {
+		for _, x := range v {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return nil, fmt.Errorf("%w: %w: %v", ErrState, ErrNotFinite, x)
+			}
+		}
+	}
+	for i := 0; i < k; i++ {
+		if !(st.Factor[i*k+i] > 0) {
+			return nil, fmt.Errorf("%w: Factor[%d][%d]=%v is not positive", ErrState, i, i, st.Factor[i*k+i])
+		}
+	}
+	p := &Pool{
+		cfg: st.Config, points: make(map[string]point, len(st.Points)),
+		ids: append([]string(nil), st.Landmarks...), feats: append([]float64(nil), st.LandmarkFeatures...),
+		kg: k, piv: append([]float64(nil), st.PivotValues...), l: append([]float64(nil), st.Factor...),
+		gram: append([]float64(nil), st.Gram...), topKey: append([]uint64(nil), st.TopUpKeys...),
+		m: st.M, thr: st.Threshold, cert: st.Cert, certC: st.CertComp, traceK: st.TraceK, traceKC: st.TraceKComp,
+		exact: st.Exact, stale: st.Stale, staleFrom: st.StaleFrom, changed: st.Changed,
+		c: make([]float64, k), y: make([]float64, k),
+	}
+	for _, ps := range st.Points {
+		if ps.ID == "" {
+			return nil, fmt.Errorf("%w: %w", ErrState, ErrEmptyID)
+		}
+		if _, dup := p.points[ps.ID]; dup {
+			return nil, fmt.Errorf("%w: %w: %q", ErrState, ErrDuplicateID, ps.ID)
+		}
+		if !(ps.Diag >= 0) || math.IsInf(ps.Diag, 0) || !(ps.Residual >= 0) || math.IsInf(ps.Residual, 0) {
+			return nil, fmt.Errorf("%w: point %q: Diag=%v Residual=%v", ErrState, ps.ID, ps.Diag, ps.Residual)
+		}
+		p.points[ps.ID] = point{diag: ps.Diag, res: ps.Residual}
+	}
+	for _, id := range p.ids {
+		if _, ok := p.points[id]; !ok {
+			return nil, fmt.Errorf("%w: landmark %q is not a stored point", ErrState, id)
+		}
+	}
+	return p, nil
+}
+
+// Pair is the default two-view arrangement (paper Alg. cairn-stage1): one pool per
+// augmented view, each with budget m, served landmarks the union (M = 2m). A point is
+// inserted into both with its view-A and view-B features.
+type Pair struct{ A, B *Pool }
+
+// NewPair returns two empty pools with the same configuration.
+func NewPair(cfg Config) (*Pair, error) {
+	a, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b, _ := New(cfg)
+	return &Pair{A: a, B: b}, nil
+}
+
+// Insert inserts id with its view-A features fa and view-B features fb. On error neither
+// pool is changed.
+func (pr *Pair) Insert(id string, fa, fb []float64) error {
+	if len(fb) != pr.B.cfg.Dim {
+		return fmt.Errorf("%w: id %q view B has %d features, want %d", ErrDim, id, len(fb), pr.B.cfg.Dim)
+	}
+	if pr.B.Has(id) {
+		return fmt.Errorf("%w: %q", ErrDuplicateID, id)
+	}
+	if err := pr.A.Insert(id, fa); err != nil {
+		return err
+	}
+	if err := pr.B.Insert(id, fb); err != nil {
+		_ = pr.A.Delete(id)
+		return err
+	}
+	return nil
+}
+
+// Delete deletes id from both pools.
+func (pr *Pair) Delete(id string) error {
+	if !pr.A.Has(id) || !pr.B.Has(id) {
+		return fmt.Errorf("%w: %q", ErrUnknownID, id)
+	}
+	if err := pr.A.Delete(id); err != nil {
+		return err
+	}
+	return pr.B.Delete(id)
+}
+
+// Sync syncs both pools with their view's feature source.
+func (pr *Pair) Sync(srcA, srcB FeatureSource) error {
+	if err := pr.A.Sync(srcA); err != nil {
+		return fmt.Errorf("view A: %w", err)
+	}
+	if err := pr.B.Sync(srcB); err != nil {
+		return fmt.Errorf("view B: %w", err)
+	}
+	return nil
+}
+
+// Landmarks returns the view-A landmarks followed by the view-B landmarks (a point chosen
+// by both views appears twice, once per view, as in the paper's M = 2m pool).
+func (pr *Pair) Landmarks() []string { return append(pr.A.Landmarks(), pr.B.ids...) }

@@ -1,0 +1,587 @@
+package coreset
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"sort"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// refGreedy is the slow, obviously-correct batch reference: form K = G Gᵀ over the points
+// in increasing id order, run the textbook Schur-complement pivoted Cholesky with an
+// explicit n×k factor (argmax of the residual diagonal, first index wins ties), stop when
+// the largest residual is ≤ tol·max K_jj, then top up by the smallest TopUpKey (ties by id).
+// It returns the landmark ids, the number of greedy pivots and tr R after the greedy part.
+func refGreedy(src map[string][]float64, m int, tol float64, topUp bool, seed uint64) ([]string, int, float64) {
+	ids := make([]string, 0, len(src))
+	for id := range src {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	n := len(ids)
+	K := make([][]float64, n)
+	dmax := 0.0
+	for i := range K {
+		K[i] = make([]float64, n)
+		for j := range K[i] {
+			for k := range src[ids[i]] {
+				K[i][j] += src[ids[i]][k] * src[ids[j]][k]
+			}
+		}
+		dmax = math.Max(dmax, K[i][i])
+	}
+	d := make([]float64, n)
+	for i := range d {
+		d[i] = K[i][i]
+	}
+	L := make([][]float64, n)
+	for i := range L {
+		L[i] = make([]float64, 0, m)
+	}
+	chosen := make([]bool, n)
+	var piv []int
+	for t := 0; t < m && t < n; t++ {
+		p := -1
+		for j := 0; j < n; j++ {
+			if !chosen[j] && d[j] > tol*dmax && (p < 0 || d[j] > d[p]) {
+				p = j
+			}
+		}
+		if p < 0 {
+			break
+		}
+		chosen[p] = true
+		piv = append(piv, p)
+		lpp := math.Sqrt(d[p])
+		for j := 0; j < n; j++ {
+			s := K[j][p]
+			for i := 0; i < t; i++ {
+				s -= L[j][i] * L[p][i]
+			}
+			L[j] = append(L[j], s/lpp)
+		}
+		for j := 0; j < n; j++ {
+			if chosen[j] {
+				d[j] = 0
+			} else {
+				d[j] -= L[j][t] * L[j][t]
+			}
+		}
+	}
+	var tr float64
+	for _, v := range d {
+		tr += math.Max(v, 0)
+	}
+	out := make([]string, len(piv))
+	for i, p := range piv {
+		out[i] = ids[p]
+	}
+	kg := len(out)
+	if topUp {
+		rest := []string{}
+		for j, id := range ids {
+			if !chosen[j] {
+				rest = append(rest, id)
+			}
+		}
+		sort.Slice(rest, func(a, b int) bool {
+			ka, kb := TopUpKey(seed, rest[a]), TopUpKey(seed, rest[b])
+			if ka != kb {
+				return ka < kb
+			}
+			return rest[a] < rest[b]
+		})
+		for _, id := range rest {
+			if len(out) == m {
+				break
+			}
+			out = append(out, id)
+		}
+	}
+	return out, kg, tr
+}
+
+// refResidual returns tr(K − K_nZ K_ZZ⁻¹ K_Zn) over the stored points for landmark ids z
+// (whose Gram block must be nonsingular), by a dense Cholesky solve.
+func refResidual(t *testing.T, src map[string][]float64, z []string) float64 {
+	t.Helper()
+	var tr float64
+	k := len(z)
+	if k == 0 {
+		for _, f := range src {
+			tr += dotRef(f, f)
+		}
+		return tr
+	}
+	kzz := mat.NewSymDense(k, nil)
+	for a := range z {
+		for b := range z {
+			kzz.SetSym(a, b, dotRef(src[z[a]], src[z[b]]))
+		}
+	}
+	var ch mat.Cholesky
+	if !ch.Factorize(kzz) {
+		t.Fatalf("refResidual: K_ZZ not positive definite for %v", z)
+	}
+	c := mat.NewVecDense(k, nil)
+	var x mat.VecDense
+	for _, f := range src {
+		for a := range z {
+			c.SetVec(a, dotRef(src[z[a]], f))
+		}
+		if err := ch.SolveVecTo(&x, c); err != nil {
+			t.Fatal(err)
+		}
+		tr += dotRef(f, f) - mat.Dot(c, &x)
+	}
+	return tr
+}
+
+func dotRef(a, b []float64) float64 {
+	var s float64
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// genPoint draws a feature vector: Gaussian in a random rank-r subspace of R^q when r < q
+// (rank-deficient kernels), with occasional exact duplicates of an earlier point (ties).
+type gen struct {
+	r     *rand.Rand
+	basis [][]float64
+	q     int
+}
+
+func newGen(seed uint64, q, rank int) *gen {
+	r := rand.New(rand.NewPCG(seed, 7))
+	g := &gen{r: r, q: q}
+	for i := 0; i < rank; i++ {
+		b := make([]float64, q)
+		for k := range b {
+			b[k] = r.NormFloat64()
+		}
+		g.basis = append(g.basis, b)
+	}
+	return g
+}
+
+func (g *gen) point() []float64 {
+	f := make([]float64, g.q)
+	scale := math.Exp(g.r.NormFloat64()) // spread of norms
+	for _, b := range g.basis {
+		c := g.r.NormFloat64() * scale
+		axpy(f, c, b)
+	}
+	return f
+}
+
+type poolCase struct {
+	name   string
+	q      int
+	rank   int
+	m      int
+	topUp  bool
+	events int
+}
+
+func TestPoolPropertyAgainstBatch(t *testing.T) {
+	cases := []poolCase{
+		{"full-rank", 8, 8, 5, false, 300},
+		{"rank3-topup", 8, 3, 6, true, 300},
+		{"rank3-no-topup", 8, 3, 6, false, 200},
+		{"small-m", 5, 5, 2, true, 200},
+	}
+	for ci, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			runPoolSequence(t, tc, uint64(ci+1))
+		})
+	}
+}
+
+func runPoolSequence(t *testing.T, tc poolCase, seed uint64) {
+	g := newGen(seed, tc.q, tc.rank)
+	cfg := Config{Dim: tc.q, Budget: Budget{M: tc.m}, TopUp: tc.topUp, Seed: seed}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := MapSource{}
+	next := 0
+	var order []string
+	for ev := 0; ev < tc.events; ev++ {
+		u := g.r.Float64()
+		switch {
+		case u < 0.55 || len(src) < 3:
+			id := fmt.Sprintf("p%03d", g.r.IntN(1000)) // ids not in arrival order
+			for src[id] != nil {
+				id = fmt.Sprintf("p%03d-%d", g.r.IntN(1000), next)
+			}
+			next++
+			f := g.point()
+			if len(order) > 0 && g.r.IntN(10) == 0 {
+				f = append([]float64(nil), src[order[g.r.IntN(len(order))]]...) // exact tie
+				if f == nil {
+					f = g.point()
+				}
+			}
+			if err := p.Insert(id, f); err != nil {
+				t.Fatalf("event %d: Insert(%q): %v", ev, id, err)
+			}
+			src[id] = f
+			order = append(order, id)
+		case u < 0.85:
+			var id string
+			if lm := p.Landmarks(); len(lm) > 0 && g.r.IntN(3) == 0 {
+				id = lm[g.r.IntN(len(lm))] // landmark deletion
+			} else {
+				for id = range src {
+					break
+				}
+			}
+			if err := p.Delete(id); err != nil {
+				t.Fatalf("event %d: Delete(%q): %v", ev, id, err)
+			}
+			delete(src, id)
+		default:
+			if err := p.Sync(src); err != nil {
+				t.Fatalf("event %d: Sync: %v", ev, err)
+			}
+			checkSynced(t, ev, p, src, cfg)
+		}
+		checkInvariants(t, ev, p, src, cfg)
+	}
+	if err := p.Sync(src); err != nil {
+		t.Fatal(err)
+	}
+	checkSynced(t, -1, p, src, cfg)
+}
+
+// Tolerance: each computed residual carries rounding of order k·ε·K_jj (k ≤ 8 pivots,
+// ε = 2.2e-16), so the certificate is within ~1e-14·tr K of exact; 1e-9 relative (the
+// contract) plus 1e-12·tr K absolute for the near-zero residuals of rank-deficient data.
+func closeCert(got, want, trK float64) bool {
+	return math.Abs(got-want) <= 1e-9*math.Abs(want)+1e-12*trK
+}
+
+func checkInvariants(t *testing.T, ev int, p *Pool, src map[string][]float64, cfg Config) {
+	t.Helper()
+	cert := p.Certificate()
+	lm := p.Landmarks()
+	for _, id := range lm {
+		if src[id] == nil {
+			t.Fatalf("event %d: served landmark %q is not stored", ev, id)
+		}
+	}
+	var trK float64
+	for _, f := range src {
+		trK += dotRef(f, f)
+	}
+	if math.Abs(cert.TraceK-trK) > 1e-9*trK+1e-12 {
+		t.Fatalf("event %d: TraceK got %v, want %v", ev, cert.TraceK, trK)
+	}
+	served := refResidual(t, src, lm[:p.Greedy()])
+	if cert.Trace < served-(1e-9*served+1e-12*trK) {
+		t.Fatalf("event %d: certificate %v below served tr R %v (Exact=%v)", ev, cert.Trace, served, cert.Exact)
+	}
+	if cert.Exact && !closeCert(cert.Trace, served, trK) {
+		t.Fatalf("event %d: Exact certificate got %v, want %v", ev, cert.Trace, served)
+	}
+	if !cert.Stale && cert.Exact {
+		want, _, _ := refGreedy(src, p.M(), DefaultTol, cfg.TopUp, cfg.Seed)
+		if !reflect.DeepEqual(lm, want) && !(len(lm) == 0 && len(want) == 0) {
+			t.Fatalf("event %d: pool not stale but landmarks got %v, want batch %v", ev, lm, want)
+		}
+	}
+}
+
+func checkSynced(t *testing.T, ev int, p *Pool, src map[string][]float64, cfg Config) {
+	t.Helper()
+	want, kg, trR := refGreedy(src, cfg.Budget.M, DefaultTol, cfg.TopUp, cfg.Seed)
+	got := p.Landmarks()
+	if !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
+		t.Fatalf("event %d: after Sync landmarks got %v, want %v", ev, got, want)
+	}
+	if p.Greedy() != kg {
+		t.Fatalf("event %d: after Sync Greedy() got %d, want %d", ev, p.Greedy(), kg)
+	}
+	cert := p.Certificate()
+	var trK float64
+	for _, f := range src {
+		trK += dotRef(f, f)
+	}
+	if !cert.Exact || cert.Stale || !closeCert(cert.Trace, trR, trK) {
+		t.Fatalf("event %d: after Sync certificate %+v, want exact %v", ev, cert, trR)
+	}
+	if p.NeedsSync() {
+		t.Fatalf("event %d: NeedsSync after Sync", ev)
+	}
+}
+
+// TestPoolRestoreRoundTrip checks that State → JSON → Restore gives a pool whose every
+// later answer and state equal the original's under the same event sequence.
+func TestPoolRestoreRoundTrip(t *testing.T) {
+	g := newGen(11, 6, 6)
+	cfg := Config{Dim: 6, Budget: Budget{M: 4}, TopUp: true, Seed: 3}
+	a, _ := New(cfg)
+	src := MapSource{}
+	for i := 0; i < 30; i++ {
+		id := fmt.Sprintf("x%02d", (i*7)%31)
+		src[id] = g.point()
+		if err := a.Insert(id, src[id]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Sync(src); err != nil {
+		t.Fatal(err)
+	}
+	// Leave it stale and inexact: a landmark deletion and some inserts.
+	lm := a.Landmarks()
+	_ = a.Delete(lm[1])
+	delete(src, lm[1])
+	for i := 0; i < 5; i++ {
+		id := fmt.Sprintf("y%d", i)
+		src[id] = g.point()
+		_ = a.Insert(id, src[id])
+	}
+	raw, err := json.Marshal(a.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st State
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Restore(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.State(), a.State(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("restored state differs:\ngot  %+v\nwant %+v", got, want)
+	}
+	for i := 0; i < 20; i++ {
+		id := fmt.Sprintf("z%d", i)
+		f := g.point()
+		src[id] = f
+		if err1, err2 := a.Insert(id, f), b.Insert(id, f); err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if lm := a.Landmarks(); i%4 == 0 && len(lm) > 0 {
+			d := lm[0]
+			_ = a.Delete(d)
+			_ = b.Delete(d)
+			delete(src, d)
+		}
+		if a.Certificate() != b.Certificate() {
+			t.Fatalf("step %d: certificates got %+v, want %+v", i, b.Certificate(), a.Certificate())
+		}
+	}
+	_ = a.Sync(src)
+	_ = b.Sync(src)
+	if !reflect.DeepEqual(a.State(), b.State()) {
+		t.Fatal("states differ after identical events and Sync")
+	}
+}
+
+func TestRestoreRejectsBadState(t *testing.T) {
+	cfg := Config{Dim: 2, Budget: Budget{M: 2}}
+	p, _ := New(cfg)
+	_ = p.Insert("a", []float64{1, 0})
+	_ = p.Insert("b", []float64{0, 1})
+	_ = p.Sync(MapSource{"a": {1, 0}, "b": {0, 1}})
+	good := p.State()
+	tests := []struct {
+		name string
+		mod  func(s *State)
+	}{
+		{"version", func(s *State) { s.Version = 99 }},
+		{"factor length", func(s *State) { s.Factor = s.Factor[:1] }},
+		{"nan cert", func(s *State) { s.Cert = math.NaN() }},
+		{"zero pivot", func(s *State) { s.Factor[0] = 0 }},
+		{"landmark not stored", func(s *State) { s.Points = s.Points[1:] }},
+		{"negative residual", func(s *State) { s.Points[0].Residual = -1 }},
+		{"dim", func(s *State) { s.Config.Dim = 0 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			raw, _ := json.Marshal(good)
+			var s State
+			_ = json.Unmarshal(raw, &s)
+			tc.mod(&s)
+			if _, err := Restore(s); !errors.Is(err, ErrState) {
+				t.Fatalf("Restore: got %v, want ErrState", err)
+			}
+		})
+	}
+}
+
+func TestPoolInputErrors(t *testing.T) {
+	p, _ := New(Config{Dim: 2, Budget: Budget{M: 1}})
+	if err := p.Insert("", []float64{1, 2}); !errors.Is(err, ErrEmptyID) {
+		t.Errorf("empty id: got %v", err)
+	}
+	if err := p.Insert("a", []float64{1}); !errors.Is(err, ErrDim) {
+		t.Errorf("dim: got %v", err)
+	}
+	if err := p.Insert("a", []float64{1, math.Inf(1)}); !errors.Is(err, ErrNotFinite) {
+		t.Errorf("inf: got %v", err)
+	}
+	_ = p.Insert("a", []float64{1, 2})
+	if err := p.Insert("a", []float64{1, 2}); !errors.Is(err, ErrDuplicateID) {
+		t.Errorf("dup: got %v", err)
+	}
+	if err := p.Delete("b"); !errors.Is(err, ErrUnknownID) {
+		t.Errorf("unknown: got %v", err)
+	}
+	if err := p.Sync(MapSource{}); !errors.Is(err, ErrUnknownID) {
+		t.Errorf("sync missing source: got %v", err)
+	}
+	if _, err := New(Config{Dim: 0, Budget: Budget{M: 0}}); !errors.Is(err, ErrBudget) {
+		t.Errorf("config: got %v", err)
+	}
+}
+
+func TestParseBudget(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Budget
+		ok   bool
+	}{
+		{"256", Budget{M: 256}, true},
+		{"deff:0.001", Budget{Lambda: 0.001}, true},
+		{"0", Budget{}, false},
+		{"deff:-1", Budget{}, false},
+		{"deff:x", Budget{}, false},
+		{"abc", Budget{}, false},
+	}
+	for _, tc := range tests {
+		got, err := ParseBudget(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseBudget(%q) = %+v, %v; want %+v ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+		if tc.ok && got.String() != tc.in {
+			t.Errorf("String() = %q, want %q", got.String(), tc.in)
+		}
+	}
+}
+
+// TestPoolDeffBudget checks the deff:λ rule: after Sync, m = ⌈SLQ d_eff⌉ with the pool's
+// seed and the landmarks equal batch greedy with that m.
+func TestPoolDeffBudget(t *testing.T) {
+	g := newGen(5, 10, 10)
+	cfg := Config{Dim: 10, Budget: Budget{Lambda: 1}, Seed: 9}
+	p, _ := New(cfg)
+	src := MapSource{}
+	ids := []string{}
+	for i := 0; i < 40; i++ {
+		id := fmt.Sprintf("d%02d", i)
+		src[id] = g.point()
+		ids = append(ids, id)
+		_ = p.Insert(id, src[id])
+	}
+	if !p.NeedsSync() {
+		t.Fatal("deff pool does not ask for its first Sync")
+	}
+	if err := p.Sync(src); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(ids)
+	gm := make([]float64, 0, 400)
+	for _, id := range ids {
+		gm = append(gm, src[id]...)
+	}
+	est, _ := DeffSLQ(gm, 40, 10, 1, 9, "coreset/pool/deff", SLQOptions{})
+	wantM := int(math.Ceil(est.Value))
+	if p.M() != wantM {
+		t.Fatalf("M got %d, want %d", p.M(), wantM)
+	}
+	want, _, _ := refGreedy(src, wantM, DefaultTol, false, 9)
+	if got := p.Landmarks(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("landmarks got %v, want %v", got, want)
+	}
+}
+
+// FuzzRestore feeds arbitrary JSON to Restore (State may come from disk): it must return
+// an error or a pool on which every operation works without panicking.
+func FuzzRestore(f *testing.F) {
+	p, _ := New(Config{Dim: 2, Budget: Budget{M: 2}, TopUp: true})
+	_ = p.Insert("a", []float64{1, 0})
+	_ = p.Insert("b", []float64{1, 1})
+	_ = p.Insert("c", []float64{0, 0})
+	_ = p.Sync(MapSource{"a": {1, 0}, "b": {1, 1}, "c": {0, 0}})
+	good, _ := json.Marshal(p.State())
+	f.Add(good)
+	f.Add([]byte(`{"Version":1}`))
+	f.Add([]byte(`{"Version":1,"Config":{"Dim":1,"Budget":{"M":1}},"Greedy":1,"Landmarks":["x"],"LandmarkFeatures":[1],"PivotValues":[1],"Factor":[1],"Gram":[1],"M":1,"Points":[{"ID":"x","Diag":1,"Residual":0}]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var st State
+		if json.Unmarshal(raw, &st) != nil {
+			return
+		}
+		if st.Config.Dim > 64 || len(st.Points) > 64 { // keep each run small
+			return
+		}
+		q, err := Restore(st)
+		if err != nil {
+			if !errors.Is(err, ErrState) {
+				t.Fatalf("Restore error %v does not wrap ErrState", err)
+			}
+			return
+		}
+		_ = q.Certificate()
+		_ = q.Insert("fuzz-new", make([]float64, st.Config.Dim))
+		for _, id := range q.Landmarks() {
+			_ = q.Delete(id)
+		}
+		_ = q.State()
+	})
+}
+
+// TestPair checks that a Pair is exactly two independent pools fed with their own view.
+func TestPair(t *testing.T) {
+	g := newGen(2, 4, 4)
+	cfg := Config{Dim: 4, Budget: Budget{M: 3}, TopUp: true, Seed: 1}
+	pr, _ := NewPair(cfg)
+	a, _ := New(cfg)
+	b, _ := New(cfg)
+	srcA, srcB := MapSource{}, MapSource{}
+	for i := 0; i < 12; i++ {
+		id := fmt.Sprintf("v%02d", (i*5)%13)
+		fa, fb := g.point(), g.point()
+		srcA[id], srcB[id] = fa, fb
+		if err := pr.Insert(id, fa, fb); err != nil {
+			t.Fatal(err)
+		}
+		_ = a.Insert(id, fa)
+		_ = b.Insert(id, fb)
+	}
+	if err := pr.Insert("v00", make([]float64, 4), make([]float64, 4)); !errors.Is(err, ErrDuplicateID) {
+		t.Fatalf("duplicate: got %v", err)
+	}
+	if err := pr.Insert("w", make([]float64, 4), make([]float64, 3)); !errors.Is(err, ErrDim) || pr.A.Has("w") {
+		t.Fatalf("bad view B: got %v, A has it: %v", err, pr.A.Has("w"))
+	}
+	_ = pr.Sync(srcA, srcB)
+	_ = a.Sync(srcA)
+	_ = b.Sync(srcB)
+	want := append(a.Landmarks(), b.Landmarks()...)
+	if got := pr.Landmarks(); !reflect.DeepEqual(got, want) || len(got) != 6 {
+		t.Fatalf("landmarks got %v, want %v", got, want)
+	}
+	d := pr.A.Landmarks()[0]
+	_ = pr.Delete(d)
+	_ = a.Delete(d)
+	_ = b.Delete(d)
+	if pr.A.Certificate() != a.Certificate() || pr.B.Certificate() != b.Certificate() {
+		t.Fatal("certificates differ after delete")
+	}
+	if err := pr.Delete("nope"); !errors.Is(err, ErrUnknownID) {
+		t.Fatalf("unknown: got %v", err)
+	}
+}

@@ -1,0 +1,240 @@
+package coreset
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+func TestSelectorsValidDistinctDeterministic(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 21))
+	n, d, q := 120, 5, 16
+	x := randMatrix(r, n, d, d)
+	g := randMatrix(r, n, q, 6) // rank 6 < m: exercises top-up for pc-ntk and dpp
+	in := SelectInput{N: n, X: x, D: d, G: g, Q: q, Seed: 4}
+	for _, name := range Selectors {
+		for _, m := range []int{1, 10, 130} {
+			t.Run(fmt.Sprintf("%s/m%d", name, m), func(t *testing.T) {
+				a, err := Select(name, in, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := Select(name, in, m)
+				if !reflect.DeepEqual(a, b) {
+					t.Fatalf("not deterministic: %v vs %v", a.Indices, b.Indices)
+				}
+				want := min(m, n)
+				if len(a.Indices) != want {
+					t.Fatalf("len got %d, want %d", len(a.Indices), want)
+				}
+				seen := map[int]bool{}
+				for _, i := range a.Indices {
+					if i < 0 || i >= n || seen[i] {
+						t.Fatalf("invalid or repeated index %d in %v", i, a.Indices)
+					}
+					seen[i] = true
+				}
+				if (name == SelPCNTK || name == SelDPP) && m >= 10 && a.Greedy != 6 {
+					t.Fatalf("rank-6 sketch: Greedy got %d, want 6", a.Greedy)
+				}
+				in2 := in
+				in2.Seed = 5
+				c, _ := Select(name, in2, m)
+				if name != SelPCNTK && name != SelPC && m == 10 && reflect.DeepEqual(a.Indices, c.Indices) {
+					t.Fatalf("seed change did not change a random selector: %v", a.Indices)
+				}
+			})
+		}
+	}
+	if _, err := Select("nope", in, 3); err == nil {
+		t.Fatal("unknown selector accepted")
+	}
+	if _, err := Select(SelKMeans, SelectInput{N: 3, G: g[:3*q], Q: q}, 2); err == nil {
+		t.Fatal("kmeans++ without inputs accepted")
+	}
+}
+
+// TestGreedyKernelMatchesGreedy: on the linear kernel both forms of pivoted Cholesky are
+// the same algorithm.
+func TestGreedyKernelMatchesGreedy(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 8))
+	n, q := 60, 7
+	g := randMatrix(r, n, q, 5)
+	diag := make([]float64, n)
+	for j := range diag {
+		diag[j] = dotRef(g[j*q:(j+1)*q], g[j*q:(j+1)*q])
+	}
+	col := func(dst []float64, p int) {
+		for j := 0; j < n; j++ {
+			dst[j] = dotRef(g[j*q:(j+1)*q], g[p*q:(p+1)*q])
+		}
+	}
+	keys := TopUpKeys(1, n)
+	a, _ := GreedyKernel(diag, col, n, 9, 0, keys)
+	b, _ := Greedy(g, n, q, 9, GreedyOptions{TopUpKeys: keys})
+	if !reflect.DeepEqual(a.Pivots, b.Pivots) || a.Greedy != 5 {
+		t.Fatalf("pivots got %v (greedy %d), want %v", a.Pivots, a.Greedy, b.Pivots)
+	}
+	for i := range a.ResidualTrace {
+		if math.Abs(a.ResidualTrace[i]-b.ResidualTrace[i]) > 1e-10*b.Trace {
+			t.Fatalf("residual %d got %v, want %v", i, a.ResidualTrace[i], b.ResidualTrace[i])
+		}
+	}
+}
+
+// TestKCenterFarthest checks farthest-point search against a direct recomputation.
+func TestKCenterFarthest(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	n, q := 50, 4
+	g := randMatrix(r, n, q, q)
+	idx := kCenter(g, n, q, 8, 1)
+	for t1 := 1; t1 < len(idx); t1++ {
+		best, bi := -1.0, -1
+		for i := 0; i < n; i++ {
+			md := math.Inf(1)
+			in := false
+			for _, c := range idx[:t1] {
+				if c == i {
+					in = true
+				}
+				md = math.Min(md, sqDist(g[i*q:(i+1)*q], g[c*q:(c+1)*q]))
+			}
+			if !in && md > best {
+				best, bi = md, i
+			}
+		}
+		if idx[t1] != bi {
+			t.Fatalf("step %d got %d, want farthest %d", t1, idx[t1], bi)
+		}
+	}
+}
+
+// TestProjectionDPPMarginals: the inclusion probability of row i in a projection DPP is
+// K_ii = ||U_i||² (rank-k projection). With k = rank(G), ||U_i||² is the leverage score;
+// the Monte-Carlo frequency over 400 seeds must match within 5 binomial standard errors.
+func TestProjectionDPPMarginals(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	n, q, k := 12, 3, 3
+	g := randMatrix(r, n, q, q)
+	// leverage scores via the exact projection G (GᵀG)⁻¹ Gᵀ
+	lev := leverage(g, n, q)
+	counts := make([]float64, n)
+	const trials = 400
+	for s := 0; s < trials; s++ {
+		idx, rank, err := projectionDPP(g, n, q, k, uint64(s))
+		if err != nil || rank != k || len(idx) != k {
+			t.Fatalf("seed %d: idx %v rank %d err %v", s, idx, rank, err)
+		}
+		for _, i := range idx {
+			counts[i]++
+		}
+	}
+	for i := range counts {
+		p := lev[i]
+		se := math.Sqrt(p * (1 - p) / trials)
+		if got := counts[i] / trials; math.Abs(got-p) > 5*se+1e-9 {
+			t.Fatalf("row %d: frequency %v, want marginal %v (SE %v)", i, got, p, se)
+		}
+	}
+}
+
+func leverage(g []float64, n, q int) []float64 {
+	// (GᵀG)⁻¹ by Gauss–Jordan on the q×q matrix (q tiny)
+	a := make([][]float64, q)
+	for i := range a {
+		a[i] = make([]float64, 2*q)
+		for j := 0; j < q; j++ {
+			for r := 0; r < n; r++ {
+				a[i][j] += g[r*q+i] * g[r*q+j]
+			}
+		}
+		a[i][q+i] = 1
+	}
+	for c := 0; c < q; c++ {
+		p := a[c][c]
+		for j := range a[c] {
+			a[c][j] /= p
+		}
+		for r := 0; r < q; r++ {
+			if r != c {
+				f := a[r][c]
+				for j := range a[r] {
+					a[r][j] -= f * a[c][j]
+				}
+			}
+		}
+	}
+	out := make([]float64, n)
+	for r := 0; r < n; r++ {
+		for i := 0; i < q; i++ {
+			for j := 0; j < q; j++ {
+				out[r] += g[r*q+i] * a[i][q+j] * g[r*q+j]
+			}
+		}
+	}
+	return out
+}
+
+func TestResidualCurveMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 1))
+	n, q := 40, 6
+	g := randMatrix(r, n, q, 4)
+	order := []int{3, 17, 3 + 1, 9, 22, 5} // 6 landmarks in a rank-4 kernel
+	got := make([]float64, len(order))
+	ResidualCurveTo(got, g, n, q, order)
+	src := rowsMap(g, n, q)
+	var trK float64
+	for _, f := range src {
+		trK += dotRef(f, f)
+	}
+	for t1 := range order {
+		k := min(t1+1, 4)
+		z := []string{}
+		for _, p := range order[:k] {
+			z = append(z, fmt.Sprintf("%06d", p))
+		}
+		want := refResidual(t, src, z)
+		if math.Abs(got[t1]-want) > 1e-9*trK {
+			t.Fatalf("prefix %d: got %v, want %v", t1+1, got[t1], want)
+		}
+	}
+}
+
+func TestFitPowerLaw(t *testing.T) {
+	m := []float64{1, 2, 4, 8, 16, 32}
+	y := make([]float64, len(m))
+	for i := range m {
+		y[i] = 3 * math.Pow(m[i], -0.7)
+	}
+	pl, err := FitPowerLaw(m, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(pl.Beta-0.7) > 1e-12 || math.Abs(pl.C-3) > 1e-12 || math.Abs(pl.R2-1) > 1e-12 {
+		t.Fatalf("got %+v, want C=3 β=0.7 R²=1", pl)
+	}
+	if _, err := FitPowerLaw([]float64{1, 2}, []float64{0, 1}); err == nil {
+		t.Fatal("one positive point accepted")
+	}
+}
+
+func TestCoverage(t *testing.T) {
+	labels := []int{0, 0, 1, 2, 1, 2, 0}
+	tests := []struct {
+		order             []int
+		kappa, seen, clss int
+	}{
+		{[]int{0, 2, 3}, 3, 3, 3},
+		{[]int{0, 1, 6, 4, 5}, 5, 3, 3},
+		{[]int{0, 1, 2}, -1, 2, 3},
+		{nil, -1, 0, 3},
+	}
+	for _, tc := range tests {
+		k, s, c := Coverage(labels, tc.order)
+		if k != tc.kappa || s != tc.seen || c != tc.clss {
+			t.Errorf("Coverage(%v) = %d,%d,%d; want %d,%d,%d", tc.order, k, s, c, tc.kappa, tc.seen, tc.clss)
+		}
+	}
+}
