@@ -1,3 +1,80 @@
-// Package stream is part of cairn; see DESIGN.md section 2 for its role.
-// Its contracts are written here as the package grows.
+// Package stream is cairn's Kafka I/O (DESIGN.md sections 3 and 4): the
+// event schema and its validation, partition readers that resume from
+// offsets stored in bbolt, a writer with RequireAll acknowledgements and
+// bounded retries, an outbox publisher, a dead-letter writer, and an
+// embedded broker for the single-machine default mode. It knows nothing of
+// the mathematics and nothing of bbolt: the daemon connects the two.
+//
+// # Events
+//
+// Input events (DecodeTrain, DecodeQuery) are validated completely before
+// the caller sees them: one well-formed UTF-8 JSON object, "v" exactly 1,
+// a known "op", len(x) equal to Limits.InputDim, every number finite (an
+// overflowing literal such as 1e400 is non_finite; NaN is not JSON), the
+// message within Limits.MaxBytes, ids and request ids non-empty, at most
+// Limits.MaxIDBytes bytes, free of control characters and of U+FFFD. Keys
+// match exactly (not case-insensitively, unlike encoding/json); a key given
+// twice is duplicate_field, and an unknown key is unknown_field: strict,
+// because a misspelt optional key must not silently drop data, and schema
+// changes come with a new "v". Every rejection is a *RejectError with a
+// Reason code (the dead-letter "reason") and a message naming the field and
+// value. Decoders never panic on any input (fuzzed), and an accepted event
+// re-encodes (EncodeTrain, EncodeQuery) to bytes that decode to the same
+// value. Decoded events share no memory with the input.
+//
+// Output events (Attribution, Audit, Status, DeadLetter) are plain structs
+// the daemon fills; Encode checks the required keys and finiteness and
+// writes JSON with "v":1 first. Dead letters copy at most MaxDeadLetterRaw
+// bytes of the rejected message (base64 in JSON) and its length.
+//
+// # Processing semantics
+//
+// Offsets live in the caller's store, never in Kafka: a Reader has no
+// consumer group and commits nothing. It asks StartFunc for the last
+// applied offset of each partition and starts at that offset + 1, so a
+// caller that stores offsets in the same transaction as the state they
+// describe applies every input exactly once across restarts. The handler
+// runs on Run's goroutine only; messages of one partition arrive in offset
+// order. A handler error stops Run and the batch counts as not consumed.
+// kafka-go partition readers retry fetch errors internally (reported to
+// ReaderConfig.OnError); note that kafka-go skips forward to the earliest
+// retained offset if the stored offset has fallen out of retention.
+//
+// Writer.Write returns nil only when every message was acknowledged by all
+// in-sync replicas, else an error after WriterConfig.Attempts tries or when
+// ctx ends; it re-sends only the failed messages. Partitions are chosen by
+// key (murmur2). The Publisher drains an Outbox (write, then Ack), so an
+// output is delivered at least once, possibly twice with the same key and
+// value after a crash between write and ack, and never lost. stream defines
+// its own OutboxEntry; storage.OutboxEntry has identical fields and
+// converts with stream.OutboxEntry(e).
+//
+// # Embedded broker and durability
+//
+// StartBroker runs kfake (franz-go's in-process Kafka) as one broker
+// speaking the real protocol over TCP on the configured address, and
+// creates missing topics through the protocol (CreateTopics), on every
+// start. With BrokerConfig.DataDir set, kfake persists topics, record
+// segments, offsets, and group state in that directory and reloads them on
+// the next start, so records written before a restart are read again at
+// the same offsets (tested). Records are fsynced per batch only with
+// SyncWrites; otherwise an acknowledged record survives a clean Close (which
+// flushes) but may be lost if the machine crashes. Without DataDir the
+// broker keeps nothing: after a restart the topics are re-created empty and
+// offsets restart at 0, so Reader.Run refuses to resume from a stored
+// offset beyond a partition's end (ErrOffsetAhead) instead of silently
+// skipping the new messages; the durable state is then
+// bbolt alone (state, consumed offsets and the outbox, so no output is
+// lost: unacked outputs are re-sent), and inputs not yet consumed are lost
+// with the broker. Topics added to the configuration are created even when
+// DataDir is reloaded; partition counts of existing topics are not changed.
+//
+// # Lifecycle and concurrency
+//
+// Reader.Run and Publisher.Run block, own every goroutine they start, and
+// return only after those have exited. Writer is safe for concurrent use;
+// Close on Writer and Broker is idempotent. Broker.Close returns when
+// kfake's Close returns; kfake does not join its per-connection goroutines,
+// which exit when their connections close. Configs have Validate methods
+// that report every problem at once, each wrapping ErrConfig.
 package stream

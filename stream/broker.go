@@ -1,0 +1,126 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// BrokerConfig configures the embedded single-node broker of the default
+// mode.
+type BrokerConfig struct {
+	// Addr is the host:port to listen on; port 0 picks a free port (tests).
+	Addr string
+	// Topics are created on start if missing, with Partitions partitions.
+	Topics     []string
+	Partitions int
+	// DataDir, if set, makes the broker persist topics, records and
+	// offsets there and reload them on the next start. Empty: memory only.
+	DataDir string
+	// SyncWrites fsyncs every produced batch before acknowledging it.
+	// Without it an acknowledged record survives a broker restart (Close
+	// flushes) but may be lost if the machine crashes.
+	SyncWrites bool
+}
+
+// Validate reports every problem at once.
+func (c BrokerConfig) Validate() error {
+	var errs []error
+	if host, port, err := net.SplitHostPort(c.Addr); err != nil || host == "" {
+		errs = append(errs, fmt.Errorf("%w: broker.addr %q: want host:port", ErrConfig, c.Addr))
+	} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		errs = append(errs, fmt.Errorf("%w: broker.addr %q: port %q not in [0, 65535]", ErrConfig, c.Addr, port))
+	}
+	if c.Partitions < 1 {
+		errs = append(errs, fmt.Errorf("%w: broker.partitions %d: must be at least 1", ErrConfig, c.Partitions))
+	}
+	for i, t := range c.Topics {
+		if err := validTopicName(t); err != nil {
+			errs = append(errs, fmt.Errorf("%w: broker.topics[%d] %q: %v", ErrConfig, i, t, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Broker is an in-process Kafka broker (kfake) speaking the real protocol
+// over TCP on loopback or the configured host. It is for the default
+// single-machine mode and for tests; see the package documentation for
+// what it keeps across restarts.
+type Broker struct {
+	c    *kfake.Cluster
+	addr string
+
+	once sync.Once
+}
+
+// StartBroker starts the broker and creates the configured topics that do
+// not exist yet. On failure nothing is left running.
+func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	host, port, _ := net.SplitHostPort(cfg.Addr)
+	p, _ := strconv.Atoi(port)
+	opts := []kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.Ports(p),
+		// kfake always listens on 127.0.0.1; honour the configured host.
+		kfake.ListenFn(func(network, addr string) (net.Listener, error) {
+			_, port, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			return net.Listen(network, net.JoinHostPort(host, port))
+		}),
+		kfake.DefaultNumPartitions(cfg.Partitions),
+		kfake.ClusterID("cairn-embedded"),
+	}
+	if len(cfg.Topics) > 0 {
+		opts = append(opts, kfake.SeedTopics(int32(cfg.Partitions), cfg.Topics...))
+	}
+	if cfg.DataDir != "" {
+		opts = append(opts, kfake.DataDir(cfg.DataDir))
+		if cfg.SyncWrites {
+			opts = append(opts, kfake.SyncWrites())
+		}
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("stream: start embedded broker on %s: %w", cfg.Addr, err)
+	}
+	b := &Broker{c: c, addr: c.ListenAddrs()[0]}
+	defer func() {
+		if err != nil {
+			b.Close()
+		}
+	}()
+	// Seed topics are only created on a fresh start: a broker reloading
+	// its DataDir keeps what it had, so topics added to the configuration
+	// since are created here, through the protocol, as for a real cluster.
+	if len(cfg.Topics) > 0 {
+		if err := EnsureTopics(ctx, Config{Brokers: []string{b.addr}}, cfg.Partitions, -1, cfg.Topics...); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// Addr is the address the broker listens on (with the chosen port when the
+// configured port was 0).
+func (b *Broker) Addr() string { return b.addr }
+
+// Close stops accepting connections, persists state when a DataDir is
+// set, and returns once kfake's Close has returned. It is idempotent.
+//
+// kfake's Close closes the listeners and its run loop but does not wait
+// for per-connection goroutines; those end on their own when their
+// connections fail, which clients see as a broker going away.
+func (b *Broker) Close() error {
+	b.once.Do(b.c.Close)
+	return nil
+}

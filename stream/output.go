@@ -1,0 +1,247 @@
+package stream
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// The output events below are plain structs that the daemon fills; stream
+// only checks that the keys DESIGN.md sections 3 and 5 require are present
+// and that every number is finite, then writes JSON with "v":1. Extra, when
+// set, must be a JSON object and carries daemon-specific detail under
+// "extra" without a schema change here.
+
+// Verdicts of an attribution (DESIGN.md section 5).
+const (
+	VerdictCertified   = "certified"
+	VerdictUncertified = "uncertified"
+	VerdictFitLimited  = "fit_limited"
+)
+
+// Scored is one landmark of a top-K answer: its id, score Î and radius ε.
+type Scored struct {
+	ID     string  `json:"id"`
+	Score  float64 `json:"score"`
+	Radius float64 `json:"radius"`
+}
+
+// Budget is the sketch and pool budget (h, s, m, M) of an answer.
+type Budget struct {
+	Heads     int `json:"h"`
+	SketchDim int `json:"s"`
+	PerView   int `json:"m"`
+	Pool      int `json:"M"`
+}
+
+// Attribution is the body of a cairn.attributions event, keyed by Request.
+type Attribution struct {
+	Request string   `json:"request"`
+	Model   uint64   `json:"model"` // model version the answer was computed on
+	Verdict string   `json:"verdict"`
+	TopK    []Scored `json:"topk"`
+	// Separation: min(Î−ε) over the top-K and max(Î+ε) below the cut.
+	Lower    float64            `json:"lower"`
+	Upper    float64            `json:"upper"`
+	Budget   Budget             `json:"budget"`
+	Delta    float64            `json:"delta"`
+	DeltaBy  map[string]float64 `json:"delta_allocation,omitempty"`
+	Seed     uint64             `json:"seed"`     // evaluation draw's seed
+	Residual float64            `json:"residual"` // pool residual certificate tr R
+	Extra    json.RawMessage    `json:"extra,omitempty"`
+}
+
+// Audit is the body of a cairn.audits event, keyed by Request. Seq,
+// PrevHash and Hash form the hash chain that storage maintains; stream
+// only carries them.
+type Audit struct {
+	Request     string          `json:"request"`
+	ID          string          `json:"id"`
+	WasLandmark bool            `json:"was_landmark"`
+	ModelBefore uint64          `json:"model_before"`
+	ModelAfter  uint64          `json:"model_after"`
+	Percentile  float64         `json:"percentile"`
+	PValue      float64         `json:"p_value"`
+	Seq         uint64          `json:"seq"`
+	PrevHash    string          `json:"prev_hash"`
+	Hash        string          `json:"hash"`
+	Extra       json.RawMessage `json:"extra,omitempty"`
+}
+
+// Status is the body of a cairn.status event, keyed by Kind (for example
+// "model", "refit", "certificate", "drift").
+type Status struct {
+	Kind string          `json:"kind"`
+	Time time.Time       `json:"time"`
+	Data json.RawMessage `json:"data"`
+}
+
+// DeadLetter is the body of a cairn.dlq event: a rejected input, its
+// reason, its coordinates, and its first bytes.
+type DeadLetter struct {
+	Reason    Reason `json:"reason"`
+	Message   string `json:"message"`
+	Topic     string `json:"topic"`
+	Partition int    `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Key       []byte `json:"key"` // base64 in JSON, at most MaxDeadLetterRaw bytes
+	Raw       []byte `json:"raw"` // base64 in JSON, the first MaxDeadLetterRaw bytes
+	RawLen    int    `json:"raw_len"`
+	Truncated bool   `json:"truncated"`
+}
+
+// MaxDeadLetterRaw bounds the raw bytes copied into a dead-letter event, so
+// that an oversize input cannot produce an oversize output.
+const MaxDeadLetterRaw = 4 << 10
+
+// NewDeadLetter describes the rejected message src. err is normally a
+// *RejectError; any other error is recorded with reason "bad_json" only if
+// it is one, else with its text and reason "internal".
+func NewDeadLetter(src Message, err error) DeadLetter {
+	reason := ReasonOf(err)
+	if reason == "" {
+		reason = "internal"
+	}
+	msg := ""
+	if err != nil {
+		msg = truncate(err.Error(), 1024)
+	}
+	raw := src.Value
+	trunc := len(raw) > MaxDeadLetterRaw
+	if trunc {
+		raw = raw[:MaxDeadLetterRaw]
+	}
+	key := src.Key
+	if len(key) > MaxDeadLetterRaw {
+		key = key[:MaxDeadLetterRaw]
+	}
+	return DeadLetter{
+		Reason:    reason,
+		Message:   msg,
+		Topic:     src.Topic,
+		Partition: src.Partition,
+		Offset:    src.Offset,
+		Key:       append([]byte(nil), key...),
+		Raw:       append([]byte(nil), raw...),
+		RawLen:    len(src.Value),
+		Truncated: trunc,
+	}
+}
+
+// DeadLetterKey is the key of a dead-letter event: the source coordinates,
+// "topic/partition/offset", so a re-sent dead letter has the same key.
+func DeadLetterKey(topic string, partition int, offset int64) []byte {
+	b := make([]byte, 0, len(topic)+24)
+	b = append(b, topic...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(partition), 10)
+	b = append(b, '/')
+	return strconv.AppendInt(b, offset, 10)
+}
+
+// Encode writes the attribution as JSON with "v":1 after checking it.
+func (a Attribution) Encode() ([]byte, error) {
+	var errs []error
+	if a.Request == "" {
+		errs = append(errs, fmt.Errorf("attribution.request: empty"))
+	}
+	switch a.Verdict {
+	case VerdictCertified, VerdictUncertified, VerdictFitLimited:
+	default:
+		errs = append(errs, fmt.Errorf("attribution.verdict %q: want %s, %s or %s", a.Verdict, VerdictCertified, VerdictUncertified, VerdictFitLimited))
+	}
+	for i, s := range a.TopK {
+		if s.ID == "" {
+			errs = append(errs, fmt.Errorf("attribution.topk[%d].id: empty", i))
+		}
+		errs = appendFinite(errs, fmt.Sprintf("attribution.topk[%d].score", i), s.Score)
+		errs = appendFinite(errs, fmt.Sprintf("attribution.topk[%d].radius", i), s.Radius)
+	}
+	errs = appendFinite(errs, "attribution.lower", a.Lower)
+	errs = appendFinite(errs, "attribution.upper", a.Upper)
+	errs = appendFinite(errs, "attribution.delta", a.Delta)
+	errs = appendFinite(errs, "attribution.residual", a.Residual)
+	for k, v := range a.DeltaBy {
+		errs = appendFinite(errs, "attribution.delta_allocation."+k, v)
+	}
+	errs = appendExtra(errs, "attribution.extra", a.Extra)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("stream: encode attribution: %w", err)
+	}
+	if a.TopK == nil {
+		a.TopK = []Scored{} // "topk" is required: write [] rather than null
+	}
+	return marshalV(a)
+}
+
+// Encode writes the audit as JSON with "v":1 after checking it.
+func (a Audit) Encode() ([]byte, error) {
+	var errs []error
+	if a.Request == "" {
+		errs = append(errs, errors.New("audit.request: empty"))
+	}
+	if a.ID == "" {
+		errs = append(errs, errors.New("audit.id: empty"))
+	}
+	if a.Hash == "" {
+		errs = append(errs, errors.New("audit.hash: empty"))
+	}
+	errs = appendFinite(errs, "audit.percentile", a.Percentile)
+	errs = appendFinite(errs, "audit.p_value", a.PValue)
+	errs = appendExtra(errs, "audit.extra", a.Extra)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("stream: encode audit: %w", err)
+	}
+	return marshalV(a)
+}
+
+// Encode writes the status as JSON with "v":1 after checking it.
+func (s Status) Encode() ([]byte, error) {
+	if s.Kind == "" {
+		return nil, errors.New("stream: encode status: kind: empty")
+	}
+	if len(s.Data) == 0 {
+		s.Data = json.RawMessage("{}")
+	} else if !json.Valid(s.Data) {
+		return nil, fmt.Errorf("stream: encode status %q: data is not valid JSON", s.Kind)
+	}
+	return marshalV(s)
+}
+
+// Encode writes the dead letter as JSON with "v":1.
+func (d DeadLetter) Encode() ([]byte, error) { return marshalV(d) }
+
+// marshalV writes v as a JSON object with "v":1 as its first key.
+func marshalV(v any) ([]byte, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("stream: encode %T: %w", v, err)
+	}
+	out := make([]byte, 0, len(body)+8)
+	out = append(out, `{"v":1`...)
+	if len(body) > 2 {
+		out = append(out, ',')
+	}
+	return append(out, body[1:]...), nil
+}
+
+func appendFinite(errs []error, field string, v float64) []error {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		errs = append(errs, fmt.Errorf("%s: %v is not finite", field, v))
+	}
+	return errs
+}
+
+func appendExtra(errs []error, field string, raw json.RawMessage) []error {
+	if len(raw) == 0 {
+		return errs
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		errs = append(errs, fmt.Errorf("%s: want a JSON object", field))
+	}
+	return errs
+}

@@ -1,0 +1,288 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// StartFunc returns the offset of the last message of (topic, partition)
+// that the caller has applied, and ok=false when it has applied none. The
+// reader starts that partition at last+1, or at the earliest retained
+// offset when ok is false. This is how offsets stored in bbolt, not in
+// Kafka, decide where reading resumes.
+type StartFunc func(topic string, partition int) (last int64, ok bool, err error)
+
+// ReaderConfig configures a Reader.
+type ReaderConfig struct {
+	Kafka  Config
+	Topics []string
+	Start  StartFunc
+	// MaxBatch bounds the messages handed to one call of the handler.
+	// Default 512.
+	MaxBatch int
+	// MaxWait bounds how long the broker holds a fetch open when no data
+	// is available. Default 250ms.
+	MaxWait time.Duration
+	// FetchMaxBytes bounds one fetch response per partition. Default 8 MiB;
+	// it must exceed the largest message.
+	FetchMaxBytes int
+	// OnError, if set, is told of fetch errors. kafka-go keeps retrying a
+	// partition with backoff after reporting one (broker restart, leader
+	// change, timeouts), so a fetch error does not stop Run; it is passed
+	// here for logs and metrics. OnError is called from partition
+	// goroutines and must be safe for concurrent use.
+	OnError func(topic string, partition int, err error)
+}
+
+func (c ReaderConfig) withDefaults() ReaderConfig {
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 512
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = 250 * time.Millisecond
+	}
+	if c.FetchMaxBytes == 0 {
+		c.FetchMaxBytes = 8 << 20
+	}
+	return c
+}
+
+// Validate reports every problem at once.
+func (c ReaderConfig) Validate() error {
+	errs := []error{c.Kafka.Validate()}
+	if len(c.Topics) == 0 {
+		errs = append(errs, fmt.Errorf("%w: reader.topics: at least one topic", ErrConfig))
+	}
+	for i, t := range c.Topics {
+		if err := validTopicName(t); err != nil {
+			errs = append(errs, fmt.Errorf("%w: reader.topics[%d] %q: %v", ErrConfig, i, t, err))
+		}
+	}
+	if c.Start == nil {
+		errs = append(errs, fmt.Errorf("%w: reader.start: nil; offsets must come from the caller's store", ErrConfig))
+	}
+	if c.MaxBatch < 0 || c.MaxWait < 0 || c.FetchMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("%w: reader.max_batch %d / max_wait %v / fetch_max_bytes %d: must not be negative", ErrConfig, c.MaxBatch, c.MaxWait, c.FetchMaxBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// Handler applies one batch. Messages of one partition appear in offset
+// order, within a batch and across batches; partitions interleave. The
+// handler may keep the messages (their bytes are not reused) but not the
+// slice. A non-nil error stops Run, which returns it; the batch counts as
+// not consumed, and since offsets live in the caller's store, a restarted
+// reader delivers it again.
+type Handler func(ctx context.Context, batch []Message) error
+
+// Reader reads every partition of its topics from offsets the caller
+// stores, and never commits offsets to Kafka (no consumer group). One
+// kafka-go partition reader runs per partition; the partition list comes
+// from the broker metadata when Run starts (partitions added later are not
+// read until the next Run).
+type Reader struct {
+	cfg    ReaderConfig
+	dialer *kafka.Dialer
+}
+
+// NewReader validates cfg. It does not contact the brokers.
+func NewReader(cfg ReaderConfig) (*Reader, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	d, err := cfg.Kafka.dialer()
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{cfg: cfg, dialer: d}, nil
+}
+
+// Run reads until ctx is done or handle fails, calling handle from the
+// calling goroutine only, so the handler needs no locking. It returns nil
+// after ctx is cancelled, else the first error; all goroutines it started
+// have exited when it returns.
+func (r *Reader) Run(ctx context.Context, handle Handler) (err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	tctx, tcancel := context.WithCancel(context.Background())
+	defer tcancel()
+	tr, err := r.cfg.Kafka.transport(tctx)
+	if err != nil {
+		return err
+	}
+	defer tr.CloseIdleConnections()
+	cl := &kafka.Client{Addr: kafka.TCP(r.cfg.Kafka.Brokers...), Transport: tr}
+
+	var parts []part
+	for _, t := range r.cfg.Topics {
+		ids, err := partitions(ctx, cl, t)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		for _, id := range ids {
+			last, ok, err := r.cfg.Start(t, id)
+			if err != nil {
+				return fmt.Errorf("stream: start offset of %s/%d: %w", t, id, err)
+			}
+			start := kafka.FirstOffset
+			if ok {
+				if last < 0 {
+					return fmt.Errorf("stream: start offset of %s/%d: stored offset %d is negative", t, id, last)
+				}
+				start = last + 1
+			}
+			parts = append(parts, part{t, id, start, ok})
+		}
+	}
+
+	if err := checkAhead(ctx, cl, parts); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+
+	// The channel is the only join point of the partition goroutines; its
+	// FIFO order keeps each partition's order, as every partition has a
+	// single sender.
+	ch := make(chan Message, r.cfg.MaxBatch)
+	var wg sync.WaitGroup
+	readers := make([]*kafka.Reader, 0, len(parts))
+	defer func() {
+		cancel()
+		wg.Wait()
+		for _, kr := range readers {
+			if cerr := kr.Close(); cerr != nil && err == nil && ctx.Err() == nil {
+				err = cerr
+			}
+		}
+	}()
+	for _, p := range parts {
+		kr := kafka.NewReader(kafka.ReaderConfig{
+			Brokers:   r.cfg.Kafka.Brokers,
+			Topic:     p.topic,
+			Partition: p.id,
+			Dialer:    r.dialer,
+			MinBytes:  1,
+			MaxBytes:  r.cfg.FetchMaxBytes,
+			MaxWait:   r.cfg.MaxWait,
+			// Lag reporting is a second goroutine per partition we do
+			// not need.
+			ReadLagInterval: -1,
+			MaxAttempts:     3,
+		})
+		readers = append(readers, kr)
+		if err := kr.SetOffset(p.start); err != nil {
+			return fmt.Errorf("stream: seek %s/%d to %d: %w", p.topic, p.id, p.start, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				km, err := kr.FetchMessage(ctx)
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					if r.cfg.OnError != nil {
+						r.cfg.OnError(p.topic, p.id, err)
+					}
+					continue
+				}
+				m := Message{Topic: km.Topic, Partition: km.Partition, Offset: km.Offset, Key: km.Key, Value: km.Value, Time: km.Time}
+				select {
+				case ch <- m:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+
+	batch := make([]Message, 0, r.cfg.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-ch:
+			batch = append(batch, m)
+		}
+	drain:
+		for len(batch) < r.cfg.MaxBatch {
+			select {
+			case m := <-ch:
+				batch = append(batch, m)
+			default:
+				break drain
+			}
+		}
+		if err := handle(ctx, batch); err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type part struct {
+	topic  string
+	id     int
+	start  int64
+	stored bool // start came from a stored offset
+}
+
+// checkAhead refuses to start a partition whose stored offset lies beyond
+// the partition's end. That happens when the topic was deleted and
+// re-created (an embedded broker restarted without a DataDir, or an
+// operator's mistake): the new messages get offsets the stored position
+// has already passed, and reading on would skip them silently.
+func checkAhead(ctx context.Context, cl *kafka.Client, parts []part) error {
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for _, p := range parts {
+		if p.stored {
+			req.Topics[p.topic] = append(req.Topics[p.topic], kafka.LastOffsetOf(p.id))
+		}
+	}
+	if len(req.Topics) == 0 {
+		return nil
+	}
+	resp, err := cl.ListOffsets(ctx, req)
+	if err != nil {
+		return fmt.Errorf("stream: list offsets: %w", err)
+	}
+	end := map[string]map[int]int64{}
+	for t, ps := range resp.Topics {
+		end[t] = map[int]int64{}
+		for _, po := range ps {
+			if po.Error != nil {
+				return fmt.Errorf("stream: list offsets of %s/%d: %w", t, po.Partition, po.Error)
+			}
+			end[t][po.Partition] = po.LastOffset
+		}
+	}
+	var errs []error
+	for _, p := range parts {
+		if !p.stored {
+			continue
+		}
+		e, ok := end[p.topic][p.id]
+		if !ok {
+			errs = append(errs, fmt.Errorf("stream: list offsets: no answer for %s/%d", p.topic, p.id))
+		} else if p.start > e {
+			errs = append(errs, fmt.Errorf("%w: %s/%d: stored offset %d, partition ends at %d (topic re-created?)", ErrOffsetAhead, p.topic, p.id, p.start-1, e))
+		}
+	}
+	return errors.Join(errs...)
+}

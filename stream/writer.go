@@ -1,0 +1,227 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Message is one Kafka record as stream hands it out and takes it in.
+// Partition and Offset are set on consumed messages and ignored on write.
+type Message struct {
+	Topic     string
+	Partition int
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Time      time.Time
+}
+
+// WriterConfig configures a Writer.
+type WriterConfig struct {
+	Kafka Config
+	// Attempts bounds the tries per Write call before ErrWriteFailed.
+	// Default 10.
+	Attempts int
+	// BackoffMin and BackoffMax bound the exponential wait between attempts.
+	// Defaults 50ms and 2s.
+	BackoffMin time.Duration
+	BackoffMax time.Duration
+	// Linger is how long the client waits to fill a batch. Default 1ms: the
+	// Publisher hands whole batches to Write, so waiting buys nothing.
+	Linger time.Duration
+	// Timeout bounds one produce round trip. Default 10s.
+	Timeout time.Duration
+}
+
+func (c WriterConfig) withDefaults() WriterConfig {
+	if c.Attempts == 0 {
+		c.Attempts = 10
+	}
+	if c.BackoffMin == 0 {
+		c.BackoffMin = 50 * time.Millisecond
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = 2 * time.Second
+	}
+	if c.Linger == 0 {
+		c.Linger = time.Millisecond
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Second
+	}
+	return c
+}
+
+// Validate reports every problem at once.
+func (c WriterConfig) Validate() error {
+	errs := []error{c.Kafka.Validate()}
+	if c.Attempts < 0 {
+		errs = append(errs, fmt.Errorf("%w: writer.attempts %d: must not be negative", ErrConfig, c.Attempts))
+	}
+	if c.BackoffMin < 0 || c.BackoffMax < 0 || (c.BackoffMax != 0 && c.BackoffMin > c.BackoffMax) {
+		errs = append(errs, fmt.Errorf("%w: writer.backoff [%v, %v]: want 0 <= min <= max", ErrConfig, c.BackoffMin, c.BackoffMax))
+	}
+	if c.Linger < 0 || c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("%w: writer.linger %v / timeout %v: must not be negative", ErrConfig, c.Linger, c.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Writer produces messages to any topic with acknowledgement from all
+// in-sync replicas (RequireAll). A message's partition is a function of its
+// key only (murmur2, as the Java client), so a re-sent output lands next to
+// its first copy. Write retries with exponential backoff and either returns
+// nil, meaning every message was acknowledged, or an error naming the
+// messages that were not; it never drops one silently.
+//
+// Write is safe for concurrent use. Close must be called once writes have
+// stopped.
+type Writer struct {
+	cfg    WriterConfig
+	w      *kafka.Writer
+	cancel context.CancelFunc
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewWriter builds a Writer. It does not contact the brokers.
+func NewWriter(cfg WriterConfig) (*Writer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	tr, err := cfg.Kafka.transport(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(cfg.Kafka.Brokers...),
+		Balancer:     kafka.Murmur2Balancer{},
+		RequiredAcks: kafka.RequireAll,
+		// One attempt inside kafka-go: the retry loop is ours, so that
+		// the attempt count, the backoff and the per-message outcome are
+		// visible and bounded here.
+		MaxAttempts:  1,
+		BatchSize:    10000,
+		BatchBytes:   16 << 20,
+		BatchTimeout: cfg.Linger,
+		ReadTimeout:  cfg.Timeout,
+		WriteTimeout: cfg.Timeout,
+		Transport:    tr,
+	}
+	return &Writer{cfg: cfg, w: w, cancel: cancel}, nil
+}
+
+// Write sends msgs and returns when all are acknowledged, when the attempts
+// are exhausted (ErrWriteFailed), or when ctx is done (ctx's error). Only
+// the messages that failed are re-sent, so on success each message was
+// written at least once and, barring an acknowledgement lost in transit,
+// exactly once. Order within a partition is kept when no attempt fails;
+// a retried message may land after messages of a later Write.
+func (w *Writer) Write(ctx context.Context, msgs ...Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	pending := make([]kafka.Message, len(msgs))
+	for i, m := range msgs {
+		if m.Topic == "" {
+			return fmt.Errorf("stream: write message %d: empty topic", i)
+		}
+		pending[i] = kafka.Message{Topic: m.Topic, Key: m.Key, Value: m.Value}
+	}
+	backoff := w.cfg.BackoffMin
+	var lastErr error
+	for attempt := 1; ; attempt++ {
+		err := w.w.WriteMessages(ctx, pending...)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("stream: write %d messages (attempt %d): %w", len(pending), attempt, ctx.Err())
+		}
+		var werrs kafka.WriteErrors
+		if errors.As(err, &werrs) && len(werrs) == len(pending) {
+			failed := pending[:0:0]
+			for i, e := range werrs {
+				if e != nil {
+					failed = append(failed, pending[i])
+				}
+			}
+			pending = failed
+		}
+		lastErr = err
+		if attempt >= w.cfg.Attempts {
+			break
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("stream: write %d messages (attempt %d, last error %v): %w", len(pending), attempt, lastErr, ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(2*backoff, w.cfg.BackoffMax)
+	}
+	first := pending[0]
+	return fmt.Errorf("%w: %d messages not acknowledged after %d attempts (first: topic %q key %q): %v",
+		ErrWriteFailed, len(pending), w.cfg.Attempts, first.Topic, truncate(string(first.Key), 64), lastErr)
+}
+
+// Close flushes nothing (Write is synchronous), releases connections and
+// stops the transport's goroutines. It is idempotent.
+func (w *Writer) Close() error {
+	w.closeOnce.Do(func() {
+		w.closeErr = w.w.Close()
+		w.cancel()
+	})
+	return w.closeErr
+}
+
+// DeadLetterWriter writes rejected inputs to the dead-letter topic.
+type DeadLetterWriter struct {
+	w     *Writer
+	topic string
+}
+
+// NewDeadLetterWriter returns a writer of dead letters to topic through w.
+// It does not own w.
+func NewDeadLetterWriter(w *Writer, topic string) (*DeadLetterWriter, error) {
+	if err := validTopicName(topic); err != nil {
+		return nil, fmt.Errorf("%w: dead-letter topic %q: %v", ErrConfig, topic, err)
+	}
+	return &DeadLetterWriter{w: w, topic: topic}, nil
+}
+
+// Message builds the dead-letter message for src rejected with err, keyed
+// by src's coordinates. A daemon that writes outputs through its outbox
+// stores this message in the same transaction as the consumed offset.
+func (d *DeadLetterWriter) Message(src Message, err error) (Message, error) {
+	return DeadLetterMessage(d.topic, src, err)
+}
+
+// Send writes the dead letter for src directly, with the Writer's retries.
+func (d *DeadLetterWriter) Send(ctx context.Context, src Message, err error) error {
+	m, eerr := d.Message(src, err)
+	if eerr != nil {
+		return eerr
+	}
+	return d.w.Write(ctx, m)
+}
+
+// DeadLetterMessage builds the message for topic that records src's
+// rejection with err.
+func DeadLetterMessage(topic string, src Message, err error) (Message, error) {
+	body, eerr := NewDeadLetter(src, err).Encode()
+	if eerr != nil {
+		return Message{}, eerr
+	}
+	return Message{Topic: topic, Key: DeadLetterKey(src.Topic, src.Partition, src.Offset), Value: body}, nil
+}
