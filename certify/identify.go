@@ -1,0 +1,185 @@
+package certify
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/cairnhq/cairn/internal/knn"
+	"gonum.org/v1/gonum/mat"
+)
+
+// Encoder is the kernel encoder z(x) = Σ_j k(x, x̃_j) a_j + b of paper eq. app-encoder:
+// row j of A (M×k) is landmark j's coefficient vector a_j. Functions taking an Encoder
+// never modify it.
+type Encoder struct {
+	A *mat.Dense
+	B []float64
+}
+
+// EmbedTo writes z = K A + b for the rows of k (n×M) into dst (n×k), dropping the terms of
+// the landmarks in removed (paper appendix D: deleting S drops its terms, every other
+// parameter unchanged):
+//
+//	dst[i,:] = b + Σ_{j ∉ removed} k[i,j]·A[j,:]
+func (e Encoder) EmbedTo(dst *mat.Dense, k *mat.Dense, removed []int) {
+	n, m := k.Dims()
+	am, ak := e.A.Dims()
+	if am != m || len(e.B) != ak {
+		panic(fmt.Sprintf("certify: encoder %d×%d with bias %d against kernel %d×%d", am, ak, len(e.B), n, m))
+	}
+	if len(removed) == 0 {
+		dst.Mul(k, e.A)
+	} else {
+		keep := make([]bool, m)
+		for j := range keep {
+			keep[j] = true
+		}
+		for _, j := range removed {
+			keep[j] = false
+		}
+		a := mat.DenseCopyOf(e.A)
+		for j := 0; j < m; j++ {
+			if !keep[j] {
+				for c := 0; c < ak; c++ {
+					a.Set(j, c, 0)
+				}
+			}
+		}
+		dst.Mul(k, a)
+	}
+	for i := 0; i < n; i++ {
+		row := dst.RawRowView(i)
+		for c, v := range e.B {
+			row[c] += v
+		}
+	}
+}
+
+// Confidence is conf(·) of paper appendix D: the mean share of each test embedding's
+// knn.ConfidenceK cosine nearest neighbours in the reference set that carry its majority
+// class, with the landmarks in removed dropped from the encoder on both sides.
+func Confidence(e Encoder, ref, test *mat.Dense, refLabels []int, removed []int) (float64, error) {
+	nr, _ := ref.Dims()
+	nt, _ := test.Dims()
+	_, k := e.A.Dims()
+	zr := mat.NewDense(nr, k, nil)
+	e.EmbedTo(zr, ref, removed)
+	zt := mat.NewDense(nt, k, nil)
+	e.EmbedTo(zt, test, removed)
+	cl, err := knn.New(zr, refLabels)
+	if err != nil {
+		return 0, err
+	}
+	p, err := cl.Predict(zt, knn.ConfidenceK)
+	if err != nil {
+		return 0, err
+	}
+	return knn.Confidence(p), nil
+}
+
+// DeletionEffect is Δ(S) = conf(A, b) − conf(A, b; landmarks S removed) (paper appendix D),
+// given the unmodified confidence full (from Confidence with no removal) so that one
+// baseline serves every set.
+func DeletionEffect(full float64, e Encoder, ref, test *mat.Dense, refLabels []int, s []int) (float64, error) {
+	c, err := Confidence(e, ref, test, refLabels, s)
+	if err != nil {
+		return 0, err
+	}
+	return full - c, nil
+}
+
+// ContributionTo writes each landmark's contribution score (paper appendix D: the
+// magnitude of its term k(x, x̃_j) a_j in the latent, aggregated over the training set)
+// into dst (len M), as the mean over the rows of k (training points × M):
+//
+//	dst[j] = (1/n) Σ_i |k[i,j]| · ||A[j,:]||₂
+func ContributionTo(dst []float64, e Encoder, k *mat.Dense) {
+	n, m := k.Dims()
+	if len(dst) != m {
+		panic("certify: ContributionTo: wrong dst length")
+	}
+	for j := 0; j < m; j++ {
+		var s float64
+		for i := 0; i < n; i++ {
+			s += math.Abs(k.At(i, j))
+		}
+		dst[j] = s / float64(n) * rowNorm(e.A, j)
+	}
+}
+
+// LeaveOneOutTo writes each landmark's leave-one-out score (paper appendix D: the change
+// in the training-set latents when landmark j alone is removed) into dst (len M). The
+// change is measured on normalized latents, the geometry the k-NN evaluation sees, which
+// makes it differ from the contribution score (a term along z_i changes z_i's norm, not
+// its direction):
+//
+//	dst[j] = (1/n) Σ_i || ẑ_i − normalize(z_i − k[i,j]·A[j,:]) ||₂,   ẑ = z/||z||
+func LeaveOneOutTo(dst []float64, e Encoder, k *mat.Dense) {
+	n, m := k.Dims()
+	if len(dst) != m {
+		panic("certify: LeaveOneOutTo: wrong dst length")
+	}
+	_, kk := e.A.Dims()
+	z := mat.NewDense(n, kk, nil)
+	e.EmbedTo(z, k, nil)
+	zn := make([]float64, n)
+	for i := range zn {
+		zn[i] = vecNorm(z.RawRowView(i))
+	}
+	for j := 0; j < m; j++ {
+		a := e.A.RawRowView(j)
+		var s float64
+		for i := 0; i < n; i++ {
+			zi, kij := z.RawRowView(i), k.At(i, j)
+			var nn float64
+			for c, v := range zi {
+				w := v - kij*a[c]
+				nn += w * w
+			}
+			nn = math.Sqrt(nn)
+			var d2 float64
+			for c, v := range zi {
+				var u, w float64
+				if zn[i] > 0 {
+					u = v / zn[i]
+				}
+				if nn > 0 {
+					w = (v - kij*a[c]) / nn
+				}
+				d2 += (u - w) * (u - w)
+			}
+			s += math.Sqrt(d2)
+		}
+		dst[j] = s / float64(n)
+	}
+}
+
+// TopKIndices returns the indices of the k largest scores, highest first, ties by the
+// lower index (the same rule as the certificates).
+func TopKIndices(scores []float64, k int) []int {
+	idx := make([]int, len(scores))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch {
+		case scores[a] > scores[b]:
+			return -1
+		case scores[a] < scores[b]:
+			return 1
+		}
+		return 0
+	})
+	return idx[:min(k, len(idx))]
+}
+
+func rowNorm(a *mat.Dense, j int) float64 { return vecNorm(a.RawRowView(j)) }
+
+func vecNorm(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x * x
+	}
+	return math.Sqrt(s)
+}
