@@ -1,3 +1,72 @@
-// Package fit is part of cairn; see DESIGN.md section 2 for its role.
-// Its contracts are written here as the package grows.
+// Package fit is stage 2 of cairn (paper Alg. cairn-stage2): it fits the kernel encoder
+//
+//	z(x) = Σ_ℓ k(x, x_ℓ) Ã_ℓ + b,   Ã ∈ R^{M×k}, b ∈ R^k   (paper eq. app-encoder)
+//
+// on two augmented views K_A, K_B ∈ R^{n×M} of n points against M landmarks, with a
+// self-supervised loss (Barlow Twins, SimCLR, VICReg), from one of the initializers of
+// paper section "Initialization" (Kaiming, PCI dense or by Lanczos, CSI, AUI, KREPES's own
+// PCI), by minibatch Adam (Adam, Repeat) or by the KREPES baseline's single damped
+// Gauss–Newton step solved by conjugate gradients (Krepes). It evaluates encoders by k-NN
+// (internal/knn) and returns ω_ℓ = ||Ã_ℓ − Ã₀,ℓ||₂, and, over repeated fits, ω̄_ℓ and τ_ℓ².
+// It takes and returns plain gonum matrices; it knows nothing of storage, streams or
+// logging.
+//
+// # Contracts
+//
+//   - Inputs are never modified: Problem blocks, Ã₀ and options are read only. Results own
+//     all their matrices and slices. A Problem may be shared by concurrent fits (Repeat
+//     does exactly that on up to its workers goroutines, all joined before it returns).
+//   - Determinism: a fit is a pure function of (Problem, Ã₀, Options). The minibatch order
+//     of epoch e sorts the points by SplitMix64(FNV-1a(id) ⊕ rng.Seed(Seed,
+//     "fit/minibatch/e")), ties by id, so it depends on the ids and never on the row order
+//     or arrival order: permuting the rows of K_A, K_B and IDs together gives a
+//     bit-identical fit. Batches are n/nb rows (±1) with nb = max(1, n/BatchSize).
+//     Kaiming and the Lanczos start vector have their own streams ("fit/init/kaiming",
+//     "fit/init/pci/lanczos") so no initializer changes the training trajectory. The only
+//     non-deterministic outputs are KrepesResult's wall-clock fields.
+//   - Adam (paper Table hparams): lr 1.25e-2 at the peak of a per-step cosine schedule to
+//     0 over Epochs·nb steps; the loss gradient is clipped to global norm 1 over (Ã, b);
+//     then L2 weight decay 3e-5 is added to the gradient of both Ã and b (PyTorch's
+//     Adam(weight_decay=…) order: clip, then decay inside the step); β = (0.9, 0.999),
+//     ε = 1e-8; b₀ = 0.1·1.
+//   - Checkpoints (Result.SelectedBy): "val_knn_accuracy" (leave-one-out majority-vote
+//     k-NN accuracy, k = Options.KNN = 20, within the labelled validation split; balanced
+//     accuracy when Options.Balanced) when validation labels exist; else "val_loss" (the
+//     loss between the validation split's two views K and KB); else "final_epoch". A
+//     checkpoint is taken after each epoch (the initialization is not a candidate);
+//     training stops after Patience epochs without a strict gain. Test accuracy is k-NN
+//     of the test embeddings against the labelled validation embeddings, the paper's
+//     probe protocol (probe fit on validation, scored on test) with k-NN in place of the
+//     linear SVM; no test label touches training or selection.
+//   - Losses, and the constants the paper leaves open, are documented on their functions:
+//     Barlow Twins uses means over the k diagonal and the k(k−1) off-diagonal entries
+//     (weight 35 on the latter) with PyTorch-BatchNorm standardization (ε = 1e-5); SimCLR
+//     is NT-Xent over 2B rows, τ = 0.107; VICReg follows the reference code with
+//     (λ, μ, ν) = (1.85, 1.61, 0.161). Every gradient is analytic and checked by central
+//     differences in the tests.
+//   - Initializers: PCI double-centers and symmetrizes K_mm, ε = 1e-6·max|λ|, and keeps
+//     the k algebraically largest eigenpairs. The spectral initializers return only
+//     usable eigenpairs, so Ã₀ may have fewer than k columns and the encoder's output
+//     dimension is then that number (InitResult.Retained): not beyond M, not after an
+//     early Lanczos breakdown, and not for eigenvalues λ ≤ ε (CSI: |λ| ≤ ε; AUI:
+//     |μ| ≤ 1e-6·max|μ|), which are numerically null — at least the constant vector that
+//     centering annihilates, and every direction beyond rank K_mm — and would be scaled
+//     by up to ε^{-1/2}, ~1e3 times the leading direction. Zero-padding to k was tried
+//     and rejected (InitResult.A0 says why). KREPES's arm keeps its own rule (every
+//     λ + 1e-6 > 0).
+//     PCI-Lanczos runs min(2k+20, M)
+//     steps of internal/lanczos with full reorthogonalization; its accuracy is reported
+//     as LanczosError (distance of the retained subspaces' projectors to dense PCI) and
+//     the explicitly recomputed Ritz residuals.
+//   - KREPES (paper Alg. krepes) starts from the same (Ã₀, b₀) as Adam and solves
+//     (Σ_b J_bᵀ H_b J_b + λI)Δ = −Σ_b ∇L_b over the epoch-0 batches. J is applied exactly
+//     (z is linear in (Ã, b)) and so is the loss Hessian in z, H_b: its products are the
+//     forward-mode derivatives of the analytic gradients, derived by hand per loss
+//     (hvp.go) and checked against differences of the gradient; no finite differences
+//     in the solver. The final CG iterate is returned, with the relative residual, test
+//     accuracy and elapsed time of every iterate.
+//   - Errors: data-dependent failures (bad shapes of caller blocks, duplicate ids,
+//     non-finite values, failed eigensolvers, non-finite losses) are returned wrapping
+//     the sentinels of errors.go; length mismatches inside the package's own helpers
+//     panic.
 package fit

@@ -1,0 +1,61 @@
+package fit
+
+import (
+	"math"
+)
+
+// adam is Adam (Kingma & Ba 2015, Alg. 1) with L2 weight decay added to the gradient
+// after clipping, as PyTorch's torch.optim.Adam(weight_decay=…) does:
+//
+//	g ← g + wd·θ;  m ← β₁m + (1−β₁)g;  v ← β₂v + (1−β₂)g²
+//	θ ← θ − lr · (m/(1−β₁ᵗ)) / (sqrt(v/(1−β₂ᵗ)) + ε)
+type adam struct {
+	beta1, beta2, eps, wd float64
+	m, v                  []float64
+	t                     int
+}
+
+func newAdam(n int, wd float64) *adam {
+	return &adam{beta1: 0.9, beta2: 0.999, eps: 1e-8, wd: wd, m: make([]float64, n), v: make([]float64, n)}
+}
+
+// step updates theta in place from gradient g (not modified) with learning rate lr.
+func (a *adam) step(theta, g []float64, lr float64) {
+	if len(theta) != len(g) || len(theta) != len(a.m) {
+		panic("fit: adam length mismatch")
+	}
+	a.t++
+	c1 := 1 - math.Pow(a.beta1, float64(a.t))
+	c2 := 1 - math.Pow(a.beta2, float64(a.t))
+	for i, gi := range g {
+		gi += a.wd * theta[i]
+		a.m[i] = a.beta1*a.m[i] + (1-a.beta1)*gi
+		a.v[i] = a.beta2*a.v[i] + (1-a.beta2)*gi*gi
+		theta[i] -= lr * (a.m[i] / c1) / (math.Sqrt(a.v[i]/c2) + a.eps)
+	}
+}
+
+// cosineLR is the cosine schedule without warm-up or floor (Loshchilov & Hutter 2017 with
+// η_min = 0), stepped once per minibatch over the whole planned run of total steps:
+//
+//	lr(t) = lr₀ · (1 + cos(π t/total))/2,  t = 0, …, total−1
+func cosineLR(lr0 float64, t, total int) float64 {
+	return lr0 * 0.5 * (1 + math.Cos(math.Pi*float64(t)/float64(total)))
+}
+
+// clipNorm scales g in place so that its Euclidean norm is at most c (the global norm over
+// all parameters, torch.nn.utils.clip_grad_norm_) and returns the norm before clipping.
+func clipNorm(g []float64, c float64) float64 {
+	var ss float64
+	for _, v := range g {
+		ss += v * v
+	}
+	n := math.Sqrt(ss)
+	if n > c {
+		s := c / n
+		for i := range g {
+			g[i] *= s
+		}
+	}
+	return n
+}

@@ -1,0 +1,121 @@
+package fit
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// benchProblem is an MNIST-shaped stage-2 problem with synthetic kernel blocks: n = 4096
+// points, M = 512 landmarks (two views of m = 256), k = 256, entries U(0,1).
+func benchProblem(n, m int) *Problem {
+	rnd := rand.New(rand.NewPCG(1, 1))
+	fill := func(r, c int) *mat.Dense {
+		d := make([]float64, r*c)
+		for i := range d {
+			d[i] = rnd.Float64()
+		}
+		return mat.NewDense(r, c, d)
+	}
+	p := &Problem{KA: fill(n, m), KB: fill(n, m)}
+	for i := range n {
+		p.IDs = append(p.IDs, strconv.Itoa(i))
+	}
+	return p
+}
+
+// BenchmarkEpoch times one Adam epoch (no validation) per loss and reports ns per sample
+// and the ratio to the epoch's GEMM floor: the time, measured in the same run, of the
+// two products per batch that any implementation needs ([K_A;K_B]Ã and its transpose
+// product), so the ratio says how much the loss, clipping and Adam add.
+func BenchmarkEpoch(b *testing.B) {
+	const n, m, k = 4096, 512, 256
+	p := benchProblem(n, m)
+	a0 := mat.NewDense(m, k, nil)
+	for i := range m {
+		for j := range k {
+			a0.Set(i, j, 0.01*float64((i*7+j*13)%17-8))
+		}
+	}
+	floor := gemmFloor(p, a0, 512)
+	for _, loss := range []Loss{BarlowTwins, SimCLR, VICReg} {
+		b.Run(loss.String(), func(b *testing.B) {
+			opt := DefaultOptions(loss)
+			opt.Epochs = 1
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := Adam(p, a0, opt); err != nil {
+					b.Fatal(err)
+				}
+			}
+			per := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(per/n*1e9, "ns/sample")
+			b.ReportMetric(per/floor, "x_gemm_floor")
+		})
+	}
+}
+
+func gemmFloor(p *Problem, a *mat.Dense, bs int) float64 {
+	n, m := p.KA.Dims()
+	_, k := a.Dims()
+	kc := mat.NewDense(2*bs, m, nil)
+	z := mat.NewDense(2*bs, k, nil)
+	g := mat.NewDense(m, k, nil)
+	best := 0.0
+	for rep := range 3 {
+		t0 := time.Now()
+		for lo := 0; lo+bs <= n; lo += bs {
+			for i := range bs {
+				copy(kc.RawRowView(i), p.KA.RawRowView(lo+i))
+				copy(kc.RawRowView(bs+i), p.KB.RawRowView(lo+i))
+			}
+			z.Mul(kc, a)
+			g.Mul(kc.T(), z)
+		}
+		if s := time.Since(t0).Seconds(); rep == 0 || s < best {
+			best = s
+		}
+	}
+	return best
+}
+
+// BenchmarkKrepesIteration times KREPES (setup gradient pass + 10 CG iterations, each one
+// exact Gauss–Newton product over all batches) and reports the cost of one CG iteration as
+// a multiple of one Adam epoch measured in the same run on the same blocks (n = 2048,
+// M = 512, k = 256).
+func BenchmarkKrepesIteration(b *testing.B) {
+	const n, m, k = 2048, 512, 256
+	p := benchProblem(n, m)
+	a0 := mat.NewDense(m, k, nil)
+	for i := range m {
+		for j := range k {
+			a0.Set(i, j, 0.01*float64((i*7+j*13)%17-8))
+		}
+	}
+	for _, loss := range []Loss{BarlowTwins, SimCLR, VICReg} {
+		b.Run(loss.String(), func(b *testing.B) {
+			opt := DefaultOptions(loss)
+			opt.Epochs = 1
+			t0 := time.Now()
+			if _, err := Adam(p, a0, opt); err != nil {
+				b.Fatal(err)
+			}
+			epoch := time.Since(t0).Seconds()
+			ko := DefaultKrepesOptions(loss)
+			ko.MaxIter, ko.Tol = 10, 0
+			b.ResetTimer()
+			var iter float64
+			for b.Loop() {
+				r, err := Krepes(p, a0, ko)
+				if err != nil {
+					b.Fatal(err)
+				}
+				iter = (r.IterateSeconds[len(r.IterateSeconds)-1] - r.SetupSeconds) / float64(len(r.IterateSeconds))
+			}
+			b.ReportMetric(iter/epoch, "cg_iter/adam_epoch")
+		})
+	}
+}

@@ -1,0 +1,78 @@
+package fit
+
+import (
+	"sync"
+
+	"github.com/cairnhq/cairn/internal/rng"
+)
+
+// Repeated is the outcome of R fits that differ only in the fit seed.
+type Repeated struct {
+	Fits []*Result
+	// Seeds[r] is the minibatch seed of fit r: opt.Seed for r = 0, then
+	// rng.Seed(opt.Seed, "fit/repeat/<r>").
+	Seeds []uint64
+	// OmegaMean[ℓ] = ω̄_ℓ and OmegaVar[ℓ] = τ_ℓ² (unbiased, divisor R−1; nil when R = 1)
+	// over the R fits: the inputs of the fit-floor certificate (Thm. fit-floor).
+	OmegaMean, OmegaVar []float64
+}
+
+// Repeat runs R Adam fits from the same Ã₀, sharing p read-only, on up to workers
+// goroutines (all joined before it returns). Each fit's result is the same as a lone
+// Adam call with its seed, whatever the scheduling.
+func Repeat(p *Problem, a0 *InitResult, opt Options, r, workers int) (*Repeated, error) {
+	if r < 1 || workers < 1 {
+		return nil, errorf(ErrOption, "R = %d, workers = %d", r, workers)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	out := &Repeated{Fits: make([]*Result, r), Seeds: make([]uint64, r)}
+	for i := range r {
+		out.Seeds[i] = opt.Seed
+		if i > 0 {
+			out.Seeds[i] = rng.Seed(opt.Seed, rng.Sub("fit/repeat", i))
+		}
+	}
+	errs := make([]error, r)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, r) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				o := opt
+				o.Seed = out.Seeds[i]
+				out.Fits[i], errs[i] = Adam(p, a0.A0, o)
+			}
+		}()
+	}
+	for i := range r {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	m := len(out.Fits[0].Omega)
+	out.OmegaMean = make([]float64, m)
+	for _, f := range out.Fits {
+		for l, w := range f.Omega {
+			out.OmegaMean[l] += w / float64(r)
+		}
+	}
+	if r > 1 {
+		out.OmegaVar = make([]float64, m)
+		for _, f := range out.Fits {
+			for l, w := range f.Omega {
+				d := w - out.OmegaMean[l]
+				out.OmegaVar[l] += d * d / float64(r-1)
+			}
+		}
+	}
+	return out, nil
+}
