@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/fit"
 	"github.com/cairnhq/cairn/internal/rng"
 )
@@ -207,6 +208,14 @@ type blockInfo struct {
 	m, nTrain, nVal, nTest int
 	balanced               bool
 	phases                 map[string]float64
+	// The landmarks for attribution: the backbone, each landmark's input (the augmented
+	// view the pool selected, M×D), its id ("<point id>#A" or "#B"), and the pool's
+	// residual certificate (view A then view B summed).
+	backbone    entk.Backbone
+	landmarkX   []float64
+	landmarkIDs []string
+	traceR      float64
+	traceK      float64
 }
 
 // fitBlocks builds the fit's kernel blocks with prepare's pipeline: prepare loads the rows
@@ -261,7 +270,21 @@ func fitBlocks(pf *pipelineFlags, selector string, valFrac float64, testN int) (
 		KA: mat.NewDense(n, mm, ka), KB: mat.NewDense(n, mm, kb), Kmm: kmm, IDs: tr.set.IDs,
 		Val: fit.Split{K: against(vx, len(valRows)), Labels: vl},
 	}
-	info := &blockInfo{m: mm, nTrain: n, nVal: len(valRows), balanced: set.Name == "adult", phases: phases}
+	info := &blockInfo{m: mm, nTrain: n, nVal: len(valRows), balanced: set.Name == "adult", phases: phases, backbone: prep.backbone}
+	for v, sel := range []*coreset.Selection{vs.A, vs.B} {
+		view, suffix := tr.viewA, "#A"
+		if v == 1 {
+			view, suffix = tr.viewB, "#B"
+		}
+		for _, i := range sel.Indices {
+			info.landmarkX = append(info.landmarkX, view[i*d:(i+1)*d]...)
+			info.landmarkIDs = append(info.landmarkIDs, tr.set.IDs[i]+suffix)
+		}
+		if len(sel.ResidualTrace) > 0 {
+			info.traceR += sel.ResidualTrace[len(sel.ResidualTrace)-1]
+			info.traceK += sel.Trace
+		}
+	}
 	if testN > 0 {
 		ts, err := dataset.Open(pf.data, "test", testN)
 		if err != nil {

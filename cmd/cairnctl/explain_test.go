@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/rng"
+	"gonum.org/v1/gonum/mat"
+)
+
+// TestExplainSoundAgainstExactKernel wires explain to a backbone small enough for the exact
+// kernel and checks Thm. topk through it: over many evaluation draws (one per seed), every
+// certified top-K must equal the exact-kernel top-K of I*_ℓt = k*(x_ℓ, x_t)·ω_ℓ. With
+// δ = 0.05 a wrong certificate is allowed with probability ≤ 0.05 per draw, so any of the
+// 60 draws may fail only with small probability; the observed rate is 0 because Chebyshev
+// radii are conservative. At least a few draws must certify, so the test cannot pass
+// vacuously; and every answer's separation must match its own entries.
+func TestExplainSoundAgainstExactKernel(t *testing.T) {
+	b, err := entk.NewBackbone("mlp:6-16-4", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const m, k = 10, 3
+	r := rng.New(1, "test/explain")
+	lx := make([]float64, m*6)
+	for i := range lx {
+		lx[i] = r.NormFloat64()
+	}
+	x := make([]float64, 6)
+	for i := range x {
+		x[i] = r.NormFloat64()
+	}
+	ids := make([]string, m)
+	omega := make([]float64, m)
+	for l := range ids {
+		ids[l] = string(rune('a' + l))
+		omega[l] = math.Pow(2.5, float64(m-l)) // well-spread weights, so some answers certify
+	}
+	ws := b.NewWorkspace()
+	exact := make([]float64, m)
+	for l := range exact {
+		exact[l] = entk.ExactKernel(b, lx[l*6:(l+1)*6], x, ws) * omega[l]
+	}
+	want := topKIDs(exact, ids, k)
+
+	certified := 0
+	for seed := uint64(1); seed <= 60; seed++ {
+		in := &explainInput{
+			backbone: b, h: 512, s: 0, seed: seed, landmarkX: lx, landmarkIDs: ids,
+			omega: omega, omegaMean: omega, a: mat.NewDense(m, 1, nil), b: []float64{0},
+		}
+		e, err := explain(in, x, k, 0.05)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lower := math.Inf(1)
+		var got []string
+		for _, t := range e.TopK {
+			lower = min(lower, t.Score-t.Radius)
+			got = append(got, t.ID)
+		}
+		if math.Abs(lower-e.Certificate.LowerTop) > 1e-12*math.Abs(lower) ||
+			math.Abs(e.Separation-(e.Certificate.LowerTop-e.Certificate.UpperRest)) > 1e-9*math.Abs(e.Separation) {
+			t.Fatalf("seed %d: separation %v inconsistent with top-K %v and upper_rest %v", seed, e.Separation, e.TopK, e.Certificate.UpperRest)
+		}
+		if (e.Verdict == "certified") != (e.Separation > 0) {
+			t.Fatalf("seed %d: verdict %s with separation %v", seed, e.Verdict, e.Separation)
+		}
+		if e.Verdict == "certified" {
+			certified++
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("seed %d: certified top-%d %v, exact %v", seed, k, got, want)
+			}
+		}
+		if e.Certificate.VarianceModel != "exact_two_axis" {
+			t.Fatalf("variance model %q, want exact_two_axis for a small backbone", e.Certificate.VarianceModel)
+		}
+	}
+	t.Logf("%d of 60 answers certified", certified)
+	if certified < 3 {
+		t.Errorf("only %d of 60 answers certified; the test would pass vacuously", certified)
+	}
+}
+
+func topKIDs(scores []float64, ids []string, k int) []string {
+	idx := make([]int, len(scores))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch {
+		case scores[a] > scores[b]:
+			return -1
+		case scores[a] < scores[b]:
+			return 1
+		}
+		return 0
+	})
+	out := make([]string, k)
+	for i := range out {
+		out[i] = ids[idx[i]]
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestExplainCommandDeterministic runs the whole command twice on a small MNIST problem:
+// the answers (everything but timings) must be byte-identical, carry the contract's keys,
+// and name landmarks that exist in the training split.
+func TestExplainCommandDeterministic(t *testing.T) {
+	args := []string{"--data", "mnist", "--n", "300", "--m", "8", "--h", "2", "--s", "64",
+		"--loss", "simclr", "--init", "pci", "--query", "1", "--k", "3", "--fits", "2", "--epochs", "2", "--dim", "16", "--seed", "3"}
+	run := func() map[string]any {
+		var out bytes.Buffer
+		if err := runExplain(args, &out); err != nil {
+			t.Skipf("explain on MNIST: %v (is the GoMNIST module downloaded?)", err)
+		}
+		var r map[string]any
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		delete(r, "seconds")
+		return r
+	}
+	a, b := run(), run()
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if !bytes.Equal(ja, jb) {
+		t.Errorf("two runs differ:\n%s\n%s", ja, jb)
+	}
+	for _, key := range []string{"topk", "separation", "verdict", "fit_floor", "variance_shares", "eval_seed", "model"} {
+		if _, ok := a[key]; !ok {
+			t.Errorf("output lacks %q", key)
+		}
+	}
+	if n := len(a["topk"].([]any)); n != 3 {
+		t.Errorf("topk has %d entries, want 3", n)
+	}
+}
