@@ -214,6 +214,8 @@ type blockInfo struct {
 	backbone    entk.Backbone
 	landmarkX   []float64
 	landmarkIDs []string
+	landmarkLab []int // labels of the landmark points (nil without labels)
+	classes     int   // number of classes of the data set
 	traceR      float64
 	traceK      float64
 }
@@ -270,7 +272,7 @@ func fitBlocks(pf *pipelineFlags, selector string, valFrac float64, testN int) (
 		KA: mat.NewDense(n, mm, ka), KB: mat.NewDense(n, mm, kb), Kmm: kmm, IDs: tr.set.IDs,
 		Val: fit.Split{K: against(vx, len(valRows)), Labels: vl},
 	}
-	info := &blockInfo{m: mm, nTrain: n, nVal: len(valRows), balanced: set.Name == "adult", phases: phases, backbone: prep.backbone}
+	info := &blockInfo{m: mm, nTrain: n, nVal: len(valRows), balanced: set.Name == "adult", phases: phases, backbone: prep.backbone, classes: set.Classes}
 	for v, sel := range []*coreset.Selection{vs.A, vs.B} {
 		view, suffix := tr.viewA, "#A"
 		if v == 1 {
@@ -279,6 +281,9 @@ func fitBlocks(pf *pipelineFlags, selector string, valFrac float64, testN int) (
 		for _, i := range sel.Indices {
 			info.landmarkX = append(info.landmarkX, view[i*d:(i+1)*d]...)
 			info.landmarkIDs = append(info.landmarkIDs, tr.set.IDs[i]+suffix)
+			if tr.set.Labels != nil {
+				info.landmarkLab = append(info.landmarkLab, tr.set.Labels[i])
+			}
 		}
 		if len(sel.ResidualTrace) > 0 {
 			info.traceR += sel.ResidualTrace[len(sel.ResidualTrace)-1]
