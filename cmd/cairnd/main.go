@@ -18,6 +18,7 @@ import (
 func main() {
 	fs := flag.NewFlagSet("cairnd", flag.ContinueOnError)
 	flags := config.RegisterFlags(fs)
+	fs.Usage = func() { usage(fs) }
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
@@ -30,6 +31,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "cairnd:", err)
 		os.Exit(1)
 	}
+}
+
+// usage prints the flags the way users write them: --name value.
+func usage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprintln(w, "usage: cairnd [--config FILE] [--data-dir DIR] [--embedded-broker ADDR] [--http ADDR] [--brokers LIST] [--arch SPEC] [--weights FILE]")
+	fs.VisitAll(func(f *flag.Flag) {
+		def := ""
+		if f.DefValue != "" {
+			def = fmt.Sprintf(" (default %q)", f.DefValue)
+		}
+		fmt.Fprintf(w, "  --%s\n    \t%s%s\n", f.Name, f.Usage, def)
+	})
 }
 
 func run(_ context.Context, fs *flag.FlagSet, flags *config.Flags) error {
