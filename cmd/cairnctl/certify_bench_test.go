@@ -20,40 +20,10 @@ import (
 // landmarks' exact diagonals precomputed), and the certificate (Thm. topk). It reports
 // each phase in ms per answer; the target is ≤ 2 ms in all.
 func BenchmarkCertifiedTop10(b *testing.B) {
-	const m, k, h, s = 512, 10, 4, 1024
-	bb, err := entk.NewBackbone("convnet:1x28x28-16-32-10", 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sk, err := entk.NewSketch(bb, h, s, 1, "eval")
-	if err != nil {
-		b.Fatal(err)
-	}
-	r := rng.New(1, "bench/certify")
-	dim, q := bb.InDim(), sk.Dim()
-	lx := make([]float64, m*dim)
-	for i := range lx {
-		lx[i] = r.Float64()
-	}
-	lf := make([]float64, m*q)
-	sk.FeaturesBatchTo(lf, lx, m)
+	f := newAnswerFixture(b)
+	m, k, h, s, q := f.m, f.k, f.h, f.s, f.sk.Dim()
+	bb, sk, lf, ldiag, omega, alloc, x := f.bb, f.sk, f.lf, f.ldiag, f.omega, f.alloc, f.x
 	ws := bb.NewWorkspace()
-	ldiag := make([]float64, m)
-	for l := range ldiag {
-		ldiag[l] = entk.ExactDiag(bb, lx[l*dim:(l+1)*dim], ws)
-	}
-	omega := make([]float64, m)
-	for l := range omega {
-		omega[l] = r.Float64()
-	}
-	alloc, err := certify.UniformAllocation(0.05, m, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	x := make([]float64, dim)
-	for i := range x {
-		x[i] = r.Float64()
-	}
 	sws := sk.NewWorkspace()
 	qf := make([]float64, q)
 	row := make([]float64, m)
@@ -96,40 +66,10 @@ func BenchmarkCertifiedTop10(b *testing.B) {
 // its exact diagonal on another, each with its own workspace; the certificate waits for
 // both. The sequential benchmark above, run beside it, is the reference for the ratio.
 func BenchmarkCertifiedTop10Parallel(b *testing.B) {
-	const m, k, h, s = 512, 10, 4, 1024
-	bb, err := entk.NewBackbone("convnet:1x28x28-16-32-10", 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sk, err := entk.NewSketch(bb, h, s, 1, "eval")
-	if err != nil {
-		b.Fatal(err)
-	}
-	r := rng.New(1, "bench/certify")
-	dim, q := bb.InDim(), sk.Dim()
-	lx := make([]float64, m*dim)
-	for i := range lx {
-		lx[i] = r.Float64()
-	}
-	lf := make([]float64, m*q)
-	sk.FeaturesBatchTo(lf, lx, m)
-	ws, ws2 := bb.NewWorkspace(), bb.NewWorkspace()
-	ldiag := make([]float64, m)
-	for l := range ldiag {
-		ldiag[l] = entk.ExactDiag(bb, lx[l*dim:(l+1)*dim], ws)
-	}
-	omega := make([]float64, m)
-	for l := range omega {
-		omega[l] = r.Float64()
-	}
-	alloc, err := certify.UniformAllocation(0.05, m, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	x := make([]float64, dim)
-	for i := range x {
-		x[i] = r.Float64()
-	}
+	f := newAnswerFixture(b)
+	m, k, h, s, q := f.m, f.k, f.h, f.s, f.sk.Dim()
+	bb, sk, lf, ldiag, omega, alloc, x := f.bb, f.sk, f.lf, f.ldiag, f.omega, f.alloc, f.x
+	ws2 := bb.NewWorkspace()
 	sws := sk.NewWorkspace()
 	qf := make([]float64, q)
 	row := make([]float64, m)
@@ -156,4 +96,51 @@ func BenchmarkCertifiedTop10Parallel(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "total-ms")
+}
+
+// answerFixture is the state a served query reads: the evaluation sketch, the landmarks'
+// precomputed features and exact diagonals, their weights, and one query input.
+type answerFixture struct {
+	m, k, h, s int
+	bb         entk.Backbone
+	sk         *entk.Sketch
+	lf, ldiag  []float64
+	omega, x   []float64
+	alloc      certify.Allocation
+}
+
+func newAnswerFixture(b *testing.B) *answerFixture {
+	f := &answerFixture{m: 512, k: 10, h: 4, s: 1024}
+	var err error
+	if f.bb, err = entk.NewBackbone("convnet:1x28x28-16-32-10", 1); err != nil {
+		b.Fatal(err)
+	}
+	if f.sk, err = entk.NewSketch(f.bb, f.h, f.s, 1, "eval"); err != nil {
+		b.Fatal(err)
+	}
+	r := rng.New(1, "bench/certify")
+	dim := f.bb.InDim()
+	lx := make([]float64, f.m*dim)
+	for i := range lx {
+		lx[i] = r.Float64()
+	}
+	f.lf = make([]float64, f.m*f.sk.Dim())
+	f.sk.FeaturesBatchTo(f.lf, lx, f.m)
+	ws := f.bb.NewWorkspace()
+	f.ldiag = make([]float64, f.m)
+	for l := range f.ldiag {
+		f.ldiag[l] = entk.ExactDiag(f.bb, lx[l*dim:(l+1)*dim], ws)
+	}
+	f.omega = make([]float64, f.m)
+	for l := range f.omega {
+		f.omega[l] = r.Float64()
+	}
+	if f.alloc, err = certify.UniformAllocation(0.05, f.m, 1); err != nil {
+		b.Fatal(err)
+	}
+	f.x = make([]float64, dim)
+	for i := range f.x {
+		f.x[i] = r.Float64()
+	}
+	return f
 }

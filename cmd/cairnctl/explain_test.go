@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/internal/rng"
 	"gonum.org/v1/gonum/mat"
@@ -88,22 +89,9 @@ func TestExplainSoundAgainstExactKernel(t *testing.T) {
 }
 
 func topKIDs(scores []float64, ids []string, k int) []string {
-	idx := make([]int, len(scores))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int {
-		switch {
-		case scores[a] > scores[b]:
-			return -1
-		case scores[a] < scores[b]:
-			return 1
-		}
-		return 0
-	})
-	out := make([]string, k)
-	for i := range out {
-		out[i] = ids[idx[i]]
+	var out []string
+	for _, i := range certify.TopKIndices(scores, k) {
+		out = append(out, ids[i])
 	}
 	slices.Sort(out)
 	return out
