@@ -1,0 +1,209 @@
+package daemon
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/storage"
+)
+
+// FitSketch is the name of the feature draw the pool is selected on (entk streams
+// "entk/heads/fit" and "entk/srht/fit"); the certificate's evaluation draw is another.
+const FitSketch = "fit"
+
+// Features is the fit-draw feature pipeline of the configured model: the frozen
+// backbone, the sketch named FitSketch, and the augmenter that makes a point's two
+// views. It is immutable and safe for concurrent use; callers bring their own buffers.
+type Features struct {
+	backbone    entk.Backbone
+	sketch      *entk.Sketch
+	aug         *dataset.Augmenter
+	shape       [3]int
+	fingerprint string
+}
+
+// NewFeatures builds the pipeline: the backbone from m.Weights (safetensors) or, when
+// empty, entk's seeded PyTorch-default initialization under m.Seed; the sketch of
+// sk.H heads and SRHT width sk.S drawn under (m.Seed, FitSketch); and the augmenter
+// seeded by m.Seed. A convnet's input is an image of its (C, H, W), any other input is
+// tabular (config has no data-shape setting; this follows the architecture).
+func NewFeatures(m config.Model, sk config.Sketch) (*Features, error) {
+	arch, err := entk.ParseArch(m.Arch)
+	if err != nil {
+		return nil, fmt.Errorf("%w: model.arch %q: %w", ErrConfig, m.Arch, err)
+	}
+	var b entk.Backbone
+	if m.Weights != "" {
+		b, err = entk.LoadBackbone(m.Arch, m.Weights)
+	} else {
+		b, err = entk.NewBackbone(m.Arch, m.Seed)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: model %q (weights %q): %w", ErrConfig, m.Arch, m.Weights, err)
+	}
+	s, err := entk.NewSketch(b, sk.H, sk.S, m.Seed, FitSketch)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sketch h=%d s=%d: %w", ErrConfig, sk.H, sk.S, err)
+	}
+	var shape [3]int
+	if arch.Kind == "convnet" {
+		shape = [3]int{arch.C, arch.H, arch.W}
+	}
+	f := &Features{backbone: b, sketch: s, aug: dataset.NewAugmenter(b.InDim(), shape, m.Seed), shape: shape}
+	f.fingerprint = fingerprint(b, sk, m.Seed, shape)
+	return f, nil
+}
+
+// fingerprint identifies everything the features depend on: architecture, parameters
+// (so a changed weights file is noticed), sketch budget, seed and view shape. A stored
+// pool carries it, and a daemon restarted with another model refuses that pool instead
+// of mixing features of two models.
+func fingerprint(b entk.Backbone, sk config.Sketch, seed uint64, shape [3]int) string {
+	h := sha256.New()
+	var w [8]byte
+	u := func(v uint64) { binary.BigEndian.PutUint64(w[:], v); h.Write(w[:]) }
+	h.Write([]byte("cairn/daemon/features/v1\x00"))
+	h.Write([]byte(b.Arch()))
+	h.Write([]byte{0})
+	u(uint64(sk.H))
+	u(uint64(sk.S))
+	u(seed)
+	for _, v := range shape {
+		u(uint64(v))
+	}
+	for _, p := range b.Params() {
+		u(math.Float64bits(p))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// InputDim is D, the length of every point's x.
+func (f *Features) InputDim() int { return f.backbone.InDim() }
+
+// Dim is the feature dimension h·q of one view.
+func (f *Features) Dim() int { return f.sketch.Dim() }
+
+// Fingerprint is the hex SHA-256 identity of the pipeline (see fingerprint).
+func (f *Features) Fingerprint() string { return f.fingerprint }
+
+// Backbone returns the frozen network.
+func (f *Features) Backbone() entk.Backbone { return f.backbone }
+
+// Sketch returns the fit draw.
+func (f *Features) Sketch() *entk.Sketch { return f.sketch }
+
+// BothViewsTo writes the fit-draw features of both views of the n points xs (n×D
+// row-major, point i named ids[i]) into dst (2n×Dim): row 2i is ψ(view 0 of x_i), row
+// 2i+1 is ψ(view 1 of x_i). views (2n×D) is scratch and is overwritten. The rows are
+// spread over GOMAXPROCS goroutines by entk (joined before it returns); each row is
+// bit-identical to a sequential computation, so the result does not depend on n or on
+// the batch a point arrives in. xs is not modified. Wrong lengths panic.
+func (f *Features) BothViewsTo(dst, views, xs []float64, ids []string) {
+	n, d := len(ids), f.InputDim()
+	if len(xs) != n*d || len(views) != 2*n*d || len(dst) != 2*n*f.Dim() {
+		panic(fmt.Sprintf("daemon: BothViewsTo lengths dst %d views %d xs %d for n=%d D=%d q=%d",
+			len(dst), len(views), len(xs), n, d, f.Dim()))
+	}
+	for i, id := range ids {
+		x := xs[i*d : (i+1)*d]
+		f.aug.ViewTo(views[2*i*d:(2*i+1)*d], x, id, 0)
+		f.aug.ViewTo(views[(2*i+1)*d:(2*i+2)*d], x, id, 1)
+	}
+	if n > 0 {
+		f.sketch.FeaturesBatchTo(dst, views, 2*n)
+	}
+}
+
+// syncChunk is how many points a syncSource featurizes per parallel batch: large
+// enough to keep both cores busy, small enough that the prefetch buffer (chunk×q) stays
+// far below the n×q matrix Sync builds anyway.
+const syncChunk = 256
+
+// storedPoints is a snapshot of the raw stored points in id byte order.
+type storedPoints struct {
+	ids []string
+	xs  []float64 // len(ids)×D
+}
+
+// loadPoints reads every stored point in one read transaction.
+func loadPoints(st *storage.Store, d int) (*storedPoints, error) {
+	sp := &storedPoints{}
+	err := st.View(func(tx *storage.ReadTx) error {
+		return tx.ForEachPoint(func(p storage.Point) error {
+			if len(p.X) != d {
+				return fmt.Errorf("%w: stored point %q has %d inputs, want %d", ErrPoolState, p.ID, len(p.X), d)
+			}
+			sp.ids = append(sp.ids, p.ID)
+			sp.xs = append(sp.xs, p.X...)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return sp, nil
+}
+
+// syncSource is the coreset.FeatureSource of one view for Pool.Sync: it recomputes
+// ψ(view v of x) from the raw stored points. Sync asks for ids in increasing order,
+// which is the order of pts, so the source featurizes the next syncChunk points at once
+// (in parallel) and serves them from its buffer; an out-of-order request is computed
+// alone. Features are bit-identical to those computed at ingest (same augmenter
+// stream, same sketch, and FeaturesBatchTo rows equal FeaturesTo).
+type syncSource struct {
+	f      *Features
+	view   int
+	pts    *storedPoints
+	lo, hi int       // rows [lo, hi) of pts are in buf
+	next   int       // row after the last one served
+	buf    []float64 // (hi-lo)×Dim
+	views  []float64 // scratch
+}
+
+func newSyncSource(f *Features, pts *storedPoints, view int) *syncSource {
+	return &syncSource{f: f, view: view, pts: pts}
+}
+
+// FeaturesTo implements coreset.FeatureSource.
+func (s *syncSource) FeaturesTo(dst []float64, id string) error {
+	q, d := s.f.Dim(), s.f.InputDim()
+	if len(dst) != q {
+		panic(fmt.Sprintf("daemon: syncSource dst has %d features, want %d", len(dst), q))
+	}
+	i := s.next // fast path: Sync asks in id order
+	if i >= len(s.pts.ids) || s.pts.ids[i] != id {
+		i = sort.SearchStrings(s.pts.ids, id)
+		if i >= len(s.pts.ids) || s.pts.ids[i] != id {
+			return fmt.Errorf("%w: %q", ErrSyncSource, id)
+		}
+	}
+	if i < s.lo || i >= s.hi {
+		n := min(syncChunk, len(s.pts.ids)-i)
+		s.buf = grow(s.buf, n*q)
+		s.views = grow(s.views, n*d)
+		for r := range n {
+			s.f.aug.ViewTo(s.views[r*d:(r+1)*d], s.pts.xs[(i+r)*d:(i+r+1)*d], s.pts.ids[i+r], s.view)
+		}
+		s.f.sketch.FeaturesBatchTo(s.buf, s.views, n)
+		s.lo, s.hi = i, i+n
+	}
+	j := i - s.lo
+	copy(dst, s.buf[j*q:(j+1)*q])
+	s.next = i + 1
+	return nil
+}
+
+// grow returns s resized to n, reusing its array when large enough.
+func grow(s []float64, n int) []float64 {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]float64, n)
+}

@@ -1,0 +1,550 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/storage"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// Ingest applies batches of cairn.train messages to the store and the two-view
+// landmark pool (DESIGN.md sections 3 and 4). It owns the pool; see doc.go "Ingest" for
+// the batch semantics. An Ingest is not safe for concurrent use: one goroutine (the
+// stream.Reader's Run, through Handle) drives it.
+type Ingest struct {
+	store *storage.Store
+	feat  *Features
+	pool  *coreset.Pair
+	pcfg  coreset.Config
+	lim   stream.Limits
+	dlq   string
+	stale float64
+	log   zerolog.Logger
+
+	// last mirrors the stored offsets: the last applied offset per topic partition.
+	last map[partition]int64
+	// broken is set when the in-memory pool may be ahead of the store.
+	broken error
+	stats  Stats
+
+	// Reused across batches so the steady state allocates little besides what the
+	// store and the pool allocate.
+	ops   []op
+	ids   []string
+	xs    []float64
+	views []float64
+	feats []float64
+}
+
+type partition struct {
+	topic string
+	part  int
+}
+
+type opKind uint8
+
+const (
+	opSkip   opKind = iota // offset already applied: nothing, not even the offset
+	opDead                 // rejected: dead letter plus offset
+	opUpsert               // store the point, insert into the pool
+	opDelete               // remove from store and pool
+)
+
+type op struct {
+	kind opKind
+	msg  stream.Message
+	ev   stream.TrainEvent
+	row  int            // upsert: row in ids/xs and pair of rows in feats
+	dead stream.Message // dead letter to enqueue
+	rej  error          // why it was rejected
+	had  bool           // delete: the pool held the id
+}
+
+// Stats are cumulative counts since the Ingest was built.
+type Stats struct {
+	Batches     uint64 // committed transactions
+	Upserts     uint64 // applied upserts (including replacements)
+	Deletes     uint64 // applied deletes of stored points
+	Missing     uint64 // deletes of ids that were not stored (offset consumed, nothing else)
+	DeadLetters uint64 // rejected messages sent to the dead-letter outbox
+	Skipped     uint64 // messages at or below the stored offset (re-deliveries), ignored
+	Syncs       uint64 // pool syncs that changed the served pool
+}
+
+// BatchResult counts what one Apply did.
+type BatchResult struct {
+	Upserts, Deletes, Missing, DeadLetters, Skipped int
+}
+
+// PoolConfig is the landmark pool configuration the daemon derives from cfg for
+// features of dimension dim: budget from pool.m or pool.budget, the default tolerance,
+// the top-up rule on (the pool fills its budget past the numerical rank, seeded by
+// model.seed, so M = 2m landmarks are served as the paper's Alg. cairn-stage1).
+func PoolConfig(cfg config.Config, dim int) (coreset.Config, error) {
+	b := coreset.Budget{M: cfg.Pool.M}
+	if cfg.Pool.Budget != "" {
+		var err error
+		if b, err = coreset.ParseBudget(cfg.Pool.Budget); err != nil {
+			return coreset.Config{}, fmt.Errorf("%w: pool.budget %q: %w", ErrConfig, cfg.Pool.Budget, err)
+		}
+	}
+	c := coreset.Config{Dim: dim, Budget: b, TopUp: true, Seed: cfg.Model.Seed}
+	if err := c.Validate(); err != nil {
+		return coreset.Config{}, fmt.Errorf("%w: pool: %w", ErrConfig, err)
+	}
+	return c, nil
+}
+
+// TrainLimits are the validation limits of training events under cfg for a backbone of
+// input length inputDim.
+func TrainLimits(cfg config.Config, inputDim int) (stream.Limits, error) {
+	lim := stream.Limits{
+		InputDim:   inputDim,
+		MaxBytes:   cfg.Limits.MaxMessageBytes,
+		MaxIDBytes: cfg.Limits.MaxIDBytes,
+		MaxK:       cfg.Limits.MaxK,
+	}
+	if err := lim.Validate(); err != nil {
+		return lim, fmt.Errorf("%w: limits: %w", ErrConfig, err)
+	}
+	if lim.MaxIDBytes > storage.MaxIDLen {
+		return lim, fmt.Errorf("%w: limits.max_id_bytes %d exceeds the store's id limit %d", ErrConfig, lim.MaxIDBytes, storage.MaxIDLen)
+	}
+	return lim, nil
+}
+
+// NewIngest builds the feature pipeline from cfg and restores the pool from st: the
+// stored pool state when there is one (checked against the configured model and pool,
+// and against the number of stored points), else an empty pool, which requires an
+// empty store. A deletion committed before a crash but not yet erased is erased now
+// (Store.Compact), so held outbox entries flow again. cfg is assumed validated
+// (config.Validate); what only the daemon can check is checked here. st stays owned
+// by the caller and must outlive the Ingest.
+func NewIngest(cfg config.Config, st *storage.Store, log zerolog.Logger) (*Ingest, error) {
+	feat, err := NewFeatures(cfg.Model, cfg.Sketch)
+	if err != nil {
+		return nil, err
+	}
+	pcfg, err := PoolConfig(cfg, feat.Dim())
+	if err != nil {
+		return nil, err
+	}
+	lim, err := TrainLimits(cfg, feat.InputDim())
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Kafka.Topics.DLQ == "" {
+		return nil, fmt.Errorf("%w: kafka.topics.dlq is empty", ErrConfig)
+	}
+	in := &Ingest{
+		store: st, feat: feat, pcfg: pcfg, lim: lim, dlq: cfg.Kafka.Topics.DLQ,
+		stale: cfg.Pool.SyncStaleFraction, log: log, last: map[partition]int64{},
+	}
+	if hold, err := st.ScrubPending(); err != nil {
+		return nil, err
+	} else if hold {
+		log.Info().Msg("erasing deletions committed before the last stop")
+		if err := st.Compact(); err != nil {
+			return nil, fmt.Errorf("daemon: compact held deletions: %w", err)
+		}
+	}
+	var (
+		ps     storage.PoolState
+		havePS bool
+		count  int
+		offs   []storage.Offset
+	)
+	err = st.View(func(tx *storage.ReadTx) error {
+		var err error
+		if ps, havePS, err = tx.PoolState(); err != nil {
+			return err
+		}
+		if count, err = tx.PointCount(); err != nil {
+			return err
+		}
+		offs, err = tx.Offsets()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if havePS {
+		if in.pool, err = decodePool(ps, feat.Fingerprint(), pcfg); err != nil {
+			return nil, err
+		}
+	} else {
+		if in.pool, err = coreset.NewPair(pcfg); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	if in.pool.A.Len() != count {
+		return nil, fmt.Errorf("%w: the pool holds %d points, the store %d", ErrPoolState, in.pool.A.Len(), count)
+	}
+	for _, o := range offs {
+		in.last[partition{o.Topic, int(o.Partition)}] = o.Offset
+	}
+	log.Info().Int("points", count).Int("offsets", len(offs)).Bool("restored_pool", havePS).
+		Str("features", feat.Fingerprint()).Msg("ingest restored")
+	return in, nil
+}
+
+// Start is the stream.StartFunc of the training reader: the last applied offset of a
+// partition as committed in the store.
+func (in *Ingest) Start(topic string, part int) (int64, bool, error) {
+	var (
+		off int64
+		ok  bool
+	)
+	err := in.store.View(func(tx *storage.ReadTx) error {
+		var err error
+		off, ok, err = tx.Offset(topic, int32(part))
+		return err
+	})
+	return off, ok, err
+}
+
+// Handle is the stream.Handler of the training reader: Apply, keeping only the error.
+func (in *Ingest) Handle(ctx context.Context, batch []stream.Message) error {
+	_, err := in.Apply(ctx, batch)
+	return err
+}
+
+// Limits returns the validation limits of training events.
+func (in *Ingest) Limits() stream.Limits { return in.lim }
+
+// Features returns the fit-draw feature pipeline.
+func (in *Ingest) Features() *Features { return in.feat }
+
+// Stats returns the cumulative counts.
+func (in *Ingest) Stats() Stats { return in.stats }
+
+// Len is the number of points in the pool (equal to the stored points between calls).
+func (in *Ingest) Len() int { return in.pool.A.Len() }
+
+// Landmarks returns the served landmarks, view A then view B (coreset.Pair.Landmarks).
+func (in *Ingest) Landmarks() []string { return in.pool.Landmarks() }
+
+// Certificates returns the residual certificates of the two views.
+func (in *Ingest) Certificates() (a, b coreset.Certificate) {
+	return in.pool.A.Certificate(), in.pool.B.Certificate()
+}
+
+// PoolStates returns deep copies of the two pools' states.
+func (in *Ingest) PoolStates() (a, b coreset.State) { return in.pool.A.State(), in.pool.B.State() }
+
+// SyncDue reports whether a view's pool is inexact (a landmark was deleted) or stale
+// over at least pool.sync_stale_fraction of its budget. When to sync is the caller's
+// decision (see doc.go: syncing at different points gives different certificates in
+// between, so the scheduler must be a function of the event sequence for replay
+// determinism).
+func (in *Ingest) SyncDue() bool {
+	for _, p := range []*coreset.Pool{in.pool.A, in.pool.B} {
+		c := p.Certificate()
+		if !c.Exact {
+			return true
+		}
+		if c.Stale && float64(p.M()-c.StaleFrom) >= in.stale*float64(p.M()) {
+			return true
+		}
+	}
+	return false
+}
+
+// Apply applies one batch of training messages in one storage transaction. See doc.go
+// "Ingest" for the semantics. It returns an error only for failures of the daemon
+// itself (store, context, an internal inconsistency), never for bad input; after such
+// an error the batch counts as not consumed, and if the pool had already been updated
+// the Ingest is broken (ErrBroken) and must be rebuilt with NewIngest.
+func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchResult, err error) {
+	if in.broken != nil {
+		return res, fmt.Errorf("%w: %w", ErrBroken, in.broken)
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	// 1. Decode and classify, outside any transaction.
+	in.ops, in.ids, in.xs = in.ops[:0], in.ids[:0], in.xs[:0]
+	defer func() { clear(in.ops); clear(in.ids) }() // drop references to the batch's bytes
+	seen := map[partition]int64{}
+	skipped := 0
+	for _, m := range batch {
+		o := op{msg: m}
+		key := partition{m.Topic, m.Partition}
+		prev, ok := seen[key]
+		if !ok {
+			prev, ok = in.last[key]
+		}
+		if ok && m.Offset <= prev {
+			o.kind = opSkip
+			if skipped == 0 { // one line per batch, not per message
+				in.log.Warn().Str("topic", m.Topic).Int("partition", m.Partition).Int64("offset", m.Offset).
+					Int64("applied", prev).Msg("skipping re-delivered messages at or below the applied offset")
+			}
+			skipped++
+			in.ops = append(in.ops, o)
+			continue
+		}
+		seen[key] = m.Offset
+		ev, derr := stream.DecodeTrain(m.Value, in.lim)
+		switch {
+		case derr != nil:
+			if err := in.deadLetter(&o, derr); err != nil {
+				return res, err
+			}
+		case ev.Op == stream.OpUpsert:
+			o.kind, o.ev, o.row = opUpsert, ev, len(in.ids)
+			in.ids = append(in.ids, ev.ID)
+			in.xs = append(in.xs, ev.X...)
+		case ev.Op == stream.OpDelete:
+			o.kind, o.ev = opDelete, ev
+		default: // DecodeTrain accepts only the two ops; keep the daemon safe if that grows.
+			if err := in.deadLetter(&o, &stream.RejectError{Reason: stream.ReasonUnknownOp, Field: "op",
+				Msg: fmt.Sprintf("op %q is not handled by this daemon", ev.Op)}); err != nil {
+				return res, err
+			}
+		}
+		in.ops = append(in.ops, o)
+	}
+
+	// 2. Features of both views of every upsert, before the write lock is taken.
+	n, q := len(in.ids), in.feat.Dim()
+	in.views = grow(in.views, 2*n*in.feat.InputDim())
+	in.feats = grow(in.feats, 2*n*q)
+	in.feat.BothViewsTo(in.feats, in.views, in.xs, in.ids)
+	for i := range in.ops {
+		o := &in.ops[i]
+		if o.kind != opUpsert {
+			continue
+		}
+		if why := badFeatures(in.feats[2*o.row*q : (2*o.row+2)*q]); why != "" {
+			// The input is finite but so large that the network overflows: the
+			// point cannot enter the kernel, so it is rejected like any bad input.
+			if err := in.deadLetter(o, &stream.RejectError{Reason: stream.ReasonNonFinite, Field: "x",
+				Msg: fmt.Sprintf("features of id %q %s: inputs too large for the backbone", o.ev.ID, why)}); err != nil {
+				return res, err
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+
+	// 3. The pool, in offset order. From here on a failure leaves the pool ahead of
+	// the store, so it breaks the Ingest.
+	poolChanged := false
+	for i := range in.ops {
+		o := &in.ops[i]
+		switch o.kind {
+		case opUpsert:
+			if in.pool.A.Has(o.ev.ID) {
+				if err := in.pool.Delete(o.ev.ID); err != nil {
+					return res, in.breakWith(fmt.Errorf("pool: replace %q: %w", o.ev.ID, err))
+				}
+			}
+			fa := in.feats[2*o.row*q : (2*o.row+1)*q]
+			fb := in.feats[(2*o.row+1)*q : (2*o.row+2)*q]
+			if err := in.pool.Insert(o.ev.ID, fa, fb); err != nil {
+				return res, in.breakWith(fmt.Errorf("pool: insert %q: %w", o.ev.ID, err))
+			}
+			poolChanged = true
+		case opDelete:
+			if o.had = in.pool.A.Has(o.ev.ID); o.had {
+				if err := in.pool.Delete(o.ev.ID); err != nil {
+					return res, in.breakWith(fmt.Errorf("pool: delete %q: %w", o.ev.ID, err))
+				}
+				poolChanged = true
+			}
+		}
+	}
+	var ps storage.PoolState
+	if poolChanged {
+		if ps, err = encodePool(in.feat.Fingerprint(), in.pool); err != nil {
+			return res, in.breakWith(err)
+		}
+	}
+
+	if len(seen) == 0 { // only re-deliveries: nothing to write
+		res.Skipped = len(in.ops)
+		in.stats.Skipped += uint64(res.Skipped)
+		return res, nil
+	}
+
+	// 4. One transaction: points, dead letters, offsets, pool state.
+	err = in.store.Apply(func(tx *storage.Tx) error {
+		for i := range in.ops {
+			o := &in.ops[i]
+			switch o.kind {
+			case opSkip:
+				continue
+			case opDead:
+				if _, err := tx.Enqueue(o.dead.Topic, o.dead.Key, o.dead.Value); err != nil {
+					return err
+				}
+			case opUpsert:
+				p := storage.Point{ID: o.ev.ID, X: o.ev.X}
+				if o.ev.Label != nil {
+					p.HasLabel, p.Label = true, *o.ev.Label
+				}
+				if err := tx.PutPoint(p); err != nil {
+					return err
+				}
+			case opDelete:
+				existed, err := tx.DeletePoint(o.ev.ID)
+				if err != nil {
+					return err
+				}
+				if existed != o.had {
+					return fmt.Errorf("daemon: delete %q: store had it %v, pool had it %v", o.ev.ID, existed, o.had)
+				}
+			}
+			if err := tx.SetOffset(o.msg.Topic, int32(o.msg.Partition), o.msg.Offset); err != nil {
+				return err
+			}
+		}
+		if poolChanged {
+			return tx.PutPoolState(ps)
+		}
+		return nil
+	})
+	if err != nil {
+		if poolChanged {
+			return res, in.breakWith(fmt.Errorf("apply batch: %w", err))
+		}
+		return res, fmt.Errorf("daemon: apply batch: %w", err)
+	}
+
+	// 5. Committed: mirror the offsets and count.
+	for k, off := range seen {
+		in.last[k] = off
+	}
+	for i := range in.ops {
+		switch o := &in.ops[i]; o.kind {
+		case opSkip:
+			res.Skipped++
+		case opDead:
+			res.DeadLetters++
+			in.log.Warn().Str("topic", o.msg.Topic).Int("partition", o.msg.Partition).Int64("offset", o.msg.Offset).
+				Str("reason", string(stream.ReasonOf(o.rej))).Err(o.rej).Msg("dead-lettered a training message")
+		case opUpsert:
+			res.Upserts++
+		case opDelete:
+			if o.had {
+				res.Deletes++
+			} else {
+				res.Missing++
+			}
+		}
+	}
+	in.stats.Batches++
+	in.stats.Upserts += uint64(res.Upserts)
+	in.stats.Deletes += uint64(res.Deletes)
+	in.stats.Missing += uint64(res.Missing)
+	in.stats.DeadLetters += uint64(res.DeadLetters)
+	in.stats.Skipped += uint64(res.Skipped)
+	in.log.Debug().Int("messages", len(batch)).Int("upserts", res.Upserts).Int("deletes", res.Deletes).
+		Int("dead_letters", res.DeadLetters).Int("skipped", res.Skipped).Int("points", in.pool.A.Len()).
+		Msg("applied training batch")
+
+	// 6. Erase deleted raw bytes now (the audit machinery will take this over): until
+	// Compact runs, the store holds back every later outbox entry.
+	if res.Deletes > 0 {
+		if err := in.store.Compact(); err != nil {
+			return res, fmt.Errorf("daemon: erase deleted points: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// deadLetter turns o into a dead letter for rejection rej. Building the message can
+// fail only if the dead-letter event itself does not encode, a daemon bug.
+func (in *Ingest) deadLetter(o *op, rej error) error {
+	dm, err := stream.DeadLetterMessage(in.dlq, o.msg, rej)
+	if err != nil {
+		return fmt.Errorf("daemon: dead letter for %s/%d/%d: %w", o.msg.Topic, o.msg.Partition, o.msg.Offset, err)
+	}
+	o.kind, o.dead, o.rej = opDead, dm, rej
+	return nil
+}
+
+// breakWith marks the Ingest broken (the pool may be ahead of the store) and returns
+// the error wrapped in ErrBroken.
+func (in *Ingest) breakWith(err error) error {
+	in.broken = err
+	in.log.Error().Err(err).Msg("ingest broken: the pool is ahead of the store; rebuild from the store")
+	return fmt.Errorf("%w: %w", ErrBroken, err)
+}
+
+// maxFeatureNorm2 bounds ||ψ(view)||² of an accepted point. The pool forms dot
+// products of two feature vectors and sums them over all points; with every squared
+// norm ≤ 1e150, each product is ≤ 1e150 by Cauchy–Schwarz and a sum over any feasible
+// number of points (< 1e150) stays far below the float64 maximum 1.8e308, so no
+// certificate or Gram entry can overflow. Real inputs (normalized pixels, standardized
+// columns) give norms many orders of magnitude below it.
+const maxFeatureNorm2 = 1e150
+
+// badFeatures says why the two views' features (2q values) cannot enter the pool, or ""
+// if they can: a NaN or ±Inf, or a view whose squared norm exceeds maxFeatureNorm2.
+func badFeatures(f []float64) string {
+	q := len(f) / 2
+	for v := range 2 {
+		s := 0.0
+		for j, x := range f[v*q : (v+1)*q] {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return fmt.Sprintf("view %d feature %d is %v", v, j, x)
+			}
+			s += x * x
+		}
+		if !(s <= maxFeatureNorm2) {
+			return fmt.Sprintf("view %d has squared norm %v > %g", v, s, maxFeatureNorm2)
+		}
+	}
+	return ""
+}
+
+// Sync re-selects both pools by batch greedy over the stored points (coreset.Pool.Sync)
+// with features recomputed from the raw points in the store, and persists the new pool
+// state in its own transaction. It reads the store in one read transaction (the raw
+// points, n×D) and computes features chunk by chunk in parallel; it is the only O(n)
+// operation and the caller schedules it (see SyncDue). Without anything stale or
+// inexact it returns at once.
+func (in *Ingest) Sync(ctx context.Context) error {
+	if in.broken != nil {
+		return fmt.Errorf("%w: %w", ErrBroken, in.broken)
+	}
+	if !in.pool.A.NeedsSync() && !in.pool.B.NeedsSync() {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	pts, err := loadPoints(in.store, in.feat.InputDim())
+	if err != nil {
+		return err
+	}
+	if len(pts.ids) != in.pool.A.Len() {
+		return in.breakWith(fmt.Errorf("%w: the store holds %d points, the pool %d", ErrPoolState, len(pts.ids), in.pool.A.Len()))
+	}
+	// Pair.Sync may fail in view B after view A was re-selected; the in-memory pair
+	// then matches no persisted state, so a failure breaks the Ingest.
+	if err := in.pool.Sync(newSyncSource(in.feat, pts, 0), newSyncSource(in.feat, pts, 1)); err != nil {
+		return in.breakWith(fmt.Errorf("sync: %w", err))
+	}
+	ps, err := encodePool(in.feat.Fingerprint(), in.pool)
+	if err != nil {
+		return in.breakWith(err)
+	}
+	if err := in.store.Apply(func(tx *storage.Tx) error { return tx.PutPoolState(ps) }); err != nil {
+		return in.breakWith(fmt.Errorf("persist synced pool: %w", err))
+	}
+	in.stats.Syncs++
+	a, b := in.Certificates()
+	in.log.Info().Int("points", len(pts.ids)).Float64("trace_r_a", a.Trace).Float64("trace_r_b", b.Trace).
+		Float64("trace_k_a", a.TraceK).Float64("trace_k_b", b.TraceK).Msg("pool synced")
+	return nil
+}

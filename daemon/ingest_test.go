@@ -1,0 +1,415 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/storage"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// numbered assigns offsets 0, 1, 2… on partition 0, as one Kafka partition would.
+func numbered(ms []stream.Message) []stream.Message {
+	for i := range ms {
+		ms[i].Offset = int64(i)
+	}
+	return ms
+}
+
+// applyInBatches applies ms in consecutive batches of the given size.
+func applyInBatches(t *testing.T, in *Ingest, ms []stream.Message, size int) {
+	t.Helper()
+	for i := 0; i < len(ms); i += size {
+		if _, err := in.Apply(t.Context(), ms[i:min(i+size, len(ms))]); err != nil {
+			t.Fatalf("Apply batch at %d: %v", i, err)
+		}
+	}
+}
+
+func storedPool(t *testing.T, st *storage.Store) storage.PoolState {
+	t.Helper()
+	var ps storage.PoolState
+	if err := st.View(func(tx *storage.ReadTx) error {
+		var err error
+		var ok bool
+		ps, ok, err = tx.PoolState()
+		if err == nil && !ok {
+			err = errors.New("no pool state stored")
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// deadLetters decodes the dead-letter outbox entries by source key.
+func deadLetters(t *testing.T, st *storage.Store, dlq string) map[string]stream.Reason {
+	t.Helper()
+	es, err := st.Pending(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]stream.Reason{}
+	for _, e := range es {
+		if e.Topic != dlq {
+			t.Errorf("outbox entry %d on topic %q, want only %q", e.Seq, e.Topic, dlq)
+			continue
+		}
+		var d struct {
+			Reason stream.Reason `json:"reason"`
+			Key    []byte        `json:"key"`
+			Offset int64         `json:"offset"`
+		}
+		if err := json.Unmarshal(e.Value, &d); err != nil {
+			t.Fatalf("dead letter %d: %v", e.Seq, err)
+		}
+		if _, dup := out[string(d.Key)]; dup {
+			t.Errorf("dead letter for key %q enqueued twice", d.Key)
+		}
+		out[string(d.Key)] = d.Reason
+	}
+	return out
+}
+
+// script is a mixed sequence: upserts, replacements, deletes (of stored and of unknown
+// ids) and the poison messages, interleaved deterministically.
+func script(t *testing.T, n int, tag string) []event {
+	g := newGen(t, 11, 6)
+	var evs []event
+	ps := poisons(tag)
+	for i := range n {
+		evs = append(evs, g.upsert(id(i)))
+		switch {
+		case i%23 == 7:
+			evs = append(evs, g.upsert(id(i-3))) // replace an earlier point
+		case i%31 == 9:
+			evs = append(evs, g.del(id(i-5))) // delete a stored point
+		case i%47 == 12:
+			evs = append(evs, g.del("never-stored"))
+		}
+		if i%29 == 3 && len(ps) > 0 {
+			evs = append(evs, ps[0])
+			ps = ps[1:]
+		}
+	}
+	return append(evs, ps...)
+}
+
+// TestIngestDeterministicAcrossBatching applies the same event sequence into fresh
+// stores with different batch sizes: the stored pool state must be byte-identical
+// (DESIGN.md section 4 "Determinism"), before and after a Sync, and the stored points
+// and dead letters must match the replayed expectation.
+func TestIngestDeterministicAcrossBatching(t *testing.T) {
+	cfg := testConfig()
+	evs := script(t, 160, "det")
+	ms := numbered(msgs(cfg.Kafka.Topics.Train, evs))
+	want := expect(evs)
+	var first, firstSynced []byte
+	for _, size := range []int{1, 7, 64, len(ms)} {
+		t.Run(fmt.Sprint("batch", size), func(t *testing.T) {
+			st := tempStore(t)
+			in := newTestIngest(t, cfg, st)
+			applyInBatches(t, in, ms, size)
+			ps := storedPool(t, st)
+			if ps.Schema != PoolSchema {
+				t.Errorf("schema %d, want %d", ps.Schema, PoolSchema)
+			}
+			if first == nil {
+				first = ps.Data
+			} else if string(ps.Data) != string(first) {
+				t.Errorf("pool state with batch size %d differs from batch size 1", size)
+			}
+			checkStore(t, st, want.points)
+			if got := deadLetters(t, st, cfg.Kafka.Topics.DLQ); !mapsEqual(got, want.poison) {
+				t.Errorf("dead letters\n got %v\nwant %v", got, want.poison)
+			}
+			checkAgainstReference(t, cfg, in, st, want.points)
+			ps = storedPool(t, st)
+			if firstSynced == nil {
+				firstSynced = ps.Data
+			} else if string(ps.Data) != string(firstSynced) {
+				t.Errorf("synced pool state with batch size %d differs from batch size 1", size)
+			}
+			s := in.Stats()
+			if got, want := s.Upserts+s.Deletes+s.Missing+s.DeadLetters, uint64(len(ms)); got != want {
+				t.Errorf("applied %d messages, want %d (stats %+v)", got, want, s)
+			}
+		})
+	}
+}
+
+func mapsEqual[K comparable, V comparable](a, b map[K]V) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestIngestSkipsAppliedOffsets re-delivers an applied batch (as a reader restarted
+// from a stale offset would): nothing may be applied twice.
+func TestIngestSkipsAppliedOffsets(t *testing.T) {
+	cfg := testConfig()
+	evs := script(t, 40, "skip")
+	ms := numbered(msgs(cfg.Kafka.Topics.Train, evs))
+	st := tempStore(t)
+	in := newTestIngest(t, cfg, st)
+	applyInBatches(t, in, ms, 16)
+	before := storedPool(t, st)
+	beforeDL := deadLetters(t, st, cfg.Kafka.Topics.DLQ)
+	res, err := in.Apply(t.Context(), ms[10:30])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res != (BatchResult{Skipped: 20}) {
+		t.Errorf("re-delivery result %+v, want only 20 skipped", res)
+	}
+	// A fresh Ingest on the same store skips them too (offsets come from the store).
+	in2 := newTestIngest(t, cfg, st)
+	if res, err = in2.Apply(t.Context(), ms); err != nil || res != (BatchResult{Skipped: len(ms)}) {
+		t.Errorf("fresh ingest re-delivery: %+v, %v; want all %d skipped", res, err, len(ms))
+	}
+	if after := storedPool(t, st); string(after.Data) != string(before.Data) {
+		t.Errorf("pool state changed by a re-delivery")
+	}
+	if got := deadLetters(t, st, cfg.Kafka.Topics.DLQ); !mapsEqual(got, beforeDL) {
+		t.Errorf("dead letters changed by a re-delivery: %v, want %v", got, beforeDL)
+	}
+	off, ok, err := in2.Start(cfg.Kafka.Topics.Train, 0)
+	if err != nil || !ok || off != int64(len(ms)-1) {
+		t.Errorf("Start = %d, %v, %v; want %d, true, nil", off, ok, err, len(ms)-1)
+	}
+}
+
+// TestIngestDeadLetterReasons checks each poison message alone: dead-lettered with its
+// reason, offset consumed, no point stored, pool untouched.
+func TestIngestDeadLetterReasons(t *testing.T) {
+	cfg := testConfig()
+	for i, ev := range poisons("r") {
+		t.Run(string(ev.poison)+"/"+ev.key, func(t *testing.T) {
+			st := tempStore(t)
+			in := newTestIngest(t, cfg, st)
+			m := stream.Message{Topic: cfg.Kafka.Topics.Train, Partition: 2, Offset: int64(100 + i), Key: []byte(ev.key), Value: ev.value}
+			res, err := in.Apply(t.Context(), []stream.Message{m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res != (BatchResult{DeadLetters: 1}) {
+				t.Errorf("result %+v, want one dead letter", res)
+			}
+			if got := deadLetters(t, st, cfg.Kafka.Topics.DLQ); got[ev.key] != ev.poison || len(got) != 1 {
+				t.Errorf("dead letters %v, want {%s: %s}", got, ev.key, ev.poison)
+			}
+			if off, ok, err := in.Start(m.Topic, m.Partition); err != nil || !ok || off != m.Offset {
+				t.Errorf("offset %d, %v, %v; want %d", off, ok, err, m.Offset)
+			}
+			if in.Len() != 0 {
+				t.Errorf("pool holds %d points, want 0", in.Len())
+			}
+		})
+	}
+}
+
+// TestIngestRestoreRejectsOtherModel: a store written under one model refuses to be
+// restored under another seed or another budget, instead of mixing features.
+func TestIngestRestoreRejectsOtherModel(t *testing.T) {
+	cfg := testConfig()
+	path := filepath.Join(t.TempDir(), "cairn.db")
+	st := openStore(t, path)
+	in := newTestIngest(t, cfg, st)
+	applyInBatches(t, in, numbered(msgs(cfg.Kafka.Topics.Train, script(t, 30, "m"))), 10)
+	st.Close()
+	seed, budget, sketch := cfg, cfg, cfg
+	seed.Model.Seed++
+	budget.Pool.M++
+	sketch.Sketch.H++
+	cases := map[string]func() error{
+		"seed":   func() error { return reopen(t, path, seed) },
+		"budget": func() error { return reopen(t, path, budget) },
+		"sketch": func() error { return reopen(t, path, sketch) },
+	}
+	for name, f := range cases {
+		if err := f(); !errors.Is(err, ErrPoolState) {
+			t.Errorf("%s changed: NewIngest error %v, want ErrPoolState", name, err)
+		}
+	}
+	if err := reopen(t, path, cfg); err != nil {
+		t.Errorf("same config: %v", err)
+	}
+}
+
+func reopen(t *testing.T, path string, cfg config.Config) error {
+	st := openStore(t, path)
+	defer st.Close()
+	_, err := NewIngest(cfg, st, testLogger(t))
+	return err
+}
+
+// TestIngestSyncDue: a pool that never ran greedy is due; after Sync it is not; deleting
+// a landmark makes it due again (inexact certificate), and Sync clears it.
+func TestIngestSyncDue(t *testing.T) {
+	cfg := testConfig()
+	st := tempStore(t)
+	in := newTestIngest(t, cfg, st)
+	g := newGen(t, 4, 6)
+	var evs []event
+	for i := range 40 {
+		evs = append(evs, g.upsert(id(i)))
+	}
+	applyInBatches(t, in, numbered(msgs(cfg.Kafka.Topics.Train, evs)), 40)
+	if !in.SyncDue() {
+		t.Errorf("SyncDue = false before the first Sync, want true")
+	}
+	if err := in.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if in.SyncDue() {
+		t.Errorf("SyncDue = true right after Sync, want false")
+	}
+	lm := in.Landmarks()[0]
+	raw := rawBytes(expectMap(evs)[lm].x)
+	if !fileContains(t, st.Path(), raw) {
+		t.Fatalf("the stored point's raw bytes are not found in the file before the delete: the scan cannot fail")
+	}
+	del := stream.Message{Topic: cfg.Kafka.Topics.Train, Offset: 40, Key: []byte(lm), Value: g.del(lm).value}
+	if res, err := in.Apply(t.Context(), []stream.Message{del}); err != nil || res.Deletes != 1 {
+		t.Fatalf("delete landmark: %+v, %v", res, err)
+	}
+	if !in.SyncDue() {
+		t.Errorf("SyncDue = false after deleting landmark %s, want true", lm)
+	}
+	if slices.Contains(in.Landmarks(), lm) {
+		t.Errorf("deleted point %s is still a served landmark", lm)
+	}
+	if held, err := st.ScrubPending(); err != nil || held {
+		t.Errorf("ScrubPending after a deleting batch = %v, %v; want erased (false)", held, err)
+	}
+	if fileContains(t, st.Path(), raw) {
+		t.Errorf("raw bytes of deleted point %s are still readable in the bbolt file", lm)
+	}
+	if err := in.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if in.SyncDue() {
+		t.Errorf("SyncDue = true after the second Sync")
+	}
+	pts := expectMap(evs)
+	delete(pts, lm)
+	checkAgainstReference(t, cfg, in, st, pts)
+}
+
+func expectMap(evs []event) map[string]event { return expect(evs).points }
+
+// rawBytes is x as storage writes it: float64 little-endian bit patterns (FORMAT.md).
+func rawBytes(x []float64) []byte {
+	var b []byte
+	for _, v := range x {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	return b
+}
+
+func fileContains(t *testing.T, path string, needle []byte) bool {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Contains(data, needle)
+}
+
+// TestIngestFailedCommitRecovers simulates a crash at the commit: the store goes away
+// while a batch is applied. The batch must not be half-applied: the Ingest reports
+// ErrBroken from then on, and a new Ingest on the reopened store, fed the whole
+// sequence again (as a restarted reader would from the stored offsets, plus
+// re-deliveries), ends byte-identical to a run that never failed.
+func TestIngestFailedCommitRecovers(t *testing.T) {
+	cfg := testConfig()
+	ms := numbered(msgs(cfg.Kafka.Topics.Train, script(t, 80, "crash")))
+	half := len(ms) / 2
+
+	ref := tempStore(t)
+	applyInBatches(t, newTestIngest(t, cfg, ref), ms, 16)
+
+	path := filepath.Join(t.TempDir(), "cairn.db")
+	st := openStore(t, path)
+	in := newTestIngest(t, cfg, st)
+	applyInBatches(t, in, ms[:half], 16)
+	st.Close() // the "crash": the commit of the next batch fails
+	if _, err := in.Apply(t.Context(), ms[half:half+16]); !errors.Is(err, ErrBroken) {
+		t.Fatalf("Apply on a failed store: %v, want ErrBroken", err)
+	}
+	if _, err := in.Apply(t.Context(), ms[half+16:]); !errors.Is(err, ErrBroken) {
+		t.Fatalf("Apply after a failure: %v, want ErrBroken", err)
+	}
+	st = openStore(t, path)
+	defer st.Close()
+	in = newTestIngest(t, cfg, st)
+	if in.Len() != expectLenAt(ms[:half]) {
+		t.Errorf("restored %d points, want the %d of the committed half", in.Len(), expectLenAt(ms[:half]))
+	}
+	applyInBatches(t, in, ms, 16)
+	if s := in.Stats(); s.Skipped != uint64(half) {
+		t.Errorf("skipped %d re-delivered messages, want %d", s.Skipped, half)
+	}
+	if got, want := storedPool(t, st), storedPool(t, ref); string(got.Data) != string(want.Data) {
+		t.Errorf("pool state after recovery differs from the uninterrupted run")
+	}
+}
+
+// expectLenAt is the number of points stored after applying ms (decoded again here).
+func expectLenAt(ms []stream.Message) int {
+	pts := map[string]bool{}
+	for _, m := range ms {
+		ev, err := stream.DecodeTrain(m.Value, stream.Limits{InputDim: 6, MaxBytes: 2048, MaxIDBytes: 32})
+		if err != nil {
+			continue
+		}
+		if ev.Op == stream.OpDelete {
+			delete(pts, ev.ID)
+		} else if !strings.HasPrefix(ev.ID, "huge-") { // rejected after featurization
+			pts[ev.ID] = true
+		}
+	}
+	return len(pts)
+}
+
+// TestNewIngestConfigErrors: settings only the daemon can check are refused with
+// ErrConfig, naming the setting.
+func TestNewIngestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*config.Config)
+		want string
+	}{
+		{"arch", func(c *config.Config) { c.Model.Arch = "mlp:6-x-4" }, "model.arch"},
+		{"heads", func(c *config.Config) { c.Sketch.H = 0 }, "sketch"},
+		{"sketch width", func(c *config.Config) { c.Sketch.S = 4096 }, "sketch"},
+		{"weights", func(c *config.Config) { c.Model.Weights = filepath.Join(t.TempDir(), "missing.safetensors") }, "weights"},
+		{"budget", func(c *config.Config) { c.Pool.Budget = "deff:-1" }, "pool.budget"},
+		{"id limit", func(c *config.Config) { c.Limits.MaxIDBytes = storage.MaxIDLen + 1 }, "limits.max_id_bytes"},
+		{"dlq", func(c *config.Config) { c.Kafka.Topics.DLQ = "" }, "kafka.topics.dlq"},
+	} {
+		cfg := testConfig()
+		tc.mod(&cfg)
+		_, err := NewIngest(cfg, tempStore(t), testLogger(t))
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want ErrConfig naming %q", tc.name, err, tc.want)
+		}
+	}
+}
