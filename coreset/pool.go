@@ -550,7 +550,22 @@ func (p *Pool) Sync(src FeatureSource) error {
 
 // State returns a deep copy of everything the pool persists.
 func (p *Pool) State() State {
-	st := State{
+	st := p.CoreState()
+	st.Points = make([]PointState, 0, len(p.points))
+	for id, pt := range p.points {
+		st.Points = append(st.Points, PointState{ID: id, Diag: pt.diag, Residual: pt.res})
+	}
+	sort.Slice(st.Points, func(i, j int) bool { return st.Points[i].ID < st.Points[j].ID })
+	return st
+}
+
+// CoreState is State without the per-point records (Points is nil): O(m·q + m²) whatever
+// the number of stored points, so a caller that keeps each point's PointState itself (next
+// to the point's raw input, updated when PointState says it changed) can persist the pool
+// per batch without per-event work growing with n. Restore takes the core with Points
+// filled in from those records.
+func (p *Pool) CoreState() State {
+	return State{
 		Version:          StateVersion,
 		Config:           p.cfg,
 		Landmarks:        append([]string(nil), p.ids...),
@@ -565,12 +580,16 @@ func (p *Pool) State() State {
 		Cert:             p.cert, CertComp: p.certC, TraceK: p.traceK, TraceKComp: p.traceKC,
 		Exact: p.exact, Stale: p.stale, StaleFrom: p.staleFrom, Changed: p.changed,
 	}
-	st.Points = make([]PointState, 0, len(p.points))
-	for id, pt := range p.points {
-		st.Points = append(st.Points, PointState{ID: id, Diag: pt.diag, Residual: pt.res})
+}
+
+// PointState returns the persisted record of stored point id, and false when id is not
+// stored. A Sync rewrites every point's record; Insert writes the inserted point's.
+func (p *Pool) PointState(id string) (PointState, bool) {
+	pt, ok := p.points[id]
+	if !ok {
+		return PointState{}, false
 	}
-	sort.Slice(st.Points, func(i, j int) bool { return st.Points[i].ID < st.Points[j].ID })
-	return st
+	return PointState{ID: id, Diag: pt.diag, Residual: pt.res}, true
 }
 
 // Restore rebuilds a pool from a State, checking its shapes and values (State may come

@@ -585,3 +585,73 @@ func TestPair(t *testing.T) {
 		t.Fatalf("unknown: got %v", err)
 	}
 }
+
+// TestCoreStatePlusPoints checks the incremental persistence path: a caller that keeps
+// each point's PointState itself (updating only the inserted point's record after an
+// Insert, every record after a Sync, dropping it on Delete) plus the per-batch CoreState
+// reassembles exactly State(), and a pool restored from it continues identically.
+func TestCoreStatePlusPoints(t *testing.T) {
+	g := newGen(12, 6, 6)
+	cfg := Config{Dim: 6, Budget: Budget{M: 4}, TopUp: true, Seed: 5}
+	a, _ := New(cfg)
+	src := MapSource{}
+	records := map[string]PointState{} // what the caller persists next to each point
+	insert := func(id string) {
+		src[id] = g.point()
+		if err := a.Insert(id, src[id]); err != nil {
+			t.Fatal(err)
+		}
+		ps, ok := a.PointState(id)
+		if !ok {
+			t.Fatalf("PointState(%s) missing after Insert", id)
+		}
+		records[id] = ps
+	}
+	for i := 0; i < 25; i++ {
+		insert(fmt.Sprintf("p%02d", i))
+	}
+	if err := a.Sync(src); err != nil {
+		t.Fatal(err)
+	}
+	for id := range records {
+		records[id], _ = a.PointState(id)
+	}
+	lm := a.Landmarks()
+	_ = a.Delete(lm[0])
+	delete(src, lm[0])
+	delete(records, lm[0])
+	_ = a.Delete("p03")
+	delete(src, "p03")
+	delete(records, "p03")
+	for i := 0; i < 4; i++ {
+		insert(fmt.Sprintf("q%d", i))
+	}
+	if _, ok := a.PointState("p03"); ok {
+		t.Fatal("PointState of a deleted point reported present")
+	}
+
+	core := a.CoreState()
+	if core.Points != nil {
+		t.Fatalf("CoreState carries %d points", len(core.Points))
+	}
+	for _, ps := range records {
+		core.Points = append(core.Points, ps)
+	}
+	sort.Slice(core.Points, func(i, j int) bool { return core.Points[i].ID < core.Points[j].ID })
+	full := a.State()
+	if !reflect.DeepEqual(core, full) {
+		t.Fatalf("CoreState + caller's records differ from State()")
+	}
+	b, err := Restore(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*Pool{a, b} {
+		if err := p.Sync(src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(a.State(), b.State()) {
+		t.Fatal("restored pool diverged after Sync")
+	}
+}
