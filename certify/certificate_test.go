@@ -74,7 +74,7 @@ func TestCertifyHandCases(t *testing.T) {
 			// ω scales scores and radii: Î = [2, 1, 0.5, 0], ε = ω·sqrt(0.2/0.2) = ω;
 			// lower = 2−2 = 0, upper = max(1+1, 0.5+0.5, 0) = 2.
 			name: "weights", kernel: []float64{1, 1, 1, 1}, omega: []float64{2, 1, 0.5, 0},
-			v: []float64{0.2, 0.2, 0.2, 0.2}, k: 1, wantTop: []int{0}, wantSep: (2 - 2) - (1 + 1), wantVerdict: Uncertified,
+			v: []float64{0.2, 0.2, 0.2, 0.2}, k: 1, wantTop: []int{0}, wantSep: -2, wantVerdict: Uncertified,
 		},
 	}
 	var r Ranker

@@ -215,6 +215,9 @@ func TestDeffExactClosedForm(t *testing.T) {
 			gt = append(gt, g[i*5+j])
 		}
 	}
+	if gotT, err := DeffExact(gt, 5, 5, 0.5); err != nil || math.Abs(gotT-want) > 1e-12 {
+		t.Fatalf("DeffExact of Gᵀ got %v (%v), want %v", gotT, err, want)
+	}
 	if _, err := DeffExact(g, 5, 5, 0); err == nil {
 		t.Fatal("λ = 0 accepted")
 	}

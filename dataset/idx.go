@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 )
 
 // IDX format (LeCun & Cortes, the MNIST database): a 4-byte magic 0x00 0x00 <type>
@@ -110,14 +109,4 @@ func readIDX(r io.Reader, limit int) (*idx, error) {
 	}
 	dims[0] = want
 	return &idx{dims: dims, data: buf.Bytes(), total: total}, nil
-}
-
-// checkFinite returns an error naming the first non-finite value of x, described by where.
-func checkFinite(x []float64, where func(i int) string) error {
-	for i, v := range x {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w: %s = %v", ErrNotFinite, where(i), v)
-		}
-	}
-	return nil
 }
