@@ -23,17 +23,24 @@
 //     bit-identical fit. Batches are n/nb rows (±1) with nb = max(1, n/BatchSize).
 //     Kaiming and the Lanczos start vector have their own streams ("fit/init/kaiming",
 //     "fit/init/pci/lanczos") so no initializer changes the training trajectory. The only
-//     non-deterministic outputs are KrepesResult's wall-clock fields.
+//     non-deterministic outputs are the wall-clock fields (KrepesResult's, Epoch.Seconds).
 //   - Adam (paper Table hparams): lr 1.25e-2 at the peak of a per-step cosine schedule to
 //     0 over Epochs·nb steps; the loss gradient is clipped to global norm 1 over (Ã, b);
 //     then L2 weight decay 3e-5 is added to the gradient of both Ã and b (PyTorch's
 //     Adam(weight_decay=…) order: clip, then decay inside the step); β = (0.9, 0.999),
-//     ε = 1e-8; b₀ = 0.1·1.
+//     ε = 1e-8; b₀ = 0.1·1. The learning rate is in units of Ã: Adam moves every
+//     coefficient by about LR per step whatever the gradient's scale, so LR must match the
+//     scale of Ã₀. PCI's Ã₀ = U(Λ+ε)^{-1/2} has its leading columns' entries of order
+//     (M·λ₁)^{-1/2}, which the paper's 1.25e-2 overwrites in a few steps when K has unit
+//     mean diagonal; cairnctl fit therefore rescales PCI's Ã₀ to unit latent variance
+//     (its defaultInitScale documents the measurements).
 //   - Checkpoints (Result.SelectedBy): "val_knn_accuracy" (leave-one-out majority-vote
 //     k-NN accuracy, k = Options.KNN = 20, within the labelled validation split; balanced
 //     accuracy when Options.Balanced) when validation labels exist; else "val_loss" (the
 //     loss between the validation split's two views K and KB); else "final_epoch". A
-//     checkpoint is taken after each epoch (the initialization is not a candidate);
+//     checkpoint is taken after each epoch (the initialization is not a candidate: it
+//     would give ω = 0; Result.InitVal is its validation score under the same criterion,
+//     so a caller can see whether training beat it);
 //     training stops after Patience epochs without a strict gain. Test accuracy is k-NN
 //     of the test embeddings against the labelled validation embeddings, the paper's
 //     probe protocol (probe fit on validation, scored on test) with k-NN in place of the

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -186,6 +187,10 @@ const (
 type Epoch struct {
 	TrainLoss float64 // mean batch loss over the epoch
 	ValMetric float64 // validation accuracy or loss (NaN when neither exists)
+	// Seconds is the wall-clock time from the start of Adam to the end of this epoch's
+	// validation scoring (not deterministic): the time to reach this checkpoint, for the
+	// speed comparison with KrepesResult.IterateSeconds.
+	Seconds float64
 }
 
 // Result is a fitted encoder z = K Ã + b with its provenance.
@@ -201,6 +206,11 @@ type Result struct {
 	// InitEval and TestEval are the test evaluation of the initialization and of the
 	// selected checkpoint (NaN fields when the test split has no labels).
 	InitEval, TestEval Eval
+	// InitVal is the validation metric of the initialization (Ã₀, b₀) under the same
+	// criterion and protocol as History[i].ValMetric (NaN for SelectedByFinal). The
+	// initialization is not a checkpoint candidate (a fit returning Ã₀ would have ω = 0);
+	// InitVal lets a caller see whether Adam's selected checkpoint beat it on validation.
+	InitVal float64
 }
 
 // Eval is a k-NN evaluation of test embeddings against the labelled validation
@@ -469,6 +479,7 @@ func Adam(p *Problem, a0 *mat.Dense, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	n, _ := p.KA.Dims()
 	md := newModel(m, k)
 	md.a.Copy(a0)
@@ -481,6 +492,12 @@ func Adam(p *Problem, a0 *mat.Dense, opt Options) (*Result, error) {
 	res.SelectedBy = crit
 	if res.InitEval, err = ev.test(md.a, md.b); err != nil {
 		return nil, err
+	}
+	if res.InitVal, err = ev.score(md.a, md.b, crit); err != nil {
+		return nil, err
+	}
+	if crit == SelectedByValLoss {
+		res.InitVal = -res.InitVal
 	}
 	best := slices.Clone(md.theta)
 	bestScore := math.Inf(-1)
@@ -513,7 +530,7 @@ func Adam(p *Problem, a0 *mat.Dense, opt Options) (*Result, error) {
 		if crit == SelectedByValLoss {
 			val = -sc
 		}
-		res.History = append(res.History, Epoch{TrainLoss: sum / float64(len(bounds)-1), ValMetric: val})
+		res.History = append(res.History, Epoch{TrainLoss: sum / float64(len(bounds)-1), ValMetric: val, Seconds: time.Since(start).Seconds()})
 		res.Epochs = epoch
 		if crit == SelectedByFinal || sc > bestScore {
 			bestScore = sc

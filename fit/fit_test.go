@@ -3,6 +3,7 @@ package fit
 import (
 	"math"
 	"math/rand/v2"
+	"sort"
 	"strconv"
 	"testing"
 
@@ -277,3 +278,80 @@ func TestAdamBeatsInit(t *testing.T) {
 }
 
 func newRand(s uint64) *rand.Rand { return rand.New(rand.NewPCG(s, s)) }
+
+// TestAdamInitVal checks Result.InitVal, the validation score of (Ã₀, b₀), against a
+// brute-force leave-one-out cosine k-NN written out here (sort all other validation rows
+// by cosine similarity, majority vote over the first k, a count tie going to the class
+// met first). Both sides count the same integer votes on the same float64 similarities,
+// so they must agree exactly; a continuous synthetic set makes similarity ties (where the
+// two orderings could legitimately differ) a probability-zero event.
+func TestAdamInitVal(t *testing.T) {
+	p := synthetic(9, 200, 24, 60, 40)
+	in, err := Initialize(PCI, p, 8, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := smallOptions(BarlowTwins)
+	opt.Epochs = 1
+	r, err := Adam(p, in.A0, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nv, _ := p.Val.K.Dims()
+	_, k := in.A0.Dims()
+	z := mat.NewDense(nv, k, nil)
+	z.Mul(p.Val.K, in.A0)
+	for i := range nv {
+		row := z.RawRowView(i)
+		var ss float64
+		for j := range row {
+			row[j] += opt.BiasInit
+			ss += row[j] * row[j]
+		}
+		for j := range row {
+			row[j] /= math.Sqrt(ss)
+		}
+	}
+	correct := 0
+	for i := range nv {
+		type nb struct {
+			s float64
+			j int
+		}
+		var all []nb
+		for j := range nv {
+			if j != i {
+				all = append(all, nb{mat.Dot(z.RowView(i), z.RowView(j)), j})
+			}
+		}
+		sort.Slice(all, func(a, b int) bool { return all[a].s > all[b].s })
+		counts := map[int]int{}
+		first := map[int]int{}
+		for rank, x := range all[:opt.KNN] {
+			l := p.Val.Labels[x.j]
+			if _, ok := first[l]; !ok {
+				first[l] = rank
+			}
+			counts[l]++
+		}
+		best := -1
+		for l, c := range counts {
+			if best < 0 || c > counts[best] || (c == counts[best] && first[l] < first[best]) {
+				best = l
+			}
+		}
+		if best == p.Val.Labels[i] {
+			correct++
+		}
+	}
+	if want := float64(correct) / float64(nv); r.InitVal != want {
+		t.Errorf("InitVal = %v, want %v (brute-force leave-one-out k-NN of the initialization)", r.InitVal, want)
+	}
+	kr, err := Krepes(p, in.A0, KrepesOptions{Options: opt, Damping: 1e-3, MaxIter: 2, Tol: 1e-6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !math.IsNaN(kr.InitVal) {
+		t.Errorf("Krepes InitVal = %v, want NaN (not scored)", kr.InitVal)
+	}
+}

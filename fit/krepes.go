@@ -129,6 +129,7 @@ func Krepes(p *Problem, a0 *mat.Dense, opt KrepesOptions) (*KrepesResult, error)
 	res := &KrepesResult{}
 	res.A0, res.B0 = mat.DenseCopyOf(a0), slices.Clone(md.b)
 	res.SelectedBy = SelectedByKrepes
+	res.InitVal = math.NaN() // not scored: KREPES does no checkpoint selection, and it would cost timed work
 	ev := newEvaluator(p, opt.Options, k)
 
 	order := batchOrder(nil, p.IDs, hashIDs(p.IDs), opt.Seed, 0)
