@@ -8,7 +8,6 @@ import (
 
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/fit"
-	"gonum.org/v1/gonum/mat"
 )
 
 // modelFlags are the flags of commands that fit a model and then use it (explain, audit):
@@ -44,8 +43,9 @@ type fittedModel struct {
 	secs  map[string]float64
 }
 
-// fitModel builds the blocks (fitBlocks, with testN test rows), rescales them as cairnctl
-// fit does by default, initializes, and runs r fits on all cores.
+// fitModel builds the blocks (fitBlocks, with testN test rows), scales the kernel and the
+// initial coefficients exactly as cairnctl fit does by default (scaleKernels "diag",
+// scaleInit defaultInitScale), and runs r Adam fits on all cores.
 func fitModel(f *modelFlags, r, testN int) (*fittedModel, error) {
 	loss, err := fit.ParseLoss(f.loss)
 	if err != nil {
@@ -67,12 +67,18 @@ func fitModel(f *modelFlags, r, testN int) (*fittedModel, error) {
 	if err != nil {
 		return nil, err
 	}
-	scale := diagScale(prob)
+	scale, err := scaleKernels(prob, "diag")
+	if err != nil {
+		return nil, err
+	}
 	secs["kernel"] = time.Since(t0).Seconds()
 	t0 = time.Now()
 	init, err := fit.Initialize(in, prob, f.dim, f.pipeline.seed)
 	if err != nil {
 		return nil, fmt.Errorf("--init %s: %w", in, err)
+	}
+	if _, err := scaleInit(defaultInitScale, in, prob.KA, init.A0); err != nil {
+		return nil, err
 	}
 	secs["init"] = time.Since(t0).Seconds()
 	t0 = time.Now()
@@ -86,26 +92,4 @@ func fitModel(f *modelFlags, r, testN int) (*fittedModel, error) {
 	}
 	secs["fit"] = time.Since(t0).Seconds()
 	return &fittedModel{prob: prob, info: info, init: init, fits: rep, scale: scale, secs: secs}, nil
-}
-
-// diagScale multiplies every kernel block of prob by kernel_scale = M / tr K_mm (one over
-// the mean landmark diagonal) and returns it. The raw sketched eNTK has entries of order
-// 10–100 on MNIST while Adam's steps are of fixed size in Ã; for a given Ã this is a
-// reparametrization (K·c with Ã/c), so ω in raw-kernel units is kernel_scale·ω.
-func diagScale(prob *fit.Problem) float64 {
-	var tr float64
-	m, _ := prob.Kmm.Dims()
-	for i := range m {
-		tr += prob.Kmm.At(i, i)
-	}
-	scale := 1.0
-	if tr > 0 {
-		scale = float64(m) / tr
-	}
-	for _, b := range []*mat.Dense{prob.KA, prob.KB, prob.Kmm, prob.Val.K, prob.Val.KB, prob.Test.K, prob.Test.KB} {
-		if b != nil {
-			b.Scale(scale, b)
-		}
-	}
-	return scale
 }
