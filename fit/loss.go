@@ -77,7 +77,6 @@ type lossWS struct {
 	sa, sb, tmp            []float64
 	u, s, w, gu            *mat.Dense
 	r                      []float64
-	ea, eb, fa, fb         *mat.Dense // finite-difference HVP buffers
 }
 
 // ensure returns m resized to r×c, reusing its storage when large enough. Contents are
