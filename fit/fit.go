@@ -475,17 +475,12 @@ func Adam(p *Problem, a0 *mat.Dense, opt Options) (*Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	m, k, err := checkA0(p, a0)
+	md, k, err := startModel(p, a0, opt.BiasInit)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
 	n, _ := p.KA.Dims()
-	md := newModel(m, k)
-	md.a.Copy(a0)
-	for j := range md.b {
-		md.b[j] = opt.BiasInit
-	}
 	res := &Result{A0: mat.DenseCopyOf(a0), B0: slices.Clone(md.b)}
 	ev := newEvaluator(p, opt, k)
 	crit := ev.criterion()
@@ -576,4 +571,20 @@ func Omega(a, a0 *mat.Dense) []float64 {
 		out[l] = math.Sqrt(ss)
 	}
 	return out
+}
+
+// startModel checks Ã₀ against p and returns the model at (Ã₀, b₀ = biasInit·1) and the
+// latent width k: the common starting point of Adam and the KREPES baseline, so their
+// comparison isolates the solver.
+func startModel(p *Problem, a0 *mat.Dense, biasInit float64) (*model, int, error) {
+	m, k, err := checkA0(p, a0)
+	if err != nil {
+		return nil, 0, err
+	}
+	md := newModel(m, k)
+	md.a.Copy(a0)
+	for j := range md.b {
+		md.b[j] = biasInit
+	}
+	return md, k, nil
 }

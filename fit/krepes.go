@@ -115,17 +115,12 @@ func Krepes(p *Problem, a0 *mat.Dense, opt KrepesOptions) (*KrepesResult, error)
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	m, k, err := checkA0(p, a0)
+	md, k, err := startModel(p, a0, opt.BiasInit)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
 	n, _ := p.KA.Dims()
-	md := newModel(m, k)
-	md.a.Copy(a0)
-	for j := range md.b {
-		md.b[j] = opt.BiasInit
-	}
 	res := &KrepesResult{}
 	res.A0, res.B0 = mat.DenseCopyOf(a0), slices.Clone(md.b)
 	res.SelectedBy = SelectedByKrepes
