@@ -442,6 +442,37 @@ func decodeAudit(key, v []byte) (AuditRecord, string) {
 	return a, ""
 }
 
+// Pending payload: body (rest of the payload, at most MaxPendingLen bytes).
+// Key: seq u64 big-endian, > 0.
+
+func encodePending(key, body []byte) []byte {
+	b := make([]byte, 0, 1+len(body)+4)
+	b = append(b, valueVersion)
+	b = append(b, body...)
+	return seal(key, b)
+}
+
+// decodePending returns a copy of the stored body (nil when empty) and its seq.
+// It accepts exactly the values PutPending can write: seq 0 and bodies over
+// MaxPendingLen are rejected.
+func decodePending(key, v []byte) (seq uint64, body []byte, why string) {
+	if len(key) != 8 {
+		return 0, nil, "pending key is not 8 bytes"
+	}
+	seq = binary.BigEndian.Uint64(key)
+	if seq == 0 {
+		return 0, nil, "pending seq is 0"
+	}
+	payload, why := open(key, v)
+	if why != "" {
+		return 0, nil, why
+	}
+	if len(payload) > MaxPendingLen {
+		return 0, nil, "pending body is " + itoa(uint64(len(payload))) + " bytes, longer than " + itoa(MaxPendingLen)
+	}
+	return seq, append([]byte(nil), payload...), ""
+}
+
 // Meta values: a u64 (format version, counters).
 
 func encodeMetaU64(key []byte, v uint64) []byte {

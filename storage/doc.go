@@ -1,7 +1,8 @@
 // Package storage is cairn's source of truth: one bbolt file holding the
 // stored points, the landmark pool state, immutable model versions, repeated-fit
-// statistics, consumed Kafka offsets, an outbox of output events and a
-// hash-chained audit log. The byte layout is specified in FORMAT.md.
+// statistics, consumed Kafka offsets, an outbox of output events, a
+// hash-chained audit log and the pending deletion audits (decided, not yet
+// emitted). The byte layout is specified in FORMAT.md.
 //
 // storage knows nothing of the mathematics: it stores float64 vectors, byte
 // blobs and plain records, and never interprets them.
@@ -10,7 +11,7 @@
 //
 // Store.Apply runs a function in one bbolt read-write transaction. Everything a
 // batch of input events changes (points, pool state, models, offsets, outbox
-// entries, audit records) goes through the *Tx it is given, so it is committed
+// entries, audit records, pending deletion audits) goes through the *Tx it is given, so it is committed
 // all together or not at all: offsets never advance without the state they
 // describe, and the reverse. If the function returns an error, nothing is kept.
 // Store.View runs a read-only transaction (*ReadTx); read-only transactions run
@@ -40,6 +41,21 @@
 // commits a batch of deletions with their audits, calls Compact, and only then
 // are the audit events published; no audit can precede the erasure it attests.
 //
+// # Pending deletion audits
+//
+// A deletion's audit may be emitted only after Compact has erased the point,
+// so between the deletion's commit and the audit's emission it must survive a
+// crash. Tx.PutPending(seq, body) stores it in the same transaction as
+// Tx.DeletePoint; after Compact the daemon emits it (AppendAudit, Enqueue) and
+// removes it with Tx.DeletePending in one transaction; after a restart
+// ReadTx.ForEachPending lists what is still to emit, in seq order. seq (> 0) is
+// the caller's own deletion sequence, unrelated to outbox and audit seqs;
+// PutPending overwrites. body is opaque to storage, at most MaxPendingLen
+// bytes, and must not contain raw input data: unlike DeletePoint, pending
+// writes and deletes start no scrub hold, so a deleted body's bytes remain on
+// freed pages until the next Compact. Naming: Store.Pending(limit) is the
+// outbox (entries awaiting publication), ReadTx.Pending(seq) this bucket.
+//
 // # Audit log
 //
 // Tx.AppendAudit(body) stores body verbatim under the next seq (from 1) with
@@ -54,8 +70,11 @@
 //
 // Options.NoSync defaults to false: every commit is fsynced. Every stored value
 // carries a version byte and a CRC-32C over key and value; a mismatch is a
-// *CorruptError (errors.Is(err, ErrCorrupt)). A file of another format version
-// fails Open with *FormatError (errors.Is(err, ErrUnknownFormat)).
+// *CorruptError (errors.Is(err, ErrCorrupt)). Open migrates a version 1 file
+// to FormatVersion (2) in one transaction, silently (FORMAT.md, "Migrations");
+// a file of any other version, or one missing a bucket of its version, fails
+// Open with *FormatError (errors.Is(err, ErrUnknownFormat)) and is left
+// unchanged.
 //
 // # Concurrency
 //

@@ -192,3 +192,31 @@ func FuzzDecodeMetaU64(f *testing.F) {
 		})
 	})
 }
+
+func FuzzDecodePending(f *testing.F) {
+	k := u64Key(42)
+	addSeeds(f, k, encodePending(k, []byte(`{"deletion":42,"id":"u1"}`)))
+	addSeeds(f, u64Key(1), encodePending(u64Key(1), []byte{0}))
+	f.Add(u64Key(1), encodePending(u64Key(1), nil))
+	// seq 0 with a valid checksum, a 7-byte key, and a body one byte too long.
+	f.Add(u64Key(0), encodePending(u64Key(0), []byte("x")))
+	f.Add(k[:7], encodePending(k[:7], []byte("x")))
+	f.Add(k, encodePending(k, make([]byte, MaxPendingLen+1)))
+	f.Fuzz(func(t *testing.T, key, v []byte) {
+		both(key, v, func(v []byte) {
+			seq, body, why := decodePending(key, v)
+			if why != "" {
+				return
+			}
+			if seq == 0 || !bytes.Equal(u64Key(seq), key) {
+				t.Fatalf("pending key %x decoded to seq %d", key, seq)
+			}
+			if len(body) > MaxPendingLen {
+				t.Fatalf("accepted a %d-byte pending body, limit %d", len(body), MaxPendingLen)
+			}
+			if got := encodePending(key, body); !bytes.Equal(got, v) {
+				t.Fatalf("accepted pending value not canonical:\n in  %x\n out %x", v, got)
+			}
+		})
+	})
+}

@@ -17,14 +17,22 @@ import (
 )
 
 // FormatVersion is the file format version this package writes and reads
-// (FORMAT.md). Opening a file with another version fails with *FormatError.
-const FormatVersion = 1
+// (FORMAT.md). Open migrates a file of an older version listed in migrations;
+// any other version fails with *FormatError.
+const FormatVersion = 2
 
 // MaxIDLen is the longest point id, in bytes, that the store accepts.
 const MaxIDLen = 1024
 
 // MaxTopicLen is the longest topic name accepted (Kafka's own limit).
 const MaxTopicLen = 249
+
+// MaxPendingLen is the longest pending deletion audit body, in bytes, that
+// Tx.PutPending accepts. A pending body is one audit before it is emitted;
+// 1 MiB is far above any audit and bounds what one value adds to a commit. The
+// event built from it must still fit the broker's message size limit (Kafka's
+// default is about 1 MB), which is the caller's concern.
+const MaxPendingLen = 1 << 20
 
 // Defaults for Options fields left zero.
 const (
@@ -45,10 +53,38 @@ var (
 	bucketOffsets  = []byte("offsets")
 	bucketOutbox   = []byte("outbox")
 	bucketAudit    = []byte("audit")
+	bucketPending  = []byte("pending") // since format version 2
 
-	allBuckets = [][]byte{bucketMeta, bucketPoints, bucketPool, bucketModels,
+	// v1Buckets are the buckets of a format version 1 file.
+	v1Buckets = [][]byte{bucketMeta, bucketPoints, bucketPool, bucketModels,
 		bucketFitStats, bucketOffsets, bucketOutbox, bucketAudit}
+	// allBuckets are the buckets of a file of FormatVersion.
+	allBuckets = append(v1Buckets[:len(v1Buckets):len(v1Buckets)], bucketPending)
+
+	// formatBuckets[v] are the buckets every valid file of version v has.
+	formatBuckets = [FormatVersion + 1][][]byte{1: v1Buckets, 2: allBuckets}
 )
+
+// migrations[v] upgrades a file of format version v to v+1 inside the opening
+// transaction, after the caller checked that every bucket of version v exists.
+// It must not touch format_version (migrateFormat writes it). An entry is nil
+// for versions that cannot be migrated (0 never existed).
+var migrations = [FormatVersion]func(path string, tx *bolt.Tx) error{
+	1: migrate1to2,
+}
+
+// migrate1to2 adds the pending bucket (FORMAT.md, "Migrations").
+func migrate1to2(path string, tx *bolt.Tx) error {
+	// A version 1 file never has it; finding one means someone else wrote
+	// the file, and silently adopting its contents would be wrong.
+	if tx.Bucket(bucketPending) != nil {
+		return &FormatError{Path: path, Got: 1, Want: FormatVersion, Reason: fmt.Sprintf("version 1 file already has bucket %q", bucketPending)}
+	}
+	if _, err := tx.CreateBucket(bucketPending); err != nil {
+		return fmt.Errorf("storage: migrate %s to format 2: create bucket %q: %w", path, bucketPending, err)
+	}
+	return nil
+}
 
 // Keys of the meta bucket and of the pool bucket.
 var (
@@ -117,9 +153,12 @@ type Store struct {
 }
 
 // Open opens or creates the store at path. A new file is initialized with
-// FormatVersion; an existing file must carry exactly FormatVersion, otherwise
-// the error matches ErrUnknownFormat. A compaction temp file left by a crash is
-// removed (it is never the source of truth).
+// FormatVersion. An existing file of an older version this package can migrate
+// (version 1) is upgraded to FormatVersion in one transaction, so after a crash
+// the file is either entirely the old version or entirely the new one; any
+// other version, or a file lacking a bucket of its version, fails with an error
+// matching ErrUnknownFormat and is left unchanged. A compaction temp file left
+// by a crash is removed (it is never the source of truth).
 func Open(path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	if err := os.Remove(compactTempPath(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -157,7 +196,8 @@ func openDB(path string, opts Options) (_ *bolt.DB, err error) {
 }
 
 // initFormat creates the buckets of an empty file, or checks the version of an
-// existing one.
+// existing one and migrates it to FormatVersion. It runs in the transaction of
+// openDB, so a failed check or migration leaves the file as it was.
 func initFormat(path string, tx *bolt.Tx) error {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
@@ -181,13 +221,44 @@ func initFormat(path string, tx *bolt.Tx) error {
 	if why != "" {
 		return &FormatError{Path: path, Want: FormatVersion, Reason: "format_version: " + why}
 	}
-	if got != FormatVersion {
+	if got == 0 || got > FormatVersion || (got < FormatVersion && migrations[got] == nil) {
 		return &FormatError{Path: path, Got: uint32(min(got, 1<<32-1)), Want: FormatVersion}
 	}
-	for _, name := range allBuckets {
+	if got < FormatVersion {
+		return migrateFormat(path, tx, got)
+	}
+	return requireBuckets(path, tx, FormatVersion, allBuckets)
+}
+
+// requireBuckets fails with *FormatError unless every bucket in names exists.
+func requireBuckets(path string, tx *bolt.Tx, version uint64, names [][]byte) error {
+	for _, name := range names {
 		if tx.Bucket(name) == nil {
-			return &FormatError{Path: path, Want: FormatVersion, Reason: fmt.Sprintf("missing bucket %q", name)}
+			return &FormatError{Path: path, Got: uint32(version), Want: FormatVersion, Reason: fmt.Sprintf("version %d file is missing bucket %q", version, name)}
 		}
+	}
+	return nil
+}
+
+// migrateFormat upgrades a file of version from (0 < from < FormatVersion, with
+// a migration) step by step to FormatVersion and records the new version.
+func migrateFormat(path string, tx *bolt.Tx, from uint64) error {
+	if err := requireBuckets(path, tx, from, formatBuckets[from]); err != nil {
+		return err
+	}
+	for v := from; v < FormatVersion; v++ {
+		if migrations[v] == nil {
+			return &FormatError{Path: path, Got: uint32(from), Want: FormatVersion, Reason: fmt.Sprintf("no migration from version %d", v)}
+		}
+		if err := migrations[v](path, tx); err != nil {
+			return err
+		}
+	}
+	if err := requireBuckets(path, tx, FormatVersion, allBuckets); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, FormatVersion)); err != nil {
+		return fmt.Errorf("storage: migrate %s: set format_version %d: %w", path, FormatVersion, err)
 	}
 	return nil
 }
@@ -287,7 +358,9 @@ func (s *Store) notify() {
 
 // Pending returns up to limit outbox entries in seq order (all when limit <= 0),
 // excluding entries held until the next Compact (see Apply). The entries stay in
-// the outbox until Ack; calling Pending again returns them again.
+// the outbox until Ack; calling Pending again returns them again. It reads the
+// outbox only; pending deletion audits (not yet turned into outbox entries) are
+// read with ReadTx.Pending and ReadTx.ForEachPending.
 func (s *Store) Pending(limit int) (out []OutboxEntry, err error) {
 	err = s.View(func(tx *ReadTx) error {
 		if err := tx.check(); err != nil {

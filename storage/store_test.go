@@ -88,6 +88,12 @@ type allRecords struct {
 	audits   []AuditRecord
 	outSeqs  []uint64
 	auditRet []AuditLink
+	pending  []pendingRec // in seq order, as ForEachPending returns them
+}
+
+type pendingRec struct {
+	seq  uint64
+	body []byte
 }
 
 func writeAll(t *testing.T, s *Store) allRecords {
@@ -105,6 +111,11 @@ func writeAll(t *testing.T, s *Store) allRecords {
 		outbox: []OutboxEntry{
 			{Seq: 1, Topic: "cairn.attributions", Key: []byte("r1"), Value: []byte(`{"v":1}`)},
 			{Seq: 2, Topic: "cairn.status", Key: nil, Value: nil},
+		},
+		pending: []pendingRec{
+			{3, []byte(`{"deletion":3}`)},
+			{7, nil}, // empty body
+			{math.MaxUint64, []byte{0, 0xff, 1}},
 		},
 	}
 	err := s.Apply(func(tx *Tx) error {
@@ -143,6 +154,15 @@ func writeAll(t *testing.T, s *Store) allRecords {
 			}
 			r.auditRet = append(r.auditRet, l)
 			r.audits = append(r.audits, AuditRecord{AuditLink: l, Body: []byte(body)})
+		}
+		// Out of seq order, and seq 3 overwritten: the last body wins.
+		if err := tx.PutPending(3, []byte("overwritten")); err != nil {
+			return err
+		}
+		for _, i := range []int{2, 0, 1} {
+			if err := tx.PutPending(r.pending[i].seq, r.pending[i].body); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -211,6 +231,25 @@ func checkAll(t *testing.T, s *Store, want allRecords) {
 		head, ok, err := tx.AuditHead()
 		if err != nil || !ok || head != want.audits[len(want.audits)-1].AuditLink {
 			t.Errorf("AuditHead = %+v, %v, %v", head, ok, err)
+		}
+		var pend []pendingRec
+		if err := tx.ForEachPending(func(seq uint64, body []byte) error {
+			pend = append(pend, pendingRec{seq, body})
+			return nil
+		}); err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(pend, want.pending) {
+			t.Errorf("ForEachPending = %+v, want %+v", pend, want.pending)
+		}
+		for _, wp := range want.pending {
+			body, ok, err := tx.Pending(wp.seq)
+			if err != nil || !ok || !bytes.Equal(body, wp.body) {
+				t.Errorf("Pending(%d) = %q, %v, %v; want %q", wp.seq, body, ok, err, wp.body)
+			}
+		}
+		if body, ok, err := tx.Pending(4); err != nil || ok || body != nil {
+			t.Errorf("Pending(4) = %q, %v, %v; want absent", body, ok, err)
 		}
 		return nil
 	})
@@ -326,6 +365,10 @@ func TestInvalidArguments(t *testing.T) {
 			return tx.PutModel(m)
 		}},
 		{"fit stats version 0", func(tx *Tx) error { return tx.PutFitStats(FitStats{}) }},
+		{"pending seq 0", func(tx *Tx) error { return tx.PutPending(0, []byte("x")) }},
+		{"pending body too long", func(tx *Tx) error { return tx.PutPending(1, make([]byte, MaxPendingLen+1)) }},
+		{"delete pending seq 0", func(tx *Tx) error { _, err := tx.DeletePending(0); return err }},
+		{"read pending seq 0", func(tx *Tx) error { _, _, err := tx.Pending(0); return err }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -343,16 +386,20 @@ func TestOpenUnknownVersion(t *testing.T) {
 		corrupt func(tx *bolt.Tx) error
 		wantGot uint32
 	}{
-		{"version 2", func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 2))
-		}, 2},
+		{"version 3", func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 3))
+		}, 3},
+		{"version max", func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, math.MaxUint64))
+		}, math.MaxUint32},
 		{"version 0", func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 0))
 		}, 0},
 		{"no version key", func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(metaFormat) }, 0},
 		{"no meta bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketMeta) }, 0},
 		{"garbled version", func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaFormat, []byte{1, 2, 3}) }, 0},
-		{"missing bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketOutbox) }, 0},
+		{"missing bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketOutbox) }, 2},
+		{"version 2 without pending", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPending) }, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -426,6 +473,14 @@ func TestChecksumCorruption(t *testing.T) {
 		{bucketOutbox, u64Key(2), func(s *Store) error { _, err := s.Pending(0); return err }},
 		{bucketAudit, u64Key(1), func(s *Store) error {
 			return s.View(func(tx *ReadTx) error { _, _, err := tx.Audit(1); return err })
+		}},
+		{bucketPending, u64Key(7), func(s *Store) error {
+			return s.View(func(tx *ReadTx) error { _, _, err := tx.Pending(7); return err })
+		}},
+		{bucketPending, u64Key(3), func(s *Store) error {
+			return s.View(func(tx *ReadTx) error {
+				return tx.ForEachPending(func(uint64, []byte) error { return nil })
+			})
 		}},
 		{bucketMeta, metaPointCount, func(s *Store) error {
 			return s.View(func(tx *ReadTx) error { _, err := tx.PointCount(); return err })
@@ -527,6 +582,15 @@ func TestApplyAtomic(t *testing.T) {
 					}
 					if err := tx.PutFitStats(FitStats{Version: 1}); err != nil {
 						return err
+					}
+					if err := tx.PutPending(5, []byte("new")); err != nil {
+						return err
+					}
+					if err := tx.PutPending(7, []byte("replaced")); err != nil {
+						return err
+					}
+					if existed, err := tx.DeletePending(3); err != nil || !existed {
+						return fmt.Errorf("DeletePending(3) = %v, %v; want existed", existed, err)
 					}
 					// Inside the transaction its own writes are visible.
 					if _, ok, _ := tx.Point("new"); !ok {
@@ -910,8 +974,8 @@ func TestErasureScan(t *testing.T) {
 		if _, err := tx.DeletePoint("victim"); err != nil {
 			return err
 		}
-		_, err := tx.AppendAudit([]byte(`{"deleted":"victim"}`))
-		return err
+		// As the daemon does: the audit to emit after Compact, crash-safe.
+		return tx.PutPending(1, []byte(`{"deleted":"victim"}`))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -952,6 +1016,22 @@ func TestErasureScan(t *testing.T) {
 	}
 	if _, ok, _ := viewPoint(s, "victim"); ok {
 		t.Error("deleted point readable after Compact")
+	}
+	// Compact copies the pending bucket: the audit to emit is still there.
+	var body []byte
+	err = s.View(func(tx *ReadTx) (err error) { body, _, err = tx.Pending(1); return err })
+	if want := `{"deleted":"victim"}`; err != nil || string(body) != want {
+		t.Errorf("Pending(1) after Compact = %q, %v; want %q", body, err, want)
+	}
+	err = s.Apply(func(tx *Tx) error {
+		if _, err := tx.AppendAudit(body); err != nil {
+			return err
+		}
+		_, err := tx.DeletePending(1)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if err := s.VerifyAudit(); err != nil {
 		t.Errorf("VerifyAudit after Compact: %v", err)
@@ -994,6 +1074,18 @@ func TestClosedAndFinished(t *testing.T) {
 	}
 	if _, _, err := leakedRead.Point("x"); !errors.Is(err, ErrTxDone) {
 		t.Errorf("Point on finished ReadTx = %v, want ErrTxDone", err)
+	}
+	if err := leakedTx.PutPending(1, nil); !errors.Is(err, ErrTxDone) {
+		t.Errorf("PutPending on finished Tx = %v, want ErrTxDone", err)
+	}
+	if _, err := leakedTx.DeletePending(1); !errors.Is(err, ErrTxDone) {
+		t.Errorf("DeletePending on finished Tx = %v, want ErrTxDone", err)
+	}
+	if _, _, err := leakedRead.Pending(1); !errors.Is(err, ErrTxDone) {
+		t.Errorf("Pending on finished ReadTx = %v, want ErrTxDone", err)
+	}
+	if err := leakedRead.ForEachPending(func(uint64, []byte) error { return nil }); !errors.Is(err, ErrTxDone) {
+		t.Errorf("ForEachPending on finished ReadTx = %v, want ErrTxDone", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

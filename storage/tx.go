@@ -264,6 +264,51 @@ func (r *ReadTx) ForEachAudit(from uint64, fn func(AuditRecord) error) error {
 	return nil
 }
 
+// Pending returns the pending deletion audit body stored under seq; ok is false
+// if there is none. seq 0 is never stored and is an ErrInvalid error. Not to be
+// confused with Store.Pending, which lists outbox entries.
+func (r *ReadTx) Pending(seq uint64) (body []byte, ok bool, err error) {
+	if err := r.check(); err != nil {
+		return nil, false, err
+	}
+	if seq == 0 {
+		return nil, false, invalidf("pending seq is 0")
+	}
+	k := u64Key(seq)
+	v := r.tx.Bucket(bucketPending).Get(k)
+	if v == nil {
+		return nil, false, nil
+	}
+	_, body, why := decodePending(k, v)
+	if why != "" {
+		return nil, false, corrupt(bucketPending, k, why)
+	}
+	return body, true, nil
+}
+
+// ForEachPending calls fn for every pending deletion audit in increasing seq
+// order and stops at fn's first error, which it returns. body is a fresh copy
+// (nil when empty) that fn may keep. fn must not modify the store through
+// another transaction; inside Apply, it must not call PutPending or
+// DeletePending (a write to the bucket may invalidate bbolt's cursor): collect
+// the seqs and delete them after the walk.
+func (r *ReadTx) ForEachPending(fn func(seq uint64, body []byte) error) error {
+	if err := r.check(); err != nil {
+		return err
+	}
+	c := r.tx.Bucket(bucketPending).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		seq, body, why := decodePending(k, v)
+		if why != "" {
+			return corrupt(bucketPending, k, why)
+		}
+		if err := fn(seq, body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Tx is the read-write transaction given to Apply. It reads like a ReadTx and
 // sees its own writes. Arguments are encoded when a method is called, so the
 // caller may reuse its slices afterwards. Not safe for concurrent use.
@@ -448,6 +493,50 @@ func (t *Tx) AppendAudit(body []byte) (AuditLink, error) {
 	}
 	t.auditHead = l
 	return l, nil
+}
+
+// PutPending stores body as the pending deletion audit with the given seq,
+// replacing any body already stored under it. The caller chooses seq (> 0; the
+// daemon uses its deletion sequence) and the encoding of body, which storage
+// never interprets; len(body) must be at most MaxPendingLen. body must not
+// contain raw input data: unlike a deleted point it is not covered by the
+// Compact hold, and DeletePending does not start one, so its bytes may stay on
+// freed pages until the next Compact.
+func (t *Tx) PutPending(seq uint64, body []byte) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if seq == 0 {
+		return invalidf("pending seq is 0")
+	}
+	if len(body) > MaxPendingLen {
+		return invalidf("pending body for seq %d is %d bytes, longer than %d", seq, len(body), MaxPendingLen)
+	}
+	k := u64Key(seq)
+	if err := t.tx.Bucket(bucketPending).Put(k, encodePending(k, body)); err != nil {
+		return fmt.Errorf("storage: put pending seq %d (%d bytes): %w", seq, len(body), err)
+	}
+	return nil
+}
+
+// DeletePending removes the pending deletion audit with the given seq and
+// reports whether it existed; seq 0 is an ErrInvalid error.
+func (t *Tx) DeletePending(seq uint64) (existed bool, err error) {
+	if err := t.check(); err != nil {
+		return false, err
+	}
+	if seq == 0 {
+		return false, invalidf("pending seq is 0")
+	}
+	k := u64Key(seq)
+	b := t.tx.Bucket(bucketPending)
+	if b.Get(k) == nil {
+		return false, nil
+	}
+	if err := b.Delete(k); err != nil {
+		return false, fmt.Errorf("storage: delete pending seq %d: %w", seq, err)
+	}
+	return true, nil
 }
 
 // PutPoolState replaces the landmark pool state.
