@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	"gonum.org/v1/gonum/mat"
@@ -41,14 +40,14 @@ func runFit(args []string, stdout io.Writer) error {
 	fits := fs.Int("fits", 1, "number R of repeated Adam fits differing only in the fit seed")
 	k := fs.Int("k", 256, "output dimension of the encoder")
 	epochs := fs.Int("epochs", 20, "Adam epochs")
-	initScaleFlag := fs.String("init-scale", defaultInitScale, "multiply Ã₀ by this factor; unit: by the factor giving the training latents K_A Ã₀ unit mean per-dimension variance; auto: unit for the PCI initializers, 1 for the others")
-	lr := fs.Float64("lr", fit.DefaultOptions(fit.SimCLR).LR, "Adam peak learning rate (paper Table hparams; in units of Ã, see defaultInitScale)")
+	initScaleFlag := fs.String("init-scale", fit.DefaultInitScale, "multiply Ã₀ by this factor; unit: by the factor giving the training latents K_A Ã₀ unit mean per-dimension variance; auto: unit for the PCI initializers, 1 for the others")
+	lr := fs.Float64("lr", fit.DefaultOptions(fit.SimCLR).LR, "Adam peak learning rate (paper Table hparams; in units of Ã, see fit.DefaultInitScale)")
 	selector := fs.String("selector", coreset.SelPCNTK, "landmark selector")
 	valFrac := fs.Float64("val-frac", 0.2, "fraction of the loaded train rows held out for validation")
 	testN := fs.Int("test-n", 2000, "rows of the test split to evaluate on (0 = no test evaluation)")
 	damping := fs.Float64("damping", 1e-3, "KREPES Gauss–Newton damping λ")
 	cgIters := fs.Int("cg-iters", 150, "KREPES maximum CG iterations")
-	kscale := fs.String("kernel-scale", "diag", "kernel normalization: diag (divide every block by the mean of diag K_mm) | none")
+	kscale := fs.String("kernel-scale", fit.ScaleDiag, "kernel normalization: diag (divide every block by the mean of diag K_mm) | none")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -69,8 +68,8 @@ func runFit(args []string, stdout io.Writer) error {
 	if !(*valFrac > 0 && *valFrac < 1) {
 		return fmt.Errorf("--val-frac: %v must be in (0, 1)", *valFrac)
 	}
-	if _, _, err := parseInitScale(*initScaleFlag, in); err != nil {
-		return err
+	if _, _, err := fit.ParseInitScale(*initScaleFlag, in); err != nil {
+		return fmt.Errorf("--init-scale: %w", err)
 	}
 	if !(*lr > 0) || math.IsInf(*lr, 0) {
 		return fmt.Errorf("--lr: %v must be positive and finite", *lr)
@@ -85,9 +84,9 @@ func runFit(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	scale, err := scaleKernels(prob, *kscale)
+	scale, err := fit.ScaleKernels(prob, *kscale)
 	if err != nil {
-		return err
+		return fmt.Errorf("--kernel-scale: %w", err)
 	}
 	secs["kernel"] = time.Since(t0).Seconds()
 
@@ -96,9 +95,9 @@ func runFit(args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--init %s: %w", in, err)
 	}
-	initScale, err := scaleInit(*initScaleFlag, in, prob.KA, init.A0)
+	initScale, err := fit.ScaleInit(*initScaleFlag, in, prob.KA, init.A0)
 	if err != nil {
-		return err
+		return fmt.Errorf("--init-scale: %w", err)
 	}
 	secs["init"] = time.Since(t0).Seconds()
 	out := map[string]any{
@@ -191,137 +190,6 @@ func runFit(args []string, stdout io.Writer) error {
 		secs["kernel_"+name] = s
 	}
 	return writeJSON(stdout, out)
-}
-
-// defaultInitScale is --init-scale auto (our choice, measured): the PCI initializers'
-// Ã₀ = U(Λ+ε)^{-1/2} is multiplied by unitLatentScale, so the initial training latents have
-// unit mean per-dimension variance. The paper's other Stage 2 constants are absolute: Adam
-// moves every coefficient by about lr = 1.25e-2 per step whatever the gradient's scale (the
-// first bias-corrected step is exactly lr·sign(g)), b₀ = 0.1·1, and VICReg's variance term
-// targets standard deviation 1. PCI's scale instead follows the kernel's: under
-// --kernel-scale diag its latents have per-dimension standard deviation ≈ 0.02 (the factor
-// is ≈ 49 on MNIST), so b₀ dominates every latent's direction, the leading columns
-// (entries ≈ (M·λ₁)^{-1/2}) are overwritten by the first steps, SimCLR sits at its
-// collapse value log(2B−1), Barlow Twins' loss rises in epoch 2, and VICReg's hinge stays
-// active. The paper rescales CSI and AUI (‖Ã₀‖_F = √k) but not PCI, so for CSI, AUI and
-// Kaiming auto keeps the factor 1. For the scale-invariant losses the factor s acts like
-// lr/s (up to b₀ and weight decay); for VICReg it also meets the variance target. Measured
-// on MNIST (n 10000, m 256, h 2, s 256, PCI, seed 1), test k-NN of the selected checkpoint
-// (initialization: 0.852 unscaled, 0.862 scaled, the gain being b₀'s smaller weight):
-//
-//	setting                       BT       SimCLR   VICReg
-//	factor 1,  lr 1.25e-2         0.6765   0.818    0.823
-//	factor 1,  lr 3e-4            0.8615   0.8445   0.8435
-//	factor 1,  lr 1e-3            0.8455   0.856    0.8445
-//	factor 30, lr 1.25e-2         0.8655   0.859    0.8625
-//	unit (49), lr 1.25e-2         0.860    0.8615   0.859
-//
-// With the unit factor, Barlow Twins and VICReg raise validation accuracy from 0.9115 to
-// 0.924 and 0.9225, but test accuracy stays within noise (±0.8 points for 2000 test points)
-// of the initialization; SimCLR now trains (loss 5.79 → 4.70 instead of pinned at 6.97)
-// but lowers validation accuracy from its first epoch in every setting tried.
-const defaultInitScale = "auto"
-
-// scaleKernels applies --kernel-scale mode to every block of prob in place and returns
-// the factor (1 for none). Callers that build fits from fitBlocks should apply it before
-// Initialize, as runFit does.
-func scaleKernels(prob *fit.Problem, mode string) (float64, error) {
-	scale := 1.0
-	switch mode {
-	case "diag":
-		// The raw sketched eNTK has entries of order 10–100 on MNIST; Adam's steps are of
-		// fixed size in Ã, so the latent would move by about M·|K|·lr per step (observed:
-		// SimCLR collapsing to log(2B−1) at once). Every block is multiplied by
-		// kernel_scale = 1/mean(diag K_mm). For a given Ã this is a reparametrization
-		// (K·s with Ã/s), so ω in raw-kernel units is kernel_scale·ω; it changes Adam's
-		// effective step and the latent scale of the spectral initializers (PCI's
-		// (λ+ε)^{-1/2} gives a latent scale of sqrt(kernel_scale) relative to raw).
-		var tr float64
-		m, _ := prob.Kmm.Dims()
-		for i := range m {
-			tr += prob.Kmm.At(i, i)
-		}
-		if tr > 0 {
-			scale = float64(m) / tr
-		}
-		for _, b := range []*mat.Dense{prob.KA, prob.KB, prob.Kmm, prob.Val.K, prob.Test.K} {
-			if b != nil {
-				b.Scale(scale, b)
-			}
-		}
-	case "none":
-	default:
-		return 0, fmt.Errorf("--kernel-scale: %q (want diag or none)", mode)
-	}
-	return scale, nil
-}
-
-// parseInitScale interprets --init-scale for initializer in: unit reports whether the
-// factor is unitLatentScale's, else factor is the fixed factor.
-func parseInitScale(spec string, in fit.Init) (factor float64, unit bool, err error) {
-	switch spec {
-	case "unit":
-		return 0, true, nil
-	case "auto":
-		if in == fit.PCI || in == fit.PCILanczos || in == fit.KrepesPCI {
-			return 0, true, nil
-		}
-		return 1, false, nil
-	}
-	v, err := strconv.ParseFloat(spec, 64)
-	if err != nil || !(v > 0) || math.IsInf(v, 0) {
-		return 0, false, fmt.Errorf("--init-scale: %q must be auto, unit or a positive finite number", spec)
-	}
-	return v, false, nil
-}
-
-// scaleInit multiplies a0 (Ã₀ of initializer in, modified in place) by the factor that
-// --init-scale spec selects (see defaultInitScale) and returns the factor. ka is the
-// training view K_A after --kernel-scale. The scaled Ã₀ is the fit's Ã₀: ω is measured
-// from it. Callers that build their own fits from fitBlocks (explain, audit) should call
-// it with defaultInitScale after Initialize, and apply the same --kernel-scale, to fit
-// what cairnctl fit fits.
-func scaleInit(spec string, in fit.Init, ka, a0 *mat.Dense) (float64, error) {
-	f, unit, err := parseInitScale(spec, in)
-	if err != nil {
-		return 0, err
-	}
-	if unit {
-		f = unitLatentScale(ka, a0)
-	}
-	if f != 1 {
-		a0.Scale(f, a0)
-	}
-	return f, nil
-}
-
-// unitLatentScale returns 1/sqrt(v̄), v̄ the mean over the k latent dimensions of the
-// (population) variance over the training rows of z = K_A Ã₀: the factor that gives the
-// initial latents unit mean per-dimension variance, the scale VICReg's variance term
-// (target standard deviation 1) and the absolute b₀ = 0.1·1 and learning rate assume. It
-// returns 1 when v̄ is zero or not finite.
-func unitLatentScale(ka, a0 *mat.Dense) float64 {
-	var z mat.Dense
-	z.Mul(ka, a0)
-	n, k := z.Dims()
-	var v float64
-	for j := range k {
-		var mu, ss float64
-		for i := range n {
-			mu += z.At(i, j)
-		}
-		mu /= float64(n)
-		for i := range n {
-			d := z.At(i, j) - mu
-			ss += d * d
-		}
-		v += ss / float64(n)
-	}
-	v /= float64(k)
-	if !(v > 0) || math.IsInf(v, 0) {
-		return 1
-	}
-	return 1 / math.Sqrt(v)
 }
 
 // jsonNum maps NaN and ±Inf (no test labels, no value) to JSON null.

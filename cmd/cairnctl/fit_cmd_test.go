@@ -1,13 +1,10 @@
 package main
 
 import (
+	"errors"
 	"io"
-	"math"
-	"math/rand/v2"
 	"strings"
 	"testing"
-
-	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/fit"
 )
@@ -25,53 +22,13 @@ func TestRunFitRejectsBadLR(t *testing.T) {
 	}
 }
 
-// TestUnitLatentScale checks that scaling Ã₀ by unitLatentScale gives latents whose
-// per-dimension variances, computed here as E[z²] − E[z]² (a different formula from the
-// two-pass one under test), average to 1. Both are float64 sums of 50 terms of size O(1):
-// agreement to 1e-12 leaves ample room for rounding (~1e-15 per operation).
-func TestUnitLatentScale(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	ka := mat.NewDense(50, 6, nil)
-	a0 := mat.NewDense(6, 4, nil)
-	for _, m := range []*mat.Dense{ka, a0} {
-		rows, cols := m.Dims()
-		for i := range rows {
-			for j := range cols {
-				m.Set(i, j, 3+r.NormFloat64()) // a large common offset, as in kernel rows
-			}
-		}
-	}
-	s := unitLatentScale(ka, a0)
-	var z mat.Dense
-	z.Mul(ka, a0)
-	z.Scale(s, &z)
-	n, k := z.Dims()
-	var mv float64
-	for j := range k {
-		var m1, m2 float64
-		for i := range n {
-			m1 += z.At(i, j) / float64(n)
-			m2 += z.At(i, j) * z.At(i, j) / float64(n)
-		}
-		mv += (m2 - m1*m1) / float64(k)
-	}
-	if math.Abs(mv-1) > 1e-9 {
-		t.Errorf("mean latent variance after scaling by %v = %v, want 1", s, mv)
-	}
-	for _, c := range []struct {
-		spec string
-		in   fit.Init
-		want float64
-	}{{"auto", fit.PCI, s}, {"auto", fit.Kaiming, 1}, {"unit", fit.CSI, s}, {"2.5", fit.PCI, 2.5}} {
-		a := mat.DenseCopyOf(a0)
-		got, err := scaleInit(c.spec, c.in, ka, a)
-		var want mat.Dense
-		want.Scale(c.want, a0)
-		if err != nil || got != c.want || !mat.Equal(a, &want) {
-			t.Errorf("scaleInit(%q, %v): factor %v, err %v, want factor %v and Ã₀ scaled by it", c.spec, c.in, got, err, c.want)
-		}
-	}
-	if got := unitLatentScale(ka, mat.NewDense(6, 4, nil)); got != 1 {
-		t.Errorf("zero Ã₀: scale %v, want 1", got)
+// TestRunFitRejectsBadKernelScale checks that an unknown --kernel-scale mode is refused
+// with the flag named in the error. The mode is checked once the blocks exist, so this
+// runs a tiny pipeline (100 MNIST rows, 4 landmarks, no test split).
+func TestRunFitRejectsBadKernelScale(t *testing.T) {
+	args := []string{"--data", "mnist", "--n", "100", "--m", "4", "--h", "2", "--s", "32", "--test-n", "0", "--epochs", "1", "--kernel-scale", "Diag"}
+	err := runFit(args, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--kernel-scale") || !errors.Is(err, fit.ErrOption) {
+		t.Errorf("--kernel-scale Diag: got error %v, want one naming --kernel-scale and wrapping fit.ErrOption", err)
 	}
 }

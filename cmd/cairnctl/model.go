@@ -44,8 +44,8 @@ type fittedModel struct {
 }
 
 // fitModel builds the blocks (fitBlocks, with testN test rows), scales the kernel and the
-// initial coefficients exactly as cairnctl fit does by default (scaleKernels "diag",
-// scaleInit defaultInitScale), and runs r Adam fits on all cores.
+// initial coefficients exactly as cairnctl fit does by default (fit.ScaleKernels
+// fit.ScaleDiag, fit.ScaleInit fit.DefaultInitScale), and runs r Adam fits on all cores.
 func fitModel(f *modelFlags, r, testN int) (*fittedModel, error) {
 	loss, err := fit.ParseLoss(f.loss)
 	if err != nil {
@@ -67,7 +67,7 @@ func fitModel(f *modelFlags, r, testN int) (*fittedModel, error) {
 	if err != nil {
 		return nil, err
 	}
-	scale, err := scaleKernels(prob, "diag")
+	scale, err := fit.ScaleKernels(prob, fit.ScaleDiag)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func fitModel(f *modelFlags, r, testN int) (*fittedModel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--init %s: %w", in, err)
 	}
-	if _, err := scaleInit(defaultInitScale, in, prob.KA, init.A0); err != nil {
+	if _, err := fit.ScaleInit(fit.DefaultInitScale, in, prob.KA, init.A0); err != nil {
 		return nil, err
 	}
 	secs["init"] = time.Since(t0).Seconds()
