@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
@@ -469,6 +470,13 @@ func checkA0(p *Problem, a0 *mat.Dense) (m, k int, err error) {
 // the labelled validation split, else by validation loss on its two views, else the final
 // epoch is kept (Result.SelectedBy says which).
 func Adam(p *Problem, a0 *mat.Dense, opt Options) (*Result, error) {
+	return AdamContext(context.Background(), p, a0, opt)
+}
+
+// AdamContext is Adam that stops early with ctx.Err() when ctx is done: it checks ctx
+// before every minibatch, so a cancelled fit returns within one batch step. The daemon
+// uses it so that shutdown never waits for a refit.
+func AdamContext(ctx context.Context, p *Problem, a0 *mat.Dense, opt Options) (*Result, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
@@ -507,6 +515,9 @@ func Adam(p *Problem, a0 *mat.Dense, opt Options) (*Result, error) {
 		order = batchOrder(order, p.IDs, idHash, opt.Seed, epoch)
 		var sum float64
 		for bi := 0; bi+1 < len(bounds); bi++ {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 			md.gather(p, order[bounds[bi]:bounds[bi+1]])
 			l := md.lossGrad(opt.Loss, opt.Params)
 			if math.IsNaN(l) || math.IsInf(l, 0) {

@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"context"
 	"sync"
 
 	"github.com/cairnhq/cairn/internal/rng"
@@ -21,6 +22,11 @@ type Repeated struct {
 // goroutines (all joined before it returns). Each fit's result is the same as a lone
 // Adam call with its seed, whatever the scheduling.
 func Repeat(p *Problem, a0 *InitResult, opt Options, r, workers int) (*Repeated, error) {
+	return RepeatContext(context.Background(), p, a0, opt, r, workers)
+}
+
+// RepeatContext is Repeat whose fits stop with ctx.Err() when ctx is done (AdamContext).
+func RepeatContext(ctx context.Context, p *Problem, a0 *InitResult, opt Options, r, workers int) (*Repeated, error) {
 	if r < 1 || workers < 1 {
 		return nil, errorf(ErrOption, "R = %d, workers = %d", r, workers)
 	}
@@ -44,7 +50,7 @@ func Repeat(p *Problem, a0 *InitResult, opt Options, r, workers int) (*Repeated,
 			for i := range next {
 				o := opt
 				o.Seed = out.Seeds[i]
-				out.Fits[i], errs[i] = Adam(p, a0.A0, o)
+				out.Fits[i], errs[i] = AdamContext(ctx, p, a0.A0, o)
 			}
 		}()
 	}
