@@ -35,6 +35,7 @@ type Config struct {
 	Fit    Fit    `yaml:"fit"`
 	Refit  Refit  `yaml:"refit"`
 	Query  Query  `yaml:"query"`
+	Audit  Audit  `yaml:"audit"`
 	Limits Limits `yaml:"limits"`
 }
 
@@ -117,6 +118,10 @@ type Fit struct {
 	WeightDecay  float64 `yaml:"weight_decay"`
 	// Fits is R, the number of repeated fits for the fit floor (1 disables it).
 	Fits int `yaml:"fits"`
+	// ValFraction is the share of stored points (chosen by a seeded hash of the id, so a
+	// point's role never depends on arrival order) held out of the training rows to
+	// select checkpoints: by k-NN accuracy when they carry labels, else by loss.
+	ValFraction float64 `yaml:"val_fraction"`
 }
 
 // Refit holds the drift triggers of DESIGN.md section 4; any one firing starts a refit.
@@ -131,6 +136,13 @@ type Refit struct {
 	OnDelete bool `yaml:"on_delete"`
 	// DeleteDebounce is how long to wait for more deletions before the shared refit.
 	DeleteDebounce time.Duration `yaml:"delete_debounce"`
+	// Idle refits when the stored points differ from the serving model's and no training
+	// event has been applied for this long (0 disables). It makes the model served at
+	// quiescence a function of the stored points alone, which exact unlearning and replay
+	// need (DESIGN.md section 4).
+	Idle time.Duration `yaml:"idle"`
+	// MinPoints is the number of stored points the first fit waits for.
+	MinPoints int `yaml:"min_points"`
 }
 
 // Query configures certified answers.
@@ -138,6 +150,21 @@ type Query struct {
 	// K is the default top-K size; Delta the default failure probability δ.
 	K     int     `yaml:"k"`
 	Delta float64 `yaml:"delta"`
+	// DrawQueries is how many queries share one evaluation draw: each query's δ is split
+	// over DrawQueries queries and its landmarks (δ_ℓ = δ/(DrawQueries·M), Thm. topk), and
+	// a fresh draw is taken when they are used up.
+	DrawQueries int `yaml:"draw_queries"`
+}
+
+// Audit configures the deletion audit (paper appendix D).
+type Audit struct {
+	// Random is N, the number of random landmark deletions of the same size that the
+	// deletion effect is ranked against (percentile and permutation p-value).
+	Random int `yaml:"random"`
+	// Reference and Test bound the stored points whose embeddings the 50-NN confidence
+	// uses (reference set and test points, chosen by seeded id hash).
+	Reference int `yaml:"reference"`
+	Test      int `yaml:"test"`
 }
 
 // Limits bound what outside bytes may ask of the daemon.
@@ -172,13 +199,14 @@ func Default() Config {
 		Pool:   Pool{M: 256, SyncStaleFraction: 0.05},
 		Fit: Fit{
 			Loss: "simclr", Init: "pci", K: 256, Epochs: 20, Patience: 7, Batch: 512,
-			LearningRate: 1.25e-2, WeightDecay: 3e-5, Fits: 2,
+			LearningRate: 1.25e-2, WeightDecay: 3e-5, Fits: 2, ValFraction: 0.1,
 		},
 		Refit: Refit{
 			PointsChanged: 5000, PoolChangeFraction: 0.1, ResidualIncrease: 0.1,
-			OnDelete: true, DeleteDebounce: 500 * time.Millisecond,
+			OnDelete: true, DeleteDebounce: 500 * time.Millisecond, Idle: time.Second, MinPoints: 64,
 		},
-		Query:  Query{K: 10, Delta: 0.05},
+		Query:  Query{K: 10, Delta: 0.05, DrawQueries: 100000},
+		Audit:  Audit{Random: 30, Reference: 1000, Test: 250},
 		Limits: Limits{MaxMessageBytes: 1 << 20, MaxIDBytes: 256, MaxK: 100, BatchEvents: 256},
 	}
 }
@@ -435,6 +463,21 @@ func (c *Config) Validate() error {
 	}
 	if !(c.Refit.ResidualIncrease >= 0) || math.IsInf(c.Refit.ResidualIncrease, 0) {
 		bad("refit.residual_increase", c.Refit.ResidualIncrease, "must be non-negative and finite (0 disables)")
+	}
+	if c.Refit.Idle < 0 {
+		bad("refit.idle", c.Refit.Idle, "must be non-negative (0 disables)")
+	}
+	if c.Refit.MinPoints < 8 {
+		bad("refit.min_points", c.Refit.MinPoints, "must be at least 8")
+	}
+	if !(c.Fit.ValFraction > 0 && c.Fit.ValFraction < 0.5) {
+		bad("fit.val_fraction", c.Fit.ValFraction, "must be in (0, 0.5)")
+	}
+	if c.Query.DrawQueries < 1 {
+		bad("query.draw_queries", c.Query.DrawQueries, "must be at least 1")
+	}
+	if c.Audit.Random < 1 || c.Audit.Reference < 2 || c.Audit.Test < 1 {
+		bad("audit", fmt.Sprintf("random %d, reference %d, test %d", c.Audit.Random, c.Audit.Reference, c.Audit.Test), "need random ≥ 1, reference ≥ 2, test ≥ 1")
 	}
 	if c.Refit.DeleteDebounce < 0 {
 		bad("refit.delete_debounce", c.Refit.DeleteDebounce, "must be non-negative")

@@ -20,3 +20,6 @@ var (
 	// ErrSyncSource reports a Sync that asked for a point the store does not hold.
 	ErrSyncSource = errors.New("daemon: sync asked for a point that is not stored")
 )
+
+// ErrNoModel is returned by queries before the first model version exists.
+var ErrNoModel = errors.New("daemon: no model fitted yet")

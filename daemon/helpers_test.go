@@ -273,3 +273,9 @@ func msgs(topic string, evs []event) []stream.Message {
 }
 
 func id(i int) string { return fmt.Sprintf("p%04d", i) }
+
+// counts returns res's counters (upserts, deletes, missing, dead letters, skipped), for
+// comparisons.
+func counts(res BatchResult) [5]int {
+	return [5]int{res.Upserts, res.Deletes, res.Missing, res.DeadLetters, res.Skipped}
+}

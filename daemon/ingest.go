@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -26,6 +28,15 @@ type Ingest struct {
 	dlq   string
 	stale float64
 	log   zerolog.Logger
+
+	// cache holds every stored point's input and label, and the features computed at
+	// ingest (see pointCache); hooks connect deletions to the serving model and audits.
+	cache *pointCache
+	hooks hooks
+	// pending are the applied deletions of stored points whose audit is not emitted yet
+	// (mirrored from the store's pending bucket), in seq order; pendSeq is the last seq.
+	pending []*deletionRecord
+	pendSeq uint64
 
 	// last mirrors the stored offsets: the last applied offset per topic partition.
 	last map[partition]int64
@@ -56,14 +67,29 @@ const (
 	opDelete               // remove from store and pool
 )
 
+// hooks let the owner of an Ingest see deletions as they are applied (all optional).
+type hooks struct {
+	// removing is called, before the batch commits, with the stored ids that leave the
+	// pool in it (deleted, or replaced by an upsert): the serving model drops their
+	// landmark terms at once, so no answer committed after the deletion names them.
+	removing func(ids []string)
+	// describe fills in the deletion record what the serving model says about the id
+	// (its version, whether the id is one of its unmasked landmarks).
+	describe func(rec *deletionRecord)
+	// unknown writes, inside the batch transaction, the audit of a deletion of an id
+	// that is not stored (nothing to refit, so it is answered at once).
+	unknown func(tx *storage.Tx, rec *deletionRecord) error
+}
+
 type op struct {
 	kind opKind
 	msg  stream.Message
 	ev   stream.TrainEvent
-	row  int            // upsert: row in ids/xs and pair of rows in feats
-	dead stream.Message // dead letter to enqueue
-	rej  error          // why it was rejected
-	had  bool           // delete: the pool held the id
+	row  int             // upsert: row in ids/xs and pair of rows in feats
+	dead stream.Message  // dead letter to enqueue
+	rej  error           // why it was rejected
+	had  bool            // delete: the pool held the id
+	rec  *deletionRecord // delete: the audit record
 }
 
 // Stats are cumulative counts since the Ingest was built.
@@ -80,6 +106,10 @@ type Stats struct {
 // BatchResult counts what one Apply did.
 type BatchResult struct {
 	Upserts, Deletes, Missing, DeadLetters, Skipped int
+	// Reasons has the reason of every dead letter; Deleted the record of every delete
+	// (Known false for ids that were not stored).
+	Reasons []stream.Reason
+	Deleted []*deletionRecord
 }
 
 // PoolConfig is the landmark pool configuration the daemon derives from cfg for
@@ -160,6 +190,7 @@ func NewIngest(cfg config.Config, st *storage.Store, log zerolog.Logger) (*Inges
 		count  int
 		offs   []storage.Offset
 	)
+	in.cache = newPointCache()
 	err = st.View(func(tx *storage.ReadTx) error {
 		var err error
 		if ps, havePS, err = tx.PoolState(); err != nil {
@@ -168,8 +199,29 @@ func NewIngest(cfg config.Config, st *storage.Store, log zerolog.Logger) (*Inges
 		if count, err = tx.PointCount(); err != nil {
 			return err
 		}
-		offs, err = tx.Offsets()
-		return err
+		if offs, err = tx.Offsets(); err != nil {
+			return err
+		}
+		err = tx.ForEachPoint(func(p storage.Point) error {
+			if len(p.X) != feat.InputDim() {
+				return fmt.Errorf("%w: stored point %q has %d inputs, want %d", ErrPoolState, p.ID, len(p.X), feat.InputDim())
+			}
+			in.cache.put(p.ID, &cached{x: p.X, label: p.Label, hasLab: p.HasLabel})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return tx.ForEachPending(func(seq uint64, body []byte) error {
+			rec, err := decodeDeletion(body)
+			if err != nil {
+				return fmt.Errorf("%w: pending deletion %d: %w", ErrPoolState, seq, err)
+			}
+			rec.Seq = seq
+			in.pending = append(in.pending, rec)
+			in.pendSeq = max(in.pendSeq, seq)
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -338,11 +390,14 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 	// 3. The pool, in offset order. From here on a failure leaves the pool ahead of
 	// the store, so it breaks the Ingest.
 	poolChanged := false
+	var leaving []string
+	now := time.Now().UTC()
 	for i := range in.ops {
 		o := &in.ops[i]
 		switch o.kind {
 		case opUpsert:
 			if in.pool.A.Has(o.ev.ID) {
+				leaving = append(leaving, o.ev.ID)
 				if err := in.pool.Delete(o.ev.ID); err != nil {
 					return res, in.breakWith(fmt.Errorf("pool: replace %q: %w", o.ev.ID, err))
 				}
@@ -354,12 +409,25 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 			}
 			poolChanged = true
 		case opDelete:
+			rec := &deletionRecord{
+				Request: o.ev.Request, ID: o.ev.ID, Requested: o.msg.Time.UTC(), Applied: now,
+				Source: string(stream.DeadLetterKey(o.msg.Topic, o.msg.Partition, o.msg.Offset)),
+			}
+			if in.hooks.describe != nil {
+				in.hooks.describe(rec)
+			}
+			rec.ResidualBefore = in.residuals()
 			if o.had = in.pool.A.Has(o.ev.ID); o.had {
+				rec.Known = true
+				rec.PoolLandmark = slices.Contains(in.pool.Landmarks(), o.ev.ID)
+				leaving = append(leaving, o.ev.ID)
 				if err := in.pool.Delete(o.ev.ID); err != nil {
 					return res, in.breakWith(fmt.Errorf("pool: delete %q: %w", o.ev.ID, err))
 				}
 				poolChanged = true
 			}
+			rec.ResidualAfter = in.residuals()
+			o.rec = rec
 		}
 	}
 	var ps storage.PoolState
@@ -374,8 +442,14 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 		in.stats.Skipped += uint64(res.Skipped)
 		return res, nil
 	}
+	// The serving model drops the leaving landmarks before the deletion commits, so no
+	// answer committed after it can name them (an answer committed before it may).
+	if len(leaving) > 0 && in.hooks.removing != nil {
+		in.hooks.removing(leaving)
+	}
 
-	// 4. One transaction: points, dead letters, offsets, pool state.
+	// 4. One transaction: points, dead letters, deletion records, offsets, pool state.
+	seq := in.pendSeq
 	err = in.store.Apply(func(tx *storage.Tx) error {
 		for i := range in.ops {
 			o := &in.ops[i]
@@ -402,6 +476,21 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 				if existed != o.had {
 					return fmt.Errorf("daemon: delete %q: store had it %v, pool had it %v", o.ev.ID, existed, o.had)
 				}
+				if o.had {
+					seq++
+					o.rec.Seq = seq
+					body, err := o.rec.encode()
+					if err != nil {
+						return err
+					}
+					if err := tx.PutPending(seq, body); err != nil {
+						return err
+					}
+				} else if in.hooks.unknown != nil {
+					if err := in.hooks.unknown(tx, o.rec); err != nil {
+						return err
+					}
+				}
 			}
 			if err := tx.SetOffset(o.msg.Topic, int32(o.msg.Partition), o.msg.Offset); err != nil {
 				return err
@@ -418,6 +507,24 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 		}
 		return res, fmt.Errorf("daemon: apply batch: %w", err)
 	}
+	in.pendSeq = seq
+	for i := range in.ops {
+		o := &in.ops[i]
+		switch o.kind {
+		case opUpsert:
+			e := &cached{x: o.ev.X, fa: slices.Clone(in.feats[2*o.row*q : (2*o.row+1)*q]),
+				fb: slices.Clone(in.feats[(2*o.row+1)*q : (2*o.row+2)*q])}
+			if o.ev.Label != nil {
+				e.label, e.hasLab = *o.ev.Label, true
+			}
+			in.cache.put(o.ev.ID, e)
+		case opDelete:
+			if o.had {
+				in.cache.del(o.ev.ID)
+				in.pending = append(in.pending, o.rec)
+			}
+		}
+	}
 
 	// 5. Committed: mirror the offsets and count.
 	for k, off := range seen {
@@ -429,11 +536,13 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 			res.Skipped++
 		case opDead:
 			res.DeadLetters++
+			res.Reasons = append(res.Reasons, stream.ReasonOf(o.rej))
 			in.log.Warn().Str("topic", o.msg.Topic).Int("partition", o.msg.Partition).Int64("offset", o.msg.Offset).
 				Str("reason", string(stream.ReasonOf(o.rej))).Err(o.rej).Msg("dead-lettered a training message")
 		case opUpsert:
 			res.Upserts++
 		case opDelete:
+			res.Deleted = append(res.Deleted, o.rec)
 			if o.had {
 				res.Deletes++
 			} else {
@@ -459,6 +568,11 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 		}
 	}
 	return res, nil
+}
+
+// residuals returns the pool's residual certificates of both views.
+func (in *Ingest) residuals() [2]coreset.Certificate {
+	return [2]coreset.Certificate{in.pool.A.Certificate(), in.pool.B.Certificate()}
 }
 
 // deadLetter turns o into a dead letter for rejection rej. Building the message can
@@ -523,16 +637,13 @@ func (in *Ingest) Sync(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	pts, err := loadPoints(in.store, in.feat.InputDim())
-	if err != nil {
-		return err
-	}
-	if len(pts.ids) != in.pool.A.Len() {
-		return in.breakWith(fmt.Errorf("%w: the store holds %d points, the pool %d", ErrPoolState, len(pts.ids), in.pool.A.Len()))
+	n := in.cache.len()
+	if n != in.pool.A.Len() {
+		return in.breakWith(fmt.Errorf("%w: the store holds %d points, the pool %d", ErrPoolState, n, in.pool.A.Len()))
 	}
 	// Pair.Sync may fail in view B after view A was re-selected; the in-memory pair
 	// then matches no persisted state, so a failure breaks the Ingest.
-	if err := in.pool.Sync(newSyncSource(in.feat, pts, 0), newSyncSource(in.feat, pts, 1)); err != nil {
+	if err := in.pool.Sync(newCacheSource(in.feat, in.cache, 0), newCacheSource(in.feat, in.cache, 1)); err != nil {
 		return in.breakWith(fmt.Errorf("sync: %w", err))
 	}
 	ps, err := encodePool(in.feat.Fingerprint(), in.pool)
@@ -544,7 +655,7 @@ func (in *Ingest) Sync(ctx context.Context) error {
 	}
 	in.stats.Syncs++
 	a, b := in.Certificates()
-	in.log.Info().Int("points", len(pts.ids)).Float64("trace_r_a", a.Trace).Float64("trace_r_b", b.Trace).
+	in.log.Info().Int("points", n).Float64("trace_r_a", a.Trace).Float64("trace_r_b", b.Trace).
 		Float64("trace_k_a", a.TraceK).Float64("trace_k_b", b.TraceK).Msg("pool synced")
 	return nil
 }

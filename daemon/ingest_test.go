@@ -176,12 +176,12 @@ func TestIngestSkipsAppliedOffsets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res != (BatchResult{Skipped: 20}) {
+	if counts(res) != counts(BatchResult{Skipped: 20}) {
 		t.Errorf("re-delivery result %+v, want only 20 skipped", res)
 	}
 	// A fresh Ingest on the same store skips them too (offsets come from the store).
 	in2 := newTestIngest(t, cfg, st)
-	if res, err = in2.Apply(t.Context(), ms); err != nil || res != (BatchResult{Skipped: len(ms)}) {
+	if res, err = in2.Apply(t.Context(), ms); err != nil || counts(res) != counts(BatchResult{Skipped: len(ms)}) {
 		t.Errorf("fresh ingest re-delivery: %+v, %v; want all %d skipped", res, err, len(ms))
 	}
 	if after := storedPool(t, st); string(after.Data) != string(before.Data) {
@@ -209,7 +209,7 @@ func TestIngestDeadLetterReasons(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res != (BatchResult{DeadLetters: 1}) {
+			if counts(res) != counts(BatchResult{DeadLetters: 1}) {
 				t.Errorf("result %+v, want one dead letter", res)
 			}
 			if got := deadLetters(t, st, cfg.Kafka.Topics.DLQ); got[ev.key] != ev.poison || len(got) != 1 {

@@ -13,8 +13,8 @@ import (
 	"github.com/cairnhq/cairn/stream"
 )
 
-// runtime is one daemon life: broker, store, ingest and a reader goroutine.
-type runtime struct {
+// trainRuntime is one daemon life: broker, store, ingest and a reader goroutine.
+type trainRuntime struct {
 	broker *stream.Broker
 	store  *storage.Store
 	ingest *Ingest
@@ -28,10 +28,10 @@ type runtime struct {
 
 // start brings up a broker persisting to brokerDir, opens the store at path, restores
 // the ingest, and runs the reader → Ingest loop in a goroutine joined by stop.
-func start(t *testing.T, cfg config.Config, brokerDir, path string) *runtime {
+func start(t *testing.T, cfg config.Config, brokerDir, path string) *trainRuntime {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	rt := &runtime{cancel: cancel, last: map[int]int64{}}
+	rt := &trainRuntime{cancel: cancel, last: map[int]int64{}}
 	var err error
 	rt.broker, err = stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: cfg.Kafka.Partitions,
 		Topics: []string{cfg.Kafka.Topics.Train, cfg.Kafka.Topics.DLQ}, DataDir: brokerDir})
@@ -65,7 +65,7 @@ func start(t *testing.T, cfg config.Config, brokerDir, path string) *runtime {
 // storedOffsets reads the committed offsets of the train topic by partition. The Ingest
 // belongs to the reader goroutine while it runs, so progress is watched through the
 // store, which is safe for concurrent use.
-func (rt *runtime) storedOffsets(t *testing.T) map[int]int64 {
+func (rt *trainRuntime) storedOffsets(t *testing.T) map[int]int64 {
 	t.Helper()
 	offs, err := rt.store.Offsets()
 	if err != nil {
@@ -80,7 +80,7 @@ func (rt *runtime) storedOffsets(t *testing.T) map[int]int64 {
 
 // waitConsumed waits until the stored offsets account for total messages (offsets
 // start at 0, so partition p has consumed last+1).
-func (rt *runtime) waitConsumed(t *testing.T, total int) {
+func (rt *trainRuntime) waitConsumed(t *testing.T, total int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -98,7 +98,7 @@ func (rt *runtime) waitConsumed(t *testing.T, total int) {
 	}
 }
 
-func (rt *runtime) stop(t *testing.T) {
+func (rt *trainRuntime) stop(t *testing.T) {
 	t.Helper()
 	rt.cancel()
 	rt.wg.Wait()

@@ -30,6 +30,8 @@ const (
 	ReasonOversize       Reason = "oversize"        // message longer than Limits.MaxBytes
 	ReasonBadID          Reason = "bad_id"          // empty, too long, or bad characters
 	ReasonBadValue       Reason = "bad_value"       // k, delta or label out of range
+	ReasonUnknownID      Reason = "unknown_id"      // a query names an id that is not stored
+	ReasonUnavailable    Reason = "unavailable"     // the serving model cannot answer (e.g. every landmark deleted)
 )
 
 // RejectError says why an input event was rejected. It matches ErrRejected.

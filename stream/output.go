@@ -27,6 +27,9 @@ type Scored struct {
 	ID     string  `json:"id"`
 	Score  float64 `json:"score"`
 	Radius float64 `json:"radius"`
+	// View is the augmented view ("A" or "B") whose landmark term this is: a point can be
+	// a landmark of both views, and each term is ranked on its own.
+	View string `json:"view,omitempty"`
 }
 
 // Budget is the sketch and pool budget (h, s, m, M) of an answer.
@@ -58,17 +61,22 @@ type Attribution struct {
 // PrevHash and Hash form the hash chain that storage maintains; stream
 // only carries them.
 type Audit struct {
-	Request     string          `json:"request"`
-	ID          string          `json:"id"`
-	WasLandmark bool            `json:"was_landmark"`
-	ModelBefore uint64          `json:"model_before"`
-	ModelAfter  uint64          `json:"model_after"`
-	Percentile  float64         `json:"percentile"`
-	PValue      float64         `json:"p_value"`
-	Seq         uint64          `json:"seq"`
-	PrevHash    string          `json:"prev_hash"`
-	Hash        string          `json:"hash"`
-	Extra       json.RawMessage `json:"extra,omitempty"`
+	Request     string  `json:"request"`
+	ID          string  `json:"id"`
+	WasLandmark bool    `json:"was_landmark"`
+	ModelBefore uint64  `json:"model_before"`
+	ModelAfter  uint64  `json:"model_after"`
+	Percentile  float64 `json:"percentile"`
+	PValue      float64 `json:"p_value"`
+	Seq         uint64  `json:"seq"`
+	PrevHash    string  `json:"prev_hash"`
+	Hash        string  `json:"hash"`
+	// Body is the canonical audit record (a JSON object, serialized) that the hash chain
+	// covers: Hash = hex(SHA-256(PrevHash bytes || Body bytes)), PrevHash of seq 1 being
+	// 32 zero bytes. The other fields repeat what Body holds, for convenience; a verifier
+	// trusts Body only.
+	Body  string          `json:"body"`
+	Extra json.RawMessage `json:"extra,omitempty"`
 }
 
 // Status is the body of a cairn.status event, keyed by Kind (for example

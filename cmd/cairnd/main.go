@@ -1,6 +1,6 @@
 // Command cairnd is the cairn daemon: flags → config → daemon.Run under
-// signal.NotifyContext. The daemon itself is built in the daemon issue; until then cairnd
-// validates its configuration and exits with an error saying the daemon is not built yet.
+// signal.NotifyContext. Logs are zerolog JSON lines on stderr (CAIRN_LOG_LEVEL sets the
+// level: debug, info, warn, error; default info).
 package main
 
 import (
@@ -12,7 +12,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/rs/zerolog"
+
 	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/daemon"
 )
 
 func main() {
@@ -46,13 +49,21 @@ func usage(fs *flag.FlagSet) {
 	})
 }
 
-func run(_ context.Context, fs *flag.FlagSet, flags *config.Flags) error {
+func run(ctx context.Context, fs *flag.FlagSet, flags *config.Flags) error {
 	cfg, err := flags.Load(fs, os.Environ())
 	if err != nil {
 		return err
 	}
-	if err := cfg.Validate(); err != nil {
+	level := zerolog.InfoLevel
+	if s := os.Getenv("CAIRN_LOG_LEVEL"); s != "" {
+		if level, err = zerolog.ParseLevel(s); err != nil {
+			return fmt.Errorf("CAIRN_LOG_LEVEL %q: %w", s, err)
+		}
+	}
+	log := zerolog.New(os.Stderr).Level(level).With().Timestamp().Str("service", "cairnd").Logger()
+	d, err := daemon.New(cfg, log)
+	if err != nil {
 		return err
 	}
-	return errors.New("the daemon is not built yet (see README.md); the configuration is valid")
+	return d.Run(ctx)
 }

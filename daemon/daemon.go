@@ -1,0 +1,624 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/storage"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// StateFile is the bbolt file's name inside the data directory.
+const StateFile = "cairn.db"
+
+// Daemon is the long-running service of DESIGN.md. Run owns every component; the other
+// methods are safe for concurrent use while it runs.
+type Daemon struct {
+	cfg     config.Config
+	log     zerolog.Logger
+	feat    *Features
+	metrics *Metrics
+	ready   chan struct{}
+
+	// Set by Run before its goroutines start, read-only afterwards.
+	store    *storage.Store
+	kafka    stream.Config
+	httpAddr string
+
+	// mu guards the ingest (pool, point cache, pending deletions) and the refit
+	// baselines below. The train handler holds it per batch, the refit supervisor while
+	// it syncs the pool and takes a snapshot.
+	mu        sync.Mutex
+	ingest    *Ingest
+	cache     atomic.Pointer[pointCache] // the ingest's point cache, for queries by id
+	changes   int                        // points upserted or deleted since the last snapshot
+	lastTrain time.Time
+	lastFit   fitBaseline
+	retryAt   time.Time // no refit before this after a failed one
+
+	// servMu serializes changes of the serving model; readers load it lock-free.
+	servMu     sync.Mutex
+	serving    atomic.Pointer[serving]
+	removals   []string // ids that left the pool since the running refit's snapshot
+	modelReady chan struct{}
+	modelOnce  sync.Once
+
+	drawNonce uint64
+	drawCount atomic.Uint64
+
+	pool         atomic.Pointer[poolStatus]
+	refits       atomic.Uint64
+	refitSecs    atomic.Uint64 // float64 bits
+	refitRunning atomic.Bool
+	queries      atomic.Uint64
+	lagMu        sync.Mutex
+	lag          map[string]int64
+	kick         chan struct{}
+	stopping     atomic.Bool
+	queryLast    map[partition]int64 // query goroutine only
+	qlim         stream.Limits
+}
+
+// fitBaseline is what the drift triggers compare against: the last snapshot's size,
+// landmarks and residual ratio.
+type fitBaseline struct {
+	points    int
+	landmarks []string
+	ratio     float64
+}
+
+// poolStatus is the ingest's state as last published by the train handler.
+type poolStatus struct {
+	points, landmarks, pending int
+	residual                   [2]coreset.Certificate
+	stats                      Stats
+}
+
+// Status is the daemon's state as /status and `cairnctl status` show it.
+type Status struct {
+	Ready bool `json:"ready"`
+	// Points is the number of stored training points; Landmarks the served pool size.
+	Points    int `json:"points"`
+	Landmarks int `json:"landmarks"`
+	// Model is the serving model version (0: none yet), ModelID its content hash, and
+	// ModelPoints the number of points it was fitted on.
+	Model       uint64 `json:"model"`
+	ModelID     string `json:"model_id"`
+	ModelPoints int    `json:"model_points"`
+	// Masked are the serving model's landmarks removed since its fit (deleted points).
+	Masked int `json:"masked"`
+	// Residual is the pool's residual certificate per view (A, B).
+	Residual [2]coreset.Certificate `json:"residual"`
+	// Refits counts completed refits since start; RefitRunning says one is in progress.
+	Refits       uint64 `json:"refits"`
+	RefitRunning bool   `json:"refit_running"`
+	// RefitSeconds is the wall time of the last completed refit (snapshot to install).
+	RefitSeconds float64 `json:"refit_seconds"`
+	// PendingDeletions are deletions applied whose audit has not been emitted yet.
+	PendingDeletions int `json:"pending_deletions"`
+	// Queries counts answered queries since start.
+	Queries uint64 `json:"queries"`
+	Ingest  Stats  `json:"ingest"`
+	// Lag is, per "topic/partition", the messages not yet applied.
+	Lag map[string]int64 `json:"lag"`
+}
+
+// New validates cfg and builds the feature pipeline (which checks the model and
+// sketch). It opens nothing; Run does.
+func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	feat, err := NewFeatures(cfg.Model, cfg.Sketch)
+	if err != nil {
+		return nil, err
+	}
+	qlim, err := TrainLimits(cfg, feat.InputDim())
+	if err != nil {
+		return nil, err
+	}
+	return &Daemon{
+		cfg: cfg, log: log, feat: feat, metrics: NewMetrics(), ready: make(chan struct{}),
+		modelReady: make(chan struct{}), lag: map[string]int64{}, kick: make(chan struct{}, 1),
+		queryLast: map[partition]int64{}, qlim: qlim,
+	}, nil
+}
+
+// Ready is closed once Run serves: the store is open, the broker is reachable and the
+// readers have started.
+func (d *Daemon) Ready() <-chan struct{} { return d.ready }
+
+// Brokers returns the bootstrap addresses the daemon uses (the embedded broker's
+// address in the default mode). Valid after Ready is closed.
+func (d *Daemon) Brokers() []string { return slices.Clone(d.kafka.Brokers) }
+
+// HTTPAddr returns the bound HTTP address. Valid after Ready is closed.
+func (d *Daemon) HTTPAddr() string { return d.httpAddr }
+
+// Metrics returns the daemon's metrics (what /metrics exposes).
+func (d *Daemon) Metrics() *Metrics { return d.metrics }
+
+// Status reports the current state; safe for concurrent use.
+func (d *Daemon) Status() Status {
+	st := Status{Refits: d.refits.Load(), RefitRunning: d.refitRunning.Load(),
+		RefitSeconds: math.Float64frombits(d.refitSecs.Load()), Queries: d.queries.Load()}
+	select {
+	case <-d.ready:
+		st.Ready = !d.stopping.Load()
+	default:
+	}
+	if p := d.pool.Load(); p != nil {
+		st.Points, st.Landmarks, st.Residual, st.Ingest, st.PendingDeletions = p.points, p.landmarks, p.residual, p.stats, p.pending
+	}
+	if s := d.serving.Load(); s != nil {
+		st.Model, st.ModelID, st.ModelPoints, st.Masked = s.version, s.id, s.points, s.maskedCount()
+	}
+	d.lagMu.Lock()
+	st.Lag = make(map[string]int64, len(d.lag))
+	for k, v := range d.lag {
+		st.Lag[k] = v
+	}
+	d.lagMu.Unlock()
+	return st
+}
+
+// KafkaConfig is the stream configuration of cfg's external brokers (TLS and SASL
+// included); with the embedded broker Run fills in its address.
+func KafkaConfig(cfg config.Config) stream.Config {
+	k := cfg.Kafka
+	sasl := stream.SASLConfig{Username: k.SASL.Username, Password: k.SASL.Password}
+	switch k.SASL.Mechanism {
+	case "plain":
+		sasl.Mechanism = stream.SASLPlain
+	case "scram-sha-256":
+		sasl.Mechanism = stream.SASLScramSHA256
+	case "scram-sha-512":
+		sasl.Mechanism = stream.SASLScramSHA512
+	}
+	return stream.Config{
+		Brokers: slices.Clone(k.Brokers), ClientID: "cairnd",
+		TLS: stream.TLSConfig{Enable: k.TLS.Enabled, CAFile: k.TLS.CAFile, CertFile: k.TLS.CertFile,
+			KeyFile: k.TLS.KeyFile, InsecureSkipVerify: k.TLS.InsecureSkipVerify},
+		SASL: sasl,
+	}
+}
+
+// storeOutbox adapts the store to stream.Outbox (the entry types have equal fields).
+type storeOutbox struct{ s *storage.Store }
+
+func (o storeOutbox) Pending(limit int) ([]stream.OutboxEntry, error) {
+	es, err := o.s.Pending(limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]stream.OutboxEntry, len(es))
+	for i, e := range es {
+		out[i] = stream.OutboxEntry(e)
+	}
+	return out, nil
+}
+
+func (o storeOutbox) Ack(seqs ...uint64) error { return o.s.Ack(seqs...) }
+
+// Run serves until ctx is done, then shuts down: the readers and any refit stop, the
+// outbox is drained to Kafka for at most cfg.ShutdownTimeout, HTTP stops, the embedded
+// broker and the store close. It returns only after every goroutine it started has
+// exited; the error is the first failure of a component (nil after a clean shutdown).
+func (d *Daemon) Run(ctx context.Context) (err error) {
+	cfg := d.cfg
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return fmt.Errorf("daemon: data dir: %w", err)
+	}
+	st, err := storage.Open(filepath.Join(cfg.DataDir, StateFile), storage.Options{})
+	if err != nil {
+		return err
+	}
+	d.store = st
+	defer func() { err = errors.Join(err, st.Close()) }()
+
+	d.kafka = KafkaConfig(cfg)
+	topics := []string{cfg.Kafka.Topics.Train, cfg.Kafka.Topics.Queries, cfg.Kafka.Topics.Attributions,
+		cfg.Kafka.Topics.Audits, cfg.Kafka.Topics.DLQ, cfg.Kafka.Topics.Status}
+	if len(cfg.Kafka.Brokers) == 0 {
+		b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: cfg.Kafka.EmbeddedBroker, Topics: topics,
+			Partitions: cfg.Kafka.Partitions, DataDir: filepath.Join(cfg.DataDir, "kafka")})
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, b.Close()) }()
+		d.kafka.Brokers = []string{b.Addr()}
+		d.log.Info().Str("addr", b.Addr()).Msg("embedded broker started")
+	} else if err := stream.EnsureTopics(ctx, d.kafka, cfg.Kafka.Partitions, 1, topics...); err != nil {
+		return err
+	}
+
+	if err := d.restore(); err != nil {
+		return err
+	}
+	h, err := ListenHTTP(cfg.HTTP, d.metrics, Checks{Live: d.live, Ready: d.readyErr, Status: func() any { return d.Status() }}, d.log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, h.Close()) }()
+	w, err := stream.NewWriter(stream.WriterConfig{Kafka: d.kafka})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, w.Close()) }()
+	pub, err := stream.NewPublisher(w, storeOutbox{st}, stream.PublisherConfig{Ready: st.OutboxReady()})
+	if err != nil {
+		return err
+	}
+	onErr := func(topic string, part int, err error) {
+		d.log.Warn().Str("topic", topic).Int("partition", part).Err(err).Msg("fetch error (retrying)")
+	}
+	trainR, err := stream.NewReader(stream.ReaderConfig{Kafka: d.kafka, Topics: []string{cfg.Kafka.Topics.Train},
+		Start: d.startOffset, MaxBatch: cfg.Limits.BatchEvents, MaxWait: 100 * time.Millisecond,
+		FetchMaxBytes: max(8<<20, 2*cfg.Limits.MaxMessageBytes), OnError: onErr})
+	if err != nil {
+		return err
+	}
+	queryR, err := stream.NewReader(stream.ReaderConfig{Kafka: d.kafka, Topics: []string{cfg.Kafka.Topics.Queries},
+		Start: d.startOffset, MaxBatch: 64, MaxWait: 10 * time.Millisecond,
+		FetchMaxBytes: max(8<<20, 2*cfg.Limits.MaxMessageBytes), OnError: onErr})
+	if err != nil {
+		return err
+	}
+
+	// Two groups: work (readers, refits, lag) stops first; serve (publisher, HTTP) keeps
+	// running until the outbox is drained.
+	work, stopWork := context.WithCancel(context.Background())
+	defer stopWork()
+	serve, stopServe := context.WithCancel(context.Background())
+	defer stopServe()
+	errc := make(chan error, 8)
+	var workWG, serveWG sync.WaitGroup
+	spawn := func(wg *sync.WaitGroup, c context.Context, name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(c); err != nil {
+				errc <- fmt.Errorf("daemon: %s: %w", name, err)
+			}
+		}()
+	}
+	spawn(&workWG, work, "train", func(c context.Context) error { return d.runTrain(c, trainR) })
+	spawn(&workWG, work, "queries", func(c context.Context) error { return queryR.Run(c, d.handleQueries) })
+	spawn(&workWG, work, "refit", d.runRefits)
+	spawn(&workWG, work, "lag", d.runLag)
+	spawn(&serveWG, serve, "publisher", pub.Run)
+	spawn(&serveWG, serve, "http", h.Run)
+	d.httpAddr = h.Addr()
+	close(d.ready)
+	d.log.Info().Str("data_dir", cfg.DataDir).Strs("brokers", d.kafka.Brokers).Str("http", h.Addr()).Msg("cairnd serving")
+
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		d.log.Error().Err(err).Msg("component failed; shutting down")
+	}
+	d.stopping.Store(true)
+	stopWork()
+	workWG.Wait()
+	stopServe()
+	serveWG.Wait()
+	// Final drain: everything committed so far goes out, within the deadline.
+	dctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	for {
+		n, derr := pub.Drain(dctx)
+		if derr != nil {
+			err = errors.Join(err, fmt.Errorf("daemon: final outbox drain: %w", derr))
+			break
+		}
+		if n == 0 {
+			break
+		}
+	}
+	close(errc)
+	for e := range errc {
+		err = errors.Join(err, e)
+	}
+	d.log.Info().Err(err).Msg("cairnd stopped")
+	return err
+}
+
+// restore builds the ingest from the store, loads the serving model, and sets the
+// baselines the refit triggers compare against.
+func (d *Daemon) restore() error {
+	in, err := NewIngest(d.cfg, d.store, d.log)
+	if err != nil {
+		return err
+	}
+	in.hooks = hooks{removing: d.removing, describe: d.describe, unknown: d.auditUnknown}
+	d.ingest = in
+	d.cache.Store(in.cache)
+	offs, err := d.store.Offsets()
+	if err != nil {
+		return err
+	}
+	// The evaluation draws of this process are named apart from every earlier
+	// process's: the nonce is the number of input messages consumed before it started.
+	for _, o := range offs {
+		d.drawNonce += uint64(o.Offset) + 1
+		if o.Topic == d.cfg.Kafka.Topics.Queries {
+			d.queryLast[partition{o.Topic, int(o.Partition)}] = o.Offset
+		}
+	}
+	s, hash, err := d.loadServing()
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s != nil {
+		d.install(s, 0)
+	}
+	if snap, err := in.snapshot(); err != nil {
+		return err
+	} else if s == nil || pointsHash(snap.ids, snap.entries) != hash {
+		// The stored points differ from the model's: the idle trigger refits.
+		d.changes = max(1, len(snap.ids))
+	}
+	if s != nil {
+		d.lastFit = fitBaseline{points: s.points, landmarks: s.landmarkIDs, ratio: ratioOf(in.residuals())}
+	}
+	d.publishPool()
+	return nil
+}
+
+// pointsHash identifies a set of points: SHA-256 over the sorted ids with their inputs
+// and labels. A model records the hash of the points it was fitted on.
+func pointsHash(ids []string, entries []*cached) string {
+	h := sha256.New()
+	var b [8]byte
+	for i, id := range ids {
+		binary.LittleEndian.PutUint64(b[:], uint64(len(id)))
+		h.Write(b[:])
+		h.Write([]byte(id))
+		e := entries[i]
+		for _, v := range e.x {
+			binary.LittleEndian.PutUint64(b[:], math.Float64bits(v))
+			h.Write(b[:])
+		}
+		lab := uint64(math.MaxUint64)
+		if e.hasLab {
+			lab = uint64(e.label)
+		}
+		binary.LittleEndian.PutUint64(b[:], lab)
+		h.Write(b[:])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// startOffset is the readers' stream.StartFunc: the last applied offset in the store.
+func (d *Daemon) startOffset(topic string, part int) (int64, bool, error) {
+	var (
+		off int64
+		ok  bool
+	)
+	err := d.store.View(func(tx *storage.ReadTx) error {
+		var err error
+		off, ok, err = tx.Offset(topic, int32(part))
+		return err
+	})
+	return off, ok, err
+}
+
+// live is /healthz: the daemon answers while its components run.
+func (d *Daemon) live() error { return nil }
+
+// readyErr is /readyz.
+func (d *Daemon) readyErr() error {
+	select {
+	case <-d.ready:
+	default:
+		return errors.New("starting")
+	}
+	if d.stopping.Load() {
+		return errors.New("shutting down")
+	}
+	return nil
+}
+
+// runTrain runs the training reader; an Ingest broken by a failed transaction is
+// rebuilt from the store and reading resumes after the last committed offset.
+func (d *Daemon) runTrain(ctx context.Context, r *stream.Reader) error {
+	for {
+		err := r.Run(ctx, d.handleTrain)
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		if !errors.Is(err, ErrBroken) {
+			return err
+		}
+		d.log.Error().Err(err).Msg("rebuilding the ingest from the store")
+		d.mu.Lock()
+		in, nerr := NewIngest(d.cfg, d.store, d.log)
+		if nerr == nil {
+			in.hooks = d.ingest.hooks
+			d.ingest = in
+			d.cache.Store(in.cache)
+		}
+		d.mu.Unlock()
+		if nerr != nil {
+			return nerr
+		}
+	}
+}
+
+// handleTrain applies one batch of cairn.train.
+func (d *Daemon) handleTrain(ctx context.Context, batch []stream.Message) error {
+	d.mu.Lock()
+	res, err := d.ingest.Apply(ctx, batch)
+	if err == nil {
+		d.changes += res.Upserts + res.Deletes
+		if res.Upserts+res.Deletes > 0 {
+			d.lastTrain = time.Now()
+		}
+		d.publishPool()
+	}
+	d.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	topic := d.cfg.Kafka.Topics.Train
+	d.metrics.AddEvents(topic, "applied", res.Upserts+res.Deletes)
+	d.metrics.AddEvents(topic, "dead_letter", res.DeadLetters)
+	d.metrics.AddEvents(topic, "skipped", res.Skipped)
+	d.metrics.AddEvents(topic, "missing", res.Missing)
+	for _, r := range res.Reasons {
+		d.metrics.AddReject(string(r), 1)
+	}
+	for _, rec := range res.Deleted {
+		if rec.Known {
+			d.metrics.ObserveDeletion(rec.WasLandmark)
+		}
+	}
+	if res.Deletes > 0 {
+		d.poke()
+	}
+	return nil
+}
+
+// poke wakes the refit supervisor.
+func (d *Daemon) poke() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// publishPool publishes the ingest's state for Status and metrics; d.mu is held.
+func (d *Daemon) publishPool() {
+	in := d.ingest
+	p := &poolStatus{points: in.Len(), landmarks: len(in.Landmarks()), pending: len(in.pending),
+		residual: in.residuals(), stats: in.Stats()}
+	d.pool.Store(p)
+	d.metrics.SetPool(p.points, p.landmarks)
+	for v, name := range []string{"A", "B"} {
+		c := p.residual[v]
+		d.metrics.SetResidual(name, c.Trace, c.TraceK, c.Exact)
+	}
+}
+
+// describe fills the serving-model fields of a deletion record (ingest hook).
+func (d *Daemon) describe(rec *deletionRecord) {
+	s := d.serving.Load()
+	if s == nil {
+		return
+	}
+	rec.before, rec.ModelBefore = s, s.version
+	for l, id := range s.landmarkIDs {
+		if id == rec.ID && !s.masked[l] {
+			rec.WasLandmark = true
+		}
+	}
+}
+
+// removing masks the landmark terms of points that leave the pool (ingest hook, called
+// before their batch commits).
+func (d *Daemon) removing(ids []string) {
+	d.servMu.Lock()
+	defer d.servMu.Unlock()
+	d.removals = append(d.removals, ids...)
+	if s := d.serving.Load(); s != nil {
+		if ns := s.withMask(ids); ns != s {
+			d.serving.Store(ns)
+			d.metrics.SetModel(ns.version, ns.maskedCount())
+			d.log.Info().Uint64("model", ns.version).Int("masked", ns.maskedCount()).Msg("deleted landmarks left the serving encoder")
+		}
+	}
+}
+
+// auditUnknown writes the audit of a deletion of an id that is not stored (ingest hook,
+// inside the batch transaction): nothing changed, so no refit is needed.
+func (d *Daemon) auditUnknown(tx *storage.Tx, rec *deletionRecord) error {
+	_, err := appendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, d.serving.Load(), rec.Applied)
+	return err
+}
+
+// install makes s the serving model, masking the points removed since the snapshot it
+// was fitted on (removals[mark:]).
+func (d *Daemon) install(s *serving, mark int) {
+	d.servMu.Lock()
+	if mark < len(d.removals) {
+		s = s.withMask(d.removals[mark:])
+	}
+	d.removals = d.removals[:0]
+	d.serving.Store(s)
+	d.servMu.Unlock()
+	d.metrics.SetModel(s.version, s.maskedCount())
+	d.modelOnce.Do(func() { close(d.modelReady) })
+}
+
+// runLag refreshes the consumer lag every second: end offsets from the broker against
+// the applied offsets in the store.
+func (d *Daemon) runLag(ctx context.Context) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		for _, topic := range []string{d.cfg.Kafka.Topics.Train, d.cfg.Kafka.Topics.Queries} {
+			lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			ends, err := stream.EndOffsets(lctx, d.kafka, topic)
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				d.log.Debug().Err(err).Str("topic", topic).Msg("lag: end offsets")
+				continue
+			}
+			for part, end := range ends {
+				last, ok, err := d.startOffset(topic, part)
+				if err != nil {
+					return err
+				}
+				next := int64(0)
+				if ok {
+					next = last + 1
+				}
+				lag := max(0, end-next)
+				d.lagMu.Lock()
+				d.lag[fmt.Sprintf("%s/%d", topic, part)] = lag
+				d.lagMu.Unlock()
+				d.metrics.SetLag(topic, part, lag)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// statusEvent enqueues a cairn.status event of kind with data (JSON) in tx.
+func statusEvent(tx *storage.Tx, topic, kind string, data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	v, err := stream.Status{Kind: kind, Time: time.Now().UTC(), Data: b}.Encode()
+	if err != nil {
+		return err
+	}
+	_, err = tx.Enqueue(topic, []byte(kind), v)
+	return err
+}

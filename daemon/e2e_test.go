@@ -1,0 +1,416 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/storage"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// e2eConfig is a small MNIST daemon: mlp:784-32-10, h = 2, s = 128, m = 16 per view,
+// k = 16, short fits, quick idle refits; data in dir, broker and HTTP on free ports.
+func e2eConfig(dir string) config.Config {
+	c := config.Default()
+	c.DataDir = dir
+	c.HTTP = "127.0.0.1:0"
+	c.Kafka.EmbeddedBroker = "127.0.0.1:0"
+	c.Kafka.Partitions = 2
+	c.Model = config.Model{Arch: "mlp:784-32-10", Seed: 3}
+	c.Sketch = config.Sketch{H: 2, S: 128}
+	c.Pool.M = 16
+	c.Fit.K, c.Fit.Epochs, c.Fit.Batch, c.Fit.Fits = 16, 3, 64, 2
+	c.Refit.Idle = 300 * time.Millisecond
+	c.Refit.DeleteDebounce = 100 * time.Millisecond
+	c.Refit.MinPoints = 32
+	c.Audit = config.Audit{Random: 10, Reference: 100, Test: 30}
+	c.ShutdownTimeout = 5 * time.Second
+	return c
+}
+
+// running is one daemon under test with a reader collecting its output topics.
+type running struct {
+	d      *Daemon
+	cancel context.CancelFunc
+	done   chan error
+	mu     sync.Mutex
+	out    map[string][]stream.Message // by topic
+	stopR  context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func startDaemon(t *testing.T, cfg config.Config) *running {
+	t.Helper()
+	d, err := New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{d: d, cancel: cancel, done: make(chan error, 1), out: map[string][]stream.Message{}}
+	go func() { r.done <- d.Run(ctx) }()
+	select {
+	case <-d.Ready():
+	case err := <-r.done:
+		t.Fatalf("daemon stopped before ready: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon not ready after 30 s")
+	}
+	topics := cfg.Kafka.Topics
+	rd, err := stream.NewReader(stream.ReaderConfig{Kafka: stream.Config{Brokers: d.Brokers()},
+		Topics: []string{topics.Attributions, topics.Audits, topics.DLQ, topics.Status},
+		Start:  func(string, int) (int64, bool, error) { return 0, false, nil }, MaxWait: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stopR := context.WithCancel(context.Background())
+	r.stopR = stopR
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		_ = rd.Run(rctx, func(_ context.Context, batch []stream.Message) error {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			for _, m := range batch {
+				r.out[m.Topic] = append(r.out[m.Topic], m)
+			}
+			return nil
+		})
+	}()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// stop shuts the daemon down gracefully and checks Run's error.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	if r.cancel == nil {
+		return
+	}
+	r.stopR()
+	r.wg.Wait()
+	r.cancel()
+	r.cancel = nil
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("Run did not return within 30 s of cancel")
+	}
+}
+
+// messages returns a copy of what arrived on topic.
+func (r *running) messages(topic string) []stream.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.out[topic])
+}
+
+// waitFor polls cond every 50 ms until it holds or the timeout passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// produceMsgs writes raw messages to topic through a stream.Writer.
+func produceMsgs(t *testing.T, brokers []string, msgs []stream.Message) {
+	t.Helper()
+	w, err := stream.NewWriter(stream.WriterConfig{Kafka: stream.Config{Brokers: brokers}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Write(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// upserts encodes the rows of set as upsert messages.
+func upserts(t *testing.T, topic string, set *dataset.Set, rows []int) []stream.Message {
+	t.Helper()
+	lim := stream.Limits{InputDim: set.D}
+	var out []stream.Message
+	for _, i := range rows {
+		lab := int64(set.Labels[i])
+		v, err := stream.EncodeTrain(stream.TrainEvent{Op: stream.OpUpsert, ID: set.IDs[i], X: set.Row(i), Label: &lab}, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, stream.Message{Topic: topic, Key: []byte(set.IDs[i]), Value: v})
+	}
+	return out
+}
+
+func deleteMsg(t *testing.T, topic, id, request string) stream.Message {
+	v, err := stream.EncodeTrain(stream.TrainEvent{Op: stream.OpDelete, ID: id, Request: request}, stream.Limits{InputDim: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream.Message{Topic: topic, Key: []byte(id), Value: v}
+}
+
+func queryMsg(t *testing.T, topic string, ev stream.QueryEvent, dim int) stream.Message {
+	v, err := stream.EncodeQuery(ev, stream.Limits{InputDim: dim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream.Message{Topic: topic, Key: []byte(ev.Request), Value: v}
+}
+
+// keyed returns the decoded events of topic keyed by request (the last one wins).
+func keyed[T any](t *testing.T, r *running, topic string) map[string]T {
+	out := map[string]T{}
+	for _, m := range r.messages(topic) {
+		var v T
+		if err := json.Unmarshal(m.Value, &v); err != nil {
+			t.Fatalf("%s: %v in %s", topic, err, m.Value)
+		}
+		out[string(m.Key)] = v
+	}
+	return out
+}
+
+// storedModel reads the latest model of the store at dir (the daemon must be stopped).
+func storedModel(t *testing.T, dir string) storage.Model {
+	t.Helper()
+	st := openStore(t, filepath.Join(dir, StateFile))
+	defer st.Close()
+	var m storage.Model
+	err := st.View(func(tx *storage.ReadTx) error {
+		var ok bool
+		var err error
+		m, ok, err = tx.LatestModel()
+		if !ok && err == nil {
+			err = fmt.Errorf("no model stored")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestEndToEnd drives a daemon through the embedded broker over TCP: MNIST upserts with
+// bad events mixed in (dead-lettered while the good ones flow), the first fit, queries
+// by id and by input (certified top-K answers naming serving landmarks), deletions of a
+// landmark, of a non-landmark and of an unknown id with their hash-chained audits, and
+// then exact unlearning: a fresh daemon fed the surviving points serves a byte-identical
+// model. It also checks that the deleted landmark is never named after its deletion and
+// that its raw input bytes are gone from the bbolt file.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end daemon test")
+	}
+	const n = 240
+	set, err := dataset.Open("mnist", "train", n)
+	if err != nil {
+		t.Skipf("MNIST not available: %v", err)
+	}
+	test, err := dataset.Open("mnist", "test", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirA := t.TempDir()
+	cfg := e2eConfig(dirA)
+	tp := cfg.Kafka.Topics
+	r := startDaemon(t, cfg)
+	rows := make([]int, n)
+	for i := range rows {
+		rows[i] = i
+	}
+	msgs := upserts(t, tp.Train, set, rows)
+	bad := []stream.Message{
+		{Topic: tp.Train, Key: []byte("bad1"), Value: []byte(`{"v":1,"op":"upsert","id":"bad1","x":[1,2]}`)},
+		{Topic: tp.Train, Key: []byte("bad2"), Value: []byte(`not json`)},
+		{Topic: tp.Train, Key: []byte("bad3"), Value: []byte(`{"v":1,"op":"drop","id":"x"}`)},
+	}
+	produceMsgs(t, r.d.Brokers(), slices.Concat(msgs[:100], bad, msgs[100:]))
+	waitFor(t, "the first model on all points", 120*time.Second, func() bool {
+		s := r.d.Status()
+		return s.Model > 0 && s.ModelPoints == n && !s.RefitRunning
+	})
+	waitFor(t, "3 dead letters", 10*time.Second, func() bool { return len(r.messages(tp.DLQ)) == 3 })
+	for _, m := range r.messages(tp.DLQ) {
+		var dl stream.DeadLetter
+		if err := json.Unmarshal(m.Value, &dl); err != nil || dl.Reason == "" || dl.Topic != tp.Train {
+			t.Errorf("dead letter %s: %v", m.Value, err)
+		}
+	}
+	st := r.d.Status()
+	if st.Points != n || st.Ingest.DeadLetters != 3 {
+		t.Fatalf("status points %d dead letters %d, want %d and 3", st.Points, st.Ingest.DeadLetters, n)
+	}
+
+	// Queries: by stored id, by input, one invalid, one unknown id.
+	qs := []stream.Message{
+		queryMsg(t, tp.Queries, stream.QueryEvent{Request: "q-id", ID: set.IDs[5], K: 5}, set.D),
+		queryMsg(t, tp.Queries, stream.QueryEvent{Request: "q-x", X: test.Row(0)}, set.D),
+		{Topic: tp.Queries, Key: []byte("q-bad"), Value: []byte(`{"v":1,"request":"q-bad","x":[1]}`)},
+		queryMsg(t, tp.Queries, stream.QueryEvent{Request: "q-unknown", ID: "no-such-id"}, set.D),
+	}
+	produceMsgs(t, r.d.Brokers(), qs)
+	waitFor(t, "2 attributions and 5 dead letters", 30*time.Second, func() bool {
+		return len(r.messages(tp.Attributions)) == 2 && len(r.messages(tp.DLQ)) == 5
+	})
+	atts := keyed[stream.Attribution](t, r, tp.Attributions)
+	s := r.d.serving.Load()
+	for req, want := range map[string]int{"q-id": 5, "q-x": cfg.Query.K} {
+		a, ok := atts[req]
+		if !ok {
+			t.Fatalf("no attribution for %s", req)
+		}
+		if a.Model != s.version || len(a.TopK) != want {
+			t.Errorf("%s: model %d topk %d, want model %d and %d entries", req, a.Model, len(a.TopK), s.version, want)
+		}
+		switch a.Verdict {
+		case "certified", "uncertified", "fit_limited":
+		default:
+			t.Errorf("%s: verdict %q", req, a.Verdict)
+		}
+		for i, e := range a.TopK {
+			if !slices.Contains(s.landmarkIDs, e.ID) || !(e.Radius >= 0) || (e.View != "A" && e.View != "B") {
+				t.Errorf("%s: topk[%d] = %+v is not a serving landmark with a radius", req, i, e)
+			}
+			if i > 0 && e.Score > a.TopK[i-1].Score {
+				t.Errorf("%s: topk not sorted by score", req)
+			}
+		}
+		if a.Lower-a.Upper > 0 != (a.Verdict == "certified") {
+			t.Errorf("%s: separation %v vs verdict %s", req, a.Lower-a.Upper, a.Verdict)
+		}
+	}
+	// The in-process answer equals the Kafka one for a query by id (same draw).
+	inproc, err := r.d.Answer(stream.QueryEvent{Request: "q-id", ID: set.IDs[5], K: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(inproc.TopK, atts["q-id"].TopK) {
+		t.Errorf("in-process answer %v differs from the Kafka answer %v", inproc.TopK, atts["q-id"].TopK)
+	}
+
+	// Deletions: a landmark named by the first answer, a non-landmark, an unknown id.
+	victim := atts["q-x"].TopK[0].ID
+	var plain string
+	for _, id := range set.IDs {
+		if !slices.Contains(s.landmarkIDs, id) {
+			plain = id
+			break
+		}
+	}
+	victimX := slices.Clone(r.d.cache.Load().get(victim).x)
+	before := r.d.Status().Model
+	produceMsgs(t, r.d.Brokers(), []stream.Message{
+		deleteMsg(t, tp.Train, victim, "del-landmark"),
+		deleteMsg(t, tp.Train, plain, "del-plain"),
+		deleteMsg(t, tp.Train, "never-stored", "del-unknown"),
+	})
+	// As soon as the deletion is applied, answers stop naming the landmark.
+	waitFor(t, "the deletion applied", 30*time.Second, func() bool { return r.d.Status().Points == n-2 })
+	after, err := r.d.Answer(stream.QueryEvent{Request: "q-after", X: test.Row(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range after.TopK {
+		if e.ID == victim {
+			t.Fatalf("answer after the deletion names the deleted landmark %q", victim)
+		}
+	}
+	waitFor(t, "3 audits", 60*time.Second, func() bool { return len(r.messages(tp.Audits)) >= 3 })
+	audits := keyed[stream.Audit](t, r, tp.Audits)
+	la, pa, ua := audits["del-landmark"], audits["del-plain"], audits["del-unknown"]
+	if !la.WasLandmark || la.ModelBefore != before || la.ModelAfter <= before || la.ID != victim {
+		t.Errorf("landmark audit %+v: want was_landmark, model %d → later", la, before)
+	}
+	if !(la.Percentile >= 0 && la.Percentile <= 1) || !(la.PValue > 0 && la.PValue <= 1) {
+		t.Errorf("landmark audit percentile %v p %v", la.Percentile, la.PValue)
+	}
+	if pa.WasLandmark || pa.ModelAfter <= before {
+		t.Errorf("non-landmark audit %+v", pa)
+	}
+	var ub auditBody
+	if err := json.Unmarshal([]byte(ua.Body), &ub); err != nil || ub.Known || ua.ModelAfter != ua.ModelBefore {
+		t.Errorf("unknown-id audit %+v (body %v): want known=false and no refit", ua, err)
+	}
+	// The chain verifies from the events alone: hash = SHA-256(prev_hash ‖ body).
+	evs := r.messages(tp.Audits)
+	prev := make([]byte, 32)
+	for i, m := range evs {
+		var a stream.Audit
+		if err := json.Unmarshal(m.Value, &a); err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.Sum256(append(slices.Clone(prev), a.Body...))
+		if a.Seq != uint64(i+1) || a.PrevHash != hex.EncodeToString(prev) || a.Hash != hex.EncodeToString(h[:]) {
+			t.Fatalf("audit %d: seq %d prev %s hash %s, want seq %d prev %x hash %x", i, a.Seq, a.PrevHash, a.Hash, i+1, prev, h)
+		}
+		prev = h[:]
+	}
+	waitFor(t, "quiescence after the deletions", 60*time.Second, func() bool {
+		s := r.d.Status()
+		return !s.RefitRunning && s.PendingDeletions == 0 && s.ModelPoints == n-2
+	})
+	gotID := r.d.Status().ModelID
+	r.stop(t)
+
+	// The deleted point's raw input is not in the file.
+	raw, err := os.ReadFile(filepath.Join(dirA, StateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pat := make([]byte, 0, 8*len(victimX))
+	for _, v := range victimX {
+		pat = binary.LittleEndian.AppendUint64(pat, math.Float64bits(v))
+	}
+	if bytes.Contains(raw, pat) {
+		t.Errorf("the deleted point's input bytes are still in the bbolt file")
+	}
+	modelA := storedModel(t, dirA)
+
+	// Exact unlearning: a fresh daemon fed the surviving points.
+	var surv []int
+	for i, id := range set.IDs {
+		if id != victim && id != plain {
+			surv = append(surv, i)
+		}
+	}
+	dirB := t.TempDir()
+	rb := startDaemon(t, e2eConfig(dirB))
+	produceMsgs(t, rb.d.Brokers(), upserts(t, tp.Train, set, surv))
+	waitFor(t, "the fresh daemon's model", 120*time.Second, func() bool {
+		s := rb.d.Status()
+		return s.ModelPoints == len(surv) && !s.RefitRunning
+	})
+	if got := rb.d.Status().ModelID; got != gotID {
+		t.Errorf("fresh daemon model %s, deleting daemon %s", got, gotID)
+	}
+	rb.stop(t)
+	modelB := storedModel(t, dirB)
+	modelA.Version, modelB.Version = 0, 0
+	if !slices.Equal(modelA.Landmarks, modelB.Landmarks) || !slices.Equal(modelA.A.Data, modelB.A.Data) ||
+		!slices.Equal(modelA.A0.Data, modelB.A0.Data) || !slices.Equal(modelA.B.Data, modelB.B.Data) ||
+		!bytes.Equal(modelA.Meta, modelB.Meta) {
+		t.Errorf("stored models differ: exact unlearning failed")
+	}
+}

@@ -1,0 +1,247 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cairnhq/cairn/certify"
+	"github.com/cairnhq/cairn/storage"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// errServingChanged makes a query batch recompute: the serving model changed (a
+// deletion masked a landmark, or a refit installed a model) between computing the
+// answers and committing them, and an answer committed after a deletion must not name
+// the deleted point.
+var errServingChanged = errors.New("daemon: serving model changed during the batch")
+
+// queryOut is the outcome of one query message: an attribution or a dead letter.
+type queryOut struct {
+	msg     stream.Message
+	skip    bool
+	topic   string
+	key     []byte
+	value   []byte
+	verdict string
+	secs    float64
+}
+
+// handleQueries answers one batch of cairn.queries: each valid query gets a certified
+// attribution from the serving model, emitted to cairn.attributions through the
+// outbox in one transaction with the batch's offsets; invalid ones and queries naming
+// unknown ids go to the dead-letter topic. Before the first model exists it waits (the
+// queries stay in Kafka). The commit checks that the serving model is still the one the
+// answers were computed on, else the batch is recomputed.
+func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) error {
+	select {
+	case <-d.modelReady:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var w queryWork
+	for {
+		s := d.serving.Load()
+		if s != nil && s.draw.used.Load()+int64(len(batch)) > int64(d.cfg.Query.DrawQueries) {
+			if err := d.redraw(s); err != nil {
+				return err
+			}
+			continue
+		}
+		outs := make([]queryOut, len(batch))
+		for i, m := range batch {
+			outs[i] = d.answerMessage(&w, s, m)
+		}
+		seen := map[partition]int64{}
+		err := d.store.Apply(func(tx *storage.Tx) error {
+			if d.serving.Load() != s {
+				return errServingChanged
+			}
+			for _, o := range outs {
+				if o.skip {
+					continue
+				}
+				if _, err := tx.Enqueue(o.topic, o.key, o.value); err != nil {
+					return err
+				}
+				if err := tx.SetOffset(o.msg.Topic, int32(o.msg.Partition), o.msg.Offset); err != nil {
+					return err
+				}
+				seen[partition{o.msg.Topic, o.msg.Partition}] = o.msg.Offset
+			}
+			return nil
+		})
+		if errors.Is(err, errServingChanged) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for k, off := range seen {
+			d.queryLast[k] = off
+		}
+		for _, o := range outs {
+			switch {
+			case o.skip:
+			case o.verdict != "":
+				d.queries.Add(1)
+				s.draw.used.Add(1) // an answer implies s != nil
+				d.metrics.ObserveQuery(o.secs, o.verdict)
+				d.metrics.AddEvents(o.msg.Topic, "applied", 1)
+			default:
+				d.metrics.AddEvents(o.msg.Topic, "dead_letter", 1)
+			}
+		}
+		return nil
+	}
+}
+
+// answerMessage decodes and answers one query message on s.
+func (d *Daemon) answerMessage(w *queryWork, s *serving, m stream.Message) queryOut {
+	o := queryOut{msg: m}
+	if last, ok := d.queryLast[partition{m.Topic, m.Partition}]; ok && m.Offset <= last {
+		o.skip = true
+		return o
+	}
+	t0 := time.Now()
+	ev, err := stream.DecodeQuery(m.Value, d.qlim)
+	var a stream.Attribution
+	if err == nil {
+		a, err = d.attribute(w, s, ev)
+	}
+	if err != nil {
+		dm, derr := stream.DeadLetterMessage(d.cfg.Kafka.Topics.DLQ, m, err)
+		if derr != nil { // the dead letter itself does not encode: a daemon bug
+			d.log.Error().Err(derr).Msg("dead letter for a query")
+			o.skip = true
+			return o
+		}
+		d.metrics.AddReject(string(stream.ReasonOf(err)), 1)
+		d.log.Warn().Str("topic", m.Topic).Int("partition", m.Partition).Int64("offset", m.Offset).
+			Str("reason", string(stream.ReasonOf(err))).Err(err).Msg("dead-lettered a query")
+		o.topic, o.key, o.value = dm.Topic, dm.Key, dm.Value
+		return o
+	}
+	v, err := a.Encode()
+	if err != nil {
+		d.log.Error().Err(err).Str("request", ev.Request).Msg("attribution does not encode")
+		o.skip = true
+		return o
+	}
+	o.topic, o.key, o.value, o.verdict = d.cfg.Kafka.Topics.Attributions, []byte(ev.Request), v, a.Verdict
+	o.secs = time.Since(t0).Seconds()
+	return o
+}
+
+// attributionExtra is the "extra" object of an attribution event: the rest of the
+// certificate (DESIGN.md section 5), so a user can recompute the answer.
+type attributionExtra struct {
+	ModelID        string              `json:"model_id"`
+	Separation     float64             `json:"separation"`
+	K              int                 `json:"k"`
+	RunnerUp       stream.Scored       `json:"runner_up"`
+	VarianceModel  string              `json:"variance_model"`
+	EvalDraw       string              `json:"eval_draw"`
+	PaddedP        int                 `json:"padded_p"`
+	FitFloor       *certify.Floor      `json:"fit_floor,omitempty"`
+	ResidualViews  [2]certify.Residual `json:"residual_views"`
+	Masked         int                 `json:"masked"`
+	QueryID        string              `json:"query_id,omitempty"`
+	KernelScale    float64             `json:"kernel_scale"`
+	QueriesPerDraw int                 `json:"queries_per_draw"`
+}
+
+// attribute answers one decoded query on s.
+func (d *Daemon) attribute(w *queryWork, s *serving, ev stream.QueryEvent) (stream.Attribution, error) {
+	x := ev.X
+	if ev.ID != "" {
+		e := d.cache.Load().get(ev.ID)
+		if e == nil {
+			return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnknownID, Field: "id",
+				Msg: fmt.Sprintf("no stored point %q", ev.ID)}
+		}
+		x = e.x
+	}
+	if s == nil {
+		return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "model",
+			Msg: "no model: fewer stored points than refit.min_points"}
+	}
+	k, delta := ev.K, ev.Delta
+	if k == 0 {
+		k = d.cfg.Query.K
+	}
+	if delta == 0 {
+		delta = d.cfg.Query.Delta
+	}
+	c, err := s.answer(w, x, k, delta, d.cfg.Query.DrawQueries)
+	if err != nil {
+		return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "model", Msg: err.Error()}
+	}
+	scored := func(e certify.Entry) stream.Scored {
+		return stream.Scored{ID: s.landmarkIDs[e.Index], View: string(s.views[e.Index]), Score: e.Score, Radius: e.Radius}
+	}
+	p := d.pool.Load()
+	a := stream.Attribution{
+		Request: ev.Request, Model: s.version, Verdict: string(c.Verdict),
+		Lower: c.LowerTop, Upper: c.UpperRest,
+		Budget: stream.Budget{Heads: s.h, SketchDim: s.s, PerView: d.cfg.Pool.M, Pool: c.Budget.M},
+		Delta:  delta, Seed: c.EvalSeed,
+		DeltaBy: map[string]float64{"per_query": c.Allocation.PerQuery, "per_landmark": c.Allocation.PerLandmark},
+	}
+	for _, e := range c.TopK {
+		a.TopK = append(a.TopK, scored(e))
+	}
+	ex := attributionExtra{ModelID: s.id, Separation: c.Separation, K: c.K, RunnerUp: scored(c.RunnerUp),
+		VarianceModel: c.VarianceModel, EvalDraw: c.EvalDraw, PaddedP: c.Budget.PaddedP, FitFloor: c.Floor,
+		Masked: s.maskedCount(), QueryID: ev.ID, KernelScale: s.scale, QueriesPerDraw: d.cfg.Query.DrawQueries}
+	if p != nil {
+		ex.ResidualViews = [2]certify.Residual{residualOf(p.residual[0]), residualOf(p.residual[1])}
+		a.Residual = p.residual[0].Trace + p.residual[1].Trace
+	}
+	if a.Extra, err = json.Marshal(ex); err != nil {
+		return a, err
+	}
+	return a, nil
+}
+
+// Answer computes the certified attribution of one query on the serving model, in
+// process (no Kafka, nothing stored): what the query path emits for q. It returns
+// ErrNoModel before the first model. It counts against the evaluation draw's query
+// budget like any answer.
+func (d *Daemon) Answer(q stream.QueryEvent) (stream.Attribution, error) {
+	s := d.serving.Load()
+	if s == nil {
+		return stream.Attribution{}, ErrNoModel
+	}
+	var w queryWork
+	a, err := d.attribute(&w, s, q)
+	if err == nil {
+		s.draw.used.Add(1)
+	}
+	return a, err
+}
+
+// redraw replaces the serving model's evaluation draw, whose query budget is used up,
+// with a fresh one (same model, same mask).
+func (d *Daemon) redraw(s *serving) error {
+	in := servingInput{version: s.version, id: s.id, points: s.points, landmarkIDs: s.landmarkIDs, views: s.views,
+		landmarkX: s.landmarkX, missing: s.masked, a: s.enc.A, b: s.enc.B, scale: s.scale, omega: s.omega,
+		omegaMean: s.omegaMean, tau2: s.tau2, residual: s.residual}
+	if s.audit != nil {
+		in.kRef, in.kTest, in.refLabels = s.audit.kRef, s.audit.kTest, s.audit.refLabels
+	}
+	ns, err := d.newServing(in)
+	if err != nil {
+		return err
+	}
+	d.servMu.Lock()
+	defer d.servMu.Unlock()
+	if d.serving.Load() != s {
+		return nil // changed meanwhile; the caller reloads
+	}
+	d.serving.Store(ns)
+	d.log.Info().Uint64("model", s.version).Uint64("eval_seed", ns.draw.seed).Msg("new evaluation draw")
+	return nil
+}

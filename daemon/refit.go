@@ -1,0 +1,529 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sort"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/cairnhq/cairn/certify"
+	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/fit"
+	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/storage"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// snapshot is the input of one refit, taken under the ingest lock after the pool was
+// synced: the stored points (sorted ids and their immutable cache entries), the pool's
+// landmarks per view in pivot order with its certificates, and the deletions awaiting
+// their audit. A refit is a function of the snapshot alone (and the configuration), so
+// the model fitted on a set of points does not depend on how they arrived.
+type snapshot struct {
+	ids       []string
+	entries   []*cached
+	landmarks [2][]string
+	residual  [2]coreset.Certificate
+	pending   []*deletionRecord
+	mark      int // len(Daemon.removals) when taken
+	taken     time.Time
+	reason    string
+}
+
+// snapshot captures the stored points and the pool; the caller holds the ingest lock
+// and has synced the pool.
+func (in *Ingest) snapshot() (*snapshot, error) {
+	ids := in.cache.ids()
+	if len(ids) != in.pool.A.Len() {
+		return nil, fmt.Errorf("%w: %d cached points, %d in the pool", ErrPoolState, len(ids), in.pool.A.Len())
+	}
+	s := &snapshot{ids: ids, entries: make([]*cached, len(ids)), residual: in.residuals(),
+		pending: slices.Clone(in.pending), taken: time.Now()}
+	for i, id := range ids {
+		s.entries[i] = in.cache.get(id)
+	}
+	s.landmarks[0] = in.pool.A.Landmarks()
+	s.landmarks[1] = in.pool.B.Landmarks()
+	return s, nil
+}
+
+// modelMeta is storage.Model.Meta (JSON): what a model version needs besides its
+// matrices to be served again after a restart. It holds nothing that depends on timing,
+// so the stored model is a function of the points it was fitted on.
+type modelMeta struct {
+	// ViewA is the number of leading landmarks that are view A's pivots; the rest are
+	// view B's.
+	ViewA       int                 `json:"view_a"`
+	KernelScale float64             `json:"kernel_scale"`
+	Points      int                 `json:"points"`
+	Train       int                 `json:"train"`
+	Val         int                 `json:"val"`
+	Loss        string              `json:"loss"`
+	Init        string              `json:"init"`
+	Fits        int                 `json:"fits"`
+	SelectedBy  string              `json:"selected_by"`
+	BestEpoch   int                 `json:"best_epoch"`
+	Epochs      int                 `json:"epochs"`
+	Residual    [2]certify.Residual `json:"residual"`
+	ID          string              `json:"id"`
+	// PointsHash identifies the points fitted on (pointsHash): a restarted daemon
+	// refits when the stored points differ.
+	PointsHash string `json:"points_hash"`
+}
+
+// fitted is a refit's outcome before it is committed.
+type fitted struct {
+	model storage.Model
+	stats *storage.FitStats
+	serv  *serving
+	meta  modelMeta
+}
+
+// isVal reports whether the point id is held out for checkpoint selection: a seeded
+// hash of the id below frac, so a point's role never depends on arrival order.
+func isVal(seed uint64, id string, frac float64) bool {
+	return float64(rng.Seed(seed, "daemon/val/"+id)>>11)/(1<<53) < frac
+}
+
+// featureRows returns the fit-draw features of view v of the given entries (rows×q),
+// from the cache when present, else recomputed (bit-identically) on all cores.
+func (f *Features) featureRows(ids []string, entries []*cached, v int) []float64 {
+	q, d := f.Dim(), f.InputDim()
+	out := make([]float64, len(ids)*q)
+	var miss []int
+	for i, e := range entries {
+		if fv := e.view(v); fv != nil {
+			copy(out[i*q:(i+1)*q], fv)
+		} else {
+			miss = append(miss, i)
+		}
+	}
+	for lo := 0; lo < len(miss); lo += syncChunk {
+		hi := min(lo+syncChunk, len(miss))
+		views := make([]float64, (hi-lo)*d)
+		buf := make([]float64, (hi-lo)*q)
+		for r, i := range miss[lo:hi] {
+			f.aug.ViewTo(views[r*d:(r+1)*d], entries[i].x, ids[i], v)
+		}
+		f.sketch.FeaturesBatchTo(buf, views, hi-lo)
+		for r, i := range miss[lo:hi] {
+			copy(out[i*q:(i+1)*q], buf[r*q:(r+1)*q])
+		}
+	}
+	return out
+}
+
+// fitSnapshot fits model version on snap (paper Alg. cairn-stage2, as cairnctl fit
+// does): the pool's landmarks (view A's pivots, then view B's), kernel blocks of the
+// training points' two views against them, validation blocks of the held-out points,
+// the kernel and initializer scaling of fit.ScaleKernels/ScaleInit, and R Adam fits on
+// all cores. It then builds the serving form: the evaluation draw and the audit blocks.
+func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, version uint64) (*fitted, error) {
+	cfg, f := d.cfg, d.feat
+	seed := cfg.Model.Seed
+	q := f.Dim()
+	index := make(map[string]int, len(snap.ids))
+	for i, id := range snap.ids {
+		index[id] = i
+	}
+	// Landmarks: ids, views, fit-draw features L (M×q) and augmented inputs (M×D).
+	var lids []string
+	var views []byte
+	var lrows [2][]int
+	for v, ids := range snap.landmarks {
+		for _, id := range ids {
+			i, ok := index[id]
+			if !ok {
+				return nil, fmt.Errorf("%w: landmark %q is not a stored point", ErrPoolState, id)
+			}
+			lids = append(lids, id)
+			views = append(views, "AB"[v])
+			lrows[v] = append(lrows[v], i)
+		}
+	}
+	mm := len(lids)
+	if mm < 2 {
+		return nil, fmt.Errorf("daemon: refit: %d landmarks, need at least 2", mm)
+	}
+	lf := make([]float64, 0, mm*q)
+	for v := range 2 {
+		ids, ents := pick(snap.ids, snap.entries, lrows[v])
+		lf = append(lf, f.featureRows(ids, ents, v)...)
+	}
+	lm := mat.NewDense(mm, q, lf)
+
+	// Training and validation rows.
+	var tr, va []int
+	for i, id := range snap.ids {
+		if isVal(seed, id, cfg.Fit.ValFraction) {
+			va = append(va, i)
+		} else {
+			tr = append(tr, i)
+		}
+	}
+	if len(va) < 2 {
+		tr, va = append(tr, va...), nil
+		sort.Ints(tr)
+	}
+	if len(tr) < 2 {
+		return nil, fmt.Errorf("daemon: refit: %d training points, need at least 2", len(tr))
+	}
+	against := func(rows []int, v int) *mat.Dense {
+		ids, ents := pick(snap.ids, snap.entries, rows)
+		g := f.featureRows(ids, ents, v)
+		k := mat.NewDense(len(rows), mm, nil)
+		k.Mul(mat.NewDense(len(rows), q, g), lm.T())
+		return k
+	}
+	trIDs, _ := pick(snap.ids, snap.entries, tr)
+	prob := &fit.Problem{KA: against(tr, 0), KB: against(tr, 1), IDs: trIDs, Kmm: mat.NewDense(mm, mm, nil)}
+	prob.Kmm.Mul(lm, lm.T())
+	var valLabels []int
+	if va != nil {
+		prob.Val.K, prob.Val.KB = against(va, 0), against(va, 1)
+		valLabels = labelsOf(snap.entries, va)
+		prob.Val.Labels = valLabels
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	loss, err := fit.ParseLoss(cfg.Fit.Loss)
+	if err != nil {
+		return nil, fmt.Errorf("%w: fit.loss: %w", ErrConfig, err)
+	}
+	in, err := fit.ParseInit(cfg.Fit.Init)
+	if err != nil {
+		return nil, fmt.Errorf("%w: fit.init: %w", ErrConfig, err)
+	}
+	scale, err := fit.ScaleKernels(prob, fit.ScaleDiag)
+	if err != nil {
+		return nil, err
+	}
+	ir, err := fit.Initialize(in, prob, cfg.Fit.K, seed)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: refit: init %s: %w", in, err)
+	}
+	if _, err := fit.ScaleInit(fit.DefaultInitScale, in, prob.KA, ir.A0); err != nil {
+		return nil, err
+	}
+	opt := fit.DefaultOptions(loss)
+	opt.Seed, opt.Epochs, opt.Patience, opt.BatchSize = seed, cfg.Fit.Epochs, cfg.Fit.Patience, cfg.Fit.Batch
+	opt.LR, opt.WeightDecay = cfg.Fit.LearningRate, cfg.Fit.WeightDecay
+	rep, err := fit.RepeatContext(ctx, prob, ir, opt, cfg.Fit.Fits, runtime.GOMAXPROCS(0))
+	if err != nil {
+		return nil, err
+	}
+	f0 := rep.Fits[0]
+
+	out := &fitted{}
+	out.meta = modelMeta{
+		ViewA: len(lrows[0]), KernelScale: scale, Points: len(snap.ids), Train: len(tr), Val: len(va),
+		Loss: loss.String(), Init: in.String(), Fits: cfg.Fit.Fits, SelectedBy: f0.SelectedBy,
+		BestEpoch: f0.BestEpoch, Epochs: f0.Epochs,
+		Residual: [2]certify.Residual{residualOf(snap.residual[0]), residualOf(snap.residual[1])},
+		ID:       modelID(lids, views, f0.A, f0.B), PointsHash: pointsHash(snap.ids, snap.entries),
+	}
+	meta, err := json.Marshal(out.meta)
+	if err != nil {
+		return nil, err
+	}
+	out.model = storage.Model{Version: version, Landmarks: lids, A: dense(f0.A), A0: dense(f0.A0),
+		B: storage.Matrix{Rows: 1, Cols: len(f0.B), Data: slices.Clone(f0.B)}, Meta: meta}
+	si := servingInput{
+		version: version, points: len(snap.ids), landmarkIDs: lids, views: views,
+		a: f0.A, b: f0.B, scale: scale, residual: out.meta.Residual, id: out.meta.ID,
+		landmarkX: make([]float64, mm*f.InputDim()),
+	}
+	for l, id := range lids {
+		v := 0
+		if views[l] == 'B' {
+			v = 1
+		}
+		d.feat.aug.ViewTo(si.landmarkX[l*f.InputDim():(l+1)*f.InputDim()], snap.entries[index[id]].x, id, v)
+	}
+	si.omega = scaled(f0.Omega, scale)
+	si.omegaMean = scaled(rep.OmegaMean, scale)
+	if rep.OmegaVar != nil {
+		si.tau2 = scaled(rep.OmegaVar, scale*scale)
+		out.stats = &storage.FitStats{Version: version, Seeds: rep.Seeds, Mean: si.omegaMean, Var: si.tau2}
+	}
+	// Audit blocks: labelled training rows as the reference set, labelled held-out
+	// rows as test points, each the first ones in a seeded id order.
+	refRows := auditRows(seed, "ref", snap, tr, cfg.Audit.Reference)
+	testRows := auditRows(seed, "test", snap, va, cfg.Audit.Test)
+	if len(refRows) >= 2 && len(testRows) >= 1 {
+		si.kRef = rowsOf(prob.KA, tr, refRows)
+		si.kTest = rowsOf(prob.Val.K, va, testRows)
+		si.refLabels = labelsOf(snap.entries, refRows)
+	}
+	if out.serv, err = d.newServing(si); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// pick returns the ids and entries of the given rows.
+func pick(ids []string, entries []*cached, rows []int) ([]string, []*cached) {
+	oi := make([]string, len(rows))
+	oe := make([]*cached, len(rows))
+	for r, i := range rows {
+		oi[r], oe[r] = ids[i], entries[i]
+	}
+	return oi, oe
+}
+
+// labelsOf returns the labels of the rows, or nil unless every one has a non-negative
+// label (k-NN needs classes).
+func labelsOf(entries []*cached, rows []int) []int {
+	out := make([]int, len(rows))
+	for r, i := range rows {
+		e := entries[i]
+		if !e.hasLab || e.label < 0 {
+			return nil
+		}
+		out[r] = int(e.label)
+	}
+	return out
+}
+
+// auditRows picks up to n labelled rows of candidates, first by the seeded key
+// "daemon/audit/<role>/<id>", returned in increasing row order.
+func auditRows(seed uint64, role string, snap *snapshot, candidates []int, n int) []int {
+	var c []int
+	for _, i := range candidates {
+		if e := snap.entries[i]; e.hasLab && e.label >= 0 {
+			c = append(c, i)
+		}
+	}
+	key := func(i int) uint64 { return rng.Seed(seed, "daemon/audit/"+role+"/"+snap.ids[i]) }
+	sort.Slice(c, func(a, b int) bool { return key(c[a]) < key(c[b]) })
+	c = c[:min(n, len(c))]
+	sort.Ints(c)
+	return c
+}
+
+// rowsOf returns the rows of k (whose row r is point rows[r]) for the points want.
+func rowsOf(k *mat.Dense, rows, want []int) *mat.Dense {
+	_, c := k.Dims()
+	out := mat.NewDense(len(want), c, nil)
+	for r, i := range want {
+		j := sort.SearchInts(rows, i)
+		out.SetRow(r, k.RawRowView(j))
+	}
+	return out
+}
+
+func scaled(v []float64, s float64) []float64 {
+	if v == nil {
+		return nil
+	}
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = s * x
+	}
+	return out
+}
+
+func dense(a *mat.Dense) storage.Matrix {
+	r, c := a.Dims()
+	m := storage.Matrix{Rows: r, Cols: c, Data: make([]float64, 0, r*c)}
+	for i := range r {
+		m.Data = append(m.Data, a.RawRowView(i)...)
+	}
+	return m
+}
+
+// servingInput is what newServing needs, from a fresh fit or from a stored model.
+type servingInput struct {
+	version     uint64
+	id          string
+	points      int
+	landmarkIDs []string
+	views       []byte
+	landmarkX   []float64 // M×D augmented inputs (zero rows for missing landmarks)
+	missing     []bool    // landmarks no longer stored (masked from the start); nil: none
+	a           *mat.Dense
+	b           []float64
+	scale       float64
+	// omega, omegaMean and tau2 (nil with one fit) in raw kernel units.
+	omega, omegaMean, tau2 []float64
+	residual               [2]certify.Residual
+	kRef, kTest            *mat.Dense // nil: no audit blocks
+	refLabels              []int
+}
+
+// newServing builds the serving form of a model: a fresh evaluation draw named by the
+// version and the daemon's draw nonce, the landmarks' evaluation features and exact
+// diagonals, the audit embeddings, and the mask of missing landmarks.
+func (d *Daemon) newServing(in servingInput) (*serving, error) {
+	mm := len(in.landmarkIDs)
+	name := fmt.Sprintf("daemon/eval/%d/%d/%d", in.version, d.drawNonce, d.drawCount.Add(1))
+	draw, err := newEvalDraw(d.feat.Backbone(), d.cfg.Sketch.H, d.cfg.Sketch.S, d.cfg.Model.Seed, name, in.landmarkX, mm)
+	if err != nil {
+		return nil, err
+	}
+	s := &serving{
+		version: in.version, id: in.id, points: in.points, landmarkIDs: in.landmarkIDs, views: in.views,
+		landmarkX: in.landmarkX, masked: make([]bool, mm), enc: certify.Encoder{A: in.a, B: in.b}, scale: in.scale,
+		omega: in.omega, omegaMean: in.omegaMean, tau2: in.tau2, residual: in.residual, draw: draw,
+		h: d.cfg.Sketch.H, s: d.cfg.Sketch.S, padded: draw.sketch.PaddedP(),
+	}
+	if s.omegaMean == nil {
+		s.omegaMean = s.omega
+	}
+	if in.missing != nil {
+		copy(s.masked, in.missing)
+	}
+	for _, v := range slices.Concat(s.omega, s.omegaMean, s.tau2, draw.diag) {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("daemon: model %d has a non-finite weight or diagonal", in.version)
+		}
+	}
+	if in.kRef != nil && in.refLabels != nil {
+		ab := &auditBlocks{kRef: in.kRef, kTest: in.kTest, refLabels: in.refLabels}
+		ab.zRef = embed(s.enc, in.kRef)
+		ab.zTest = embed(s.enc, in.kTest)
+		s.audit = ab
+	}
+	s.compact()
+	return s, nil
+}
+
+// embed returns z = K A + b for the rows of k.
+func embed(e certify.Encoder, k *mat.Dense) *mat.Dense {
+	n, _ := k.Dims()
+	_, c := e.A.Dims()
+	z := mat.NewDense(n, c, nil)
+	e.EmbedTo(z, k, nil)
+	return z
+}
+
+// refit runs one refit from snap: fit, effects of the pending deletions, one
+// transaction (model, fit statistics, audits, pending records removed, a status event),
+// then the new serving model is installed with the landmarks removed since the
+// snapshot masked.
+func (d *Daemon) refit(ctx context.Context, snap *snapshot) error {
+	if len(snap.ids) < d.cfg.Refit.MinPoints {
+		return d.auditWithoutModel(snap)
+	}
+	start := time.Now()
+	var latest uint64
+	err := d.store.View(func(tx *storage.ReadTx) error {
+		m, ok, err := tx.LatestModel()
+		if ok {
+			latest = m.Version
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	version := latest + 1
+	ft, err := d.fitSnapshot(ctx, snap, version)
+	if err != nil {
+		return err
+	}
+	// Deletion effects, before the write transaction: on the model each deletion was
+	// applied to, or, after a restart, on the model serving now.
+	cur := d.serving.Load()
+	for _, rec := range snap.pending {
+		base := rec.before
+		if base == nil {
+			base = cur
+		}
+		if base != nil && rec.Known {
+			rec.effect = base.deletionEffect(rec.ID, rec.Request, d.cfg.Audit.Random, d.cfg.Model.Seed)
+		}
+	}
+	done := time.Now()
+	secs := done.Sub(start).Seconds()
+	status := map[string]any{
+		"version": version, "id": ft.meta.ID, "points": ft.meta.Points, "train": ft.meta.Train,
+		"val": ft.meta.Val, "reason": snap.reason, "seconds": secs, "selected_by": ft.meta.SelectedBy,
+		"best_epoch": ft.meta.BestEpoch, "residual": ft.meta.Residual, "audits": len(snap.pending),
+	}
+	sdata, err := json.Marshal(status)
+	if err != nil {
+		return err
+	}
+	sval, err := stream.Status{Kind: "model", Time: done.UTC(), Data: sdata}.Encode()
+	if err != nil {
+		return err
+	}
+	var audits []stream.Audit
+	err = d.store.Apply(func(tx *storage.Tx) error {
+		audits = audits[:0]
+		m, ok, err := tx.LatestModel()
+		if err != nil {
+			return err
+		}
+		if ok && m.Version != latest {
+			return fmt.Errorf("daemon: model version %d appeared during the refit", m.Version)
+		}
+		if err := tx.PutModel(ft.model); err != nil {
+			return err
+		}
+		if ft.stats != nil {
+			if err := tx.PutFitStats(*ft.stats); err != nil {
+				return err
+			}
+		}
+		for _, rec := range snap.pending {
+			a, err := appendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, ft.serv, done)
+			if err != nil {
+				return err
+			}
+			audits = append(audits, a)
+			if _, err := tx.DeletePending(rec.Seq); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Enqueue(d.cfg.Kafka.Topics.Status, []byte("model"), sval)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("daemon: commit model %d: %w", version, err)
+	}
+	d.install(ft.serv, snap.mark)
+	d.mu.Lock()
+	d.ingest.dropPending(snap.pending)
+	d.publishPool()
+	d.lastFit = fitBaseline{points: len(snap.ids), landmarks: slices.Concat(snap.landmarks[0], snap.landmarks[1]),
+		ratio: ratioOf(snap.residual)}
+	d.mu.Unlock()
+	d.refits.Add(1)
+	d.refitSecs.Store(math.Float64bits(secs))
+	d.metrics.ObserveRefit(secs, nil)
+	for _, rec := range snap.pending {
+		d.metrics.ObserveAudit(time.Since(rec.Applied).Seconds())
+	}
+	d.log.Info().Uint64("model", version).Str("model_id", ft.meta.ID).Int("points", ft.meta.Points).
+		Int("landmarks", len(ft.model.Landmarks)).Str("reason", snap.reason).Float64("seconds", secs).
+		Int("audits", len(audits)).Str("selected_by", ft.meta.SelectedBy).Msg("model installed")
+	return nil
+}
+
+// ratioOf is Σ tr R / Σ tr K over both views (0 for an empty pool).
+func ratioOf(c [2]coreset.Certificate) float64 {
+	k := c[0].TraceK + c[1].TraceK
+	if k <= 0 {
+		return 0
+	}
+	return (c[0].Trace + c[1].Trace) / k
+}
+
+// dropPending forgets the pending records that were audited.
+func (in *Ingest) dropPending(done []*deletionRecord) {
+	in.pending = slices.DeleteFunc(in.pending, func(r *deletionRecord) bool { return slices.Contains(done, r) })
+}
+
+// errRefitSkipped marks a refit that could not run for lack of points.
+var errRefitSkipped = errors.New("daemon: too few points to fit")

@@ -1,0 +1,270 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/cairnhq/cairn/fit"
+	"github.com/cairnhq/cairn/storage"
+)
+
+// refitRetry is how long the supervisor waits after a failed refit before trying again.
+const refitRetry = 5 * time.Second
+
+// runRefits is the refit supervisor: every 100 ms, or when the train handler pokes it,
+// it syncs the pool when due (a landmark deletion, or staleness over
+// pool.sync_stale_fraction) and starts a refit when a drift trigger fires (refitReason).
+// One refit runs at a time, on this goroutine, so it never blocks ingestion or
+// queries; the ingest lock is held only to sync and to take the snapshot.
+func (d *Daemon) runRefits(ctx context.Context) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-d.kick:
+		}
+		snap, err := d.maybeSnapshot(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, ErrBroken) {
+				continue // the train goroutine rebuilds the ingest
+			}
+			return err
+		}
+		if snap == nil {
+			continue
+		}
+		d.refitRunning.Store(true)
+		err = d.refit(ctx, snap)
+		d.refitRunning.Store(false)
+		if err != nil {
+			if ctx.Err() != nil {
+				d.metrics.ObserveRefit(0, context.Canceled)
+				return nil
+			}
+			d.metrics.ObserveRefit(0, err)
+			d.log.Error().Err(err).Str("reason", snap.reason).Dur("retry_in", refitRetry).Msg("refit failed")
+			d.mu.Lock()
+			d.changes = max(d.changes, 1)
+			d.retryAt = time.Now().Add(refitRetry)
+			d.mu.Unlock()
+		}
+	}
+}
+
+// maybeSnapshot syncs the pool when due and, when a refit trigger fires, syncs it fully
+// and returns the refit's snapshot (nil otherwise).
+func (d *Daemon) maybeSnapshot(ctx context.Context) (*snapshot, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in := d.ingest
+	if in.SyncDue() {
+		if err := in.Sync(ctx); err != nil {
+			return nil, err
+		}
+		d.publishPool()
+	}
+	if time.Now().Before(d.retryAt) {
+		return nil, nil
+	}
+	reason := d.refitReason()
+	if reason == "" {
+		return nil, nil
+	}
+	if err := in.Sync(ctx); err != nil { // at quiescence the pool is batch greedy
+		return nil, err
+	}
+	snap, err := in.snapshot()
+	if err != nil {
+		return nil, err
+	}
+	d.servMu.Lock()
+	snap.mark = len(d.removals)
+	d.servMu.Unlock()
+	snap.reason = reason
+	d.changes = 0
+	d.publishPool()
+	return snap, nil
+}
+
+// refitReason names the drift trigger of DESIGN.md section 4 that fires now, or "".
+// d.mu is held.
+func (d *Daemon) refitReason() string {
+	r, in, now := d.cfg.Refit, d.ingest, time.Now()
+	if n := len(in.pending); n > 0 && r.OnDelete && now.Sub(in.pending[n-1].Applied) >= r.DeleteDebounce {
+		return "deletion" // deletions within the debounce share this refit
+	}
+	if in.Len() < r.MinPoints {
+		return ""
+	}
+	idle := r.Idle > 0 && d.changes > 0 && now.Sub(d.lastTrain) >= r.Idle
+	many := r.PointsChanged > 0 && d.changes >= r.PointsChanged
+	if d.serving.Load() == nil {
+		if idle || many {
+			return "first_fit"
+		}
+		return ""
+	}
+	if many {
+		return "points_changed"
+	}
+	if r.PoolChangeFraction > 0 && d.changes > 0 {
+		cur := in.Landmarks()
+		changed := 0
+		for _, id := range cur {
+			if !contains(d.lastFit.landmarks, id) {
+				changed++
+			}
+		}
+		if len(cur) > 0 && float64(changed) >= r.PoolChangeFraction*float64(len(cur)) {
+			return "pool_changed"
+		}
+	}
+	if r.ResidualIncrease > 0 && d.changes > 0 && d.lastFit.ratio > 0 &&
+		ratioOf(in.residuals())/d.lastFit.ratio-1 >= r.ResidualIncrease {
+		return "residual_increase"
+	}
+	if idle {
+		return "idle"
+	}
+	return ""
+}
+
+// auditWithoutModel answers pending deletions when too few points are left to fit:
+// the audits say model_after 0 and the serving model is withdrawn.
+func (d *Daemon) auditWithoutModel(snap *snapshot) error {
+	done := time.Now()
+	err := d.store.Apply(func(tx *storage.Tx) error {
+		for _, rec := range snap.pending {
+			if _, err := appendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, nil, done); err != nil {
+				return err
+			}
+			if _, err := tx.DeletePending(rec.Seq); err != nil {
+				return err
+			}
+		}
+		return statusEvent(tx, d.cfg.Kafka.Topics.Status, "model", map[string]any{
+			"version": 0, "points": len(snap.ids), "reason": "fewer stored points than refit.min_points: no model"})
+	})
+	if err != nil {
+		return err
+	}
+	d.servMu.Lock()
+	d.serving.Store(nil)
+	d.removals = d.removals[:0]
+	d.servMu.Unlock()
+	d.metrics.SetModel(0, 0)
+	d.mu.Lock()
+	d.ingest.dropPending(snap.pending)
+	d.publishPool()
+	d.mu.Unlock()
+	return nil
+}
+
+// loadServing rebuilds the serving form of the latest stored model after a restart,
+// with the landmarks no longer stored masked, and returns it with the hash of the
+// points it was fitted on (nil, "" without a model). The audit blocks are rebuilt from
+// the points stored now by the same rules as a refit.
+func (d *Daemon) loadServing() (*serving, string, error) {
+	var (
+		m      storage.Model
+		ok     bool
+		fs     storage.FitStats
+		haveFS bool
+	)
+	err := d.store.View(func(tx *storage.ReadTx) error {
+		var err error
+		if m, ok, err = tx.LatestModel(); err != nil || !ok {
+			return err
+		}
+		fs, haveFS, err = tx.FitStats(m.Version)
+		return err
+	})
+	if err != nil || !ok {
+		return nil, "", err
+	}
+	var meta modelMeta
+	if err := json.Unmarshal(m.Meta, &meta); err != nil {
+		return nil, "", fmt.Errorf("%w: model %d meta: %w", ErrPoolState, m.Version, err)
+	}
+	mm := len(m.Landmarks)
+	if m.A.Rows != mm || m.A0.Rows != mm || m.A0.Cols != m.A.Cols || m.B.Rows != 1 || m.B.Cols != m.A.Cols ||
+		meta.ViewA < 0 || meta.ViewA > mm || !(meta.KernelScale > 0) {
+		return nil, "", fmt.Errorf("%w: model %d has inconsistent shapes", ErrPoolState, m.Version)
+	}
+	a := mat.NewDense(m.A.Rows, m.A.Cols, m.A.Data)
+	a0 := mat.NewDense(m.A0.Rows, m.A0.Cols, m.A0.Data)
+	si := servingInput{version: m.Version, id: meta.ID, points: meta.Points, landmarkIDs: m.Landmarks,
+		views: make([]byte, mm), missing: make([]bool, mm), a: a, b: m.B.Data, scale: meta.KernelScale,
+		residual: meta.Residual, landmarkX: make([]float64, mm*d.feat.InputDim())}
+	si.omega = scaled(fit.Omega(a, a0), meta.KernelScale)
+	if haveFS && len(fs.Mean) == mm {
+		si.omegaMean = fs.Mean
+		if len(fs.Var) == mm {
+			si.tau2 = fs.Var
+		}
+	}
+	cache := d.cache.Load()
+	dim := d.feat.InputDim()
+	var lf []float64
+	for l, id := range m.Landmarks {
+		v := 0
+		si.views[l] = 'A'
+		if l >= meta.ViewA {
+			v, si.views[l] = 1, 'B'
+		}
+		e := cache.get(id)
+		if e == nil {
+			si.missing[l] = true
+			lf = append(lf, make([]float64, d.feat.Dim())...)
+			continue
+		}
+		d.feat.aug.ViewTo(si.landmarkX[l*dim:(l+1)*dim], e.x, id, v)
+		lf = append(lf, d.feat.featureRows([]string{id}, []*cached{e}, v)...)
+	}
+	// Audit blocks from the points stored now, as a refit picks them.
+	ids := cache.ids()
+	snap := &snapshot{ids: ids, entries: make([]*cached, len(ids))}
+	for i, id := range ids {
+		snap.entries[i] = cache.get(id)
+	}
+	var tr, va []int
+	for i, id := range ids {
+		if isVal(d.cfg.Model.Seed, id, d.cfg.Fit.ValFraction) {
+			va = append(va, i)
+		} else {
+			tr = append(tr, i)
+		}
+	}
+	refRows := auditRows(d.cfg.Model.Seed, "ref", snap, tr, d.cfg.Audit.Reference)
+	testRows := auditRows(d.cfg.Model.Seed, "test", snap, va, d.cfg.Audit.Test)
+	if len(refRows) >= 2 && len(testRows) >= 1 {
+		lm := mat.NewDense(mm, d.feat.Dim(), lf)
+		against := func(rows []int) *mat.Dense {
+			rid, ren := pick(ids, snap.entries, rows)
+			g := d.feat.featureRows(rid, ren, 0)
+			k := mat.NewDense(len(rows), mm, nil)
+			k.Mul(mat.NewDense(len(rows), d.feat.Dim(), g), lm.T())
+			k.Scale(meta.KernelScale, k)
+			return k
+		}
+		si.kRef, si.kTest = against(refRows), against(testRows)
+		si.refLabels = labelsOf(snap.entries, refRows)
+	}
+	s, err := d.newServing(si)
+	if err != nil {
+		return nil, "", err
+	}
+	d.log.Info().Uint64("model", m.Version).Str("model_id", meta.ID).Int("masked", s.maskedCount()).Msg("model restored")
+	return s, meta.PointsHash, nil
+}
