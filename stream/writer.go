@@ -72,6 +72,10 @@ func (c WriterConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// maxBatchBytes bounds one record batch: below the 1 MiB message.max.bytes default of
+// Kafka brokers, with room for the batch and request headers.
+const maxBatchBytes = 1<<20 - 64<<10
+
 // Writer produces messages to any topic with acknowledgement from all
 // in-sync replicas (RequireAll). A message's partition is a function of its
 // key only (murmur2, as the Java client), so a re-sent output lands next to
@@ -109,9 +113,12 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		// One attempt inside kafka-go: the retry loop is ours, so that
 		// the attempt count, the backoff and the per-message outcome are
 		// visible and bounded here.
-		MaxAttempts:  1,
-		BatchSize:    10000,
-		BatchBytes:   16 << 20,
+		MaxAttempts: 1,
+		BatchSize:   10000,
+		// A produce request carries one record batch per partition; brokers refuse
+		// batches over message.max.bytes (1 MiB by default, kfake included), so
+		// kafka-go must cut large writes below that.
+		BatchBytes:   maxBatchBytes,
 		BatchTimeout: cfg.Linger,
 		ReadTimeout:  cfg.Timeout,
 		WriteTimeout: cfg.Timeout,
@@ -171,8 +178,8 @@ func (w *Writer) Write(ctx context.Context, msgs ...Message) error {
 		backoff = min(2*backoff, w.cfg.BackoffMax)
 	}
 	first := pending[0]
-	return fmt.Errorf("%w: %d messages not acknowledged after %d attempts (first: topic %q key %q): %v",
-		ErrWriteFailed, len(pending), w.cfg.Attempts, first.Topic, truncate(string(first.Key), 64), lastErr)
+	return fmt.Errorf("%w: %d messages not acknowledged after %d attempts (first: topic %q key %q): %s",
+		ErrWriteFailed, len(pending), w.cfg.Attempts, first.Topic, truncate(string(first.Key), 64), truncate(lastErr.Error(), 512))
 }
 
 // Close flushes nothing (Write is synchronous), releases connections and
