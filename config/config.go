@@ -27,6 +27,8 @@ type Config struct {
 	HTTP string `yaml:"http"`
 	// ShutdownTimeout bounds graceful shutdown after SIGINT/SIGTERM.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// LogLevel is the least severe log level written: debug, info, warn or error.
+	LogLevel string `yaml:"log_level"`
 
 	Kafka  Kafka  `yaml:"kafka"`
 	Model  Model  `yaml:"model"`
@@ -182,6 +184,7 @@ func Default() Config {
 		DataDir:         "./cairn-data",
 		HTTP:            "127.0.0.1:8080",
 		ShutdownTimeout: 10 * time.Second,
+		LogLevel:        "info",
 		Kafka: Kafka{
 			EmbeddedBroker: "127.0.0.1:9092",
 			Partitions:     4,
@@ -463,6 +466,11 @@ func (c *Config) Validate() error {
 	}
 	if !(c.Refit.ResidualIncrease >= 0) || math.IsInf(c.Refit.ResidualIncrease, 0) {
 		bad("refit.residual_increase", c.Refit.ResidualIncrease, "must be non-negative and finite (0 disables)")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log_level", c.LogLevel, "must be debug, info, warn or error")
 	}
 	if c.Refit.Idle < 0 {
 		bad("refit.idle", c.Refit.Idle, "must be non-negative (0 disables)")

@@ -1,6 +1,6 @@
 // Command cairnd is the cairn daemon: flags → config → daemon.Run under
-// signal.NotifyContext. Logs are zerolog JSON lines on stderr (CAIRN_LOG_LEVEL sets the
-// level: debug, info, warn, error; default info).
+// signal.NotifyContext. Logs are zerolog JSON lines on stderr at the configured
+// log_level (CAIRN_LOG_LEVEL in the environment).
 package main
 
 import (
@@ -54,11 +54,12 @@ func run(ctx context.Context, fs *flag.FlagSet, flags *config.Flags) error {
 	if err != nil {
 		return err
 	}
-	level := zerolog.InfoLevel
-	if s := os.Getenv("CAIRN_LOG_LEVEL"); s != "" {
-		if level, err = zerolog.ParseLevel(s); err != nil {
-			return fmt.Errorf("CAIRN_LOG_LEVEL %q: %w", s, err)
-		}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	level, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return fmt.Errorf("log_level %q: %w", cfg.LogLevel, err)
 	}
 	log := zerolog.New(os.Stderr).Level(level).With().Timestamp().Str("service", "cairnd").Logger()
 	d, err := daemon.New(cfg, log)

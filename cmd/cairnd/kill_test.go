@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/daemon"
+	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/storage"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// killConfig is the YAML of the daemons under test: a small MNIST model against an
+// external broker (the test's), so killing cairnd never loses broker data.
+func killConfig(dir, broker, http string) string {
+	return fmt.Sprintf(`data_dir: %s
+http: %s
+shutdown_timeout: 5s
+kafka:
+  brokers: [%s]
+  partitions: 2
+model: {arch: "mlp:784-32-10", seed: 5}
+sketch: {h: 2, s: 128}
+pool: {m: 16}
+fit: {k: 16, epochs: 2, batch: 64, fits: 2}
+refit: {idle: 400ms, min_points: 32, delete_debounce: 100ms, points_changed: 1000}
+audit: {random: 5, reference: 100, test: 30}
+limits: {batch_events: 64}
+`, dir, http, broker)
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proc is one cairnd process.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan error
+	http string
+}
+
+func startCairnd(t *testing.T, bin, cfgPath, http string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, "--config", cfgPath)
+	cmd.Env = append(os.Environ(), "CAIRN_LOG_LEVEL=warn")
+	logf, err := os.OpenFile(cfgPath+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr, cmd.Stdout = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, done: make(chan error, 1), http: http}
+	go func() { p.done <- cmd.Wait(); logf.Close() }()
+	return p
+}
+
+// status reads /status; ok is false while the daemon does not answer.
+func (p *proc) status() (daemon.Status, bool) {
+	var s daemon.Status
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + p.http + "/status")
+	if err != nil {
+		return s, false
+	}
+	defer resp.Body.Close()
+	if json.NewDecoder(resp.Body).Decode(&s) != nil {
+		return s, false
+	}
+	return s, true
+}
+
+// quiesce waits until the daemon has applied every message, holds want points, serves a
+// model fitted on all of them and owes no audit; then it stops it with SIGTERM and
+// checks the graceful exit.
+func quiesce(t *testing.T, p *proc, want int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		s, ok := p.status()
+		lagged := !ok
+		for _, l := range s.Lag {
+			lagged = lagged || l > 0
+		}
+		if !lagged && len(s.Lag) > 0 && s.Points == want && s.ModelPoints == want && !s.RefitRunning && s.PendingDeletions == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not quiescent after 3 minutes: %+v (answering %v)", s, ok)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("cairnd exited with %v after SIGTERM", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("cairnd did not stop within 15 s of SIGTERM")
+	}
+}
+
+func stateHash(t *testing.T, cfgPath string) string {
+	t.Helper()
+	cfg, err := config.Load(cfgPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := storage.Open(filepath.Join(cfg.DataDir, daemon.StateFile), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h, err := daemon.StateHash(cfg, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestKill9 is the restart guarantee of DESIGN.md section 4: a few thousand training
+// events (upserts, re-upserts, deletions and bad messages) sit in the broker; cairnd is
+// killed with SIGKILL at 24 seeded random moments while it ingests, restarted each
+// time, and finally left to quiesce and stopped with SIGTERM. Its state hash
+// (daemon.StateHash: points, offsets, served landmarks, latest model) must equal that
+// of one uninterrupted run over the same messages: nothing lost, nothing applied twice.
+func TestKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cairnd and runs it many times")
+	}
+	set, err := dataset.Open("mnist", "train", 2500)
+	if err != nil {
+		t.Skipf("MNIST not available: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "cairnd")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	tp := config.Default().Kafka.Topics
+	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 2,
+		Topics: []string{tp.Train, tp.Queries, tp.Attributions, tp.Audits, tp.DLQ, tp.Status}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	// The input: 2500 upserts, 200 re-upserts of earlier ids with other rows, 60
+	// deletions (some of ids never stored) and 20 bad messages, in a seeded order.
+	r := rand.New(rand.NewPCG(9, 9))
+	topic := config.Default().Kafka.Topics.Train
+	lim := stream.Limits{InputDim: set.D}
+	var msgs []stream.Message
+	stored := map[string]bool{}
+	add := func(id string, row int) {
+		lab := int64(set.Labels[row])
+		v, err := stream.EncodeTrain(stream.TrainEvent{Op: stream.OpUpsert, ID: id, X: set.Row(row), Label: &lab}, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, stream.Message{Topic: topic, Key: []byte(id), Value: v})
+		stored[id] = true
+	}
+	for i := range set.N {
+		add(set.IDs[i], i)
+		switch {
+		case i > 100 && r.IntN(12) == 0:
+			add(set.IDs[r.IntN(i)], r.IntN(set.N))
+		case i > 100 && r.IntN(40) == 0:
+			id := set.IDs[r.IntN(i)]
+			if r.IntN(4) == 0 {
+				id = "ghost-" + strconv.Itoa(i)
+			}
+			v, err := stream.EncodeTrain(stream.TrainEvent{Op: stream.OpDelete, ID: id, Request: "del-" + strconv.Itoa(i)}, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs = append(msgs, stream.Message{Topic: topic, Key: []byte(id), Value: v})
+			delete(stored, id)
+		case r.IntN(120) == 0:
+			msgs = append(msgs, stream.Message{Topic: topic, Key: []byte("bad"), Value: []byte(`{"v":1,"op":"upsert","id":"bad","x":[1]}`)})
+		}
+	}
+	want := len(stored)
+	w, err := stream.NewWriter(stream.WriterConfig{Kafka: stream.Config{Brokers: []string{b.Addr()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	t.Logf("%d messages, %d points at the end", len(msgs), want)
+
+	dir := t.TempDir()
+	killedCfg := filepath.Join(dir, "killed.yaml")
+	httpK := freeAddr(t)
+	if err := os.WriteFile(killedCfg, []byte(killConfig(filepath.Join(dir, "killed"), b.Addr(), httpK)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const kills = 24
+	for k := range kills {
+		p := startCairnd(t, bin, killedCfg, httpK)
+		time.Sleep(time.Duration(150+r.IntN(900)) * time.Millisecond)
+		s, _ := p.status()
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			log, _ := os.ReadFile(killedCfg + ".log")
+			t.Fatalf("kill %d: %v; cairnd log:\n%s", k+1, err, log)
+		}
+		<-p.done
+		t.Logf("kill %d: %d points applied", k+1, s.Points)
+	}
+	p := startCairnd(t, bin, killedCfg, httpK)
+	quiesce(t, p, want)
+	killed := stateHash(t, killedCfg)
+
+	cleanCfg := filepath.Join(dir, "clean.yaml")
+	httpC := freeAddr(t)
+	if err := os.WriteFile(cleanCfg, []byte(killConfig(filepath.Join(dir, "clean"), b.Addr(), httpC)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p = startCairnd(t, bin, cleanCfg, httpC)
+	quiesce(t, p, want)
+	clean := stateHash(t, cleanCfg)
+	if killed != clean {
+		t.Fatalf("state after %d kills %s, uninterrupted %s", kills, killed, clean)
+	}
+}
