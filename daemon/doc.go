@@ -1,7 +1,76 @@
 // Package daemon wires cairn together (DESIGN.md section 2): it is the only package
-// that sees Kafka (stream), bbolt (storage) and the mathematics (entk, dataset,
-// coreset) at once. So far it holds the ingest path of issue 7; queries, deletion
-// audits, refits, HTTP and the Run loop come later.
+// that sees Kafka (stream), bbolt (storage) and the mathematics (entk, dataset, coreset,
+// fit, certify) at once. Daemon.Run is the service of issue 7; Ingest is its training
+// path and can be driven alone.
+//
+// # Run and its components
+//
+// Run opens the bbolt file (DataDir/cairn.db), starts the embedded broker
+// (DataDir/kafka) unless external brokers are configured, restores the ingest (pool,
+// point cache, pending deletions) and the latest model, binds HTTP, and runs, each on
+// one goroutine it joins: the training reader (handleTrain → Ingest.Apply), the query
+// reader (handleQueries), the refit supervisor (runRefits), the lag poller, the outbox
+// publisher and the HTTP server. On ctx's end it stops the readers, the supervisor and
+// any refit (fit.RepeatContext stops within one minibatch), drains the outbox for at
+// most shutdown_timeout, stops HTTP and closes the broker and the store. A component
+// that fails ends Run with its error (after the same shutdown); an Ingest broken by a
+// failed transaction is rebuilt from the store instead.
+//
+// Locks: mu guards the ingest and the refit baselines (held by the train handler per
+// batch, and by the supervisor while it syncs the pool and takes a snapshot, never
+// during a fit); servMu serializes changes of the serving model, which readers load
+// lock-free (an atomic pointer to an immutable serving value).
+//
+// # Queries
+//
+// A query (by input or by stored id) is answered on the serving model's evaluation
+// draw: heads and SRHT named "daemon/eval/<version>/<nonce>/<count>" of the model seed
+// (entk.NewSketch(backbone, h, s, seed, "eval") with the reported seed reproduces it),
+// drawn independently of the fit draw. Scores Î_ℓt = K^eval(x_ℓ, x_t)·ω_ℓ, radii from the
+// conservative variance bound with exact diagonals (eq. conservative-variance), δ split
+// over query.draw_queries queries and the unmasked landmarks (Thm. topk); with R > 1
+// fits the fit floor (Thm. fit-floor) may turn the verdict into fit_limited. A draw
+// whose query budget is used up is replaced. Answers and the batch's offsets commit in
+// one transaction, which fails (and the batch is recomputed) if the serving model
+// changed meanwhile: an answer committed after a deletion never names the deleted
+// point. Queries wait for the first model; later, invalid queries and unknown ids go to
+// the dead-letter topic.
+//
+// # Deletions and audits
+//
+// A delete of a stored id removes the point from the pool and the store, and in the
+// same transaction writes a pending deletion record (storage pending bucket: request,
+// id, whether it was a landmark of the serving model and of the pool, the serving model
+// version, the pool's residual certificates before and after, timestamps). Before that
+// transaction commits, the serving model masks the point's landmark terms (withMask),
+// which is exact for the representation (a sum over landmarks). The refit supervisor
+// starts a refit once no deletion arrived for refit.delete_debounce, so deletions close
+// together share it; the refit's commit holds the new model, the audits of every
+// deletion its snapshot reflects (hash-chained through storage.Tx.AppendAudit, emitted
+// on cairn.audits keyed by request, with the canonical body the chain covers), and the
+// removal of their pending records. A delete of an unknown id is audited at once
+// (known: false, no refit). The deletion effect is appendix D's Δ(S) for S the point's
+// landmark terms in the model it was deleted from, ranked against audit.random random
+// landmark sets of the same size (percentile and permutation p-value); percentile is -1
+// when it cannot be computed (the point was no landmark, or no labelled audit points),
+// and the body's effect.reason says why. Raw inputs of deleted points are erased from
+// the file (Store.Compact) before any later output is published.
+//
+// # Refits and model versions
+//
+// The supervisor refits when a trigger fires (refitReason: a debounced deletion, the
+// first fit, refit.points_changed points changed, refit.pool_change_fraction of the
+// landmarks replaced, a refit.residual_increase relative rise of tr R / tr K, or
+// refit.idle without training events while the points differ from the model's). Under
+// the ingest lock it syncs the pool to batch greedy and takes a snapshot (sorted ids and
+// immutable cache entries); the fit then runs without any lock. A refit is a function of
+// the snapshot and the configuration: landmarks are the pool's, the held-out points are
+// chosen by a seeded id hash, minibatch order depends on ids, all seeds are named
+// streams. So the model served at quiescence depends only on the stored points, which
+// gives exact unlearning (a fresh daemon fed the surviving points serves a byte-identical
+// model; TestEndToEnd) and replay (the kill -9 test compares StateHash). Versions are
+// immutable storage.Model records; a model's id is the content hash of its landmarks,
+// Ã and b.
 //
 // # Ingest
 //
@@ -32,9 +101,8 @@
 //     the batch unconsumed; batches amortize the commit's fsync.
 //  5. After a commit that deleted stored points, Store.Compact erases their raw bytes
 //     (storage holds back every later outbox entry until then; on start, NewIngest
-//     compacts a deletion committed just before a crash). The deletion's audit event,
-//     the immediate removal of the landmark's term from the served encoder and the
-//     refit it triggers are not implemented yet: for now a delete records nothing else.
+//     compacts a deletion committed just before a crash). Deletions also write their
+//     pending audit records in step 4 and call the hooks (see "Deletions and audits").
 //
 // Apply returns an error only for failures of the daemon (store, context, an internal
 // inconsistency), never for bad input, and then the batch counts as not consumed. A
@@ -66,12 +134,19 @@
 // # Sync
 //
 // Ingest.Sync re-selects both pools by batch greedy over all stored points
-// (coreset.Pool.Sync) and persists the result. Its coreset.FeatureSource recomputes ψ
-// from the raw points in the store: one read transaction loads the points (n×D), and
-// features are computed syncChunk points at a time in parallel, in the id order Sync
-// asks in. It is the only O(n) operation; scheduling it (SyncDue reports
-// pool.sync_stale_fraction or a landmark deletion) is the caller's, and for replay
-// determinism the schedule must depend on the message sequence only.
+// (coreset.Pool.Sync) and persists the result. Its coreset.FeatureSource (cacheSource)
+// serves the features cached at ingest and recomputes the others from the cached raw
+// inputs (bit-identical). It is the only O(n) operation; the daemon's supervisor runs it
+// when SyncDue (pool.sync_stale_fraction or a landmark deletion) and before every refit.
+// Between syncs the certificate is a valid bound; the served landmarks after a sync are
+// batch greedy over the stored points, whatever the schedule was.
+//
+// # Point cache
+//
+// The Ingest keeps every stored point's input and label in memory, and the features of
+// both views computed at ingest (pointCache, up to cacheBudget bytes): syncs and refits
+// need them for all points, and recomputing ψ is the expensive part. After a restart the
+// features are recomputed lazily. Memory is 8·(D + 2q) bytes per point.
 //
 // # Pool state
 //
