@@ -6,12 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
-	"github.com/cairnhq/cairn/storage"
 )
 
 // FitSketch is the name of the feature draw the pool is selected on (entk streams
@@ -121,84 +119,10 @@ func (f *Features) BothViewsTo(dst, views, xs []float64, ids []string) {
 	}
 }
 
-// syncChunk is how many points a syncSource featurizes per parallel batch: large
-// enough to keep both cores busy, small enough that the prefetch buffer (chunk×q) stays
-// far below the n×q matrix Sync builds anyway.
+// syncChunk is how many points featureRows featurizes per parallel batch: large enough
+// to keep both cores busy, small enough that the buffer (chunk×q) stays far below the
+// n×q matrices a refit builds anyway.
 const syncChunk = 256
-
-// storedPoints is a snapshot of the raw stored points in id byte order.
-type storedPoints struct {
-	ids []string
-	xs  []float64 // len(ids)×D
-}
-
-// loadPoints reads every stored point in one read transaction.
-func loadPoints(st *storage.Store, d int) (*storedPoints, error) {
-	sp := &storedPoints{}
-	err := st.View(func(tx *storage.ReadTx) error {
-		return tx.ForEachPoint(func(p storage.Point) error {
-			if len(p.X) != d {
-				return fmt.Errorf("%w: stored point %q has %d inputs, want %d", ErrPoolState, p.ID, len(p.X), d)
-			}
-			sp.ids = append(sp.ids, p.ID)
-			sp.xs = append(sp.xs, p.X...)
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	return sp, nil
-}
-
-// syncSource is the coreset.FeatureSource of one view for Pool.Sync: it recomputes
-// ψ(view v of x) from the raw stored points. Sync asks for ids in increasing order,
-// which is the order of pts, so the source featurizes the next syncChunk points at once
-// (in parallel) and serves them from its buffer; an out-of-order request is computed
-// alone. Features are bit-identical to those computed at ingest (same augmenter
-// stream, same sketch, and FeaturesBatchTo rows equal FeaturesTo).
-type syncSource struct {
-	f      *Features
-	view   int
-	pts    *storedPoints
-	lo, hi int       // rows [lo, hi) of pts are in buf
-	next   int       // row after the last one served
-	buf    []float64 // (hi-lo)×Dim
-	views  []float64 // scratch
-}
-
-func newSyncSource(f *Features, pts *storedPoints, view int) *syncSource {
-	return &syncSource{f: f, view: view, pts: pts}
-}
-
-// FeaturesTo implements coreset.FeatureSource.
-func (s *syncSource) FeaturesTo(dst []float64, id string) error {
-	q, d := s.f.Dim(), s.f.InputDim()
-	if len(dst) != q {
-		panic(fmt.Sprintf("daemon: syncSource dst has %d features, want %d", len(dst), q))
-	}
-	i := s.next // fast path: Sync asks in id order
-	if i >= len(s.pts.ids) || s.pts.ids[i] != id {
-		i = sort.SearchStrings(s.pts.ids, id)
-		if i >= len(s.pts.ids) || s.pts.ids[i] != id {
-			return fmt.Errorf("%w: %q", ErrSyncSource, id)
-		}
-	}
-	if i < s.lo || i >= s.hi {
-		n := min(syncChunk, len(s.pts.ids)-i)
-		s.buf = grow(s.buf, n*q)
-		s.views = grow(s.views, n*d)
-		for r := range n {
-			s.f.aug.ViewTo(s.views[r*d:(r+1)*d], s.pts.xs[(i+r)*d:(i+r+1)*d], s.pts.ids[i+r], s.view)
-		}
-		s.f.sketch.FeaturesBatchTo(s.buf, s.views, n)
-		s.lo, s.hi = i, i+n
-	}
-	j := i - s.lo
-	copy(dst, s.buf[j*q:(j+1)*q])
-	s.next = i + 1
-	return nil
-}
 
 // grow returns s resized to n, reusing its array when large enough.
 func grow(s []float64, n int) []float64 {

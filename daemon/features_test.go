@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -63,9 +64,11 @@ func TestBothViewsToMatchesSequential(t *testing.T) {
 	}
 }
 
-// TestSyncSource: in-order, out-of-order and repeated requests give the same features
-// as BothViewsTo; an unknown id is ErrSyncSource. n straddles the prefetch chunk.
-func TestSyncSource(t *testing.T) {
+// TestCacheSource: the pool's feature source and a refit's featureRows give exactly the
+// features BothViewsTo computes, whether they come from the cache (even rows) or are
+// recomputed from the cached input (odd rows, as after a restart); an unknown id is
+// ErrSyncSource. n straddles the recompute chunk.
+func TestCacheSource(t *testing.T) {
 	cfg := testConfig()
 	f, err := NewFeatures(cfg.Model, cfg.Sketch)
 	if err != nil {
@@ -76,28 +79,39 @@ func TestSyncSource(t *testing.T) {
 	ids, xs := randPoints(rand.New(rand.NewPCG(3, 3)), n, d)
 	want := make([]float64, 2*n*q)
 	f.BothViewsTo(want, make([]float64, 2*n*d), xs, ids)
-	pts := &storedPoints{ids: ids, xs: xs}
-	order := make([]int, 0, 2*n)
-	for i := range n {
-		order = append(order, i)
+	c := newPointCache()
+	entries := make([]*cached, n)
+	for i, id := range ids {
+		e := &cached{x: xs[i*d : (i+1)*d]}
+		if i%2 == 0 {
+			e.fa, e.fb = want[2*i*q:(2*i+1)*q], want[(2*i+1)*q:(2*i+2)*q]
+		}
+		c.put(id, e)
+		entries[i] = e
 	}
-	order = append(order, n-1, 0, syncChunk, syncChunk-1, 3, 3)
+	same := func(what string, got, w []float64) {
+		t.Helper()
+		for j := range got {
+			if math.Float64bits(got[j]) != math.Float64bits(w[j]) {
+				t.Fatalf("%s feature %d: got %v, want %v", what, j, got[j], w[j])
+			}
+		}
+	}
 	for view := range 2 {
-		src := newSyncSource(f, pts, view)
+		src := newCacheSource(f, c, view)
 		got := make([]float64, q)
-		for _, i := range order {
+		for _, i := range []int{0, 1, n - 1, syncChunk, 3, 3} {
 			if err := src.FeaturesTo(got, ids[i]); err != nil {
 				t.Fatal(err)
 			}
-			w := want[(2*i+view)*q : (2*i+view+1)*q]
-			for j := range got {
-				if math.Float64bits(got[j]) != math.Float64bits(w[j]) {
-					t.Fatalf("view %d id %s feature %d: got %v, want %v", view, ids[i], j, got[j], w[j])
-				}
-			}
+			same(fmt.Sprintf("source view %d id %s", view, ids[i]), got, want[(2*i+view)*q:(2*i+view+1)*q])
 		}
 		if err := src.FeaturesTo(got, "zzz"); !errors.Is(err, ErrSyncSource) {
 			t.Errorf("unknown id: %v, want ErrSyncSource", err)
+		}
+		rows := f.featureRows(ids, entries, view)
+		for i := range n {
+			same(fmt.Sprintf("featureRows view %d row %d", view, i), rows[i*q:(i+1)*q], want[(2*i+view)*q:(2*i+view+1)*q])
 		}
 	}
 }

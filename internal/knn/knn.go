@@ -3,6 +3,7 @@ package knn
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -223,9 +224,16 @@ func BalancedAccuracy(pred, truth []int) float64 {
 	if len(tot) == 0 {
 		return math.NaN()
 	}
+	// Sum in class order: map iteration order is random, and a float sum in a varying
+	// order changes in the last bits from run to run (fits must be reproducible).
+	classes := make([]int, 0, len(tot))
+	for cl := range tot {
+		classes = append(classes, cl)
+	}
+	slices.Sort(classes)
 	var sum float64
-	for cl, n := range tot {
-		sum += float64(hit[cl]) / float64(n)
+	for _, cl := range classes {
+		sum += float64(hit[cl]) / float64(tot[cl])
 	}
 	return sum / float64(len(tot))
 }

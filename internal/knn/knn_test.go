@@ -164,3 +164,39 @@ func TestErrors(t *testing.T) {
 		t.Error("k = 0 accepted")
 	}
 }
+
+// TestBalancedAccuracyReproducible: with many classes whose recalls do not sum exactly
+// in floating point, repeated calls give bit-identical results (the sum runs in class
+// order, not in Go's random map order) equal to the in-order reference sum.
+func TestBalancedAccuracyReproducible(t *testing.T) {
+	var pred, truth []int
+	for cl := range 37 {
+		for j := range 3 + cl%5 {
+			truth = append(truth, cl)
+			p := cl
+			if j%3 == 0 {
+				p = cl + 1
+			}
+			pred = append(pred, p)
+		}
+	}
+	var want float64
+	for cl := range 37 {
+		hit, tot := 0, 0
+		for i, tr := range truth {
+			if tr == cl {
+				tot++
+				if pred[i] == cl {
+					hit++
+				}
+			}
+		}
+		want += float64(hit) / float64(tot)
+	}
+	want /= 37
+	for range 50 {
+		if got := BalancedAccuracy(pred, truth); math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("BalancedAccuracy = %v, want %v bit for bit", got, want)
+		}
+	}
+}
