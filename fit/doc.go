@@ -13,7 +13,8 @@
 //
 // # Contracts
 //
-//   - Inputs are never modified: Problem blocks, Ã₀ and options are read only. Results own
+//   - Inputs are never modified (Problem blocks, Ã₀ and options are read only), except
+//     by ScaleKernels and ScaleInit, which exist to scale them in place once. Results own
 //     all their matrices and slices. A Problem may be shared by concurrent fits (Repeat
 //     does exactly that on up to its workers goroutines, all joined before it returns).
 //   - Determinism: a fit is a pure function of (Problem, Ã₀, Options). The minibatch order
@@ -32,8 +33,9 @@
 //     coefficient by about LR per step whatever the gradient's scale, so LR must match the
 //     scale of Ã₀. PCI's Ã₀ = U(Λ+ε)^{-1/2} has its leading columns' entries of order
 //     (M·λ₁)^{-1/2}, which the paper's 1.25e-2 overwrites in a few steps when K has unit
-//     mean diagonal; cairnctl fit therefore rescales PCI's Ã₀ to unit latent variance
-//     (its defaultInitScale documents the measurements).
+//     mean diagonal; ScaleInit with DefaultInitScale (what cairnctl fit and the daemon
+//     use) therefore rescales PCI's Ã₀ to unit latent variance (DefaultInitScale
+//     documents the measurements).
 //   - Checkpoints (Result.SelectedBy): "val_knn_accuracy" (leave-one-out majority-vote
 //     k-NN accuracy, k = Options.KNN = 20, within the labelled validation split; balanced
 //     accuracy when Options.Balanced) when validation labels exist; else "val_loss" (the
