@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairnhq/cairn/fit"
 	"github.com/cairnhq/cairn/storage"
+	"github.com/cairnhq/cairn/stream"
 )
 
 // refitRetry is how long the supervisor waits after a failed refit before trying again.
@@ -77,7 +78,7 @@ func (d *Daemon) maybeSnapshot(ctx context.Context) (*snapshot, error) {
 	if time.Now().Before(d.retryAt) {
 		return nil, nil
 	}
-	reason := d.refitReason()
+	reason := d.refitReason(ctx)
 	if reason == "" {
 		return nil, nil
 	}
@@ -99,7 +100,7 @@ func (d *Daemon) maybeSnapshot(ctx context.Context) (*snapshot, error) {
 
 // refitReason names the drift trigger of DESIGN.md section 4 that fires now, or "".
 // d.mu is held.
-func (d *Daemon) refitReason() string {
+func (d *Daemon) refitReason(ctx context.Context) string {
 	r, in, now := d.cfg.Refit, d.ingest, time.Now()
 	if n := len(in.pending); n > 0 && r.OnDelete && now.Sub(in.pending[n-1].Applied) >= r.DeleteDebounce {
 		return "deletion" // deletions within the debounce share this refit
@@ -107,7 +108,8 @@ func (d *Daemon) refitReason() string {
 	if in.Len() < r.MinPoints {
 		return ""
 	}
-	idle := r.Idle > 0 && d.changes > 0 && now.Sub(d.lastTrain) >= r.Idle
+	// Idle means caught up, not merely paused (a sync holds ingestion for a while).
+	idle := r.Idle > 0 && d.changes > 0 && now.Sub(d.lastTrain) >= r.Idle && d.caughtUp(ctx)
 	many := r.PointsChanged > 0 && d.changes >= r.PointsChanged
 	if d.serving.Load() == nil {
 		if idle || many {
@@ -138,6 +140,26 @@ func (d *Daemon) refitReason() string {
 		return "idle"
 	}
 	return ""
+}
+
+// caughtUp reports whether every message of the training topic has been applied:
+// the broker's end offsets against the ingest's applied offsets. d.mu is held. A
+// broker that does not answer counts as not caught up.
+func (d *Daemon) caughtUp(ctx context.Context) bool {
+	topic := d.cfg.Kafka.Topics.Train
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ends, err := stream.EndOffsets(lctx, d.kafka, topic)
+	if err != nil {
+		return false
+	}
+	for part, end := range ends {
+		last, ok := d.ingest.last[partition{topic, part}]
+		if end > 0 && (!ok || last+1 < end) {
+			return false
+		}
+	}
+	return true
 }
 
 // auditWithoutModel answers pending deletions when too few points are left to fit:
