@@ -180,6 +180,14 @@ func (r *Reader) Run(ctx context.Context, handle Handler) (err error) {
 			// not need.
 			ReadLagInterval: -1,
 			MaxAttempts:     3,
+			// kafka-go sets the fetch's read deadline to exactly MaxWait; an idle
+			// partition's fetch then often ends in a client-side timeout, which
+			// kafka-go treats as a broken connection: it reconnects after
+			// backoff(1) = ReadBackoffMin, 100 ms by default. That was the whole of a
+			// query's latency through Kafka (p50 107 ms against 0.8 ms of compute), so
+			// the reconnect waits 1 ms (errors still back off quadratically to 250 ms).
+			ReadBackoffMin: time.Millisecond,
+			ReadBackoffMax: 250 * time.Millisecond,
 		})
 		readers = append(readers, kr)
 		if err := kr.SetOffset(p.start); err != nil {
