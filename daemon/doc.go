@@ -150,7 +150,7 @@
 //
 // # Pool state
 //
-// storage.PoolState{Schema: PoolSchema (1), Data} with Data, all integers
+// storage.PoolState{Schema: PoolSchema (2), Data} with Data, all integers
 // little-endian, float64 as IEEE-754 bits:
 //
 //	fingerprint [32]byte   SHA-256 of the feature pipeline (Features.Fingerprint)
@@ -160,7 +160,7 @@
 //	  i64 SLQ.Probes, i64 SLQ.Steps, i64 SLQ.Deflate, i64 SLQ.Power
 //	  u32 n, n × (u32 len, id bytes, f64 Diag, f64 Residual)      Points, sorted by id
 //	  u32 k, k × (u32 len, id bytes)                              Landmarks
-//	  floats LandmarkFeatures, i64 Greedy, floats PivotValues, floats Factor, floats Gram
+//	  i64 Greedy, floats PivotValues, floats Factor, floats Gram
 //	  u32 t, t × u64                                              TopUpKeys
 //	  i64 M, f64 Threshold, f64 Cert, f64 CertComp, f64 TraceK, f64 TraceKComp,
 //	  u8 Exact, u8 Stale, i64 StaleFrom, u8 Changed
@@ -168,10 +168,13 @@
 // where floats is u32 count then count × f64, and u8 booleans are 0 or 1. The decoder
 // checks every count against the bytes left before allocating, rejects trailing bytes
 // and is fuzzed; equal pools encode to equal bytes. Binary rather than JSON because
-// the blob is rewritten with every batch: it holds one record per stored point (that
-// is what coreset.State exposes), so each batch costs O(n) in the number of stored
-// points (see BenchmarkIngest). Storing the per-point records in storage.Point.Cert
-// instead would make it O(m q + m²), but needs a per-point accessor in coreset.
+// the blob is rewritten with every batch. The landmarks' features (coreset.State.
+// LandmarkFeatures, 2·m·q floats) are not stored: at restore they are recomputed from
+// the stored points through the point cache (bit-identical, as ψ is deterministic per
+// point), which keeps the blob at O(m² + n) bytes. The blob still holds one record per
+// stored point (that is what coreset.State exposes), so each batch costs O(n) bytes
+// (24 per point; see BenchmarkIngest). Storing those records in storage.Point.Cert with
+// coreset.Pool.CoreState/PointState would remove the n.
 //
 // # Ownership and concurrency
 //

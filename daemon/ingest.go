@@ -227,7 +227,7 @@ func NewIngest(cfg config.Config, st *storage.Store, log zerolog.Logger) (*Inges
 		return nil, err
 	}
 	if havePS {
-		if in.pool, err = decodePool(ps, feat.Fingerprint(), pcfg); err != nil {
+		if in.pool, err = decodePool(ps, feat.Fingerprint(), pcfg, [2]coreset.FeatureSource{newCacheSource(feat, in.cache, 0), newCacheSource(feat, in.cache, 1)}); err != nil {
 			return nil, err
 		}
 	} else {

@@ -11,8 +11,10 @@ import (
 )
 
 // PoolSchema is the schema number of the pool blob in storage.PoolState.Schema; the
-// layout is in doc.go "Pool state". Another number is refused at restore.
-const PoolSchema = 1
+// layout is in doc.go "Pool state". Another number is refused at restore. Schema 1
+// also held the landmarks' features (2·m·q floats, 16 MiB per batch at the default
+// m = 256, q = 4096); schema 2 recomputes them from the stored points at restore.
+const PoolSchema = 2
 
 // encodePool serializes the two-view pool for tx.PutPoolState. The layout is binary
 // (doc.go "Pool state"): the blob is rewritten with every batch and holds a record per
@@ -33,7 +35,7 @@ func encodePool(fp string, pr *coreset.Pair) (storage.PoolState, error) {
 
 // stateSize is an upper bound of appendState's output, to allocate once.
 func stateSize(s *coreset.State) int {
-	n := 256 + 8*(len(s.LandmarkFeatures)+len(s.PivotValues)+len(s.Factor)+len(s.Gram)+len(s.TopUpKeys))
+	n := 256 + 8*(len(s.PivotValues)+len(s.Factor)+len(s.Gram)+len(s.TopUpKeys))
 	for _, p := range s.Points {
 		n += 4 + len(p.ID) + 16
 	}
@@ -87,7 +89,6 @@ func appendState(w []byte, s *coreset.State) []byte {
 	for _, id := range s.Landmarks {
 		w = appendStr(w, id)
 	}
-	w = appendF64s(w, s.LandmarkFeatures)
 	w = appendI64(w, s.Greedy)
 	w = appendF64s(w, s.PivotValues)
 	w = appendF64s(w, s.Factor)
@@ -227,7 +228,6 @@ func (r *reader) state(view string) coreset.State {
 			s.Landmarks[i] = r.str(view + ".landmark")
 		}
 	}
-	s.LandmarkFeatures = r.f64s(view + ".landmark_features")
 	s.Greedy = r.int(view + ".greedy")
 	s.PivotValues = r.f64s(view + ".pivot_values")
 	s.Factor = r.f64s(view + ".factor")
@@ -251,23 +251,35 @@ func (r *reader) state(view string) coreset.State {
 	return s
 }
 
-// decodePool parses and restores a stored pool. It refuses another schema, a short or
-// overlong blob, a pool of another feature pipeline (fp) or pool configuration (want),
-// two views holding different points, and anything coreset.Restore finds
-// inconsistent. It never panics on any bytes.
-func decodePool(ps storage.PoolState, fp string, want coreset.Config) (*coreset.Pair, error) {
+// parsePool parses a stored pool blob into the fingerprint and the two views' states,
+// without their landmark features (which the blob does not hold).
+func parsePool(ps storage.PoolState) (fp string, a, b coreset.State, err error) {
 	if ps.Schema != PoolSchema {
-		return nil, fmt.Errorf("%w: schema %d, want %d", ErrPoolState, ps.Schema, PoolSchema)
+		return "", a, b, fmt.Errorf("%w: schema %d, want %d", ErrPoolState, ps.Schema, PoolSchema)
 	}
 	r := &reader{b: ps.Data}
-	got := hex.EncodeToString(r.take(32, "features fingerprint"))
-	a := r.state("a")
-	b := r.state("b")
+	fp = hex.EncodeToString(r.take(32, "features fingerprint"))
+	a = r.state("a")
+	b = r.state("b")
 	if r.err != nil {
-		return nil, r.err
+		return "", a, b, r.err
 	}
 	if len(r.b) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes after the pool state", ErrPoolState, len(r.b))
+		return "", a, b, fmt.Errorf("%w: %d trailing bytes after the pool state", ErrPoolState, len(r.b))
+	}
+	return fp, a, b, nil
+}
+
+// decodePool parses and restores a stored pool, filling each view's landmark features
+// from src[view] (the point cache at restart: ψ is deterministic per point, so they are
+// bit-identical to the features the pool held). It refuses another schema, a short or
+// overlong blob, a pool of another feature pipeline (fp) or pool configuration (want),
+// a landmark src does not know, two views holding different points, and anything
+// coreset.Restore finds inconsistent. It never panics on any bytes.
+func decodePool(ps storage.PoolState, fp string, want coreset.Config, src [2]coreset.FeatureSource) (*coreset.Pair, error) {
+	got, a, b, err := parsePool(ps)
+	if err != nil {
+		return nil, err
 	}
 	if got != fp {
 		return nil, fmt.Errorf("%w: features fingerprint %s, the configured model has %s (model, weights, sketch or seed changed; rebuild the pool)",
@@ -276,11 +288,19 @@ func decodePool(ps storage.PoolState, fp string, want coreset.Config) (*coreset.
 	pr := &coreset.Pair{}
 	for _, v := range []struct {
 		name string
+		view int
 		st   *coreset.State
 		dst  **coreset.Pool
-	}{{"a", &a, &pr.A}, {"b", &b, &pr.B}} {
+	}{{"a", 0, &a, &pr.A}, {"b", 1, &b, &pr.B}} {
 		if v.st.Config != want {
 			return nil, fmt.Errorf("%w: view %s pool config %+v, configured %+v", ErrPoolState, v.name, v.st.Config, want)
+		}
+		q := want.Dim
+		v.st.LandmarkFeatures = make([]float64, len(v.st.Landmarks)*q)
+		for i, id := range v.st.Landmarks {
+			if err := src[v.view].FeaturesTo(v.st.LandmarkFeatures[i*q:(i+1)*q], id); err != nil {
+				return nil, fmt.Errorf("%w: view %s landmark %q: %w", ErrPoolState, v.name, id, err)
+			}
 		}
 		p, err := coreset.Restore(*v.st)
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 // testPair builds a pool pair over n random points with the test model, synced when
 // sync is set, then with one landmark deleted (so the state is inexact and stale, and
 // every State field carries a non-default value).
-func testPair(t testing.TB, n int) (*Features, coreset.Config, *coreset.Pair) {
+func testPair(t testing.TB, n int) (*Features, coreset.Config, *coreset.Pair, [2]coreset.FeatureSource) {
 	t.Helper()
 	cfg := testConfig()
 	feat, err := NewFeatures(cfg.Model, cfg.Sketch)
@@ -48,7 +48,7 @@ func testPair(t testing.TB, n int) (*Features, coreset.Config, *coreset.Pair) {
 			t.Fatal(err)
 		}
 	}
-	return feat, pcfg, pr
+	return feat, pcfg, pr, [2]coreset.FeatureSource{src[0], src[1]}
 }
 
 // TestPoolCodecRoundTrip: decoding an encoded pool gives pools whose states are deeply
@@ -67,12 +67,12 @@ func TestPoolCodecRoundTrip(t *testing.T) {
 		}
 	}
 	for _, n := range []int{0, 1, 40} {
-		feat, pcfg, pr := testPair(t, n)
+		feat, pcfg, pr, src := testPair(t, n)
 		ps, err := encodePool(feat.Fingerprint(), pr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := decodePool(ps, feat.Fingerprint(), pcfg)
+		got, err := decodePool(ps, feat.Fingerprint(), pcfg, src)
 		if err != nil {
 			t.Fatalf("n=%d: %v", n, err)
 		}
@@ -90,7 +90,7 @@ func TestPoolCodecRoundTrip(t *testing.T) {
 
 // TestPoolCodecRejects: damaged blobs are refused with ErrPoolState.
 func TestPoolCodecRejects(t *testing.T) {
-	feat, pcfg, pr := testPair(t, 20)
+	feat, pcfg, pr, src := testPair(t, 20)
 	ps, _ := encodePool(feat.Fingerprint(), pr)
 	mut := func(f func(b []byte) []byte) storage.PoolState {
 		return storage.PoolState{Schema: PoolSchema, Data: f(append([]byte(nil), ps.Data...))}
@@ -102,7 +102,7 @@ func TestPoolCodecRejects(t *testing.T) {
 		ps   storage.PoolState
 		cfg  coreset.Config
 	}{
-		{"schema", storage.PoolState{Schema: 2, Data: ps.Data}, pcfg},
+		{"schema 1 (held landmark features)", storage.PoolState{Schema: 1, Data: ps.Data}, pcfg},
 		{"empty", storage.PoolState{Schema: PoolSchema}, pcfg},
 		{"truncated", mut(func(b []byte) []byte { return b[:len(b)-1] }), pcfg},
 		{"trailing", mut(func(b []byte) []byte { return append(b, 0) }), pcfg},
@@ -114,9 +114,16 @@ func TestPoolCodecRejects(t *testing.T) {
 		{"huge count", mut(func(b []byte) []byte { b[116] = 0xff; return b }), pcfg},
 		{"config", ps, other},
 	} {
-		if _, err := decodePool(tc.ps, feat.Fingerprint(), tc.cfg); !errors.Is(err, ErrPoolState) {
+
+		if _, err := decodePool(tc.ps, feat.Fingerprint(), tc.cfg, src); !errors.Is(err, ErrPoolState) {
 			t.Errorf("%s: error %v, want ErrPoolState", tc.name, err)
 		}
+	}
+	// The landmarks' features come from the stored points; a landmark the source does
+	// not know (its point is gone) makes the pool unusable.
+	none := [2]coreset.FeatureSource{coreset.MapSource{}, coreset.MapSource{}}
+	if _, err := decodePool(ps, feat.Fingerprint(), pcfg, none); !errors.Is(err, ErrPoolState) {
+		t.Errorf("unknown landmark: error %v, want ErrPoolState", err)
 	}
 }
 
@@ -124,17 +131,17 @@ func TestPoolCodecRejects(t *testing.T) {
 // never panic, every refusal must match ErrPoolState, and an accepted blob must
 // re-encode to a blob that decodes to a pool with the same encoding (idempotence).
 func FuzzDecodePool(f *testing.F) {
-	feat, pcfg, pr := testPair(f, 12)
+	feat, pcfg, pr, src := testPair(f, 12)
 	full, _ := encodePool(feat.Fingerprint(), pr)
-	_, _, empty := testPair(f, 0)
+	_, _, empty, _ := testPair(f, 0)
 	e, _ := encodePool(feat.Fingerprint(), empty)
 	f.Add(uint32(PoolSchema), e.Data)
 	f.Add(uint32(PoolSchema), full.Data)
-	f.Add(uint32(2), full.Data)
+	f.Add(uint32(1), full.Data)
 	f.Add(uint32(PoolSchema), full.Data[:len(full.Data)/2])
 	f.Add(uint32(PoolSchema), []byte{})
 	f.Fuzz(func(t *testing.T, schema uint32, data []byte) {
-		p, err := decodePool(storage.PoolState{Schema: schema, Data: data}, feat.Fingerprint(), pcfg)
+		p, err := decodePool(storage.PoolState{Schema: schema, Data: data}, feat.Fingerprint(), pcfg, src)
 		if err != nil {
 			if !errors.Is(err, ErrPoolState) {
 				t.Fatalf("error %v does not match ErrPoolState", err)
@@ -145,7 +152,7 @@ func FuzzDecodePool(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p2, err := decodePool(again, feat.Fingerprint(), pcfg)
+		p2, err := decodePool(again, feat.Fingerprint(), pcfg, src)
 		if err != nil {
 			t.Fatalf("re-encoded pool refused: %v", err)
 		}

@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math"
+	"slices"
 
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/storage"
@@ -67,11 +69,14 @@ func StateHash(cfg config.Config, st *storage.Store) (string, error) {
 		if ps, ok, err := tx.PoolState(); err != nil {
 			return err
 		} else if ok {
-			pool, err := decodePool(ps, feat.Fingerprint(), pcfg)
+			fp, a, b, err := parsePool(ps)
 			if err != nil {
 				return err
 			}
-			for _, id := range pool.Landmarks() {
+			if fp != feat.Fingerprint() || a.Config != pcfg {
+				return fmt.Errorf("%w: the stored pool belongs to another model or budget", ErrPoolState)
+			}
+			for _, id := range slices.Concat(a.Landmarks, b.Landmarks) {
 				str(id)
 			}
 		}
