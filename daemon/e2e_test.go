@@ -258,6 +258,16 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("dead letter %s: %v", m.Value, err)
 		}
 	}
+	waitFor(t, "model and drift status events", 10*time.Second, func() bool {
+		kinds := map[string]bool{}
+		for _, m := range r.messages(tp.Status) {
+			var s stream.Status
+			if json.Unmarshal(m.Value, &s) == nil && string(m.Key) == s.Kind {
+				kinds[s.Kind] = true
+			}
+		}
+		return kinds["model"] && kinds["drift"]
+	})
 	st := r.d.Status()
 	if st.Points != n || st.Ingest.DeadLetters != 3 {
 		t.Fatalf("status points %d dead letters %d, want %d and 3", st.Points, st.Ingest.DeadLetters, n)

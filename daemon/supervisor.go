@@ -9,6 +9,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/fit"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
@@ -74,6 +75,7 @@ func (d *Daemon) maybeSnapshot(ctx context.Context) (*snapshot, error) {
 			return nil, err
 		}
 		d.publishPool()
+		d.emitStatus("certificate", d.certificateStatus("sync"))
 	}
 	if time.Now().Before(d.retryAt) {
 		return nil, nil
@@ -93,9 +95,29 @@ func (d *Daemon) maybeSnapshot(ctx context.Context) (*snapshot, error) {
 	snap.mark = len(d.removals)
 	d.servMu.Unlock()
 	snap.reason = reason
+	d.emitStatus("drift", map[string]any{"reason": reason, "changes": d.changes, "points": len(snap.ids),
+		"pending_deletions": len(snap.pending), "residual_ratio": ratioOf(snap.residual),
+		"residual_ratio_at_last_fit": d.lastFit.ratio})
 	d.changes = 0
 	d.publishPool()
 	return snap, nil
+}
+
+// certificateStatus is the data of a "certificate" status event: the pool's residual
+// certificate per view.
+func (d *Daemon) certificateStatus(why string) map[string]any {
+	r := d.ingest.residuals()
+	return map[string]any{"why": why, "points": d.ingest.Len(),
+		"residual": [2]certify.Residual{residualOf(r[0]), residualOf(r[1])}, "stale": [2]bool{r[0].Stale, r[1].Stale}}
+}
+
+// emitStatus commits one cairn.status event through the outbox; a failure is logged,
+// not fatal (status events are informational).
+func (d *Daemon) emitStatus(kind string, data any) {
+	err := d.store.Apply(func(tx *storage.Tx) error { return statusEvent(tx, d.cfg.Kafka.Topics.Status, kind, data) })
+	if err != nil {
+		d.log.Warn().Err(err).Str("kind", kind).Msg("status event not written")
+	}
 }
 
 // refitReason names the drift trigger of DESIGN.md section 4 that fires now, or "".
