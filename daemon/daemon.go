@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/storage"
@@ -103,8 +104,10 @@ type Status struct {
 	ModelPoints int    `json:"model_points"`
 	// Masked are the serving model's landmarks removed since its fit (deleted points).
 	Masked int `json:"masked"`
-	// Residual is the pool's residual certificate per view (A, B).
-	Residual [2]coreset.Certificate `json:"residual"`
+	// Residual is the pool's residual certificate per view (A, B); Stale says whether
+	// a view's landmarks may differ from batch greedy until the next sync.
+	Residual [2]certify.Residual `json:"residual"`
+	Stale    [2]bool             `json:"stale"`
 	// Refits counts completed refits since start; RefitRunning says one is in progress.
 	Refits       uint64 `json:"refits"`
 	RefitRunning bool   `json:"refit_running"`
@@ -164,7 +167,10 @@ func (d *Daemon) Status() Status {
 	default:
 	}
 	if p := d.pool.Load(); p != nil {
-		st.Points, st.Landmarks, st.Residual, st.Ingest, st.PendingDeletions = p.points, p.landmarks, p.residual, p.stats, p.pending
+		st.Points, st.Landmarks, st.Ingest, st.PendingDeletions = p.points, p.landmarks, p.stats, p.pending
+		for v, c := range p.residual {
+			st.Residual[v], st.Stale[v] = residualOf(c), c.Stale
+		}
 	}
 	if s := d.serving.Load(); s != nil {
 		st.Model, st.ModelID, st.ModelPoints, st.Masked = s.version, s.id, s.points, s.maskedCount()

@@ -94,13 +94,13 @@ type op struct {
 
 // Stats are cumulative counts since the Ingest was built.
 type Stats struct {
-	Batches     uint64 // committed transactions
-	Upserts     uint64 // applied upserts (including replacements)
-	Deletes     uint64 // applied deletes of stored points
-	Missing     uint64 // deletes of ids that were not stored (offset consumed, nothing else)
-	DeadLetters uint64 // rejected messages sent to the dead-letter outbox
-	Skipped     uint64 // messages at or below the stored offset (re-deliveries), ignored
-	Syncs       uint64 // pool syncs that changed the served pool
+	Batches     uint64 `json:"batches"`      // committed transactions
+	Upserts     uint64 `json:"upserts"`      // applied upserts (including replacements)
+	Deletes     uint64 `json:"deletes"`      // applied deletes of stored points
+	Missing     uint64 `json:"missing"`      // deletes of ids that were not stored (offset consumed, nothing else)
+	DeadLetters uint64 `json:"dead_letters"` // rejected messages sent to the dead-letter outbox
+	Skipped     uint64 `json:"skipped"`      // messages at or below the stored offset (re-deliveries), ignored
+	Syncs       uint64 `json:"syncs"`        // pool syncs that changed the served pool
 }
 
 // BatchResult counts what one Apply did.

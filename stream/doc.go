@@ -49,6 +49,10 @@
 // its own OutboxEntry; storage.OutboxEntry has identical fields and
 // converts with stream.OutboxEntry(e).
 //
+// EndOffsets reports a topic's high watermarks (the offset the next message of each
+// partition will get): the daemon's consumer lag and clients that want only messages
+// newer than "now" (StartAt turns captured end offsets into a StartFunc) use it.
+//
 // # Embedded broker and durability
 //
 // StartBroker runs kfake (franz-go's in-process Kafka) as one broker

@@ -48,7 +48,7 @@ type auditReport struct {
 // test split as queries.
 func runAudit(args []string, stdout io.Writer) error {
 	if len(args) > 0 && args[0] == "verify" {
-		return fmt.Errorf("audit verify walks the daemon's hash chain: %w (it arrives with the daemon)", errNotImplemented)
+		return runAuditVerify(args[1:], stdout)
 	}
 	fs := newFlags("audit")
 	var mf modelFlags

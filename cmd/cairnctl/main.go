@@ -25,6 +25,12 @@ var commands = map[string]command{
 	"fit":     runFit,
 	"explain": runExplain,
 	"audit":   runAudit,
+	"produce": runProduce,
+	"query":   runQuery,
+	"delete":  runDelete,
+	"status":  runStatus,
+	"demo":    runDemo,
+	"bench":   runBench,
 }
 
 func main() {

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,8 +12,6 @@ import (
 	"strings"
 )
 
-// errNotImplemented marks a subcommand that is declared but not built yet.
-var errNotImplemented = errors.New("not implemented yet")
 
 // writeJSON writes v as one indented JSON object followed by a newline.
 func writeJSON(w io.Writer, v any) error {

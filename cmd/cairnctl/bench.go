@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"runtime"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/daemon"
+	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// benchReport is the output of `cairnctl bench`. Absolute rates and latencies depend
+// on the machine and on what else runs on it; ingest_vs_features_ratio compares the
+// daemon's ingest rate with the bare feature computation measured in the same run and
+// is the number to compare across machines.
+type benchReport struct {
+	Data       string `json:"data"`
+	N          int    `json:"n"`
+	Queries    int    `json:"queries"`
+	M          int    `json:"m"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+
+	// IngestEventsPerSecond: n upserts from the first write until Status().Ingest.Upserts
+	// reaches n. ProduceEventsPerSecond: the producer alone (writes acknowledged).
+	IngestEventsPerSecond  float64 `json:"ingest_events_per_second"`
+	ProduceEventsPerSecond float64 `json:"produce_events_per_second"`
+	// FeaturesPerSecondReference: points per second through Features.BothViewsTo (both
+	// views, the fit draw), the per-upsert work of ingest without Kafka and bbolt.
+	FeaturesPerSecondReference float64 `json:"features_per_second_reference"`
+	IngestVsFeaturesRatio      float64 `json:"ingest_vs_features_ratio"`
+
+	QueryInProcessP50Ms float64 `json:"query_in_process_p50_ms"`
+	QueryInProcessP99Ms float64 `json:"query_in_process_p99_ms"`
+	QueryKafkaP50Ms     float64 `json:"query_kafka_p50_ms"`
+	QueryKafkaP99Ms     float64 `json:"query_kafka_p99_ms"`
+
+	// RefitSeconds is Status().RefitSeconds of the model fitted on the n points.
+	RefitSeconds float64 `json:"refit_seconds"`
+	// DeletedID is the deleted landmark; DeletionToAuditSeconds the time from writing
+	// the delete until its audit arrived; DeletionRefitSeconds the refit that the
+	// deletion triggered (Status().RefitSeconds once the audit is in).
+	DeletedID                        string  `json:"deleted_id"`
+	DeletionToAuditSeconds           float64 `json:"deletion_to_audit_seconds"`
+	DeletionRefitSeconds             float64 `json:"deletion_refit_seconds"`
+	DeletionToAuditMinusRefitSeconds float64 `json:"deletion_to_audit_minus_refit_seconds"`
+
+	TargetsMet map[string]bool `json:"targets_met"`
+	Note       string          `json:"note"`
+}
+
+// Targets of issue 7.
+const (
+	targetIngestEventsPerSecond = 1000
+	targetQueryKafkaP99Ms       = 20
+	targetDeletionSlackSeconds  = 1
+)
+
+// runBench is `cairnctl bench [--n 5000] [--queries 200] [--data mnist] [--m 256]`: it
+// runs the daemon in process on a temporary directory with m landmarks per view and
+// measures ingest, query latency (in process and through Kafka), refit and
+// deletion-to-audit times; see benchReport.
+func runBench(args []string, stdout io.Writer) error {
+	fs := newFlags("bench")
+	n := fs.Int("n", 5000, "training rows to ingest")
+	queries := fs.Int("queries", 200, "queries per latency measurement (test-split rows)")
+	data := fs.String("data", "mnist", "data set: mnist, fashion-mnist, adult:DIR or csv:FILE (with {split})")
+	m := fs.Int("m", 256, "landmarks per view (pool.m)")
+	reference := fs.Int("reference", 200, "points in the direct feature-rate reference")
+	broker := fs.String("embedded-broker", "127.0.0.1:0", "embedded broker address (port 0: a free port)")
+	httpAddr := fs.String("http", "127.0.0.1:0", "daemon HTTP address (port 0: a free port)")
+	cfgFile := fs.String("config", "", "cairnd YAML configuration (optional; the flags above override it)")
+	timeout := fs.Duration("timeout", 2*time.Hour, "bound on the whole run")
+	logLevel := fs.String("log-level", "warn", "daemon log level on stderr")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *n < 1 || *queries < 1 || *m < 1 || *reference < 1 {
+		return fmt.Errorf("--n %d, --queries %d, --m %d, --reference %d: each must be at least 1", *n, *queries, *m, *reference)
+	}
+	cfg, err := config.Load(*cfgFile, os.Environ())
+	if err != nil {
+		return err
+	}
+	cfg.Pool.M, cfg.Pool.Budget = *m, ""
+	cfg.Kafka.Brokers = nil
+	cfg.Kafka.EmbeddedBroker, cfg.HTTP = *broker, *httpAddr
+	log, err := daemonLogger(*logLevel)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	rep, err := bench(ctx, benchOptions{cfg: cfg, data: *data, n: *n, queries: *queries, reference: *reference, log: log, stderr: os.Stderr})
+	if err != nil {
+		return err
+	}
+	return writeJSON(stdout, rep)
+}
+
+type benchOptions struct {
+	cfg       config.Config
+	data      string
+	n         int
+	queries   int
+	reference int
+	log       zerolog.Logger
+	stderr    io.Writer
+}
+
+func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
+	rep = benchReport{Data: o.data, N: o.n, Queries: o.queries, M: o.cfg.Pool.M, GOMAXPROCS: runtime.GOMAXPROCS(0),
+		Note: "absolute numbers depend on the (shared) machine; ingest_vs_features_ratio is measured in the same run"}
+	train, err := dataset.Open(o.data, "train", o.n)
+	if err != nil {
+		return rep, fmt.Errorf("--data: %w", err)
+	}
+	test, err := dataset.Open(o.data, "test", o.queries)
+	if err != nil {
+		return rep, fmt.Errorf("--data (test split for the queries): %w", err)
+	}
+
+	// The reference runs before the daemon starts, so nothing else in this process
+	// competes with it.
+	if rep.FeaturesPerSecondReference, err = featureRate(o.cfg, train, o.reference); err != nil {
+		return rep, err
+	}
+
+	h, err := startHarness(ctx, o.cfg, "", o.log)
+	if err != nil {
+		return rep, err
+	}
+	defer func() {
+		if cerr := h.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	w, err := openWriter(h.kc)
+	if err != nil {
+		return rep, err
+	}
+	defer w.Close()
+
+	// Ingest: from the first write until the daemon has applied n upserts.
+	fmt.Fprintf(o.stderr, "cairnctl bench: ingesting %d rows\n", train.N)
+	p := producer{w: w, topic: h.cfg.Kafka.Topics.Train, lim: inputLimits(h.cfg, train.D), batch: 500}
+	t0 := time.Now()
+	prog := newProgress(o.stderr, "produce", train.N)
+	sent, err := p.produce(ctx, train, 0, train.N, prog)
+	prog.finish(sent)
+	if err != nil {
+		return rep, err
+	}
+	rep.ProduceEventsPerSecond = float64(sent) / time.Since(t0).Seconds()
+	if err := poll(ctx, h, func(st daemon.Status) bool { return st.Ingest.Upserts >= uint64(train.N) }); err != nil {
+		return rep, fmt.Errorf("waiting for %d upserts: %w", train.N, err)
+	}
+	rep.IngestEventsPerSecond = float64(train.N) / time.Since(t0).Seconds()
+	rep.IngestVsFeaturesRatio = rep.IngestEventsPerSecond / rep.FeaturesPerSecondReference
+
+	fmt.Fprintf(o.stderr, "cairnctl bench: waiting for the model on %d points\n", train.N)
+	st, err := h.waitModel(ctx, train.N, o.stderr)
+	if err != nil {
+		return rep, err
+	}
+	rep.RefitSeconds = st.RefitSeconds
+
+	// In-process queries: Daemon.Answer, no Kafka, nothing stored.
+	lat := make([]float64, 0, test.N)
+	var firstAnswer stream.Attribution
+	for i := range test.N {
+		t := time.Now()
+		a, err := h.d.Answer(stream.QueryEvent{Request: fmt.Sprintf("bench-ip-%d", i), X: test.Row(i)})
+		if err != nil {
+			return rep, fmt.Errorf("in-process query %d: %w", i, err)
+		}
+		lat = append(lat, time.Since(t).Seconds()*1e3)
+		if i == 0 {
+			firstAnswer = a
+		}
+	}
+	rep.QueryInProcessP50Ms, rep.QueryInProcessP99Ms = percentile(lat, 0.5), percentile(lat, 0.99)
+
+	// Kafka queries: write one, wait for its attribution, then the next.
+	fmt.Fprintf(o.stderr, "cairnctl bench: %d queries through Kafka\n", test.N)
+	c := client{kc: h.kc, topics: h.cfg.Kafka.Topics, stderr: o.stderr}
+	lim := inputLimits(h.cfg, test.D)
+	base, err := newRequestID("bench")
+	if err != nil {
+		return rep, err
+	}
+	t, err := newTail(ctx, h.kc, o.stderr, c.topics.Attributions, c.topics.DLQ)
+	if err != nil {
+		return rep, err
+	}
+	defer t.Close()
+	lat = lat[:0]
+	for i := range test.N {
+		q := stream.QueryEvent{Request: fmt.Sprintf("%s-q%d", base, i), X: test.Row(i)}
+		t1 := time.Now()
+		sentQ, err := c.sendQuery(ctx, w, q, lim)
+		if err != nil {
+			return rep, err
+		}
+		actx, acancel := context.WithTimeout(ctx, time.Minute)
+		_, err = c.await(actx, t, answer{topic: c.topics.Attributions, request: q.Request, src: c.topics.Queries, key: []byte(q.Request), sent: sentQ})
+		acancel()
+		if err != nil {
+			return rep, fmt.Errorf("Kafka query %d: %w", i, err)
+		}
+		lat = append(lat, time.Since(t1).Seconds()*1e3)
+	}
+	rep.QueryKafkaP50Ms, rep.QueryKafkaP99Ms = percentile(lat, 0.5), percentile(lat, 0.99)
+	if err := t.Close(); err != nil {
+		return rep, err
+	}
+
+	// Deletion of a landmark: the top-1 of the first in-process answer.
+	if len(firstAnswer.TopK) == 0 {
+		return rep, errors.New("the first answer names no landmark, nothing to delete")
+	}
+	rep.DeletedID = firstAnswer.TopK[0].ID
+	fmt.Fprintf(o.stderr, "cairnctl bench: deleting landmark %s\n", rep.DeletedID)
+	t2 := time.Now()
+	m, err := c.deleteAndWait(ctx, 30*time.Minute, stream.TrainEvent{Op: stream.OpDelete, ID: rep.DeletedID, Request: base + "-delete"}, lim)
+	if err != nil {
+		return rep, fmt.Errorf("deleting %s: %w", rep.DeletedID, err)
+	}
+	rep.DeletionToAuditSeconds = time.Since(t2).Seconds()
+	var audit stream.Audit
+	if err := json.Unmarshal(m.Value, &audit); err != nil {
+		return rep, fmt.Errorf("audit of %s: %w", rep.DeletedID, err)
+	}
+	rep.DeletionRefitSeconds = h.d.Status().RefitSeconds
+	rep.DeletionToAuditMinusRefitSeconds = rep.DeletionToAuditSeconds - rep.DeletionRefitSeconds
+
+	rep.TargetsMet = map[string]bool{
+		"ingest_events_per_second_ge_1000":   rep.IngestEventsPerSecond >= targetIngestEventsPerSecond,
+		"query_kafka_p99_le_20ms":            rep.QueryKafkaP99Ms <= targetQueryKafkaP99Ms,
+		"deletion_to_audit_le_refit_plus_1s": rep.DeletionToAuditMinusRefitSeconds <= targetDeletionSlackSeconds,
+	}
+	return rep, nil
+}
+
+// featureRate times Features.BothViewsTo on the first k rows of set (both views of
+// each point under the fit draw, what ingest computes per upsert) and returns points
+// per second.
+func featureRate(cfg config.Config, set *dataset.Set, k int) (float64, error) {
+	f, err := daemon.NewFeatures(cfg.Model, cfg.Sketch)
+	if err != nil {
+		return 0, err
+	}
+	k = min(k, set.N)
+	if set.D != f.InputDim() {
+		return 0, fmt.Errorf("--data has %d features but the model %s takes %d", set.D, cfg.Model.Arch, f.InputDim())
+	}
+	dst := make([]float64, 2*k*f.Dim())
+	views := make([]float64, 2*k*set.D)
+	xs := set.X[:k*set.D]
+	ids := set.IDs[:k]
+	// One warm-up point first, so the timing excludes first-touch costs.
+	d, q := set.D, f.Dim()
+	f.BothViewsTo(dst[:2*q], views[:2*d], xs[:d], ids[:1])
+	t := time.Now()
+	f.BothViewsTo(dst, views, xs, ids)
+	return float64(k) / time.Since(t).Seconds(), nil
+}
+
+// poll checks cond on the daemon's status every 10 ms until it holds.
+func poll(ctx context.Context, h *harness, cond func(daemon.Status) bool) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond(h.d.Status()) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-h.runErr:
+			h.runErr <- err
+			return fmt.Errorf("daemon stopped: %v", err)
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// percentile is the nearest-rank p-quantile of xs (the smallest value with at least
+// p·n values at or below it); xs is sorted in place. NaN for an empty slice.
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	sort.Float64s(xs)
+	i := int(math.Ceil(p*float64(len(xs)))) - 1
+	return xs[min(max(i, 0), len(xs)-1)]
+}

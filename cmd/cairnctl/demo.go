@@ -1,0 +1,399 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/daemon"
+	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// runDemo is `cairnctl demo [--n 2000] [--data mnist] [--data-dir DIR]
+// [--embedded-broker ADDR] [--http ADDR] [--queries 3]`, the README's first command.
+// It runs the daemon in process on its embedded default, feeds it --n rows through
+// Kafka, waits for the model fitted on them, asks --queries queries through Kafka
+// (the first by stored id, the others by test-split vectors), deletes the top-1
+// landmark of the first answer, asks the first query again to show that the deleted
+// id is gone, and shuts the daemon down.
+//
+// demo is the one cairnctl command that prints a stream: one JSON object per line
+// (NDJSON), {"event":"status"|"attribution"|"audit"|"summary", …}, each printed as it
+// happens. Attribution and audit lines carry the event exactly as the daemon wrote it
+// under "data". It fails if any step fails or if the deleted id is named again.
+func runDemo(args []string, stdout io.Writer) error {
+	d := config.Default()
+	fs := newFlags("demo")
+	n := fs.Int("n", 2000, "training rows to stream in")
+	data := fs.String("data", "mnist", "data set: mnist, fashion-mnist, adult:DIR or csv:FILE (the model must match its width)")
+	dataDir := fs.String("data-dir", "", "daemon state directory, kept afterwards (default: a fresh temporary directory, removed at the end)")
+	broker := fs.String("embedded-broker", d.Kafka.EmbeddedBroker, "listen address of the embedded Kafka broker")
+	httpAddr := fs.String("http", d.HTTP, "listen address of the daemon's HTTP endpoints (cairnctl status works meanwhile)")
+	queries := fs.Int("queries", 3, "queries to ask (the first by stored id, the others by test-split vectors)")
+	cfgFile := fs.String("config", "", "cairnd YAML configuration (optional; the flags above override it)")
+	timeout := fs.Duration("timeout", time.Hour, "bound on the whole demo")
+	logLevel := fs.String("log-level", "warn", "daemon log level on stderr: debug, info, warn, error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *n < 1 || *queries < 1 {
+		return fmt.Errorf("--n %d, --queries %d: each must be at least 1", *n, *queries)
+	}
+	cfg, err := config.Load(*cfgFile, os.Environ())
+	if err != nil {
+		return err
+	}
+	cfg.Kafka.EmbeddedBroker, cfg.HTTP = *broker, *httpAddr
+	cfg.Kafka.Brokers = nil // the demo's daemon runs its own broker
+	log, err := daemonLogger(*logLevel)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	return demo(ctx, demoOptions{cfg: cfg, dataDir: *dataDir, data: *data, n: *n, queries: *queries, log: log, stderr: os.Stderr}, stdout)
+}
+
+// daemonLogger is the zerolog logger of an in-process daemon, on stderr.
+func daemonLogger(level string) (zerolog.Logger, error) {
+	l, err := zerolog.ParseLevel(level)
+	if err != nil {
+		return zerolog.Logger{}, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	return zerolog.New(os.Stderr).Level(l).With().Timestamp().Str("service", "cairnd").Logger(), nil
+}
+
+type demoOptions struct {
+	cfg     config.Config // DataDir is set by demo
+	dataDir string        // "" for a temporary directory
+	data    string
+	n       int
+	queries int
+	log     zerolog.Logger
+	stderr  io.Writer
+}
+
+// demoLine is one line of demo's output.
+type demoLine struct {
+	Event string `json:"event"` // status, attribution, audit or summary
+	// Query says what an attribution answers; RepeatOf is 1 on the repeated first query.
+	Query    *demoQuery `json:"query,omitempty"`
+	RepeatOf int        `json:"repeat_of,omitempty"`
+	// Deleted is the deleted id (audit, repeated query); DeletedAbsent whether the
+	// repeated query's answer no longer names it.
+	Deleted       string `json:"deleted,omitempty"`
+	DeletedAbsent *bool  `json:"deleted_absent,omitempty"`
+	// Data is the event as the daemon wrote it (attribution, audit), the stage of a
+	// status line, or the summary.
+	Data any `json:"data"`
+}
+
+// demoQuery is how a demo query names its point.
+type demoQuery struct {
+	ID      string `json:"id,omitempty"`       // a stored training point
+	TestRow *int   `json:"test_row,omitempty"` // a row of the test split, sent as x
+	Row     *int   `json:"train_row,omitempty"`
+	x       []float64
+}
+
+func (q demoQuery) event(request string) stream.QueryEvent {
+	if q.x != nil {
+		return stream.QueryEvent{Request: request, X: q.x}
+	}
+	return stream.QueryEvent{Request: request, ID: q.ID}
+}
+
+// demoSummary is the data of the final "summary" line.
+type demoSummary struct {
+	Data        string             `json:"data"`
+	Points      int                `json:"points"`
+	Queries     int                `json:"queries"`
+	Model       uint64             `json:"model"`
+	Deleted     string             `json:"deleted"`
+	DeletedGone bool               `json:"deleted_absent_after"`
+	AuditSeq    uint64             `json:"audit_seq"`
+	AuditHash   string             `json:"audit_hash"`
+	DataDir     string             `json:"data_dir"`
+	Kept        bool               `json:"data_dir_kept"`
+	Seconds     map[string]float64 `json:"seconds"`
+}
+
+func demo(ctx context.Context, o demoOptions, stdout io.Writer) (err error) {
+	start := time.Now()
+	enc := json.NewEncoder(stdout) // compact: one object per line
+	emit := func(l demoLine) error { return enc.Encode(l) }
+	secs := map[string]float64{}
+
+	train, err := dataset.Open(o.data, "train", o.n)
+	if err != nil {
+		return fmt.Errorf("--data: %w", err)
+	}
+	qs := []demoQuery{{ID: train.IDs[0], x: nil}}
+	if o.queries > 1 {
+		test, terr := dataset.Open(o.data, "test", o.queries-1)
+		for i := range o.queries - 1 {
+			switch {
+			case terr == nil:
+				qs = append(qs, demoQuery{TestRow: &i, x: test.Row(i)})
+			case train.N > 1:
+				// csv:FILE without {split} has no test split: use stored rows' x.
+				r := train.N - 1 - i%(train.N-1)
+				qs = append(qs, demoQuery{Row: &r, x: train.Row(r)})
+			default:
+				return fmt.Errorf("--data %s has no test split and --n 1 leaves no other row: %w", o.data, terr)
+			}
+		}
+		if terr != nil {
+			fmt.Fprintf(o.stderr, "cairnctl demo: no test split (%v); asking by the x of stored rows instead\n", terr)
+		}
+	}
+
+	h, err := startHarness(ctx, o.cfg, o.dataDir, o.log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := h.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	secs["start"] = time.Since(start).Seconds()
+	if err := emit(demoLine{Event: "status", Data: map[string]any{
+		"stage": "ready", "data_dir": h.cfg.DataDir, "broker": h.cfg.Kafka.EmbeddedBroker, "http": h.cfg.HTTP,
+	}}); err != nil {
+		return err
+	}
+
+	w, err := openWriter(h.kc)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	t0 := time.Now()
+	p := producer{w: w, topic: h.cfg.Kafka.Topics.Train, lim: inputLimits(h.cfg, train.D), batch: 500}
+	prog := newProgress(o.stderr, "produce", train.N)
+	sent, err := p.produce(ctx, train, 0, train.N, prog)
+	prog.finish(sent)
+	if err != nil {
+		return err
+	}
+	secs["produce"] = time.Since(t0).Seconds()
+	if err := emit(demoLine{Event: "status", Data: map[string]any{"stage": "produced", "produced": sent, "topic": p.topic}}); err != nil {
+		return err
+	}
+
+	st, err := h.waitModel(ctx, train.N, o.stderr)
+	if err != nil {
+		return err
+	}
+	secs["first_model"] = time.Since(t0).Seconds()
+	if err := emit(demoLine{Event: "status", Data: map[string]any{"stage": "model", "status": st}}); err != nil {
+		return err
+	}
+
+	base, err := newRequestID("demo")
+	if err != nil {
+		return err
+	}
+	c := client{kc: h.kc, topics: h.cfg.Kafka.Topics, stderr: o.stderr}
+	lim := inputLimits(h.cfg, train.D)
+	const answerTimeout = 5 * time.Minute
+	var first stream.Attribution
+	for i, q := range qs {
+		t1 := time.Now()
+		m, err := c.ask(ctx, answerTimeout, q.event(fmt.Sprintf("%s-q%d", base, i+1)), lim)
+		if err != nil {
+			return fmt.Errorf("query %d: %w", i+1, err)
+		}
+		secs[fmt.Sprintf("query_%d", i+1)] = time.Since(t1).Seconds()
+		if i == 0 {
+			if err := json.Unmarshal(m.Value, &first); err != nil {
+				return fmt.Errorf("query 1: attribution: %w", err)
+			}
+		}
+		if err := emit(demoLine{Event: "attribution", Query: &q, Data: json.RawMessage(m.Value)}); err != nil {
+			return err
+		}
+	}
+	if len(first.TopK) == 0 {
+		return errors.New("query 1: the attribution names no landmark, nothing to delete")
+	}
+
+	victim := first.TopK[0].ID
+	t2 := time.Now()
+	m, err := c.deleteAndWait(ctx, answerTimeout, stream.TrainEvent{Op: stream.OpDelete, ID: victim, Request: base + "-delete"}, lim)
+	if err != nil {
+		return fmt.Errorf("deleting %s: %w", victim, err)
+	}
+	secs["delete_to_audit"] = time.Since(t2).Seconds()
+	var audit stream.Audit
+	if err := json.Unmarshal(m.Value, &audit); err != nil {
+		return fmt.Errorf("audit of %s: %w", victim, err)
+	}
+	if err := emit(demoLine{Event: "audit", Deleted: victim, Data: json.RawMessage(m.Value)}); err != nil {
+		return err
+	}
+
+	// Ask the first query again. If the deleted landmark is the queried point itself,
+	// it can no longer be named by id: send its vector instead.
+	again := qs[0]
+	if again.ID == victim {
+		row := 0
+		again = demoQuery{Row: &row, x: train.Row(0)}
+	}
+	m, err = c.ask(ctx, answerTimeout, again.event(base+"-q1-again"), lim)
+	if err != nil {
+		return fmt.Errorf("query 1 again: %w", err)
+	}
+	var after stream.Attribution
+	if err := json.Unmarshal(m.Value, &after); err != nil {
+		return fmt.Errorf("query 1 again: attribution: %w", err)
+	}
+	gone := !slices.ContainsFunc(after.TopK, func(s stream.Scored) bool { return s.ID == victim })
+	if err := emit(demoLine{Event: "attribution", Query: &again, RepeatOf: 1, Deleted: victim, DeletedAbsent: &gone, Data: json.RawMessage(m.Value)}); err != nil {
+		return err
+	}
+
+	final := h.d.Status()
+	if err := h.close(); err != nil {
+		return err
+	}
+	secs["total"] = time.Since(start).Seconds()
+	if err := emit(demoLine{Event: "summary", Data: demoSummary{
+		Data: o.data, Points: train.N, Queries: len(qs) + 1, Model: final.Model, Deleted: victim, DeletedGone: gone,
+		AuditSeq: audit.Seq, AuditHash: audit.Hash, DataDir: h.cfg.DataDir, Kept: !h.temp, Seconds: secs,
+	}}); err != nil {
+		return err
+	}
+	if !gone {
+		return fmt.Errorf("the deleted id %s was named again after its audit: exact unlearning violated", victim)
+	}
+	return nil
+}
+
+// harness runs a daemon in process: Run on a goroutine the harness joins in close.
+type harness struct {
+	d    *daemon.Daemon
+	cfg  config.Config
+	kc   stream.Config
+	temp bool // cfg.DataDir is a temporary directory, removed by close
+
+	cancel context.CancelFunc
+	runErr chan error
+	closed bool
+	err    error
+}
+
+// startHarness starts the daemon on cfg with its state in dataDir (a fresh temporary
+// directory when empty) and returns once it is ready, or with Run's error if it stops
+// before.
+func startHarness(ctx context.Context, cfg config.Config, dataDir string, log zerolog.Logger) (_ *harness, err error) {
+	h := &harness{cfg: cfg, runErr: make(chan error, 1)}
+	if dataDir == "" {
+		if dataDir, err = os.MkdirTemp("", "cairn-demo-"); err != nil {
+			return nil, err
+		}
+		h.temp = true
+	}
+	h.cfg.DataDir = dataDir
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, h.close())
+		}
+	}()
+	if h.d, err = daemon.New(h.cfg, log); err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() { h.runErr <- h.d.Run(rctx) }()
+	select {
+	case <-h.d.Ready():
+		// The daemon reports the addresses it bound (a port 0 in the configuration
+		// becomes the chosen port).
+		h.kc = kafkaConfig(h.cfg, h.d.Brokers())
+		h.cfg.HTTP = h.d.HTTPAddr()
+		if len(h.cfg.Kafka.Brokers) == 0 {
+			h.cfg.Kafka.EmbeddedBroker = h.d.Brokers()[0]
+		}
+		return h, nil
+	case err := <-h.runErr:
+		h.runErr <- err // close joins it again
+		return nil, fmt.Errorf("daemon stopped before it was ready: %w", err)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the daemon to be ready: %w", ctx.Err())
+	}
+}
+
+// close stops the daemon, waits for Run to return and removes a temporary data
+// directory. It is idempotent and returns Run's error.
+func (h *harness) close() error {
+	if h.closed {
+		return h.err
+	}
+	h.closed = true
+	if h.cancel != nil {
+		h.cancel()
+		if err := <-h.runErr; err != nil && !errors.Is(err, context.Canceled) {
+			h.err = fmt.Errorf("daemon: %w", err)
+		}
+	}
+	if h.temp {
+		h.err = errors.Join(h.err, os.RemoveAll(h.cfg.DataDir))
+	}
+	return h.err
+}
+
+// modelReady reports whether st serves a model fitted on every stored point, with at
+// least n points stored and nothing left to consume.
+func modelReady(st daemon.Status, n int) bool {
+	if st.Model == 0 || st.Points < n || st.ModelPoints != st.Points || st.RefitRunning {
+		return false
+	}
+	for _, lag := range st.Lag {
+		if lag != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// waitModel polls the daemon's status until modelReady, printing where it stands on
+// stderr now and then.
+func (h *harness) waitModel(ctx context.Context, n int, stderr io.Writer) (daemon.Status, error) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		st := h.d.Status()
+		if modelReady(st, n) {
+			return st, nil
+		}
+		if time.Since(last) >= 5*time.Second {
+			last = time.Now()
+			fmt.Fprintf(stderr, "cairnctl: waiting for the model: %d/%d points stored, model %d on %d points, refit running %v, lag %v\n",
+				st.Points, n, st.Model, st.ModelPoints, st.RefitRunning, st.Lag)
+		}
+		select {
+		case <-ctx.Done():
+			return st, fmt.Errorf("waiting for a model on %d points (last status: %d points, model %d on %d points): %w", n, st.Points, st.Model, st.ModelPoints, ctx.Err())
+		case err := <-h.runErr:
+			h.runErr <- err
+			return st, fmt.Errorf("daemon stopped while waiting for the model: %v", err)
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/cairnhq/cairn/storage"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// chainReport is the output of `cairnctl audit verify`.
+type chainReport struct {
+	OK bool `json:"ok"`
+	// Records is the number of distinct audit records found.
+	Records int `json:"records"`
+	// Head is the hash of the last record that verified: the chain head when OK, else
+	// the hash just before FirstBadSeq ("" when no record verified).
+	Head string `json:"head"`
+	// FirstBadSeq is the first seq at which the chain fails (null when OK, or when the
+	// failure is a message that is not an audit record at all).
+	FirstBadSeq *uint64 `json:"first_bad_seq"`
+	Reason      string  `json:"reason"`
+	// Source is "kafka:<topic>" or "store:<path>".
+	Source string `json:"source"`
+	// Duplicates counts identical copies of a record dropped (at-least-once delivery
+	// re-sends an audit with the same seq and hash after a crash).
+	Duplicates int `json:"duplicates"`
+}
+
+// chainRecord is one audit record as a verifier sees it: the hash-chain fields of the
+// event and where it was read.
+type chainRecord struct {
+	Seq      uint64
+	PrevHash string
+	Hash     string
+	Body     string
+	Where    string // "topic/partition@offset" or "store"
+}
+
+// zeroHash is the prev_hash of seq 1: 32 zero bytes, in hex.
+var zeroHash = strings.Repeat("0", 64)
+
+// verifyChain checks records (in any order, possibly with duplicates) as one hash
+// chain: seqs 1..n without gaps, one record per seq (identical copies are dropped and
+// counted, different ones fail), prev_hash of seq 1 the zero hash and of every later
+// seq the previous hash, and hash = hex(SHA-256(hex-decoded prev_hash || body)). It
+// trusts the body only: the other fields of an audit event repeat what the body says.
+func verifyChain(recs []chainRecord) chainReport {
+	var rep chainReport
+	fail := func(seq uint64, format string, args ...any) chainReport {
+		if seq > 0 {
+			rep.FirstBadSeq = &seq
+		}
+		rep.Reason = fmt.Sprintf(format, args...)
+		return rep
+	}
+	bySeq := map[uint64]chainRecord{}
+	conflict := map[uint64]string{}
+	for _, r := range recs {
+		if r.Seq == 0 {
+			return fail(0, "record at %s has seq 0 (seqs start at 1)", r.Where)
+		}
+		if old, ok := bySeq[r.Seq]; ok {
+			if old.PrevHash == r.PrevHash && old.Hash == r.Hash && old.Body == r.Body {
+				rep.Duplicates++
+			} else if _, seen := conflict[r.Seq]; !seen {
+				conflict[r.Seq] = fmt.Sprintf("two different records with seq %d (at %s and %s)", r.Seq, old.Where, r.Where)
+			}
+			continue
+		}
+		bySeq[r.Seq] = r
+	}
+	rep.Records = len(bySeq)
+	seqs := make([]uint64, 0, len(bySeq))
+	for s := range bySeq {
+		seqs = append(seqs, s)
+	}
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	prev := make([]byte, sha256.Size)
+	for i, s := range seqs {
+		want := uint64(i) + 1
+		if s != want {
+			return fail(want, "seq %d missing (next record present has seq %d)", want, s)
+		}
+		if why, ok := conflict[s]; ok {
+			return fail(s, "%s", why)
+		}
+		r := bySeq[s]
+		p, err := decodeHash(r.PrevHash)
+		if err != nil {
+			return fail(s, "prev_hash of seq %d at %s: %v", s, r.Where, err)
+		}
+		if !bytes.Equal(p, prev) {
+			what := "the hash of seq " + fmt.Sprint(s-1)
+			if s == 1 {
+				what = "the zero hash"
+			}
+			return fail(s, "prev_hash %s of seq %d at %s is not %s (%x)", r.PrevHash, s, r.Where, what, prev)
+		}
+		h, err := decodeHash(r.Hash)
+		if err != nil {
+			return fail(s, "hash of seq %d at %s: %v", s, r.Where, err)
+		}
+		sum := sha256.New()
+		sum.Write(p)
+		sum.Write([]byte(r.Body))
+		if got := sum.Sum(nil); !bytes.Equal(got, h) {
+			return fail(s, "hash %s of seq %d at %s does not match SHA-256(prev_hash || body) = %x (body or hash altered)", r.Hash, s, r.Where, got)
+		}
+		prev = h
+		rep.Head = hex.EncodeToString(h)
+	}
+	rep.OK = true
+	return rep
+}
+
+// decodeHash decodes a 64-digit hex SHA-256.
+func decodeHash(s string) ([]byte, error) {
+	if len(s) != 2*sha256.Size {
+		return nil, fmt.Errorf("%q: want %d hex digits, got %d characters", truncateText(s, 80), 2*sha256.Size, len(s))
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q: not hex: %v", truncateText(s, 80), err)
+	}
+	return b, nil
+}
+
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// runAuditVerify is `cairnctl audit verify [--brokers LIST] [--config FILE]
+// [--data-dir DIR] [--timeout 60s]`: it walks the deletion audits' hash chain, from
+// every partition of cairn.audits (read from the start to the end offsets taken when
+// the command starts), or with --data-dir from the daemon's bbolt file DIR/cairn.db
+// (storage.Store.VerifyAudit; the daemon must be stopped, since it holds the file
+// lock). It prints {"ok","records","head","first_bad_seq","reason","source",
+// "duplicates"} and fails when the chain does not verify.
+func runAuditVerify(args []string, stdout io.Writer) error {
+	fs := newFlags("audit verify")
+	var kf kafkaFlags
+	kf.register(fs)
+	dataDir := fs.String("data-dir", "", "verify the daemon's bbolt file DIR/cairn.db instead of the Kafka topic (daemon stopped)")
+	timeout := fs.Duration("timeout", 60*time.Second, "bound on reading the audit topic")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *timeout <= 0 {
+		return fmt.Errorf("--timeout %v: must be positive", *timeout)
+	}
+	var rep chainReport
+	if *dataDir != "" {
+		var err error
+		if rep, err = verifyStore(filepath.Join(*dataDir, "cairn.db")); err != nil {
+			return err
+		}
+	} else {
+		cfg, kc, err := kf.load(fs)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		defer cancel()
+		recs, err := readAuditTopic(ctx, kc, cfg.Kafka.Topics.Audits)
+		if err != nil {
+			return err
+		}
+		rep = verifyRecords(recs)
+		rep.Source = "kafka:" + cfg.Kafka.Topics.Audits
+	}
+	if err := writeJSON(stdout, rep); err != nil {
+		return err
+	}
+	if !rep.OK {
+		return fmt.Errorf("audit chain does not verify: %s", rep.Reason)
+	}
+	return nil
+}
+
+// verifyRecords decodes the audit events and verifies the chain; a message that is
+// not an audit event fails verification, naming where it is.
+func verifyRecords(msgs []stream.Message) chainReport {
+	recs := make([]chainRecord, 0, len(msgs))
+	for _, m := range msgs {
+		where := fmt.Sprintf("%s/%d@%d", m.Topic, m.Partition, m.Offset)
+		r, err := decodeAuditRecord(m.Value)
+		if err != nil {
+			return chainReport{Reason: fmt.Sprintf("message at %s is not an audit record: %v", where, err)}
+		}
+		r.Where = where
+		recs = append(recs, r)
+	}
+	return verifyChain(recs)
+}
+
+// decodeAuditRecord takes the chain fields out of an audit event; seq, prev_hash,
+// hash and body are all required.
+func decodeAuditRecord(b []byte) (chainRecord, error) {
+	var ev struct {
+		Seq      *uint64 `json:"seq"`
+		PrevHash *string `json:"prev_hash"`
+		Hash     *string `json:"hash"`
+		Body     *string `json:"body"`
+	}
+	if err := json.Unmarshal(b, &ev); err != nil {
+		return chainRecord{}, fmt.Errorf("not a JSON object with seq, prev_hash, hash, body: %v", err)
+	}
+	var missing []string
+	if ev.Seq == nil {
+		missing = append(missing, "seq")
+	}
+	if ev.PrevHash == nil {
+		missing = append(missing, "prev_hash")
+	}
+	if ev.Hash == nil {
+		missing = append(missing, "hash")
+	}
+	if ev.Body == nil {
+		missing = append(missing, "body")
+	}
+	if len(missing) > 0 {
+		return chainRecord{}, fmt.Errorf("missing %s", strings.Join(missing, ", "))
+	}
+	return chainRecord{Seq: *ev.Seq, PrevHash: *ev.PrevHash, Hash: *ev.Hash, Body: *ev.Body}, nil
+}
+
+// errEnough stops a reader that has read what it wanted.
+var errEnough = errors.New("read enough")
+
+// readAuditTopic reads every partition of topic from its earliest retained offset to
+// the end offset it has when the call starts.
+func readAuditTopic(ctx context.Context, kc stream.Config, topic string) ([]stream.Message, error) {
+	ends, err := stream.EndOffsets(ctx, kc, topic)
+	if err != nil {
+		return nil, fmt.Errorf("reading the end of topic %q (is the broker at %s up?): %w", topic, strings.Join(kc.Brokers, ","), err)
+	}
+	remaining := 0
+	for _, e := range ends {
+		if e > 0 {
+			remaining++
+		}
+	}
+	if remaining == 0 {
+		return nil, nil
+	}
+	r, err := stream.NewReader(stream.ReaderConfig{
+		Kafka:   kc,
+		Topics:  []string{topic},
+		Start:   func(string, int) (int64, bool, error) { return 0, false, nil }, // earliest
+		MaxWait: 100 * time.Millisecond,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []stream.Message
+	got := map[int]int64{}
+	err = r.Run(ctx, func(_ context.Context, batch []stream.Message) error {
+		for _, m := range batch {
+			end := ends[m.Partition]
+			if m.Offset >= end {
+				continue // written after the command started
+			}
+			out = append(out, m)
+			if m.Offset == end-1 {
+				remaining--
+			}
+			got[m.Partition]++
+		}
+		if remaining == 0 {
+			return errEnough
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errEnough) {
+		return nil, err
+	}
+	if remaining > 0 {
+		return nil, fmt.Errorf("reading topic %q: %d of its partitions not read to their end offsets %v before the timeout (read %v messages per partition)", topic, remaining, ends, got)
+	}
+	return out, nil
+}
+
+// verifyStore verifies the audit chain of the bbolt file at path. storage has no
+// read-only open: Open takes the file lock (so a running daemon makes it fail after
+// the lock timeout) and writes only to migrate an older format.
+func verifyStore(path string) (chainReport, error) {
+	rep := chainReport{Source: "store:" + path}
+	if _, err := os.Stat(path); err != nil {
+		return rep, fmt.Errorf("--data-dir: %w (want the directory holding the daemon's cairn.db)", err)
+	}
+	st, err := storage.Open(path, storage.Options{LockTimeout: 2 * time.Second})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return rep, fmt.Errorf("%s is locked: is the daemon running on this data directory? Stop it, or verify through Kafka without --data-dir: %w", path, err)
+		}
+		return rep, err
+	}
+	defer st.Close()
+	verr := st.VerifyAudit()
+	var brk *storage.AuditBreakError
+	switch {
+	case verr == nil:
+	case errors.As(verr, &brk):
+		seq := brk.Seq
+		rep.FirstBadSeq = &seq
+		rep.Reason = brk.Reason
+	default:
+		return rep, fmt.Errorf("verifying %s: %w", path, verr)
+	}
+	err = st.View(func(tx *storage.ReadTx) error {
+		n := 0
+		cerr := tx.ForEachAudit(1, func(a storage.AuditRecord) error {
+			n++
+			if rep.FirstBadSeq == nil || a.Seq < *rep.FirstBadSeq {
+				rep.Head = hex.EncodeToString(a.Hash[:])
+			}
+			return nil
+		})
+		rep.Records = n
+		return cerr
+	})
+	if err != nil && rep.FirstBadSeq == nil {
+		return rep, fmt.Errorf("reading the audit records of %s: %w", path, err)
+	}
+	rep.OK = rep.FirstBadSeq == nil
+	return rep, nil
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cairnhq/cairn/config"
+)
+
+// maxStatusBytes bounds the /status body read, so a wrong address serving something
+// huge cannot exhaust memory.
+const maxStatusBytes = 16 << 20
+
+// runStatus is `cairnctl status [--http ADDR] [--timeout 5s]`: GET http://ADDR/status
+// of a running daemon and print its JSON as received.
+func runStatus(args []string, stdout io.Writer) error {
+	fs := newFlags("status")
+	addr := fs.String("http", config.Default().HTTP, "the daemon's HTTP address (host:port, or a URL)")
+	timeout := fs.Duration("timeout", 5*time.Second, "bound on the request")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *timeout <= 0 {
+		return fmt.Errorf("--timeout %v: must be positive", *timeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	body, err := fetchStatus(ctx, *addr)
+	if err != nil {
+		return err
+	}
+	return writeJSON(stdout, json.RawMessage(body))
+}
+
+// statusURL turns --http into the /status URL: a bare host:port gets http://.
+func statusURL(addr string) string {
+	addr = strings.TrimSuffix(addr, "/")
+	if !strings.HasPrefix(addr, "http://") && !strings.HasPrefix(addr, "https://") {
+		addr = "http://" + addr
+	}
+	return addr + "/status"
+}
+
+// fetchStatus returns the JSON body of GET statusURL(addr).
+func fetchStatus(ctx context.Context, addr string) ([]byte, error) {
+	url := statusURL(addr)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--http %q: %w", addr, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("daemon not reachable at %s: %w (is cairnd running with --http %s?)", url, err, addr)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxStatusBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", url, err)
+	}
+	if len(body) > maxStatusBytes {
+		return nil, fmt.Errorf("%s: body larger than %d bytes", url, maxStatusBytes)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: HTTP %s: %.300q", url, resp.Status, body)
+	}
+	if !json.Valid(body) {
+		return nil, fmt.Errorf("%s: answer is not JSON (is %s a cairn daemon?): %.300q", url, addr, body)
+	}
+	return body, nil
+}
