@@ -478,6 +478,10 @@ func (p *Pool) deletePivot(t int) {
 // resets the certificate to the exact residual trace. This is the only operation whose
 // cost grows with the number of stored points: O(n q m) time, O(n q + n m) transient
 // memory. With a fixed budget and nothing stale it returns at once.
+//
+// Sync is Config.Plan, Greedy and Adopt in a row; a caller that must not hold the pool
+// while the O(n q m) greedy runs (the daemon syncs in the background while ingestion
+// continues) runs the three itself, Greedy on its own copy of the features.
 func (p *Pool) Sync(src FeatureSource) error {
 	if !p.NeedsSync() {
 		return nil
@@ -490,50 +494,88 @@ func (p *Pool) Sync(src FeatureSource) error {
 	n, q := len(ids), p.cfg.Dim
 	g := make([]float64, n*q)
 	for i, id := range ids {
-		row := g[i*q : (i+1)*q]
-		if err := src.FeaturesTo(row, id); err != nil {
+		if err := src.FeaturesTo(g[i*q:(i+1)*q], id); err != nil {
 			return fmt.Errorf("coreset: sync: features of %q: %w", id, err)
 		}
-		for _, v := range row {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return fmt.Errorf("%w: features of %q contain %v", ErrNotFinite, id, v)
-			}
-		}
 	}
-	m := p.cfg.Budget.M
-	if p.cfg.Budget.Lambda > 0 {
-		est, err := DeffSLQ(g, n, q, p.cfg.Budget.Lambda, p.cfg.Seed, "coreset/pool/deff", p.cfg.SLQ)
-		if err != nil {
-			return err
-		}
-		m = int(math.Ceil(est.Value))
-		if m < 1 {
-			m = 1
-		}
-	}
-	opt := GreedyOptions{Tol: p.cfg.Tol, KeepGram: true}
-	if p.cfg.TopUp {
-		opt.TopUpKeys = make([]uint64, n)
-		for i, id := range ids {
-			opt.TopUpKeys[i] = TopUpKey(p.cfg.Seed, id)
-		}
+	m, opt, err := p.cfg.Plan(ids, g)
+	if err != nil {
+		return err
 	}
 	res, err := Greedy(g, n, q, m, opt)
 	if err != nil {
 		return err
 	}
+	return p.Adopt(ids, g, m, res)
+}
+
+// Plan returns the budget m and the Greedy options of a sync over the points ids
+// (sorted, distinct) with features g (len(ids)×Dim, row i of point ids[i]): m is the
+// fixed budget or ⌈d_eff⌉ of g under the deff rule (SLQ with the configured seed), the
+// options carry Tol, the top-up keys of the ids and KeepGram. It reads only c, so it is
+// safe to call without the pool. It refuses non-finite features.
+func (c Config) Plan(ids []string, g []float64) (int, GreedyOptions, error) {
+	n, q := len(ids), c.Dim
+	if len(g) != n*q {
+		panic(fmt.Sprintf("coreset: Plan: len(g)=%d for %d ids of dim %d", len(g), n, q))
+	}
+	for i, v := range g {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, GreedyOptions{}, fmt.Errorf("%w: features of %q contain %v", ErrNotFinite, ids[i/q], v)
+		}
+	}
+	m := c.Budget.M
+	if c.Budget.Lambda > 0 {
+		est, err := DeffSLQ(g, n, q, c.Budget.Lambda, c.Seed, "coreset/pool/deff", c.SLQ)
+		if err != nil {
+			return 0, GreedyOptions{}, err
+		}
+		m = max(int(math.Ceil(est.Value)), 1)
+	}
+	opt := GreedyOptions{Tol: c.Tol, KeepGram: true}
+	if c.TopUp {
+		opt.TopUpKeys = make([]uint64, n)
+		for i, id := range ids {
+			opt.TopUpKeys[i] = TopUpKey(c.Seed, id)
+		}
+	}
+	return m, opt, nil
+}
+
+// Adopt installs a sync computed elsewhere: res must be Greedy(g, len(ids), Dim, m, opt)
+// with (m, opt) from Config.Plan(ids, g), and ids exactly the stored points in
+// increasing order. The pool then equals what Sync would have made of it. It refuses
+// ids that are not the stored points (the pool changed since the features were taken)
+// with ErrUnknownID, leaving the pool as it was. g is not retained.
+func (p *Pool) Adopt(ids []string, g []float64, m int, res *GreedyResult) error {
+	n, q := len(ids), p.cfg.Dim
+	if len(g) != n*q || len(res.Residual) != n {
+		panic(fmt.Sprintf("coreset: Adopt: len(g)=%d, %d residuals for %d ids of dim %d", len(g), len(res.Residual), n, q))
+	}
+	if n != len(p.points) {
+		return fmt.Errorf("%w: adopt a sync over %d points, the pool holds %d", ErrUnknownID, n, len(p.points))
+	}
+	for i, id := range ids {
+		if _, ok := p.points[id]; !ok || i > 0 && ids[i-1] >= id {
+			return fmt.Errorf("%w: adopt: %q is not the next stored point", ErrUnknownID, id)
+		}
+	}
+	var topUp []uint64
+	if p.cfg.TopUp && len(res.Pivots) > res.Greedy {
+		topUp = make([]uint64, 0, len(res.Pivots)-res.Greedy)
+	}
 	p.m = m
 	p.kg = res.Greedy
 	p.ids = make([]string, len(res.Pivots))
 	p.feats = make([]float64, len(res.Pivots)*q)
-	p.topKey = p.topKey[:0]
 	for i, r := range res.Pivots {
 		p.ids[i] = ids[r]
 		copy(p.feats[i*q:(i+1)*q], g[r*q:(r+1)*q])
 		if i >= res.Greedy {
-			p.topKey = append(p.topKey, opt.TopUpKeys[r])
+			topUp = append(topUp, TopUpKey(p.cfg.Seed, ids[r]))
 		}
 	}
+	p.topKey = append(p.topKey[:0], topUp...)
 	p.piv, p.l, p.gram = res.PivotValues, res.Factor, res.Gram
 	p.thr = res.Threshold
 	p.cert, p.certC, p.traceK, p.traceKC = 0, 0, 0, 0
