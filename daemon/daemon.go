@@ -34,6 +34,7 @@ type Daemon struct {
 	cfg     config.Config
 	log     zerolog.Logger
 	feat    *Features
+	pcfg    coreset.Config
 	metrics *Metrics
 	ready   chan struct{}
 
@@ -51,6 +52,7 @@ type Daemon struct {
 	changes   int                        // points upserted or deleted since the last snapshot
 	lastTrain time.Time
 	lastFit   fitBaseline
+	lastSyncN int       // stored points at the last adopted sync
 	retryAt   time.Time // no refit before this after a failed one
 
 	// servMu serializes changes of the serving model; readers load it lock-free.
@@ -136,8 +138,12 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	pcfg, err := PoolConfig(cfg, feat.Dim())
+	if err != nil {
+		return nil, err
+	}
 	return &Daemon{
-		cfg: cfg, log: log, feat: feat, metrics: NewMetrics(), ready: make(chan struct{}),
+		cfg: cfg, log: log, feat: feat, pcfg: pcfg, metrics: NewMetrics(), ready: make(chan struct{}),
 		modelReady: make(chan struct{}), lag: map[string]int64{}, kick: make(chan struct{}, 1),
 		queryLast: map[partition]int64{}, qlim: qlim,
 	}, nil
@@ -459,6 +465,7 @@ func (d *Daemon) runTrain(ctx context.Context, r *stream.Reader) error {
 		in, nerr := NewIngest(d.cfg, d.store, d.log)
 		if nerr == nil {
 			in.hooks = d.ingest.hooks
+			in.version = d.ingest.version + 1 // no background sync of the old one is adopted
 			d.ingest = in
 			d.cache.Store(in.cache)
 		}

@@ -61,10 +61,14 @@
 // The supervisor refits when a trigger fires (refitReason: a debounced deletion, the
 // first fit, refit.points_changed points changed, refit.pool_change_fraction of the
 // landmarks replaced, a refit.residual_increase relative rise of tr R / tr K, or
-// refit.idle without training events while the points differ from the model's). Under
-// the ingest lock it syncs the pool to batch greedy and takes a snapshot (sorted ids and
-// immutable cache entries); the fit then runs without any lock. A refit is a function of
-// the snapshot and the configuration: landmarks are the pool's, the held-out points are
+// refit.idle without training events while the points differ from the model's, and the
+// training topic is caught up). Under the ingest lock it takes a snapshot (sorted ids
+// and immutable cache entries); everything else runs without the lock: batch greedy on
+// both views (coreset Config.Plan + Greedy, installed in the pool with Pool.Adopt if no
+// point was applied meanwhile), then the fit. Background syncs without a refit run the
+// same way when the pool is inexact or stale and has doubled since the last sync
+// (syncDue). A refit is a function of the snapshot and the configuration: landmarks are
+// batch greedy over the snapshot (ties by id), the held-out points are
 // chosen by a seeded id hash, minibatch order depends on ids, all seeds are named
 // streams. So the model served at quiescence depends only on the stored points, which
 // gives exact unlearning (a fresh daemon fed the surviving points serves a byte-identical
@@ -136,10 +140,11 @@
 // Ingest.Sync re-selects both pools by batch greedy over all stored points
 // (coreset.Pool.Sync) and persists the result. Its coreset.FeatureSource (cacheSource)
 // serves the features cached at ingest and recomputes the others from the cached raw
-// inputs (bit-identical). It is the only O(n) operation; the daemon's supervisor runs it
-// when SyncDue (pool.sync_stale_fraction or a landmark deletion) and before every refit.
-// Between syncs the certificate is a valid bound; the served landmarks after a sync are
-// batch greedy over the stored points, whatever the schedule was.
+// inputs (bit-identical). It is the only O(n) operation. The daemon does not call it:
+// its supervisor computes the same sync in the background and adopts it (see "Refits
+// and model versions"). Between syncs the certificate is a valid bound; the served
+// landmarks after a sync are batch greedy over the stored points, whatever the schedule
+// was.
 //
 // # Point cache
 //

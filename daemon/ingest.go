@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -37,6 +38,9 @@ type Ingest struct {
 	// (mirrored from the store's pending bucket), in seq order; pendSeq is the last seq.
 	pending []*deletionRecord
 	pendSeq uint64
+	// version counts the batches that changed the stored points: a sync computed in the
+	// background from a snapshot is adopted only if it is unchanged.
+	version uint64
 
 	// last mirrors the stored offsets: the last applied offset per topic partition.
 	last map[partition]int64
@@ -550,6 +554,9 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 			}
 		}
 	}
+	if res.Upserts+res.Deletes > 0 {
+		in.version++
+	}
 	in.stats.Batches++
 	in.stats.Upserts += uint64(res.Upserts)
 	in.stats.Deletes += uint64(res.Deletes)
@@ -619,6 +626,37 @@ func badFeatures(f []float64) string {
 		}
 	}
 	return ""
+}
+
+// errChanged reports a background sync whose snapshot is older than the stored points.
+var errChanged = errors.New("daemon: the points changed since the sync's snapshot")
+
+// adopt installs a sync computed in the background (coreset.Config.Plan + Greedy on
+// both views' features of the points ids, taken at ingest version) and persists the
+// pool, or returns errChanged when points were applied since. A failure after view A
+// was adopted breaks the Ingest.
+func (in *Ingest) adopt(version uint64, ids []string, g [2][]float64, m [2]int, res [2]*coreset.GreedyResult) error {
+	if in.broken != nil {
+		return fmt.Errorf("%w: %w", ErrBroken, in.broken)
+	}
+	if version != in.version {
+		return errChanged
+	}
+	if err := in.pool.A.Adopt(ids, g[0], m[0], res[0]); err != nil {
+		return fmt.Errorf("daemon: adopt view A: %w", err)
+	}
+	if err := in.pool.B.Adopt(ids, g[1], m[1], res[1]); err != nil {
+		return in.breakWith(fmt.Errorf("adopt view B: %w", err))
+	}
+	ps, err := encodePool(in.feat.Fingerprint(), in.pool)
+	if err != nil {
+		return in.breakWith(err)
+	}
+	if err := in.store.Apply(func(tx *storage.Tx) error { return tx.PutPoolState(ps) }); err != nil {
+		return in.breakWith(fmt.Errorf("persist synced pool: %w", err))
+	}
+	in.stats.Syncs++
+	return nil
 }
 
 // Sync re-selects both pools by batch greedy over the stored points (coreset.Pool.Sync)

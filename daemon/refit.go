@@ -21,36 +21,32 @@ import (
 	"github.com/cairnhq/cairn/stream"
 )
 
-// snapshot is the input of one refit, taken under the ingest lock after the pool was
-// synced: the stored points (sorted ids and their immutable cache entries), the pool's
-// landmarks per view in pivot order with its certificates, and the deletions awaiting
-// their audit. A refit is a function of the snapshot alone (and the configuration), so
+// snapshot is the input of one refit or background sync, taken under the ingest lock:
+// the stored points (sorted ids and their immutable cache entries), the pool's
+// certificates, and the deletions awaiting their audit. A refit is a function of the snapshot alone (and the configuration), so
 // the model fitted on a set of points does not depend on how they arrived.
 type snapshot struct {
-	ids       []string
-	entries   []*cached
-	landmarks [2][]string
-	residual  [2]coreset.Certificate
-	pending   []*deletionRecord
-	mark      int // len(Daemon.removals) when taken
-	taken     time.Time
-	reason    string
+	ids      []string
+	entries  []*cached
+	residual [2]coreset.Certificate
+	pending  []*deletionRecord
+	mark     int    // len(Daemon.removals) when taken
+	version  uint64 // Ingest.version when taken
+	taken    time.Time
+	reason   string
 }
 
-// snapshot captures the stored points and the pool; the caller holds the ingest lock
-// and has synced the pool.
+// snapshot captures the stored points; the caller holds the ingest lock.
 func (in *Ingest) snapshot() (*snapshot, error) {
 	ids := in.cache.ids()
 	if len(ids) != in.pool.A.Len() {
 		return nil, fmt.Errorf("%w: %d cached points, %d in the pool", ErrPoolState, len(ids), in.pool.A.Len())
 	}
 	s := &snapshot{ids: ids, entries: make([]*cached, len(ids)), residual: in.residuals(),
-		pending: slices.Clone(in.pending), taken: time.Now()}
+		pending: slices.Clone(in.pending), taken: time.Now(), version: in.version}
 	for i, id := range ids {
 		s.entries[i] = in.cache.get(id)
 	}
-	s.landmarks[0] = in.pool.A.Landmarks()
-	s.landmarks[1] = in.pool.B.Landmarks()
 	return s, nil
 }
 
@@ -120,12 +116,68 @@ func (f *Features) featureRows(ids []string, entries []*cached, v int) []float64
 	return out
 }
 
+// synced is batch greedy pivoted Cholesky of both views over a snapshot (coreset
+// Config.Plan and Greedy), computed without any lock: the features g (n×q per view,
+// rows in snapshot order), the budgets and the results.
+type synced struct {
+	g   [2][]float64
+	m   [2]int
+	res [2]*coreset.GreedyResult
+}
+
+// residual is the exact certificate of view v's greedy landmarks over the snapshot.
+func (sy *synced) residual(v int) certify.Residual {
+	r := sy.res[v]
+	c := certify.Residual{TraceR: r.Trace, TraceK: r.Trace, Exact: true}
+	if len(r.ResidualTrace) > 0 {
+		c.TraceR = r.ResidualTrace[len(r.ResidualTrace)-1]
+	}
+	return c
+}
+
+// syncSnapshot selects both views' landmarks over snap by batch greedy, outside any
+// lock (the O(n q m) work, DESIGN.md section 4), then installs the result in the pool
+// if no point was applied since the snapshot (Ingest.adopt); otherwise the pool stays
+// as it is (a valid bound) and a later sync catches up.
+func (d *Daemon) syncSnapshot(ctx context.Context, snap *snapshot) (*synced, error) {
+	n, q := len(snap.ids), d.feat.Dim()
+	sy := &synced{}
+	for v := range 2 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		sy.g[v] = d.feat.featureRows(snap.ids, snap.entries, v)
+		m, opt, err := d.pcfg.Plan(snap.ids, sy.g[v])
+		if err != nil {
+			return nil, err
+		}
+		sy.m[v] = m
+		if sy.res[v], err = coreset.Greedy(sy.g[v], n, q, m, opt); err != nil {
+			return nil, err
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch err := d.ingest.adopt(snap.version, snap.ids, sy.g, sy.m, sy.res); {
+	case err == nil:
+		d.lastSyncN = n
+		d.publishPool()
+		d.emitStatus("certificate", d.certificateStatus("sync"))
+	case errors.Is(err, errChanged):
+		d.log.Debug().Msg("points changed during the sync; the pool stays stale")
+	default:
+		return nil, err
+	}
+	return sy, nil
+}
+
 // fitSnapshot fits model version on snap (paper Alg. cairn-stage2, as cairnctl fit
-// does): the pool's landmarks (view A's pivots, then view B's), kernel blocks of the
-// training points' two views against them, validation blocks of the held-out points,
-// the kernel and initializer scaling of fit.ScaleKernels/ScaleInit, and R Adam fits on
-// all cores. It then builds the serving form: the evaluation draw and the audit blocks.
-func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, version uint64) (*fitted, error) {
+// does): the greedy landmarks of sy (view A's pivots, then view B's), kernel blocks of
+// the training points' two views against them, validation blocks of the held-out
+// points, the kernel and initializer scaling of fit.ScaleKernels/ScaleInit, and R Adam
+// fits on all cores. It then builds the serving form: the evaluation draw and the audit
+// blocks.
+func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, sy *synced, version uint64) (*fitted, error) {
 	cfg, f := d.cfg, d.feat
 	seed := cfg.Model.Seed
 	q := f.Dim()
@@ -133,29 +185,22 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, version uint64
 	for i, id := range snap.ids {
 		index[id] = i
 	}
-	// Landmarks: ids, views, fit-draw features L (M×q) and augmented inputs (M×D).
+	// Landmarks: ids, views, fit-draw features L (M×q).
 	var lids []string
 	var views []byte
 	var lrows [2][]int
-	for v, ids := range snap.landmarks {
-		for _, id := range ids {
-			i, ok := index[id]
-			if !ok {
-				return nil, fmt.Errorf("%w: landmark %q is not a stored point", ErrPoolState, id)
-			}
-			lids = append(lids, id)
+	var lf []float64
+	for v := range 2 {
+		for _, r := range sy.res[v].Pivots {
+			lids = append(lids, snap.ids[r])
 			views = append(views, "AB"[v])
-			lrows[v] = append(lrows[v], i)
+			lrows[v] = append(lrows[v], r)
+			lf = append(lf, sy.g[v][r*q:(r+1)*q]...)
 		}
 	}
 	mm := len(lids)
 	if mm < 2 {
 		return nil, fmt.Errorf("daemon: refit: %d landmarks, need at least 2", mm)
-	}
-	lf := make([]float64, 0, mm*q)
-	for v := range 2 {
-		ids, ents := pick(snap.ids, snap.entries, lrows[v])
-		lf = append(lf, f.featureRows(ids, ents, v)...)
 	}
 	lm := mat.NewDense(mm, q, lf)
 
@@ -176,8 +221,10 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, version uint64
 		return nil, fmt.Errorf("daemon: refit: %d training points, need at least 2", len(tr))
 	}
 	against := func(rows []int, v int) *mat.Dense {
-		ids, ents := pick(snap.ids, snap.entries, rows)
-		g := f.featureRows(ids, ents, v)
+		g := make([]float64, 0, len(rows)*q)
+		for _, r := range rows {
+			g = append(g, sy.g[v][r*q:(r+1)*q]...)
+		}
 		k := mat.NewDense(len(rows), mm, nil)
 		k.Mul(mat.NewDense(len(rows), q, g), lm.T())
 		return k
@@ -228,7 +275,7 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, version uint64
 		ViewA: len(lrows[0]), KernelScale: scale, Points: len(snap.ids), Train: len(tr), Val: len(va),
 		Loss: loss.String(), Init: in.String(), Fits: cfg.Fit.Fits, SelectedBy: f0.SelectedBy,
 		BestEpoch: f0.BestEpoch, Epochs: f0.Epochs,
-		Residual: [2]certify.Residual{residualOf(snap.residual[0]), residualOf(snap.residual[1])},
+		Residual: [2]certify.Residual{sy.residual(0), sy.residual(1)},
 		ID:       modelID(lids, views, f0.A, f0.B), PointsHash: pointsHash(snap.ids, snap.entries),
 	}
 	meta, err := json.Marshal(out.meta)
@@ -427,7 +474,11 @@ func (d *Daemon) refit(ctx context.Context, snap *snapshot) error {
 		return err
 	}
 	version := latest + 1
-	ft, err := d.fitSnapshot(ctx, snap, version)
+	sy, err := d.syncSnapshot(ctx, snap)
+	if err != nil {
+		return err
+	}
+	ft, err := d.fitSnapshot(ctx, snap, sy, version)
 	if err != nil {
 		return err
 	}
@@ -496,8 +547,10 @@ func (d *Daemon) refit(ctx context.Context, snap *snapshot) error {
 	d.mu.Lock()
 	d.ingest.dropPending(snap.pending)
 	d.publishPool()
-	d.lastFit = fitBaseline{points: len(snap.ids), landmarks: slices.Concat(snap.landmarks[0], snap.landmarks[1]),
-		ratio: ratioOf(snap.residual)}
+	d.lastFit = fitBaseline{points: len(snap.ids), landmarks: ft.model.Landmarks}
+	if k := ft.meta.Residual[0].TraceK + ft.meta.Residual[1].TraceK; k > 0 {
+		d.lastFit.ratio = (ft.meta.Residual[0].TraceR + ft.meta.Residual[1].TraceR) / k
+	}
 	d.mu.Unlock()
 	d.refits.Add(1)
 	d.refitSecs.Store(math.Float64bits(secs))

@@ -19,10 +19,10 @@ import (
 const refitRetry = 5 * time.Second
 
 // runRefits is the refit supervisor: every 100 ms, or when the train handler pokes it,
-// it syncs the pool when due (a landmark deletion, or staleness over
-// pool.sync_stale_fraction) and starts a refit when a drift trigger fires (refitReason).
-// One refit runs at a time, on this goroutine, so it never blocks ingestion or
-// queries; the ingest lock is held only to sync and to take the snapshot.
+// it starts a refit when a drift trigger fires (refitReason), or else a background pool
+// sync when one is due (syncDue). Both take a snapshot under the ingest lock (pointers
+// to the cached points, O(n)) and do their O(n q m) work without it, on this goroutine,
+// so ingestion and queries never wait for them; one runs at a time.
 func (d *Daemon) runRefits(ctx context.Context) error {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -33,59 +33,59 @@ func (d *Daemon) runRefits(ctx context.Context) error {
 		case <-t.C:
 		case <-d.kick:
 		}
-		snap, err := d.maybeSnapshot(ctx)
+		snap, err := d.nextJob(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
-			}
-			if errors.Is(err, ErrBroken) {
-				continue // the train goroutine rebuilds the ingest
 			}
 			return err
 		}
 		if snap == nil {
 			continue
 		}
-		d.refitRunning.Store(true)
-		err = d.refit(ctx, snap)
-		d.refitRunning.Store(false)
-		if err != nil {
-			if ctx.Err() != nil {
-				d.metrics.ObserveRefit(0, context.Canceled)
-				return nil
-			}
-			d.metrics.ObserveRefit(0, err)
-			d.log.Error().Err(err).Str("reason", snap.reason).Dur("retry_in", refitRetry).Msg("refit failed")
-			d.mu.Lock()
-			d.changes = max(d.changes, 1)
-			d.retryAt = time.Now().Add(refitRetry)
-			d.mu.Unlock()
+		start := time.Now()
+		if snap.reason == "" {
+			_, err = d.syncSnapshot(ctx, snap)
+		} else {
+			d.refitRunning.Store(true)
+			err = d.refit(ctx, snap)
+			d.refitRunning.Store(false)
 		}
+		if err == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			if snap.reason != "" {
+				d.metrics.ObserveRefit(time.Since(start).Seconds(), context.Canceled)
+			}
+			return nil
+		}
+		if errors.Is(err, ErrBroken) {
+			continue // the train goroutine rebuilds the ingest
+		}
+		if snap.reason != "" {
+			d.metrics.ObserveRefit(time.Since(start).Seconds(), err)
+		}
+		d.log.Error().Err(err).Str("reason", snap.reason).Dur("retry_in", refitRetry).Msg("refit or sync failed")
+		d.mu.Lock()
+		d.changes = max(d.changes, 1)
+		d.retryAt = time.Now().Add(refitRetry)
+		d.mu.Unlock()
 	}
 }
 
-// maybeSnapshot syncs the pool when due and, when a refit trigger fires, syncs it fully
-// and returns the refit's snapshot (nil otherwise).
-func (d *Daemon) maybeSnapshot(ctx context.Context) (*snapshot, error) {
+// nextJob returns the snapshot of the next refit (reason set) or background sync
+// (reason empty), or nil when nothing is due.
+func (d *Daemon) nextJob(ctx context.Context) (*snapshot, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	in := d.ingest
-	if in.SyncDue() {
-		if err := in.Sync(ctx); err != nil {
-			return nil, err
-		}
-		d.publishPool()
-		d.emitStatus("certificate", d.certificateStatus("sync"))
-	}
 	if time.Now().Before(d.retryAt) {
 		return nil, nil
 	}
 	reason := d.refitReason(ctx)
-	if reason == "" {
+	if reason == "" && !d.syncDue() {
 		return nil, nil
-	}
-	if err := in.Sync(ctx); err != nil { // at quiescence the pool is batch greedy
-		return nil, err
 	}
 	snap, err := in.snapshot()
 	if err != nil {
@@ -95,16 +95,37 @@ func (d *Daemon) maybeSnapshot(ctx context.Context) (*snapshot, error) {
 	snap.mark = len(d.removals)
 	d.servMu.Unlock()
 	snap.reason = reason
-	d.emitStatus("drift", map[string]any{"reason": reason, "changes": d.changes, "points": len(snap.ids),
-		"pending_deletions": len(snap.pending), "residual_ratio": ratioOf(snap.residual),
-		"residual_ratio_at_last_fit": d.lastFit.ratio})
-	d.changes = 0
-	d.publishPool()
+	if reason != "" {
+		d.emitStatus("drift", map[string]any{"reason": reason, "changes": d.changes, "points": len(snap.ids),
+			"pending_deletions": len(snap.pending), "residual_ratio": ratioOf(snap.residual),
+			"residual_ratio_at_last_fit": d.lastFit.ratio})
+		d.changes = 0
+	}
 	return snap, nil
 }
 
+// syncDue reports whether a background sync should run now (d.mu held): the pool is
+// inexact (a landmark was deleted) or stale over pool.sync_stale_fraction of its budget
+// (Ingest.SyncDue), and either a landmark deletion made it inexact with no deletion
+// refit pending (that refit syncs anyway), or the points have doubled since the last
+// sync. The doubling rule is our schedule: while a pool fills, nearly every insert
+// displaces a pivot, and syncing at every threshold crossing would cost O(n q m) per
+// batch; doubling keeps the total O(n q m) and between syncs the certificate is a valid
+// bound that says it is one.
+func (d *Daemon) syncDue() bool {
+	in := d.ingest
+	if !in.SyncDue() {
+		return false
+	}
+	a, b := in.Certificates()
+	if !a.Exact || !b.Exact {
+		return !(d.cfg.Refit.OnDelete && len(in.pending) > 0)
+	}
+	return in.Len() >= 2*max(d.lastSyncN, 1)
+}
+
 // certificateStatus is the data of a "certificate" status event: the pool's residual
-// certificate per view.
+// certificate per view (d.mu held).
 func (d *Daemon) certificateStatus(why string) map[string]any {
 	r := d.ingest.residuals()
 	return map[string]any{"why": why, "points": d.ingest.Len(),
