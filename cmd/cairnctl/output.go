@@ -12,7 +12,6 @@ import (
 	"strings"
 )
 
-
 // writeJSON writes v as one indented JSON object followed by a newline.
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

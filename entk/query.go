@@ -1,0 +1,821 @@
+package entk
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/floats"
+)
+
+// Query is the per-query hot path of a served answer: for one input x it computes the
+// sketched features ψ(x) of its Sketch and the exact diagonal k*(x, x) = ||J_x||_F²/d
+// (paper eq. composed and, for the diagonal, the conservative variance bound
+// eq. conservative-variance, which needs it exactly).
+//
+// Both come from the same Jacobian: ψ's head VJPs are J_xᵀw_j and the diagonal is
+// (1/d) Σ_i ||J_xᵀe_i||². Query shares one Forward between them and splits the backward
+// work over the caller's goroutine and at most one helper goroutine (when GOMAXPROCS > 1),
+// which it joins before FeaturesDiagTo returns.
+//
+//   - ConvNet: one Forward, then all d rows J_xᵀe_i of the convolutional part in one
+//     multi-column backward sweep (rank-one updates of d×K blocks, the columns split between
+//     the two goroutines), the heads as J_xᵀw_j = Σ_i w_ji J_xᵀe_i (an h×d by d×P_conv
+//     product) and the Linear head's part in closed form (J_xᵀe_i restricted to the Linear
+//     is e_i ⊗ a_L, so its share of ||J_x||_F² is d(||a_L||² + 1)). The d backward rows
+//     thus replace d + h backward passes and one Forward replaces two.
+//   - Other backbones (mlp, resmlp): each goroutine runs its own Forward and its share of the
+//     h head VJPs and d unit VJPs through Backbone.Backward. For dense layers a backward
+//     pass costs about 2P multiply–adds, less than forming h combinations of d rows (h·d·P),
+//     so the head VJPs are computed directly, exactly as FeaturesTo does.
+//
+// The SRHT of each head transforms only the blocks that hold parameters and evaluates only
+// the s kept rows (srhtPlan). ψ equals FeaturesTo's up to rounding (the same sums in
+// another order: Σ_i w_ji J_xᵀe_i, the pruned transform) and k*(x, x) equals ExactDiag's
+// up to rounding; neither is approximated.
+//
+// A Query is not safe for concurrent use: make one per goroutine with Sketch.NewQuery. In
+// steady state FeaturesDiagTo allocates nothing.
+type Query struct {
+	sk    *Sketch
+	split bool // use a helper goroutine (GOMAXPROCS > 1 when the Query was made)
+	c     float64
+	plan  srhtPlan
+	half  [2]*queryHalf
+	conv  *convQuery // non-nil for a ConvNet backbone
+
+	// The helper goroutine runs helperFn (built once, so that starting it allocates
+	// nothing), which reads the current call's arguments below and runs half[1] if it
+	// claims it first; otherwise the caller's goroutine runs it.
+	wg       sync.WaitGroup
+	claim    atomic.Bool
+	helperFn func()
+	phase    int
+	dst, x   []float64
+	fwdIn    []float64 // input of the conv layer fwdLayer (phaseConvForward)
+	fwdLayer int
+}
+
+// queryHalf is the scratch of one of the two goroutines of a Query.
+type queryHalf struct {
+	ws   *Workspace // backbone workspace (generic path: each half runs its own Forward)
+	out  []float64  // f(x), len d
+	grad []float64  // one VJP, len P
+	work []float64  // SRHT scratch
+	unit []float64  // e_i, len d
+	sq   float64    // this half's share of Σ_i ||J_xᵀe_i||²
+
+	// job ranges: heads [h0, h1) and unit vectors (Jacobian rows) [i0, i1)
+	h0, h1, i0, i1 int
+
+	// ConvNet path, per conv layer l: dcols[l] (l ≥ 1) holds the input-patch gradients of
+	// this half's columns, position-major (np × m × K); gp[l] (l < L−1) the gradients of
+	// layer l's pooled outputs for this half's columns (output-major, nq × m).
+	dcols, gp [][]float64
+	// ConvNet Forward, per conv layer: the active pooled outputs of this half's rows and
+	// their window maxima, concatenated into the workspace after the layer.
+	fact, fpos [][]int32
+}
+
+// NewQuery allocates the scratch of FeaturesDiagTo. It decides once, from GOMAXPROCS,
+// whether calls use a helper goroutine.
+func (sk *Sketch) NewQuery() *Query {
+	b := sk.b
+	d, p := b.OutDim(), b.NumParams()
+	q := &Query{
+		sk:    sk,
+		split: runtime.GOMAXPROCS(0) > 1,
+		c:     1 / math.Sqrt(float64(sk.h)),
+		plan:  newSRHTPlan(sk.srht),
+	}
+	for k := range q.half {
+		q.half[k] = &queryHalf{
+			out:  make([]float64, d),
+			grad: make([]float64, p),
+			work: make([]float64, sk.srht.WorkLen()),
+			unit: make([]float64, d),
+		}
+	}
+	// Heads are split evenly; so are the Jacobian rows.
+	hm, dm := (sk.h+1)/2, (d+1)/2
+	q.half[0].h0, q.half[0].h1, q.half[1].h0, q.half[1].h1 = 0, hm, hm, sk.h
+	q.half[0].i0, q.half[0].i1, q.half[1].i0, q.half[1].i1 = 0, dm, dm, d
+	if n, ok := b.(*ConvNet); ok {
+		q.conv = newConvQuery(n)
+		for _, h := range q.half {
+			q.conv.initHalf(h)
+		}
+		q.half[0].ws = b.NewWorkspace() // the one Forward
+	} else {
+		// The generic path balances the h + d backward passes by count: half 0 takes the
+		// first ⌈(h+d)/2⌉ of the sequence heads, then units.
+		n0 := (sk.h + d + 1) / 2
+		h0 := min(n0, sk.h)
+		q.half[0].h0, q.half[0].h1 = 0, h0
+		q.half[1].h0, q.half[1].h1 = h0, sk.h
+		q.half[0].i0, q.half[0].i1 = 0, n0-h0
+		q.half[1].i0, q.half[1].i1 = n0-h0, d
+		for _, h := range q.half {
+			h.ws = b.NewWorkspace()
+		}
+	}
+	q.helperFn = func() {
+		defer q.wg.Done()
+		if q.claim.CompareAndSwap(false, true) {
+			q.runHalf(1)
+		}
+	}
+	return q
+}
+
+// FeaturesDiagTo writes ψ(x) into dst (len sk.Dim()) and returns k*(x, x) = ||J_x||_F²/d.
+// x (len InDim) is not modified. It panics on wrong lengths.
+func (q *Query) FeaturesDiagTo(dst, x []float64) (kxx float64) {
+	sk := q.sk
+	if len(dst) != sk.Dim() || len(x) != sk.b.InDim() {
+		panic(fmt.Sprintf("entk: Query.FeaturesDiagTo lengths dst %d, x %d; want %d, %d",
+			len(dst), len(x), sk.Dim(), sk.b.InDim()))
+	}
+	q.dst, q.x = dst, x
+	defer func() { q.dst, q.x = nil, nil }()
+	d := float64(sk.b.OutDim())
+	if q.conv == nil {
+		q.phase = phaseGeneric
+		q.both()
+		return (q.half[0].sq + q.half[1].sq) / d
+	}
+	cq := q.conv
+	h0 := q.half[0]
+	q.convForward(h0.out, x, h0.ws)
+	cq.groupByChannel(h0.ws)
+	q.phase = phaseConvBackward
+	q.both()
+	q.phase = phaseConvHeads
+	q.both()
+	a := h0.ws.pooled[len(cq.n.convs)-1]
+	fcSq := d * (floats.Dot(a, a) + 1)
+	return (q.half[0].sq + q.half[1].sq + fcSq) / d
+}
+
+const (
+	phaseGeneric = iota
+	phaseConvForward
+	phaseConvBackward
+	phaseConvHeads
+)
+
+// both runs the current phase's two halves, half 1 on the helper goroutine when split.
+func (q *Query) both() {
+	if !q.split {
+		q.runHalf(0)
+		q.runHalf(1)
+		return
+	}
+	q.claim.Store(false)
+	q.wg.Add(1)
+	go q.helperFn()
+	q.runHalf(0)
+	if q.claim.CompareAndSwap(false, true) {
+		// The helper has not started (on a loaded machine its thread may wait for a
+		// core): run its half here rather than wait for it; it will find nothing to do.
+		q.runHalf(1)
+	}
+	q.wg.Wait()
+}
+
+func (q *Query) runHalf(k int) {
+	h := q.half[k]
+	switch q.phase {
+	case phaseGeneric:
+		q.genericHalf(h)
+	case phaseConvForward:
+		q.conv.forwardHalf(h, k, q.half[0].ws, q.fwdIn, q.fwdLayer)
+	case phaseConvBackward:
+		q.conv.backwardHalf(h, q.half[0].ws)
+	case phaseConvHeads:
+		q.convHeadsHalf(h)
+	}
+}
+
+// genericHalf runs one Forward on h's workspace, then its heads (ψ blocks, exactly as
+// FeaturesTo) and its unit vectors (the diagonal's terms ||J_xᵀe_i||², as ExactDiag).
+func (q *Query) genericHalf(h *queryHalf) {
+	sk := q.sk
+	b := sk.b
+	d, qq := b.OutDim(), sk.srht.OutLen()
+	h.sq = 0
+	if h.h0 == h.h1 && h.i0 == h.i1 {
+		return
+	}
+	b.Forward(h.out, q.x, h.ws)
+	for j := h.h0; j < h.h1; j++ {
+		b.Backward(h.grad, sk.heads[j*d:(j+1)*d], h.ws)
+		q.plan.applyScaledTo(q.dst[j*qq:(j+1)*qq], h.grad, h.work, q.c)
+	}
+	e := h.unit
+	clear(e)
+	for i := h.i0; i < h.i1; i++ {
+		e[i] = 1
+		b.Backward(h.grad, e, h.ws)
+		e[i] = 0
+		h.sq += floats.Dot(h.grad, h.grad)
+	}
+}
+
+// convHeadsHalf assembles h's heads J_xᵀw_j from the Jacobian rows and sketches them:
+//
+//	conv weights, per layer and channel c:  g[wOff+c·K+k] = Σ_i w_ji · jw[c][i][k]
+//	conv biases:                            g[bOff+c]     = Σ_i w_ji · jb[c][i]
+//	Linear (weight [d, in], bias):          g = w_j ⊗ a_L, w_j       (paramGradTo)
+//
+// then dst block j = h^{-1/2} S g.
+func (q *Query) convHeadsHalf(h *queryHalf) {
+	sk, cq := q.sk, q.conv
+	n := cq.n
+	d, qq := cq.d, sk.srht.OutLen()
+	impl := blas64.Implementation()
+	ws := q.half[0].ws
+	for j := h.h0; j < h.h1; j++ {
+		w := sk.heads[j*d : (j+1)*d]
+		g := h.grad
+		for l := range n.convs {
+			c := &n.convs[l]
+			K := c.k
+			jw, jb := cq.jw[l], cq.jb[l]
+			for ch := 0; ch < c.cout; ch++ {
+				impl.Dgemv(blas.Trans, d, K, 1, jw[ch*d*K:(ch+1)*d*K], K, w, 1, 0, g[c.wOff+ch*K:c.wOff+(ch+1)*K], 1)
+				g[c.bOff+ch] = floats.Dot(w, jb[ch*d:(ch+1)*d])
+			}
+		}
+		n.fc.paramGradTo(g, w, ws.pooled[len(n.convs)-1])
+		q.plan.applyScaledTo(q.dst[j*qq:(j+1)*qq], g, h.work, q.c)
+	}
+}
+
+// convQuery is the ConvNet part of a Query: the Jacobian rows of the convolutional
+// parameters, shared by the two halves (each writes only its own rows), and the active
+// pooled outputs of the last Forward grouped by channel.
+type convQuery struct {
+	n *ConvNet
+	d int
+	// Per conv layer l: jw[l] holds, for each output channel c, the d×K block
+	// jw[l][(c·d+i)·K + k] = (J_xᵀe_i)[wOff + c·K + k], and jb[l][c·d+i] = (J_xᵀe_i)[bOff+c].
+	jw, jb [][]float64
+	// Per conv layer l, for the Forward of the current call: byCh[l] lists the indices into
+	// ws.actOut[l] ordered by channel (a stable counting sort), channel c occupying ranks
+	// chStart[l][c] ≤ r < chStart[l][c+1], and rank[l][idx] is the rank of index idx. Working
+	// channel by channel keeps a channel's d×K block in L1 while its patches are added.
+	byCh, rank [][]int32
+	chStart    [][]int
+	// colsT0 is the first layer's im2col rows of the active outputs, transposed and in rank
+	// order: colsT0[k·n₀ + r] = cols_0[p_r·K + k] (n₀ active outputs).
+	colsT0 []float64
+}
+
+func newConvQuery(n *ConvNet) *convQuery {
+	d, L := n.arch.Out, len(n.convs)
+	cq := &convQuery{
+		n: n, d: d,
+		jw: make([][]float64, L), jb: make([][]float64, L),
+		byCh: make([][]int32, L), rank: make([][]int32, L), chStart: make([][]int, L),
+	}
+	for l, c := range n.convs {
+		nq := c.cout * c.hp * c.wp
+		cq.jw[l] = make([]float64, c.cout*d*c.k)
+		cq.jb[l] = make([]float64, c.cout*d)
+		cq.byCh[l] = make([]int32, nq)
+		cq.rank[l] = make([]int32, nq)
+		cq.chStart[l] = make([]int, c.cout+1)
+	}
+	c0 := n.convs[0]
+	cq.colsT0 = make([]float64, c0.k*c0.cout*c0.hp*c0.wp)
+	return cq
+}
+
+// initHalf allocates h's per-layer gradient buffers for its m = i1 − i0 columns:
+// dcols[l] (l ≥ 1) is position-major on the h×w grid framed by one zero position on each
+// side, dcols[l][(((y+1)·(w+2) + x+1)·m + i)·K + k]; gp[l] (l < L−1) holds
+// the gradients of layer l's active pooled outputs transposed and in rank order,
+// gp[l][i·n_l + r].
+func (cq *convQuery) initHalf(h *queryHalf) {
+	L, m := len(cq.n.convs), h.i1-h.i0
+	h.dcols = make([][]float64, L)
+	h.gp = make([][]float64, L)
+	h.fact = make([][]int32, L)
+	h.fpos = make([][]int32, L)
+	for l, c := range cq.n.convs {
+		h.fact[l] = make([]int32, 0, c.cout*c.hp*c.wp)
+		h.fpos[l] = make([]int32, 0, c.cout*c.hp*c.wp)
+		if l > 0 {
+			h.dcols[l] = make([]float64, (c.h+2)*(c.w+2)*m*c.k)
+		}
+		if l < L-1 {
+			h.gp[l] = make([]float64, c.cout*c.hp*c.wp*m)
+		}
+	}
+}
+
+// convForward is ConvNet.Forward with each conv layer split by rows between the two
+// halves, and leaves the same caches in ws (bit for bit: every entry is computed by the
+// same operations in the same order, see forwardHalf), so ws is also valid for
+// ConvNet.Backward.
+func (q *Query) convForward(out, x []float64, ws *Workspace) {
+	n := q.conv.n
+	in := x
+	for l := range n.convs {
+		q.fwdIn, q.fwdLayer = in, l
+		q.phase = phaseConvForward
+		q.both()
+		h0, h1 := q.half[0], q.half[1]
+		ws.actOut[l] = append(append(ws.actOut[l][:0], h0.fact[l]...), h1.fact[l]...)
+		ws.actPos[l] = append(append(ws.actPos[l][:0], h0.fpos[l]...), h1.fpos[l]...)
+		in = ws.pooled[l]
+	}
+	q.fwdIn = nil
+	n.fc.forwardTo(out, in)
+	ws.cached = true
+}
+
+// forwardRows returns the conv output rows [y0, y1) and pooled rows [qy0, qy1) of half k
+// for a layer of h rows: half 0 takes the first 2·⌈⌊h/2⌋/2⌉ rows, so each half pools only
+// rows it computed.
+func forwardRows(c *convLayer, k int) (y0, y1, qy0, qy1 int) {
+	ys := 2 * ((c.hp + 1) / 2)
+	if k == 0 {
+		return 0, ys, 0, ys / 2
+	}
+	return ys, c.h, ys / 2, c.hp
+}
+
+// forwardHalf computes half k's rows of conv layer l on input in (cin×h×w): the im2col
+// rows, the pre-activations z (as convTo: bias, then for K < 16 the same scalar loop, else
+// Dgemm on blocks of at most gemmBlock positions, whose entries do not depend on where a
+// block starts), and the pooled outputs with their active list (as reluPoolTo, in the same
+// qy-major order, so half 0's list followed by half 1's is the serial list).
+func (cq *convQuery) forwardHalf(h *queryHalf, k int, ws *Workspace, in []float64, l int) {
+	c := &cq.n.convs[l]
+	y0, y1, qy0, qy1 := forwardRows(c, k)
+	cols, z := ws.cols[l], ws.z[l]
+	im2colRowsTo(cols, in, c.cin, c.h, c.w, y0, y1)
+	c.convRowsTo(z, cols, y0*c.w, y1*c.w)
+	h.fact[l], h.fpos[l] = c.reluPoolRowsTo(ws.pooled[l], h.fact[l][:0], h.fpos[l][:0], z, qy0, qy1)
+}
+
+// im2colRowsTo is im2colTo for the output rows y0 ≤ y < y1 only.
+func im2colRowsTo(cols, in []float64, cin, h, w, y0, y1 int) {
+	K := 9 * cin
+	hw := h * w
+	for y := y0; y < y1; y++ {
+		for x := 0; x < w; x++ {
+			row := cols[(y*w+x)*K : (y*w+x+1)*K]
+			interior := y > 0 && y < h-1 && x > 0 && x < w-1
+			for ci := 0; ci < cin; ci++ {
+				src := in[ci*hw : (ci+1)*hw]
+				r := row[ci*9 : ci*9+9]
+				if interior {
+					o := (y-1)*w + x - 1
+					r[0], r[1], r[2] = src[o], src[o+1], src[o+2]
+					o += w
+					r[3], r[4], r[5] = src[o], src[o+1], src[o+2]
+					o += w
+					r[6], r[7], r[8] = src[o], src[o+1], src[o+2]
+					continue
+				}
+				for ky := 0; ky < 3; ky++ {
+					iy := y + ky - 1
+					for kx := 0; kx < 3; kx++ {
+						ix := x + kx - 1
+						if iy < 0 || iy >= h || ix < 0 || ix >= w {
+							r[ky*3+kx] = 0
+						} else {
+							r[ky*3+kx] = src[iy*w+ix]
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// convRowsTo is convTo for the positions p0 ≤ p < p1 only.
+func (c *convLayer) convRowsTo(z, cols []float64, p0, p1 int) {
+	K := c.k
+	for p := p0; p < p1; p++ {
+		copy(z[p*c.cout:(p+1)*c.cout], c.b)
+	}
+	if K < 16 {
+		for p := p0; p < p1; p++ {
+			row := cols[p*K : (p+1)*K]
+			zr := z[p*c.cout : (p+1)*c.cout]
+			for ch := range zr {
+				w := c.wt[ch*K : (ch+1)*K]
+				s := zr[ch]
+				for k, v := range row {
+					s += v * w[k]
+				}
+				zr[ch] = s
+			}
+		}
+		return
+	}
+	impl := blas64.Implementation()
+	for r0 := p0; r0 < p1; r0 += gemmBlock {
+		m := min(gemmBlock, p1-r0)
+		for c0 := 0; c0 < c.cout; c0 += gemmBlock {
+			nn := min(gemmBlock, c.cout-c0)
+			impl.Dgemm(blas.NoTrans, blas.Trans, m, nn, K, 1,
+				cols[r0*K:], K, c.wt[c0*K:], K, 1, z[r0*c.cout+c0:], c.cout)
+		}
+	}
+}
+
+// reluPoolRowsTo is reluPoolTo for the pooled rows qy0 ≤ qy < qy1 only.
+func (c *convLayer) reluPoolRowsTo(pooled []float64, outs, poss []int32, z []float64, qy0, qy1 int) ([]int32, []int32) {
+	Q, C := c.hp*c.wp, c.cout
+	for qy := qy0; qy < qy1; qy++ {
+		for qx := 0; qx < c.wp; qx++ {
+			q := qy*c.wp + qx
+			p0 := 2*qy*c.w + 2*qx
+			p1, p2, p3 := p0+1, p0+c.w, p0+c.w+1
+			z0, z1 := z[p0*C:(p0+1)*C], z[p1*C:(p1+1)*C]
+			z2, z3 := z[p2*C:(p2+1)*C], z[p3*C:(p3+1)*C]
+			for ch := 0; ch < C; ch++ {
+				best, bp := z0[ch], p0
+				if v := z1[ch]; v > best {
+					best, bp = v, p1
+				}
+				if v := z2[ch]; v > best {
+					best, bp = v, p2
+				}
+				if v := z3[ch]; v > best {
+					best, bp = v, p3
+				}
+				o := ch*Q + q
+				if best > 0 {
+					pooled[o] = best
+					outs = append(outs, int32(o))
+					poss = append(poss, int32(bp))
+				} else {
+					pooled[o] = 0
+				}
+			}
+		}
+	}
+	return outs, poss
+}
+
+// groupByChannel fills byCh, rank and chStart from ws's active lists by a counting sort,
+// and colsT0.
+func (cq *convQuery) groupByChannel(ws *Workspace) {
+	for l := range cq.n.convs {
+		c := &cq.n.convs[l]
+		Q := int32(c.hp * c.wp)
+		st := cq.chStart[l]
+		clear(st)
+		act := ws.actOut[l]
+		for _, o := range act {
+			st[o/Q+1]++
+		}
+		for ch := 1; ch < len(st); ch++ {
+			st[ch] += st[ch-1]
+		}
+		by, rank := cq.byCh[l][:len(act)], cq.rank[l][:len(act)]
+		for idx, o := range act {
+			ch := o / Q
+			by[st[ch]] = int32(idx)
+			rank[idx] = int32(st[ch])
+			st[ch]++
+		}
+		// st[ch] now ends channel ch; shift back to starts.
+		copy(st[1:], st[:len(st)-1])
+		st[0] = 0
+	}
+	c0 := &cq.n.convs[0]
+	K, n0 := c0.k, len(ws.actOut[0])
+	cols, pos := ws.cols[0], ws.actPos[0]
+	for r, idx := range cq.byCh[0][:n0] {
+		row := cols[int(pos[idx])*K : (int(pos[idx])+1)*K]
+		for k, v := range row {
+			cq.colsT0[k*n0+r] = v
+		}
+	}
+}
+
+// backwardHalf computes the Jacobian rows i0 ≤ i < i1 of the convolutional parameters for
+// the Forward cached in ws (read only, so both halves share it), and h.sq = their squared
+// norms. It is ConvNet.Backward run on the m columns e_i at once: with G[o][i] the gradient
+// of pooled output o of layer l for column i (for the last conv layer G[o][i] = W_fc[i, o]),
+// for each active pooled output o of channel c whose window maximum is at position p
+//
+//	jw[c][i][:] += G[o][i] · cols_l[p, :]     jb[c][i] += G[o][i]      (i = i0..i1−1)
+//	dcols[p][i][:] += G[o][i] · W_l[c, :]     (l ≥ 1)
+//
+// each a rank-one update (Dger) of an m×K block — for the first layer, whose patches are
+// short, jw[c][i][k] is instead one dot product over the channel's active outputs — and
+// then, for the active pooled outputs o' = (ci, y, x) of layer l−1 only,
+//
+//	G'[o'][i] = Σ_{ky,kx} dcols[(y−ky+1, x−kx+1)][i][ci·9 + ky·3 + kx],
+//
+// the adjoint of im2col restricted to the outputs that pass a gradient.
+func (cq *convQuery) backwardHalf(h *queryHalf, ws *Workspace) {
+	n, d := cq.n, cq.d
+	i0, i1 := h.i0, h.i1
+	m := i1 - i0
+	h.sq = 0
+	if m == 0 {
+		return
+	}
+	impl := blas64.Implementation()
+	L := len(n.convs)
+	for l := L - 1; l >= 0; l-- {
+		c := &n.convs[l]
+		K, Q := c.k, c.hp*c.wp
+		act, pos, rank := ws.actOut[l], ws.actPos[l], cq.rank[l]
+		na := len(act)
+		// The gradient column (G[o][i0], …, G[o][i1−1]) of the active output with index
+		// idx is src[at(idx) : at(idx)+(m−1)·inc+1] with stride inc.
+		last := l == L-1
+		var src []float64
+		var inc int
+		if last {
+			src, inc = n.fc.w[i0*n.fc.in:], n.fc.in
+		} else {
+			src, inc = h.gp[l], na
+		}
+		at := func(idx int) int {
+			if last {
+				return int(act[idx])
+			}
+			return int(rank[idx])
+		}
+		jw, jb := cq.jw[l], cq.jb[l]
+		st := cq.chStart[l]
+		if l == 0 && !last {
+			// jw[c][i][k] = Σ_{r in c} G[r][i] · colsT0[k][r], jb[c][i] = Σ_{r in c} G[r][i].
+			for ch := 0; ch < c.cout; ch++ {
+				r0, r1 := st[ch], st[ch+1]
+				for i := 0; i < m; i++ {
+					g := src[i*na+r0 : i*na+r1]
+					row := jw[(ch*d+i0+i)*K : (ch*d+i0+i+1)*K]
+					for k := range row {
+						row[k] = floats.Dot(g, cq.colsT0[k*na+r0:k*na+r1])
+					}
+					jb[ch*d+i0+i] = floats.Sum(g)
+				}
+			}
+		} else {
+			cols, by := ws.cols[l], cq.byCh[l]
+			for ch := 0; ch < c.cout; ch++ {
+				blk := jw[(ch*d+i0)*K : (ch*d+i1)*K]
+				bias := jb[ch*d+i0 : ch*d+i1]
+				clear(blk)
+				clear(bias)
+				for _, idx := range by[st[ch]:st[ch+1]] {
+					a, p := at(int(idx)), int(pos[idx])
+					x := src[a : a+(m-1)*inc+1]
+					impl.Dger(m, K, 1, x, inc, cols[p*K:(p+1)*K], 1, blk, K)
+					for i := range bias {
+						bias[i] += x[i*inc]
+					}
+				}
+			}
+		}
+		for ch := 0; ch < c.cout; ch++ {
+			blk := jw[(ch*d+i0)*K : (ch*d+i1)*K]
+			bias := jb[ch*d+i0 : ch*d+i1]
+			h.sq += floats.Dot(blk, blk) + floats.Dot(bias, bias)
+		}
+		if l == 0 {
+			break
+		}
+		// dc has a zero frame of one position around the h×w grid, so every patch of the
+		// gather is inside it. Only the positions of pooling windows are ever written
+		// (the frame and a floored odd last row or column stay zero from allocation), and
+		// the actives come window by window (q-major, as reluPoolTo lists them), so each
+		// window's four blocks are cleared just before its updates, while they are hot.
+		dc := h.dcols[l]
+		mK, wp := m*K, c.w+2
+		idx := 0
+		for q := 0; q < Q; q++ {
+			qy, qx := q/c.wp, q%c.wp
+			pp := (2*qy+1)*wp + 2*qx + 1 // framed position of the window's top left
+			clear(dc[pp*mK : (pp+2)*mK])
+			clear(dc[(pp+wp)*mK : (pp+wp+2)*mK])
+			for ; idx < len(act) && int(act[idx])%Q == q; idx++ {
+				ch, p := int(act[idx])/Q, int(pos[idx])
+				a := at(idx)
+				x := src[a : a+(m-1)*inc+1]
+				pp := (p/c.w+1)*wp + p%c.w + 1
+				impl.Dger(m, K, 1, x, inc, c.wt[ch*K:(ch+1)*K], 1, dc[pp*mK:(pp+1)*mK], K)
+			}
+		}
+		if idx != len(act) {
+			panic("entk: active outputs not in window order") // reluPoolTo's order changed
+		}
+		cq.gatherTo(h.gp[l-1], dc, ws, l, m)
+	}
+}
+
+// gatherTo writes, for each active pooled output o' = (ci, y, x) of layer l−1 (the input
+// of conv layer l, cin×h×w) with rank r, and each of the m columns i,
+//
+//	gp[i·n + r] = Σ_{ky,kx} dc[((y−ky+2)·(w+2) + x−kx+2)·m·K + i·K + ci·9 + ky·3 + kx]
+//
+// (n active outputs; dc framed by zero positions, see backwardHalf): im2col's adjoint,
+// evaluated only where a gradient passes. The nine terms are summed as a tree, which
+// halves the chain of dependent additions.
+func (cq *convQuery) gatherTo(gp, dc []float64, ws *Workspace, l, m int) {
+	c := &cq.n.convs[l]
+	K, w := c.k, c.w
+	hw, mK, wp := c.h*w, m*K, w+2
+	// off[ky·3+kx] is the offset, relative to the entry (ci, 0, 0) of column 0 at the
+	// block of the framed position (y−1, x−1), of the entry (ci, ky, kx) at the block of
+	// position (y−ky+1, x−kx+1); all are ≥ 0.
+	var off [9]int
+	for ky := 0; ky < 3; ky++ {
+		for kx := 0; kx < 3; kx++ {
+			off[ky*3+kx] = ((2-ky)*wp+(2-kx))*mK + ky*3 + kx
+		}
+	}
+	d0, d1, d2, d3, d4 := off[0], off[1], off[2], off[3], off[4]
+	d5, d6, d7, d8 := off[5], off[6], off[7], off[8]
+	act, rank := ws.actOut[l-1], cq.rank[l-1]
+	n := len(act)
+	for idx, o32 := range act {
+		o := int(o32)
+		ci, pix := o/hw, o%hw
+		y, x := pix/w, pix%w
+		base := (y*wp+x)*mK + ci*9 // framed position (y−1, x−1), i.e. (y, x) − (1, 1)
+		win := dc[base : base+d0+1+(m-1)*K]
+		gr := gp[int(rank[idx]):]
+		for i, b := 0, 0; i < m; i, b = i+1, b+K {
+			gr[i*n] = ((win[b+d0] + win[b+d1]) + (win[b+d2] + win[b+d3])) +
+				((win[b+d4] + win[b+d5]) + (win[b+d6] + win[b+d7])) + win[b+d8]
+		}
+	}
+}
+
+// KernelRowTo writes the kernel row of a query against m = len(dst) landmarks whose
+// features are the rows of lf (row-major, row length q = len(f); len(lf) ≥ m·q):
+//
+//	for l := range dst { dst[l] = Σ_k lf[l*q+k] * f[k] }
+//
+// It is one matrix–vector product lf·f (gonum Dgemv, whose kernel takes four rows at a
+// time and so reads f a quarter as often as m separate Dots; about 20% faster). The row
+// streams all of lf once and is memory-bound, so when GOMAXPROCS > 1 and the row is large
+// the landmarks from a multiple of four near m/2 on go to one helper goroutine, joined
+// before return; the four-row blocks are then those of a single Dgemv over all rows, so
+// the result is bit for bit the same whether or not, and wherever, it is split. It
+// allocates nothing in steady state (the helper's state comes from a sync.Pool, which a
+// garbage collection may empty, costing one allocation), does not modify lf or f and
+// panics on wrong lengths.
+func KernelRowTo(dst, lf, f []float64) {
+	m, q := len(dst), len(f)
+	if len(lf) < m*q {
+		panic(fmt.Sprintf("entk: KernelRowTo: len(lf) = %d < len(dst)·len(f) = %d·%d", len(lf), m, q))
+	}
+	mid := (m / 2) &^ 3
+	if mid == 0 || m*q < rowSplitMin || runtime.GOMAXPROCS(0) < 2 {
+		kernelRowRange(dst, lf, f, 0, m)
+		return
+	}
+	s := rowSplits.Get().(*rowSplit)
+	s.dst, s.lf, s.f, s.lo, s.hi = dst, lf, f, mid, m
+	s.claim.Store(false)
+	s.wg.Add(1)
+	go s.run()
+	kernelRowRange(dst, lf, f, 0, mid)
+	if s.claim.CompareAndSwap(false, true) {
+		kernelRowRange(dst, lf, f, mid, m) // the helper has not started
+	}
+	s.wg.Wait()
+	s.dst, s.lf, s.f = nil, nil, nil
+	rowSplits.Put(s)
+}
+
+// rowSplitMin is the row size (m·q float64s) below which KernelRowTo stays on one
+// goroutine: starting and joining a helper costs a few microseconds, the time of about
+// 2^15 multiply–adds.
+const rowSplitMin = 1 << 15
+
+// kernelRowRange writes dst[lo:hi] = lf[lo·q : hi·q] · f.
+func kernelRowRange(dst, lf, f []float64, lo, hi int) {
+	q := len(f)
+	if lo == hi || q == 0 {
+		clear(dst[lo:hi]) // empty sums
+		return
+	}
+	blas64.Implementation().Dgemv(blas.NoTrans, hi-lo, q, 1, lf[lo*q:hi*q], q, f, 1, 0, dst[lo:hi], 1)
+}
+
+// rowSplit is the helper half of one KernelRowTo call; run is bound once per rowSplit so
+// that starting the helper allocates nothing.
+type rowSplit struct {
+	wg      sync.WaitGroup
+	claim   atomic.Bool // set by whichever goroutine runs the second half
+	dst, lf []float64
+	f       []float64
+	lo, hi  int
+	run     func()
+}
+
+var rowSplits = sync.Pool{New: func() any {
+	s := &rowSplit{}
+	s.run = func() {
+		defer s.wg.Done()
+		if s.claim.CompareAndSwap(false, true) {
+			kernelRowRange(s.dst, s.lf, s.f, s.lo, s.hi)
+		}
+	}
+	return s
+}}
+
+// srhtPlan applies an SRHT S = √(P/s)·R·H·D to vectors whose length p is below the padded
+// P, computing only what R keeps. With P = P_hi·B (B a power of two) and Sylvester order,
+// H_P = H_{P_hi} ⊗ H_B: row r = r_hi·B + r_lo of H_P u is
+//
+//	(H_P u)[r] = Σ_{j < P_hi} (−1)^{popcount(j AND r_hi)} (H_B u_j)[r_lo],
+//
+// u_j the j-th block of length B. Blocks past the p inputs are zero, so only the nb =
+// ⌈p/B⌉ leading blocks are transformed (nb·B·log₂B butterflies instead of P·log₂P) and
+// each of the s kept rows sums nb terms. B minimizes that cost (see newSRHTPlan). The
+// result equals SRHT.applyScaledTo up to rounding (the same sums, in another order).
+type srhtPlan struct {
+	t      *SRHT
+	lb, nb int // B = 1<<lb, blocks transformed
+}
+
+// maxPlanBlocks bounds nb so that the signs of one r_hi fit a fixed array.
+const maxPlanBlocks = 64
+
+func newSRHTPlan(t *SRHT) srhtPlan {
+	pl := srhtPlan{t: t}
+	if t.s == 0 {
+		return pl
+	}
+	// Cost model: one unit per butterfly, four per gathered term (measured on the MNIST
+	// convnet, P = 20490, s = 1024: a gathered term — a strided load, a sign, a dependent
+	// add — costs about four butterflies of the in-L1 radix-8 FWHT). There it picks
+	// B = 2048: 11 blocks, 11 terms per kept row.
+	best := math.Inf(1)
+	for lb := 1; 1<<lb <= t.pad; lb++ {
+		B := 1 << lb
+		nb := (t.p + B - 1) / B
+		if nb > maxPlanBlocks {
+			continue // B = P (nb = 1) always qualifies
+		}
+		cost := float64(nb*B*lb) + 4*float64(t.s*nb)
+		if cost < best {
+			best, pl.lb, pl.nb = cost, lb, nb
+		}
+	}
+	return pl
+}
+
+// applyScaledTo writes c·S v into dst (len OutLen), with work (len ≥ WorkLen) as scratch.
+func (pl *srhtPlan) applyScaledTo(dst, v, work []float64, c float64) {
+	t := pl.t
+	if t.s == 0 || pl.nb*(1<<pl.lb) == t.pad {
+		t.applyScaledTo(dst, v, work, c)
+		return
+	}
+	if len(v) != t.p || len(dst) != t.s || len(work) < t.pad {
+		panic(fmt.Sprintf("entk: srhtPlan.applyScaledTo lengths dst %d, v %d, work %d; want %d, %d, ≥ %d",
+			len(dst), len(v), len(work), t.s, t.p, t.pad))
+	}
+	B := 1 << pl.lb
+	u := work[:pl.nb*B]
+	signs := t.signs[:len(v)]
+	for k, x := range v {
+		u[k] = signs[k] * x
+	}
+	clear(u[len(v):])
+	for j := 0; j < pl.nb; j++ {
+		fwht(u[j*B:(j+1)*B], 1)
+	}
+	c /= math.Sqrt(float64(t.s))
+	// rows ascend, so r_hi changes at most P_hi times: the signs (−1)^{popcount(j AND r_hi)}
+	// are recomputed only then.
+	var sgn [maxPlanBlocks]float64
+	hi := -1
+	mask := B - 1
+	for i, r := range t.rows {
+		if rh := r >> pl.lb; rh != hi {
+			hi = rh
+			for j := 0; j < pl.nb; j++ {
+				sgn[j] = 1 - 2*float64(bits.OnesCount(uint(j&rh))&1)
+			}
+		}
+		rl := r & mask
+		s := 0.0
+		for j, sg := range sgn[:pl.nb] {
+			s += sg * u[j*B+rl]
+		}
+		dst[i] = c * s
+	}
+}
