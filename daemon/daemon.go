@@ -75,6 +75,8 @@ type Daemon struct {
 	kick         chan struct{}
 	stopping     atomic.Bool
 	queryLast    map[partition]int64 // query goroutine only
+	qwork        queryWork           // query goroutine only
+	answerWork   sync.Pool           // *queryWork for Answer
 	qlim         stream.Limits
 }
 

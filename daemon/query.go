@@ -41,7 +41,7 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	var w queryWork
+	w := &d.qwork
 	for {
 		s := d.serving.Load()
 		if s != nil && s.draw.used.Load()+int64(len(batch)) > int64(d.cfg.Query.DrawQueries) {
@@ -52,7 +52,7 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 		}
 		outs := make([]queryOut, len(batch))
 		for i, m := range batch {
-			outs[i] = d.answerMessage(&w, s, m)
+			outs[i] = d.answerMessage(w, s, m)
 		}
 		seen := map[partition]int64{}
 		err := d.store.Apply(func(tx *storage.Tx) error {
@@ -215,8 +215,12 @@ func (d *Daemon) Answer(q stream.QueryEvent) (stream.Attribution, error) {
 	if s == nil {
 		return stream.Attribution{}, ErrNoModel
 	}
-	var w queryWork
-	a, err := d.attribute(&w, s, q)
+	w, _ := d.answerWork.Get().(*queryWork)
+	if w == nil {
+		w = new(queryWork)
+	}
+	defer d.answerWork.Put(w)
+	a, err := d.attribute(w, s, q)
 	if err == nil {
 		s.draw.used.Add(1)
 	}

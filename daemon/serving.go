@@ -167,10 +167,12 @@ func modelID(ids []string, views []byte, a *mat.Dense, b []float64) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// queryWork is one goroutine's workspace for answers.
+// queryWork is one goroutine's workspace for answers: the evaluation sketch's Query
+// (one forward, the Jacobian rows, ψ and the exact diagonal, on two goroutines) and the
+// buffers of the kernel row and the variance bounds.
 type queryWork struct {
-	sws  *entk.SketchWorkspace
-	bws  *entk.Workspace
+	sk   *entk.Sketch
+	q    *entk.Query
 	qf   []float64
 	row  []float64
 	vbar []float64
@@ -189,23 +191,13 @@ func (s *serving) answer(w *queryWork, x []float64, k int, delta float64, drawQu
 	}
 	k = min(k, m-1)
 	sk := s.draw.sketch
-	q := sk.Dim()
-	if w.sws == nil || len(w.qf) != q {
-		w.sws = sk.NewWorkspace()
-		w.bws = sk.Backbone().NewWorkspace()
-		w.qf = make([]float64, q)
+	if w.sk != sk {
+		w.sk, w.q, w.qf = sk, sk.NewQuery(), make([]float64, sk.Dim())
 	}
 	w.row = grow(w.row, m)
 	w.vbar = grow(w.vbar, m)
-	sk.FeaturesTo(w.qf, x, w.sws)
-	for l := range m {
-		var d float64
-		for j, v := range s.lf[l*q : (l+1)*q] {
-			d += v * w.qf[j]
-		}
-		w.row[l] = d
-	}
-	kqq := entk.ExactDiag(sk.Backbone(), x, w.bws)
+	kqq := w.q.FeaturesDiagTo(w.qf, x)
+	entk.KernelRowTo(w.row, s.lf, w.qf)
 	certify.ConservativeRowTo(w.vbar, s.diag, kqq, s.h, s.s, s.padded)
 	alloc, err := certify.UniformAllocation(delta, m, drawQueries)
 	if err != nil {
