@@ -577,6 +577,3 @@ func ratioOf(c [2]coreset.Certificate) float64 {
 func (in *Ingest) dropPending(done []*deletionRecord) {
 	in.pending = slices.DeleteFunc(in.pending, func(r *deletionRecord) bool { return slices.Contains(done, r) })
 }
-
-// errRefitSkipped marks a refit that could not run for lack of points.
-var errRefitSkipped = errors.New("daemon: too few points to fit")

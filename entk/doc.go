@@ -53,6 +53,19 @@
 // FeaturesBatchTo spreads rows over min(GOMAXPROCS, n) goroutines that it joins before
 // returning, each row bit-identical to FeaturesTo.
 //
+// # Queries
+//
+// A certified answer needs, for the query x, both ψ(x) under the evaluation draw and the
+// exact diagonal k*(x, x) = ||J_x||²_F / d (eq. conservative-variance). Sketch.NewQuery
+// returns a Query whose FeaturesDiagTo computes both from one forward pass: on a ConvNet
+// it forms the d Jacobian rows J_xᵀe_i in one backward sweep and derives the heads'
+// J_xᵀw_j = Σ_i w_ji J_xᵀe_i from them (d backward passes instead of h + d, one forward
+// instead of two); ψ agrees with FeaturesTo and the diagonal with ExactDiag to rounding
+// (≤ 1e-12 relative, tested). A Query is for one goroutine and uses one helper goroutine
+// per phase, joined before it returns; it allocates nothing in steady state.
+// KernelRowTo is the landmark kernel row <lf_l, ψ(x)>, one Dgemv split over two
+// goroutines, bit-identical however it is split.
+//
 // # Exact kernel
 //
 // JacobianTo builds J_x (d×P) by d backward passes; ExactGramTo keeps all n Jacobians

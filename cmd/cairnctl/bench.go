@@ -220,7 +220,7 @@ func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
 		_, err = c.await(actx, t, answer{topic: c.topics.Attributions, request: q.Request, src: c.topics.Queries, key: []byte(q.Request), sent: sentQ})
 		acancel()
 		if err != nil {
-			return rep, fmt.Errorf("Kafka query %d: %w", i, err)
+			return rep, fmt.Errorf("query %d through Kafka: %w", i, err)
 		}
 		lat = append(lat, time.Since(t1).Seconds()*1e3)
 	}

@@ -50,9 +50,6 @@ type chainRecord struct {
 	Where    string // "topic/partition@offset" or "store"
 }
 
-// zeroHash is the prev_hash of seq 1: 32 zero bytes, in hex.
-var zeroHash = strings.Repeat("0", 64)
-
 // verifyChain checks records (in any order, possibly with duplicates) as one hash
 // chain: seqs 1..n without gaps, one record per seq (identical copies are dropped and
 // counted, different ones fail), prev_hash of seq 1 the zero hash and of every later
