@@ -201,32 +201,23 @@ func (c client) sendDelete(ctx context.Context, w *stream.Writer, ev stream.Trai
 	return body, nil
 }
 
-// ask sends q and waits up to timeout for its attribution. The tail on the
-// attribution and dead-letter topics is opened before the query is written, so the
-// answer cannot be missed however fast it comes.
+// ask sends q and waits up to timeout for its attribution.
 func (c client) ask(ctx context.Context, timeout time.Duration, q stream.QueryEvent, lim stream.Limits) (stream.Message, error) {
-	t, err := newTail(ctx, c.kc, c.stderr, c.topics.Attributions, c.topics.DLQ)
-	if err != nil {
-		return stream.Message{}, err
-	}
-	defer t.Close()
-	w, err := openWriter(c.kc)
-	if err != nil {
-		return stream.Message{}, err
-	}
-	defer w.Close()
-	sent, err := c.sendQuery(ctx, w, q, lim)
-	if err != nil {
-		return stream.Message{}, err
-	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return c.await(wctx, t, answer{topic: c.topics.Attributions, request: q.Request, src: c.topics.Queries, key: []byte(q.Request), sent: sent})
+	return c.sendAndWait(ctx, timeout, func(w *stream.Writer) ([]byte, error) { return c.sendQuery(ctx, w, q, lim) },
+		answer{topic: c.topics.Attributions, request: q.Request, src: c.topics.Queries, key: []byte(q.Request)})
 }
 
 // deleteAndWait sends the delete event and waits up to timeout for its audit.
 func (c client) deleteAndWait(ctx context.Context, timeout time.Duration, ev stream.TrainEvent, lim stream.Limits) (stream.Message, error) {
-	t, err := newTail(ctx, c.kc, c.stderr, c.topics.Audits, c.topics.DLQ)
+	return c.sendAndWait(ctx, timeout, func(w *stream.Writer) ([]byte, error) { return c.sendDelete(ctx, w, ev, lim) },
+		answer{topic: c.topics.Audits, request: ev.Request, src: c.topics.Train, key: []byte(ev.ID)})
+}
+
+// sendAndWait opens a tail on want.topic and the dead-letter topic before sending (so
+// the answer cannot be missed however fast it comes), sends with send, and waits up to
+// timeout for the answer want describes (want.sent is filled with what was sent).
+func (c client) sendAndWait(ctx context.Context, timeout time.Duration, send func(*stream.Writer) ([]byte, error), want answer) (stream.Message, error) {
+	t, err := newTail(ctx, c.kc, c.stderr, want.topic, c.topics.DLQ)
 	if err != nil {
 		return stream.Message{}, err
 	}
@@ -236,13 +227,12 @@ func (c client) deleteAndWait(ctx context.Context, timeout time.Duration, ev str
 		return stream.Message{}, err
 	}
 	defer w.Close()
-	sent, err := c.sendDelete(ctx, w, ev, lim)
-	if err != nil {
+	if want.sent, err = send(w); err != nil {
 		return stream.Message{}, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return c.await(wctx, t, answer{topic: c.topics.Audits, request: ev.Request, src: c.topics.Train, key: []byte(ev.ID), sent: sent})
+	return c.await(wctx, t, want)
 }
 
 // answer describes what a request's answer looks like: a message on topic keyed by
