@@ -1,6 +1,7 @@
 package coreset
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -69,5 +70,29 @@ func TestAdoptEqualsSync(t *testing.T) {
 		if got, want := b.State(), a.State(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("%+v: adopted state differs from Sync's:\ngot  %+v\nwant %+v", cfg.Budget, got, want)
 		}
+	}
+}
+
+// TestGreedyContextCancel: a cancelled context stops the selection with ctx.Err(); an
+// open one gives Greedy's result.
+func TestGreedyContextCancel(t *testing.T) {
+	g := newGen(13, 6, 6)
+	n, q := 40, 6
+	feats := make([]float64, 0, n*q)
+	for range n {
+		feats = append(feats, g.point()...)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := GreedyContext(ctx, feats, n, q, 5, GreedyOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v, want context.Canceled", err)
+	}
+	got, err := GreedyContext(context.Background(), feats, n, q, 5, GreedyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := Greedy(feats, n, q, 5, GreedyOptions{})
+	if !reflect.DeepEqual(got, want) {
+		t.Fatal("GreedyContext differs from Greedy")
 	}
 }

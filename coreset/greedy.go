@@ -1,6 +1,7 @@
 package coreset
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strconv"
@@ -83,6 +84,13 @@ func TopUpKeys(seed uint64, n int) []uint64 {
 // which equals the Schur-complement recursion on K in exact arithmetic, costs
 // O(n q + t q) per step and needs O(m q + n) memory (no n×m factor) unless KeepGram.
 func Greedy(g []float64, n, q, m int, opt GreedyOptions) (*GreedyResult, error) {
+	return GreedyContext(context.Background(), g, n, q, m, opt)
+}
+
+// GreedyContext is Greedy that gives up with ctx.Err() when ctx ends: it checks ctx
+// before every pivot step (O(n q) apart), so a daemon shutting down does not wait for
+// an O(n q m) selection.
+func GreedyContext(ctx context.Context, g []float64, n, q, m int, opt GreedyOptions) (*GreedyResult, error) {
 	if n < 0 || q < 1 || len(g) != n*q {
 		panic(fmt.Sprintf("coreset: Greedy: len(g)=%d, n=%d, q=%d", len(g), n, q))
 	}
@@ -124,6 +132,9 @@ func Greedy(g []float64, n, q, m int, opt GreedyOptions) (*GreedyResult, error) 
 	// Residual trace is summed afresh over δ after each step (O(n), same order as the
 	// update) so it does not accumulate subtraction error.
 	for t := 0; t < m; t++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		p, best := -1, res.Threshold
 		for j := 0; j < n; j++ {
 			if !selected[j] && delta[j] > best {

@@ -109,7 +109,10 @@ func TestCacheSource(t *testing.T) {
 		if err := src.FeaturesTo(got, "zzz"); !errors.Is(err, ErrSyncSource) {
 			t.Errorf("unknown id: %v, want ErrSyncSource", err)
 		}
-		rows := f.featureRows(ids, entries, view)
+		rows, err := f.featureRows(t.Context(), ids, entries, view)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i := range n {
 			same(fmt.Sprintf("featureRows view %d row %d", view, i), rows[i*q:(i+1)*q], want[(2*i+view)*q:(2*i+view+1)*q])
 		}

@@ -89,8 +89,9 @@ func isVal(seed uint64, id string, frac float64) bool {
 }
 
 // featureRows returns the fit-draw features of view v of the given entries (rows×q),
-// from the cache when present, else recomputed (bit-identically) on all cores.
-func (f *Features) featureRows(ids []string, entries []*cached, v int) []float64 {
+// from the cache when present, else recomputed (bit-identically) on all cores, checking
+// ctx between chunks of syncChunk rows.
+func (f *Features) featureRows(ctx context.Context, ids []string, entries []*cached, v int) ([]float64, error) {
 	q, d := f.Dim(), f.InputDim()
 	out := make([]float64, len(ids)*q)
 	var miss []int
@@ -102,6 +103,9 @@ func (f *Features) featureRows(ids []string, entries []*cached, v int) []float64
 		}
 	}
 	for lo := 0; lo < len(miss); lo += syncChunk {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		hi := min(lo+syncChunk, len(miss))
 		views := make([]float64, (hi-lo)*d)
 		buf := make([]float64, (hi-lo)*q)
@@ -113,7 +117,7 @@ func (f *Features) featureRows(ids []string, entries []*cached, v int) []float64
 			copy(out[i*q:(i+1)*q], buf[r*q:(r+1)*q])
 		}
 	}
-	return out
+	return out, nil
 }
 
 // synced is batch greedy pivoted Cholesky of both views over a snapshot (coreset
@@ -146,13 +150,16 @@ func (d *Daemon) syncSnapshot(ctx context.Context, snap *snapshot) (*synced, err
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		sy.g[v] = d.feat.featureRows(snap.ids, snap.entries, v)
+		var err error
+		if sy.g[v], err = d.feat.featureRows(ctx, snap.ids, snap.entries, v); err != nil {
+			return nil, err
+		}
 		m, opt, err := d.pcfg.Plan(snap.ids, sy.g[v])
 		if err != nil {
 			return nil, err
 		}
 		sy.m[v] = m
-		if sy.res[v], err = coreset.Greedy(sy.g[v], n, q, m, opt); err != nil {
+		if sy.res[v], err = coreset.GreedyContext(ctx, sy.g[v], n, q, m, opt); err != nil {
 			return nil, err
 		}
 	}

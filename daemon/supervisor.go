@@ -295,7 +295,11 @@ func (d *Daemon) loadServing() (*serving, string, error) {
 			continue
 		}
 		d.feat.aug.ViewTo(si.landmarkX[l*dim:(l+1)*dim], e.x, id, v)
-		lf = append(lf, d.feat.featureRows([]string{id}, []*cached{e}, v)...)
+		row, err := d.feat.featureRows(context.Background(), []string{id}, []*cached{e}, v)
+		if err != nil {
+			return nil, "", err
+		}
+		lf = append(lf, row...)
 	}
 	// Audit blocks from the points stored now, as a refit picks them.
 	ids := cache.ids()
@@ -317,7 +321,7 @@ func (d *Daemon) loadServing() (*serving, string, error) {
 		lm := mat.NewDense(mm, d.feat.Dim(), lf)
 		against := func(rows []int) *mat.Dense {
 			rid, ren := pick(ids, snap.entries, rows)
-			g := d.feat.featureRows(rid, ren, 0)
+			g, _ := d.feat.featureRows(context.Background(), rid, ren, 0) // no ctx: cannot fail
 			k := mat.NewDense(len(rows), mm, nil)
 			k.Mul(mat.NewDense(len(rows), d.feat.Dim(), g), lm.T())
 			k.Scale(meta.KernelScale, k)
