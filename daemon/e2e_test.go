@@ -8,10 +8,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -271,6 +274,35 @@ func TestEndToEnd(t *testing.T) {
 	st := r.d.Status()
 	if st.Points != n || st.Ingest.DeadLetters != 3 {
 		t.Fatalf("status points %d dead letters %d, want %d and 3", st.Points, st.Ingest.DeadLetters, n)
+	}
+	// HTTP: ready, the status JSON, and metrics that agree with it.
+	get := func(path string) string {
+		resp, err := http.Get("http://" + r.d.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	get("/readyz")
+	var hs Status
+	if err := json.Unmarshal([]byte(get("/status")), &hs); err != nil || hs.Points != n || hs.Model != st.Model {
+		t.Errorf("/status %+v (%v), want %d points and model %d", hs, err, n, st.Model)
+	}
+	metrics := get("/metrics")
+	for _, want := range []string{
+		fmt.Sprintf("cairn_pool_points %d\n", n),
+		fmt.Sprintf("cairn_model_version %d\n", st.Model),
+		`cairn_events_total{topic="cairn.train",result="dead_letter"} 3`,
+		fmt.Sprintf(`cairn_events_total{topic="cairn.train",result="applied"} %d`, n),
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 
 	// Queries: by stored id, by input, one invalid, one unknown id.
