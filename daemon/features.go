@@ -62,12 +62,14 @@ func NewFeatures(m config.Model, sk config.Sketch) (*Features, error) {
 // fingerprint identifies everything the features depend on: architecture, parameters
 // (so a changed weights file is noticed), sketch budget, seed and view shape. A stored
 // pool carries it, and a daemon restarted with another model refuses that pool instead
-// of mixing features of two models.
+// of mixing features of two models. The version names the feature algorithm: v2 is ψ
+// from the ConvNet's multi-head backward and the pruned SRHT, equal to v1 to rounding
+// but not bit for bit.
 func fingerprint(b entk.Backbone, sk config.Sketch, seed uint64, shape [3]int) string {
 	h := sha256.New()
 	var w [8]byte
 	u := func(v uint64) { binary.BigEndian.PutUint64(w[:], v); h.Write(w[:]) }
-	h.Write([]byte("cairn/daemon/features/v1\x00"))
+	h.Write([]byte("cairn/daemon/features/v2\x00"))
 	h.Write([]byte(b.Arch()))
 	h.Write([]byte{0})
 	u(uint64(sk.H))

@@ -3,6 +3,7 @@ package entk
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -52,15 +53,29 @@ func BenchmarkFWHT(b *testing.B) {
 var fwhtSink float64
 
 // BenchmarkFeaturesConvnet times ψ for the MNIST convnet at h = 4, s = 1024 through
-// FeaturesBatchTo (GOMAXPROCS workers) and reports examples/s. x_vjp compares the time per
-// example with one Forward+Backward (a single VJP on one goroutine) timed in the same run;
-// its floor is about h/GOMAXPROCS VJPs plus the h SRHTs of length P.
+// FeaturesBatchTo (GOMAXPROCS workers) and reports examples/s. In the same loop it times
+// the old computation (oldFeaturesTo: one Forward, then per head one Backward and the full
+// SRHT, on as many goroutines) and one Forward+Backward (a single VJP on one goroutine), so
+// all see the same machine load: x_old is the new time per example over the old one
+// (old_examples/s its rate) and x_vjp the new time over one VJP's.
 func BenchmarkFeaturesConvnet(b *testing.B) {
-	bb, err := NewBackbone("convnet:1x28x28-16-32-10", 1)
-	if err != nil {
-		b.Skipf("convnet backbone not available: %v", err)
+	benchFeatures(b, "convnet:1x28x28-16-32-10", 4, 1024)
+}
+
+// BenchmarkFeaturesDense is BenchmarkFeaturesConvnet on the dense backbones, which have no
+// BackwardHeads: the difference from the old path is only the pruned SRHT.
+func BenchmarkFeaturesDense(b *testing.B) {
+	for _, arch := range []string{"mlp:784-256-10", "resmlp:784-128x2-10"} {
+		b.Run(arch, func(b *testing.B) { benchFeatures(b, arch, 4, 1024) })
 	}
-	sk, err := NewSketch(bb, 4, 1024, 1, "bench")
+}
+
+func benchFeatures(b *testing.B, arch string, h, s int) {
+	bb, err := NewBackbone(arch, 1)
+	if err != nil {
+		b.Skipf("backbone %s not available: %v", arch, err)
+	}
+	sk, err := NewSketch(bb, h, s, 1, "bench")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -71,22 +86,33 @@ func BenchmarkFeaturesConvnet(b *testing.B) {
 		xs[i] = r.Float64()
 	}
 	dst := make([]float64, n*sk.Dim())
+	old := make([]float64, n*sk.Dim())
 	sk.FeaturesBatchTo(dst, xs, n) // warm the workspace pool
+	oldWss := make([]*SketchWorkspace, min(runtime.GOMAXPROCS(0), n))
+	for i := range oldWss {
+		oldWss[i] = sk.NewWorkspace()
+	}
+	oldFeaturesBatchTo(sk, old, xs, n, oldWss)
 	ws := bb.NewWorkspace()
 	g, w := make([]float64, bb.NumParams()), sk.Heads()[:bb.OutDim()]
-	var tf, tv time.Duration
+	var tf, to, tv time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
 		sk.FeaturesBatchTo(dst, xs, n)
 		t1 := time.Now()
+		oldFeaturesBatchTo(sk, old, xs, n, oldWss)
+		t2 := time.Now()
 		for k := 0; k < n; k++ {
 			VJP(bb, g, xs[k*bb.InDim():(k+1)*bb.InDim()], w, ws)
 		}
-		tv += time.Since(t1)
+		tv += time.Since(t2)
+		to += t2.Sub(t1)
 		tf += t1.Sub(t0)
 	}
 	b.ReportMetric(float64(b.N*n)/tf.Seconds(), "examples/s")
+	b.ReportMetric(float64(b.N*n)/to.Seconds(), "old_examples/s")
+	b.ReportMetric(float64(tf)/float64(to), "x_old")
 	b.ReportMetric(float64(tf)/float64(tv), "x_vjp")
-	fwhtSink = dst[0] + g[0]
+	fwhtSink = dst[0] + old[0] + g[0]
 }

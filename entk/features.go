@@ -42,6 +42,7 @@ type Sketch struct {
 	h     int
 	heads []float64 // h×d row-major
 	srht  *SRHT
+	plan  srhtPlan // S applied to the blocks that hold parameters, kept rows only
 
 	mu   sync.Mutex
 	free []*SketchWorkspace // batch workspaces, reused across FeaturesBatchTo calls
@@ -65,6 +66,7 @@ func NewSketch(b Backbone, h, s int, seed uint64, name string) (*Sketch, error) 
 		h:     h,
 		heads: NewHeads(h, b.OutDim(), rng.New(seed, "entk/heads/"+name)),
 		srht:  t,
+		plan:  newSRHTPlan(t),
 	}
 	sk.hb, _ = b.(headsBackwarder)
 	return sk, nil
@@ -113,9 +115,16 @@ type SketchWorkspace struct {
 // that a wide network with many heads does not need an h×P buffer per goroutine.
 const maxHeadsGrad = 1 << 21
 
+// maxHeadsChunk bounds the heads per BackwardHeads call: ConvNet's multi-column scratch
+// grows with it ((H+2)(W+2)·9·C_in floats per head and conv layer, 1.8·P for the MNIST
+// convnet) and falls out of cache. Measured on the MNIST convnet, h = 16, s = 1024 (one
+// goroutine, shared machine, ms per row): chunks of 2: 6.3–7.2, 4: 6.6–7.4, 8: 7.6–9.0,
+// 16: 10.0–10.9; at h = 4, chunks of 1 were slower than 2 or 4 (3.3–3.8 against 1.2–2.8).
+const maxHeadsChunk = 4
+
 // headsChunk is the number of heads per BackwardHeads call.
 func (sk *Sketch) headsChunk() int {
-	return max(1, min(sk.h, maxHeadsGrad/sk.b.NumParams()))
+	return max(1, min(sk.h, maxHeadsChunk, maxHeadsGrad/sk.b.NumParams()))
 }
 
 // NewWorkspace allocates the scratch of FeaturesTo.
@@ -124,8 +133,18 @@ func (sk *Sketch) NewWorkspace() *SketchWorkspace {
 	if sk.hb != nil {
 		p *= sk.headsChunk()
 	}
+	bws := sk.b.NewWorkspace()
+	if n, ok := sk.b.(*ConvNet); ok {
+		// BackwardHeads' scratch for the chunk size and the remainder, so that FeaturesTo
+		// allocates nothing from its first call.
+		hc := sk.headsChunk()
+		bws.convHeads(n, hc)
+		if r := sk.h % hc; r != 0 {
+			bws.convHeads(n, r)
+		}
+	}
 	return &SketchWorkspace{
-		bws:  sk.b.NewWorkspace(),
+		bws:  bws,
 		out:  make([]float64, sk.b.OutDim()),
 		grad: make([]float64, p),
 		work: make([]float64, sk.srht.WorkLen()),
@@ -136,9 +155,14 @@ func (sk *Sketch) NewWorkspace() *SketchWorkspace {
 //
 //	dst[j·q : (j+1)·q] = h^{-1/2} · S · J_xᵀ w_j
 //
-// (one Backward and one SRHT per head; with a backbone that has BackwardHeads, one call
-// per chunk of heads, see maxHeadsGrad).
-// x (len InDim) is not modified. It allocates nothing and panics on wrong lengths.
+// (one Backward and one SRHT per head; with a backbone that has BackwardHeads — ConvNet —
+// one call per chunk of heads, see maxHeadsChunk and maxHeadsGrad). S is applied by
+// srhtPlan, which transforms only the blocks of the padded vector that hold parameters and
+// evaluates only the s kept rows; it equals SRHT.ApplyTo up to rounding (same sums, other
+// order).
+// The result depends only on x and the sketch, never on ws's history, so FeaturesBatchTo's
+// rows are bit for bit FeaturesTo's. x (len InDim) is not modified. It allocates nothing
+// and panics on wrong lengths.
 func (sk *Sketch) FeaturesTo(dst, x []float64, ws *SketchWorkspace) {
 	if len(dst) != sk.Dim() || len(x) != sk.b.InDim() {
 		panic(fmt.Sprintf("entk: Sketch.FeaturesTo lengths dst %d, x %d; want %d, %d",
@@ -153,14 +177,14 @@ func (sk *Sketch) FeaturesTo(dst, x []float64, ws *SketchWorkspace) {
 			k := min(hc, sk.h-j0)
 			sk.hb.BackwardHeads(ws.grad[:k*p], sk.heads[j0*d:(j0+k)*d], k, ws.bws)
 			for j := 0; j < k; j++ {
-				sk.srht.applyScaledTo(dst[(j0+j)*q:(j0+j+1)*q], ws.grad[j*p:(j+1)*p], ws.work, c)
+				sk.plan.applyScaledTo(dst[(j0+j)*q:(j0+j+1)*q], ws.grad[j*p:(j+1)*p], ws.work, c)
 			}
 		}
 		return
 	}
 	for j := 0; j < sk.h; j++ {
 		sk.b.Backward(ws.grad, sk.heads[j*d:(j+1)*d], ws.bws)
-		sk.srht.applyScaledTo(dst[j*q:(j+1)*q], ws.grad, ws.work, c)
+		sk.plan.applyScaledTo(dst[j*q:(j+1)*q], ws.grad, ws.work, c)
 	}
 }
 

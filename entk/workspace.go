@@ -31,6 +31,11 @@ type Workspace struct {
 	cols, z, pooled, dcols, dpooled [][]float64
 	actOut, actPos                  [][]int32
 
+	// convnet BackwardHeads scratch, allocated on first use: heads[h] serves calls with h
+	// heads (the multi-column scratch's layout depends on h, and FeaturesTo uses at most two
+	// values of h, a chunk and the remainder).
+	heads []*convHeadsScratch
+
 	// exact-kernel scratch (exact.go), allocated on first use: a d×P Jacobian, one
 	// P-vector and one d-vector.
 	jac, vecP, unit []float64
