@@ -47,6 +47,8 @@ type deletionRecord struct {
 	// the deletion effect computed on it before the audit is written.
 	before *serving
 	effect *effect
+	// poolLandmark[v]: the id was a landmark of view v's pool (PoolLandmark is their or).
+	poolLandmark [2]bool
 }
 
 func (r *deletionRecord) encode() ([]byte, error) {

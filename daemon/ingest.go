@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -392,25 +393,27 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 	}
 
 	// 3. The pool, in offset order. From here on a failure leaves the pool ahead of
-	// the store, so it breaks the Ingest.
+	// the store, so it breaks the Ingest. First decide what each op does (both views
+	// hold the same points), then update the two views' pools on two goroutines: they
+	// are independent, and the O(k q) insert is the largest cost after the features.
 	poolChanged := false
 	var leaving []string
 	now := time.Now().UTC()
+	stored := map[string]bool{} // membership as the batch goes, for ids it touches
+	has := func(id string) bool {
+		if v, ok := stored[id]; ok {
+			return v
+		}
+		return in.pool.A.Has(id)
+	}
 	for i := range in.ops {
 		o := &in.ops[i]
 		switch o.kind {
 		case opUpsert:
-			if in.pool.A.Has(o.ev.ID) {
+			if o.had = has(o.ev.ID); o.had {
 				leaving = append(leaving, o.ev.ID)
-				if err := in.pool.Delete(o.ev.ID); err != nil {
-					return res, in.breakWith(fmt.Errorf("pool: replace %q: %w", o.ev.ID, err))
-				}
 			}
-			fa := in.feats[2*o.row*q : (2*o.row+1)*q]
-			fb := in.feats[(2*o.row+1)*q : (2*o.row+2)*q]
-			if err := in.pool.Insert(o.ev.ID, fa, fb); err != nil {
-				return res, in.breakWith(fmt.Errorf("pool: insert %q: %w", o.ev.ID, err))
-			}
+			stored[o.ev.ID] = true
 			poolChanged = true
 		case opDelete:
 			rec := &deletionRecord{
@@ -420,18 +423,33 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 			if in.hooks.describe != nil {
 				in.hooks.describe(rec)
 			}
-			rec.ResidualBefore = in.residuals()
-			if o.had = in.pool.A.Has(o.ev.ID); o.had {
+			if o.had = has(o.ev.ID); o.had {
 				rec.Known = true
-				rec.PoolLandmark = slices.Contains(in.pool.Landmarks(), o.ev.ID)
 				leaving = append(leaving, o.ev.ID)
-				if err := in.pool.Delete(o.ev.ID); err != nil {
-					return res, in.breakWith(fmt.Errorf("pool: delete %q: %w", o.ev.ID, err))
-				}
 				poolChanged = true
 			}
-			rec.ResidualAfter = in.residuals()
+			stored[o.ev.ID] = false
 			o.rec = rec
+		}
+	}
+	var errs [2]error
+	var wg sync.WaitGroup
+	for v, pool := range []*coreset.Pool{in.pool.A, in.pool.B} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[v] = in.applyView(pool, v, q)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return res, in.breakWith(err)
+		}
+	}
+	for i := range in.ops {
+		if r := in.ops[i].rec; r != nil {
+			r.PoolLandmark = r.poolLandmark[0] || r.poolLandmark[1]
 		}
 	}
 	var ps storage.PoolState
@@ -575,6 +593,37 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 		}
 	}
 	return res, nil
+}
+
+// applyView applies the batch's pool changes to view v's pool (the ops were classified
+// by Apply), recording each deletion's certificate before and after in its record.
+// Apply runs the two views on two goroutines; each touches only its own pool and the
+// v-th fields of the records.
+func (in *Ingest) applyView(pool *coreset.Pool, v, q int) error {
+	for i := range in.ops {
+		o := &in.ops[i]
+		switch o.kind {
+		case opUpsert:
+			if o.had {
+				if err := pool.Delete(o.ev.ID); err != nil {
+					return fmt.Errorf("pool view %d: replace %q: %w", v, o.ev.ID, err)
+				}
+			}
+			if err := pool.Insert(o.ev.ID, in.feats[(2*o.row+v)*q:(2*o.row+v+1)*q]); err != nil {
+				return fmt.Errorf("pool view %d: insert %q: %w", v, o.ev.ID, err)
+			}
+		case opDelete:
+			o.rec.ResidualBefore[v] = pool.Certificate()
+			if o.had {
+				o.rec.poolLandmark[v] = slices.Contains(pool.Landmarks(), o.ev.ID)
+				if err := pool.Delete(o.ev.ID); err != nil {
+					return fmt.Errorf("pool view %d: delete %q: %w", v, o.ev.ID, err)
+				}
+			}
+			o.rec.ResidualAfter[v] = pool.Certificate()
+		}
+	}
+	return nil
 }
 
 // residuals returns the pool's residual certificates of both views.
