@@ -206,7 +206,7 @@ func Default() Config {
 		},
 		Refit: Refit{
 			PointsChanged: 5000, PoolChangeFraction: 0.1, ResidualIncrease: 0.1,
-			OnDelete: true, DeleteDebounce: 500 * time.Millisecond, Idle: time.Second, MinPoints: 64,
+			OnDelete: true, DeleteDebounce: 250 * time.Millisecond, Idle: time.Second, MinPoints: 64,
 		},
 		Query:  Query{K: 10, Delta: 0.05, DrawQueries: 100000},
 		Audit:  Audit{Random: 30, Reference: 1000, Test: 250},
