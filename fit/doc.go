@@ -34,7 +34,7 @@
 //     scale of Ã₀. PCI's Ã₀ = U(Λ+ε)^{-1/2} has its leading columns' entries of order
 //     (M·λ₁)^{-1/2}, which the paper's 1.25e-2 overwrites in a few steps when K has unit
 //     mean diagonal; ScaleInit with DefaultInitScale (what cairnctl fit and the daemon
-//     use) therefore rescales PCI's Ã₀ to unit latent variance (DefaultInitScale
+//     use) therefore rescales Ã₀ to unit latent variance (DefaultInitScale
 //     documents the measurements).
 //   - Checkpoints (Result.SelectedBy): "val_knn_accuracy" (leave-one-out majority-vote
 //     k-NN accuracy, k = Options.KNN = 20, within the labelled validation split; balanced

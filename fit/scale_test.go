@@ -271,7 +271,7 @@ func TestScaleInit(t *testing.T) {
 		for _, c := range []struct {
 			spec string
 			want float64
-		}{{DefaultInitScale, autoWant}, {"auto", autoWant}, {"unit", unit}, {"2.5", 2.5}, {"1", 1}, {"1e-3", 1e-3}} {
+		}{{DefaultInitScale, unit}, {"auto", autoWant}, {"unit", unit}, {"2.5", 2.5}, {"1", 1}, {"1e-3", 1e-3}} {
 			a := mat.DenseCopyOf(a0)
 			kaCopy := mat.DenseCopyOf(ka)
 			got, err := ScaleInit(c.spec, in, ka, a)

@@ -40,7 +40,7 @@ func runFit(args []string, stdout io.Writer) error {
 	fits := fs.Int("fits", 1, "number R of repeated Adam fits differing only in the fit seed")
 	k := fs.Int("k", 256, "output dimension of the encoder")
 	epochs := fs.Int("epochs", 20, "Adam epochs")
-	initScaleFlag := fs.String("init-scale", fit.DefaultInitScale, "multiply Ã₀ by this factor; unit: by the factor giving the training latents K_A Ã₀ unit mean per-dimension variance; auto: unit for the PCI initializers, 1 for the others")
+	initScaleFlag := fs.String("init-scale", fit.DefaultInitScale, "multiply Ã₀ by this factor; unit (default): by the factor giving the training latents K_A Ã₀ unit mean per-dimension variance; auto: unit for the PCI initializers, 1 for the others")
 	lr := fs.Float64("lr", fit.DefaultOptions(fit.SimCLR).LR, "Adam peak learning rate (paper Table hparams; in units of Ã, see fit.DefaultInitScale)")
 	selector := fs.String("selector", coreset.SelPCNTK, "landmark selector")
 	valFrac := fs.Float64("val-frac", 0.2, "fraction of the loaded train rows held out for validation")
