@@ -180,10 +180,14 @@ func axpy(dst []float64, a float64, x []float64) {
 //
 //	for y, x { p := y*w+x; for ci, ky, kx {
 //	    cols[p*9cin + ci*9+ky*3+kx] = in[ci, y+ky-1, x+kx-1]  (0 outside the image) } }
-func im2colTo(cols, in []float64, cin, h, w int) {
+func im2colTo(cols, in []float64, cin, h, w int) { im2colRowsTo(cols, in, cin, h, w, 0, h) }
+
+// im2colRowsTo is im2colTo for the output rows y0 ≤ y < y1 only (Query splits a forward
+// pass by rows over two goroutines; every row is written exactly as im2colTo writes it).
+func im2colRowsTo(cols, in []float64, cin, h, w, y0, y1 int) {
 	K := 9 * cin
 	hw := h * w
-	for y := 0; y < h; y++ {
+	for y := y0; y < y1; y++ {
 		for x := 0; x < w; x++ {
 			row := cols[(y*w+x)*K : (y*w+x+1)*K]
 			interior := y > 0 && y < h-1 && x > 0 && x < w-1
@@ -268,16 +272,21 @@ const gemmBlock = 64
 // convTo computes the pre-activation z (position-major, z[p*cout+c]) from cols:
 //
 //	for p, c { z[p*cout+c] = b[c] + Σ_k cols[p*K+k] W[c*K+k] }
-func (c *convLayer) convTo(z, cols []float64) {
-	np, K := c.h*c.w, c.k
-	for p := 0; p < np; p++ {
+func (c *convLayer) convTo(z, cols []float64) { c.convRowsTo(z, cols, 0, c.h*c.w) }
+
+// convRowsTo is convTo for the positions p0 ≤ p < p1 only; each z entry is computed as
+// convTo computes it (the Dgemm blocks start at p0, and a row's result does not depend
+// on the rows beside it in a block).
+func (c *convLayer) convRowsTo(z, cols []float64, p0, p1 int) {
+	K := c.k
+	for p := p0; p < p1; p++ {
 		copy(z[p*c.cout:(p+1)*c.cout], c.b)
 	}
 	if K == 9 {
 		// Cin = 1, the usual first layer: the loop below with the patch unrolled, in the
 		// same order (s = b, then s += v_k·w_k for k = 0..8), so bit for bit the same, at
 		// about half the time (no loop or bounds checks per term).
-		for p := 0; p < np; p++ {
+		for p := p0; p < p1; p++ {
 			v := (*[9]float64)(cols[p*9 : p*9+9])
 			zr := z[p*c.cout : (p+1)*c.cout]
 			for ch := range zr {
@@ -300,7 +309,7 @@ func (c *convLayer) convTo(z, cols []float64) {
 	if K < 16 {
 		// First layers (Cin = 1): dot products of length 9 are too short for Dgemm's
 		// per-call overhead.
-		for p := 0; p < np; p++ {
+		for p := p0; p < p1; p++ {
 			row := cols[p*K : (p+1)*K]
 			zr := z[p*c.cout : (p+1)*c.cout]
 			for ch := range zr {
@@ -315,8 +324,8 @@ func (c *convLayer) convTo(z, cols []float64) {
 		return
 	}
 	impl := blas64.Implementation()
-	for r0 := 0; r0 < np; r0 += gemmBlock {
-		m := min(gemmBlock, np-r0)
+	for r0 := p0; r0 < p1; r0 += gemmBlock {
+		m := min(gemmBlock, p1-r0)
 		for c0 := 0; c0 < c.cout; c0 += gemmBlock {
 			nn := min(gemmBlock, c.cout-c0)
 			impl.Dgemm(blas.NoTrans, blas.Trans, m, nn, K, 1,
@@ -330,8 +339,13 @@ func (c *convLayer) convTo(z, cols []float64) {
 // maximum of its window in row-major order (strict > over the window in that order). The
 // channel loop is innermost so z (position-major) is read contiguously.
 func (c *convLayer) reluPoolTo(pooled []float64, outs, poss []int32, z []float64) ([]int32, []int32) {
+	return c.reluPoolRowsTo(pooled, outs, poss, z, 0, c.hp)
+}
+
+// reluPoolRowsTo is reluPoolTo for the pooled rows qy0 ≤ qy < qy1 only.
+func (c *convLayer) reluPoolRowsTo(pooled []float64, outs, poss []int32, z []float64, qy0, qy1 int) ([]int32, []int32) {
 	Q, C := c.hp*c.wp, c.cout
-	for qy := 0; qy < c.hp; qy++ {
+	for qy := qy0; qy < qy1; qy++ {
 		for qx := 0; qx < c.wp; qx++ {
 			q := qy*c.wp + qx
 			p0 := 2*qy*c.w + 2*qx
