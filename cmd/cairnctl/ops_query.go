@@ -68,12 +68,7 @@ func runQuery(args []string, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout+15*time.Second)
 	defer cancel()
 	if !*wait {
-		w, err := openWriter(kc)
-		if err != nil {
-			return err
-		}
-		defer w.Close()
-		if _, err := c.sendQuery(ctx, w, q, lim); err != nil {
+		if err := c.sendOnly(func(w *stream.Writer) ([]byte, error) { return c.sendQuery(ctx, w, q, lim) }); err != nil {
 			return err
 		}
 		return writeJSON(stdout, sentReport{Request: q.Request, Topic: cfg.Kafka.Topics.Queries, Sent: true})
@@ -124,12 +119,7 @@ func runDelete(args []string, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout+15*time.Second)
 	defer cancel()
 	if !*wait {
-		w, err := openWriter(kc)
-		if err != nil {
-			return err
-		}
-		defer w.Close()
-		if _, err := c.sendDelete(ctx, w, ev, lim); err != nil {
+		if err := c.sendOnly(func(w *stream.Writer) ([]byte, error) { return c.sendDelete(ctx, w, ev, lim) }); err != nil {
 			return err
 		}
 		return writeJSON(stdout, sentReport{Request: req, ID: *id, Topic: cfg.Kafka.Topics.Train, Sent: true})
@@ -211,6 +201,17 @@ func (c client) ask(ctx context.Context, timeout time.Duration, q stream.QueryEv
 func (c client) deleteAndWait(ctx context.Context, timeout time.Duration, ev stream.TrainEvent, lim stream.Limits) (stream.Message, error) {
 	return c.sendAndWait(ctx, timeout, func(w *stream.Writer) ([]byte, error) { return c.sendDelete(ctx, w, ev, lim) },
 		answer{topic: c.topics.Audits, request: ev.Request, src: c.topics.Train, key: []byte(ev.ID)})
+}
+
+// sendOnly sends with send through a writer of its own, without waiting for an answer.
+func (c client) sendOnly(send func(*stream.Writer) ([]byte, error)) error {
+	w, err := openWriter(c.kc)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	_, err = send(w)
+	return err
 }
 
 // sendAndWait opens a tail on want.topic and the dead-letter topic before sending (so
