@@ -116,3 +116,44 @@ func benchFeatures(b *testing.B, arch string, h, s int) {
 	b.ReportMetric(float64(tf)/float64(tv), "x_vjp")
 	fwhtSink = dst[0] + old[0] + g[0]
 }
+
+// BenchmarkFeaturesSIMD times ψ (FeaturesBatchTo, the MNIST convnet, h = 4, s = 1024)
+// with the AVX2/FMA kernels and with the portable loops, interleaved in the same loop so
+// both see the same machine load: x_portable is the kernels' time over the loops'.
+func BenchmarkFeaturesSIMD(b *testing.B) {
+	if !hasAVX2FMA {
+		b.Skip("no AVX2/FMA on this machine")
+	}
+	bb, err := NewBackbone("convnet:1x28x28-16-32-10", 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sk, err := NewSketch(bb, 4, 1024, 1, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 32
+	r := rand.New(rand.NewPCG(1, 2))
+	xs := make([]float64, n*bb.InDim())
+	for i := range xs {
+		xs[i] = r.Float64()
+	}
+	dst := make([]float64, n*sk.Dim())
+	sk.FeaturesBatchTo(dst, xs, n)
+	var ta, tp time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		sk.FeaturesBatchTo(dst, xs, n)
+		t1 := time.Now()
+		restore := portable()
+		sk.FeaturesBatchTo(dst, xs, n)
+		restore()
+		ta += t1.Sub(t0)
+		tp += time.Since(t1)
+	}
+	b.ReportMetric(float64(b.N*n)/ta.Seconds(), "examples/s")
+	b.ReportMetric(float64(b.N*n)/tp.Seconds(), "portable_examples/s")
+	b.ReportMetric(float64(ta)/float64(tp), "x_portable")
+	fwhtSink = dst[0]
+}

@@ -3,7 +3,6 @@ package entk
 import (
 	"fmt"
 
-	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/floats"
 )
 
@@ -122,7 +121,6 @@ func (cq *convQuery) backwardHalf(h *queryHalf, ws *Workspace) {
 // written (not accumulated) where out says.
 func (cq *convQuery) backwardCols(h *queryHalf, ws *Workspace, m int, last []float64, inc int, out *colsOut) {
 	n := cq.n
-	impl := blas64.Implementation()
 	L := len(n.convs)
 	lastSrc, lastInc := last, inc
 	for l := L - 1; l >= 0; l-- {
@@ -169,14 +167,15 @@ func (cq *convQuery) backwardCols(h *queryHalf, ws *Workspace, m int, last []flo
 					clear(blk[i*wi : i*wi+K])
 					jb[ch*bc+i*bi] = 0
 				}
+				offs, rows := h.goffs[:0], h.grows[:0]
 				for _, idx := range by[st[ch]:st[ch+1]] {
-					a, p := at(int(idx)), int(pos[idx])
-					x := src[a : a+(m-1)*inc+1]
-					impl.Dger(m, K, 1, x, inc, cols[p*K:(p+1)*K], 1, blk, wi)
+					a := at(int(idx))
+					offs, rows = append(offs, int32(a)), append(rows, pos[idx])
 					for i := 0; i < m; i++ {
-						jb[ch*bc+i*bi] += x[i*inc]
+						jb[ch*bc+i*bi] += src[a+i*inc]
 					}
 				}
+				accGatherTo(blk, wi, m, src, inc, offs, rows, cols, K)
 			}
 		}
 		if l == 0 {
@@ -212,13 +211,24 @@ func (cq *convQuery) backwardCols(h *queryHalf, ws *Workspace, m int, last []flo
 				fx := 2*qx + 1 // framed column of the window's left
 				clear(r1[fx*mK : (fx+2)*mK])
 				clear(r2[fx*mK : (fx+2)*mK])
-				for ; idx < len(act) && int(act[idx])%Q == q; idx++ {
-					ch, p := int(act[idx])/Q, int(pos[idx])
-					a := at(idx)
-					x := src[a : a+(m-1)*inc+1]
-					pr := row(p/c.w + 1)
-					pc := p%c.w + 1
-					impl.Dger(m, K, 1, x, inc, c.wt[ch*K:(ch+1)*K], 1, pr[pc*mK:(pc+1)*mK], K)
+				// The window's actives, position by position (each block of dcols
+				// sees its terms in the order of act, as one update per active would).
+				i0 := idx
+				for idx < len(act) && int(act[idx])%Q == q {
+					idx++
+				}
+				p0 := 2*qy*c.w + 2*qx
+				for _, p := range [4]int{p0, p0 + 1, p0 + c.w, p0 + c.w + 1} {
+					offs, chs := h.goffs[:0], h.grows[:0]
+					for j := i0; j < idx; j++ {
+						if int(pos[j]) == p {
+							offs, chs = append(offs, int32(at(j))), append(chs, act[j]/int32(Q))
+						}
+					}
+					if len(offs) > 0 {
+						pc := p%c.w + 1
+						accGatherTo(row(p/c.w + 1)[pc*mK:(pc+1)*mK], K, m, src, inc, offs, chs, c.wt, K)
+					}
 				}
 			}
 			next = cq.gatherTo(h.gp[l-1], row, ws, l, m, next, 2*qy+1)

@@ -450,7 +450,11 @@ func oldConvForward(n *ConvNet, out, x []float64, ws *Workspace) {
 				}
 			}
 		} else {
-			c.convTo(ws.z[l], ws.cols[l])
+			np := c.h * c.w
+			for p := 0; p < np; p++ {
+				copy(ws.z[l][p*c.cout:(p+1)*c.cout], c.b)
+			}
+			c.convAccPortableTo(ws.z[l], ws.cols[l], 0, np)
 		}
 		ws.actOut[l], ws.actPos[l] = oldReluPoolTo(c, ws.pooled[l], ws.actOut[l][:0], ws.actPos[l][:0], ws.z[l])
 		in = ws.pooled[l]
@@ -495,8 +499,10 @@ func oldReluPoolTo(c *convLayer, pooled []float64, outs, poss []int32, z []float
 }
 
 // TestOldConvForward: the benchmark's baseline Forward leaves the same output and caches,
-// bit for bit, as ConvNet.Forward (same operations in the same order).
+// bit for bit, as ConvNet.Forward without the assembly kernels (same operations in the
+// same order).
 func TestOldConvForward(t *testing.T) {
+	defer portable()()
 	for _, arch := range convHeadsArchs {
 		b, err := NewBackbone(arch, 2)
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
-	"gonum.org/v1/gonum/floats"
 )
 
 // convLayer is Conv2d(cin, cout, 3, padding=1) → ReLU → MaxPool2d(2) on an h×w input.
@@ -14,6 +13,7 @@ type convLayer struct {
 	hp, wp          int // pooled size ⌊h/2⌋ × ⌊w/2⌋
 	k               int // 9·cin, the im2col patch length
 	wt, b           []float64
+	wT              []float64 // wt transposed (k×cout), for convAccRowsTo
 	wOff, bOff      int
 }
 
@@ -50,6 +50,13 @@ func newConvNet(a Arch, params []float64) *ConvNet {
 			wt: params[wt.Offset : wt.Offset+wt.Size], b: params[bt.Offset : bt.Offset+bt.Size],
 			wOff: wt.Offset, bOff: bt.Offset,
 		})
+		c := &n.convs[l]
+		c.wT = make([]float64, c.k*cout)
+		for ch := 0; ch < cout; ch++ {
+			for k, v := range c.wt[ch*c.k : (ch+1)*c.k] {
+				c.wT[k*cout+ch] = v
+			}
+		}
 		cin, h, w = cout, h/2, w/2
 	}
 	m := len(ts)
@@ -142,7 +149,7 @@ func (n *ConvNet) Backward(dst, w []float64, ws *Workspace) {
 				}
 				ch, p := int(o)/Q, int(pos[i])
 				db[ch] += gv
-				axpy(dW[ch*K:(ch+1)*K], gv, cols[p*K:(p+1)*K])
+				axpyTo(dW[ch*K:(ch+1)*K], gv, cols[p*K:(p+1)*K])
 			}
 			break
 		}
@@ -155,24 +162,11 @@ func (n *ConvNet) Backward(dst, w []float64, ws *Workspace) {
 			}
 			ch, p := int(o)/Q, int(pos[i])
 			db[ch] += gv
-			axpy(dW[ch*K:(ch+1)*K], gv, cols[p*K:(p+1)*K])
-			axpy(dc[p*K:(p+1)*K], gv, c.wt[ch*K:(ch+1)*K])
+			axpyTo(dW[ch*K:(ch+1)*K], gv, cols[p*K:(p+1)*K])
+			axpyTo(dc[p*K:(p+1)*K], gv, c.wt[ch*K:(ch+1)*K])
 		}
 		col2imTo(ws.dpooled[l-1], dc, c.cin, c.h, c.w)
 	}
-}
-
-// axpy is dst += a·x, in Go for the short 3×3×Cin patches of a first layer and through
-// gonum's assembly kernel otherwise.
-func axpy(dst []float64, a float64, x []float64) {
-	if len(x) < 16 {
-		dst = dst[:len(x)]
-		for i, v := range x {
-			dst[i] += a * v
-		}
-		return
-	}
-	floats.AddScaled(dst, a, x)
 }
 
 // im2colTo writes the 3×3, padding-1 patches of the CHW image in (cin×h×w) into cols,
@@ -282,6 +276,20 @@ func (c *convLayer) convRowsTo(z, cols []float64, p0, p1 int) {
 	for p := p0; p < p1; p++ {
 		copy(z[p*c.cout:(p+1)*c.cout], c.b)
 	}
+	if hasAVX2FMA {
+		// The same loop with one fused multiply-add per term, register-blocked over 2
+		// positions × 16 channels (simd.go).
+		convAccRowsTo(z, cols, c.wT, K, c.cout, p0, p1)
+		return
+	}
+	c.convAccPortableTo(z, cols, p0, p1)
+}
+
+// convAccPortableTo adds the convolution terms to the rows p0 ≤ p < p1 of z (already
+// holding the bias) without the assembly kernel: unrolled for Cin = 1, plain dot products
+// for other short patches, gonum Dgemm otherwise.
+func (c *convLayer) convAccPortableTo(z, cols []float64, p0, p1 int) {
+	K := c.k
 	if K == 9 {
 		// Cin = 1, the usual first layer: the loop below with the patch unrolled, in the
 		// same order (s = b, then s += v_k·w_k for k = 0..8), so bit for bit the same, at

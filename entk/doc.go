@@ -77,6 +77,19 @@
 // KernelRowTo is the landmark kernel row <lf_l, ψ(x)>, one Dgemv split over two
 // goroutines, bit-identical however it is split.
 //
+// # Vector kernels and reproducibility
+//
+// On amd64 CPUs with AVX2 and FMA (checked once at start through golang.org/x/sys/cpu,
+// which also checks that the OS saves the YMM registers) the inner loops run in the
+// assembly of simd_amd64.s; elsewhere the portable loops of simd.go, which document what
+// each kernel computes. The FWHT passes, the sign flips and the scalings give the same
+// bits either way. The convolution, the VJPs' rank-one updates and their
+// register-blocked sums use one fused multiply-add per term where the portable loops round
+// the product and the sum separately: within 1e-12 relative of them (tested), and
+// bit-identical on every machine with the same kernels, so a replay on the same kind of
+// machine reproduces the state byte for byte. Hosts of one deployment should therefore
+// agree on AVX2/FMA (every x86-64 server since 2015 has both).
+//
 // # Exact kernel
 //
 // JacobianTo builds J_x (d×P) by d backward passes; ExactGramTo keeps all n Jacobians

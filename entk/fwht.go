@@ -51,9 +51,17 @@ func fwht(v []float64, scale float64) {
 	blk := min(n, fwhtBlock)
 	for i := 0; i < n; i += blk {
 		b := v[i : i+blk]
-		fwhtRadix8Contig(b)
+		if hasAVX2FMA {
+			fwhtContig8AVX(b)
+		} else {
+			fwhtRadix8Contig(b)
+		}
 		if len(b) >= 64 {
-			fwhtRadix8By8(b)
+			if hasAVX2FMA {
+				fwhtRadix8AVX(b, 8)
+			} else {
+				fwhtRadix8By8(b)
+			}
 			fwhtStages(b, 64)
 		} else {
 			fwhtStages(b, 8)
@@ -66,6 +74,10 @@ func fwht(v []float64, scale float64) {
 // scaleTo multiplies v by c in place unless c == 1.
 func scaleTo(v []float64, c float64) {
 	if c == 1 {
+		return
+	}
+	if hasAVX2FMA {
+		scaleAVX(v, c)
 		return
 	}
 	for i := range v {
@@ -86,19 +98,34 @@ func fwhtTiny(v []float64) {
 }
 
 // fwhtStages applies the stages of strides h, 2h, …, len(v)/2: radix-8 passes (three
-// stages per sweep over v) while they fit, then one radix-4 or radix-2 pass.
+// stages per sweep over v) while they fit, then one radix-4 or radix-2 pass. With AVX2
+// and h a multiple of 4 (always, from fwht), the passes run four columns at a time in
+// simd_amd64.s, with the same butterflies.
 func fwhtStages(v []float64, h int) {
 	n := len(v)
+	avx := hasAVX2FMA && h%4 == 0
 	for h < n {
 		switch {
 		case 8*h <= n:
-			fwhtRadix8(v, h)
+			if avx {
+				fwhtRadix8AVX(v, h)
+			} else {
+				fwhtRadix8(v, h)
+			}
 			h *= 8
 		case 4*h <= n:
-			fwhtRadix4(v, h)
+			if avx {
+				fwhtRadix4AVX(v, h)
+			} else {
+				fwhtRadix4(v, h)
+			}
 			h *= 4
 		default:
-			fwhtRadix2(v, h)
+			if avx {
+				fwhtRadix2AVX(v, h)
+			} else {
+				fwhtRadix2(v, h)
+			}
 			h *= 2
 		}
 	}

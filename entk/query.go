@@ -76,6 +76,9 @@ type queryHalf struct {
 	// this half's columns, position-major (np × m × K); gp[l] (l < L−1) the gradients of
 	// layer l's pooled outputs for this half's columns (output-major, nq × m).
 	dcols, gp [][]float64
+	// backwardCols's term lists for accGatherTo (offsets into the gradient columns, and
+	// rows of cols or of W), long enough for any channel's or window's actives.
+	goffs, grows []int32
 	// ConvNet Forward, per conv layer: the active pooled outputs of this half's rows and
 	// their window maxima, concatenated into the workspace after the layer.
 	fact, fpos [][]int32
@@ -307,6 +310,11 @@ func (cq *convQuery) initHalf(h *queryHalf) {
 	h.gp = make([][]float64, L)
 	h.fact = make([][]int32, L)
 	h.fpos = make([][]int32, L)
+	most := 0
+	for _, c := range cq.n.convs {
+		most = max(most, c.cout, c.hp*c.wp)
+	}
+	h.goffs, h.grows = make([]int32, 0, most), make([]int32, 0, most)
 	for l, c := range cq.n.convs {
 		h.fact[l] = make([]int32, 0, c.cout*c.hp*c.wp)
 		h.fpos[l] = make([]int32, 0, c.cout*c.hp*c.wp)

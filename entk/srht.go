@@ -137,10 +137,7 @@ func (t *SRHT) applyScaledTo(dst, v, work []float64, c float64) {
 		return
 	}
 	u := work[:t.pad]
-	signs := t.signs[:len(v)]
-	for k, x := range v {
-		u[k] = signs[k] * x
-	}
+	mulTo(u, t.signs[:len(v)], v)
 	clear(u[len(v):])
 	fwht(u, 1)
 	c /= math.Sqrt(float64(t.s))

@@ -110,10 +110,8 @@ func (pl *srhtPlan) applyScaledTo(dst, v, work []float64, c float64) {
 		u := work[:n]
 		k0 := j * B
 		k1 := min(k0+n, len(v))
-		signs, vj := t.signs[k0:k1], v[k0:k1]
-		for k, x := range vj {
-			u[k] = signs[k] * x
-		}
+		vj := v[k0:k1]
+		mulTo(u, t.signs[k0:k1], vj)
 		clear(u[len(vj):])
 		fwht(u, 1)
 		mask := int32(n - 1)
