@@ -125,6 +125,7 @@ func GreedyContext(ctx context.Context, g []float64, n, q, m int, opt GreedyOpti
 	basis := make([]float64, 0, m*q)
 	coef := make([]float64, m)
 	v := make([]float64, q)
+	lrow := make([]float64, n) // b_t·g_j for every j, one dotsTo sweep per step
 	var cols []float64 // n×k column-major L when KeepGram (column t at cols[t*n:])
 	if opt.KeepGram {
 		cols = make([]float64, 0, n*m)
@@ -170,17 +171,19 @@ func GreedyContext(ctx context.Context, g []float64, n, q, m int, opt GreedyOpti
 			cols = cols[:(t+1)*n]
 		}
 		var tr float64
+		// lrow[j] = dot(b, g_j) (dotsTo's bits are dot's), the selected rows' too.
+		dotsTo(lrow, 1, b, q, 1, g, q, n, q)
 		for j := 0; j < n; j++ {
 			if selected[j] {
 				if j == p {
 					delta[j] = 0
 				}
 				if opt.KeepGram {
-					cols[t*n+j] = dot(b, g[j*q:(j+1)*q])
+					cols[t*n+j] = lrow[j]
 				}
 				continue
 			}
-			l := dot(b, g[j*q:(j+1)*q])
+			l := lrow[j]
 			if opt.KeepGram {
 				cols[t*n+j] = l
 			}
@@ -284,23 +287,6 @@ func topUpOrder(keys []uint64, selected []bool, want int) []int {
 		out[i], out[j] = out[j], out[i]
 	}
 	return out
-}
-
-// dot returns Σ_i a[i]·b[i] (len(a) == len(b)).
-func dot(a, b []float64) float64 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
 }
 
 // axpy computes y[i] += a·x[i].

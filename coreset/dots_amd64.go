@@ -1,0 +1,13 @@
+package coreset
+
+import "golang.org/x/sys/cpu"
+
+// hasAVX2FMA says whether dots_amd64.s may run (AVX2 and FMA, with OS support for the YMM
+// registers). A variable so that tests can run the portable loops on the same machine.
+var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+//go:noescape
+func dotLanes4x3(lanes, f []float64, ldf int, z []float64, ldz, n int)
+
+//go:noescape
+func dotLanes1x4(lanes, f, z []float64, ldz, n int)
