@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/vec"
 )
 
 // DefaultTol is the relative pivot tolerance of greedy pivoted Cholesky: a residual
@@ -125,8 +126,8 @@ func GreedyContext(ctx context.Context, g []float64, n, q, m int, opt GreedyOpti
 	basis := make([]float64, 0, m*q)
 	coef := make([]float64, m)
 	v := make([]float64, q)
-	lrow := make([]float64, n) // b_t·g_j for every j, one dotsTo sweep per step
-	var cols []float64 // n×k column-major L when KeepGram (column t at cols[t*n:])
+	lrow := make([]float64, n) // b_t·g_j for every j, one vec.DotsTo sweep per step
+	var cols []float64         // n×k column-major L when KeepGram (column t at cols[t*n:])
 	if opt.KeepGram {
 		cols = make([]float64, 0, n*m)
 	}
@@ -171,8 +172,8 @@ func GreedyContext(ctx context.Context, g []float64, n, q, m int, opt GreedyOpti
 			cols = cols[:(t+1)*n]
 		}
 		var tr float64
-		// lrow[j] = dot(b, g_j) (dotsTo's bits are dot's), the selected rows' too.
-		dotsTo(lrow, 1, b, q, 1, g, q, n, q)
+		// lrow[j] = dot(b, g_j) (vec.DotsTo gives dot's bits), the selected rows' too.
+		vec.DotsTo(lrow, 1, b, q, 1, g, q, n, q)
 		for j := 0; j < n; j++ {
 			if selected[j] {
 				if j == p {

@@ -6,6 +6,9 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
 )
 
 // BenchmarkFWHT times FWHT against copy(dst, v) of the same buffer and against the plain
@@ -156,4 +159,40 @@ func BenchmarkFeaturesSIMD(b *testing.B) {
 	b.ReportMetric(float64(b.N*n)/tp.Seconds(), "portable_examples/s")
 	b.ReportMetric(float64(ta)/float64(tp), "x_portable")
 	fwhtSink = dst[0]
+}
+
+// BenchmarkKernelRow times KernelRowTo for m = 512 landmarks of q = 4096 features (the
+// certified answer's kernel row) against one gonum Dgemv over the same matrix on one
+// goroutine and against KernelRowTo's kernel on one goroutine (row-1g-ms), interleaved so
+// all see the same load: x_dgemv is KernelRowTo's time over Dgemv's.
+func BenchmarkKernelRow(b *testing.B) {
+	const m, q = 512, 4096
+	r := rand.New(rand.NewPCG(1, 3))
+	lf, f := make([]float64, m*q), make([]float64, q)
+	for i := range lf {
+		lf[i] = r.NormFloat64()
+	}
+	for i := range f {
+		f[i] = r.NormFloat64()
+	}
+	dst, ref := make([]float64, m), make([]float64, m)
+	impl := blas64.Implementation()
+	var tk, tg, t1g time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		KernelRowTo(dst, lf, f)
+		t1 := time.Now()
+		impl.Dgemv(blas.NoTrans, m, q, 1, lf, q, f, 1, 0, ref, 1)
+		t2 := time.Now()
+		kernelRowRange(dst, lf, f, 0, m)
+		t1g += time.Since(t2)
+		tg += t2.Sub(t1)
+		tk += t1.Sub(t0)
+	}
+	b.ReportMetric(float64(tk.Microseconds())/1000/float64(b.N), "row-ms")
+	b.ReportMetric(float64(t1g.Microseconds())/1000/float64(b.N), "row-1g-ms")
+	b.ReportMetric(float64(tg.Microseconds())/1000/float64(b.N), "dgemv-ms")
+	b.ReportMetric(float64(tk)/float64(tg), "x_dgemv")
+	fwhtSink = dst[0] + ref[0]
 }

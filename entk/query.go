@@ -10,6 +10,8 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/floats"
+
+	"github.com/cairnhq/cairn/internal/vec"
 )
 
 // Query is the per-query hot path of a served answer: for one input x it computes the
@@ -360,9 +362,8 @@ func forwardRows(c *convLayer, k int) (y0, y1, qy0, qy1 int) {
 }
 
 // forwardHalf computes half k's rows of conv layer l on input in (cin×h×w): the im2col
-// rows, the pre-activations z (as convTo: bias, then for K < 16 the same scalar loop, else
-// Dgemm on blocks of at most gemmBlock positions, whose entries do not depend on where a
-// block starts), and the pooled outputs with their active list (as reluPoolTo, in the same
+// rows, the pre-activations z (by convRowsTo, whose entries do not depend on where the
+// row range starts), and the pooled outputs with their active list (as reluPoolTo, in the same
 // qy-major order, so half 0's list followed by half 1's is the serial list).
 func (cq *convQuery) forwardHalf(h *queryHalf, k int, ws *Workspace, in []float64, l int) {
 	c := &cq.n.convs[l]
@@ -378,12 +379,12 @@ func (cq *convQuery) forwardHalf(h *queryHalf, k int, ws *Workspace, in []float6
 //
 //	for l := range dst { dst[l] = Σ_k lf[l*q+k] * f[k] }
 //
-// It is one matrix–vector product lf·f (gonum Dgemv, whose kernel takes four rows at a
-// time and so reads f a quarter as often as m separate Dots; about 20% faster). The row
+// Each entry is vec.Dot(lf_l, f), computed by vec.DotsTo (on AVX2/FMA machines four rows
+// at a time in registers, reading f a quarter as often as separate dots). The row
 // streams all of lf once and is memory-bound, so when GOMAXPROCS > 1 and the row is large
 // the landmarks from a multiple of four near m/2 on go to one helper goroutine, joined
-// before return; the four-row blocks are then those of a single Dgemv over all rows, so
-// the result is bit for bit the same whether or not, and wherever, it is split. It
+// before return; every entry has vec.Dot's bits however the rows are blocked, so the
+// result is bit for bit the same whether or not, and wherever, it is split. It
 // allocates nothing in steady state (the helper's state comes from a sync.Pool, which a
 // garbage collection may empty, costing one allocation), does not modify lf or f and
 // panics on wrong lengths.
@@ -423,7 +424,7 @@ func kernelRowRange(dst, lf, f []float64, lo, hi int) {
 		clear(dst[lo:hi]) // empty sums
 		return
 	}
-	blas64.Implementation().Dgemv(blas.NoTrans, hi-lo, q, 1, lf[lo*q:hi*q], q, f, 1, 0, dst[lo:hi], 1)
+	vec.DotsTo(dst[lo:hi], 1, f, q, 1, lf[lo*q:hi*q], q, hi-lo, q)
 }
 
 // rowSplit is the helper half of one KernelRowTo call; run is bound once per rowSplit so

@@ -1,4 +1,4 @@
-package coreset
+package vec
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestDotsTo: dotsTo equals dot on every pair, bit for bit, with and without the assembly
+// TestDotsTo: DotsTo equals dot on every pair, bit for bit, with and without the assembly
 // kernels, for counts around the 4×3 and 1×4 blocks and lengths around multiples of 4.
 func TestDotsTo(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 3))
@@ -30,12 +30,12 @@ func TestDotsTo(t *testing.T) {
 						z[i] = r.NormFloat64()
 					}
 					dst := make([]float64, nf*ldd)
-					dotsTo(dst, ldd, f, ldf, nf, z, ldz, nz, n)
+					DotsTo(dst, ldd, f, ldf, nf, z, ldz, nz, n)
 					for i := 0; i < nf; i++ {
 						for j := 0; j < nz; j++ {
-							want := dot(z[j*ldz:j*ldz+n], f[i*ldf:i*ldf+n])
+							want := Dot(z[j*ldz:j*ldz+n], f[i*ldf:i*ldf+n])
 							if got := dst[i*ldd+j]; math.Float64bits(got) != math.Float64bits(want) {
-								t.Fatalf("%s: (%d,%d) = %v, want dot's %v", name, i, j, got, want)
+								t.Fatalf("%s: (%d,%d) = %v, want Dot's %v", name, i, j, got, want)
 							}
 						}
 					}
@@ -77,7 +77,7 @@ func TestDotAccuracy(t *testing.T) {
 		want := s + c
 		k := float64(n/4 + 2)
 		tol := k * 0x1p-53 / (1 - k*0x1p-53) * abs
-		if got := dot(a, b); math.Abs(got-want) > tol {
+		if got := Dot(a, b); math.Abs(got-want) > tol {
 			t.Fatalf("n=%d: dot = %v, want %v ± %g", n, got, want, tol)
 		}
 	}

@@ -1,8 +1,8 @@
-package coreset
+package vec
 
 import "golang.org/x/sys/cpu"
 
-// hasAVX2FMA says whether dots_amd64.s may run (AVX2 and FMA, with OS support for the YMM
+// hasAVX2FMA says whether the kernels of dots_amd64.s may run (AVX2 and FMA, with OS support for the YMM
 // registers). A variable so that tests can run the portable loops on the same machine.
 var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 

@@ -1,9 +1,0 @@
-//go:build !amd64
-
-package coreset
-
-// hasAVX2FMA is false off amd64: dots.go's loops run.
-var hasAVX2FMA = false
-
-func dotLanes4x3(lanes, f []float64, ldf int, z []float64, ldz, n int) { panic("coreset: no AVX2") }
-func dotLanes1x4(lanes, f, z []float64, ldz, n int)                    { panic("coreset: no AVX2") }

@@ -1,0 +1,14 @@
+// Package vec holds the dot-product kernels shared by coreset (pool inserts, greedy
+// sweeps) and entk (the landmark kernel row).
+//
+// # Contract
+//
+// Dot(a, b) sums in four lanes (lane l the terms i ≡ l mod 4) by fused multiply-adds, the
+// tail into lane 0, then (s0+s1)+(s2+s3). math.FMA rounds once on every machine, so Dot
+// gives the same bits everywhere. DotsTo computes many Dots at once and gives each pair
+// Dot's bits exactly, whatever the block sizes, the split of the work or the CPU: on
+// amd64 with AVX2/FMA (golang.org/x/sys/cpu) blocks of pairs run the same lane chains in
+// vector registers (dots_amd64.s), elsewhere the loops call Dot. Functions never modify
+// their inputs, allocate nothing, are safe for concurrent use, and panic on lengths that
+// do not fit (programmer errors).
+package vec

@@ -1,0 +1,95 @@
+package vec
+
+import (
+	"fmt"
+	"math"
+)
+
+// Dot returns Σ_i a[i]·b[i] (len(b) ≥ len(a)) in four lanes, lane l summing the terms
+// i ≡ l (mod 4) by fused multiply-adds, the tail into lane 0, then (s0+s1)+(s2+s3).
+// math.FMA rounds once on every machine (in hardware where there is FMA, exactly in
+// software otherwise), so Dot gives the same bits everywhere, and the blocked kernels of
+// DotsTo, which run the same lane chains in vector registers, give Dot's bits too.
+func Dot(a, b []float64) float64 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 = math.FMA(a[i], b[i], s0)
+		s1 = math.FMA(a[i+1], b[i+1], s1)
+		s2 = math.FMA(a[i+2], b[i+2], s2)
+		s3 = math.FMA(a[i+3], b[i+3], s3)
+	}
+	return dotTail(a[i:], b[i:], s0, s1, s2, s3)
+}
+
+// dotTail finishes Dot from its four lane sums: the terms past the last multiple of 4
+// into lane 0, then (s0+s1)+(s2+s3).
+func dotTail(a, b []float64, s0, s1, s2, s3 float64) float64 {
+	b = b[:len(a)]
+	for i, v := range a {
+		s0 = math.FMA(v, b[i], s0)
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// DotsTo writes dst[i*ldd+j] = Dot(z[j*ldz:j*ldz+n], f[i*ldf:i*ldf+n]) for i < nf, j < nz:
+// the cross products of nf vectors f_i with nz vectors z_j, all of length n, equal to
+// Dot's bit for bit. With AVX2/FMA, blocks of 4×3 pairs (or 1×4 when nf = 1) run their
+// lane chains in registers, each f and z vector loaded once per block instead of once per
+// pair, so a batch of f against a landmark matrix reads the matrix nf/4 times instead of nf.
+func DotsTo(dst []float64, ldd int, f []float64, ldf, nf int, z []float64, ldz, nz, n int) {
+	if nf == 0 || nz == 0 {
+		return
+	}
+	if (nf > 1 && (ldd < nz || ldf < n)) || (nz > 1 && ldz < n) || len(dst) < (nf-1)*ldd+nz || len(f) < (nf-1)*ldf+n || len(z) < (nz-1)*ldz+n {
+		panic(fmt.Sprintf("vec: DotsTo lengths dst %d, f %d, z %d for %d×%d pairs of length %d (strides %d, %d, %d)",
+			len(dst), len(f), len(z), nf, nz, n, ldd, ldf, ldz))
+	}
+	i := 0
+	if hasAVX2FMA && n >= 4 {
+		n4 := n &^ 3
+		var lanes [48]float64
+		if nf >= 4 {
+			for ; i+4 <= nf; i += 4 {
+				j := 0
+				for ; j+3 <= nz; j += 3 {
+					dotLanes4x3(lanes[:], f[i*ldf:], ldf, z[j*ldz:], ldz, n4)
+					for a := 0; a < 4; a++ {
+						fa := f[(i+a)*ldf+n4 : (i+a)*ldf+n]
+						for b := 0; b < 3; b++ {
+							s := lanes[(a*3+b)*4 : (a*3+b)*4+4]
+							dst[(i+a)*ldd+j+b] = dotTail(z[(j+b)*ldz+n4:(j+b)*ldz+n], fa, s[0], s[1], s[2], s[3])
+						}
+					}
+				}
+				for ; j < nz; j++ {
+					for a := 0; a < 4; a++ {
+						dst[(i+a)*ldd+j] = Dot(z[j*ldz:j*ldz+n], f[(i+a)*ldf:(i+a)*ldf+n])
+					}
+				}
+			}
+		}
+		for ; i < nf; i++ {
+			fi := f[i*ldf : i*ldf+n]
+			j := 0
+			for ; j+4 <= nz; j += 4 {
+				dotLanes1x4(lanes[:16], fi, z[j*ldz:], ldz, n4)
+				for b := 0; b < 4; b++ {
+					s := lanes[b*4 : b*4+4]
+					dst[i*ldd+j+b] = dotTail(z[(j+b)*ldz+n4:(j+b)*ldz+n], fi[n4:], s[0], s[1], s[2], s[3])
+				}
+			}
+			for ; j < nz; j++ {
+				dst[i*ldd+j] = Dot(z[j*ldz:j*ldz+n], fi)
+			}
+		}
+		return
+	}
+	for ; i < nf; i++ {
+		fi := f[i*ldf : i*ldf+n]
+		for j := 0; j < nz; j++ {
+			dst[i*ldd+j] = Dot(z[j*ldz:j*ldz+n], fi)
+		}
+	}
+}

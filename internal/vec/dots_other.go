@@ -1,0 +1,9 @@
+//go:build !amd64
+
+package vec
+
+// hasAVX2FMA is false off amd64: the loops of dots.go run.
+var hasAVX2FMA = false
+
+func dotLanes4x3(lanes, f []float64, ldf int, z []float64, ldz, n int) { panic("vec: no AVX2") }
+func dotLanes1x4(lanes, f, z []float64, ldz, n int)                    { panic("vec: no AVX2") }
