@@ -188,7 +188,8 @@ type Pool struct {
 	exact           bool
 	stale           bool
 	staleFrom       int
-	changed         bool // points changed since the last Sync
+	changed         bool   // points changed since the last Sync
+	gen             uint64 // Adopts since New or Restore (Generation)
 
 	c, y []float64 // workspaces of length kg
 }
@@ -587,8 +588,19 @@ func (p *Pool) Adopt(ids []string, g []float64, m int, res *GreedyResult) error 
 	}
 	p.exact, p.stale, p.staleFrom, p.changed = true, false, 0, false
 	p.c, p.y = make([]float64, p.kg), make([]float64, p.kg)
+	p.gen++
 	return nil
 }
+
+// Generation counts the Adopts since New or Restore (a Sync that does work adopts; one
+// that returns at once does not). It tells a caller that persists each point's
+// PointState (see CoreState) which records to rewrite: Insert creates only the inserted
+// point's record, Delete drops only the deleted point's record (a landmark deletion too:
+// the other points' stored residuals are left as they were and become lower bounds, see
+// PointState.Residual), and nothing else changes a record except an Adopt, which rewrites
+// every point's and advances Generation. It is not persisted (Restore starts at 0), so
+// compare values of one pool only.
+func (p *Pool) Generation() uint64 { return p.gen }
 
 // State returns a deep copy of everything the pool persists.
 func (p *Pool) State() State {
@@ -625,7 +637,8 @@ func (p *Pool) CoreState() State {
 }
 
 // PointState returns the persisted record of stored point id, and false when id is not
-// stored. A Sync rewrites every point's record; Insert writes the inserted point's.
+// stored. An Adopt (or a Sync that does work) rewrites every point's record; Insert
+// writes the inserted point's; see Generation.
 func (p *Pool) PointState(id string) (PointState, bool) {
 	pt, ok := p.points[id]
 	if !ok {

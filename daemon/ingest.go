@@ -192,13 +192,14 @@ func NewIngest(cfg config.Config, st *storage.Store, log zerolog.Logger) (*Inges
 	var (
 		ps     storage.PoolState
 		havePS bool
+		recs   []storedRecord
 		count  int
 		offs   []storage.Offset
 	)
 	in.cache = newPointCache()
 	err = st.View(func(tx *storage.ReadTx) error {
 		var err error
-		if ps, havePS, err = tx.PoolState(); err != nil {
+		if ps, havePS, recs, err = readPool(tx); err != nil {
 			return err
 		}
 		if count, err = tx.PointCount(); err != nil {
@@ -231,8 +232,11 @@ func NewIngest(cfg config.Config, st *storage.Store, log zerolog.Logger) (*Inges
 	if err != nil {
 		return nil, err
 	}
+	if err := checkRecords(havePS, ps, recs, count, in.cache); err != nil {
+		return nil, err
+	}
 	if havePS {
-		if in.pool, err = decodePool(ps, feat.Fingerprint(), pcfg, [2]coreset.FeatureSource{newCacheSource(feat, in.cache, 0), newCacheSource(feat, in.cache, 1)}); err != nil {
+		if in.pool, err = decodePool(ps, recs, feat.Fingerprint(), pcfg, [2]coreset.FeatureSource{newCacheSource(feat, in.cache, 0), newCacheSource(feat, in.cache, 1)}); err != nil {
 			return nil, err
 		}
 	} else {
@@ -242,6 +246,15 @@ func NewIngest(cfg config.Config, st *storage.Store, log zerolog.Logger) (*Inges
 	}
 	if in.pool.A.Len() != count {
 		return nil, fmt.Errorf("%w: the pool holds %d points, the store %d", ErrPoolState, in.pool.A.Len(), count)
+	}
+	if havePS && ps.Schema != PoolSchema {
+		// An older schema (2: the records inside the blob): move the records into the
+		// store's poolpoints bucket now, in one transaction, so that a stored schema 3
+		// blob always comes with every point's record. O(n), once.
+		if err := in.persistPool(true); err != nil {
+			return nil, fmt.Errorf("daemon: convert the stored pool from schema %d to %d: %w", ps.Schema, PoolSchema, err)
+		}
+		log.Info().Int("points", count).Uint32("from", ps.Schema).Int("to", PoolSchema).Msg("converted the stored pool state")
 	}
 	for _, o := range offs {
 		in.last[partition{o.Topic, int(o.Partition)}] = o.Offset
@@ -470,8 +483,11 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 		in.hooks.removing(leaving)
 	}
 
-	// 4. One transaction: points, dead letters, deletion records, offsets, pool state.
+	// 4. One transaction: points, dead letters, deletion records, offsets, pool state
+	// (the core blob, and the record of every upserted point: nothing else changed a
+	// record, see putRecord).
 	seq := in.pendSeq
+	var rec []byte
 	err = in.store.Apply(func(tx *storage.Tx) error {
 		for i := range in.ops {
 			o := &in.ops[i]
@@ -488,6 +504,10 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 					p.HasLabel, p.Label = true, *o.ev.Label
 				}
 				if err := tx.PutPoint(p); err != nil {
+					return err
+				}
+				var err error
+				if rec, err = putRecord(tx, in.pool, rec, o.ev.ID); err != nil {
 					return err
 				}
 			case opDelete:
@@ -677,6 +697,51 @@ func badFeatures(f []float64) string {
 	return ""
 }
 
+// persistPool writes the pool's core blob in its own transaction, and with all every
+// stored point's record too (after an Adopt, which changes every residual; the O(n)
+// part of a sync).
+func (in *Ingest) persistPool(all bool) error {
+	ps, err := encodePool(in.feat.Fingerprint(), in.pool)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	if all {
+		ids = in.cache.ids() // the stored points, sorted
+	}
+	return in.store.Apply(func(tx *storage.Tx) error {
+		if err := tx.PutPoolState(ps); err != nil {
+			return err
+		}
+		if !all {
+			return nil
+		}
+		return putAllRecords(tx, in.pool, ids)
+	})
+}
+
+// checkRecords checks the stored per-point pool records against the stored points
+// before the pool is restored from them: a schema 3 pool needs exactly one record per
+// stored point (every record names a stored point, and there are as many), a schema 2
+// pool holds its records in the blob and none in the store, and no pool state means no
+// records.
+func checkRecords(havePS bool, ps storage.PoolState, recs []storedRecord, count int, cache *pointCache) error {
+	switch {
+	case !havePS && len(recs) > 0:
+		return fmt.Errorf("%w: %d per-point pool records but no pool state", ErrPoolState, len(recs))
+	case !havePS || ps.Schema != PoolSchema:
+		return nil // schema 2 (or unknown, refused by decodePool with its number)
+	case len(recs) != count:
+		return fmt.Errorf("%w: the store holds %d points but %d per-point pool records", ErrPoolState, count, len(recs))
+	}
+	for _, r := range recs {
+		if cache.get(r.id) == nil {
+			return fmt.Errorf("%w: per-point pool record of %q, which is not a stored point", ErrPoolState, r.id)
+		}
+	}
+	return nil
+}
+
 // errChanged reports a background sync whose snapshot is older than the stored points.
 var errChanged = errors.New("daemon: the points changed since the sync's snapshot")
 
@@ -697,11 +762,7 @@ func (in *Ingest) adopt(version uint64, ids []string, g [2][]float64, m [2]int, 
 	if err := in.pool.B.Adopt(ids, g[1], m[1], res[1]); err != nil {
 		return in.breakWith(fmt.Errorf("adopt view B: %w", err))
 	}
-	ps, err := encodePool(in.feat.Fingerprint(), in.pool)
-	if err != nil {
-		return in.breakWith(err)
-	}
-	if err := in.store.Apply(func(tx *storage.Tx) error { return tx.PutPoolState(ps) }); err != nil {
+	if err := in.persistPool(true); err != nil {
 		return in.breakWith(fmt.Errorf("persist synced pool: %w", err))
 	}
 	in.stats.Syncs++
@@ -730,14 +791,11 @@ func (in *Ingest) Sync(ctx context.Context) error {
 	}
 	// Pair.Sync may fail in view B after view A was re-selected; the in-memory pair
 	// then matches no persisted state, so a failure breaks the Ingest.
+	gen := in.pool.A.Generation() + in.pool.B.Generation()
 	if err := in.pool.Sync(newCacheSource(in.feat, in.cache, 0), newCacheSource(in.feat, in.cache, 1)); err != nil {
 		return in.breakWith(fmt.Errorf("sync: %w", err))
 	}
-	ps, err := encodePool(in.feat.Fingerprint(), in.pool)
-	if err != nil {
-		return in.breakWith(err)
-	}
-	if err := in.store.Apply(func(tx *storage.Tx) error { return tx.PutPoolState(ps) }); err != nil {
+	if err := in.persistPool(in.pool.A.Generation()+in.pool.B.Generation() != gen); err != nil {
 		return in.breakWith(fmt.Errorf("persist synced pool: %w", err))
 	}
 	in.stats.Syncs++

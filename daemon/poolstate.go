@@ -10,27 +10,93 @@ import (
 	"github.com/cairnhq/cairn/storage"
 )
 
-// PoolSchema is the schema number of the pool blob in storage.PoolState.Schema; the
-// layout is in doc.go "Pool state". Another number is refused at restore. Schema 1
-// also held the landmarks' features (2·m·q floats, 16 MiB per batch at the default
-// m = 256, q = 4096); schema 2 recomputes them from the stored points at restore.
-const PoolSchema = 2
+// PoolSchema is the schema number of the pool blob in storage.PoolState.Schema and of
+// the per-point records beside it; the layout is in doc.go "Pool state". Schema 1 also
+// held the landmarks' features (2·m·q floats, 16 MiB per batch at the default m = 256,
+// q = 4096) and is refused; schema 2 held one record per stored point inside the blob
+// (O(n) bytes per batch) and is still read, and converted to schema 3 at restore
+// (NewIngest); schema 3 keeps those records in the store's poolpoints bucket, one per
+// point, written only when they change.
+const PoolSchema = 3
 
-// encodePool serializes the two-view pool for tx.PutPoolState. The layout is binary
-// (doc.go "Pool state"): the blob is rewritten with every batch and holds a record per
-// stored point, and JSON floats cost more than everything else in a batch of the small
-// models (BenchmarkIngest). Equal pools give equal bytes.
+// poolSchema2 is the previous schema, read (not written) so older stores still open.
+const poolSchema2 = 2
+
+// recordLen is the size of one per-point record: Diag and Residual of view A, then of
+// view B, as float64 bits, little-endian.
+const recordLen = 32
+
+// encodePool serializes the two-view pool's core (coreset.Pool.CoreState of both views,
+// without the per-point records) for tx.PutPoolState: O(m q + m²) work and O(m²) bytes
+// whatever the number of stored points. The layout is binary (doc.go "Pool state")
+// because the blob is rewritten with every batch. Equal pools give equal bytes. The
+// per-point records are written separately (putRecord, putAllRecords).
 func encodePool(fp string, pr *coreset.Pair) (storage.PoolState, error) {
 	fpb, err := hex.DecodeString(fp)
 	if err != nil || len(fpb) != 32 {
 		return storage.PoolState{}, fmt.Errorf("daemon: fingerprint %q is not 32 hex bytes", fp)
 	}
-	a, b := pr.A.State(), pr.B.State()
+	a, b := pr.A.CoreState(), pr.B.CoreState()
 	w := make([]byte, 0, 32+stateSize(&a)+stateSize(&b))
 	w = append(w, fpb...)
-	w = appendState(w, &a)
-	w = appendState(w, &b)
+	w = appendState(w, &a, false)
+	w = appendState(w, &b, false)
 	return storage.PoolState{Schema: PoolSchema, Data: w}, nil
+}
+
+// appendRecord appends the record of a point whose view-A and view-B states are a and b.
+func appendRecord(w []byte, a, b coreset.PointState) []byte {
+	w = appendF64(w, a.Diag)
+	w = appendF64(w, a.Residual)
+	w = appendF64(w, b.Diag)
+	return appendF64(w, b.Residual)
+}
+
+// decodeRecord parses the record stored for point id. It checks only the length; the
+// values are checked by coreset.Restore (finite, non-negative).
+func decodeRecord(id string, rec []byte) (a, b coreset.PointState, err error) {
+	if len(rec) != recordLen {
+		return a, b, fmt.Errorf("%w: pool record of point %q is %d bytes, want %d", ErrPoolState, id, len(rec), recordLen)
+	}
+	f := func(i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(rec[8*i:])) }
+	return coreset.PointState{ID: id, Diag: f(0), Residual: f(1)}, coreset.PointState{ID: id, Diag: f(2), Residual: f(3)}, nil
+}
+
+// putRecord writes the current record of point id, if the pool holds it (an upsert
+// deleted later in the same batch has none: its DeletePoint removes the point and any
+// record). Insert changes only the inserted point's record and Delete only drops the
+// deleted one's (coreset.Pool.Generation), so an applied batch writes one record per
+// upsert and none per delete.
+func putRecord(tx *storage.Tx, pr *coreset.Pair, buf []byte, id string) ([]byte, error) {
+	a, okA := pr.A.PointState(id)
+	b, okB := pr.B.PointState(id)
+	if okA != okB {
+		return buf, fmt.Errorf("daemon: point %q is in one view's pool only (a %v, b %v)", id, okA, okB)
+	}
+	if !okA {
+		return buf, nil
+	}
+	buf = appendRecord(buf[:0], a, b)
+	return buf, tx.PutPoolPoint(id, buf)
+}
+
+// putAllRecords rewrites the record of every stored point ids (sorted, so bbolt appends
+// in key order): after an Adopt every residual changed. This is the O(n) part of a sync.
+func putAllRecords(tx *storage.Tx, pr *coreset.Pair, ids []string) error {
+	if len(ids) != pr.A.Len() {
+		return fmt.Errorf("daemon: %d ids for a pool of %d points", len(ids), pr.A.Len())
+	}
+	var buf []byte
+	for _, id := range ids {
+		if !pr.A.Has(id) {
+			return fmt.Errorf("daemon: stored point %q is not in the pool", id)
+		}
+		var err error
+		if buf, err = putRecord(tx, pr, buf, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stateSize is an upper bound of appendState's output, to allocate once.
@@ -65,8 +131,10 @@ func appendF64s(w []byte, v []float64) []byte {
 	return w
 }
 
-// appendState writes one coreset.State; the field order is the layout in doc.go.
-func appendState(w []byte, s *coreset.State) []byte {
+// appendState writes one coreset.State; the field order is the layout in doc.go. The
+// point records are written only with points (schema 2, kept for tests and the
+// before/after benchmark); schema 3 has no such field.
+func appendState(w []byte, s *coreset.State, points bool) []byte {
 	w = appendI64(w, s.Version)
 	c := &s.Config
 	w = appendI64(w, c.Dim)
@@ -79,11 +147,13 @@ func appendState(w []byte, s *coreset.State) []byte {
 	w = appendI64(w, c.SLQ.Steps)
 	w = appendI64(w, c.SLQ.Deflate)
 	w = appendI64(w, c.SLQ.Power)
-	w = appendU32(w, uint32(len(s.Points)))
-	for _, p := range s.Points {
-		w = appendStr(w, p.ID)
-		w = appendF64(w, p.Diag)
-		w = appendF64(w, p.Residual)
+	if points {
+		w = appendU32(w, uint32(len(s.Points)))
+		for _, p := range s.Points {
+			w = appendStr(w, p.ID)
+			w = appendF64(w, p.Diag)
+			w = appendF64(w, p.Residual)
+		}
 	}
 	w = appendU32(w, uint32(len(s.Landmarks)))
 	for _, id := range s.Landmarks {
@@ -200,7 +270,8 @@ func (r *reader) f64s(what string) []float64 {
 	return v
 }
 
-func (r *reader) state(view string) coreset.State {
+// state reads one coreset.State, with its point records when points (schema 2).
+func (r *reader) state(view string, points bool) coreset.State {
 	var s coreset.State
 	s.Version = r.int(view + ".version")
 	c := &s.Config
@@ -214,13 +285,14 @@ func (r *reader) state(view string) coreset.State {
 	c.SLQ.Steps = r.int(view + ".config.slq.steps")
 	c.SLQ.Deflate = r.int(view + ".config.slq.deflate")
 	c.SLQ.Power = r.int(view + ".config.slq.power")
-	if n := r.count(4+16, view+".points"); n > 0 {
-		s.Points = make([]coreset.PointState, n)
-		for i := range s.Points {
-			s.Points[i] = coreset.PointState{ID: r.str(view + ".point.id"), Diag: r.f64(view + ".point.diag"), Residual: r.f64(view + ".point.residual")}
-		}
-	} else {
+	if points { // schema 3 leaves them to poolStates, which reads the store's records
 		s.Points = []coreset.PointState{}
+		if n := r.count(4+16, view+".points"); n > 0 {
+			s.Points = make([]coreset.PointState, n)
+			for i := range s.Points {
+				s.Points[i] = coreset.PointState{ID: r.str(view + ".point.id"), Diag: r.f64(view + ".point.diag"), Residual: r.f64(view + ".point.residual")}
+			}
+		}
 	}
 	if n := r.count(4, view+".landmarks"); n > 0 {
 		s.Landmarks = make([]string, n)
@@ -251,16 +323,38 @@ func (r *reader) state(view string) coreset.State {
 	return s
 }
 
-// parsePool parses a stored pool blob into the fingerprint and the two views' states,
-// without their landmark features (which the blob does not hold).
-func parsePool(ps storage.PoolState) (fp string, a, b coreset.State, err error) {
-	if ps.Schema != PoolSchema {
-		return "", a, b, fmt.Errorf("%w: schema %d, want %d", ErrPoolState, ps.Schema, PoolSchema)
+// storedRecord is one per-point record as read from the store (ForEachPoolPoint).
+type storedRecord struct {
+	id  string
+	rec []byte
+}
+
+// readPool reads the stored pool blob (ok false when there is none) and every
+// per-point record, in id order.
+func readPool(tx *storage.ReadTx) (ps storage.PoolState, ok bool, recs []storedRecord, err error) {
+	if ps, ok, err = tx.PoolState(); err != nil {
+		return ps, ok, nil, err
 	}
+	err = tx.ForEachPoolPoint(func(id string, rec []byte) error {
+		recs = append(recs, storedRecord{id, rec})
+		return nil
+	})
+	return ps, ok, recs, err
+}
+
+// parsePool parses a stored pool blob into the fingerprint and the two views' states,
+// without their landmark features (which the blob does not hold). Schema 3 states have
+// no Points (the records are stored beside the blob, see poolStates); schema 2 states
+// carry them.
+func parsePool(ps storage.PoolState) (fp string, a, b coreset.State, err error) {
+	if ps.Schema != PoolSchema && ps.Schema != poolSchema2 {
+		return "", a, b, fmt.Errorf("%w: schema %d, want %d (or %d, converted at restore)", ErrPoolState, ps.Schema, PoolSchema, poolSchema2)
+	}
+	points := ps.Schema == poolSchema2
 	r := &reader{b: ps.Data}
 	fp = hex.EncodeToString(r.take(32, "features fingerprint"))
-	a = r.state("a")
-	b = r.state("b")
+	a = r.state("a", points)
+	b = r.state("b", points)
 	if r.err != nil {
 		return "", a, b, r.err
 	}
@@ -270,14 +364,38 @@ func parsePool(ps storage.PoolState) (fp string, a, b coreset.State, err error) 
 	return fp, a, b, nil
 }
 
-// decodePool parses and restores a stored pool, filling each view's landmark features
-// from src[view] (the point cache at restart: ψ is deterministic per point, so they are
-// bit-identical to the features the pool held). It refuses another schema, a short or
-// overlong blob, a pool of another feature pipeline (fp) or pool configuration (want),
-// a landmark src does not know, two views holding different points, and anything
+// poolStates parses the blob and fills both views' Points: from the records recs (id
+// order) for schema 3, from the blob for schema 2, which must then come without
+// records (a store holds one or the other).
+func poolStates(ps storage.PoolState, recs []storedRecord) (fp string, a, b coreset.State, err error) {
+	if fp, a, b, err = parsePool(ps); err != nil {
+		return fp, a, b, err
+	}
+	if ps.Schema == poolSchema2 {
+		if len(recs) != 0 {
+			return fp, a, b, fmt.Errorf("%w: a schema %d pool (records inside the blob) with %d per-point records in the store", ErrPoolState, ps.Schema, len(recs))
+		}
+		return fp, a, b, nil
+	}
+	a.Points = make([]coreset.PointState, len(recs))
+	b.Points = make([]coreset.PointState, len(recs))
+	for i, r := range recs {
+		if a.Points[i], b.Points[i], err = decodeRecord(r.id, r.rec); err != nil {
+			return fp, a, b, err
+		}
+	}
+	return fp, a, b, nil
+}
+
+// decodePool restores a stored pool from its blob and its per-point records (recs, id
+// order; none for a schema 2 blob), filling each view's landmark features from src[view]
+// (the point cache at restart: ψ is deterministic per point, so they are bit-identical
+// to the features the pool held). It refuses another schema, a short or overlong blob or
+// record, a pool of another feature pipeline (fp) or pool configuration (want), a
+// landmark src does not know, two views holding different points, and anything
 // coreset.Restore finds inconsistent. It never panics on any bytes.
-func decodePool(ps storage.PoolState, fp string, want coreset.Config, src [2]coreset.FeatureSource) (*coreset.Pair, error) {
-	got, a, b, err := parsePool(ps)
+func decodePool(ps storage.PoolState, recs []storedRecord, fp string, want coreset.Config, src [2]coreset.FeatureSource) (*coreset.Pair, error) {
+	got, a, b, err := poolStates(ps, recs)
 	if err != nil {
 		return nil, err
 	}

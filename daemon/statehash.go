@@ -14,13 +14,18 @@ import (
 
 // StateHash summarizes the replayable state in st, as configured by cfg: SHA-256 over
 // the stored points (id, input, label, in id order), the consumed offsets, the served
-// landmarks of both views, and the latest model's landmarks, Ã, Ã₀, b and metadata.
-// Two daemons fed the same input messages have equal hashes once both are quiescent,
-// however often either was killed (the kill -9 test compares them). It leaves out what
-// legitimately depends on timing: model version numbers and how many refits ran, the
-// audit and outbox records (they carry wall-clock timestamps), and the pool's running
-// certificate sums (the last bits depend on where batches were cut). The daemon must
-// not be running on st's file.
+// landmarks of both views, the pool's per-point records (id and both views' K_jj, in id
+// order, from the poolpoints bucket or a schema 2 blob alike), and the latest model's
+// landmarks, Ã, Ã₀, b and metadata. Two daemons fed the same input messages have equal
+// hashes once both are quiescent, however often either was killed (the kill -9 test
+// compares them). It leaves out what legitimately depends on timing: model version
+// numbers and how many refits ran, the audit and outbox records (they carry wall-clock
+// timestamps), and the pool's running certificate sums and per-point residuals (the
+// last bits depend on where batches were cut and when syncs ran: an insert's residual
+// is a forward solve against the pool served at that moment, a sync's comes out of
+// greedy). K_jj = ||ψ_j||² is a function of the point alone, bit for bit. It fails
+// when the records do not match the stored points one to one. The daemon must not be
+// running on st's file.
 func StateHash(cfg config.Config, st *storage.Store) (string, error) {
 	feat, err := NewFeatures(cfg.Model, cfg.Sketch)
 	if err != nil {
@@ -66,18 +71,45 @@ func StateHash(cfg config.Config, st *storage.Store) (string, error) {
 			u(uint64(o.Offset))
 		}
 		h.Write([]byte("pool\x00"))
-		if ps, ok, err := tx.PoolState(); err != nil {
+		count, err := tx.PointCount()
+		if err != nil {
 			return err
-		} else if ok {
-			fp, a, b, err := parsePool(ps)
+		}
+		ps, ok, recs, err := readPool(tx)
+		if err != nil {
+			return err
+		}
+		if !ok && len(recs) > 0 {
+			return fmt.Errorf("%w: %d per-point pool records but no pool state", ErrPoolState, len(recs))
+		}
+		if ok {
+			fp, a, b, err := poolStates(ps, recs)
 			if err != nil {
 				return err
 			}
 			if fp != feat.Fingerprint() || a.Config != pcfg {
 				return fmt.Errorf("%w: the stored pool belongs to another model or budget", ErrPoolState)
 			}
+			if len(a.Points) != count || len(b.Points) != count {
+				return fmt.Errorf("%w: %d stored points, pool records of %d and %d", ErrPoolState, count, len(a.Points), len(b.Points))
+			}
 			for _, id := range slices.Concat(a.Landmarks, b.Landmarks) {
 				str(id)
+			}
+			h.Write([]byte("records\x00"))
+			for i, pa := range a.Points {
+				pb := b.Points[i]
+				if pa.ID != pb.ID {
+					return fmt.Errorf("%w: pool record %d is of %q in view a, %q in view b", ErrPoolState, i, pa.ID, pb.ID)
+				}
+				if _, found, err := tx.Point(pa.ID); err != nil {
+					return err
+				} else if !found {
+					return fmt.Errorf("%w: per-point pool record of %q, which is not a stored point", ErrPoolState, pa.ID)
+				}
+				str(pa.ID)
+				u(math.Float64bits(pa.Diag))
+				u(math.Float64bits(pb.Diag))
 			}
 		}
 		h.Write([]byte("model\x00"))

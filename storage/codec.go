@@ -256,6 +256,33 @@ func decodePoolState(key, v []byte) (PoolState, string) {
 	return s, ""
 }
 
+// Pool point payload: the record (rest of the payload, at most MaxPoolPointLen
+// bytes). Key: the point id (1 to MaxIDLen bytes).
+
+func encodePoolPoint(key, rec []byte) []byte {
+	b := make([]byte, 0, 1+len(rec)+4)
+	b = append(b, valueVersion)
+	b = append(b, rec...)
+	return seal(key, b)
+}
+
+// decodePoolPoint returns a copy of the stored record (nil when empty). It
+// accepts exactly the values PutPoolPoint can write: an empty or overlong key
+// and records over MaxPoolPointLen are rejected.
+func decodePoolPoint(key, v []byte) (rec []byte, why string) {
+	if len(key) == 0 || len(key) > MaxIDLen {
+		return nil, "pool point key is " + itoa(uint64(len(key))) + " bytes, want 1 to " + itoa(MaxIDLen)
+	}
+	payload, why := open(key, v)
+	if why != "" {
+		return nil, why
+	}
+	if len(payload) > MaxPoolPointLen {
+		return nil, "pool point record is " + itoa(uint64(len(payload))) + " bytes, longer than " + itoa(MaxPoolPointLen)
+	}
+	return append([]byte(nil), payload...), ""
+}
+
 // Model payload: landmark count u32, each landmark bytes; A, A0, B matrices
 // (rows u32, cols u32, rows*cols f64); meta bytes.
 

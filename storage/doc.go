@@ -1,5 +1,5 @@
 // Package storage is cairn's source of truth: one bbolt file holding the
-// stored points, the landmark pool state, immutable model versions, repeated-fit
+// stored points, the landmark pool state (a blob and one record per point), immutable model versions, repeated-fit
 // statistics, consumed Kafka offsets, an outbox of output events, a
 // hash-chained audit log and the pending deletion audits (decided, not yet
 // emitted). The byte layout is specified in FORMAT.md.
@@ -41,6 +41,17 @@
 // commits a batch of deletions with their audits, calls Compact, and only then
 // are the audit events published; no audit can precede the erasure it attests.
 //
+// # Pool state
+//
+// Tx.PutPoolState stores the pool's blob (rewritten by every batch that changes
+// the pool); Tx.PutPoolPoint stores one small opaque record per stored point
+// (poolpoints bucket), read back with ReadTx.PoolPoint and ForEachPoolPoint. A
+// record belongs to its point: PutPoolPoint refuses an id that is not stored,
+// and DeletePoint removes the record with the point. Keeping the records apart
+// from the blob lets a writer persist a batch in work independent of the number
+// of points, and apart from the point values lets it rewrite all records
+// without rewriting the raw inputs.
+//
 // # Pending deletion audits
 //
 // A deletion's audit may be emitted only after Compact has erased the point,
@@ -70,8 +81,8 @@
 //
 // Options.NoSync defaults to false: every commit is fsynced. Every stored value
 // carries a version byte and a CRC-32C over key and value; a mismatch is a
-// *CorruptError (errors.Is(err, ErrCorrupt)). Open migrates a version 1 file
-// to FormatVersion (2) in one transaction, silently (FORMAT.md, "Migrations");
+// *CorruptError (errors.Is(err, ErrCorrupt)). Open migrates a version 1 or 2
+// file to FormatVersion (3) in one transaction, silently (FORMAT.md, "Migrations");
 // a file of any other version, or one missing a bucket of its version, fails
 // Open with *FormatError (errors.Is(err, ErrUnknownFormat)) and is left
 // unchanged.

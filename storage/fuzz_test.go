@@ -220,3 +220,32 @@ func FuzzDecodePending(f *testing.F) {
 		})
 	})
 }
+
+func FuzzDecodePoolPoint(f *testing.F) {
+	k := []byte("p1")
+	addSeeds(f, k, encodePoolPoint(k, bytes.Repeat([]byte{1, 2, 3, 4}, 8)))
+	f.Add(k, encodePoolPoint(k, nil))
+	// An empty key, an overlong key and a record one byte too long, each with a
+	// valid checksum.
+	f.Add([]byte{}, encodePoolPoint(nil, []byte("x")))
+	long := bytes.Repeat([]byte("k"), MaxIDLen+1)
+	f.Add(long, encodePoolPoint(long, []byte("x")))
+	f.Add(k, encodePoolPoint(k, make([]byte, MaxPoolPointLen+1)))
+	f.Fuzz(func(t *testing.T, key, v []byte) {
+		both(key, v, func(v []byte) {
+			rec, why := decodePoolPoint(key, v)
+			if why != "" {
+				return
+			}
+			if len(key) == 0 || len(key) > MaxIDLen {
+				t.Fatalf("accepted a pool point under a %d-byte key", len(key))
+			}
+			if len(rec) > MaxPoolPointLen {
+				t.Fatalf("accepted a %d-byte pool point record, limit %d", len(rec), MaxPoolPointLen)
+			}
+			if got := encodePoolPoint(key, rec); !bytes.Equal(got, v) {
+				t.Fatalf("accepted pool point value not canonical:\n in  %x\n out %x", v, got)
+			}
+		})
+	})
+}

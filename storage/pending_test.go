@@ -217,9 +217,9 @@ func TestMigrateV1(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// Byte level: the migration added an empty pending bucket and rewrote
-	// format_version to 2, and changed nothing else.
-	want := map[string]map[string][]byte{"pending": {}}
+	// Byte level: the migrations (1 → 2 → 3) added the empty buckets pending
+	// and poolpoints and rewrote format_version to 3, and changed nothing else.
+	want := map[string]map[string][]byte{"pending": {}, "poolpoints": {}}
 	for name, kvs := range v1 {
 		want[name] = kvs
 	}
@@ -227,7 +227,7 @@ func TestMigrateV1(t *testing.T) {
 	for k, v := range v1["meta"] {
 		want["meta"][k] = v
 	}
-	want["meta"]["format_version"] = v1Value([]byte("format_version"), le64(2))
+	want["meta"]["format_version"] = v1Value([]byte("format_version"), le64(3))
 	if got := dumpFile(t, path); !reflect.DeepEqual(got, want) {
 		t.Fatalf("file after migration:\n got  %x\n want %x", got, want)
 	}
@@ -295,8 +295,8 @@ func TestMigrateV1(t *testing.T) {
 			t.Errorf("Pending(1) after reopen = %q, %v, %v", body, ok, err)
 		}
 		v, err := tx.metaU64(metaFormat)
-		if err != nil || v != 2 {
-			t.Errorf("format_version = %d, %v; want 2", v, err)
+		if err != nil || v != 3 {
+			t.Errorf("format_version = %d, %v; want 3", v, err)
 		}
 		return nil
 	})

@@ -19,7 +19,7 @@ import (
 // FormatVersion is the file format version this package writes and reads
 // (FORMAT.md). Open migrates a file of an older version listed in migrations;
 // any other version fails with *FormatError.
-const FormatVersion = 2
+const FormatVersion = 3
 
 // MaxIDLen is the longest point id, in bytes, that the store accepts.
 const MaxIDLen = 1024
@@ -33,6 +33,12 @@ const MaxTopicLen = 249
 // event built from it must still fit the broker's message size limit (Kafka's
 // default is about 1 MB), which is the caller's concern.
 const MaxPendingLen = 1 << 20
+
+// MaxPoolPointLen is the longest per-point pool record, in bytes, that
+// Tx.PutPoolPoint accepts. The daemon's record is 32 bytes (two views' diagonal
+// and residual); the limit leaves room for a later layout and bounds what a
+// hostile file can make a reader allocate per key.
+const MaxPoolPointLen = 256
 
 // Defaults for Options fields left zero.
 const (
@@ -53,16 +59,19 @@ var (
 	bucketOffsets  = []byte("offsets")
 	bucketOutbox   = []byte("outbox")
 	bucketAudit    = []byte("audit")
-	bucketPending  = []byte("pending") // since format version 2
+	bucketPending  = []byte("pending")    // since format version 2
+	bucketPoolPts  = []byte("poolpoints") // since format version 3
 
 	// v1Buckets are the buckets of a format version 1 file.
 	v1Buckets = [][]byte{bucketMeta, bucketPoints, bucketPool, bucketModels,
 		bucketFitStats, bucketOffsets, bucketOutbox, bucketAudit}
+	// v2Buckets are the buckets of a format version 2 file.
+	v2Buckets = append(v1Buckets[:len(v1Buckets):len(v1Buckets)], bucketPending)
 	// allBuckets are the buckets of a file of FormatVersion.
-	allBuckets = append(v1Buckets[:len(v1Buckets):len(v1Buckets)], bucketPending)
+	allBuckets = append(v2Buckets[:len(v2Buckets):len(v2Buckets)], bucketPoolPts)
 
 	// formatBuckets[v] are the buckets every valid file of version v has.
-	formatBuckets = [FormatVersion + 1][][]byte{1: v1Buckets, 2: allBuckets}
+	formatBuckets = [FormatVersion + 1][][]byte{1: v1Buckets, 2: v2Buckets, 3: allBuckets}
 )
 
 // migrations[v] upgrades a file of format version v to v+1 inside the opening
@@ -71,6 +80,7 @@ var (
 // for versions that cannot be migrated (0 never existed).
 var migrations = [FormatVersion]func(path string, tx *bolt.Tx) error{
 	1: migrate1to2,
+	2: migrate2to3,
 }
 
 // migrate1to2 adds the pending bucket (FORMAT.md, "Migrations").
@@ -82,6 +92,20 @@ func migrate1to2(path string, tx *bolt.Tx) error {
 	}
 	if _, err := tx.CreateBucket(bucketPending); err != nil {
 		return fmt.Errorf("storage: migrate %s to format 2: create bucket %q: %w", path, bucketPending, err)
+	}
+	return nil
+}
+
+// migrate2to3 adds the poolpoints bucket, empty (FORMAT.md, "Migrations"). The
+// pool blob stays as its writer left it: the daemon reads its old schema (which
+// held the per-point records inside the blob) and moves the records into the new
+// bucket itself.
+func migrate2to3(path string, tx *bolt.Tx) error {
+	if tx.Bucket(bucketPoolPts) != nil {
+		return &FormatError{Path: path, Got: 2, Want: FormatVersion, Reason: fmt.Sprintf("version 2 file already has bucket %q", bucketPoolPts)}
+	}
+	if _, err := tx.CreateBucket(bucketPoolPts); err != nil {
+		return fmt.Errorf("storage: migrate %s to format 3: create bucket %q: %w", path, bucketPoolPts, err)
 	}
 	return nil
 }
@@ -154,7 +178,7 @@ type Store struct {
 
 // Open opens or creates the store at path. A new file is initialized with
 // FormatVersion. An existing file of an older version this package can migrate
-// (version 1) is upgraded to FormatVersion in one transaction, so after a crash
+// (versions 1 and 2) is upgraded to FormatVersion in one transaction, so after a crash
 // the file is either entirely the old version or entirely the new one; any
 // other version, or a file lacking a bucket of its version, fails with an error
 // matching ErrUnknownFormat and is left unchanged. A compaction temp file left

@@ -88,7 +88,13 @@ type allRecords struct {
 	audits   []AuditRecord
 	outSeqs  []uint64
 	auditRet []AuditLink
-	pending  []pendingRec // in seq order, as ForEachPending returns them
+	pending  []pendingRec   // in seq order, as ForEachPending returns them
+	poolPts  []poolPointRec // in id order, as ForEachPoolPoint returns them
+}
+
+type poolPointRec struct {
+	id  string
+	rec []byte
 }
 
 type pendingRec struct {
@@ -117,6 +123,8 @@ func writeAll(t *testing.T, s *Store) allRecords {
 			{7, nil}, // empty body
 			{math.MaxUint64, []byte{0, 0xff, 1}},
 		},
+		// p2 has no record; p3's is empty.
+		poolPts: []poolPointRec{{"p1", bytes.Repeat([]byte{0xa5, 0, 1, 0xff}, 8)}, {"p3", nil}},
 	}
 	err := s.Apply(func(tx *Tx) error {
 		for _, p := range r.points {
@@ -161,6 +169,15 @@ func writeAll(t *testing.T, s *Store) allRecords {
 		}
 		for _, i := range []int{2, 0, 1} {
 			if err := tx.PutPending(r.pending[i].seq, r.pending[i].body); err != nil {
+				return err
+			}
+		}
+		// Out of id order, and p1 overwritten: the last record wins.
+		if err := tx.PutPoolPoint("p1", []byte("overwritten")); err != nil {
+			return err
+		}
+		for _, i := range []int{1, 0} {
+			if err := tx.PutPoolPoint(r.poolPts[i].id, r.poolPts[i].rec); err != nil {
 				return err
 			}
 		}
@@ -250,6 +267,25 @@ func checkAll(t *testing.T, s *Store, want allRecords) {
 		}
 		if body, ok, err := tx.Pending(4); err != nil || ok || body != nil {
 			t.Errorf("Pending(4) = %q, %v, %v; want absent", body, ok, err)
+		}
+		var pts []poolPointRec
+		if err := tx.ForEachPoolPoint(func(id string, rec []byte) error {
+			pts = append(pts, poolPointRec{id, rec})
+			return nil
+		}); err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(pts, want.poolPts) {
+			t.Errorf("ForEachPoolPoint = %+v, want %+v", pts, want.poolPts)
+		}
+		for _, wp := range want.poolPts {
+			rec, ok, err := tx.PoolPoint(wp.id)
+			if err != nil || !ok || !bytes.Equal(rec, wp.rec) {
+				t.Errorf("PoolPoint(%q) = %x, %v, %v; want %x", wp.id, rec, ok, err, wp.rec)
+			}
+		}
+		if rec, ok, err := tx.PoolPoint("p2"); err != nil || ok || rec != nil {
+			t.Errorf("PoolPoint(p2) = %x, %v, %v; want absent", rec, ok, err)
 		}
 		return nil
 	})
@@ -386,9 +422,9 @@ func TestOpenUnknownVersion(t *testing.T) {
 		corrupt func(tx *bolt.Tx) error
 		wantGot uint32
 	}{
-		{"version 3", func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 3))
-		}, 3},
+		{"version 4", func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 4))
+		}, 4},
 		{"version max", func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, math.MaxUint64))
 		}, math.MaxUint32},
@@ -398,8 +434,9 @@ func TestOpenUnknownVersion(t *testing.T) {
 		{"no version key", func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(metaFormat) }, 0},
 		{"no meta bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketMeta) }, 0},
 		{"garbled version", func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaFormat, []byte{1, 2, 3}) }, 0},
-		{"missing bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketOutbox) }, 2},
-		{"version 2 without pending", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPending) }, 2},
+		{"missing bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketOutbox) }, 3},
+		{"version 3 without pending", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPending) }, 3},
+		{"version 3 without poolpoints", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPoolPts) }, 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -480,6 +517,14 @@ func TestChecksumCorruption(t *testing.T) {
 		{bucketPending, u64Key(3), func(s *Store) error {
 			return s.View(func(tx *ReadTx) error {
 				return tx.ForEachPending(func(uint64, []byte) error { return nil })
+			})
+		}},
+		{bucketPoolPts, []byte("p1"), func(s *Store) error {
+			return s.View(func(tx *ReadTx) error { _, _, err := tx.PoolPoint("p1"); return err })
+		}},
+		{bucketPoolPts, []byte("p3"), func(s *Store) error {
+			return s.View(func(tx *ReadTx) error {
+				return tx.ForEachPoolPoint(func(string, []byte) error { return nil })
 			})
 		}},
 		{bucketMeta, metaPointCount, func(s *Store) error {

@@ -104,6 +104,49 @@ func (r *ReadTx) PoolState() (s PoolState, ok bool, err error) {
 	return s, true, nil
 }
 
+// PoolPoint returns the pool's record of point id (Tx.PutPoolPoint); ok is
+// false if there is none. rec is a fresh copy.
+func (r *ReadTx) PoolPoint(id string) (rec []byte, ok bool, err error) {
+	if err := r.check(); err != nil {
+		return nil, false, err
+	}
+	if err := validID("pool point id", id); err != nil {
+		return nil, false, err
+	}
+	k := []byte(id)
+	v := r.tx.Bucket(bucketPoolPts).Get(k)
+	if v == nil {
+		return nil, false, nil
+	}
+	rec, why := decodePoolPoint(k, v)
+	if why != "" {
+		return nil, false, corrupt(bucketPoolPts, k, why)
+	}
+	return rec, true, nil
+}
+
+// ForEachPoolPoint calls fn for every per-point pool record in id byte order
+// (the order of ForEachPoint) and stops at fn's first error, which it returns.
+// rec is a fresh copy fn may keep. fn must not modify the store through another
+// transaction; inside Apply it must not write pool points (a write to the
+// bucket may invalidate bbolt's cursor).
+func (r *ReadTx) ForEachPoolPoint(fn func(id string, rec []byte) error) error {
+	if err := r.check(); err != nil {
+		return err
+	}
+	c := r.tx.Bucket(bucketPoolPts).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		rec, why := decodePoolPoint(k, v)
+		if why != "" {
+			return corrupt(bucketPoolPts, k, why)
+		}
+		if err := fn(string(k), rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Model returns model version v; ok is false if it does not exist.
 func (r *ReadTx) Model(version uint64) (m Model, ok bool, err error) {
 	if err := r.check(); err != nil {
@@ -397,7 +440,8 @@ func (t *Tx) PutPoint(p Point) error {
 	return nil
 }
 
-// DeletePoint removes a point and reports whether it existed. Its bytes remain
+// DeletePoint removes a point, and its pool record if it has one
+// (PutPoolPoint), and reports whether it existed. Its bytes remain
 // on bbolt's freed pages until Compact; outbox entries enqueued from this
 // transaction on are held back from Pending until then.
 func (t *Tx) DeletePoint(id string) (existed bool, err error) {
@@ -417,6 +461,9 @@ func (t *Tx) DeletePoint(id string) (existed bool, err error) {
 	}
 	if err := b.Delete(k); err != nil {
 		return false, fmt.Errorf("storage: delete point %q: %w", id, err)
+	}
+	if err := t.tx.Bucket(bucketPoolPts).Delete(k); err != nil {
+		return false, fmt.Errorf("storage: delete pool point %q: %w", id, err)
 	}
 	t.points--
 	t.pointsDirty = true
@@ -549,6 +596,46 @@ func (t *Tx) PutPoolState(s PoolState) error {
 	}
 	return nil
 }
+
+// PutPoolPoint stores rec as the landmark pool's record of the stored point
+// id, replacing any record it had. The record belongs to the point: the point
+// must be stored (PutPoint earlier, in this or an earlier transaction; otherwise
+// ErrInvalid), and DeletePoint removes it with the point, so every record names
+// a stored point. rec is opaque to storage (the pool's writer versions it with
+// the pool state's schema), at most MaxPoolPointLen bytes, and must not contain
+// raw input data. PutPoint does not touch the record: a writer that replaces a
+// point's input rewrites its record in the same transaction.
+//
+// Kept apart from the point's value so that a pool writer can rewrite every
+// record (a resync changes every residual) without rewriting every raw input,
+// and update one point's record per event without rewriting the pool state.
+func (t *Tx) PutPoolPoint(id string, rec []byte) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := validID("pool point id", id); err != nil {
+		return err
+	}
+	if len(rec) > MaxPoolPointLen {
+		return invalidf("pool point record of %q is %d bytes, longer than %d", id, len(rec), MaxPoolPointLen)
+	}
+	k := []byte(id)
+	if t.tx.Bucket(bucketPoints).Get(k) == nil {
+		return invalidf("pool point record of %q: no such stored point", id)
+	}
+	pb := t.tx.Bucket(bucketPoolPts)
+	// Records are small and of one size, and written in key order in bulk (a pool
+	// resync rewrites all of them): full pages halve the pages a later random
+	// update dirties. bbolt's default (0.5) suits random inserts.
+	pb.FillPercent = poolPointFill
+	if err := pb.Put(k, encodePoolPoint(k, rec)); err != nil {
+		return fmt.Errorf("storage: put pool point %q: %w", id, err)
+	}
+	return nil
+}
+
+// poolPointFill is the bbolt fill percent of the poolpoints bucket's pages.
+const poolPointFill = 0.95
 
 // PutModel stores a new model version. Versions are immutable: storing an
 // existing version returns an error matching ErrModelExists.
