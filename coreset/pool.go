@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/cairnhq/cairn/internal/vec"
 )
 
 // StateVersion is the version of the State layout; Restore rejects any other.
@@ -190,6 +192,7 @@ type Pool struct {
 	staleFrom       int
 	changed         bool   // points changed since the last Sync
 	gen             uint64 // Adopts since New or Restore (Generation)
+	lmGen           uint64 // changes of the greedy landmarks' features (CrossTo tokens)
 
 	c, y []float64 // workspaces of length kg
 }
@@ -270,7 +273,11 @@ func neumaier(s, c *float64, x float64) {
 // the first pivot position the point would displace in batch greedy. Cost O(k q + k²)
 // for k served landmarks, independent of the number of stored points; it allocates only
 // the map entry.
-func (p *Pool) Insert(id string, f []float64) error {
+func (p *Pool) Insert(id string, f []float64) error { return p.insert(id, f, nil) }
+
+// insert is Insert, with the products of f with the greedy landmarks taken from cross
+// when it is not nil (len kg, computed by CrossTo for the current landmarks).
+func (p *Pool) insert(id string, f, cross []float64) error {
 	if id == "" {
 		return ErrEmptyID
 	}
@@ -286,8 +293,10 @@ func (p *Pool) Insert(id string, f []float64) error {
 	}
 	q, k := p.cfg.Dim, p.kg
 	c, y := p.c[:k], p.y[:k]
-	for i := 0; i < k; i++ {
-		c[i] = dot(p.feats[i*q:(i+1)*q], f)
+	if cross != nil {
+		copy(c, cross)
+	} else {
+		vec.DotsTo(c, 1, f, q, 1, p.feats, q, k, q) // c[i] = dot(landmark i, f)
 	}
 	// Forward solve L y = c; r_t = K_xx − Σ_{i<t} y_i² is the point's residual after t
 	// pivots. Batch greedy would take the point at step t exactly when r_t beats δ^{(t)}.
@@ -380,6 +389,7 @@ func (p *Pool) Delete(id string) error {
 	}
 	neumaier(&p.cert, &p.certC, -pt.res)
 	q := p.cfg.Dim
+	p.lmGen++
 	if pos >= p.kg { // a top-up landmark: outside the factor
 		p.ids = append(p.ids[:pos], p.ids[pos+1:]...)
 		p.feats = append(p.feats[:pos*q], p.feats[(pos+1)*q:]...)
@@ -589,6 +599,7 @@ func (p *Pool) Adopt(ids []string, g []float64, m int, res *GreedyResult) error 
 	p.exact, p.stale, p.staleFrom, p.changed = true, false, 0, false
 	p.c, p.y = make([]float64, p.kg), make([]float64, p.kg)
 	p.gen++
+	p.lmGen++
 	return nil
 }
 
@@ -605,6 +616,7 @@ func (p *Pool) Generation() uint64 { return p.gen }
 // State returns a deep copy of everything the pool persists.
 func (p *Pool) State() State {
 	st := p.CoreState()
+	st.LandmarkFeatures = append([]float64(nil), p.feats...)
 	st.Points = make([]PointState, 0, len(p.points))
 	for id, pt := range p.points {
 		st.Points = append(st.Points, PointState{ID: id, Diag: pt.diag, Residual: pt.res})
@@ -613,25 +625,26 @@ func (p *Pool) State() State {
 	return st
 }
 
-// CoreState is State without the per-point records (Points is nil): O(m·q + m²) whatever
-// the number of stored points, so a caller that keeps each point's PointState itself (next
-// to the point's raw input, updated when PointState says it changed) can persist the pool
-// per batch without per-event work growing with n. Restore takes the core with Points
-// filled in from those records.
+// CoreState is State without the per-point records and without the landmarks' features
+// (Points and LandmarkFeatures are nil): O(m² + m) whatever the number of stored points
+// and the feature dimension, so a caller that keeps each point's PointState itself (next
+// to the point's raw input, updated when PointState says it changed) and can recompute a
+// landmark's features from its stored input (LandmarkFeaturesTo gives them too) can
+// persist the pool per batch without per-event work growing with n, and without copying
+// the m·q features. Restore takes the core with Points and LandmarkFeatures filled in.
 func (p *Pool) CoreState() State {
 	return State{
-		Version:          StateVersion,
-		Config:           p.cfg,
-		Landmarks:        append([]string(nil), p.ids...),
-		LandmarkFeatures: append([]float64(nil), p.feats...),
-		Greedy:           p.kg,
-		PivotValues:      append([]float64(nil), p.piv...),
-		Factor:           append([]float64(nil), p.l...),
-		Gram:             append([]float64(nil), p.gram...),
-		TopUpKeys:        append([]uint64(nil), p.topKey...),
-		M:                p.m,
-		Threshold:        p.thr,
-		Cert:             p.cert, CertComp: p.certC, TraceK: p.traceK, TraceKComp: p.traceKC,
+		Version:     StateVersion,
+		Config:      p.cfg,
+		Landmarks:   append([]string(nil), p.ids...),
+		Greedy:      p.kg,
+		PivotValues: append([]float64(nil), p.piv...),
+		Factor:      append([]float64(nil), p.l...),
+		Gram:        append([]float64(nil), p.gram...),
+		TopUpKeys:   append([]uint64(nil), p.topKey...),
+		M:           p.m,
+		Threshold:   p.thr,
+		Cert:        p.cert, CertComp: p.certC, TraceK: p.traceK, TraceKComp: p.traceKC,
 		Exact: p.exact, Stale: p.stale, StaleFrom: p.staleFrom, Changed: p.changed,
 	}
 }

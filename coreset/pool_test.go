@@ -631,9 +631,10 @@ func TestCoreStatePlusPoints(t *testing.T) {
 	}
 
 	core := a.CoreState()
-	if core.Points != nil {
-		t.Fatalf("CoreState carries %d points", len(core.Points))
+	if core.Points != nil || core.LandmarkFeatures != nil {
+		t.Fatalf("CoreState carries %d points and %d features", len(core.Points), len(core.LandmarkFeatures))
 	}
+	core.LandmarkFeatures = a.LandmarkFeaturesTo(nil)
 	for _, ps := range records {
 		core.Points = append(core.Points, ps)
 	}

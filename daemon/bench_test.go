@@ -38,6 +38,8 @@ func BenchmarkIngest(b *testing.B) {
 		{"mlp:6-8-4", 2, 16, 8, 1000, 6, "tiny", true},
 		{"mlp:6-8-4", 2, 16, 8, 8000, 6, "tiny", false},
 		{"mlp:64-128-10", 4, 512, 64, 1000, 64, "mlp64", false},
+		// The daemon's default model and budget (random inputs of MNIST's shape).
+		{"convnet:1x28x28-16-32-10", 4, 1024, 256, 2000, 784, "mnistnet", true},
 	} {
 		b.Run(fmt.Sprintf("%s/n0=%d/fsync=%v", bc.labels, bc.n0, bc.fsync), func(b *testing.B) {
 			cfg := testConfig()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -56,6 +57,7 @@ type Ingest struct {
 	xs    []float64
 	views []float64
 	feats []float64
+	cross [2][]float64 // per view: the upserts' products with the landmarks (applyView)
 }
 
 type partition struct {
@@ -343,25 +345,33 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 	defer func() { clear(in.ops); clear(in.ids) }() // drop references to the batch's bytes
 	seen := map[partition]int64{}
 	skipped := 0
-	for _, m := range batch {
-		o := op{msg: m}
+	fresh := make([]bool, len(batch)) // above the applied offset: to decode and apply
+	for i, m := range batch {
 		key := partition{m.Topic, m.Partition}
 		prev, ok := seen[key]
 		if !ok {
 			prev, ok = in.last[key]
 		}
 		if ok && m.Offset <= prev {
-			o.kind = opSkip
 			if skipped == 0 { // one line per batch, not per message
 				in.log.Warn().Str("topic", m.Topic).Int("partition", m.Partition).Int64("offset", m.Offset).
 					Int64("applied", prev).Msg("skipping re-delivered messages at or below the applied offset")
 			}
 			skipped++
-			in.ops = append(in.ops, o)
 			continue
 		}
 		seen[key] = m.Offset
-		ev, derr := stream.DecodeTrain(m.Value, in.lim)
+		fresh[i] = true
+	}
+	decoded := decodeAll(batch, fresh, in.lim)
+	for i, m := range batch {
+		o := op{msg: m}
+		if !fresh[i] {
+			o.kind = opSkip
+			in.ops = append(in.ops, o)
+			continue
+		}
+		ev, derr := decoded[i].ev, decoded[i].err
 		switch {
 		case derr != nil:
 			if err := in.deadLetter(&o, derr); err != nil {
@@ -615,11 +625,55 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 	return res, nil
 }
 
+// decoded is one message's stream.DecodeTrain result.
+type decoded struct {
+	ev  stream.TrainEvent
+	err error
+}
+
+// decodeAll decodes the messages marked fresh (the others' entries stay zero), spread
+// over up to GOMAXPROCS goroutines joined before it returns: DecodeTrain is a pure
+// function of the bytes, and parsing the numbers of an image (784 of them for MNIST) is,
+// after the features, the costliest per-event step, which a single goroutine would run
+// while the other cores wait.
+func decodeAll(batch []stream.Message, fresh []bool, lim stream.Limits) []decoded {
+	out := make([]decoded, len(batch))
+	dec := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if fresh[i] {
+				out[i].ev, out[i].err = stream.DecodeTrain(batch[i].Value, lim)
+			}
+		}
+	}
+	w := min(runtime.GOMAXPROCS(0), len(batch)/16)
+	if w < 2 {
+		dec(0, len(batch))
+		return out
+	}
+	var wg sync.WaitGroup
+	for k := 1; k < w; k++ {
+		wg.Go(func() { dec(k*len(batch)/w, (k+1)*len(batch)/w) })
+	}
+	dec(0, len(batch)/w)
+	wg.Wait()
+	return out
+}
+
 // applyView applies the batch's pool changes to view v's pool (the ops were classified
 // by Apply), recording each deletion's certificate before and after in its record.
 // Apply runs the two views on two goroutines; each touches only its own pool and the
 // v-th fields of the records.
 func (in *Ingest) applyView(pool *coreset.Pool, v, q int) error {
+	// The products of every upsert's features with the landmarks, in one blocked sweep
+	// over the landmark matrix instead of one per insert (the bulk of an insert's cost);
+	// InsertCross recomputes an insert's own if a landmark deletion earlier in the batch
+	// made them stale, and the result is Insert's bit for bit either way.
+	n, k := len(in.ids), pool.Greedy()
+	in.cross[v] = grow(in.cross[v], n*k)
+	var tok coreset.CrossToken
+	if n > 0 {
+		tok = pool.CrossTo(in.cross[v], in.feats[v*q:], 2*q, n)
+	}
 	for i := range in.ops {
 		o := &in.ops[i]
 		switch o.kind {
@@ -629,7 +683,8 @@ func (in *Ingest) applyView(pool *coreset.Pool, v, q int) error {
 					return fmt.Errorf("pool view %d: replace %q: %w", v, o.ev.ID, err)
 				}
 			}
-			if err := pool.Insert(o.ev.ID, in.feats[(2*o.row+v)*q:(2*o.row+v+1)*q]); err != nil {
+			f, cross := in.feats[(2*o.row+v)*q:(2*o.row+v+1)*q], in.cross[v][o.row*k:(o.row+1)*k]
+			if err := pool.InsertCross(o.ev.ID, f, cross, tok); err != nil {
 				return fmt.Errorf("pool view %d: insert %q: %w", v, o.ev.ID, err)
 			}
 		case opDelete:

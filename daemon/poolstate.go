@@ -27,7 +27,7 @@ const poolSchema2 = 2
 const recordLen = 32
 
 // encodePool serializes the two-view pool's core (coreset.Pool.CoreState of both views,
-// without the per-point records) for tx.PutPoolState: O(m q + m²) work and O(m²) bytes
+// without the per-point records) for tx.PutPoolState: O(m²) work and bytes
 // whatever the number of stored points. The layout is binary (doc.go "Pool state")
 // because the blob is rewritten with every batch. Equal pools give equal bytes. The
 // per-point records are written separately (putRecord, putAllRecords).
