@@ -85,7 +85,8 @@
 //     applied offset of its partition (kept in memory, mirrored from the store) is
 //     skipped entirely: it was applied before, so it is not applied twice even if a
 //     reader re-delivers it. Every other message is decoded with stream.DecodeTrain
-//     under Limits (InputDim = the backbone's input length, MaxBytes =
+//     (a pure function of the bytes, so the batch is decoded on GOMAXPROCS goroutines
+//     joined before classification goes on in order) under Limits (InputDim = the backbone's input length, MaxBytes =
 //     limits.max_message_bytes, MaxIDBytes = limits.max_id_bytes); a rejection
 //     becomes a dead letter (stream.DeadLetterMessage to kafka.topics.dlq, keyed by
 //     the source coordinates).
@@ -94,9 +95,13 @@
 //     bbolt write lock is never held while computing. An upsert whose features are
 //     not finite or whose squared norm exceeds maxFeatureNorm2 (finite inputs too
 //     large for the backbone) is dead-lettered too, with reason non_finite.
-//  3. Update the two-view pool (coreset.Pair) in offset order: an upsert of a stored
-//     id is Delete then Insert (its features changed), a delete of a stored id is
-//     Delete, a delete of an unknown id changes nothing (counted as Missing).
+//  3. Update the two-view pool (coreset.Pair) in offset order, one goroutine per view:
+//     an upsert of a stored id is Delete then Insert (its features changed), a delete
+//     of a stored id is Delete, a delete of an unknown id changes nothing (counted as
+//     Missing). The inserts' products with the landmarks come from one blocked sweep
+//     per view and batch (coreset.Pool.CrossTo, then InsertCross, which recomputes
+//     them if a landmark deletion earlier in the batch changed the landmarks), with
+//     the bits Insert would compute, so the pool does not depend on batching.
 //  4. Commit one storage transaction holding, for the whole batch: the points
 //     (PutPoint; the label when given), the deletions (DeletePoint), the dead letters
 //     (Enqueue), the offset of every consumed message (SetOffset, valid or not), and
