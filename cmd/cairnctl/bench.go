@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"syscall"
 	"time"
@@ -84,8 +85,20 @@ func runBench(args []string, stdout io.Writer) error {
 	cfgFile := fs.String("config", "", "cairnd YAML configuration (optional; the flags above override it)")
 	timeout := fs.Duration("timeout", 2*time.Hour, "bound on the whole run")
 	logLevel := fs.String("log-level", "warn", "daemon log level on stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (go tool pprof) to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *n < 1 || *queries < 1 || *m < 1 || *reference < 1 {
 		return fmt.Errorf("--n %d, --queries %d, --m %d, --reference %d: each must be at least 1", *n, *queries, *m, *reference)

@@ -12,6 +12,10 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"gonum.org/v1/gonum/blas/blas64"
+
+	"github.com/cairnhq/cairn/internal/gemm"
 )
 
 // command runs one subcommand with its arguments (after the command name) and writes its
@@ -34,6 +38,7 @@ var commands = map[string]command{
 }
 
 func main() {
+	blas64.Use(gemm.Implementation{}) // the fits' matrix products (internal/gemm)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -13,12 +13,15 @@ import (
 	"syscall"
 
 	"github.com/rs/zerolog"
+	"gonum.org/v1/gonum/blas/blas64"
 
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/daemon"
+	"github.com/cairnhq/cairn/internal/gemm"
 )
 
 func main() {
+	blas64.Use(gemm.Implementation{}) // the fits' matrix products (internal/gemm)
 	fs := flag.NewFlagSet("cairnd", flag.ContinueOnError)
 	flags := config.RegisterFlags(fs)
 	fs.Usage = func() { usage(fs) }

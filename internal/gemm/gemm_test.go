@@ -1,0 +1,191 @@
+package gemm
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+)
+
+// naive is the plain triple loop of C = alpha·op(A)·op(B) + beta·C, returning also the
+// magnitudes |alpha|·Σ_p |op(A)_ip·op(B)_pj| + |beta·C_ij| that bound its rounding.
+func naive(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) (want, mag []float64) {
+	want, mag = slices.Clone(c), make([]float64, len(c))
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s, abs float64
+			for p := 0; p < k; p++ {
+				var av, bv float64
+				if tA == blas.NoTrans {
+					av = a[i*lda+p]
+				} else {
+					av = a[p*lda+i]
+				}
+				if tB == blas.NoTrans {
+					bv = b[p*ldb+j]
+				} else {
+					bv = b[j*ldb+p]
+				}
+				s += av * bv
+				abs += math.Abs(av * bv)
+			}
+			cv := c[i*ldc+j]
+			if beta == 0 {
+				cv = 0
+			}
+			want[i*ldc+j] = alpha*s + beta*cv
+			mag[i*ldc+j] = math.Abs(alpha)*abs + math.Abs(beta*cv)
+		}
+	}
+	return want, mag
+}
+
+func randSlice(r *rand.Rand, n int) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = r.NormFloat64()
+	}
+	return v
+}
+
+// TestDgemm checks the blocked path against the triple loop on every transpose pair,
+// sizes straddling the 6×8 tiles and the kc, mc and nc blocks, leading dimensions larger
+// than the rows, and alpha/beta cases (beta = 0 must clear NaNs in C, as BLAS does).
+// Tolerance: both sums of k products carry at most γ_k relative error on the sum of
+// magnitudes, plus one rounding each for alpha, beta and the final addition:
+// |got − want| ≤ 2·(k+3)·u·mag, u = 2⁻⁵³.
+func TestDgemm(t *testing.T) {
+	if !hasAVX2FMA {
+		t.Skip("no AVX2/FMA: Dgemm is gonum's")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	shapes := [][3]int{{1, 1, 1}, {6, 8, 1}, {7, 9, 3}, {13, 17, 257}, {121, 8, 30}, {5, 2049, 9}, {130, 70, 600}}
+	for _, sh := range shapes {
+		m, n, k := sh[0], sh[1], sh[2]
+		for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+			for _, tB := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+				for _, ab := range [][2]float64{{1, 0}, {0.7, 1}, {-1.3, 0.5}, {0, 2}} {
+					name := fmt.Sprintf("%dx%dx%d/%c%c/alpha=%v/beta=%v", m, n, k, tA, tB, ab[0], ab[1])
+					ar, ac := m, k
+					if tA != blas.NoTrans {
+						ar, ac = k, m
+					}
+					br, bc := k, n
+					if tB != blas.NoTrans {
+						br, bc = n, k
+					}
+					lda, ldb, ldc := ac+3, bc+1, n+2
+					a, b := randSlice(r, (ar-1)*lda+ac), randSlice(r, (br-1)*ldb+bc)
+					c := randSlice(r, (m-1)*ldc+n)
+					if ab[1] == 0 {
+						c[0] = math.NaN()
+					}
+					want, mag := naive(tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], c, ldc)
+					got := slices.Clone(c)
+					dgemm(tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], got, ldc, 2)
+					for i := 0; i < m; i++ {
+						for j := 0; j < n; j++ {
+							g, w := got[i*ldc+j], want[i*ldc+j]
+							if tol := 2 * float64(k+3) * 0x1p-53 * mag[i*ldc+j]; !(math.Abs(g-w) <= tol) {
+								t.Fatalf("%s: C[%d,%d] = %v, want %v (tol %g)", name, i, j, g, w, tol)
+							}
+						}
+						// Padding between rows is never touched.
+						for j := n; j < ldc && i < m-1; j++ {
+							if got[i*ldc+j] != c[i*ldc+j] {
+								t.Fatalf("%s: padding C[%d,%d] written", name, i, j)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDgemmSplitIndependent: the result is the same bits on 1, 2 and 5 goroutines.
+func TestDgemmSplitIndependent(t *testing.T) {
+	if !hasAVX2FMA {
+		t.Skip("no AVX2/FMA: Dgemm is gonum's")
+	}
+	r := rand.New(rand.NewPCG(3, 2))
+	m, n, k := 500, 90, 700
+	a, b, c := randSlice(r, m*k), randSlice(r, n*k), randSlice(r, m*n)
+	var first []float64
+	for _, w := range []int{1, 2, 5} {
+		got := slices.Clone(c)
+		dgemm(blas.NoTrans, blas.Trans, m, n, k, 1, a, k, b, k, 1, got, n, w)
+		if first == nil {
+			first = got
+		} else if !slices.Equal(got, first) {
+			t.Fatalf("%d goroutines: result differs from 1 goroutine", w)
+		}
+	}
+}
+
+// TestImplementation: through blas64 the type serves both paths (small products go to
+// gonum) and satisfies blas.Float64.
+func TestImplementation(t *testing.T) {
+	var impl blas.Float64 = Implementation{}
+	r := rand.New(rand.NewPCG(4, 2))
+	for _, sz := range []int{5, 80} {
+		a, b, c := randSlice(r, sz*sz), randSlice(r, sz*sz), make([]float64, sz*sz)
+		impl.Dgemm(blas.NoTrans, blas.NoTrans, sz, sz, sz, 1, a, sz, b, sz, 0, c, sz)
+		want, mag := naive(blas.NoTrans, blas.NoTrans, sz, sz, sz, 1, a, sz, b, sz, 0, make([]float64, sz*sz), sz)
+		for i := range c {
+			if tol := 2 * float64(sz+3) * 0x1p-53 * mag[i]; !(math.Abs(c[i]-want[i]) <= tol) {
+				t.Fatalf("size %d: C[%d] = %v, want %v", sz, i, c[i], want[i])
+			}
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a short C did not panic")
+		}
+	}()
+	impl.Dgemm(blas.NoTrans, blas.NoTrans, 80, 80, 80, 1, make([]float64, 6400), 80, make([]float64, 6400), 80, 0, make([]float64, 100), 80)
+}
+
+// BenchmarkDgemm times the fit's typical products with this Dgemm and gonum's in the same
+// loop; x_gonum is the ratio of the times.
+func BenchmarkDgemm(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 2))
+	for _, sh := range []struct {
+		m, n, k int
+		tA, tB  blas.Transpose
+	}{
+		{1024, 256, 512, blas.NoTrans, blas.NoTrans}, // latents of a batch: [K_A; K_B]·Ã
+		{512, 256, 1024, blas.Trans, blas.NoTrans},   // their gradient: Kᵀ·G
+		{1600, 512, 4096, blas.NoTrans, blas.Trans},  // kernel block: features · landmarksᵀ
+	} {
+		b.Run(fmt.Sprintf("%dx%dx%d", sh.m, sh.n, sh.k), func(b *testing.B) {
+			ar, ac := sh.m, sh.k
+			if sh.tA != blas.NoTrans {
+				ar, ac = sh.k, sh.m
+			}
+			br, bc := sh.k, sh.n
+			if sh.tB != blas.NoTrans {
+				br, bc = sh.n, sh.k
+			}
+			a, bb, c := randSlice(r, ar*ac), randSlice(r, br*bc), make([]float64, sh.m*sh.n)
+			var fast, ref Implementation
+			var tf, tg float64
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := nowSeconds()
+				fast.Dgemm(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a, ac, bb, bc, 0, c, sh.n)
+				t1 := nowSeconds()
+				ref.Implementation.Dgemm(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a, ac, bb, bc, 0, c, sh.n)
+				tg += nowSeconds() - t1
+				tf += t1 - t0
+			}
+			flops := 2 * float64(sh.m*sh.n*sh.k) * float64(b.N)
+			b.ReportMetric(flops/tf/1e9, "GFLOPS")
+			b.ReportMetric(flops/tg/1e9, "gonum-GFLOPS")
+			b.ReportMetric(tf/tg, "x_gonum")
+		})
+	}
+}

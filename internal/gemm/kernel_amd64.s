@@ -1,0 +1,99 @@
+// The AVX2/FMA micro-kernel of gemm.go, for amd64.
+
+#include "textflag.h"
+
+// func kern6x8(kc int, a, b, c []float64, ldc int, alpha float64)
+//
+// For i < 6, j < 8: c[i·ldc+j] += alpha·Σ_{p<kc} a[p·6+i]·b[p·8+j], the sum over p in
+// order by fused multiply-adds from 0 (a and b packed as gemm.go packs them), then one
+// fused multiply-add into c. kc ≥ 1.
+TEXT ·kern6x8(SB), NOSPLIT, $0-96
+	MOVQ kc+0(FP), CX
+	MOVQ a_base+8(FP), SI
+	MOVQ b_base+32(FP), DX
+	MOVQ c_base+56(FP), DI
+	MOVQ ldc+80(FP), R8
+	SHLQ $3, R8
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+
+loop:
+	VMOVUPD      0(DX), Y12
+	VMOVUPD      32(DX), Y13
+	VBROADCASTSD 0(SI), Y14
+	VBROADCASTSD 8(SI), Y15
+	VFMADD231PD  Y12, Y14, Y0
+	VFMADD231PD  Y13, Y14, Y1
+	VFMADD231PD  Y12, Y15, Y2
+	VFMADD231PD  Y13, Y15, Y3
+	VBROADCASTSD 16(SI), Y14
+	VBROADCASTSD 24(SI), Y15
+	VFMADD231PD  Y12, Y14, Y4
+	VFMADD231PD  Y13, Y14, Y5
+	VFMADD231PD  Y12, Y15, Y6
+	VFMADD231PD  Y13, Y15, Y7
+	VBROADCASTSD 32(SI), Y14
+	VBROADCASTSD 40(SI), Y15
+	VFMADD231PD  Y12, Y14, Y8
+	VFMADD231PD  Y13, Y14, Y9
+	VFMADD231PD  Y12, Y15, Y10
+	VFMADD231PD  Y13, Y15, Y11
+	ADDQ         $48, SI
+	ADDQ         $64, DX
+	DECQ         CX
+	JNE          loop
+
+	VBROADCASTSD alpha+88(FP), Y14
+	VMOVUPD      0(DI), Y12
+	VMOVUPD      32(DI), Y13
+	VFMADD231PD  Y0, Y14, Y12
+	VFMADD231PD  Y1, Y14, Y13
+	VMOVUPD      Y12, 0(DI)
+	VMOVUPD      Y13, 32(DI)
+	ADDQ         R8, DI
+	VMOVUPD      0(DI), Y12
+	VMOVUPD      32(DI), Y13
+	VFMADD231PD  Y2, Y14, Y12
+	VFMADD231PD  Y3, Y14, Y13
+	VMOVUPD      Y12, 0(DI)
+	VMOVUPD      Y13, 32(DI)
+	ADDQ         R8, DI
+	VMOVUPD      0(DI), Y12
+	VMOVUPD      32(DI), Y13
+	VFMADD231PD  Y4, Y14, Y12
+	VFMADD231PD  Y5, Y14, Y13
+	VMOVUPD      Y12, 0(DI)
+	VMOVUPD      Y13, 32(DI)
+	ADDQ         R8, DI
+	VMOVUPD      0(DI), Y12
+	VMOVUPD      32(DI), Y13
+	VFMADD231PD  Y6, Y14, Y12
+	VFMADD231PD  Y7, Y14, Y13
+	VMOVUPD      Y12, 0(DI)
+	VMOVUPD      Y13, 32(DI)
+	ADDQ         R8, DI
+	VMOVUPD      0(DI), Y12
+	VMOVUPD      32(DI), Y13
+	VFMADD231PD  Y8, Y14, Y12
+	VFMADD231PD  Y9, Y14, Y13
+	VMOVUPD      Y12, 0(DI)
+	VMOVUPD      Y13, 32(DI)
+	ADDQ         R8, DI
+	VMOVUPD      0(DI), Y12
+	VMOVUPD      32(DI), Y13
+	VFMADD231PD  Y10, Y14, Y12
+	VFMADD231PD  Y11, Y14, Y13
+	VMOVUPD      Y12, 0(DI)
+	VMOVUPD      Y13, 32(DI)
+	VZEROUPPER
+	RET
