@@ -120,8 +120,21 @@ func contains(ids []string, id string) bool {
 // compact rebuilds the active arrays from masked.
 func (s *serving) compact() {
 	q := s.draw.sketch.Dim()
-	s.active = s.active[:0:0]
-	s.lf, s.diag, s.om, s.omMean, s.t2 = nil, nil, nil, nil, nil
+	n := 0
+	for _, m := range s.masked {
+		if !m {
+			n++
+		}
+	}
+	// Sized once: the landmark features are m·q floats (16 MiB at the defaults), and
+	// growing them by appends copied them about twice, on the deletion's path.
+	s.active = make([]int, 0, n)
+	s.lf = make([]float64, 0, n*q)
+	s.diag, s.om, s.omMean = make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n)
+	s.t2 = nil
+	if s.tau2 != nil {
+		s.t2 = make([]float64, 0, n)
+	}
 	for l, m := range s.masked {
 		if m {
 			continue

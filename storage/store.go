@@ -174,6 +174,13 @@ type Store struct {
 	closed bool
 
 	ready chan struct{} // OutboxReady; buffered 1, never closed
+
+	// scrub runs the zero-overwrite of the inode the last Compact replaced, in the
+	// background (the file at path no longer holds the bytes by then); the next Compact
+	// and Close wait for it and report its error, kept in scrubErr (written by the
+	// goroutine before it is done, read only after Wait).
+	scrub    sync.WaitGroup
+	scrubErr error
 }
 
 // Open opens or creates the store at path. A new file is initialized with
@@ -298,13 +305,26 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	scrubErr := s.waitScrub()
 	var err error
 	if s.db != nil {
 		err = s.db.Close()
 		s.db = nil
 	}
 	if err != nil {
-		return fmt.Errorf("storage: close %s: %w", s.path, err)
+		err = fmt.Errorf("storage: close %s: %w", s.path, err)
+	}
+	return errors.Join(scrubErr, err)
+}
+
+// waitScrub waits for the background overwrite of the last compaction's old inode and
+// returns (once) its error.
+func (s *Store) waitScrub() error {
+	s.scrub.Wait()
+	err := s.scrubErr
+	s.scrubErr = nil
+	if err != nil {
+		return fmt.Errorf("storage: compact %s: %w", s.path, err)
 	}
 	return nil
 }
@@ -500,10 +520,13 @@ func compactTempPath(path string) string { return path + ".compact.tmp" }
 // the copy, fsync it, rename it over path, fsync the directory, overwrite the old
 // file's blocks with zeros through a descriptor kept open across the rename,
 // and reopen. A crash at any point leaves either the old or the new file at
-// path, both complete; the temp file is removed by the next Open.
+// path, both complete; the temp file is removed by the next Open. The overwrite
+// of the old inode (no longer reachable at path) runs on a goroutine the Store
+// owns after Compact returns; the next Compact and Close wait for it and return
+// its error.
 //
-// Cost: it reads and writes the whole live data once (plus one write of the
-// old file size for the overwrite) and excludes Apply and View while it runs,
+// Cost: it reads and writes the whole live data once (plus, in the background, one
+// write of the old file size for the overwrite) and excludes Apply and View while it runs,
 // so the daemon calls it once per batch of deletions, after the batch is
 // committed and before its audits are published (Pending holds them until
 // then). Overwriting the old inode is defence in depth: on copy-on-write or
@@ -517,6 +540,9 @@ func (s *Store) Compact() (err error) {
 	if s.closed {
 		return ErrClosed
 	}
+	if err := s.waitScrub(); err != nil {
+		return err
+	}
 	tmp := compactTempPath(s.path)
 	if err := s.writeCompactCopy(tmp); err != nil {
 		return errors.Join(err, removeIfExists(tmp))
@@ -525,20 +551,21 @@ func (s *Store) Compact() (err error) {
 	if err != nil {
 		return errors.Join(fmt.Errorf("storage: compact: open old file for overwrite: %w", err), removeIfExists(tmp))
 	}
-	defer func() { err = errors.Join(err, old.Close()) }()
 	if err := os.Rename(tmp, s.path); err != nil {
-		return errors.Join(fmt.Errorf("storage: compact: rename: %w", err), removeIfExists(tmp))
+		return errors.Join(fmt.Errorf("storage: compact: rename: %w", err), removeIfExists(tmp), old.Close())
 	}
 	// From here the new file is the store; failures below lose nothing but must
 	// still be reported.
 	errs := []error{syncDir(filepath.Dir(s.path))}
 	errs = append(errs, s.db.Close())
 	s.db = nil
-	errs = append(errs, zeroFile(old))
+	s.scrub.Go(func() {
+		s.scrubErr = errors.Join(zeroFile(old), old.Close())
+	})
 	db, oerr := openDB(s.path, s.opts)
 	if oerr != nil {
 		s.closed = true
-		errs = append(errs, fmt.Errorf("storage: compact: reopen failed, store closed: %w", oerr))
+		errs = append(errs, fmt.Errorf("storage: compact: reopen failed, store closed: %w", oerr), s.waitScrub())
 	} else {
 		s.db = db
 		s.notify()

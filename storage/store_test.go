@@ -1041,6 +1041,9 @@ func TestErasureScan(t *testing.T) {
 	if err := s.Compact(); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.waitScrub(); err != nil { // the overwrite runs after Compact returns
+		t.Fatal(err)
+	}
 	oldBytes, err := io.ReadAll(oldFile)
 	if err != nil {
 		t.Fatal(err)
