@@ -73,7 +73,8 @@ func axpyTo(dst []float64, a float64, x []float64) {
 		panic(fmt.Sprintf("entk: axpyTo len(dst)=%d < len(x)=%d", len(dst), len(x)))
 	}
 	if hasAVX2FMA {
-		axpyFMA(dst, x, a)
+		ax := [1]float64{a}
+		gerFMA(dst, len(x), ax[:], 1, 1, x) // one row of the rank-one kernel
 		return
 	}
 	if len(x) < 16 {

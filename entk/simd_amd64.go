@@ -16,9 +16,6 @@ func fmaRows2x16(zp, zq, cp, cq, w []float64, ldw int)
 func fmaRows1x16(zp, cp, w []float64, ldw int)
 
 //go:noescape
-func axpyFMA(dst, x []float64, a float64)
-
-//go:noescape
 func mulAVX(dst, a, b []float64)
 
 //go:noescape

@@ -99,61 +99,6 @@ store1:
 	VZEROUPPER
 	RET
 
-// func axpyFMA(dst, x []float64, a float64)
-//
-// dst[i] += a·x[i] for i < len(x), one fused multiply-add each.
-TEXT ·axpyFMA(SB), NOSPLIT, $0-56
-	MOVQ         dst_base+0(FP), DI
-	MOVQ         x_base+24(FP), SI
-	MOVQ         x_len+32(FP), CX
-	VBROADCASTSD a+48(FP), Y15
-
-axpy16:
-	CMPQ        CX, $16
-	JLT         axpy4
-	VMOVUPD     0(DI), Y0
-	VMOVUPD     32(DI), Y1
-	VMOVUPD     64(DI), Y2
-	VMOVUPD     96(DI), Y3
-	VFMADD231PD 0(SI), Y15, Y0
-	VFMADD231PD 32(SI), Y15, Y1
-	VFMADD231PD 64(SI), Y15, Y2
-	VFMADD231PD 96(SI), Y15, Y3
-	VMOVUPD     Y0, 0(DI)
-	VMOVUPD     Y1, 32(DI)
-	VMOVUPD     Y2, 64(DI)
-	VMOVUPD     Y3, 96(DI)
-	ADDQ        $128, DI
-	ADDQ        $128, SI
-	SUBQ        $16, CX
-	JMP         axpy16
-
-axpy4:
-	CMPQ        CX, $4
-	JLT         axpy1
-	VMOVUPD     0(DI), Y0
-	VFMADD231PD 0(SI), Y15, Y0
-	VMOVUPD     Y0, 0(DI)
-	ADDQ        $32, DI
-	ADDQ        $32, SI
-	SUBQ        $4, CX
-	JMP         axpy4
-
-axpy1:
-	TESTQ       CX, CX
-	JE          axpydone
-	VMOVSD      0(DI), X0
-	VFMADD231SD 0(SI), X15, X0
-	VMOVSD      X0, 0(DI)
-	ADDQ        $8, DI
-	ADDQ        $8, SI
-	DECQ        CX
-	JMP         axpy1
-
-axpydone:
-	VZEROUPPER
-	RET
-
 // func mulAVX(dst, a, b []float64)
 //
 // dst[i] = a[i]·b[i] for i < len(b), exactly as the scalar loop (one rounding each).
@@ -457,7 +402,7 @@ r2done:
 // func gerFMA(dst []float64, ld int, x []float64, inc, m int, y []float64)
 //
 // For i < m: dst[i·ld+k] += x[i·inc]·y[k] for k < len(y), one fused multiply-add each:
-// axpyFMA on every row in one call.
+// each row in turn, in 16-, 4- and 1-wide steps.
 TEXT ·gerFMA(SB), NOSPLIT, $0-96
 	MOVQ dst_base+0(FP), R8
 	MOVQ ld+24(FP), R9

@@ -7,7 +7,6 @@ var hasAVX2FMA = false
 
 func fmaRows2x16(zp, zq, cp, cq, w []float64, ldw int)                   { panic("entk: no AVX2") }
 func fmaRows1x16(zp, cp, w []float64, ldw int)                           { panic("entk: no AVX2") }
-func axpyFMA(dst, x []float64, a float64)                                { panic("entk: no AVX2") }
 func mulAVX(dst, a, b []float64)                                         { panic("entk: no AVX2") }
 func scaleAVX(v []float64, c float64)                                    { panic("entk: no AVX2") }
 func fwhtContig8AVX(v []float64)                                         { panic("entk: no AVX2") }
