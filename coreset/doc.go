@@ -46,6 +46,9 @@
 //     relative count as take-overs, so rounding can cause an unneeded Sync, never a
 //     missed one. When the pool reports Stale == false and Exact == true, the served
 //     landmarks equal batch greedy over the stored points (a tested property).
+//     Its O(k q) part is the k products with the landmarks (vec.Dot's bits); CrossTo
+//     computes them for a whole batch in one blocked sweep and InsertCross takes them,
+//     recomputing them if the landmarks changed since, with the same result as Insert.
 //   - Delete(id) of a non-landmark subtracts its stored residual, O(1), and never changes
 //     the greedy sequence. Delete of a landmark removes it from the served pool at once
 //     (no served landmark ever names a deleted point), repairs the Cholesky factor by a
