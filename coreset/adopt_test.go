@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sort"
 	"testing"
 )
 
@@ -37,24 +36,7 @@ func TestAdoptEqualsSync(t *testing.T) {
 		if err := a.Sync(src); err != nil {
 			t.Fatal(err)
 		}
-		ids := make([]string, 0, len(src))
-		for id := range src {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		q := cfg.Dim
-		feats := make([]float64, len(ids)*q)
-		for i, id := range ids {
-			copy(feats[i*q:], src[id])
-		}
-		m, opt, err := cfg.Plan(ids, feats)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := Greedy(feats, len(ids), q, m, opt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ids, feats, m, res := greedyOver(t, cfg, src)
 		before := b.State()
 		other := append([]string(nil), ids...)
 		other[len(other)-1] = "zz-not-stored"
@@ -95,4 +77,26 @@ func TestGreedyContextCancel(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatal("GreedyContext differs from Greedy")
 	}
+}
+
+// greedyOver runs what a background sync runs outside the pool: cfg.Plan and Greedy over
+// the points of src in id order. It returns the ids, their stacked features, the budget
+// and the result, ready for Pool.Adopt.
+func greedyOver(t *testing.T, cfg Config, src MapSource) ([]string, []float64, int, *GreedyResult) {
+	t.Helper()
+	ids := sortedIDs(src)
+	q := cfg.Dim
+	feats := make([]float64, len(ids)*q)
+	for i, id := range ids {
+		copy(feats[i*q:], src[id])
+	}
+	m, opt, err := cfg.Plan(ids, feats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Greedy(feats, len(ids), q, m, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids, feats, m, res
 }

@@ -78,20 +78,7 @@ func TestRecordChangesAreLocal(t *testing.T) {
 					syncs++
 				default:
 					op, adopted = "adopt", true
-					ids := sortedIDs(src)
-					q := cfg.Dim
-					feats := make([]float64, len(ids)*q)
-					for i, id := range ids {
-						copy(feats[i*q:], src[id])
-					}
-					m, opt, err := cfg.Plan(ids, feats)
-					if err != nil {
-						t.Fatal(err)
-					}
-					res, err := Greedy(feats, len(ids), q, m, opt)
-					if err != nil {
-						t.Fatal(err)
-					}
+					ids, feats, m, res := greedyOver(t, cfg, src)
 					if err := p.Adopt(ids, feats, m, res); err != nil {
 						t.Fatal(err)
 					}
