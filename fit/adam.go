@@ -4,19 +4,26 @@ import (
 	"math"
 )
 
-// adam is Adam (Kingma & Ba 2015, Alg. 1) with L2 weight decay added to the gradient
-// after clipping, as PyTorch's torch.optim.Adam(weight_decay=…) does:
+// adam is Adam (Kingma & Ba 2015, Alg. 1) with weight decay in one of two forms. Coupled
+// (L2 added to the gradient after clipping, as PyTorch's torch.optim.Adam(weight_decay=…)):
 //
 //	g ← g + wd·θ;  m ← β₁m + (1−β₁)g;  v ← β₂v + (1−β₂)g²
 //	θ ← θ − lr · (m/(1−β₁ᵗ)) / (sqrt(v/(1−β₂ᵗ)) + ε)
+//
+// or decoupled (AdamW, Loshchilov & Hutter 2019, in torch.optim.AdamW's convention where
+// the shrink is scaled by the scheduled lr): the moments see g alone and the weights
+// shrink by lr·wd·θ,
+//
+//	θ ← θ − lr · (m/(1−β₁ᵗ)) / (sqrt(v/(1−β₂ᵗ)) + ε) − lr·wd·θ
 type adam struct {
 	beta1, beta2, eps, wd float64
+	decoupled             bool
 	m, v                  []float64
 	t                     int
 }
 
-func newAdam(n int, wd float64) *adam {
-	return &adam{beta1: 0.9, beta2: 0.999, eps: 1e-8, wd: wd, m: make([]float64, n), v: make([]float64, n)}
+func newAdam(n int, wd float64, decoupled bool) *adam {
+	return &adam{beta1: 0.9, beta2: 0.999, eps: 1e-8, wd: wd, decoupled: decoupled, m: make([]float64, n), v: make([]float64, n)}
 }
 
 // step updates theta in place from gradient g (not modified) with learning rate lr.
@@ -27,6 +34,15 @@ func (a *adam) step(theta, g []float64, lr float64) {
 	a.t++
 	c1 := 1 - math.Pow(a.beta1, float64(a.t))
 	c2 := 1 - math.Pow(a.beta2, float64(a.t))
+	if a.decoupled {
+		shrink := lr * a.wd
+		for i, gi := range g {
+			a.m[i] = a.beta1*a.m[i] + (1-a.beta1)*gi
+			a.v[i] = a.beta2*a.v[i] + (1-a.beta2)*gi*gi
+			theta[i] -= lr*(a.m[i]/c1)/(math.Sqrt(a.v[i]/c2)+a.eps) + shrink*theta[i]
+		}
+		return
+	}
 	for i, gi := range g {
 		gi += a.wd * theta[i]
 		a.m[i] = a.beta1*a.m[i] + (1-a.beta1)*gi

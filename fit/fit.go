@@ -13,6 +13,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/internal/knn"
+	"github.com/cairnhq/cairn/internal/linsvm"
 	"github.com/cairnhq/cairn/internal/rng"
 )
 
@@ -124,12 +125,19 @@ type Options struct {
 	BatchSize   int     // 512
 	LR          float64 // 1.25e-2, peak of the cosine schedule
 	WeightDecay float64 // 3e-5
-	ClipNorm    float64 // 1
-	BiasInit    float64 // 0.1
+	// DecoupledDecay applies WeightDecay as AdamW's decoupled shrink θ ← θ − lr·wd·θ instead
+	// of adding wd·θ to the gradient (false, torch.optim.Adam's L2).
+	DecoupledDecay bool
+	ClipNorm       float64 // 1
+	BiasInit       float64 // 0.1
 	// KNN is the neighbour count of the majority-vote accuracy (20).
 	KNN int
 	// Balanced selects and reports balanced accuracy (unbalanced classes, e.g. Adult).
 	Balanced bool
+	// Probe also scores the initialization and the reported point with the paper's linear
+	// SVM probe (Result.InitProbe, Result.TestProbe). It costs one SVM fit on the
+	// validation embeddings each and changes nothing in the fit.
+	Probe bool
 }
 
 // DefaultOptions returns the paper's Stage 2 settings for loss l.
@@ -212,6 +220,12 @@ type Result struct {
 	// initialization is not a checkpoint candidate (a fit returning Ã₀ would have ω = 0);
 	// InitVal lets a caller see whether Adam's selected checkpoint beat it on validation.
 	InitVal float64
+	// InitProbe and TestProbe are the paper's linear-SVM probe (package linsvm: C = 1,
+	// balanced class weights, fit on the normalized validation embeddings, scored on the
+	// test split) for the initialization and the selected checkpoint, when Options.Probe
+	// is set and both splits carry the same label set; NaN fields otherwise. They are
+	// reported next to the k-NN evaluation and select nothing.
+	InitProbe, TestProbe Eval
 }
 
 // Eval is a k-NN evaluation of test embeddings against the labelled validation
@@ -450,6 +464,55 @@ func (e *evaluator) test(a *mat.Dense, b []float64) (Eval, error) {
 	return ev, nil
 }
 
+// probe evaluates the paper's linear-SVM probe (appendix "Training and evaluation"): a
+// class-weighted ℓ2 linear SVM, C = 1, fit on the row-normalized validation embeddings and
+// scored on the row-normalized test embeddings. Like the paper's it refuses (NaN) when the
+// two splits' label sets differ, and it runs only under Options.Probe.
+func (e *evaluator) probe(a *mat.Dense, b []float64) (Eval, error) {
+	ev := Eval{math.NaN(), math.NaN()}
+	if !e.opt.Probe || e.zv == nil || e.zt == nil || e.p.Val.Labels == nil || e.p.Test.Labels == nil {
+		return ev, nil
+	}
+	if !sameLabelSet(e.p.Val.Labels, e.p.Test.Labels) {
+		return ev, nil
+	}
+	embedTo(e.zv, e.p.Val.K, a, b)
+	embedTo(e.zt, e.p.Test.K, a, b)
+	knn.NormalizeRowsTo(e.zv, e.zv)
+	knn.NormalizeRowsTo(e.zt, e.zt)
+	o := linsvm.DefaultOptions()
+	o.Seed = rng.Seed(e.opt.Seed, "fit/probe")
+	m, err := linsvm.Train(e.zv, e.p.Val.Labels, o)
+	if err != nil {
+		return ev, fmt.Errorf("linear probe: %w", err)
+	}
+	pred := make([]int, len(e.p.Test.Labels))
+	m.PredictTo(pred, e.zt)
+	ev.Accuracy = knn.Accuracy(pred, e.p.Test.Labels)
+	ev.BalancedAccuracy = knn.BalancedAccuracy(pred, e.p.Test.Labels)
+	return ev, nil
+}
+
+func sameLabelSet(a, b []int) bool {
+	set := func(l []int) map[int]bool {
+		s := map[int]bool{}
+		for _, v := range l {
+			s[v] = true
+		}
+		return s
+	}
+	sa, sb := set(a), set(b)
+	if len(sa) != len(sb) {
+		return false
+	}
+	for v := range sa {
+		if !sb[v] {
+			return false
+		}
+	}
+	return true
+}
+
 func checkA0(p *Problem, a0 *mat.Dense) (m, k int, err error) {
 	_, m = p.KA.Dims()
 	r, k := a0.Dims()
@@ -499,6 +562,9 @@ func AdamContext(ctx context.Context, p *Problem, a0 *mat.Dense, opt Options) (*
 	if res.InitVal, err = ev.score(md.a, md.b, crit); err != nil {
 		return nil, err
 	}
+	if res.InitProbe, err = ev.probe(md.a, md.b); err != nil {
+		return nil, err
+	}
 	if crit == SelectedByValLoss {
 		res.InitVal = -res.InitVal
 	}
@@ -506,7 +572,7 @@ func AdamContext(ctx context.Context, p *Problem, a0 *mat.Dense, opt Options) (*
 	bestScore := math.Inf(-1)
 	bounds := batchBounds(n, opt.BatchSize)
 	total := opt.Epochs * (len(bounds) - 1)
-	opt2 := newAdam(len(md.theta), opt.WeightDecay)
+	opt2 := newAdam(len(md.theta), opt.WeightDecay, opt.DecoupledDecay)
 	idHash := hashIDs(p.IDs)
 	order := make([]int, 0, n)
 	stale := 0
@@ -560,6 +626,9 @@ func AdamContext(ctx context.Context, p *Problem, a0 *mat.Dense, opt Options) (*
 	res.B = slices.Clone(md.b)
 	res.Omega = Omega(res.A, res.A0)
 	if res.TestEval, err = ev.test(md.a, md.b); err != nil {
+		return nil, err
+	}
+	if res.TestProbe, err = ev.probe(md.a, md.b); err != nil {
 		return nil, err
 	}
 	return res, nil

@@ -3,11 +3,15 @@ package fit
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/cairnhq/cairn/internal/linsvm"
+	"github.com/cairnhq/cairn/internal/rng"
 )
 
 // synthetic builds a separable problem with a nuisance: points have a class signal in two
@@ -110,7 +114,7 @@ func TestParamGradient(t *testing.T) {
 // TestAdamStep compares two Adam steps with a hand computation (β₁ = 0.9, β₂ = 0.999,
 // ε = 1e-8, weight decay 0.01, lr 0.1).
 func TestAdamStep(t *testing.T) {
-	a := newAdam(1, 0.01)
+	a := newAdam(1, 0.01, false)
 	th := []float64{1}
 	a.step(th, []float64{0.5}, 0.1)
 	// g = 0.5 + 0.01·1 = 0.51; m̂ = 0.51, v̂ = 0.51² → θ = 1 − 0.1·0.51/(0.51 + 1e-8).
@@ -127,6 +131,45 @@ func TestAdamStep(t *testing.T) {
 	a.step(th, []float64{-0.2}, 0.05)
 	if math.Abs(th[0]-want) > 1e-15 {
 		t.Fatalf("step 2: got %.17g, want %.17g", th[0], want)
+	}
+}
+
+// TestAdamWStep checks the decoupled form against a hand computation: the moments see the
+// loss gradient alone and the weight shrinks by lr·wd·θ after the Adam step. A coordinate
+// with zero gradient then decays geometrically by (1 − lr·wd), where the coupled form
+// would normalize the lone wd·θ into a full step of ≈ lr toward zero.
+func TestAdamWStep(t *testing.T) {
+	a := newAdam(2, 0.01, true)
+	th := []float64{1, 3}
+	a.step(th, []float64{0.5, 0}, 0.1)
+	// Coordinate 0: m̂ = 0.5, v̂ = 0.25 → θ = 1 − 0.1·0.5/(0.5 + 1e-8) − 0.1·0.01·1.
+	want := 1 - 0.1*0.5/(0.5+1e-8) - 0.001
+	if math.Abs(th[0]-want) > 1e-15 {
+		t.Fatalf("step 1, θ[0]: got %.17g, want %.17g", th[0], want)
+	}
+	// Coordinate 1: m = v = 0, so only the shrink acts: θ = 3·(1 − 0.001).
+	if want := 3 * (1 - 0.001); math.Abs(th[1]-want) > 1e-15 {
+		t.Fatalf("step 1, θ[1]: got %.17g, want %.17g", th[1], want)
+	}
+	t1 := th[0]
+	m := 0.9*0.1*0.5 + 0.1*(-0.2)
+	v := 0.999*0.001*0.25 + 0.001*0.04
+	mh, vh := m/(1-0.81), v/(1-0.999*0.999)
+	want = t1 - 0.05*mh/(math.Sqrt(vh)+1e-8) - 0.05*0.01*t1
+	a.step(th, []float64{-0.2, 0}, 0.05)
+	if math.Abs(th[0]-want) > 1e-15 {
+		t.Fatalf("step 2, θ[0]: got %.17g, want %.17g", th[0], want)
+	}
+	if want := 3 * (1 - 0.001) * (1 - 0.0005); math.Abs(th[1]-want) > 1e-15 {
+		t.Fatalf("step 2, θ[1]: got %.17g, want %.17g", th[1], want)
+	}
+	// The coupled form moves the gradient-free coordinate by ≈ lr on the first step.
+	c := newAdam(1, 0.01, false)
+	tc := []float64{3}
+	c.step(tc, []float64{0}, 0.1)
+	// The step is lr·g/(g + ε) with g = wd·θ = 0.03, i.e. lr up to a relative ε/g ≈ 3e-7.
+	if got := 3 - tc[0]; math.Abs(got-0.1) > 1e-6 {
+		t.Fatalf("coupled step on a zero gradient moved θ by %.12g, want ≈ lr = 0.1", got)
 	}
 }
 
@@ -353,5 +396,91 @@ func TestAdamInitVal(t *testing.T) {
 	}
 	if !math.IsNaN(kr.InitVal) {
 		t.Errorf("Krepes InitVal = %v, want NaN (not scored)", kr.InitVal)
+	}
+}
+
+// TestProbeWiring checks Result.InitProbe and Result.TestProbe against the probe computed
+// here from its definition: embed the validation and test splits with (Ã₀, b₀) and with
+// the selected (Ã, b), normalize rows, fit linsvm (tested against a Newton reference in its
+// own package) on validation and score the test split. Same inputs and seed, so the
+// accuracies must agree exactly. Without Options.Probe, and when the splits' label sets
+// differ, the fields are NaN.
+func TestProbeWiring(t *testing.T) {
+	p := synthetic(12, 200, 24, 60, 80)
+	in, err := Initialize(PCI, p, 8, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := func(a *mat.Dense, b []float64, seed uint64) float64 {
+		embed := func(k *mat.Dense) *mat.Dense {
+			r, _ := k.Dims()
+			_, c := a.Dims()
+			z := mat.NewDense(r, c, nil)
+			z.Mul(k, a)
+			for i := range r {
+				row := z.RawRowView(i)
+				var ss float64
+				for j := range row {
+					row[j] += b[j]
+					ss += row[j] * row[j]
+				}
+				for j := range row {
+					row[j] /= math.Sqrt(ss)
+				}
+			}
+			return z
+		}
+		o := linsvm.DefaultOptions()
+		o.Seed = rng.Seed(seed, "fit/probe")
+		m, err := linsvm.Train(embed(p.Val.K), p.Val.Labels, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pred := make([]int, len(p.Test.Labels))
+		m.PredictTo(pred, embed(p.Test.K))
+		right := 0
+		for i, l := range pred {
+			if l == p.Test.Labels[i] {
+				right++
+			}
+		}
+		return float64(right) / float64(len(pred))
+	}
+	opt := smallOptions(VICReg)
+	opt.Probe = true
+	r, err := Adam(p, in.A0, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.InitProbe.Accuracy, ref(r.A0, r.B0, opt.Seed); got != want {
+		t.Errorf("Adam InitProbe: got %v, want %v", got, want)
+	}
+	if got, want := r.TestProbe.Accuracy, ref(r.A, r.B, opt.Seed); got != want {
+		t.Errorf("Adam TestProbe: got %v, want %v", got, want)
+	}
+	ko := DefaultKrepesOptions(VICReg)
+	ko.Options = opt
+	ko.MaxIter = 3
+	kr, err := Krepes(p, in.A0, ko)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := kr.InitProbe.Accuracy, ref(kr.A0, kr.B0, opt.Seed); got != want {
+		t.Errorf("KREPES InitProbe: got %v, want %v", got, want)
+	}
+	if got, want := kr.TestProbe.Accuracy, ref(kr.A, kr.B, opt.Seed); got != want {
+		t.Errorf("KREPES TestProbe: got %v, want %v", got, want)
+	}
+
+	opt.Probe = false
+	if r, err := Adam(p, in.A0, opt); err != nil || !math.IsNaN(r.TestProbe.Accuracy) || !math.IsNaN(r.InitProbe.Accuracy) {
+		t.Errorf("Probe off: got %v, %v (err %v), want NaN", r.InitProbe, r.TestProbe, err)
+	}
+	opt.Probe = true
+	q := *p
+	q.Test.Labels = slices.Clone(p.Test.Labels)
+	q.Test.Labels[0] = 7 // a class the validation split does not have
+	if r, err := Adam(&q, in.A0, opt); err != nil || !math.IsNaN(r.TestProbe.Accuracy) {
+		t.Errorf("label sets differ: got %v (err %v), want NaN", r.TestProbe, err)
 	}
 }

@@ -201,5 +201,13 @@ func Krepes(p *Problem, a0 *mat.Dense, opt KrepesOptions) (*KrepesResult, error)
 	if res.TestEval, err = ev.test(md.a, md.b); err != nil {
 		return nil, err
 	}
+	// The probes run after the timed solve: the final iterate, then the initialization.
+	if res.TestProbe, err = ev.probe(md.a, md.b); err != nil {
+		return nil, err
+	}
+	copy(md.theta, theta0)
+	if res.InitProbe, err = ev.probe(md.a, md.b); err != nil {
+		return nil, err
+	}
 	return res, nil
 }

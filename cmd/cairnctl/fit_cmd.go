@@ -42,6 +42,9 @@ func runFit(args []string, stdout io.Writer) error {
 	epochs := fs.Int("epochs", 20, "Adam epochs")
 	initScaleFlag := fs.String("init-scale", fit.DefaultInitScale, "multiply Ã₀ by this factor; unit (default): by the factor giving the training latents K_A Ã₀ unit mean per-dimension variance; auto: unit for the PCI initializers, 1 for the others")
 	lr := fs.Float64("lr", fit.DefaultOptions(fit.SimCLR).LR, "Adam peak learning rate (paper Table hparams; in units of Ã, see fit.DefaultInitScale)")
+	wd := fs.Float64("weight-decay", fit.DefaultOptions(fit.SimCLR).WeightDecay, "Adam weight decay (paper Table hparams)")
+	decay := fs.String("decay", "l2", "how Adam applies --weight-decay: l2 (added to the gradient, torch.optim.Adam) | decoupled (AdamW)")
+	probe := fs.Bool("probe", true, "also score the initialization and the reported point with the paper's linear-SVM probe (probe_accuracy, init_probe_accuracy)")
 	selector := fs.String("selector", coreset.SelPCNTK, "landmark selector")
 	valFrac := fs.Float64("val-frac", 0.2, "fraction of the loaded train rows held out for validation")
 	testN := fs.Int("test-n", 2000, "rows of the test split to evaluate on (0 = no test evaluation)")
@@ -73,6 +76,12 @@ func runFit(args []string, stdout io.Writer) error {
 	}
 	if !(*lr > 0) || math.IsInf(*lr, 0) {
 		return fmt.Errorf("--lr: %v must be positive and finite", *lr)
+	}
+	if !(*wd >= 0) || math.IsInf(*wd, 0) {
+		return fmt.Errorf("--weight-decay: %v must be non-negative and finite", *wd)
+	}
+	if *decay != "l2" && *decay != "decoupled" {
+		return fmt.Errorf("--decay: %q (want l2 or decoupled)", *decay)
 	}
 	if *testN < 0 || *k < 1 || *epochs < 1 {
 		return fmt.Errorf("--test-n %d, --k %d, --epochs %d: must be ≥ 0, ≥ 1, ≥ 1", *testN, *k, *epochs)
@@ -128,6 +137,7 @@ func runFit(args []string, stdout io.Writer) error {
 	if *solver == "adam" {
 		opt := fit.DefaultOptions(loss)
 		opt.Seed, opt.Epochs, opt.Balanced, opt.LR = pf.seed, *epochs, balanced, *lr
+		opt.WeightDecay, opt.DecoupledDecay, opt.Probe = *wd, *decay == "decoupled", *probe
 		out["lr"] = opt.LR
 		rep, err := fit.Repeat(prob, init, opt, *fits, 2)
 		if err != nil {
@@ -149,6 +159,7 @@ func runFit(args []string, stdout io.Writer) error {
 	} else {
 		opt := fit.DefaultKrepesOptions(loss)
 		opt.Seed, opt.Balanced, opt.Damping, opt.MaxIter = pf.seed, balanced, *damping, *cgIters
+		opt.Probe = *probe
 		kr, err := fit.Krepes(prob, init.A0, opt)
 		if err != nil {
 			return err
@@ -173,6 +184,11 @@ func runFit(args []string, stdout io.Writer) error {
 	out["balanced_accuracy"] = jsonNum(res.TestEval.BalancedAccuracy)
 	out["init_accuracy"] = jsonNum(res.InitEval.Value(balanced))
 	out["init_val"] = jsonNum(res.InitVal)
+	if *probe {
+		out["probe_accuracy"] = jsonNum(res.TestProbe.Value(balanced))
+		out["probe_plain_accuracy"] = jsonNum(res.TestProbe.Accuracy)
+		out["init_probe_accuracy"] = jsonNum(res.InitProbe.Value(balanced))
+	}
 	out["epochs"] = res.Epochs
 	out["best_epoch"] = res.BestEpoch
 	out["selected_by"] = res.SelectedBy

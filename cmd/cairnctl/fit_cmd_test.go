@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -30,5 +31,46 @@ func TestRunFitRejectsBadKernelScale(t *testing.T) {
 	err := runFit(args, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--kernel-scale") || !errors.Is(err, fit.ErrOption) {
 		t.Errorf("--kernel-scale Diag: got error %v, want one naming --kernel-scale and wrapping fit.ErrOption", err)
+	}
+}
+
+// TestRunFitDecayFlags checks that --weight-decay and --decay are validated before any data
+// is loaded, with the flag named in the error.
+func TestRunFitDecayFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--weight-decay", "-1e-5"}, {"--weight-decay", "NaN"}, {"--weight-decay", "Inf"}, {"--decay", "adamw"}, {"--decay", ""},
+	} {
+		err := runFit(append([]string{"--data", "mnist"}, args...), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("%v: got error %v, want one naming %s", args, err, args[0])
+		}
+	}
+}
+
+// TestRunFitProbeKeys runs a small fit (600 MNIST rows, so the 120 validation and 200 test
+// rows hold all ten digits) and checks that the linear-probe keys are present and are
+// accuracies, and absent with --probe=false.
+func TestRunFitProbeKeys(t *testing.T) {
+	base := []string{"--data", "mnist", "--n", "600", "--m", "8", "--h", "2", "--s", "32", "--test-n", "200", "--epochs", "2", "--k", "8", "--decay", "decoupled"}
+	var out strings.Builder
+	if err := runFit(base, &out); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(out.String()), &got); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
+	}
+	for _, key := range []string{"probe_accuracy", "probe_plain_accuracy", "init_probe_accuracy", "accuracy"} {
+		v, ok := got[key].(float64)
+		if !ok || !(v > 0 && v <= 1) {
+			t.Errorf("%s = %v, want an accuracy in (0, 1]", key, got[key])
+		}
+	}
+	out.Reset()
+	if err := runFit(append(base, "--probe=false"), &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "probe_accuracy") {
+		t.Errorf("--probe=false still reports probe_accuracy:\n%s", out.String())
 	}
 }
