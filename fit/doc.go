@@ -37,7 +37,7 @@
 //     use) therefore rescales Ã₀ to unit latent variance (DefaultInitScale
 //     documents the measurements).
 //   - Checkpoints (Result.SelectedBy): "val_knn_accuracy" (leave-one-out majority-vote
-//     k-NN accuracy, k = Options.KNN = 20, within the labelled validation split; balanced
+//     k-NN accuracy, k = Options.KNN = 50, within the labelled validation split; balanced
 //     accuracy when Options.Balanced) when validation labels exist; else "val_loss" (the
 //     loss between the validation split's two views K and KB); else "final_epoch". A
 //     checkpoint is taken after each epoch (the initialization is not a candidate: it

@@ -130,7 +130,10 @@ type Options struct {
 	DecoupledDecay bool
 	ClipNorm       float64 // 1
 	BiasInit       float64 // 0.1
-	// KNN is the neighbour count of the majority-vote accuracy (20).
+	// KNN is the neighbour count of the majority-vote accuracy: knn.ConfidenceK = 50, the
+	// one count the issue and the paper name ("cosine, 50 neighbours for confidence,
+	// majority vote for accuracy"), so one neighbour set gives both the confidence and the
+	// vote.
 	KNN int
 	// Balanced selects and reports balanced accuracy (unbalanced classes, e.g. Adult).
 	Balanced bool
@@ -144,7 +147,7 @@ type Options struct {
 func DefaultOptions(l Loss) Options {
 	return Options{
 		Loss: l, Params: DefaultLossParams(), Epochs: 20, Patience: 7, BatchSize: 512,
-		LR: 1.25e-2, WeightDecay: 3e-5, ClipNorm: 1, BiasInit: 0.1, KNN: 20,
+		LR: 1.25e-2, WeightDecay: 3e-5, ClipNorm: 1, BiasInit: 0.1, KNN: knn.ConfidenceK,
 	}
 }
 

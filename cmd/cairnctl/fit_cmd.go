@@ -44,6 +44,7 @@ func runFit(args []string, stdout io.Writer) error {
 	lr := fs.Float64("lr", fit.DefaultOptions(fit.SimCLR).LR, "Adam peak learning rate (paper Table hparams; in units of Ã, see fit.DefaultInitScale)")
 	wd := fs.Float64("weight-decay", fit.DefaultOptions(fit.SimCLR).WeightDecay, "Adam weight decay (paper Table hparams)")
 	decay := fs.String("decay", "l2", "how Adam applies --weight-decay: l2 (added to the gradient, torch.optim.Adam) | decoupled (AdamW)")
+	knnK := fs.Int("knn", fit.DefaultOptions(fit.SimCLR).KNN, "neighbours of the majority-vote k-NN accuracy (checkpoint selection and the reported accuracy)")
 	probe := fs.Bool("probe", true, "also score the initialization and the reported point with the paper's linear-SVM probe (probe_accuracy, init_probe_accuracy)")
 	selector := fs.String("selector", coreset.SelPCNTK, "landmark selector")
 	valFrac := fs.Float64("val-frac", 0.2, "fraction of the loaded train rows held out for validation")
@@ -82,6 +83,9 @@ func runFit(args []string, stdout io.Writer) error {
 	}
 	if *decay != "l2" && *decay != "decoupled" {
 		return fmt.Errorf("--decay: %q (want l2 or decoupled)", *decay)
+	}
+	if *knnK < 1 {
+		return fmt.Errorf("--knn: %d must be ≥ 1", *knnK)
 	}
 	if *testN < 0 || *k < 1 || *epochs < 1 {
 		return fmt.Errorf("--test-n %d, --k %d, --epochs %d: must be ≥ 0, ≥ 1, ≥ 1", *testN, *k, *epochs)
@@ -132,12 +136,13 @@ func runFit(args []string, stdout io.Writer) error {
 		metric = "balanced_accuracy"
 	}
 	out["accuracy_metric"] = metric
+	out["knn"] = *knnK
 	t0 = time.Now()
 	var res *fit.Result
 	if *solver == "adam" {
 		opt := fit.DefaultOptions(loss)
 		opt.Seed, opt.Epochs, opt.Balanced, opt.LR = pf.seed, *epochs, balanced, *lr
-		opt.WeightDecay, opt.DecoupledDecay, opt.Probe = *wd, *decay == "decoupled", *probe
+		opt.WeightDecay, opt.DecoupledDecay, opt.Probe, opt.KNN = *wd, *decay == "decoupled", *probe, *knnK
 		out["lr"] = opt.LR
 		rep, err := fit.Repeat(prob, init, opt, *fits, 2)
 		if err != nil {
@@ -159,7 +164,7 @@ func runFit(args []string, stdout io.Writer) error {
 	} else {
 		opt := fit.DefaultKrepesOptions(loss)
 		opt.Seed, opt.Balanced, opt.Damping, opt.MaxIter = pf.seed, balanced, *damping, *cgIters
-		opt.Probe = *probe
+		opt.Probe, opt.KNN = *probe, *knnK
 		kr, err := fit.Krepes(prob, init.A0, opt)
 		if err != nil {
 			return err

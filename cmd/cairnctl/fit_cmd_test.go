@@ -38,7 +38,7 @@ func TestRunFitRejectsBadKernelScale(t *testing.T) {
 // is loaded, with the flag named in the error.
 func TestRunFitDecayFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"--weight-decay", "-1e-5"}, {"--weight-decay", "NaN"}, {"--weight-decay", "Inf"}, {"--decay", "adamw"}, {"--decay", ""},
+		{"--weight-decay", "-1e-5"}, {"--weight-decay", "NaN"}, {"--weight-decay", "Inf"}, {"--decay", "adamw"}, {"--decay", ""}, {"--knn", "0"},
 	} {
 		err := runFit(append([]string{"--data", "mnist"}, args...), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
