@@ -448,16 +448,20 @@ func TestProbeWiring(t *testing.T) {
 	}
 	opt := smallOptions(VICReg)
 	opt.Probe = true
+	check := func(solver string, r *Result) {
+		t.Helper()
+		if got, want := r.InitProbe.Accuracy, ref(r.A0, r.B0, opt.Seed); got != want {
+			t.Errorf("%s InitProbe: got %v, want %v", solver, got, want)
+		}
+		if got, want := r.TestProbe.Accuracy, ref(r.A, r.B, opt.Seed); got != want {
+			t.Errorf("%s TestProbe: got %v, want %v", solver, got, want)
+		}
+	}
 	r, err := Adam(p, in.A0, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := r.InitProbe.Accuracy, ref(r.A0, r.B0, opt.Seed); got != want {
-		t.Errorf("Adam InitProbe: got %v, want %v", got, want)
-	}
-	if got, want := r.TestProbe.Accuracy, ref(r.A, r.B, opt.Seed); got != want {
-		t.Errorf("Adam TestProbe: got %v, want %v", got, want)
-	}
+	check("Adam", r)
 	ko := DefaultKrepesOptions(VICReg)
 	ko.Options = opt
 	ko.MaxIter = 3
@@ -465,12 +469,7 @@ func TestProbeWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := kr.InitProbe.Accuracy, ref(kr.A0, kr.B0, opt.Seed); got != want {
-		t.Errorf("KREPES InitProbe: got %v, want %v", got, want)
-	}
-	if got, want := kr.TestProbe.Accuracy, ref(kr.A, kr.B, opt.Seed); got != want {
-		t.Errorf("KREPES TestProbe: got %v, want %v", got, want)
-	}
+	check("KREPES", &kr.Result)
 
 	opt.Probe = false
 	if r, err := Adam(p, in.A0, opt); err != nil || !math.IsNaN(r.TestProbe.Accuracy) || !math.IsNaN(r.InitProbe.Accuracy) {
