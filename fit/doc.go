@@ -53,6 +53,9 @@
 //     the two splits' label sets differ (the paper's probe refuses to run then). It is
 //     computed for the initialization and the reported point only, after the timed part
 //     of either solver, and selects nothing: selection stays k-NN, as the issue fixes it.
+//   - Options.TraceEvery scores the test split every that many Adam steps (Result.Trace),
+//     the Adam side of the paper's Fig. acc-vs-time next to KREPES's per-iterate scores;
+//     it changes nothing in the fit and its time is left out of every Seconds field.
 //   - Options.DecoupledDecay replaces the L2 form of the weight decay by AdamW's shrink
 //     θ ← θ − lr·wd·θ (moments see the loss gradient alone). Off by default; measured on
 //     Adult VICReg it leaves the selected checkpoint's accuracy within 0.13 points of the

@@ -141,6 +141,11 @@ type Options struct {
 	// SVM probe (Result.InitProbe, Result.TestProbe). It costs one SVM fit on the
 	// validation embeddings each and changes nothing in the fit.
 	Probe bool
+	// TraceEvery > 0 also scores Adam's iterate on the test split after every TraceEvery
+	// optimizer steps (Result.Trace): the Adam side of the paper's Fig. acc-vs-time, the
+	// counterpart of KrepesResult.IterateEval. It changes nothing in the fit, and its
+	// evaluation time is excluded from every Seconds field (0: off).
+	TraceEvery int
 }
 
 // DefaultOptions returns the paper's Stage 2 settings for loss l.
@@ -178,6 +183,9 @@ func (o *Options) Validate() error {
 	if o.KNN < 1 {
 		bad = append(bad, fmt.Sprintf("KNN = %d", o.KNN))
 	}
+	if o.TraceEvery < 0 {
+		bad = append(bad, fmt.Sprintf("TraceEvery = %d", o.TraceEvery))
+	}
 	if o.Loss == SimCLR && !(o.Params.Temperature > 0) {
 		bad = append(bad, fmt.Sprintf("Params.Temperature = %v", o.Params.Temperature))
 	}
@@ -200,9 +208,21 @@ type Epoch struct {
 	TrainLoss float64 // mean batch loss over the epoch
 	ValMetric float64 // validation accuracy or loss (NaN when neither exists)
 	// Seconds is the wall-clock time from the start of Adam to the end of this epoch's
-	// validation scoring (not deterministic): the time to reach this checkpoint, for the
-	// speed comparison with KrepesResult.IterateSeconds.
+	// validation scoring (not deterministic), excluding Options.TraceEvery's evaluations:
+	// the time to reach this checkpoint, for the speed comparison with
+	// KrepesResult.IterateSeconds.
 	Seconds float64
+}
+
+// TracePoint is the test evaluation of Adam's iterate after Step optimizer steps
+// (Options.TraceEvery).
+type TracePoint struct {
+	Step  int // optimizer steps taken, 1-based
+	Epoch int // 1-based epoch the step belongs to
+	// Seconds is the wall-clock time from the start of Adam to that step, excluding the
+	// trace's own evaluations (not deterministic).
+	Seconds float64
+	Test    Eval
 }
 
 // Result is a fitted encoder z = K Ã + b with its provenance.
@@ -229,6 +249,9 @@ type Result struct {
 	// is set and both splits carry the same label set; NaN fields otherwise. They are
 	// reported next to the k-NN evaluation and select nothing.
 	InitProbe, TestProbe Eval
+	// Trace holds the test evaluation every Options.TraceEvery steps (nil when off). With
+	// TraceEvery equal to the steps per epoch, Trace[BestEpoch−1].Test is TestEval.
+	Trace []TracePoint
 }
 
 // Eval is a k-NN evaluation of test embeddings against the labelled validation
@@ -580,6 +603,7 @@ func AdamContext(ctx context.Context, p *Problem, a0 *mat.Dense, opt Options) (*
 	order := make([]int, 0, n)
 	stale := 0
 	step := 0
+	var traceTime time.Duration // excluded from every Seconds field
 	for epoch := 1; epoch <= opt.Epochs; epoch++ {
 		order = batchOrder(order, p.IDs, idHash, opt.Seed, epoch)
 		var sum float64
@@ -596,6 +620,15 @@ func AdamContext(ctx context.Context, p *Problem, a0 *mat.Dense, opt Options) (*
 			clipNorm(md.grad, opt.ClipNorm)
 			opt2.step(md.theta, md.grad, cosineLR(opt.LR, step, total))
 			step++
+			if opt.TraceEvery > 0 && step%opt.TraceEvery == 0 {
+				t0 := time.Now()
+				te, err := ev.test(md.a, md.b)
+				if err != nil {
+					return nil, err
+				}
+				res.Trace = append(res.Trace, TracePoint{Step: step, Epoch: epoch, Seconds: (t0.Sub(start) - traceTime).Seconds(), Test: te})
+				traceTime += time.Since(t0)
+			}
 		}
 		sc, err := ev.score(md.a, md.b, crit)
 		if err != nil {
@@ -605,7 +638,7 @@ func AdamContext(ctx context.Context, p *Problem, a0 *mat.Dense, opt Options) (*
 		if crit == SelectedByValLoss {
 			val = -sc
 		}
-		res.History = append(res.History, Epoch{TrainLoss: sum / float64(len(bounds)-1), ValMetric: val, Seconds: time.Since(start).Seconds()})
+		res.History = append(res.History, Epoch{TrainLoss: sum / float64(len(bounds)-1), ValMetric: val, Seconds: (time.Since(start) - traceTime).Seconds()})
 		res.Epochs = epoch
 		if crit == SelectedByFinal || sc > bestScore {
 			bestScore = sc

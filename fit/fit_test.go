@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -481,5 +482,62 @@ func TestProbeWiring(t *testing.T) {
 	q.Test.Labels[0] = 7 // a class the validation split does not have
 	if r, err := Adam(&q, in.A0, opt); err != nil || !math.IsNaN(r.TestProbe.Accuracy) {
 		t.Errorf("label sets differ: got %v (err %v), want NaN", r.TestProbe, err)
+	}
+}
+
+// TestAdamTrace checks Options.TraceEvery: tracing changes nothing in the fit (bit-identical
+// Ã, b and selection), records one point per TraceEvery steps with increasing steps and
+// non-decreasing times, and at one point per epoch the selected epoch's point is exactly
+// the reported TestEval (the same evaluation of the same parameters). A negative value is
+// an option error.
+func TestAdamTrace(t *testing.T) {
+	p := synthetic(14, 200, 24, 40, 60)
+	in, err := Initialize(PCI, p, 8, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := smallOptions(VICReg)
+	plain, err := Adam(p, in.A0, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Trace != nil {
+		t.Errorf("TraceEvery = 0: Trace has %d points, want none", len(plain.Trace))
+	}
+	n, _ := p.KA.Dims()
+	nb := len(batchBounds(n, opt.BatchSize)) - 1
+	for _, every := range []int{1, 2, nb} {
+		o := opt
+		o.TraceEvery = every
+		r, err := Adam(p, in.A0, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !mat.Equal(r.A, plain.A) || !slices.Equal(r.B, plain.B) || r.BestEpoch != plain.BestEpoch || r.Epochs != plain.Epochs {
+			t.Errorf("TraceEvery = %d changed the fit", every)
+		}
+		if got, want := len(r.Trace), r.Epochs*nb/every; got != want {
+			t.Fatalf("TraceEvery = %d: %d trace points, want %d (%d epochs × %d steps)", every, got, want, r.Epochs, nb)
+		}
+		for i, tp := range r.Trace {
+			if tp.Step != (i+1)*every || tp.Epoch != (tp.Step-1)/nb+1 {
+				t.Errorf("TraceEvery = %d: point %d at step %d epoch %d, want step %d epoch %d", every, i, tp.Step, tp.Epoch, (i+1)*every, i*every/nb+1)
+			}
+			if i > 0 && tp.Seconds < r.Trace[i-1].Seconds {
+				t.Errorf("TraceEvery = %d: time goes back at point %d", every, i)
+			}
+			if !(tp.Test.Accuracy >= 0 && tp.Test.Accuracy <= 1) {
+				t.Errorf("TraceEvery = %d: point %d accuracy %v", every, i, tp.Test.Accuracy)
+			}
+		}
+		if every == nb {
+			if got := r.Trace[r.BestEpoch-1].Test; got != r.TestEval {
+				t.Errorf("trace at the selected epoch %d = %+v, want TestEval %+v", r.BestEpoch, got, r.TestEval)
+			}
+		}
+	}
+	opt.TraceEvery = -1
+	if _, err := Adam(p, in.A0, opt); !errors.Is(err, ErrOption) {
+		t.Errorf("TraceEvery = -1: got %v, want ErrOption", err)
 	}
 }

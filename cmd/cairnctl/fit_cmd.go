@@ -46,6 +46,7 @@ func runFit(args []string, stdout io.Writer) error {
 	decay := fs.String("decay", "l2", "how Adam applies --weight-decay: l2 (added to the gradient, torch.optim.Adam) | decoupled (AdamW)")
 	knnK := fs.Int("knn", fit.DefaultOptions(fit.SimCLR).KNN, "neighbours of the majority-vote k-NN accuracy (checkpoint selection and the reported accuracy)")
 	probe := fs.Bool("probe", true, "also score the initialization and the reported point with the paper's linear-SVM probe (probe_accuracy, init_probe_accuracy)")
+	traceEvery := fs.Int("trace-every", 0, "Adam: also score the test split every N optimizer steps (trace; the Adam side of the paper's accuracy-vs-time figure; 0 = off)")
 	selector := fs.String("selector", coreset.SelPCNTK, "landmark selector")
 	valFrac := fs.Float64("val-frac", 0.2, "fraction of the loaded train rows held out for validation")
 	testN := fs.Int("test-n", 2000, "rows of the test split to evaluate on (0 = no test evaluation)")
@@ -83,6 +84,9 @@ func runFit(args []string, stdout io.Writer) error {
 	}
 	if *decay != "l2" && *decay != "decoupled" {
 		return fmt.Errorf("--decay: %q (want l2 or decoupled)", *decay)
+	}
+	if *traceEvery < 0 || (*traceEvery > 0 && *solver != "adam") {
+		return fmt.Errorf("--trace-every: %d (≥ 0, and only with --solver adam: krepes scores every CG iterate)", *traceEvery)
 	}
 	if *knnK < 1 {
 		return fmt.Errorf("--knn: %d must be ≥ 1", *knnK)
@@ -143,6 +147,7 @@ func runFit(args []string, stdout io.Writer) error {
 		opt := fit.DefaultOptions(loss)
 		opt.Seed, opt.Epochs, opt.Balanced, opt.LR = pf.seed, *epochs, balanced, *lr
 		opt.WeightDecay, opt.DecoupledDecay, opt.Probe, opt.KNN = *wd, *decay == "decoupled", *probe, *knnK
+		opt.TraceEvery = *traceEvery
 		out["lr"] = opt.LR
 		rep, err := fit.Repeat(prob, init, opt, *fits, 2)
 		if err != nil {
@@ -161,6 +166,14 @@ func runFit(args []string, stdout io.Writer) error {
 			out["fit_seeds"] = rep.Seeds
 		}
 		out["omega"] = omega
+		if *traceEvery > 0 {
+			// The first fit's trace (every fit of --fits R traces; they differ only in seed).
+			tr := make([]any, len(res.Trace))
+			for i, p := range res.Trace {
+				tr[i] = map[string]any{"step": p.Step, "epoch": p.Epoch, "seconds": p.Seconds, "accuracy": jsonNum(p.Test.Value(balanced))}
+			}
+			out["trace"] = tr
+		}
 	} else {
 		opt := fit.DefaultKrepesOptions(loss)
 		opt.Seed, opt.Balanced, opt.Damping, opt.MaxIter = pf.seed, balanced, *damping, *cgIters

@@ -39,6 +39,7 @@ func TestRunFitRejectsBadKernelScale(t *testing.T) {
 func TestRunFitDecayFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--weight-decay", "-1e-5"}, {"--weight-decay", "NaN"}, {"--weight-decay", "Inf"}, {"--decay", "adamw"}, {"--decay", ""}, {"--knn", "0"},
+		{"--trace-every", "-1"}, {"--trace-every", "2", "--solver", "krepes"},
 	} {
 		err := runFit(append([]string{"--data", "mnist"}, args...), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
@@ -49,11 +50,13 @@ func TestRunFitDecayFlags(t *testing.T) {
 
 // TestRunFitProbeKeys runs a small fit (600 MNIST rows, so the 120 validation and 200 test
 // rows hold all ten digits) and checks that the linear-probe keys are present and are
-// accuracies, and absent with --probe=false.
+// accuracies, and absent with --probe=false. The first run also traces every step: its
+// ~480 training rows make one batch per epoch, so the trace has one point per epoch and
+// the selected epoch's point is the reported accuracy.
 func TestRunFitProbeKeys(t *testing.T) {
 	base := []string{"--data", "mnist", "--n", "600", "--m", "8", "--h", "2", "--s", "32", "--test-n", "200", "--epochs", "2", "--k", "8", "--decay", "decoupled"}
 	var out strings.Builder
-	if err := runFit(base, &out); err != nil {
+	if err := runFit(append(base, "--trace-every", "1"), &out); err != nil {
 		t.Fatal(err)
 	}
 	var got map[string]any
@@ -66,11 +69,21 @@ func TestRunFitProbeKeys(t *testing.T) {
 			t.Errorf("%s = %v, want an accuracy in (0, 1]", key, got[key])
 		}
 	}
+	trace, _ := got["trace"].([]any)
+	epochs, _ := got["epochs"].(float64)
+	best, _ := got["best_epoch"].(float64)
+	if len(trace) != int(epochs) || best < 1 {
+		t.Fatalf("trace has %d points for %v epochs (best %v), want one per epoch", len(trace), epochs, best)
+	}
+	pt, _ := trace[int(best)-1].(map[string]any)
+	if pt["step"] != best || pt["epoch"] != best || pt["accuracy"] != got["accuracy"] {
+		t.Errorf("trace point at the selected epoch = %v, want step = epoch = %v and accuracy %v", pt, best, got["accuracy"])
+	}
 	out.Reset()
 	if err := runFit(append(base, "--probe=false"), &out); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(out.String(), "probe_accuracy") {
-		t.Errorf("--probe=false still reports probe_accuracy:\n%s", out.String())
+	if strings.Contains(out.String(), "probe_accuracy") || strings.Contains(out.String(), `"trace"`) {
+		t.Errorf("--probe=false without --trace-every still reports probe_accuracy or trace:\n%s", out.String())
 	}
 }
