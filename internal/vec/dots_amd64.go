@@ -11,3 +11,6 @@ func dotLanes4x3(lanes, f []float64, ldf int, z []float64, ldz, n int)
 
 //go:noescape
 func dotLanes1x4(lanes, f, z []float64, ldz, n int)
+
+//go:noescape
+func dot32Lanes1x4(lanes, f []float64, z []float32, ldz, n int)
