@@ -43,7 +43,8 @@ import (
 // A Query is not safe for concurrent use: make one per goroutine with Sketch.NewQuery. In
 // steady state FeaturesDiagTo allocates nothing.
 type Query struct {
-	sk    *Sketch
+	sk    *Sketch // nil for an exact-only Query (NewExactQuery)
+	b     Backbone
 	split bool // use a helper goroutine (GOMAXPROCS > 1 when the Query was made)
 	c     float64
 	plan  srhtPlan
@@ -71,8 +72,9 @@ type queryHalf struct {
 	unit []float64  // e_i, len d
 	sq   float64    // this half's share of Σ_i ||J_xᵀe_i||²
 
-	// job ranges: heads [h0, h1) and unit vectors (Jacobian rows) [i0, i1)
-	h0, h1, i0, i1 int
+	// job ranges: heads [h0, h1) and unit vectors (Jacobian rows) [i0, i1); ExactTo's
+	// unit vectors on the generic path [e0, e1)
+	h0, h1, i0, i1, e0, e1 int
 
 	// ConvNet path, per conv layer l: dcols[l] (l ≥ 1) holds the input-patch gradients of
 	// this half's columns, position-major (np × m × K); gp[l] (l < L−1) the gradients of
@@ -88,27 +90,35 @@ type queryHalf struct {
 
 // NewQuery allocates the scratch of FeaturesDiagTo. It decides once, from GOMAXPROCS,
 // whether calls use a helper goroutine.
-func (sk *Sketch) NewQuery() *Query {
-	b := sk.b
+func (sk *Sketch) NewQuery() *Query { return newQuery(sk.b, sk, runtime.GOMAXPROCS(0) > 1) }
+
+// NewExactQuery allocates a Query without a sketch, for ExactTo only (FeaturesDiagTo
+// panics on it). It uses a helper goroutine per call when GOMAXPROCS > 1.
+func NewExactQuery(b Backbone) *Query { return newQuery(b, nil, runtime.GOMAXPROCS(0) > 1) }
+
+// newQuery builds a Query for b with sketch sk (nil: exact rows only).
+func newQuery(b Backbone, sk *Sketch, split bool) *Query {
 	d, p := b.OutDim(), b.NumParams()
-	q := &Query{
-		sk:    sk,
-		split: runtime.GOMAXPROCS(0) > 1,
-		c:     1 / math.Sqrt(float64(sk.h)),
-		plan:  newSRHTPlan(sk.srht),
+	heads, workLen := 0, 0
+	q := &Query{sk: sk, b: b, split: split}
+	if sk != nil {
+		heads, workLen = sk.h, sk.srht.WorkLen()
+		q.c = 1 / math.Sqrt(float64(sk.h))
+		q.plan = newSRHTPlan(sk.srht)
 	}
 	for k := range q.half {
 		q.half[k] = &queryHalf{
 			out:  make([]float64, d),
 			grad: make([]float64, p),
-			work: make([]float64, sk.srht.WorkLen()),
+			work: make([]float64, workLen),
 			unit: make([]float64, d),
 		}
 	}
 	// Heads are split evenly; so are the Jacobian rows.
-	hm, dm := (sk.h+1)/2, (d+1)/2
-	q.half[0].h0, q.half[0].h1, q.half[1].h0, q.half[1].h1 = 0, hm, hm, sk.h
+	hm, dm := (heads+1)/2, (d+1)/2
+	q.half[0].h0, q.half[0].h1, q.half[1].h0, q.half[1].h1 = 0, hm, hm, heads
 	q.half[0].i0, q.half[0].i1, q.half[1].i0, q.half[1].i1 = 0, dm, dm, d
+	q.half[0].e0, q.half[0].e1, q.half[1].e0, q.half[1].e1 = 0, dm, dm, d
 	if n, ok := b.(*ConvNet); ok {
 		q.conv = newConvQuery(n)
 		for _, h := range q.half {
@@ -118,10 +128,10 @@ func (sk *Sketch) NewQuery() *Query {
 	} else {
 		// The generic path balances the h + d backward passes by count: half 0 takes the
 		// first ⌈(h+d)/2⌉ of the sequence heads, then units.
-		n0 := (sk.h + d + 1) / 2
-		h0 := min(n0, sk.h)
+		n0 := (heads + d + 1) / 2
+		h0 := min(n0, heads)
 		q.half[0].h0, q.half[0].h1 = 0, h0
-		q.half[1].h0, q.half[1].h1 = h0, sk.h
+		q.half[1].h0, q.half[1].h1 = h0, heads
 		q.half[0].i0, q.half[0].i1 = 0, n0-h0
 		q.half[1].i0, q.half[1].i1 = n0-h0, d
 		for _, h := range q.half {
@@ -141,6 +151,9 @@ func (sk *Sketch) NewQuery() *Query {
 // x (len InDim) is not modified. It panics on wrong lengths.
 func (q *Query) FeaturesDiagTo(dst, x []float64) (kxx float64) {
 	sk := q.sk
+	if sk == nil {
+		panic("entk: FeaturesDiagTo on an exact-only Query (NewExactQuery)")
+	}
 	if len(dst) != sk.Dim() || len(x) != sk.b.InDim() {
 		panic(fmt.Sprintf("entk: Query.FeaturesDiagTo lengths dst %d, x %d; want %d, %d",
 			len(dst), len(x), sk.Dim(), sk.b.InDim()))
@@ -171,6 +184,7 @@ const (
 	phaseConvForward
 	phaseConvBackward
 	phaseConvHeads
+	phaseGenericExact
 )
 
 // both runs the current phase's two halves, half 1 on the helper goroutine when split.
@@ -203,6 +217,8 @@ func (q *Query) runHalf(k int) {
 		q.conv.backwardHalf(h, q.half[0].ws)
 	case phaseConvHeads:
 		q.convHeadsHalf(h)
+	case phaseGenericExact:
+		q.genericExactHalf(h)
 	}
 }
 
