@@ -23,6 +23,10 @@ const (
 const (
 	VarianceExact        = "exact"        // Prop. two-axis with exact Φ terms
 	VarianceConservative = "conservative" // eq. conservative-variance from exact diagonals
+	// VarianceExactKernel: no sketch. The kernel row is the exact eNTK k*(x_ℓ, x_t) up to
+	// floating-point rounding, the radii are that rounding's bound, and the certificate
+	// holds with certainty (δ is not spent; CertifyBoundedTo).
+	VarianceExactKernel = "exact_kernel"
 )
 
 // Allocation is the split of the failure probability δ (Thm. topk): queries that share one
@@ -220,6 +224,53 @@ func (r *Ranker) CertifyTo(c *Certificate, kernel, omega, varBound []float64, k 
 		r.scores[l] = kl * w
 		r.radii[l] = w * math.Sqrt(v) * inv
 	}
+	r.rank(c, k)
+	c.Allocation = alloc
+	return nil
+}
+
+// CertifyBoundedTo fills c with the deterministic top-K certificate of a kernel row known
+// to within a bound: |kernel[ℓ] − k*(x_ℓ, x_t)| ≤ kernelErr[ℓ] (an exact eNTK row and
+// its rounding bound, entk.ExactRowError). Then Î_ℓ = kernel[ℓ]·ω_ℓ and
+//
+//	ε_ℓ = ω_ℓ·kernelErr[ℓ]·(1 + 4u) + 4u·|Î_ℓ|,   u = 2^-53,
+//
+// covers the kernel's error, the rounding of the product and of the interval ends, so
+// certified (eq. observed-separation with these radii) means the top-K set equals the
+// exact-kernel top-K of the served fit, with no probability spent: c.Allocation records
+// δ with Scheme "deterministic" and PerLandmark 0. Errors and panics as CertifyTo.
+func (r *Ranker) CertifyBoundedTo(c *Certificate, kernel, omega, kernelErr []float64, k int, delta float64) error {
+	m := len(kernel)
+	if len(omega) != m || len(kernelErr) != m {
+		panic(fmt.Sprintf("certify: CertifyBoundedTo lengths kernel %d, omega %d, kernelErr %d", m, len(omega), len(kernelErr)))
+	}
+	if k < 1 || k >= m {
+		return fmt.Errorf("%w: K = %d for m = %d landmarks, want 1 ≤ K < m", ErrTopK, k, m)
+	}
+	r.grow(m)
+	const u = 0x1p-53
+	for l, kl := range kernel {
+		w, e := omega[l], kernelErr[l]
+		switch {
+		case math.IsNaN(kl) || math.IsInf(kl, 0):
+			return fmt.Errorf("%w: kernel[%d] = %v", ErrValue, l, kl)
+		case !(w >= 0) || math.IsInf(w, 0):
+			return fmt.Errorf("%w: omega[%d] = %v, want finite ≥ 0", ErrValue, l, w)
+		case !(e >= 0) || math.IsInf(e, 0):
+			return fmt.Errorf("%w: kernelErr[%d] = %v, want finite ≥ 0", ErrValue, l, e)
+		}
+		sc := kl * w
+		r.scores[l] = sc
+		r.radii[l] = w*e*(1+4*u) + 4*u*math.Abs(sc)
+	}
+	r.rank(c, k)
+	c.Allocation = Allocation{Delta: delta, Queries: 1, Landmarks: m, Scheme: "deterministic"}
+	return nil
+}
+
+// rank finishes a certificate from r.scores and r.radii (filled for m landmarks): T̂, the
+// separation, the runner-up and the verdict; it clears c.Floor.
+func (r *Ranker) rank(c *Certificate, k int) {
 	if cap(r.top) < k {
 		r.top = make([]int, k)
 	}
@@ -254,13 +305,11 @@ func (r *Ranker) CertifyTo(c *Certificate, kernel, omega, varBound []float64, k 
 	}
 	c.LowerTop, c.UpperRest, c.Separation = lower, upper, lower-upper
 	c.RunnerUp = Entry{Index: runner, Score: r.scores[runner], Radius: r.radii[runner]}
-	c.Allocation = alloc
 	c.Verdict = Uncertified
 	if lower > upper {
 		c.Verdict = Certified
 	}
 	c.Floor = nil
-	return nil
 }
 
 // ApplyFloor attaches a repeated-fit floor analysis to c and sets the verdict:
