@@ -152,10 +152,18 @@ type Query struct {
 	// K is the default top-K size; Delta the default failure probability δ.
 	K     int     `yaml:"k"`
 	Delta float64 `yaml:"delta"`
-	// DrawQueries is how many queries share one evaluation draw: each query's δ is split
-	// over DrawQueries queries and its landmarks (δ_ℓ = δ/(DrawQueries·M), Thm. topk), and
-	// a fresh draw is taken when they are used up.
+	// DrawQueries is how many sketched answers one evaluation draw serves before it is
+	// retired (its seed is then revealed on cairn.status; answers carry only its hash).
+	// Each sketched answer splits its δ over the pool only (δ_ℓ = δ/M, Thm. topk).
 	DrawQueries int `yaml:"draw_queries"`
+	// ExactMemoryBytes is the memory budget of the exact variance model: when the
+	// landmarks' exact eNTK rows (entk.ExactDim float32s per landmark) fit in it, every
+	// answer ranks exact kernel rows with only the rounding bound as radius; otherwise
+	// answers use the sketched evaluation draw. 0 turns the exact model off.
+	ExactMemoryBytes int64 `yaml:"exact_memory_bytes"`
+	// ExactRowsCap is, on the sketched path, the most landmarks whose intervals cross the
+	// cut that get an exact kernel row (one exact Jacobian each) before ranking again.
+	ExactRowsCap int `yaml:"exact_rows_cap"`
 }
 
 // Audit configures the deletion audit (paper appendix D).
@@ -208,7 +216,7 @@ func Default() Config {
 			PointsChanged: 5000, PoolChangeFraction: 0.1, ResidualIncrease: 0.1,
 			OnDelete: true, DeleteDebounce: 250 * time.Millisecond, Idle: time.Second, MinPoints: 64,
 		},
-		Query:  Query{K: 10, Delta: 0.05, DrawQueries: 100000},
+		Query:  Query{K: 10, Delta: 0.05, DrawQueries: 10000, ExactMemoryBytes: 256 << 20, ExactRowsCap: 32},
 		Audit:  Audit{Random: 30, Reference: 1000, Test: 250},
 		Limits: Limits{MaxMessageBytes: 1 << 20, MaxIDBytes: 256, MaxK: 100, BatchEvents: 256},
 	}
@@ -483,6 +491,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Query.DrawQueries < 1 {
 		bad("query.draw_queries", c.Query.DrawQueries, "must be at least 1")
+	}
+	if c.Query.ExactMemoryBytes < 0 {
+		bad("query.exact_memory_bytes", c.Query.ExactMemoryBytes, "must be ≥ 0 (0 turns the exact model off)")
+	}
+	if c.Query.ExactRowsCap < 0 {
+		bad("query.exact_rows_cap", c.Query.ExactRowsCap, "must be ≥ 0")
 	}
 	if c.Audit.Random < 1 || c.Audit.Reference < 2 || c.Audit.Test < 1 {
 		bad("audit", fmt.Sprintf("random %d, reference %d, test %d", c.Audit.Random, c.Audit.Reference, c.Audit.Test), "need random ≥ 1, reference ≥ 2, test ≥ 1")
