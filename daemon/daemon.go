@@ -577,8 +577,11 @@ func (d *Daemon) install(s *serving, mark int) {
 		s = s.withMask(d.removals[mark:])
 	}
 	d.removals = d.removals[:0]
-	d.serving.Store(s)
+	old := d.serving.Swap(s)
 	d.servMu.Unlock()
+	if old != nil && old.draw != s.draw {
+		d.retire(old.version, old.draw)
+	}
 	d.metrics.SetModel(s.version, s.maskedCount())
 	d.modelOnce.Do(func() { close(d.modelReady) })
 }

@@ -23,18 +23,36 @@
 //
 // # Queries
 //
-// A query (by input or by stored id) is answered on the serving model's evaluation
-// draw: heads and SRHT named "daemon/eval/<version>/<nonce>/<count>" of the model seed
-// (entk.NewSketch(backbone, h, s, seed, "eval") with the reported seed reproduces it),
-// drawn independently of the fit draw. Scores Î_ℓt = K^eval(x_ℓ, x_t)·ω_ℓ, radii from the
-// conservative variance bound with exact diagonals (eq. conservative-variance), δ split
-// over query.draw_queries queries and the unmasked landmarks (Thm. topk); with R > 1
-// fits the fit floor (Thm. fit-floor) may turn the verdict into fit_limited. A draw
-// whose query budget is used up is replaced. Answers and the batch's offsets commit in
-// one transaction, which fails (and the batch is recomputed) if the serving model
-// changed meanwhile: an answer committed after a deletion never names the deleted
-// point. Queries wait for the first model; later, invalid queries and unknown ids go to
-// the dead-letter topic.
+// A query (by input or by stored id) is answered on the serving model in one of two
+// variance models, named in every answer (variance_model):
+//
+//   - exact_kernel, the default whenever the landmarks' exact rows fit
+//     query.exact_memory_bytes: when a model is installed, every landmark's exact eNTK
+//     feature row φ(x_ℓ) (entk.ExactTo: the body Jacobian rows and the final Linear's
+//     input, so <φ(x), φ(y)> = k*(x, y)) is computed from its stored augmented input and
+//     kept in memory as float32 (M·entk.ExactDim·4 bytes, 101 MB for the default convnet
+//     at M = 512; nothing of it is stored in bbolt, see storage/FORMAT.md). A query computes
+//     its own φ in float64 and the exact row k*(x_ℓ, x_t) as one float32×float64 product;
+//     the radii are only the rounding bound entk.ExactRowError times ω_ℓ, and a certified
+//     verdict holds with certainty (certify.CertifyBoundedTo; δ is not spent).
+//   - conservative, otherwise: the evaluation draw's heads and SRHT, named
+//     "daemon/eval/<version>/<nonce>/<count>" of the model seed and drawn independently of
+//     the fit draw; scores Î_ℓt = K^eval(x_ℓ, x_t)·ω_ℓ, radii from the conservative variance
+//     bound with exact diagonals (eq. conservative-variance), δ split over the unmasked
+//     landmarks only (δ_ℓ = δ/M, Thm. topk). Answers carry seed_hash, the SHA-256 of the
+//     draw's seed, not the seed: a draw serves query.draw_queries answers and is then
+//     retired, and its seed is published on cairn.status (kind eval_draw) once no answer
+//     uses it, so nobody can pick queries against a known draw.
+//
+// `certified` means: for the served model version, with probability at least 1 − δ (with
+// certainty under exact_kernel), the top-K set equals the top-K of k*(x_ℓ, x_t)·ω_ℓ over
+// the unmasked landmarks. With R > 1 fits the repeated-fit floor (Thm. fit-floor) is a
+// field of its own (fit_floor, plug_in unless κ is exact and R ≥ 30); it may turn an
+// uncertified verdict into fit_limited, never a certified one. Answers and the batch's
+// offsets commit in one transaction, which fails (and the batch is recomputed) if the
+// serving model changed meanwhile: an answer committed after a deletion never names the
+// deleted point. Queries wait for the first model; later, invalid queries and unknown ids
+// go to the dead-letter topic.
 //
 // # Deletions and audits
 //

@@ -19,8 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -343,6 +345,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("%s: separation %v vs verdict %s", req, a.Lower-a.Upper, a.Verdict)
 		}
 	}
+	checkExactAnswer(t, s, atts["q-x"], test.Row(0))
 	// The in-process answer equals the Kafka one for a query by id (same draw).
 	inproc, err := r.d.Answer(stream.QueryEvent{Request: "q-id", ID: set.IDs[5], K: 5})
 	if err != nil {
@@ -454,5 +457,60 @@ func TestEndToEnd(t *testing.T) {
 		!slices.Equal(modelA.A0.Data, modelB.A0.Data) || !slices.Equal(modelA.B.Data, modelB.B.Data) ||
 		!bytes.Equal(modelA.Meta, modelB.Meta) {
 		t.Errorf("stored models differ: exact unlearning failed")
+	}
+}
+
+// checkExactAnswer checks an attribution of the exact variance model against the slow
+// reference: every active landmark's score k*(x_ℓ, x)·ω_ℓ from full Jacobians
+// (entk.ExactKernel), each reported score within its radius of it, and, when certified,
+// the top-K set equal to the reference top-K. It then answers the same query on the
+// sketched path (the same model without exact rows) and checks that it splits δ over the
+// landmarks only and commits to its draw's seed by hash.
+func checkExactAnswer(t *testing.T, s *serving, a stream.Attribution, x []float64) {
+	t.Helper()
+	if a.VarianceModel != certify.VarianceExactKernel || s.exact == nil {
+		t.Fatalf("answer variance model %q (exact rows %v), want %q at the default memory budget", a.VarianceModel, s.exact != nil, certify.VarianceExactKernel)
+	}
+	if a.Seed != 0 || a.SeedHash != "" {
+		t.Errorf("exact answer carries seed %d / hash %q; it uses no draw", a.Seed, a.SeedHash)
+	}
+	ws := s.backbone.NewWorkspace()
+	in := s.backbone.InDim()
+	ref := map[string]float64{}
+	scores := make([]float64, len(s.active))
+	for i, l := range s.active {
+		k := entk.ExactKernel(s.backbone, s.landmarkX[l*in:(l+1)*in], x, ws)
+		scores[i] = k * s.omega[l]
+		ref[s.landmarkIDs[l]+"/"+string(s.views[l])] = scores[i]
+	}
+	for _, e := range a.TopK {
+		want := ref[e.ID+"/"+e.View]
+		if math.Abs(e.Score-want) > e.Radius || e.Radius > 1e-6*math.Abs(want) {
+			t.Errorf("landmark %s/%s: score %v, exact %v, radius %v", e.ID, e.View, e.Score, want, e.Radius)
+		}
+	}
+	top := make([]int, len(a.TopK))
+	certify.TopKTo(top, scores)
+	want := map[string]bool{}
+	for _, i := range top {
+		l := s.active[i]
+		want[s.landmarkIDs[l]+"/"+string(s.views[l])] = true
+	}
+	if a.Verdict == string(certify.Certified) {
+		for _, e := range a.TopK {
+			if !want[e.ID+"/"+e.View] {
+				t.Errorf("certified top-%d holds %s/%s, not in the exact top-%d", len(top), e.ID, e.View, len(top))
+			}
+		}
+	}
+	sk := *s
+	sk.exact = nil
+	c, err := sk.answer(new(queryWork), x, len(a.TopK), 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.VarianceModel != certify.VarianceConservative || c.Allocation.PerLandmark != 0.05/float64(len(s.active)) {
+		t.Errorf("sketched answer: variance model %q, δ_ℓ %v, want conservative and δ/M = %v", c.VarianceModel,
+			c.Allocation.PerLandmark, 0.05/float64(len(s.active)))
 	}
 }

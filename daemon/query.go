@@ -175,7 +175,7 @@ func (d *Daemon) attribute(w *queryWork, s *serving, ev stream.QueryEvent) (stre
 	if delta == 0 {
 		delta = d.cfg.Query.Delta
 	}
-	c, err := s.answer(w, x, k, delta, d.cfg.Query.DrawQueries)
+	c, err := s.answer(w, x, k, delta)
 	if err != nil {
 		return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "model", Msg: err.Error()}
 	}
@@ -186,9 +186,13 @@ func (d *Daemon) attribute(w *queryWork, s *serving, ev stream.QueryEvent) (stre
 	a := stream.Attribution{
 		Request: ev.Request, Model: s.version, Verdict: string(c.Verdict),
 		Lower: c.LowerTop, Upper: c.UpperRest,
-		Budget: stream.Budget{Heads: s.h, SketchDim: s.s, PerView: d.cfg.Pool.M, Pool: c.Budget.M},
-		Delta:  delta, Seed: c.EvalSeed,
-		DeltaBy: map[string]float64{"per_query": c.Allocation.PerQuery, "per_landmark": c.Allocation.PerLandmark},
+		Budget:        stream.Budget{Heads: c.Budget.H, SketchDim: c.Budget.S, PerView: d.cfg.Pool.M, Pool: c.Budget.M},
+		Delta:         delta,
+		VarianceModel: c.VarianceModel,
+		DeltaBy:       map[string]float64{"per_query": c.Allocation.PerQuery, "per_landmark": c.Allocation.PerLandmark},
+	}
+	if c.VarianceModel != certify.VarianceExactKernel {
+		a.SeedHash = seedHash(c.EvalSeed) // the seed itself is revealed when the draw retires
 	}
 	for _, e := range c.TopK {
 		a.TopK = append(a.TopK, scored(e))
@@ -232,7 +236,7 @@ func (d *Daemon) Answer(q stream.QueryEvent) (stream.Attribution, error) {
 func (d *Daemon) redraw(s *serving) error {
 	in := servingInput{version: s.version, id: s.id, points: s.points, landmarkIDs: s.landmarkIDs, views: s.views,
 		landmarkX: s.landmarkX, missing: s.masked, a: s.enc.A, b: s.enc.B, scale: s.scale, omega: s.omega,
-		omegaMean: s.omegaMean, tau2: s.tau2, residual: s.residual}
+		omegaMean: s.omegaMean, tau2: s.tau2, residual: s.residual, exact: s.exact}
 	if s.audit != nil {
 		in.kRef, in.kTest, in.refLabels = s.audit.kRef, s.audit.kTest, s.audit.refLabels
 	}
@@ -241,11 +245,24 @@ func (d *Daemon) redraw(s *serving) error {
 		return err
 	}
 	d.servMu.Lock()
-	defer d.servMu.Unlock()
 	if d.serving.Load() != s {
+		d.servMu.Unlock()
 		return nil // changed meanwhile; the caller reloads
 	}
 	d.serving.Store(ns)
-	d.log.Info().Uint64("model", s.version).Uint64("eval_seed", ns.draw.seed).Msg("new evaluation draw")
+	d.servMu.Unlock()
+	d.log.Info().Uint64("model", s.version).Str("eval_seed_hash", seedHash(ns.draw.seed)).Msg("new evaluation draw")
+	d.retire(s.version, s.draw)
 	return nil
+}
+
+// retire publishes the seed of an evaluation draw that no answer will use any more (a
+// new draw or a new model replaced it) on the status topic, kind "eval_draw": answers
+// carried only its hash, so queries could not be chosen against it while it served.
+func (d *Daemon) retire(version uint64, dr *evalDraw) {
+	if dr == nil {
+		return
+	}
+	d.emitStatus("eval_draw", map[string]any{"model": version, "seed": dr.seed, "seed_hash": seedHash(dr.seed),
+		"answers": dr.used.Load()})
 }

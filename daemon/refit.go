@@ -412,6 +412,7 @@ type servingInput struct {
 	residual               [2]certify.Residual
 	kRef, kTest            *mat.Dense // nil: no audit blocks
 	refLabels              []int
+	exact                  *exactRows // reused by a new draw of the same model; nil: compute
 }
 
 // newServing builds the serving form of a model: a fresh evaluation draw named by the
@@ -424,11 +425,16 @@ func (d *Daemon) newServing(in servingInput) (*serving, error) {
 	if err != nil {
 		return nil, err
 	}
+	ex := in.exact
+	if ex == nil {
+		ex = newExactRows(d.feat.Backbone(), in.landmarkX, mm, d.cfg.Query.ExactMemoryBytes)
+	}
 	s := &serving{
 		version: in.version, id: in.id, points: in.points, landmarkIDs: in.landmarkIDs, views: in.views,
 		landmarkX: in.landmarkX, masked: make([]bool, mm), enc: certify.Encoder{A: in.a, B: in.b}, scale: in.scale,
 		omega: in.omega, omegaMean: in.omegaMean, tau2: in.tau2, residual: in.residual, draw: draw,
 		h: d.cfg.Sketch.H, s: d.cfg.Sketch.S, padded: draw.sketch.PaddedP(),
+		exact: ex, backbone: d.feat.Backbone(), fits: d.cfg.Fit.Fits,
 	}
 	if s.omegaMean == nil {
 		s.omegaMean = s.omega
@@ -436,7 +442,11 @@ func (d *Daemon) newServing(in servingInput) (*serving, error) {
 	if in.missing != nil {
 		copy(s.masked, in.missing)
 	}
-	for _, v := range slices.Concat(s.omega, s.omegaMean, s.tau2, draw.diag) {
+	var exDiag []float64
+	if ex != nil {
+		exDiag = ex.diag
+	}
+	for _, v := range slices.Concat(s.omega, s.omegaMean, s.tau2, draw.diag, exDiag) {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("daemon: model %d has a non-finite weight or diagonal", in.version)
 		}

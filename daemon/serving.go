@@ -41,6 +41,12 @@ type serving struct {
 
 	draw  *evalDraw
 	audit *auditBlocks // nil without labelled audit points
+	// exact holds the landmarks' exact eNTK rows when they fit query.exact_memory_bytes;
+	// answers then rank exact kernel rows (variance model exact_kernel). Shared, read
+	// only, by every serving value of the same model version.
+	exact    *exactRows
+	backbone entk.Backbone
+	fits     int // R, the fits behind ω̄ and τ²
 
 	// Active (unmasked) landmarks, compacted for the query path.
 	active               []int
@@ -58,6 +64,47 @@ type evalDraw struct {
 	lf     []float64
 	diag   []float64
 	used   atomic.Int64
+}
+
+// exactRows are the exact eNTK feature rows φ(x_ℓ) (entk.ExactTo, rounded to float32)
+// of every landmark in model row order, masked ones included (their entries are
+// computed and ignored), with the exact diagonals k*(x_ℓ, x_ℓ) from the float64 φ.
+// They are derived from the stored landmark inputs when a model is installed, never
+// stored: M·ExactDim·4 bytes (101 MB for the default convnet at M = 512).
+type exactRows struct {
+	lf   []float32
+	diag []float64
+	dim  int
+}
+
+// newExactRows computes the exact rows of the m landmarks xs (m×D) on all cores, or
+// returns nil when m·ExactDim·4 bytes exceed budget.
+func newExactRows(b entk.Backbone, xs []float64, m int, budget int64) *exactRows {
+	e := entk.ExactDim(b)
+	if budget <= 0 || int64(m)*int64(e)*4 > budget {
+		return nil
+	}
+	r := &exactRows{lf: make([]float32, m*e), diag: make([]float64, m), dim: e}
+	entk.ExactBatch32To(r.lf, r.diag, b, xs, m)
+	return r
+}
+
+// seedHash is the commitment to an evaluation draw's seed carried by sketched answers:
+// hex SHA-256 of the seed's 8 big-endian bytes. The seed itself is published on the
+// status topic when the draw is retired (Daemon.retire).
+func seedHash(seed uint64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], seed)
+	h := sha256.Sum256(b[:])
+	return hex.EncodeToString(h[:])
+}
+
+// exactBytes is the memory of the exact rows (0 without them).
+func (r *exactRows) bytes() int64 {
+	if r == nil {
+		return 0
+	}
+	return int64(len(r.lf)) * 4
 }
 
 // auditBlocks are the deletion audit's embeddings (appendix D): fit-draw kernel rows of
@@ -190,39 +237,78 @@ type queryWork struct {
 	row  []float64
 	vbar []float64
 	rk   certify.Ranker
+
+	// Exact path: the backbone's exact-only Query, the query's φ, the full kernel row
+	// over every landmark of the model and the rows' error bounds.
+	eb   entk.Backbone
+	eq   *entk.Query
+	phi  []float64
+	full []float64
+	kerr []float64
 }
 
-// answer certifies the top-k landmarks for x (Thm. topk with the conservative variance
-// bound from exact diagonals, eq. conservative-variance; the fit floor of Thm.
-// fit-floor when the model has τ²), on this serving's evaluation draw. k is clamped to
-// the active landmarks minus one. delta is split over drawQueries queries.
-func (s *serving) answer(w *queryWork, x []float64, k int, delta float64, drawQueries int) (certify.Certificate, error) {
+// answer certifies the top-k landmarks for x. With exact rows (s.exact) the kernel row
+// is the exact eNTK k*(x_ℓ, x) up to rounding and the certificate is deterministic
+// (certify.CertifyBoundedTo with entk.ExactRowError); otherwise it is Thm. topk on this
+// serving's evaluation draw with the conservative variance bound from exact diagonals
+// (eq. conservative-variance), δ split over the active landmarks only (δ_ℓ = δ/M). The
+// fit floor of Thm. fit-floor is attached when the model has τ²; it never changes a
+// certified verdict. k is clamped to the active landmarks minus one.
+func (s *serving) answer(w *queryWork, x []float64, k int, delta float64) (certify.Certificate, error) {
 	var c certify.Certificate
 	m := len(s.active)
 	if m < 2 {
 		return c, fmt.Errorf("%w: %d unmasked landmarks", ErrNoModel, m)
 	}
 	k = min(k, m-1)
-	sk := s.draw.sketch
-	if w.sk != sk {
-		w.sk, w.q, w.qf = sk, sk.NewQuery(), make([]float64, sk.Dim())
-	}
 	w.row = grow(w.row, m)
 	w.vbar = grow(w.vbar, m)
-	kqq := w.q.FeaturesDiagTo(w.qf, x)
-	entk.KernelRowTo(w.row, s.lf, w.qf)
-	certify.ConservativeRowTo(w.vbar, s.diag, kqq, s.h, s.s, s.padded)
-	alloc, err := certify.UniformAllocation(delta, m, drawQueries)
+	alloc, err := certify.UniformAllocation(delta, m, 1)
 	if err != nil {
 		return c, err
 	}
-	if err := w.rk.CertifyTo(&c, w.row, s.om, w.vbar, k, alloc); err != nil {
-		return c, err
+	plugIn := true // κ from the evaluation draw is a plug-in estimate
+	if s.exact != nil {
+		if w.eb != s.backbone {
+			w.eb, w.eq = s.backbone, entk.NewExactQuery(s.backbone)
+			w.phi = make([]float64, s.exact.dim)
+		}
+		ktt := w.eq.ExactTo(w.phi, x)
+		w.full = grow(w.full, len(s.landmarkIDs))
+		w.kerr = grow(w.kerr, m)
+		entk.ExactRowTo(w.full, s.exact.lf, w.phi)
+		for i, l := range s.active {
+			w.row[i] = w.full[l]
+			w.kerr[i] = entk.ExactRowError(s.exact.diag[l], ktt, s.exact.dim)
+		}
+		if err := w.rk.CertifyBoundedTo(&c, w.row, s.om, w.kerr, k, delta); err != nil {
+			return c, err
+		}
+		clear(w.vbar) // the floor's kernel variance: none
+		c.VarianceModel = certify.VarianceExactKernel
+		c.Budget = certify.Budget{M: m, Pool: len(s.landmarkIDs)}
+		plugIn = false
+	} else {
+		sk := s.draw.sketch
+		if w.sk != sk {
+			w.sk, w.q, w.qf = sk, sk.NewQuery(), make([]float64, sk.Dim())
+		}
+		kqq := w.q.FeaturesDiagTo(w.qf, x)
+		entk.KernelRowTo(w.row, s.lf, w.qf)
+		certify.ConservativeRowTo(w.vbar, s.diag, kqq, s.h, s.s, s.padded)
+		if err := w.rk.CertifyTo(&c, w.row, s.om, w.vbar, k, alloc); err != nil {
+			return c, err
+		}
+		c.VarianceModel = certify.VarianceConservative
+		c.Budget = certify.Budget{H: s.h, S: s.s, M: m, Pool: len(s.landmarkIDs), PaddedP: s.padded}
+		c.EvalSeed = s.draw.seed
+		c.EvalDraw = "eval"
 	}
 	if s.t2 != nil {
-		// κ is not computed exactly here; the evaluation draw's kernel row is its
-		// plug-in estimate, and the floor is diagnostic (paper §3.2, as in explain).
-		fl, err := certify.FitFloor(w.row, w.vbar, s.omMean, s.t2, k, alloc, true)
+		// Thm. fit-floor: κ is the exact row on the exact path and the evaluation draw's
+		// plug-in otherwise; ω̄ and τ² come from R fits, so the floor is diagnostic either way
+		// unless R is large (plug_in marks it).
+		fl, err := certify.FitFloor(w.row, w.vbar, s.omMean, s.t2, k, alloc, plugIn || s.fits < floorExactFits)
 		if err != nil {
 			return c, err
 		}
@@ -232,13 +318,13 @@ func (s *serving) answer(w *queryWork, x []float64, k int, delta float64, drawQu
 		c.TopK[i].Index = s.active[c.TopK[i].Index]
 	}
 	c.RunnerUp.Index = s.active[c.RunnerUp.Index]
-	c.Budget = certify.Budget{H: s.h, S: s.s, M: m, Pool: len(s.landmarkIDs), PaddedP: s.padded}
-	c.VarianceModel = certify.VarianceConservative
-	c.EvalSeed = s.draw.seed
-	c.EvalDraw = "eval"
 	c.ModelVersion = s.version
 	return c, nil
 }
+
+// floorExactFits is the number of refits below which ω̄ and τ² count as plug-in
+// estimates in the fit floor (their sampling error is then not negligible).
+const floorExactFits = 30
 
 // exactDiagsTo writes dst[i] = k*(x_i, x_i) (entk.ExactDiag) for the m rows of xs, on
 // GOMAXPROCS goroutines with one workspace each, all joined before it returns.

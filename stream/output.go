@@ -47,14 +47,21 @@ type Attribution struct {
 	Verdict string   `json:"verdict"`
 	TopK    []Scored `json:"topk"`
 	// Separation: min(Î−ε) over the top-K and max(Î+ε) below the cut.
-	Lower    float64            `json:"lower"`
-	Upper    float64            `json:"upper"`
-	Budget   Budget             `json:"budget"`
-	Delta    float64            `json:"delta"`
-	DeltaBy  map[string]float64 `json:"delta_allocation,omitempty"`
-	Seed     uint64             `json:"seed"`     // evaluation draw's seed
-	Residual float64            `json:"residual"` // pool residual certificate tr R
-	Extra    json.RawMessage    `json:"extra,omitempty"`
+	Lower   float64            `json:"lower"`
+	Upper   float64            `json:"upper"`
+	Budget  Budget             `json:"budget"`
+	Delta   float64            `json:"delta"`
+	DeltaBy map[string]float64 `json:"delta_allocation,omitempty"`
+	// VarianceModel names what the radii bound: "exact_kernel" (exact eNTK rows, rounding
+	// bound only, δ not spent) or "conservative" (the sketched evaluation draw).
+	VarianceModel string `json:"variance_model"`
+	// Seed is the evaluation draw's seed once revealed, else 0; SeedHash commits to it
+	// (hex SHA-256 of its 8 big-endian bytes) in every sketched answer, and the seed is
+	// published on the status topic when the draw is retired. Both empty for exact answers.
+	Seed     uint64          `json:"seed"`
+	SeedHash string          `json:"seed_hash,omitempty"`
+	Residual float64         `json:"residual"` // pool residual certificate tr R
+	Extra    json.RawMessage `json:"extra,omitempty"`
 }
 
 // Audit is the body of a cairn.audits event, keyed by Request. Seq,
