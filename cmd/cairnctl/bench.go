@@ -58,6 +58,15 @@ type benchReport struct {
 	DeletionRefitSeconds             float64 `json:"deletion_refit_seconds"`
 	DeletionToAuditMinusRefitSeconds float64 `json:"deletion_to_audit_minus_refit_seconds"`
 
+	// Certification: the closed-loop Kafka answers checked against a reference computed
+	// from GET /model and full Jacobians. Load: an open-loop query load at --rate.
+	Certification certStats `json:"certification"`
+	Load          loadStats `json:"load"`
+	// Resident memory of the whole process (daemon, broker and the bench client) after
+	// the load, and its peak so far, in MiB.
+	ResidentMB     float64 `json:"resident_mb"`
+	PeakResidentMB float64 `json:"peak_resident_mb"`
+
 	TargetsMet map[string]bool `json:"targets_met"`
 	Note       string          `json:"note"`
 }
@@ -67,6 +76,8 @@ const (
 	targetIngestEventsPerSecond = 1000
 	targetQueryKafkaP99Ms       = 20
 	targetDeletionSlackSeconds  = 1
+	targetCertifiedRate         = 0.9
+	targetLoadP99Ms             = 25
 )
 
 // runBench is `cairnctl bench [--n 5000] [--queries 200] [--data mnist] [--m 256]`: it
@@ -86,8 +97,13 @@ func runBench(args []string, stdout io.Writer) error {
 	timeout := fs.Duration("timeout", 2*time.Hour, "bound on the whole run")
 	logLevel := fs.String("log-level", "warn", "daemon log level on stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (go tool pprof) to this file")
+	rate := fs.Float64("rate", 30, "open-loop query load: queries per second (0: no load phase)")
+	loadSecs := fs.Duration("load-duration", 20*time.Second, "open-loop query load: how long")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *rate < 0 || *loadSecs <= 0 {
+		return fmt.Errorf("--rate %v, --load-duration %v: the rate must be ≥ 0 and the duration positive", *rate, *loadSecs)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -118,7 +134,8 @@ func runBench(args []string, stdout io.Writer) error {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	rep, err := bench(ctx, benchOptions{cfg: cfg, data: *data, n: *n, queries: *queries, reference: *reference, log: log, stderr: os.Stderr})
+	rep, err := bench(ctx, benchOptions{cfg: cfg, data: *data, n: *n, queries: *queries, reference: *reference, log: log, stderr: os.Stderr,
+		rate: *rate, loadDuration: *loadSecs})
 	if err != nil {
 		return err
 	}
@@ -133,6 +150,9 @@ type benchOptions struct {
 	reference int
 	log       zerolog.Logger
 	stderr    io.Writer
+
+	rate         float64
+	loadDuration time.Duration
 }
 
 func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
@@ -222,23 +242,50 @@ func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
 	}
 	defer t.Close()
 	lat = lat[:0]
+	answers := make([]stream.Attribution, 0, test.N)
+	xs := make([][]float64, test.N)
 	for i := range test.N {
-		q := stream.QueryEvent{Request: fmt.Sprintf("%s-q%d", base, i), X: test.Row(i)}
+		xs[i] = test.Row(i)
+		q := stream.QueryEvent{Request: fmt.Sprintf("%s-q%d", base, i), X: xs[i]}
 		t1 := time.Now()
 		sentQ, err := c.sendQuery(ctx, w, q, lim)
 		if err != nil {
 			return rep, err
 		}
 		actx, acancel := context.WithTimeout(ctx, time.Minute)
-		_, err = c.await(actx, t, answer{topic: c.topics.Attributions, request: q.Request, src: c.topics.Queries, key: []byte(q.Request), sent: sentQ})
+		m, err := c.await(actx, t, answer{topic: c.topics.Attributions, request: q.Request, src: c.topics.Queries, key: []byte(q.Request), sent: sentQ})
 		acancel()
 		if err != nil {
 			return rep, fmt.Errorf("query %d through Kafka: %w", i, err)
 		}
 		lat = append(lat, time.Since(t1).Seconds()*1e3)
+		var a stream.Attribution
+		if err := json.Unmarshal(m.Value, &a); err != nil {
+			return rep, fmt.Errorf("attribution of query %d: %w", i, err)
+		}
+		answers = append(answers, a)
 	}
 	rep.QueryKafkaP50Ms, rep.QueryKafkaP99Ms = percentile(lat, 0.5), percentile(lat, 0.99)
 	if err := t.Close(); err != nil {
+		return rep, err
+	}
+	if o.rate > 0 {
+		fmt.Fprintf(o.stderr, "cairnctl bench: open-loop load, %g queries/s for %v\n", o.rate, o.loadDuration)
+		if rep.Load, err = openLoad(ctx, c, w, lim, xs, o.rate, o.loadDuration, base, o.stderr); err != nil {
+			return rep, fmt.Errorf("open-loop load: %w", err)
+		}
+	}
+	rep.ResidentMB, rep.PeakResidentMB = residentMB()
+	fmt.Fprintf(o.stderr, "cairnctl bench: checking %d answers against the exact-kernel reference\n", len(answers))
+	em, err := fetchModel(ctx, h.d.HTTPAddr())
+	if err != nil {
+		return rep, err
+	}
+	bb, err := benchBackbone(h)
+	if err != nil {
+		return rep, err
+	}
+	if rep.Certification, err = checkAnswers(bb, em, answers, xs); err != nil {
 		return rep, err
 	}
 
@@ -265,6 +312,11 @@ func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
 		"ingest_events_per_second_ge_1000":   rep.IngestEventsPerSecond >= targetIngestEventsPerSecond,
 		"query_kafka_p99_le_20ms":            rep.QueryKafkaP99Ms <= targetQueryKafkaP99Ms,
 		"deletion_to_audit_le_refit_plus_1s": rep.DeletionToAuditMinusRefitSeconds <= targetDeletionSlackSeconds,
+		"certified_rate_ge_0.9":              rep.Certification.CertifiedRate >= targetCertifiedRate,
+		"incorrect_certificates_eq_0":        rep.Certification.Incorrect == 0,
+	}
+	if o.rate > 0 {
+		rep.TargetsMet["load_p99_le_25ms"] = rep.Load.Answered == rep.Load.Sent && rep.Load.P99Ms <= targetLoadP99Ms
 	}
 	return rep, nil
 }

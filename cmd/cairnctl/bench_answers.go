@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gonum.org/v1/gonum/floats"
+
+	"github.com/cairnhq/cairn/certify"
+	"github.com/cairnhq/cairn/daemon"
+	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// certStats is how the Kafka answers of a bench certify, checked against a reference
+// computed here from the daemon's exported model alone (GET /model) and full Jacobians
+// (entk.JacobianTo), none of the query path's code.
+type certStats struct {
+	Answers       int     `json:"answers"`
+	Certified     int     `json:"certified"`
+	CertifiedRate float64 `json:"certified_rate"`
+	// Incorrect: certified answers whose top-K set differs from the reference top-K.
+	Incorrect int `json:"incorrect"`
+	// TopKExactRate: answers (certified or not) whose top-K set equals the reference's.
+	TopKExactRate float64 `json:"topk_exact_rate"`
+	// OtherModel: answers computed on another model version than the exported one (not
+	// checked).
+	OtherModel    int            `json:"other_model"`
+	VarianceModel map[string]int `json:"variance_model"`
+}
+
+// exportedModel is the part of GET /model the reference needs.
+type exportedModel struct {
+	Model     uint64 `json:"model"`
+	Landmarks []struct {
+		ID    string    `json:"id"`
+		View  string    `json:"view"`
+		X     []float64 `json:"x"`
+		Omega float64   `json:"omega"`
+	} `json:"landmarks"`
+}
+
+// fetchModel reads GET /model from the daemon's HTTP address.
+func fetchModel(ctx context.Context, addr string) (*exportedModel, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/model", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET /model: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /model: %s: %s", resp.Status, b)
+	}
+	var m exportedModel
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("GET /model: %w", err)
+	}
+	return &m, nil
+}
+
+// checkAnswers compares each attribution (answers[i] for query xs[i]) with the exact
+// top-K of k*(x_ℓ, x_t)·ω_ℓ over the exported model's landmarks, with k* = tr(J_ℓ J_tᵀ)/d
+// from full Jacobians, on all cores.
+func checkAnswers(b entk.Backbone, m *exportedModel, answers []stream.Attribution, xs [][]float64) (certStats, error) {
+	st := certStats{VarianceModel: map[string]int{}}
+	d, p := b.OutDim(), b.NumParams()
+	var idx []int
+	for i, a := range answers {
+		st.Answers++
+		st.VarianceModel[a.VarianceModel]++
+		if a.Verdict == string(certify.Certified) {
+			st.Certified++
+		}
+		if a.Model != m.Model {
+			st.OtherModel++
+			continue
+		}
+		idx = append(idx, i)
+	}
+	if st.Answers > 0 {
+		st.CertifiedRate = float64(st.Certified) / float64(st.Answers)
+	}
+	L := len(m.Landmarks)
+	if L < 2 || len(idx) == 0 {
+		return st, nil
+	}
+	// Query Jacobians once (len(idx)·d·P floats), then each landmark's Jacobian against all.
+	jq := make([]float64, len(idx)*d*p)
+	ws := b.NewWorkspace()
+	for j, i := range idx {
+		entk.JacobianTo(jq[j*d*p:(j+1)*d*p], b, xs[i], ws)
+	}
+	scores := make([]float64, len(idx)*L) // scores[j·L+ℓ]
+	workers := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws := b.NewWorkspace()
+			jl := make([]float64, d*p)
+			for l := w; l < L; l += workers {
+				entk.JacobianTo(jl, b, m.Landmarks[l].X, ws)
+				for j := range idx {
+					scores[j*L+l] = floats.Dot(jl, jq[j*d*p:(j+1)*d*p]) / float64(d) * m.Landmarks[l].Omega
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	agree := 0
+	for j, i := range idx {
+		a := answers[i]
+		k := len(a.TopK)
+		top := make([]int, k)
+		certify.TopKTo(top, scores[j*L:(j+1)*L])
+		want := make([]string, k)
+		for r, l := range top {
+			want[r] = m.Landmarks[l].ID + "/" + m.Landmarks[l].View
+		}
+		got := make([]string, k)
+		for r, e := range a.TopK {
+			got[r] = e.ID + "/" + e.View
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		same := slices.Equal(got, want)
+		if same {
+			agree++
+		}
+		if a.Verdict == string(certify.Certified) && !same {
+			st.Incorrect++
+		}
+	}
+	st.TopKExactRate = float64(agree) / float64(len(idx))
+	return st, nil
+}
+
+// loadStats is an open-loop query load: queries written at a fixed rate whatever the
+// answers do, each timed from its query record's Kafka timestamp to its attribution
+// record's.
+type loadStats struct {
+	Rate       float64 `json:"rate_per_second"`
+	Sent       int     `json:"sent"`
+	Answered   int     `json:"answered"`
+	P50Ms      float64 `json:"p50_ms"`
+	P99Ms      float64 `json:"p99_ms"`
+	MaxMs      float64 `json:"max_ms"`
+	SendLagMax float64 `json:"send_lag_max_ms"` // worst delay of a write behind its schedule
+}
+
+// openLoad sends rate queries per second for dur (cycling through xs) on one writer
+// goroutine, joined before it returns, and collects the attributions from a tail of the
+// query and attribution topics.
+func openLoad(ctx context.Context, c client, w *stream.Writer, lim stream.Limits, xs [][]float64, rate float64, dur time.Duration, base string, stderr io.Writer) (loadStats, error) {
+	ls := loadStats{Rate: rate}
+	t, err := newTail(ctx, c.kc, stderr, c.topics.Queries, c.topics.Attributions)
+	if err != nil {
+		return ls, err
+	}
+	defer t.Close()
+	n := int(rate * dur.Seconds())
+	var sendErr error
+	var lagMax time.Duration
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t0 := time.Now()
+		for i := range n {
+			at := t0.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+			if d := time.Until(at); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					sendErr = ctx.Err()
+					return
+				}
+			}
+			lagMax = max(lagMax, time.Since(at))
+			q := stream.QueryEvent{Request: base + "-load-" + strconv.Itoa(i), X: xs[i%len(xs)]}
+			if _, err := c.sendQuery(ctx, w, q, lim); err != nil {
+				sendErr = err
+				return
+			}
+		}
+	}()
+	sentAt := map[string]time.Time{}
+	var lat []float64
+	deadline, cancel := context.WithTimeout(ctx, dur+time.Minute)
+	defer cancel()
+	for len(lat) < n {
+		m, err := t.next(deadline)
+		if err != nil {
+			break
+		}
+		req := string(m.Key)
+		if !strings.HasPrefix(req, base+"-load-") {
+			continue
+		}
+		if m.Topic == c.topics.Queries {
+			sentAt[req] = m.Time
+			continue
+		}
+		if q, ok := sentAt[req]; ok {
+			lat = append(lat, m.Time.Sub(q).Seconds()*1e3)
+		}
+	}
+	wg.Wait()
+	if sendErr != nil {
+		return ls, sendErr
+	}
+	ls.Sent, ls.Answered = n, len(lat)
+	ls.SendLagMax = lagMax.Seconds() * 1e3
+	if len(lat) > 0 {
+		ls.P50Ms, ls.P99Ms, ls.MaxMs = percentile(lat, 0.5), percentile(lat, 0.99), slices.Max(lat)
+	}
+	return ls, nil
+}
+
+// residentMB returns the process's resident set size and its peak (VmRSS, VmHWM of
+// /proc/self/status) in MiB; zeros where /proc is not there.
+func residentMB() (rss, peak float64) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			continue
+		}
+		switch f[0] {
+		case "VmRSS:":
+			rss = v / 1024
+		case "VmHWM:":
+			peak = v / 1024
+		}
+	}
+	return rss, peak
+}
+
+// benchBackbone is the daemon's backbone built from its configuration, as the daemon
+// builds it, for the reference.
+func benchBackbone(h *harness) (entk.Backbone, error) {
+	f, err := daemon.NewFeatures(h.cfg.Model, h.cfg.Sketch)
+	if err != nil {
+		return nil, err
+	}
+	return f.Backbone(), nil
+}
