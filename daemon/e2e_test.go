@@ -504,11 +504,30 @@ func checkExactAnswer(t *testing.T, s *serving, a stream.Attribution, x []float6
 		}
 	}
 	sk := *s
-	sk.exact = nil
+	sk.exact, sk.exactCap = nil, 0
 	c, err := sk.answer(new(queryWork), x, len(a.TopK), 0.05)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// With exact rows for the crossing landmarks the verdict can only improve, and a
+	// certified set is still the exact top-K.
+	sk.exactCap = len(s.active)
+	cr, err := sk.answer(new(queryWork), x, len(a.TopK), 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Verdict == certify.Certified && cr.Verdict != certify.Certified {
+		t.Errorf("refining the crossing landmarks lost a certificate")
+	}
+	if cr.Verdict == certify.Certified {
+		for _, e := range cr.TopK {
+			l := e.Index
+			if !want[s.landmarkIDs[l]+"/"+string(s.views[l])] {
+				t.Errorf("refined sketched answer certifies %s/%c, not in the exact top-K", s.landmarkIDs[l], s.views[l])
+			}
+		}
+	}
+	t.Logf("exact answer %s; sketched %s, with crossing rows exact %s", a.Verdict, c.Verdict, cr.Verdict)
 	if c.VarianceModel != certify.VarianceConservative || c.Allocation.PerLandmark != 0.05/float64(len(s.active)) {
 		t.Errorf("sketched answer: variance model %q, δ_ℓ %v, want conservative and δ/M = %v", c.VarianceModel,
 			c.Allocation.PerLandmark, 0.05/float64(len(s.active)))

@@ -434,7 +434,7 @@ func (d *Daemon) newServing(in servingInput) (*serving, error) {
 		landmarkX: in.landmarkX, masked: make([]bool, mm), enc: certify.Encoder{A: in.a, B: in.b}, scale: in.scale,
 		omega: in.omega, omegaMean: in.omegaMean, tau2: in.tau2, residual: in.residual, draw: draw,
 		h: d.cfg.Sketch.H, s: d.cfg.Sketch.S, padded: draw.sketch.PaddedP(),
-		exact: ex, backbone: d.feat.Backbone(), fits: d.cfg.Fit.Fits,
+		exact: ex, backbone: d.feat.Backbone(), fits: d.cfg.Fit.Fits, exactCap: d.cfg.Query.ExactRowsCap,
 	}
 	if s.omegaMean == nil {
 		s.omegaMean = s.omega

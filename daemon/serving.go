@@ -1,12 +1,14 @@
 package daemon
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/vec"
 )
 
 // serving is one immutable model version as queries and audits read it: the fitted
@@ -47,6 +50,7 @@ type serving struct {
 	exact    *exactRows
 	backbone entk.Backbone
 	fits     int // R, the fits behind ω̄ and τ²
+	exactCap int // query.exact_rows_cap: exact rows for crossing landmarks (sketched path)
 
 	// Active (unmasked) landmarks, compacted for the query path.
 	active               []int
@@ -243,6 +247,7 @@ type queryWork struct {
 	eb   entk.Backbone
 	eq   *entk.Query
 	phi  []float64
+	phiL []float64 // a landmark's φ (sketched path's crossing landmarks)
 	full []float64
 	kerr []float64
 }
@@ -299,6 +304,11 @@ func (s *serving) answer(w *queryWork, x []float64, k int, delta float64) (certi
 		if err := w.rk.CertifyTo(&c, w.row, s.om, w.vbar, k, alloc); err != nil {
 			return c, err
 		}
+		if c.Verdict != certify.Certified && s.exactCap > 0 {
+			if err := s.refineCrossing(w, &c, x, k, alloc); err != nil {
+				return c, err
+			}
+		}
 		c.VarianceModel = certify.VarianceConservative
 		c.Budget = certify.Budget{H: s.h, S: s.s, M: m, Pool: len(s.landmarkIDs), PaddedP: s.padded}
 		c.EvalSeed = s.draw.seed
@@ -320,6 +330,62 @@ func (s *serving) answer(w *queryWork, x []float64, k int, delta float64) (certi
 	c.RunnerUp.Index = s.active[c.RunnerUp.Index]
 	c.ModelVersion = s.version
 	return c, nil
+}
+
+// refineCrossing is the sketched path's second pass: the landmarks whose intervals cross
+// the cut (in the top-K with Î−ε ≤ max below the cut of Î+ε, or below it with Î+ε ≥ min
+// over the top-K of Î−ε), at most exactCap of them, widest radius first, get their exact
+// kernel k*(x_ℓ, x) (entk.ExactTo of both inputs) with the rounding bound as radius, and
+// the row is certified again. The union bound of Thm. topk still holds: an exact entry's
+// interval holds the truth with certainty, the others each with 1 − δ_ℓ, whichever entries
+// were chosen. w.row and w.vbar are changed in place.
+func (s *serving) refineCrossing(w *queryWork, c *certify.Certificate, x []float64, k int, alloc certify.Allocation) error {
+	type cand struct {
+		i int
+		r float64
+	}
+	var cs []cand
+	inTop := map[int]bool{}
+	for _, e := range c.TopK {
+		inTop[e.Index] = true
+		if e.Score-e.Radius <= c.UpperRest {
+			cs = append(cs, cand{e.Index, e.Radius})
+		}
+	}
+	inv := 1 / math.Sqrt(alloc.PerLandmark)
+	for i, kl := range w.row {
+		if inTop[i] {
+			continue
+		}
+		sc := kl * s.om[i]
+		r := s.om[i] * math.Sqrt(w.vbar[i]) * inv
+		if sc+r >= c.LowerTop {
+			cs = append(cs, cand{i, r})
+		}
+	}
+	if len(cs) == 0 {
+		return nil
+	}
+	slices.SortFunc(cs, func(a, b cand) int { return cmp.Compare(b.r, a.r) })
+	cs = cs[:min(len(cs), s.exactCap)]
+	if w.eb != s.backbone {
+		w.eb, w.eq = s.backbone, entk.NewExactQuery(s.backbone)
+		w.phi = make([]float64, entk.ExactDim(s.backbone))
+	}
+	if len(w.phiL) != len(w.phi) {
+		w.phiL = make([]float64, len(w.phi))
+	}
+	ktt := w.eq.ExactTo(w.phi, x)
+	in := s.backbone.InDim()
+	for _, cd := range cs {
+		l := s.active[cd.i]
+		kll := w.eq.ExactTo(w.phiL, s.landmarkX[l*in:(l+1)*in])
+		w.row[cd.i] = vec.Dot(w.phiL, w.phi)
+		// CertifyTo's radius is ω·sqrt(V/δ_ℓ); V = err²·δ_ℓ makes it ω·err.
+		e := entk.ExactRowError(kll, ktt, len(w.phi))
+		w.vbar[cd.i] = e * e * alloc.PerLandmark
+	}
+	return w.rk.CertifyTo(c, w.row, s.om, w.vbar, k, alloc)
 }
 
 // floorExactFits is the number of refits below which ω̄ and τ² count as plug-in
