@@ -52,6 +52,10 @@ type Floor struct {
 	// can make the population separation hold.
 	FloorSeparation float64 `json:"floor_separation"`
 	FitLimited      bool    `json:"fit_limited"`
+	// RadiusOverGap is the fit floor at the cut against the cut's gap: (r_fit of the K-th
+	// + r_fit of the (K+1)-th by μ) / (μ_K − μ_{K+1}); at 1 or more the refits alone can
+	// swap the two landmarks at the cut. Absent (nil) when μ ties at the cut.
+	RadiusOverGap *float64 `json:"radius_over_gap,omitempty"`
 	// Shares of Σ_ℓ σ_ℓ² taken by the kernel, weight and cross terms over all m landmarks.
 	KernelShare float64 `json:"kernel_share"`
 	WeightShare float64 `json:"weight_share"`
@@ -125,6 +129,11 @@ func FitFloor(kappa, v, omegaMean, tau2 []float64, k int, alloc Allocation, plug
 		}
 	}
 	f.RunnerUp = entries[runner]
+	kth := entries[top[k-1]]
+	if gap := kth.Mu - f.RunnerUp.Mu; gap > 0 {
+		ratio := (kth.FitRadius + f.RunnerUp.FitRadius) / gap
+		f.RadiusOverGap = &ratio
+	}
 	f.PopulationSeparation, f.Stable = lo-hi, lo > hi
 	f.FloorSeparation, f.FitLimited = loFit-hiFit, loFit <= hiFit
 	if st > 0 {

@@ -83,6 +83,10 @@ func TestFitFloor(t *testing.T) {
 		if got := []int{f.TopK[0].Index, f.TopK[1].Index}; !equalInts(got, []int{0, 1}) {
 			t.Errorf("%s: T* = %v, want [0 1]", tc.name, got)
 		}
+		// The cut is between μ = 3 and μ = 2 (gap 1); both fit radii are sqrt(τ²)·c.
+		if want := 2 * math.Sqrt(tc.tau2[1]) * c; f.RadiusOverGap == nil || math.Abs(*f.RadiusOverGap-want) > 1e-12 {
+			t.Errorf("%s: radius over gap = %v, want %v", tc.name, f.RadiusOverGap, want)
+		}
 		// Thm. fit-floor: the floor overlapping means the population separation cannot hold.
 		if f.FitLimited && f.Stable {
 			t.Errorf("%s: fit-limited and stable at once", tc.name)

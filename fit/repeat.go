@@ -13,8 +13,13 @@ type Repeated struct {
 	// Seeds[r] is the minibatch seed of fit r: opt.Seed for r = 0, then
 	// rng.Seed(opt.Seed, "fit/repeat/<r>").
 	Seeds []uint64
+	// Scales[r] = c_r, the mean of fit r's ω over the landmarks.
+	Scales []float64
 	// OmegaMean[ℓ] = ω̄_ℓ and OmegaVar[ℓ] = τ_ℓ² (unbiased, divisor R−1; nil when R = 1)
-	// over the R fits: the inputs of the fit-floor certificate (Thm. fit-floor).
+	// over the R fits of ω normalized per fit by its scale, ω̃_ℓ^(r) = ω_ℓ^(r)·c̄/c_r with
+	// c̄ the mean of the c_r: the inputs of the fit-floor certificate (Thm. fit-floor).
+	// A ranking by k·ω does not change when a fit scales every ω alike, so a fit that
+	// only moved further from Ã₀ overall is not counted as disagreement between fits.
 	OmegaMean, OmegaVar []float64
 }
 
@@ -65,17 +70,33 @@ func RepeatContext(ctx context.Context, p *Problem, a0 *InitResult, opt Options,
 		}
 	}
 	m := len(out.Fits[0].Omega)
+	out.Scales = make([]float64, r)
+	cbar := 0.0
+	for i, f := range out.Fits {
+		for _, w := range f.Omega {
+			out.Scales[i] += w / float64(m)
+		}
+		cbar += out.Scales[i] / float64(r)
+	}
+	norm := func(i int) float64 {
+		if out.Scales[i] == 0 {
+			return 1 // every ω of this fit is 0: nothing to normalize
+		}
+		return cbar / out.Scales[i]
+	}
 	out.OmegaMean = make([]float64, m)
-	for _, f := range out.Fits {
+	for i, f := range out.Fits {
+		c := norm(i)
 		for l, w := range f.Omega {
-			out.OmegaMean[l] += w / float64(r)
+			out.OmegaMean[l] += w * c / float64(r)
 		}
 	}
 	if r > 1 {
 		out.OmegaVar = make([]float64, m)
-		for _, f := range out.Fits {
+		for i, f := range out.Fits {
+			c := norm(i)
 			for l, w := range f.Omega {
-				d := w - out.OmegaMean[l]
+				d := w*c - out.OmegaMean[l]
 				out.OmegaVar[l] += d * d / float64(r-1)
 			}
 		}

@@ -36,14 +36,26 @@ func TestRepeat(t *testing.T) {
 	if rep.Seeds[0] != opt.Seed || rep.Seeds[1] == rep.Seeds[2] {
 		t.Errorf("seeds %v", rep.Seeds)
 	}
+	// Reference: each fit's ω divided by its mean over the landmarks, times the mean of
+	// those means, then the plain mean and unbiased variance per landmark.
+	scale := make([]float64, r)
+	cbar := 0.0
+	for i, f := range rep.Fits {
+		for _, w := range f.Omega {
+			scale[i] += w
+		}
+		scale[i] /= float64(len(f.Omega))
+		cbar += scale[i] / r
+	}
 	for l := range rep.OmegaMean {
 		var mean, v float64
-		for _, f := range rep.Fits {
-			mean += f.Omega[l]
+		for i, f := range rep.Fits {
+			mean += f.Omega[l] * cbar / scale[i]
 		}
 		mean /= r
-		for _, f := range rep.Fits {
-			v += (f.Omega[l] - mean) * (f.Omega[l] - mean)
+		for i, f := range rep.Fits {
+			d := f.Omega[l]*cbar/scale[i] - mean
+			v += d * d
 		}
 		v /= r - 1
 		if math.Abs(rep.OmegaMean[l]-mean) > 1e-14*mean || math.Abs(rep.OmegaVar[l]-v) > 1e-12*mean*mean {
