@@ -87,9 +87,14 @@ type Topics struct {
 type Model struct {
 	// Arch is the architecture spec (entk), e.g. convnet:1x28x28-16-32-10.
 	Arch string `yaml:"arch"`
-	// Weights is a safetensors file with the backbone's state_dict; empty means the seeded
-	// PyTorch-default initialization.
+	// Weights is a safetensors file with the backbone's state_dict, or "shipped:NAME" for
+	// one of the trained files in the binary (entk/weights: mnist, fashion-mnist, adult);
+	// empty means the shipped file for Arch (MNIST's for the default convnet), and it is
+	// an error when none is shipped for Arch.
 	Weights string `yaml:"weights"`
+	// Untrained asks for the seeded PyTorch-default initialization instead of trained
+	// weights: a test fixture (on it all points look alike to the eNTK). Not with Weights.
+	Untrained bool `yaml:"untrained"`
 	// Seed is the root of every named random stream.
 	Seed uint64 `yaml:"seed"`
 }
@@ -491,6 +496,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Query.DrawQueries < 1 {
 		bad("query.draw_queries", c.Query.DrawQueries, "must be at least 1")
+	}
+	if c.Model.Untrained && c.Model.Weights != "" {
+		bad("model.untrained", c.Model.Untrained, fmt.Sprintf("cannot be combined with model.weights (%q)", c.Model.Weights))
 	}
 	if c.Query.ExactMemoryBytes < 0 {
 		bad("query.exact_memory_bytes", c.Query.ExactMemoryBytes, "must be ≥ 0 (0 turns the exact model off)")

@@ -15,6 +15,7 @@ type Flags struct {
 	Brokers        string
 	Arch           string
 	Weights        string
+	Untrained      bool
 }
 
 // RegisterFlags defines cairnd's flags on fs with the documented defaults.
@@ -27,7 +28,8 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.HTTP, "http", d.HTTP, "listen address for /healthz, /readyz, /metrics and /status")
 	fs.StringVar(&f.Brokers, "brokers", "", "comma-separated bootstrap servers of an external Kafka (disables the embedded broker)")
 	fs.StringVar(&f.Arch, "arch", d.Model.Arch, "backbone architecture spec, e.g. mlp:784-256-10")
-	fs.StringVar(&f.Weights, "weights", "", "safetensors file with the backbone's PyTorch state_dict")
+	fs.StringVar(&f.Weights, "weights", "", "safetensors file with the backbone's PyTorch state_dict, or shipped:NAME (default: the shipped trained weights for --arch)")
+	fs.BoolVar(&f.Untrained, "untrained", false, "use the seeded untrained network instead of trained weights (a test fixture)")
 	return f
 }
 
@@ -58,6 +60,8 @@ func (f *Flags) Load(fs *flag.FlagSet, environ []string) (Config, error) {
 			c.Model.Arch = f.Arch
 		case "weights":
 			c.Model.Weights = f.Weights
+		case "untrained":
+			c.Model.Untrained = f.Untrained
 		}
 	})
 	return c, nil

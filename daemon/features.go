@@ -10,6 +10,7 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/entk/weights"
 )
 
 // FitSketch is the name of the feature draw the pool is selected on (entk streams
@@ -21,14 +22,16 @@ const FitSketch = "fit"
 // views. It is immutable and safe for concurrent use; callers bring their own buffers.
 type Features struct {
 	backbone    entk.Backbone
+	source      weights.Source
 	sketch      *entk.Sketch
 	aug         *dataset.Augmenter
 	shape       [3]int
 	fingerprint string
 }
 
-// NewFeatures builds the pipeline: the backbone from m.Weights (safetensors) or, when
-// empty, entk's seeded PyTorch-default initialization under m.Seed; the sketch of
+// NewFeatures builds the pipeline: the backbone as weights.Load resolves m (the shipped
+// trained weights for m.Arch by default, a file, or the seeded initialization when
+// m.Untrained); the sketch of
 // sk.H heads and SRHT width sk.S drawn under (m.Seed, FitSketch); and the augmenter
 // seeded by m.Seed. A convnet's input is an image of its (C, H, W), any other input is
 // tabular (config has no data-shape setting; this follows the architecture).
@@ -37,12 +40,7 @@ func NewFeatures(m config.Model, sk config.Sketch) (*Features, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: model.arch %q: %w", ErrConfig, m.Arch, err)
 	}
-	var b entk.Backbone
-	if m.Weights != "" {
-		b, err = entk.LoadBackbone(m.Arch, m.Weights)
-	} else {
-		b, err = entk.NewBackbone(m.Arch, m.Seed)
-	}
+	b, src, err := weights.Load(m.Arch, m.Weights, "", m.Untrained, m.Seed)
 	if err != nil {
 		return nil, fmt.Errorf("%w: model %q (weights %q): %w", ErrConfig, m.Arch, m.Weights, err)
 	}
@@ -54,7 +52,7 @@ func NewFeatures(m config.Model, sk config.Sketch) (*Features, error) {
 	if arch.Kind == "convnet" {
 		shape = [3]int{arch.C, arch.H, arch.W}
 	}
-	f := &Features{backbone: b, sketch: s, aug: dataset.NewAugmenter(b.InDim(), shape, m.Seed), shape: shape}
+	f := &Features{backbone: b, source: src, sketch: s, aug: dataset.NewAugmenter(b.InDim(), shape, m.Seed), shape: shape}
 	f.fingerprint = fingerprint(b, sk, m.Seed, shape)
 	return f, nil
 }
@@ -95,6 +93,10 @@ func (f *Features) Fingerprint() string { return f.fingerprint }
 
 // Backbone returns the frozen network.
 func (f *Features) Backbone() entk.Backbone { return f.backbone }
+
+// Source says where the backbone's parameters came from (shipped file, path or seed) and
+// their SHA-256.
+func (f *Features) Source() weights.Source { return f.source }
 
 // Sketch returns the fit draw.
 func (f *Features) Sketch() *entk.Sketch { return f.sketch }

@@ -23,7 +23,7 @@ import (
 // so q = 32 features per view, m = 8 landmarks per view.
 func testConfig() config.Config {
 	c := config.Default()
-	c.Model = config.Model{Arch: "mlp:6-8-4", Seed: 7}
+	c.Model = config.Model{Arch: "mlp:6-8-4", Seed: 7, Untrained: true}
 	c.Sketch = config.Sketch{H: 2, S: 16}
 	c.Pool.M = 8
 	c.Kafka.Topics.Train = "t.train"

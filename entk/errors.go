@@ -23,4 +23,6 @@ var (
 	// ErrSketchSize reports a sketch budget out of range: h < 1, s < 0, s larger than the
 	// padded parameter count, or an input length < 1.
 	ErrSketchSize = errors.New("entk: sketch size out of range")
+	// ErrTrain reports invalid training options or data (Train), or a divergence.
+	ErrTrain = errors.New("entk: training")
 )

@@ -331,13 +331,31 @@ func LoadBackbone(spec, path string) (Backbone, error) {
 	if err != nil {
 		return nil, fmt.Errorf("entk: loading backbone: %w", err)
 	}
-	st, err := ReadSafetensors(data)
+	b, err := loadBytes(a, data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return b, nil
+}
+
+// LoadBackboneBytes is LoadBackbone for a safetensors file already in memory (such as
+// the shipped weights embedded in the binary); data is not retained.
+func LoadBackboneBytes(spec string, data []byte) (Backbone, error) {
+	a, err := ParseArch(spec)
+	if err != nil {
+		return nil, err
+	}
+	return loadBytes(a, data)
+}
+
+func loadBytes(a Arch, data []byte) (Backbone, error) {
+	st, err := ReadSafetensors(data)
+	if err != nil {
+		return nil, err
+	}
 	params, err := paramsFromTensors(a, st.Tensors)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	return newBackbone(a, params), nil
 }

@@ -35,6 +35,7 @@ var commands = map[string]command{
 	"status":  runStatus,
 	"demo":    runDemo,
 	"bench":   runBench,
+	"train":   runTrain,
 }
 
 func main() {

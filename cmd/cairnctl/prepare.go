@@ -10,25 +10,28 @@ import (
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/entk/weights"
 )
 
 // pipelineFlags are the data → backbone → sketch → features flags shared by the select,
 // fit and explain commands. Register them with register, then call prepare.
 type pipelineFlags struct {
-	data    string // --data: mnist | fashion-mnist | adult:DIR | csv:FILE
-	arch    string // --arch; "" picks the default for the data set (defaultArch)
-	weights string // --weights: backbone parameter file (entk.LoadBackbone); "" = seeded init
-	h, s    int    // --h heads, --s SRHT width
-	m       int    // --m landmarks per view
-	n       int    // --n first rows (0 = all)
-	seed    uint64 // --seed: backbone init, sketch, views, selectors
+	data      string // --data: mnist | fashion-mnist | adult:DIR | csv:FILE
+	arch      string // --arch; "" picks the default for the data set (defaultArch)
+	weights   string // --weights: backbone parameter file or shipped:NAME; "" = the shipped weights for the data set
+	untrained bool   // --untrained: the seeded initialization (a test fixture)
+	h, s      int    // --h heads, --s SRHT width
+	m         int    // --m landmarks per view
+	n         int    // --n first rows (0 = all)
+	seed      uint64 // --seed: backbone init, sketch, views, selectors
 }
 
 // register adds the pipeline flags to fs.
 func (p *pipelineFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.data, "data", "", "data set: mnist | fashion-mnist | adult:DIR | csv:FILE")
 	fs.StringVar(&p.arch, "arch", "", "backbone spec (default convnet:1x28x28-16-32-10 for images, resmlp:<D>-128x3-8 otherwise)")
-	fs.StringVar(&p.weights, "weights", "", "backbone weights file (entk.LoadBackbone format); default: seeded PyTorch-style init")
+	fs.StringVar(&p.weights, "weights", "", "backbone weights: a safetensors file or shipped:NAME (default: the shipped trained weights for --data and --arch)")
+	fs.BoolVar(&p.untrained, "untrained", false, "use the seeded untrained network (PyTorch-default init under --seed) instead of trained weights")
 	fs.IntVar(&p.h, "h", 4, "number of Gaussian output heads")
 	fs.IntVar(&p.s, "s", 1024, "SRHT sketch width")
 	fs.IntVar(&p.m, "m", 256, "landmarks per view (pool M = 2m)")
@@ -83,7 +86,7 @@ func prepare(p *pipelineFlags) (*prepared, error) {
 	if spec == "" {
 		spec = defaultArch(set)
 	}
-	b, err := loadBackbone(spec, p.weights, p.seed)
+	b, err := loadBackbone(spec, p.weights, set.Name, p.untrained, p.seed)
 	if err != nil {
 		return nil, err
 	}
@@ -117,19 +120,13 @@ func prepare(p *pipelineFlags) (*prepared, error) {
 	return out, nil
 }
 
-// loadBackbone builds spec with the seeded init, or from the weights file written for it
-// (entk.LoadBackbone: PyTorch state_dict keys, see entk).
-func loadBackbone(spec, weights string, seed uint64) (entk.Backbone, error) {
-	if weights == "" {
-		b, err := entk.NewBackbone(spec, seed)
-		if err != nil {
-			return nil, fmt.Errorf("--arch %q: %w", spec, err)
-		}
-		return b, nil
-	}
-	b, err := entk.LoadBackbone(spec, weights)
+// loadBackbone builds spec as the daemon does (weights.Load): the shipped trained weights
+// for the data set and spec by default, a file or shipped:NAME with --weights, the seeded
+// initialization with --untrained.
+func loadBackbone(spec, path, data string, untrained bool, seed uint64) (entk.Backbone, error) {
+	b, _, err := weights.Load(spec, path, data, untrained, seed)
 	if err != nil {
-		return nil, fmt.Errorf("--weights %q for --arch %q: %w", weights, spec, err)
+		return nil, fmt.Errorf("--arch %q --weights %q --untrained=%v: %w", spec, path, untrained, err)
 	}
 	return b, nil
 }

@@ -1,0 +1,219 @@
+package entk
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/cairnhq/cairn/internal/rng"
+)
+
+// TrainOptions configure Train: supervised training of a backbone's parameters by
+// minibatch Adam on the mean softmax cross-entropy of its d outputs.
+type TrainOptions struct {
+	Epochs int     // passes over the data (≥ 1)
+	Batch  int     // minibatch size (≥ 1)
+	LR     float64 // Adam step size at the start; cosine-decayed to 0 over all steps
+	Seed   uint64  // shuffling: stream "entk/train/epoch/<e>" of Seed
+	// Workers splits each minibatch over this many goroutines (0: GOMAXPROCS). The result
+	// does not depend on it: every example's gradient is summed in index order.
+	Workers int
+	// Progress, when set, is called after each epoch with the epoch (from 1) and the mean
+	// training loss over it.
+	Progress func(epoch int, loss float64)
+}
+
+// Validate reports the first invalid option.
+func (o TrainOptions) Validate() error {
+	switch {
+	case o.Epochs < 1:
+		return fmt.Errorf("%w: epochs = %d, want ≥ 1", ErrTrain, o.Epochs)
+	case o.Batch < 1:
+		return fmt.Errorf("%w: batch = %d, want ≥ 1", ErrTrain, o.Batch)
+	case !(o.LR > 0) || math.IsInf(o.LR, 0):
+		return fmt.Errorf("%w: lr = %v, want > 0", ErrTrain, o.LR)
+	case o.Workers < 0:
+		return fmt.Errorf("%w: workers = %d, want ≥ 0", ErrTrain, o.Workers)
+	}
+	return nil
+}
+
+// Train returns the parameters (state_dict order) of b after supervised training on the
+// n rows of xs (n×InDim) with labels in [0, d): minibatch Adam (β = 0.9, 0.999, ε = 1e-8,
+// step size cosine-decayed from opt.LR to 0) on
+//
+//	L = (1/B) Σ_{i∈batch} −log softmax(f(x_i))_{y_i},  ∇_θ L = (1/B) Σ_i J_{x_i}ᵀ (p_i − e_{y_i}),
+//
+// each example's gradient being one exact vector–Jacobian product (Forward and Backward
+// with w = softmax(f(x_i)) − e_{y_i}). Minibatches are consecutive slices of a permutation
+// drawn per epoch from the named stream "entk/train/epoch/<e>" of opt.Seed. Each worker
+// sums the gradients of a fixed contiguous range of the batch in index order and the
+// workers' sums are added in worker order, so the result is the same bits for every
+// scheduling (and for every opt.Workers ≥ 1 only up to the association of that final sum:
+// keep Workers fixed to reproduce a file). xs and labels are not modified; b is not
+// modified (Train works on a copy). It stops with ctx.Err() between minibatches.
+func Train(ctx context.Context, b Backbone, xs []float64, labels []int, opt TrainOptions) ([]float64, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	in, d, p := b.InDim(), b.OutDim(), b.NumParams()
+	n := len(labels)
+	if n == 0 || len(xs) != n*in {
+		return nil, fmt.Errorf("%w: %d labels for %d input values (input size %d)", ErrTrain, n, len(xs), in)
+	}
+	for i, y := range labels {
+		if y < 0 || y >= d {
+			return nil, fmt.Errorf("%w: label %d of row %d outside [0, %d)", ErrTrain, y, i, d)
+		}
+	}
+	a, err := ParseArch(b.Arch())
+	if err != nil {
+		return nil, err
+	}
+	workers := opt.Workers
+	if workers == 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	params := append([]float64(nil), b.Params()...)
+	m, v := make([]float64, p), make([]float64, p)
+	type worker struct {
+		ws         *Workspace
+		grad, acc  []float64
+		out, w     []float64
+		loss       float64
+		lo, hi     int
+		batchIndex []int
+	}
+	ws := make([]*worker, workers)
+	cur := newBackbone(a, params)
+	for k := range ws {
+		ws[k] = &worker{ws: cur.NewWorkspace(), grad: make([]float64, p), acc: make([]float64, p),
+			out: make([]float64, d), w: make([]float64, d)}
+	}
+	perm := make([]int, n)
+	steps := opt.Epochs * ((n + opt.Batch - 1) / opt.Batch)
+	step := 0
+	const beta1, beta2, eps = 0.9, 0.999, 1e-8
+	for e := range opt.Epochs {
+		r := rng.New(opt.Seed, rng.Sub("entk/train/epoch", e))
+		for i := range perm {
+			perm[i] = i
+		}
+		r.Shuffle(n, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+		epochLoss := 0.0
+		for start := 0; start < n; start += opt.Batch {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			batch := perm[start:min(start+opt.Batch, n)]
+			bs := len(batch)
+			// The backbone around the current parameters (its layers alias params).
+			cur = newBackbone(a, params)
+			var wg sync.WaitGroup
+			for k, wk := range ws {
+				wk.lo, wk.hi = k*bs/workers, (k+1)*bs/workers
+				wk.batchIndex = batch
+				wk.ws.owner = cur
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					clear(wk.acc)
+					wk.loss = 0
+					for _, i := range wk.batchIndex[wk.lo:wk.hi] {
+						cur.Forward(wk.out, xs[i*in:(i+1)*in], wk.ws)
+						wk.loss += softmaxResidualTo(wk.w, wk.out, labels[i])
+						cur.Backward(wk.grad, wk.w, wk.ws)
+						for j, g := range wk.grad {
+							wk.acc[j] += g
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			step++
+			lr := opt.LR * 0.5 * (1 + math.Cos(math.Pi*float64(step-1)/float64(steps)))
+			c1, c2 := 1-math.Pow(beta1, float64(step)), 1-math.Pow(beta2, float64(step))
+			inv := 1 / float64(bs)
+			for j := range params {
+				g := 0.0
+				for _, wk := range ws {
+					g += wk.acc[j]
+				}
+				g *= inv
+				m[j] = beta1*m[j] + (1-beta1)*g
+				v[j] = beta2*v[j] + (1-beta2)*g*g
+				params[j] -= lr * (m[j] / c1) / (math.Sqrt(v[j]/c2) + eps)
+			}
+			for _, wk := range ws {
+				epochLoss += wk.loss
+			}
+		}
+		for j, x := range params {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return nil, fmt.Errorf("%w: parameter %d is %v after epoch %d (lower the learning rate)", ErrTrain, j, x, e+1)
+			}
+		}
+		if opt.Progress != nil {
+			opt.Progress(e+1, epochLoss/float64(n))
+		}
+	}
+	return params, nil
+}
+
+// softmaxResidualTo writes w = softmax(out) − e_y and returns −log softmax(out)_y, in the
+// max-shifted form so that no exponential overflows.
+func softmaxResidualTo(w, out []float64, y int) float64 {
+	mx := out[0]
+	for _, o := range out[1:] {
+		mx = max(mx, o)
+	}
+	s := 0.0
+	for i, o := range out {
+		w[i] = math.Exp(o - mx)
+		s += w[i]
+	}
+	for i := range w {
+		w[i] /= s
+	}
+	w[y] -= 1
+	return math.Log(s) - (out[y] - mx)
+}
+
+// Accuracy returns the fraction of the n rows of xs whose largest output of b is at
+// their label, on GOMAXPROCS goroutines.
+func Accuracy(b Backbone, xs []float64, labels []int) float64 {
+	in, d, n := b.InDim(), b.OutDim(), len(labels)
+	if n == 0 {
+		return math.NaN()
+	}
+	workers := min(runtime.GOMAXPROCS(0), n)
+	hits := make([]int, workers)
+	var wg sync.WaitGroup
+	for k := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws, out := b.NewWorkspace(), make([]float64, d)
+			for i := k; i < n; i += workers {
+				b.Forward(out, xs[i*in:(i+1)*in], ws)
+				best := 0
+				for j, o := range out {
+					if o > out[best] {
+						best = j
+					}
+				}
+				if best == labels[i] {
+					hits[k]++
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t := 0
+	for _, h := range hits {
+		t += h
+	}
+	return float64(t) / float64(n)
+}
