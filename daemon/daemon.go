@@ -265,7 +265,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err := d.restore(); err != nil {
 		return err
 	}
-	h, err := ListenHTTP(cfg.HTTP, d.metrics, Checks{Live: d.live, Ready: d.readyErr, Status: func() any { return d.Status() }}, d.log)
+	h, err := ListenHTTP(cfg.HTTP, d.metrics, Checks{Live: d.live, Ready: d.readyErr, Status: func() any { return d.Status() },
+		Model: func() (any, error) { return d.Export() }}, d.log)
 	if err != nil {
 		return err
 	}

@@ -346,6 +346,33 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 	checkExactAnswer(t, s, atts["q-x"], test.Row(0))
+	// GET /model alone reproduces the answer's scores: the exported x and ω with the
+	// backbone the export names.
+	var ex ModelExport
+	if err := json.Unmarshal([]byte(get("/model")), &ex); err != nil {
+		t.Fatal(err)
+	}
+	if ex.Model != s.version || len(ex.Landmarks) != len(s.active) || ex.Weights != "seeded:3" || ex.Arch != cfg.Model.Arch {
+		t.Fatalf("/model: version %d, %d landmarks, weights %q, arch %q; want %d, %d, seeded:3, %s",
+			ex.Model, len(ex.Landmarks), ex.Weights, ex.Arch, s.version, len(s.active), cfg.Model.Arch)
+	}
+	eb, _ := entk.NewBackbone(ex.Arch, 3)
+	ews := eb.NewWorkspace()
+	for _, e := range atts["q-x"].TopK {
+		found := false
+		for _, l := range ex.Landmarks {
+			if l.ID == e.ID && l.View == e.View {
+				found = true
+				want := entk.ExactKernel(eb, l.X, test.Row(0), ews) * l.Omega
+				if math.Abs(want-e.Score) > e.Radius {
+					t.Errorf("/model recomputes %s/%s as %v, the answer says %v ± %v", e.ID, e.View, want, e.Score, e.Radius)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("/model lacks the answer's landmark %s/%s", e.ID, e.View)
+		}
+	}
 	// The in-process answer equals the Kafka one for a query by id (same draw).
 	inproc, err := r.d.Answer(stream.QueryEvent{Request: "q-id", ID: set.IDs[5], K: 5})
 	if err != nil {
@@ -376,6 +403,15 @@ func TestEndToEnd(t *testing.T) {
 	after, err := r.d.Answer(stream.QueryEvent{Request: "q-after", X: test.Row(0)})
 	if err != nil {
 		t.Fatal(err)
+	}
+	var exAfter ModelExport
+	if err := json.Unmarshal([]byte(get("/model")), &exAfter); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range exAfter.Landmarks {
+		if l.ID == victim {
+			t.Fatalf("/model lists the deleted landmark %q", victim)
+		}
 	}
 	for _, e := range after.TopK {
 		if e.ID == victim {

@@ -28,6 +28,9 @@ type Checks struct {
 	// Status answers /status: 200 with the JSON encoding of the value it returns
 	// (500 when it does not encode).
 	Status func() any
+	// Model answers /model: 200 with the JSON encoding of the value, 503 with the error
+	// text when it fails (no model yet); nil makes /model answer 404.
+	Model func() (any, error)
 }
 
 // Bounds of the HTTP server. Every endpoint answers from memory, so requests are small
@@ -156,7 +159,7 @@ func (h *HTTP) Close() error {
 // ServeHTTP answers one request; see HTTP for the endpoints.
 func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
-	case "/healthz", "/readyz", "/metrics", "/status":
+	case "/healthz", "/readyz", "/metrics", "/status", "/model":
 	default:
 		h.reply(w, r, http.StatusNotFound, "404 page not found", nil)
 		return
@@ -180,6 +183,17 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case "/status":
 		h.status(w, r)
+	case "/model":
+		if h.checks.Model == nil {
+			h.reply(w, r, http.StatusNotFound, "404 page not found", nil)
+			return
+		}
+		v, err := h.checks.Model()
+		if err != nil {
+			h.reply(w, r, http.StatusServiceUnavailable, err.Error(), nil)
+			return
+		}
+		h.writeJSON(w, r, v)
 	}
 }
 
@@ -200,9 +214,14 @@ func (h *HTTP) status(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, r, http.StatusNotFound, "404 page not found", nil)
 		return
 	}
-	// Encode to memory first, so a value that does not encode still gets a clean 500.
+	h.writeJSON(w, r, h.checks.Status())
+}
+
+// writeJSON answers 200 with v's JSON encoding, encoded to memory first so that a value
+// that does not encode still gets a clean 500.
+func (h *HTTP) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(h.checks.Status()); err != nil {
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
 		h.reply(w, r, http.StatusInternalServerError, "status: "+err.Error(), err)
 		return
 	}
