@@ -167,6 +167,8 @@ func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
 		return rep, fmt.Errorf("--data (test split for the queries): %w", err)
 	}
 
+	o.cfg.Model = weightsForData(o.cfg.Model, train.Name)
+
 	// The reference runs before the daemon starts, so nothing else in this process
 	// competes with it.
 	if rep.FeaturesPerSecondReference, err = featureRate(o.cfg, train, o.reference); err != nil {

@@ -161,6 +161,7 @@ func demo(ctx context.Context, o demoOptions, stdout io.Writer) (err error) {
 		}
 	}
 
+	o.cfg.Model = weightsForData(o.cfg.Model, train.Name)
 	h, err := startHarness(ctx, o.cfg, o.dataDir, o.log)
 	if err != nil {
 		return err

@@ -13,8 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/entk/weights"
 )
 
 // trainReport is the output of `cairnctl train`.
@@ -135,4 +137,16 @@ func train(ctx context.Context, data, arch string, n int, opt entk.TrainOptions,
 		return rep, fmt.Errorf("--out: %w", err)
 	}
 	return rep, nil
+}
+
+// weightsForData points a daemon configuration that asks for the default weights at the
+// shipped file trained on the data set it will be fed (the daemon alone cannot know it:
+// MNIST and Fashion-MNIST share the convnet).
+func weightsForData(m config.Model, data string) config.Model {
+	if m.Weights == "" && !m.Untrained {
+		if f, ok := weights.Find(data, m.Arch); ok && f.Data == data {
+			m.Weights = "shipped:" + f.Name
+		}
+	}
+	return m
 }

@@ -56,6 +56,12 @@ var Shipped = []File{
 	{Name: "mnist", Data: "mnist", Arch: "convnet:1x28x28-16-32-10", Path: "mnist-convnet.safetensors",
 		SHA256: "c1e30285ff7cc3927212c4e29a3acbbfed938bf27a6c8f45e71d7e7d6bbb845b", TestAccuracy: 0.9904,
 		Command: "cairnctl train --data mnist --epochs 12 --seed 1 --out mnist-convnet.safetensors"},
+	{Name: "fashion-mnist", Data: "fashion-mnist", Arch: "convnet:1x28x28-16-32-10", Path: "fashion-mnist-convnet.safetensors",
+		SHA256: "272e1b3044dc3560c62691ac5ca250c576766c83996fed3cbb84aea2767c8f95", TestAccuracy: 0.9131,
+		Command: "cairnctl train --data fashion-mnist --epochs 15 --seed 1 --out fashion-mnist-convnet.safetensors"},
+	{Name: "adult", Data: "adult", Arch: "resmlp:108-128x3-8", Path: "adult-resmlp.safetensors",
+		SHA256: "743a7ce15679925c905bc2dc39527389d5bd7d04cd62aaf2f5712335d2994b7d", TestAccuracy: 0.8550,
+		Command: "cairnctl train --data adult:DIR --epochs 10 --seed 1 --batch 128 --lr 1e-3 --out adult-resmlp.safetensors"},
 }
 
 // ErrNoShipped reports that no shipped weights match an architecture or name.

@@ -45,6 +45,12 @@ func TestLoad(t *testing.T) {
 	if b.Params()[0] == seeded.Params()[0] && b.Params()[1] == seeded.Params()[1] {
 		t.Error("the default backbone has the seeded initialization's parameters")
 	}
+	if f, ok := Find("fashion-mnist", arch); !ok || f.Name != "fashion-mnist" {
+		t.Errorf("Find(fashion-mnist, %s) = %+v, want the Fashion-MNIST file", arch, f)
+	}
+	if _, src, err := Load("resmlp:108-128x3-8", "", "adult", false, 1); err != nil || src.Weights != "shipped:adult" {
+		t.Errorf("Adult default: %v, %+v", err, src)
+	}
 	u, src, err := Load(arch, "", "mnist", true, 1)
 	if err != nil || src.Weights != "seeded:1" || u.Params()[0] != seeded.Params()[0] {
 		t.Fatalf("untrained: %v, %+v", err, src)
