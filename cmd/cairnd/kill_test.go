@@ -31,7 +31,7 @@ shutdown_timeout: 5s
 kafka:
   brokers: [%s]
   partitions: 2
-model: {arch: "mlp:784-32-10", seed: 5}
+model: {arch: "mlp:784-32-10", seed: 5, untrained: true}
 sketch: {h: 2, s: 128}
 pool: {m: 16}
 fit: {k: 16, epochs: 2, batch: 64, fits: 2}
