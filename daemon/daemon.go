@@ -266,7 +266,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	h, err := ListenHTTP(cfg.HTTP, d.metrics, Checks{Live: d.live, Ready: d.readyErr, Status: func() any { return d.Status() },
-		Model: func() (any, error) { return d.Export() }}, d.log)
+		Model: func(v uint64) (any, error) { return d.Export(v) }}, d.log)
 	if err != nil {
 		return err
 	}

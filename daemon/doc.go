@@ -94,6 +94,19 @@
 // immutable storage.Model records; a model's id is the content hash of its landmarks,
 // Ã and b.
 //
+// # Model export
+//
+// GET /model (Daemon.Export) and `cairnctl model export` print one model version as a
+// ModelExport: version, model id, architecture, the weights' name and SHA-256, the
+// kernel scale, the score formula in words, and every unmasked landmark with its id,
+// view, augmented input x and ω in raw kernel units, so that a third party can recompute
+// every score of an answer (k*(x_ℓ, x_t)·ω_ℓ, or the evaluation draw's kernel once its
+// seed is published). The serving version is exported from the serving value with its
+// current mask; a stored version (GET /model?model=V, or ExportStored on the bbolt file
+// of a stopped daemon) is masked by the rule a restart applies (restoreModel: a landmark
+// whose point is no longer stored is left out), one function for both. ExportStored
+// refuses a configuration whose feature fingerprint differs from the stored pool's.
+//
 // # Ingest
 //
 // Ingest applies batches of cairn.train messages (stream.Reader hands them to

@@ -23,3 +23,11 @@ var (
 
 // ErrNoModel is returned by queries before the first model version exists.
 var ErrNoModel = errors.New("daemon: no model fitted yet")
+
+// ErrNoModelExport is returned by Export and ExportStored when there is no model to
+// export (before the first model, or every landmark masked); GET /model answers 503.
+var ErrNoModelExport = errors.New("daemon: no model to export")
+
+// ErrUnknownModel is returned by Export and ExportStored for a model version that is
+// not stored; GET /model?model=V answers 404.
+var ErrUnknownModel = errors.New("daemon: no such model version")

@@ -28,9 +28,11 @@ type Checks struct {
 	// Status answers /status: 200 with the JSON encoding of the value it returns
 	// (500 when it does not encode).
 	Status func() any
-	// Model answers /model: 200 with the JSON encoding of the value, 503 with the error
-	// text when it fails (no model yet); nil makes /model answer 404.
-	Model func() (any, error)
+	// Model answers /model (version 0) and /model?model=V (version V > 0; anything else
+	// is 400): 200 with the JSON encoding of the value; 404 when the error is
+	// ErrUnknownModel, 503 when it is ErrNoModelExport (no model yet), 500 otherwise,
+	// each with the error text. Nil makes /model answer 404.
+	Model func(version uint64) (any, error)
 }
 
 // Bounds of the HTTP server. Every endpoint answers from memory, so requests are small
@@ -49,7 +51,7 @@ var (
 	errHTTPRun    = errors.New("daemon: http server Run called twice")
 )
 
-// HTTP serves /healthz, /readyz, /metrics and /status. ListenHTTP binds the address,
+// HTTP serves /healthz, /readyz, /metrics, /status and /model. ListenHTTP binds the address,
 // Run serves, Close releases the listener when Run never ran. Only GET and HEAD are
 // allowed (405 otherwise, with an Allow header); any other path is 404. Every non-2xx
 // response is logged at debug level with fields method, path, status (and error for a
@@ -188,12 +190,30 @@ func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.reply(w, r, http.StatusNotFound, "404 page not found", nil)
 			return
 		}
-		v, err := h.checks.Model()
-		if err != nil {
-			h.reply(w, r, http.StatusServiceUnavailable, err.Error(), nil)
+		h.model(w, r)
+	}
+}
+
+func (h *HTTP) model(w http.ResponseWriter, r *http.Request) {
+	var version uint64
+	if q := r.URL.Query(); q.Has("model") {
+		v, err := strconv.ParseUint(q.Get("model"), 10, 64)
+		if err != nil || v == 0 {
+			h.reply(w, r, http.StatusBadRequest, fmt.Sprintf("model=%q: want a model version, an integer ≥ 1", q.Get("model")), nil)
 			return
 		}
+		version = v
+	}
+	v, err := h.checks.Model(version)
+	switch {
+	case err == nil:
 		h.writeJSON(w, r, v)
+	case errors.Is(err, ErrUnknownModel):
+		h.reply(w, r, http.StatusNotFound, err.Error(), err)
+	case errors.Is(err, ErrNoModelExport):
+		h.reply(w, r, http.StatusServiceUnavailable, err.Error(), err)
+	default:
+		h.reply(w, r, http.StatusInternalServerError, err.Error(), err)
 	}
 }
 

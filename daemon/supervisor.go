@@ -239,9 +239,9 @@ func (d *Daemon) auditWithoutModel(snap *snapshot) error {
 }
 
 // loadServing rebuilds the serving form of the latest stored model after a restart,
-// with the landmarks no longer stored masked, and returns it with the hash of the
-// points it was fitted on (nil, "" without a model). The audit blocks are rebuilt from
-// the points stored now by the same rules as a refit.
+// with the landmarks no longer stored masked (restoreModel), and returns it with the
+// hash of the points it was fitted on (nil, "" without a model). The audit blocks are
+// rebuilt from the points stored now by the same rules as a refit.
 func (d *Daemon) loadServing() (*serving, string, error) {
 	var (
 		m      storage.Model
@@ -260,44 +260,33 @@ func (d *Daemon) loadServing() (*serving, string, error) {
 	if err != nil || !ok {
 		return nil, "", err
 	}
-	var meta modelMeta
-	if err := json.Unmarshal(m.Meta, &meta); err != nil {
-		return nil, "", fmt.Errorf("%w: model %d meta: %w", ErrPoolState, m.Version, err)
+	cache := d.cache.Load()
+	rm, err := d.feat.restoreModel(m, func(id string) ([]float64, bool) {
+		if e := cache.get(id); e != nil {
+			return e.x, true
+		}
+		return nil, false
+	})
+	if err != nil {
+		return nil, "", err
 	}
-	mm := len(m.Landmarks)
-	if m.A.Rows != mm || m.A0.Rows != mm || m.A0.Cols != m.A.Cols || m.B.Rows != 1 || m.B.Cols != m.A.Cols ||
-		meta.ViewA < 0 || meta.ViewA > mm || !(meta.KernelScale > 0) {
-		return nil, "", fmt.Errorf("%w: model %d has inconsistent shapes", ErrPoolState, m.Version)
-	}
-	a := mat.NewDense(m.A.Rows, m.A.Cols, m.A.Data)
-	a0 := mat.NewDense(m.A0.Rows, m.A0.Cols, m.A0.Data)
+	meta, mm := rm.meta, len(m.Landmarks)
 	si := servingInput{version: m.Version, id: meta.ID, points: meta.Points, landmarkIDs: m.Landmarks,
-		views: make([]byte, mm), missing: make([]bool, mm), a: a, b: m.B.Data, scale: meta.KernelScale,
-		residual: meta.Residual, landmarkX: make([]float64, mm*d.feat.InputDim())}
-	si.omega = scaled(fit.Omega(a, a0), meta.KernelScale)
+		views: rm.views, missing: rm.missing, a: rm.a, b: m.B.Data, scale: meta.KernelScale,
+		residual: meta.Residual, landmarkX: rm.xs, omega: rm.omega}
 	if haveFS && len(fs.Mean) == mm {
 		si.omegaMean = fs.Mean
 		if len(fs.Var) == mm {
 			si.tau2 = fs.Var
 		}
 	}
-	cache := d.cache.Load()
-	dim := d.feat.InputDim()
 	var lf []float64
 	for l, id := range m.Landmarks {
-		v := 0
-		si.views[l] = 'A'
-		if l >= meta.ViewA {
-			v, si.views[l] = 1, 'B'
-		}
-		e := cache.get(id)
-		if e == nil {
-			si.missing[l] = true
+		if rm.missing[l] {
 			lf = append(lf, make([]float64, d.feat.Dim())...)
 			continue
 		}
-		d.feat.aug.ViewTo(si.landmarkX[l*dim:(l+1)*dim], e.x, id, v)
-		row, err := d.feat.featureRows(context.Background(), []string{id}, []*cached{e}, v)
+		row, err := d.feat.featureRows(context.Background(), []string{id}, []*cached{cache.get(id)}, rm.view(l))
 		if err != nil {
 			return nil, "", err
 		}
@@ -338,4 +327,67 @@ func (d *Daemon) loadServing() (*serving, string, error) {
 	}
 	d.log.Info().Uint64("model", m.Version).Str("model_id", meta.ID).Int("masked", s.maskedCount()).Msg("model restored")
 	return s, meta.PointsHash, nil
+}
+
+// restoredModel is a stored model version decoded for serving: its fit metadata, Ã, and
+// per landmark in model row order its view ('A' or 'B'), its augmented input (xs, M×D)
+// and ω in raw kernel units. A landmark whose point is no longer stored is missing: its
+// row of xs stays zero and it is masked from the start.
+type restoredModel struct {
+	meta    modelMeta
+	a       *mat.Dense
+	omega   []float64
+	views   []byte
+	xs      []float64
+	missing []bool
+}
+
+// view is landmark l's view index (0 for 'A', 1 for 'B').
+func (r *restoredModel) view(l int) int {
+	if r.views[l] == 'B' {
+		return 1
+	}
+	return 0
+}
+
+// restoreModel decodes the stored model m and rebuilds its landmarks from the points
+// stored now (point returns a stored point's raw input): the first meta.ViewA rows are
+// view A's pivots, the rest view B's; a landmark's input is the augmented view of its
+// stored point; ω_ℓ = kernel_scale·‖Ã_ℓ − Ã_{0,ℓ}‖₂. A landmark whose id point does not
+// know is missing. This is the one rule for masks rebuilt from storage, used by a
+// restart (loadServing) and by exports of stored versions (ExportStored): a deletion
+// removes the point from the points bucket in the same transaction that writes its
+// pending deletion record, so "not stored" covers deletions audited and pending alike.
+func (f *Features) restoreModel(m storage.Model, point func(id string) ([]float64, bool)) (*restoredModel, error) {
+	var meta modelMeta
+	if err := json.Unmarshal(m.Meta, &meta); err != nil {
+		return nil, fmt.Errorf("%w: model %d meta: %w", ErrPoolState, m.Version, err)
+	}
+	mm := len(m.Landmarks)
+	if m.A.Rows != mm || m.A0.Rows != mm || m.A0.Cols != m.A.Cols || m.B.Rows != 1 || m.B.Cols != m.A.Cols ||
+		meta.ViewA < 0 || meta.ViewA > mm || !(meta.KernelScale > 0) {
+		return nil, fmt.Errorf("%w: model %d has inconsistent shapes", ErrPoolState, m.Version)
+	}
+	a := mat.NewDense(m.A.Rows, m.A.Cols, m.A.Data)
+	a0 := mat.NewDense(m.A0.Rows, m.A0.Cols, m.A0.Data)
+	dim := f.InputDim()
+	r := &restoredModel{meta: meta, a: a, omega: scaled(fit.Omega(a, a0), meta.KernelScale),
+		views: make([]byte, mm), xs: make([]float64, mm*dim), missing: make([]bool, mm)}
+	for l, id := range m.Landmarks {
+		v := 0
+		r.views[l] = 'A'
+		if l >= meta.ViewA {
+			v, r.views[l] = 1, 'B'
+		}
+		x, ok := point(id)
+		if !ok {
+			r.missing[l] = true
+			continue
+		}
+		if len(x) != dim {
+			return nil, fmt.Errorf("%w: model %d landmark %q has %d inputs, want %d", ErrPoolState, m.Version, id, len(x), dim)
+		}
+		f.aug.ViewTo(r.xs[l*dim:(l+1)*dim], x, id, v)
+	}
+	return r, nil
 }
