@@ -36,6 +36,7 @@ var commands = map[string]command{
 	"demo":    runDemo,
 	"bench":   runBench,
 	"train":   runTrain,
+	"model":   runModel,
 }
 
 func main() {

@@ -294,19 +294,29 @@ func readAuditTopic(ctx context.Context, kc stream.Config, topic string) ([]stre
 	return out, nil
 }
 
-// verifyStore verifies the audit chain of the bbolt file at path. storage has no
-// read-only open: Open takes the file lock (so a running daemon makes it fail after
+// openStopped opens the bbolt file at path of a stopped daemon, for the commands that
+// read it with --data-dir; instead says what to do while the daemon runs. storage has
+// no read-only open: Open takes the file lock (so a running daemon makes it fail after
 // the lock timeout) and writes only to migrate an older format.
-func verifyStore(path string) (chainReport, error) {
-	rep := chainReport{Source: "store:" + path}
+func openStopped(path, instead string) (*storage.Store, error) {
 	if _, err := os.Stat(path); err != nil {
-		return rep, fmt.Errorf("--data-dir: %w (want the directory holding the daemon's cairn.db)", err)
+		return nil, fmt.Errorf("--data-dir: %w (want the directory holding the daemon's cairn.db)", err)
 	}
 	st, err := storage.Open(path, storage.Options{LockTimeout: 2 * time.Second})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
-			return rep, fmt.Errorf("%s is locked: is the daemon running on this data directory? Stop it, or verify through Kafka without --data-dir: %w", path, err)
+			return nil, fmt.Errorf("%s is locked: is the daemon running on this data directory? Stop it, or %s: %w", path, instead, err)
 		}
+		return nil, err
+	}
+	return st, nil
+}
+
+// verifyStore verifies the audit chain of the bbolt file at path (openStopped).
+func verifyStore(path string) (chainReport, error) {
+	rep := chainReport{Source: "store:" + path}
+	st, err := openStopped(path, "verify through Kafka without --data-dir")
+	if err != nil {
 		return rep, err
 	}
 	defer st.Close()
