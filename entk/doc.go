@@ -94,4 +94,16 @@
 //
 // JacobianTo builds J_x (d×P) by d backward passes; ExactGramTo keeps all n Jacobians
 // (n·d·P floats) and is meant for small networks, as in the verification commands.
+//
+// # Training
+//
+// Train fits a backbone's parameters by minibatch Adam on the mean softmax cross-entropy
+// of its d outputs, each example's gradient one exact VJP J_xᵀ(softmax(f(x)) − e_y) with
+// the Forward and Backward above; it is how the shipped default weights (package
+// entk/weights, written by `cairnctl train`) were made. The minibatch gradient is summed
+// over fixed contiguous ranges per worker and the workers' sums are added in worker order,
+// so, like the feature map, a run is reproducible bit for bit on one kind of machine for
+// a fixed worker count. It lives here rather than in a package of its own because it
+// rebinds workspaces to a new backbone per step (no copy of the parameters), which needs
+// the package's internals.
 package entk
