@@ -5,9 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -39,11 +39,21 @@ type trainReport struct {
 
 // runTrain is `cairnctl train --data D --arch SPEC --epochs N --seed S --out FILE`:
 // supervised cross-entropy training of an entk backbone from its seeded PyTorch-default
-// initialization (entk.Train: exact VJPs, Adam on all cores), written as a float32
-// safetensors state_dict that PyTorch loads. The accuracies are those of the file as
-// written (reloaded from its bytes), on the data set's train and test splits.
+// initialization (entk.Train: exact VJPs, Adam on two workers), on the plain rows of the
+// training split (no augmented views: entk.Train says why), written as a float32
+// safetensors state_dict that PyTorch loads (keys of entk.Arch). The accuracies are those
+// of the file as written (reloaded from its bytes), on the data set's train and test
+// splits; --n limits the training rows only.
+//
+// The default --arch is the one every other command uses for the data set (defaultArch),
+// so the file trained with it is the one they pick up. For Adult that is
+// resmlp:108-128x3-8: eight outputs for two classes, the labels being outputs 0 and 1.
+// The six other logits are trained too (cross-entropy pushes them below the two used
+// ones) and still enter the eNTK (d = 8); a 2-output head would change the default arch
+// of select, fit, explain and audit on Adult and every number measured with it, for a
+// data set the daemon does not default to, so the head stays as it was.
 func runTrain(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("train", flag.ContinueOnError)
+	fs := newFlags("train")
 	data := fs.String("data", "", "data set: mnist | fashion-mnist | adult:DIR | csv:FILE")
 	arch := fs.String("arch", "", "backbone spec (default: the data set's default, as select/fit use)")
 	epochs := fs.Int("epochs", 15, "passes over the training split")
@@ -64,8 +74,8 @@ func runTrain(args []string, stdout io.Writer) error {
 		return fmt.Errorf("--epochs %d: must be at least 1", *epochs)
 	case *batch < 1:
 		return fmt.Errorf("--batch %d: must be at least 1", *batch)
-	case !(*lr > 0):
-		return fmt.Errorf("--lr %v: must be positive", *lr)
+	case !(*lr > 0) || math.IsInf(*lr, 1):
+		return fmt.Errorf("--lr %v: must be positive and finite", *lr)
 	case *n < 0:
 		return fmt.Errorf("--n %d: must be ≥ 0", *n)
 	}
