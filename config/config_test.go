@@ -61,6 +61,9 @@ func TestValidateTable(t *testing.T) {
 		{"k above max", func(c *Config) { c.Query.K = 1000 }, "query.k"},
 		{"init", func(c *Config) { c.Fit.Init = "xavier" }, "fit.init"},
 		{"lr nan", func(c *Config) { c.Fit.LearningRate = nan() }, "fit.learning_rate"},
+		{"untrained", func(c *Config) { c.Model.Untrained = true }, ""},
+		{"shipped weights by name", func(c *Config) { c.Model.Weights = "shipped:fashion-mnist" }, ""},
+		{"untrained with weights", func(c *Config) { c.Model.Untrained, c.Model.Weights = true, "w.safetensors" }, "model.untrained"},
 	}
 	for _, tc := range cases {
 		c := Default()
@@ -163,4 +166,38 @@ func FuzzDecodeYAML(f *testing.F) {
 		}
 		_ = c.Validate()
 	})
+}
+
+// TestUntrainedLayers: model.untrained is off by default (the shipped trained weights) and
+// set by the YAML file, CAIRN_MODEL_UNTRAINED or --untrained.
+func TestUntrainedLayers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cairn.yaml")
+	if err := os.WriteFile(path, []byte("model:\n  untrained: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		environ []string
+		want    bool
+	}{
+		{"default", nil, nil, false},
+		{"file", []string{"--config", path}, nil, true},
+		{"env", nil, []string{"CAIRN_MODEL_UNTRAINED=true"}, true},
+		{"flag", []string{"--untrained"}, nil, true},
+		{"flag over env", []string{"--untrained=false"}, []string{"CAIRN_MODEL_UNTRAINED=true"}, false},
+	} {
+		fs := flag.NewFlagSet("cairnd", flag.ContinueOnError)
+		f := RegisterFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.Load(fs, tc.environ)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if c.Model.Untrained != tc.want || c.Model.Weights != "" {
+			t.Errorf("%s: untrained %v weights %q, want %v and no weights", tc.name, c.Model.Untrained, c.Model.Weights, tc.want)
+		}
+	}
 }
