@@ -7,8 +7,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/entk/weights"
 )
 
 func randPoints(r *rand.Rand, n, d int) ([]string, []float64) {
@@ -136,6 +138,51 @@ func TestBadFeatures(t *testing.T) {
 	} {
 		if got := badFeatures(tc.f) != ""; got != tc.bad {
 			t.Errorf("%s: bad = %v (%q), want %v", tc.name, got, badFeatures(tc.f), tc.bad)
+		}
+	}
+}
+
+// TestNewFeaturesWeights: model.weights empty means the shipped trained weights for the
+// arch (MNIST's for the default convnet, with their SHA-256), shipped:NAME picks a file by
+// name, model.untrained the seeded initialization, and an arch with no shipped weights is
+// a configuration error rather than a silent fall-back to the untrained network.
+func TestNewFeaturesWeights(t *testing.T) {
+	def := config.Default()
+	mnist, _ := weights.ByName("mnist")
+	fashion, _ := weights.ByName("fashion-mnist")
+	seeded, _ := entk.NewBackbone(def.Model.Arch, 9)
+	for _, tc := range []struct {
+		name    string
+		m       config.Model
+		source  string
+		sha     string
+		param0  float64 // the backbone's first parameter, 0 = not checked
+		wantErr bool
+	}{
+		{"default", config.Model{Arch: def.Model.Arch, Seed: 9}, "shipped:mnist", mnist.SHA256, 0, false},
+		{"by name", config.Model{Arch: def.Model.Arch, Weights: "shipped:fashion-mnist", Seed: 9}, "shipped:fashion-mnist", fashion.SHA256, 0, false},
+		{"untrained", config.Model{Arch: def.Model.Arch, Untrained: true, Seed: 9}, "seeded:9", "", seeded.Params()[0], false},
+		{"nothing shipped", config.Model{Arch: "mlp:6-8-4", Seed: 9}, "", "", 0, true},
+		{"wrong arch for the name", config.Model{Arch: "mlp:6-8-4", Weights: "shipped:mnist", Seed: 9}, "", "", 0, true},
+	} {
+		f, err := NewFeatures(tc.m, config.Sketch{H: 2, S: 64})
+		if tc.wantErr {
+			if !errors.Is(err, ErrConfig) {
+				t.Errorf("%s: %v, want ErrConfig", tc.name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		src := f.Source()
+		if src.Weights != tc.source || (tc.sha != "" && src.SHA256 != tc.sha) {
+			t.Errorf("%s: source %+v, want %s %s", tc.name, src, tc.source, tc.sha)
+		}
+		if p0 := f.Backbone().Params()[0]; tc.param0 != 0 && p0 != tc.param0 {
+			t.Errorf("%s: first parameter %v, want %v", tc.name, p0, tc.param0)
+		} else if tc.param0 == 0 && p0 == seeded.Params()[0] {
+			t.Errorf("%s: the seeded initialization's first parameter", tc.name)
 		}
 	}
 }
