@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/entk/weights"
 )
 
 // entkSubcommands are the subcommands of "cairnctl entk".
@@ -46,8 +47,11 @@ run 'cairnctl entk SUBCOMMAND -h' for its flags
 type entkKernelResult struct {
 	Arch   string `json:"arch"`
 	Params int    `json:"params"`
-	N      int    `json:"n"`
-	Exact  bool   `json:"exact"`
+	// Weights says where the parameters came from ("shipped:NAME", the file, or
+	// "seeded:<seed>") and WeightsSHA256 hashes them, as the daemon's GET /model does.
+	weights.Source
+	N     int  `json:"n"`
+	Exact bool `json:"exact"`
 	// Sketch draw, when not exact: heads, width (0 = no sketch), padded P, the seed and the
 	// draw name, so the draw is rng.New(seed, "entk/heads/cli") and "entk/srht/cli".
 	H       int    `json:"h,omitempty"`
@@ -61,16 +65,20 @@ type entkKernelResult struct {
 
 // runEntkKernel prints the exact eNTK Gram matrix k*(x_a, x_b) = tr(J_a J_bᵀ)/d of the rows
 // of --in, or the sketched K_{h,s} of one draw named "cli" under --seed (paper eq.
-// composed). Without --weights the backbone is NewBackbone(--arch, --seed).
+// composed). The backbone is resolved as the daemon resolves model.weights (weights.Load,
+// no data set known): --weights FILE or shipped:NAME, else the shipped trained weights for
+// --arch, else an error asking for --weights or --untrained (the seeded initialization
+// NewBackbone(--arch, --seed), a fixture for small test networks).
 func runEntkKernel(args []string, stdout io.Writer) error {
 	fs := newFlags("entk kernel")
 	arch := fs.String("arch", "", "architecture spec, e.g. mlp:784-256-256-10 (required)")
-	weights := fs.String("weights", "", "safetensors file with the parameters (default: PyTorch init from --seed)")
+	wpath := fs.String("weights", "", "safetensors file with the parameters, or shipped:NAME (default: the shipped trained weights for --arch)")
+	untrained := fs.Bool("untrained", false, "use the seeded PyTorch-default initialization under --seed instead of trained weights")
 	in := fs.String("in", "", "headerless CSV, one example per row (required)")
 	exact := fs.Bool("exact", false, "exact kernel tr(J_a J_bᵀ)/d instead of a sketch")
 	h := fs.Int("h", 0, "number of Gaussian heads of the sketch (≥ 1)")
 	s := fs.Int("s", 0, "SRHT width of the sketch (0 = no sketch, else 1..padded P)")
-	seed := fs.Uint64("seed", 1, "seed of the sketch draw (and of the initialization without --weights)")
+	seed := fs.Uint64("seed", 1, "seed of the sketch draw (and of the initialization with --untrained)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -89,15 +97,9 @@ func runEntkKernel(args []string, stdout io.Writer) error {
 		return fmt.Errorf("--h: %d heads, want ≥ 1", *h)
 	}
 
-	var b entk.Backbone
-	var err error
-	if *weights != "" {
-		b, err = entk.LoadBackbone(*arch, *weights)
-	} else {
-		b, err = entk.NewBackbone(*arch, *seed)
-	}
+	b, src, err := weights.Load(*arch, *wpath, "", *untrained, *seed)
 	if err != nil {
-		return err
+		return fmt.Errorf("--arch %q --weights %q --untrained=%v: %w", *arch, *wpath, *untrained, err)
 	}
 	xs, n, cols, err := readMatrixCSV(*in)
 	if err != nil {
@@ -107,7 +109,7 @@ func runEntkKernel(args []string, stdout io.Writer) error {
 		return fmt.Errorf("--in %s: rows have %d values, but --arch %s takes inputs of dimension %d", *in, cols, *arch, b.InDim())
 	}
 
-	res := entkKernelResult{Arch: b.Arch(), Params: b.NumParams(), N: n, Exact: *exact, Seed: *seed}
+	res := entkKernelResult{Arch: b.Arch(), Params: b.NumParams(), Source: src, N: n, Exact: *exact, Seed: *seed}
 	k := make([]float64, n*n)
 	if *exact {
 		entk.ExactGramTo(k, b, xs, n)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/entk/weights"
 )
 
 func writeTempCSV(t *testing.T, text string) string {
@@ -59,7 +61,7 @@ func kernelOf(t *testing.T, r map[string]any) [][]float64 {
 // and at s = P (an exact rotation, same heads) it equals the s = 0 one to rounding.
 func TestEntkKernel(t *testing.T) {
 	in := writeTempCSV(t, entkTestCSV)
-	exact := kernelOf(t, runEntkJSON(t, "kernel", "--arch", "mlp:6-8-4", "--in", in, "--exact"))
+	exact := kernelOf(t, runEntkJSON(t, "kernel", "--arch", "mlp:6-8-4", "--untrained", "--in", in, "--exact"))
 	if len(exact) != 4 {
 		t.Fatalf("exact kernel has %d rows, want 4", len(exact))
 	}
@@ -76,13 +78,13 @@ func TestEntkKernel(t *testing.T) {
 			}
 		}
 	}
-	r0 := runEntkJSON(t, "kernel", "--arch", "mlp:6-8-4", "--in", in, "--h", "3", "--s", "0", "--seed", "5")
+	r0 := runEntkJSON(t, "kernel", "--arch", "mlp:6-8-4", "--untrained", "--in", in, "--h", "3", "--s", "0", "--seed", "5")
 	if r0["draw"] != "cli" || r0["h"] != 3.0 || r0["s"] != 0.0 || r0["seed"] != 5.0 {
 		t.Errorf("sketch metadata: draw %v h %v s %v seed %v; want cli, 3, 0, 5", r0["draw"], r0["h"], r0["s"], r0["seed"])
 	}
 	pad := int(r0["padded_p"].(float64))
 	k0 := kernelOf(t, r0)
-	kp := kernelOf(t, runEntkJSON(t, "kernel", "--arch", "mlp:6-8-4", "--in", in, "--h", "3", "--s", strconv.Itoa(pad), "--seed", "5"))
+	kp := kernelOf(t, runEntkJSON(t, "kernel", "--arch", "mlp:6-8-4", "--untrained", "--in", in, "--h", "3", "--s", strconv.Itoa(pad), "--seed", "5"))
 	for a := range k0 {
 		for b := range k0 {
 			if math.Abs(k0[a][b]-kp[a][b]) > 1e-10*(1+math.Abs(k0[a][b])) {
@@ -100,15 +102,17 @@ func TestEntkKernelErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"exact with h", []string{"kernel", "--arch", "mlp:6-8-4", "--in", in, "--exact", "--h", "2"}, "--exact"},
-		{"exact with s", []string{"kernel", "--arch", "mlp:6-8-4", "--in", in, "--exact", "--s", "2"}, "--exact"},
-		{"neither", []string{"kernel", "--arch", "mlp:6-8-4", "--in", in}, "--exact"},
-		{"zero heads", []string{"kernel", "--arch", "mlp:6-8-4", "--in", in, "--h", "0", "--s", "4"}, "--h"},
-		{"wide s", []string{"kernel", "--arch", "mlp:6-8-4", "--in", in, "--h", "2", "--s", "100000"}, "100000"},
+		{"exact with h", []string{"kernel", "--arch", "mlp:6-8-4", "--untrained", "--in", in, "--exact", "--h", "2"}, "--exact"},
+		{"exact with s", []string{"kernel", "--arch", "mlp:6-8-4", "--untrained", "--in", in, "--exact", "--s", "2"}, "--exact"},
+		{"neither", []string{"kernel", "--arch", "mlp:6-8-4", "--untrained", "--in", in}, "--exact"},
+		{"zero heads", []string{"kernel", "--arch", "mlp:6-8-4", "--untrained", "--in", in, "--h", "0", "--s", "4"}, "--h"},
+		{"wide s", []string{"kernel", "--arch", "mlp:6-8-4", "--untrained", "--in", in, "--h", "2", "--s", "100000"}, "100000"},
 		{"no arch", []string{"kernel", "--in", in, "--exact"}, "--arch"},
-		{"no in", []string{"kernel", "--arch", "mlp:6-8-4", "--exact"}, "--in"},
-		{"row width", []string{"kernel", "--arch", "mlp:6-8-4", "--in", narrow, "--exact"}, "dimension 6"},
+		{"no in", []string{"kernel", "--arch", "mlp:6-8-4", "--untrained", "--exact"}, "--in"},
+		{"row width", []string{"kernel", "--arch", "mlp:6-8-4", "--untrained", "--in", narrow, "--exact"}, "dimension 6"},
 		{"bad arch", []string{"kernel", "--arch", "mlp:x", "--in", in, "--exact"}, "mlp:x"},
+		{"nothing shipped", []string{"kernel", "--arch", "mlp:6-8-4", "--in", in, "--exact"}, "--untrained"},
+		{"weights and untrained", []string{"kernel", "--arch", "mlp:6-8-4", "--untrained", "--weights", "w.safetensors", "--in", in, "--exact"}, "--weights"},
 		{"unknown sub", []string{"gram"}, "gram"},
 		{"no sub", nil, "subcommand"},
 	} {
@@ -152,7 +156,7 @@ func TestEntkKernelWeights(t *testing.T) {
 	want := make([]float64, n*n)
 	entk.ExactGramTo(want, b, xs, n)
 	got := kernelOf(t, runEntkJSON(t, "kernel", "--arch", "mlp:6-8-4", "--weights", wpath, "--in", in, "--exact"))
-	def := kernelOf(t, runEntkJSON(t, "kernel", "--arch", "mlp:6-8-4", "--in", in, "--exact"))
+	def := kernelOf(t, runEntkJSON(t, "kernel", "--arch", "mlp:6-8-4", "--untrained", "--in", in, "--exact"))
 	for a := 0; a < n; a++ {
 		for c := 0; c < n; c++ {
 			if got[a][c] != want[a*n+c] {
@@ -171,11 +175,40 @@ func TestEntkKernelWeights(t *testing.T) {
 // PSD diagonal blocks), so 0.06 is 6 standard deviations on the diagonal entries.
 func TestEntkKernelSketchApproachesExact(t *testing.T) {
 	in := writeTempCSV(t, entkTestCSV)
-	exact := kernelOf(t, runEntkJSON(t, "kernel", "--arch", "mlp:6-8-4", "--in", in, "--exact"))
-	sk := kernelOf(t, runEntkJSON(t, "kernel", "--arch", "mlp:6-8-4", "--in", in, "--h", "20000", "--s", "0"))
+	exact := kernelOf(t, runEntkJSON(t, "kernel", "--arch", "mlp:6-8-4", "--untrained", "--in", in, "--exact"))
+	sk := kernelOf(t, runEntkJSON(t, "kernel", "--arch", "mlp:6-8-4", "--untrained", "--in", in, "--h", "20000", "--s", "0"))
 	for a := range exact {
 		if rel := math.Abs(sk[a][a]-exact[a][a]) / exact[a][a]; rel > 0.06 {
 			t.Errorf("K[%d][%d]: sketched %v, exact %v (relative error %.3f > 0.06)", a, a, sk[a][a], exact[a][a], rel)
 		}
+	}
+}
+
+// TestEntkKernelDefaultWeights: without --weights the default convnet is built from the
+// shipped MNIST weights, as the daemon builds it, and the report says so with their
+// SHA-256; --untrained gives the seeded initialization instead, and the two kernels differ.
+func TestEntkKernelDefaultWeights(t *testing.T) {
+	var b strings.Builder
+	for i := range 2 * 784 {
+		if i%784 != 0 {
+			b.WriteByte(',')
+		} else if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "%.3f", float64((i*37)%101)/101)
+	}
+	in := writeTempCSV(t, b.String()+"\n")
+	const arch = "convnet:1x28x28-16-32-10"
+	mnist, _ := weights.ByName("mnist")
+	tr := runEntkJSON(t, "kernel", "--arch", arch, "--in", in, "--exact")
+	if tr["weights"] != "shipped:mnist" || tr["weights_sha256"] != mnist.SHA256 {
+		t.Errorf("default weights %v %v, want shipped:mnist %s", tr["weights"], tr["weights_sha256"], mnist.SHA256)
+	}
+	un := runEntkJSON(t, "kernel", "--arch", arch, "--untrained", "--seed", "3", "--in", in, "--exact")
+	if un["weights"] != "seeded:3" {
+		t.Errorf("--untrained weights %v, want seeded:3", un["weights"])
+	}
+	if kt, ku := kernelOf(t, tr), kernelOf(t, un); kt[0][1] == ku[0][1] {
+		t.Error("the trained and the untrained convnet gave the same kernel")
 	}
 }
