@@ -96,6 +96,7 @@ func runBench(args []string, stdout io.Writer) error {
 	cfgFile := fs.String("config", "", "cairnd YAML configuration (optional; the flags above override it)")
 	timeout := fs.Duration("timeout", 2*time.Hour, "bound on the whole run")
 	logLevel := fs.String("log-level", "warn", "daemon log level on stderr")
+	untrained := fs.Bool("untrained", false, "the seeded untrained network (model.untrained) instead of the trained weights shipped for --data")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (go tool pprof) to this file")
 	rate := fs.Float64("rate", 30, "open-loop query load: queries per second (0: no load phase)")
 	loadSecs := fs.Duration("load-duration", 20*time.Second, "open-loop query load: how long")
@@ -126,6 +127,9 @@ func runBench(args []string, stdout io.Writer) error {
 	cfg.Pool.M, cfg.Pool.Budget = *m, ""
 	cfg.Kafka.Brokers = nil
 	cfg.Kafka.EmbeddedBroker, cfg.HTTP = *broker, *httpAddr
+	if *untrained {
+		cfg.Model.Untrained = true
+	}
 	log, err := daemonLogger(*logLevel)
 	if err != nil {
 		return err

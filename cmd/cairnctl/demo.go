@@ -44,6 +44,7 @@ func runDemo(args []string, stdout io.Writer) error {
 	cfgFile := fs.String("config", "", "cairnd YAML configuration (optional; the flags above override it)")
 	timeout := fs.Duration("timeout", time.Hour, "bound on the whole demo")
 	logLevel := fs.String("log-level", "warn", "daemon log level on stderr: debug, info, warn, error")
+	untrained := fs.Bool("untrained", false, "the seeded untrained network (model.untrained) instead of the trained weights shipped for --data")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -55,6 +56,9 @@ func runDemo(args []string, stdout io.Writer) error {
 		return err
 	}
 	cfg.Kafka.EmbeddedBroker, cfg.HTTP = *broker, *httpAddr
+	if *untrained {
+		cfg.Model.Untrained = true
+	}
 	cfg.Kafka.Brokers = nil // the demo's daemon runs its own broker
 	log, err := daemonLogger(*logLevel)
 	if err != nil {
