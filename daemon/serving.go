@@ -103,14 +103,6 @@ func seedHash(seed uint64) string {
 	return hex.EncodeToString(h[:])
 }
 
-// exactBytes is the memory of the exact rows (0 without them).
-func (r *exactRows) bytes() int64 {
-	if r == nil {
-		return 0
-	}
-	return int64(len(r.lf)) * 4
-}
-
 // auditBlocks are the deletion audit's embeddings (appendix D): fit-draw kernel rows of
 // labelled reference and test points against the landmarks, and their embeddings under
 // the unmasked model.

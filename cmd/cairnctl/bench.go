@@ -99,12 +99,12 @@ func runBench(args []string, stdout io.Writer) error {
 	untrained := fs.Bool("untrained", false, "the seeded untrained network (model.untrained) instead of the trained weights shipped for --data")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (go tool pprof) to this file")
 	rate := fs.Float64("rate", 30, "open-loop query load: queries per second (0: no load phase)")
-	loadSecs := fs.Duration("load-duration", 20*time.Second, "open-loop query load: how long")
+	loadDur := fs.Duration("load-duration", 20*time.Second, "open-loop query load: how long")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *rate < 0 || *loadSecs <= 0 {
-		return fmt.Errorf("--rate %v, --load-duration %v: the rate must be ≥ 0 and the duration positive", *rate, *loadSecs)
+	if *rate < 0 || *loadDur <= 0 {
+		return fmt.Errorf("--rate %v, --load-duration %v: the rate must be ≥ 0 and the duration positive", *rate, *loadDur)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -139,7 +139,7 @@ func runBench(args []string, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	rep, err := bench(ctx, benchOptions{cfg: cfg, data: *data, n: *n, queries: *queries, reference: *reference, log: log, stderr: os.Stderr,
-		rate: *rate, loadDuration: *loadSecs})
+		rate: *rate, loadDuration: *loadDur})
 	if err != nil {
 		return err
 	}
