@@ -67,8 +67,8 @@ type entkKernelResult struct {
 // of --in, or the sketched K_{h,s} of one draw named "cli" under --seed (paper eq.
 // composed). The backbone is resolved as the daemon resolves model.weights (weights.Load,
 // no data set known): --weights FILE or shipped:NAME, else the shipped trained weights for
-// --arch, else an error asking for --weights or --untrained (the seeded initialization
-// NewBackbone(--arch, --seed), a fixture for small test networks).
+// --arch, else (nothing is shipped for --arch, the verification use) or with --untrained
+// the seeded initialization NewBackbone(--arch, --seed), reported as weights "seeded:N".
 func runEntkKernel(args []string, stdout io.Writer) error {
 	fs := newFlags("entk kernel")
 	arch := fs.String("arch", "", "architecture spec, e.g. mlp:784-256-256-10 (required)")
@@ -97,6 +97,15 @@ func runEntkKernel(args []string, stdout io.Writer) error {
 		return fmt.Errorf("--h: %d heads, want ≥ 1", *h)
 	}
 
+	// A kernel of an arbitrary spec (the verification use, e.g. mlp:6-8-4) has no trained
+	// file to default to: it keeps the seeded network, as it always has, and the output's
+	// weights key says "seeded:N", so the fall-back is visible, never silent.
+	fallback := *wpath == "" && !*untrained
+	if fallback {
+		if _, ok := weights.Find("", *arch); !ok {
+			*untrained = true
+		}
+	}
 	b, src, err := weights.Load(*arch, *wpath, "", *untrained, *seed)
 	if err != nil {
 		return fmt.Errorf("--arch %q --weights %q --untrained=%v: %w", *arch, *wpath, *untrained, err)

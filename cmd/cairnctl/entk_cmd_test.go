@@ -111,7 +111,6 @@ func TestEntkKernelErrors(t *testing.T) {
 		{"no in", []string{"kernel", "--arch", "mlp:6-8-4", "--untrained", "--exact"}, "--in"},
 		{"row width", []string{"kernel", "--arch", "mlp:6-8-4", "--untrained", "--in", narrow, "--exact"}, "dimension 6"},
 		{"bad arch", []string{"kernel", "--arch", "mlp:x", "--in", in, "--exact"}, "mlp:x"},
-		{"nothing shipped", []string{"kernel", "--arch", "mlp:6-8-4", "--in", in, "--exact"}, "--untrained"},
 		{"weights and untrained", []string{"kernel", "--arch", "mlp:6-8-4", "--untrained", "--weights", "w.safetensors", "--in", in, "--exact"}, "--weights"},
 		{"unknown sub", []string{"gram"}, "gram"},
 		{"no sub", nil, "subcommand"},
@@ -122,6 +121,18 @@ func TestEntkKernelErrors(t *testing.T) {
 				t.Errorf("got error %v, want one mentioning %q", err, c.want)
 			}
 		})
+	}
+	// An arch with no shipped weights keeps the seeded network (the verification use of
+	// the command), and says so in the output rather than silently.
+	var out bytes.Buffer
+	if err := runEntk([]string{"kernel", "--arch", "mlp:6-8-4", "--in", in, "--exact", "--seed", "4"}, &out); err != nil {
+		t.Fatalf("nothing shipped for mlp:6-8-4: %v", err)
+	}
+	var rep struct {
+		Weights string `json:"weights"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Weights != "seeded:4" {
+		t.Errorf("nothing shipped: weights %q (%v), want seeded:4", rep.Weights, err)
 	}
 	if err := runEntk([]string{"-h"}, &bytes.Buffer{}); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("entk -h: got %v, want flag.ErrHelp", err)
