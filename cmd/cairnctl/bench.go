@@ -283,7 +283,7 @@ func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
 	}
 	rep.ResidentMB, rep.PeakResidentMB = residentMB()
 	fmt.Fprintf(o.stderr, "cairnctl bench: checking %d answers against the exact-kernel reference\n", len(answers))
-	em, err := fetchModel(ctx, h.d.HTTPAddr())
+	em, err := benchModel(ctx, h.d.HTTPAddr())
 	if err != nil {
 		return rep, err
 	}

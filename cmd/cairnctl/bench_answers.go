@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -39,37 +38,15 @@ type certStats struct {
 	VarianceModel map[string]int `json:"variance_model"`
 }
 
-// exportedModel is the part of GET /model the reference needs.
-type exportedModel struct {
-	Model     uint64 `json:"model"`
-	Landmarks []struct {
-		ID    string    `json:"id"`
-		View  string    `json:"view"`
-		X     []float64 `json:"x"`
-		Omega float64   `json:"omega"`
-	} `json:"landmarks"`
-}
-
-// fetchModel reads GET /model from the daemon's HTTP address.
-func fetchModel(ctx context.Context, addr string) (*exportedModel, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/model", nil)
+// benchModel reads the served model through GET /model, as `cairnctl model export
+// --http` does: the reference sees only what a third party sees.
+func benchModel(ctx context.Context, addr string) (*daemon.ModelExport, error) {
+	body, err := fetchModelExport(ctx, addr, 0)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("GET /model: %w", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /model: %s: %s", resp.Status, b)
-	}
-	var m exportedModel
-	if err := json.Unmarshal(b, &m); err != nil {
+	var m daemon.ModelExport
+	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, fmt.Errorf("GET /model: %w", err)
 	}
 	return &m, nil
@@ -78,7 +55,7 @@ func fetchModel(ctx context.Context, addr string) (*exportedModel, error) {
 // checkAnswers compares each attribution (answers[i] for query xs[i]) with the exact
 // top-K of k*(x_ℓ, x_t)·ω_ℓ over the exported model's landmarks, with k* = tr(J_ℓ J_tᵀ)/d
 // from full Jacobians, on all cores.
-func checkAnswers(b entk.Backbone, m *exportedModel, answers []stream.Attribution, xs [][]float64) (certStats, error) {
+func checkAnswers(b entk.Backbone, m *daemon.ModelExport, answers []stream.Attribution, xs [][]float64) (certStats, error) {
 	st := certStats{VarianceModel: map[string]int{}}
 	d, p := b.OutDim(), b.NumParams()
 	var idx []int
