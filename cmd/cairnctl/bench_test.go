@@ -23,7 +23,8 @@ func TestBench(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cfg := smallConfig()
-	rep, err := bench(ctx, benchOptions{cfg: cfg, data: "mnist", n: 100, queries: 8, reference: 20, log: zerolog.Nop(), stderr: io.Discard})
+	rep, err := bench(ctx, benchOptions{cfg: cfg, data: "mnist", n: 100, queries: 8, reference: 20, log: zerolog.Nop(), stderr: io.Discard,
+		rate: 20, loadDuration: time.Second})
 	if err != nil {
 		t.Fatalf("bench: %v", err)
 	}
@@ -63,6 +64,19 @@ func TestBench(t *testing.T) {
 	}
 	if rep.DeletedID == "" || !strings.HasPrefix(rep.DeletedID, "mnist/train/") {
 		t.Errorf("deleted id %q: want a stored MNIST point", rep.DeletedID)
+	}
+	// Every Kafka answer is checked against the Jacobian reference from GET /model: the
+	// small model fits the exact budget, so every answer is exact and none may be wrong.
+	c := rep.Certification
+	if c.Answers != 8 || c.OtherModel != 0 || c.VarianceModel["exact_kernel"] != 8 || c.Incorrect != 0 ||
+		c.CertifiedRate != float64(c.Certified)/8 || !(c.TopKExactRate >= c.CertifiedRate) {
+		t.Errorf("certification %+v: want 8 exact answers on the exported model, none incorrect", c)
+	}
+	if l := rep.Load; l.Sent != 20 || l.Answered != l.Sent || !(l.P50Ms <= l.P99Ms && l.P99Ms <= l.MaxMs) {
+		t.Errorf("load %+v: want 20 sent and answered, p50 ≤ p99 ≤ max", l)
+	}
+	if !(rep.ResidentMB > 0 && rep.PeakResidentMB >= rep.ResidentMB) {
+		t.Errorf("resident %v MB, peak %v MB", rep.ResidentMB, rep.PeakResidentMB)
 	}
 	wantMet := map[string]bool{
 		"ingest_events_per_second_ge_1000":   rep.IngestEventsPerSecond >= 1000,
