@@ -49,8 +49,8 @@ func lastInDim(b Backbone) int {
 // one helper, joined before it returns, and allocates nothing in steady state.
 func (q *Query) ExactTo(dst, x []float64) (kxx float64) {
 	b := q.b
-	if len(dst) != ExactDim(b) || len(x) != b.InDim() {
-		panic(fmt.Sprintf("entk: Query.ExactTo lengths dst %d, x %d; want %d, %d", len(dst), len(x), ExactDim(b), b.InDim()))
+	if len(dst) != q.exDim || len(x) != b.InDim() {
+		panic(fmt.Sprintf("entk: Query.ExactTo lengths dst %d, x %d; want %d, %d", len(dst), len(x), q.exDim, b.InDim()))
 	}
 	d := b.OutDim()
 	c := 1 / math.Sqrt(float64(d))
@@ -61,12 +61,8 @@ func (q *Query) ExactTo(dst, x []float64) (kxx float64) {
 		q.both()
 		return vec.Dot(dst, dst)
 	}
-	cq := q.conv
-	h0 := q.half[0]
-	q.convForward(h0.out, x, h0.ws)
-	cq.groupByChannel(h0.ws)
-	q.phase = phaseConvBackward
-	q.both()
+	cq, h0 := q.conv, q.half[0]
+	q.convRows(x)
 	o := 0
 	for l := range cq.n.convs {
 		for _, v := range cq.jw[l] {
@@ -91,9 +87,7 @@ func (q *Query) genericExactHalf(h *queryHalf) {
 		return
 	}
 	b := q.b
-	d := b.OutDim()
-	a := lastInDim(b)
-	body := b.NumParams() - d*a - d
+	d, a, body := b.OutDim(), q.exA, q.exBody
 	c := 1 / math.Sqrt(float64(d))
 	b.Forward(h.out, q.x, h.ws)
 	e := h.unit
@@ -145,8 +139,9 @@ func ExactBatch32To(dst []float32, diag []float64, b Backbone, xs []float64, n i
 
 // ExactRowTo writes the exact kernel row dst[ℓ] = Σ_k float64(lf[ℓ·e+k])·phi[k] (e =
 // len(phi)) of a query's φ against m = len(dst) float32 landmark rows, each entry
-// vec.Dot32's bits; the rows are split between the caller's goroutine and one helper
-// (joined before return) when GOMAXPROCS > 1 and the row is large. It does not modify lf
+// vec.Dot32's bits; the rows are split between the caller's goroutine and one pooled
+// helper (joined before return, as KernelRowTo) when GOMAXPROCS > 1 and the row is large,
+// so in steady state it allocates nothing. It does not modify lf
 // or phi and panics on wrong lengths.
 func ExactRowTo(dst []float64, lf []float32, phi []float64) {
 	m, e := len(dst), len(phi)
@@ -158,14 +153,7 @@ func ExactRowTo(dst []float64, lf []float32, phi []float64) {
 		vec.Dots32To(dst, phi, lf, e, e)
 		return
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		vec.Dots32To(dst[mid:], phi, lf[mid*e:], e, e)
-	}()
-	vec.Dots32To(dst[:mid], phi, lf, e, e)
-	wg.Wait()
+	splitRows(dst, nil, lf, phi, mid)
 }
 
 // ExactRowError bounds |computed − k*(x_ℓ, x_t)| for an ExactRowTo entry, given the exact

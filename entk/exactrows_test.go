@@ -103,3 +103,27 @@ func TestExactDim(t *testing.T) {
 		}
 	}
 }
+
+// TestExactToAllocates: the query path's exact row and φ allocate nothing in steady state
+// (DESIGN.md section 7), on the convnet (whose row is large enough to split between two
+// goroutines) and on the generic path. A garbage collection may empty the helper's
+// sync.Pool, costing one allocation now and then, so the bound is below one per query.
+func TestExactToAllocates(t *testing.T) {
+	for _, spec := range []string{"convnet:1x8x8-3-4-5", "mlp:7-5-3"} {
+		b, _ := NewBackbone(spec, 2)
+		q := NewExactQuery(b)
+		x := make([]float64, b.InDim())
+		for i := range x {
+			x[i] = float64(i%5) / 5
+		}
+		phi := make([]float64, ExactDim(b))
+		const m = 64
+		lf := make([]float32, m*len(phi))
+		row := make([]float64, m)
+		q.ExactTo(phi, x)
+		ExactRowTo(row, lf, phi)
+		if a := testing.AllocsPerRun(20, func() { q.ExactTo(phi, x); ExactRowTo(row, lf, phi) }); a >= 1 {
+			t.Errorf("%s: %v allocations per query", spec, a)
+		}
+	}
+}

@@ -51,6 +51,10 @@ type Query struct {
 	half  [2]*queryHalf
 	conv  *convQuery // non-nil for a ConvNet backbone
 
+	// ExactTo's sizes, fixed by the backbone: len φ, the final Linear's input width A and
+	// the body parameter count P − d·A − d.
+	exDim, exA, exBody int
+
 	// The helper goroutine runs helperFn (built once, so that starting it allocates
 	// nothing), which reads the current call's arguments below and runs half[1] if it
 	// claims it first; otherwise the caller's goroutine runs it.
@@ -100,7 +104,9 @@ func NewExactQuery(b Backbone) *Query { return newQuery(b, nil, runtime.GOMAXPRO
 func newQuery(b Backbone, sk *Sketch, split bool) *Query {
 	d, p := b.OutDim(), b.NumParams()
 	heads, workLen := 0, 0
-	q := &Query{sk: sk, b: b, split: split}
+	q := &Query{sk: sk, b: b, split: split, exA: lastInDim(b)}
+	q.exBody = p - d*q.exA - d
+	q.exDim = d*q.exBody + q.exA + 1
 	if sk != nil {
 		heads, workLen = sk.h, sk.srht.WorkLen()
 		q.c = 1 / math.Sqrt(float64(sk.h))
@@ -166,17 +172,23 @@ func (q *Query) FeaturesDiagTo(dst, x []float64) (kxx float64) {
 		q.both()
 		return (q.half[0].sq + q.half[1].sq) / d
 	}
-	cq := q.conv
-	h0 := q.half[0]
-	q.convForward(h0.out, x, h0.ws)
-	cq.groupByChannel(h0.ws)
-	q.phase = phaseConvBackward
-	q.both()
+	cq, h0 := q.conv, q.half[0]
+	q.convRows(x)
 	q.phase = phaseConvHeads
 	q.both()
 	a := h0.ws.pooled[len(cq.n.convs)-1]
 	fcSq := d * (floats.Dot(a, a) + 1)
 	return (q.half[0].sq + q.half[1].sq + fcSq) / d
+}
+
+// convRows runs the ConvNet's one Forward of x and the backward sweep that leaves the d
+// Jacobian rows of the conv parameters in q.conv.jw, jb (both halves).
+func (q *Query) convRows(x []float64) {
+	h0 := q.half[0]
+	q.convForward(h0.out, x, h0.ws)
+	q.conv.groupByChannel(h0.ws)
+	q.phase = phaseConvBackward
+	q.both()
 }
 
 const (
@@ -414,18 +426,36 @@ func KernelRowTo(dst, lf, f []float64) {
 		kernelRowRange(dst, lf, f, 0, m)
 		return
 	}
+	splitRows(dst, lf, nil, f, mid)
+}
+
+// splitRows computes rows [0, mid) of a kernel row on the caller's goroutine and rows
+// [mid, len(dst)) on a pooled helper, joined before it returns (rowRange on each part).
+func splitRows(dst, lf []float64, lf32 []float32, f []float64, mid int) {
+	m := len(dst)
 	s := rowSplits.Get().(*rowSplit)
-	s.dst, s.lf, s.f, s.lo, s.hi = dst, lf, f, mid, m
+	s.dst, s.lf, s.lf32, s.f, s.lo, s.hi = dst, lf, lf32, f, mid, m
 	s.claim.Store(false)
 	s.wg.Add(1)
 	go s.run()
-	kernelRowRange(dst, lf, f, 0, mid)
+	rowRange(dst, lf, lf32, f, 0, mid)
 	if s.claim.CompareAndSwap(false, true) {
-		kernelRowRange(dst, lf, f, mid, m) // the helper has not started
+		rowRange(dst, lf, lf32, f, mid, m) // the helper has not started
 	}
 	s.wg.Wait()
-	s.dst, s.lf, s.f = nil, nil, nil
+	s.dst, s.lf, s.lf32, s.f = nil, nil, nil, nil
 	rowSplits.Put(s)
+}
+
+// rowRange writes dst[lo:hi] from the float32 rows lf32 when they are given (ExactRowTo),
+// else from the float64 rows lf (KernelRowTo).
+func rowRange(dst, lf []float64, lf32 []float32, f []float64, lo, hi int) {
+	if lf32 == nil {
+		kernelRowRange(dst, lf, f, lo, hi)
+		return
+	}
+	q := len(f)
+	vec.Dots32To(dst[lo:hi], f, lf32[lo*q:], q, q)
 }
 
 // rowSplitMin is the row size (m·q float64s) below which KernelRowTo stays on one
@@ -443,12 +473,13 @@ func kernelRowRange(dst, lf, f []float64, lo, hi int) {
 	vec.DotsTo(dst[lo:hi], 1, f, q, 1, lf[lo*q:hi*q], q, hi-lo, q)
 }
 
-// rowSplit is the helper half of one KernelRowTo call; run is bound once per rowSplit so
-// that starting the helper allocates nothing.
+// rowSplit is the helper half of one KernelRowTo or ExactRowTo call; run is bound once
+// per rowSplit so that starting the helper allocates nothing.
 type rowSplit struct {
 	wg      sync.WaitGroup
 	claim   atomic.Bool // set by whichever goroutine runs the second half
 	dst, lf []float64
+	lf32    []float32
 	f       []float64
 	lo, hi  int
 	run     func()
@@ -459,7 +490,7 @@ var rowSplits = sync.Pool{New: func() any {
 	s.run = func() {
 		defer s.wg.Done()
 		if s.claim.CompareAndSwap(false, true) {
-			kernelRowRange(s.dst, s.lf, s.f, s.lo, s.hi)
+			rowRange(s.dst, s.lf, s.lf32, s.f, s.lo, s.hi)
 		}
 	}
 	return s
