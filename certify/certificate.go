@@ -213,13 +213,8 @@ func (r *Ranker) CertifyTo(c *Certificate, kernel, omega, varBound []float64, k 
 	inv := 1 / math.Sqrt(dl)
 	for l, kl := range kernel {
 		w, v := omega[l], varBound[l]
-		switch {
-		case math.IsNaN(kl) || math.IsInf(kl, 0):
-			return fmt.Errorf("%w: kernel[%d] = %v", ErrValue, l, kl)
-		case !(w >= 0) || math.IsInf(w, 0):
-			return fmt.Errorf("%w: omega[%d] = %v, want finite ≥ 0", ErrValue, l, w)
-		case !(v >= 0) || math.IsInf(v, 0):
-			return fmt.Errorf("%w: varBound[%d] = %v, want finite ≥ 0", ErrValue, l, v)
+		if err := checkEntry(l, kl, w, "varBound", v); err != nil {
+			return err
 		}
 		r.scores[l] = kl * w
 		r.radii[l] = w * math.Sqrt(v) * inv
@@ -251,13 +246,8 @@ func (r *Ranker) CertifyBoundedTo(c *Certificate, kernel, omega, kernelErr []flo
 	const u = 0x1p-53
 	for l, kl := range kernel {
 		w, e := omega[l], kernelErr[l]
-		switch {
-		case math.IsNaN(kl) || math.IsInf(kl, 0):
-			return fmt.Errorf("%w: kernel[%d] = %v", ErrValue, l, kl)
-		case !(w >= 0) || math.IsInf(w, 0):
-			return fmt.Errorf("%w: omega[%d] = %v, want finite ≥ 0", ErrValue, l, w)
-		case !(e >= 0) || math.IsInf(e, 0):
-			return fmt.Errorf("%w: kernelErr[%d] = %v, want finite ≥ 0", ErrValue, l, e)
+		if err := checkEntry(l, kl, w, "kernelErr", e); err != nil {
+			return err
 		}
 		sc := kl * w
 		r.scores[l] = sc
@@ -265,6 +255,20 @@ func (r *Ranker) CertifyBoundedTo(c *Certificate, kernel, omega, kernelErr []flo
 	}
 	r.rank(c, k)
 	c.Allocation = Allocation{Delta: delta, Queries: 1, Landmarks: m, Scheme: "deterministic"}
+	return nil
+}
+
+// checkEntry validates landmark l's kernel entry (finite), weight and bound (finite, ≥ 0),
+// naming the offending input.
+func checkEntry(l int, kl, w float64, boundName string, b float64) error {
+	switch {
+	case math.IsNaN(kl) || math.IsInf(kl, 0):
+		return fmt.Errorf("%w: kernel[%d] = %v", ErrValue, l, kl)
+	case !(w >= 0) || math.IsInf(w, 0):
+		return fmt.Errorf("%w: omega[%d] = %v, want finite ≥ 0", ErrValue, l, w)
+	case !(b >= 0) || math.IsInf(b, 0):
+		return fmt.Errorf("%w: %s[%d] = %v, want finite ≥ 0", ErrValue, boundName, l, b)
+	}
 	return nil
 }
 
