@@ -34,7 +34,8 @@
 //     at M = 512; nothing of it is stored in bbolt, see storage/FORMAT.md). A query computes
 //     its own φ in float64 and the exact row k*(x_ℓ, x_t) as one float32×float64 product;
 //     the radii are only the rounding bound entk.ExactRowError times ω_ℓ, and a certified
-//     verdict holds with certainty (certify.CertifyBoundedTo; δ is not spent).
+//     verdict holds with certainty (certify.CertifyBoundedTo; δ is not spent). Such a
+//     model makes no evaluation draw at all.
 //   - conservative, otherwise: the evaluation draw's heads and SRHT, named
 //     "daemon/eval/<version>/<nonce>/<count>" of the model seed and drawn independently of
 //     the fit draw; scores Î_ℓt = K^eval(x_ℓ, x_t)·ω_ℓ, radii from the conservative variance

@@ -541,6 +541,14 @@ func checkExactAnswer(t *testing.T, s *serving, a stream.Attribution, x []float6
 	}
 	sk := *s
 	sk.exact, sk.exactCap = nil, 0
+	// The exact model uses no evaluation draw; the sketched copy gets one, as newServing
+	// makes when the rows do not fit.
+	dr, err := newEvalDraw(s.backbone, s.h, s.s, 1, "test/eval", s.landmarkX, len(s.landmarkIDs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk.draw, sk.padded = dr, dr.sketch.PaddedP()
+	sk.compact()
 	c, err := sk.answer(new(queryWork), x, len(a.TopK), 0.05)
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 	w := &d.qwork
 	for {
 		s := d.serving.Load()
-		if s != nil && s.draw.used.Load()+int64(len(batch)) > int64(d.cfg.Query.DrawQueries) {
+		if s != nil && s.draw != nil && s.draw.used.Load()+int64(len(batch)) > int64(d.cfg.Query.DrawQueries) {
 			if err := d.redraw(s); err != nil {
 				return err
 			}
@@ -87,7 +87,7 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 			case o.skip:
 			case o.verdict != "":
 				d.queries.Add(1)
-				s.draw.used.Add(1) // an answer implies s != nil
+				s.countDraw() // an answer implies s != nil
 				d.metrics.ObserveQuery(o.secs, o.verdict)
 				d.metrics.AddEvents(o.msg.Topic, "applied", 1)
 			default:
@@ -226,9 +226,17 @@ func (d *Daemon) Answer(q stream.QueryEvent) (stream.Attribution, error) {
 	defer d.answerWork.Put(w)
 	a, err := d.attribute(w, s, q)
 	if err == nil {
-		s.draw.used.Add(1)
+		s.countDraw()
 	}
 	return a, err
+}
+
+// countDraw counts one answer against the evaluation draw's budget (none on the exact
+// path, which uses no draw).
+func (s *serving) countDraw() {
+	if s.draw != nil {
+		s.draw.used.Add(1)
+	}
 }
 
 // redraw replaces the serving model's evaluation draw, whose query budget is used up,

@@ -415,25 +415,35 @@ type servingInput struct {
 	exact                  *exactRows // reused by a new draw of the same model; nil: compute
 }
 
-// newServing builds the serving form of a model: a fresh evaluation draw named by the
-// version and the daemon's draw nonce, the landmarks' evaluation features and exact
-// diagonals, the audit embeddings, and the mask of missing landmarks.
+// newServing builds the serving form of a model: the landmarks' exact rows when they fit
+// the budget, otherwise a fresh evaluation draw named by the version and the daemon's
+// draw nonce with the landmarks' evaluation features and exact diagonals; the audit
+// embeddings; and the mask of missing landmarks.
 func (d *Daemon) newServing(in servingInput) (*serving, error) {
 	mm := len(in.landmarkIDs)
-	name := fmt.Sprintf("daemon/eval/%d/%d/%d", in.version, d.drawNonce, d.drawCount.Add(1))
-	draw, err := newEvalDraw(d.feat.Backbone(), d.cfg.Sketch.H, d.cfg.Sketch.S, d.cfg.Model.Seed, name, in.landmarkX, mm)
-	if err != nil {
-		return nil, err
-	}
 	ex := in.exact
 	if ex == nil {
 		ex = newExactRows(d.feat.Backbone(), in.landmarkX, mm, d.cfg.Query.ExactMemoryBytes)
+	}
+	var draw *evalDraw
+	var diags [][]float64 // every per-landmark diagonal, for the finiteness check
+	padded := 0
+	if ex != nil {
+		diags = append(diags, ex.diag)
+	} else {
+		// The sketched path only: an exact answer uses no draw.
+		name := fmt.Sprintf("daemon/eval/%d/%d/%d", in.version, d.drawNonce, d.drawCount.Add(1))
+		var err error
+		if draw, err = newEvalDraw(d.feat.Backbone(), d.cfg.Sketch.H, d.cfg.Sketch.S, d.cfg.Model.Seed, name, in.landmarkX, mm); err != nil {
+			return nil, err
+		}
+		diags, padded = append(diags, draw.diag), draw.sketch.PaddedP()
 	}
 	s := &serving{
 		version: in.version, id: in.id, points: in.points, landmarkIDs: in.landmarkIDs, views: in.views,
 		landmarkX: in.landmarkX, masked: make([]bool, mm), enc: certify.Encoder{A: in.a, B: in.b}, scale: in.scale,
 		omega: in.omega, omegaMean: in.omegaMean, tau2: in.tau2, residual: in.residual, draw: draw,
-		h: d.cfg.Sketch.H, s: d.cfg.Sketch.S, padded: draw.sketch.PaddedP(),
+		h: d.cfg.Sketch.H, s: d.cfg.Sketch.S, padded: padded,
 		exact: ex, backbone: d.feat.Backbone(), fits: d.cfg.Fit.Fits, exactCap: d.cfg.Query.ExactRowsCap,
 	}
 	if s.omegaMean == nil {
@@ -442,11 +452,7 @@ func (d *Daemon) newServing(in servingInput) (*serving, error) {
 	if in.missing != nil {
 		copy(s.masked, in.missing)
 	}
-	var exDiag []float64
-	if ex != nil {
-		exDiag = ex.diag
-	}
-	for _, v := range slices.Concat(s.omega, s.omegaMean, s.tau2, draw.diag, exDiag) {
+	for _, v := range slices.Concat(append([][]float64{s.omega, s.omegaMean, s.tau2}, diags...)...) {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("daemon: model %d has a non-finite weight or diagonal", in.version)
 		}

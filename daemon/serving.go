@@ -42,7 +42,7 @@ type serving struct {
 	omega, omegaMean, tau2 []float64
 	residual               [2]certify.Residual // the pool's certificate at the fit
 
-	draw  *evalDraw
+	draw  *evalDraw    // nil with exact rows: exact answers use no draw
 	audit *auditBlocks // nil without labelled audit points
 	// exact holds the landmarks' exact eNTK rows when they fit query.exact_memory_bytes;
 	// answers then rank exact kernel rows (variance model exact_kernel). Shared, read
@@ -160,21 +160,25 @@ func contains(ids []string, id string) bool {
 	return false
 }
 
-// compact rebuilds the active arrays from masked.
+// compact rebuilds the active arrays from masked (the evaluation features and diagonals
+// only with a draw: the exact path reads its rows through active).
 func (s *serving) compact() {
-	q := s.draw.sketch.Dim()
 	n := 0
 	for _, m := range s.masked {
 		if !m {
 			n++
 		}
 	}
-	// Sized once: the landmark features are m·q floats (16 MiB at the defaults), and
-	// growing them by appends copied them about twice, on the deletion's path.
 	s.active = make([]int, 0, n)
-	s.lf = make([]float64, 0, n*q)
-	s.diag, s.om, s.omMean = make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n)
-	s.t2 = nil
+	s.om, s.omMean = make([]float64, 0, n), make([]float64, 0, n)
+	s.lf, s.diag, s.t2 = nil, nil, nil
+	q := 0
+	if s.draw != nil {
+		// Sized once: the landmark features are m·q floats (16 MiB at the defaults), and
+		// growing them by appends copied them about twice, on the deletion's path.
+		q = s.draw.sketch.Dim()
+		s.lf, s.diag = make([]float64, 0, n*q), make([]float64, 0, n)
+	}
 	if s.tau2 != nil {
 		s.t2 = make([]float64, 0, n)
 	}
@@ -183,8 +187,10 @@ func (s *serving) compact() {
 			continue
 		}
 		s.active = append(s.active, l)
-		s.lf = append(s.lf, s.draw.lf[l*q:(l+1)*q]...)
-		s.diag = append(s.diag, s.draw.diag[l])
+		if s.draw != nil {
+			s.lf = append(s.lf, s.draw.lf[l*q:(l+1)*q]...)
+			s.diag = append(s.diag, s.draw.diag[l])
+		}
 		s.om = append(s.om, s.omega[l])
 		s.omMean = append(s.omMean, s.omegaMean[l])
 		if s.tau2 != nil {
