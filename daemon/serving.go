@@ -246,8 +246,11 @@ type queryWork struct {
 	eq   *entk.Query
 	phi  []float64
 	phiL []float64 // a landmark's φ (sketched path's crossing landmarks)
-	full []float64
-	kerr []float64
+	// refineCrossing's scratch: which entries are in the top-K, and the crossing ones.
+	inTop []bool
+	cands []crossing
+	full  []float64
+	kerr  []float64
 }
 
 // answer certifies the top-k landmarks for x. With exact rows (s.exact) the kernel row
@@ -338,33 +341,31 @@ func (s *serving) answer(w *queryWork, x []float64, k int, delta float64) (certi
 // interval holds the truth with certainty, the others each with 1 − δ_ℓ, whichever entries
 // were chosen. w.row and w.vbar are changed in place.
 func (s *serving) refineCrossing(w *queryWork, c *certify.Certificate, x []float64, k int, alloc certify.Allocation) error {
-	type cand struct {
-		i int
-		r float64
-	}
-	var cs []cand
-	inTop := map[int]bool{}
+	cs := w.cands[:0]
+	w.inTop = slices.Grow(w.inTop[:0], len(w.row))[:len(w.row)]
+	clear(w.inTop)
 	for _, e := range c.TopK {
-		inTop[e.Index] = true
+		w.inTop[e.Index] = true
 		if e.Score-e.Radius <= c.UpperRest {
-			cs = append(cs, cand{e.Index, e.Radius})
+			cs = append(cs, crossing{e.Index, e.Radius})
 		}
 	}
 	inv := 1 / math.Sqrt(alloc.PerLandmark)
 	for i, kl := range w.row {
-		if inTop[i] {
+		if w.inTop[i] {
 			continue
 		}
 		sc := kl * s.om[i]
 		r := s.om[i] * math.Sqrt(w.vbar[i]) * inv
 		if sc+r >= c.LowerTop {
-			cs = append(cs, cand{i, r})
+			cs = append(cs, crossing{i, r})
 		}
 	}
+	w.cands = cs
 	if len(cs) == 0 {
 		return nil
 	}
-	slices.SortFunc(cs, func(a, b cand) int { return cmp.Compare(b.r, a.r) })
+	slices.SortFunc(cs, func(a, b crossing) int { return cmp.Compare(b.r, a.r) })
 	cs = cs[:min(len(cs), s.exactCap)]
 	if w.eb != s.backbone {
 		w.eb, w.eq = s.backbone, entk.NewExactQuery(s.backbone)
@@ -384,6 +385,13 @@ func (s *serving) refineCrossing(w *queryWork, c *certify.Certificate, x []float
 		w.vbar[cd.i] = e * e * alloc.PerLandmark
 	}
 	return w.rk.CertifyTo(c, w.row, s.om, w.vbar, k, alloc)
+}
+
+// crossing is a landmark (index into the active row) whose interval crosses the cut, with
+// its radius.
+type crossing struct {
+	i int
+	r float64
 }
 
 // floorExactFits is the number of refits below which ω̄ and τ² count as plug-in
