@@ -94,6 +94,11 @@
 //
 // JacobianTo builds J_x (d×P) by d backward passes; ExactGramTo keeps all n Jacobians
 // (n·d·P floats) and is meant for small networks, as in the verification commands.
+// The query path uses the exact feature map instead (exactrows.go): Query.ExactTo writes
+// φ(x) with <φ(x), φ(y)> = k*(x, y) (the body Jacobian rows and the final Linear in closed
+// form, ExactDim floats), ExactBatch32To the landmarks' φ rounded to float32, ExactRowTo
+// the exact kernel row of a query (allocation-free, split over two goroutines like
+// KernelRowTo) and ExactRowError its rounding bound.
 //
 // # Training
 //

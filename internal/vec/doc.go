@@ -1,5 +1,5 @@
 // Package vec holds the dot-product kernels shared by coreset (pool inserts, greedy
-// sweeps) and entk (the landmark kernel row).
+// sweeps) and entk (the landmark kernel rows, sketched and exact).
 //
 // # Contract
 //
@@ -8,7 +8,9 @@
 // gives the same bits everywhere. DotsTo computes many Dots at once and gives each pair
 // Dot's bits exactly, whatever the block sizes, the split of the work or the CPU: on
 // amd64 with AVX2/FMA (golang.org/x/sys/cpu) blocks of pairs run the same lane chains in
-// vector registers (dots_amd64.s), elsewhere the loops call Dot. Functions never modify
+// vector registers (dots_amd64.s), elsewhere the loops call Dot. Dot32 and Dots32To are
+// the same with the first factor stored in float32 and widened exactly (entk's exact
+// kernel rows), bit for bit the same between the AVX2 blocks and the loops. Functions never modify
 // their inputs, allocate nothing, are safe for concurrent use, and panic on lengths that
 // do not fit (programmer errors).
 package vec
