@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/cairnhq/cairn/internal/pipeline"
 )
 
 // pointCache keeps, for stored points, what a refit or a Sync needs without running the
@@ -90,13 +92,13 @@ func (c *pointCache) ids() []string {
 // Features is deterministic per (id, x)). Sync asks in id order; misses are computed
 // one at a time, which is the slow path after a restart.
 type cacheSource struct {
-	f     *Features
+	f     *pipeline.Features
 	c     *pointCache
 	view  int
 	views []float64
 }
 
-func newCacheSource(f *Features, c *pointCache, view int) *cacheSource {
+func newCacheSource(f *pipeline.Features, c *pointCache, view int) *cacheSource {
 	return &cacheSource{f: f, c: c, view: view}
 }
 
@@ -111,8 +113,8 @@ func (s *cacheSource) FeaturesTo(dst []float64, id string) error {
 		return nil
 	}
 	s.views = grow(s.views, s.f.InputDim())
-	s.f.aug.ViewTo(s.views, e.x, id, s.view)
-	s.f.sketch.FeaturesBatchTo(dst, s.views, 1)
+	s.f.ViewTo(s.views, e.x, id, s.view)
+	s.f.FeaturesTo(dst, s.views, 1)
 	return nil
 }
 
@@ -122,4 +124,17 @@ func (e *cached) view(v int) []float64 {
 		return e.fa
 	}
 	return e.fb
+}
+
+// syncChunk is how many points featureRows featurizes per parallel batch: large enough
+// to keep both cores busy, small enough that the buffer (chunk×q) stays far below the
+// n×q matrices a refit builds anyway.
+const syncChunk = 256
+
+// grow returns s resized to n, reusing its array when large enough.
+func grow(s []float64, n int) []float64 {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]float64, n)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -33,7 +34,7 @@ const StateFile = "cairn.db"
 type Daemon struct {
 	cfg     config.Config
 	log     zerolog.Logger
-	feat    *Features
+	feat    *pipeline.Features
 	pcfg    coreset.Config
 	metrics *Metrics
 	ready   chan struct{}
@@ -132,7 +133,7 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	feat, err := NewFeatures(cfg.Model, cfg.Sketch)
+	feat, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
 	if err != nil {
 		return nil, err
 	}

@@ -1,14 +1,18 @@
 package daemon
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/cairnhq/cairn/internal/pipeline"
+)
 
 // Sentinel errors. Returned errors wrap them with the offending field and value, so
 // callers classify failures with errors.Is.
 var (
 	// ErrConfig reports a configuration the daemon cannot run with (an architecture that
 	// does not parse, a sketch or pool budget out of range, limits beyond what storage
-	// accepts).
-	ErrConfig = errors.New("daemon: invalid configuration")
+	// accepts). It is pipeline.ErrConfig, so feature and fit settings match it too.
+	ErrConfig = pipeline.ErrConfig
 	// ErrPoolState reports a stored pool state that cannot be restored: unknown schema,
 	// malformed blob, a pool built for another model or budget, or a pool whose points
 	// disagree with the stored points.

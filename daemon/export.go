@@ -5,6 +5,7 @@ import (
 
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/entk/weights"
+	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/storage"
 )
 
@@ -102,7 +103,7 @@ func (d *Daemon) Export(version uint64) (ModelExport, error) {
 // not match it is refused with ErrConfig instead of exporting weights the daemon did not
 // use. Landmarks whose points are no longer stored are left out (restoreModel).
 func ExportStored(cfg config.Config, st *storage.Store, version uint64) (ModelExport, error) {
-	f, err := NewFeatures(cfg.Model, cfg.Sketch)
+	f, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
 	if err != nil {
 		return ModelExport{}, err
 	}
@@ -131,7 +132,7 @@ func ExportStored(cfg config.Config, st *storage.Store, version uint64) (ModelEx
 
 // exportStored exports stored model version (0: the newest) under the pipeline f, with
 // the mask rebuilt from the points stored now.
-func exportStored(f *Features, st *storage.Store, version uint64) (ModelExport, error) {
+func exportStored(f *pipeline.Features, st *storage.Store, version uint64) (ModelExport, error) {
 	var (
 		m      storage.Model
 		rm     *restoredModel
@@ -167,7 +168,7 @@ func exportStored(f *Features, st *storage.Store, version uint64) (ModelExport, 
 	case !ok:
 		return ModelExport{}, fmt.Errorf("%w: %d", ErrUnknownModel, version)
 	}
-	rm, err = f.restoreModel(m, func(id string) ([]float64, bool) {
+	rm, err = restoreModel(f, m, func(id string) ([]float64, bool) {
 		x, ok := stored[id]
 		return x, ok
 	})

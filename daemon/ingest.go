@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -24,7 +25,7 @@ import (
 // stream.Reader's Run, through Handle) drives it.
 type Ingest struct {
 	store *storage.Store
-	feat  *Features
+	feat  *pipeline.Features
 	pool  *coreset.Pair
 	pcfg  coreset.Config
 	lim   stream.Limits
@@ -164,7 +165,7 @@ func TrainLimits(cfg config.Config, inputDim int) (stream.Limits, error) {
 // (config.Validate); what only the daemon can check is checked here. st stays owned
 // by the caller and must outlive the Ingest.
 func NewIngest(cfg config.Config, st *storage.Store, log zerolog.Logger) (*Ingest, error) {
-	feat, err := NewFeatures(cfg.Model, cfg.Sketch)
+	feat, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +292,7 @@ func (in *Ingest) Handle(ctx context.Context, batch []stream.Message) error {
 func (in *Ingest) Limits() stream.Limits { return in.lim }
 
 // Features returns the fit-draw feature pipeline.
-func (in *Ingest) Features() *Features { return in.feat }
+func (in *Ingest) Features() *pipeline.Features { return in.feat }
 
 // Stats returns the cumulative counts.
 func (in *Ingest) Stats() Stats { return in.stats }

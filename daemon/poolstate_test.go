@@ -13,16 +13,17 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/storage"
 )
 
 // testPair builds a pool pair over n random points with the test model, synced when
 // sync is set, then with one landmark deleted (so the state is inexact and stale, and
 // every State field carries a non-default value).
-func testPair(t testing.TB, n int) (*Features, coreset.Config, *coreset.Pair, [2]coreset.FeatureSource) {
+func testPair(t testing.TB, n int) (*pipeline.Features, coreset.Config, *coreset.Pair, [2]coreset.FeatureSource) {
 	t.Helper()
 	cfg := testConfig()
-	feat, err := NewFeatures(cfg.Model, cfg.Sketch)
+	feat, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"sort"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/fit"
+	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/rng"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
@@ -91,7 +91,7 @@ func isVal(seed uint64, id string, frac float64) bool {
 // featureRows returns the fit-draw features of view v of the given entries (rows×q),
 // from the cache when present, else recomputed (bit-identically) on all cores, checking
 // ctx between chunks of syncChunk rows.
-func (f *Features) featureRows(ctx context.Context, ids []string, entries []*cached, v int) ([]float64, error) {
+func featureRows(ctx context.Context, f *pipeline.Features, ids []string, entries []*cached, v int) ([]float64, error) {
 	q, d := f.Dim(), f.InputDim()
 	out := make([]float64, len(ids)*q)
 	var miss []int
@@ -110,9 +110,9 @@ func (f *Features) featureRows(ctx context.Context, ids []string, entries []*cac
 		views := make([]float64, (hi-lo)*d)
 		buf := make([]float64, (hi-lo)*q)
 		for r, i := range miss[lo:hi] {
-			f.aug.ViewTo(views[r*d:(r+1)*d], entries[i].x, ids[i], v)
+			f.ViewTo(views[r*d:(r+1)*d], entries[i].x, ids[i], v)
 		}
-		f.sketch.FeaturesBatchTo(buf, views, hi-lo)
+		f.FeaturesTo(buf, views, hi-lo)
 		for r, i := range miss[lo:hi] {
 			copy(out[i*q:(i+1)*q], buf[r*q:(r+1)*q])
 		}
@@ -151,7 +151,7 @@ func (d *Daemon) syncSnapshot(ctx context.Context, snap *snapshot) (*synced, err
 			return nil, err
 		}
 		var err error
-		if sy.g[v], err = d.feat.featureRows(ctx, snap.ids, snap.entries, v); err != nil {
+		if sy.g[v], err = featureRows(ctx, d.feat, snap.ids, snap.entries, v); err != nil {
 			return nil, err
 		}
 		m, opt, err := d.pcfg.Plan(snap.ids, sy.g[v])
@@ -249,38 +249,21 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, sy *synced, ve
 		return nil, err
 	}
 
-	loss, err := fit.ParseLoss(cfg.Fit.Loss)
-	if err != nil {
-		return nil, fmt.Errorf("%w: fit.loss: %w", ErrConfig, err)
-	}
-	in, err := fit.ParseInit(cfg.Fit.Init)
-	if err != nil {
-		return nil, fmt.Errorf("%w: fit.init: %w", ErrConfig, err)
-	}
-	scale, err := fit.ScaleKernels(prob, fit.ScaleDiag)
+	rec, err := pipeline.RecipeOf(cfg.Fit)
 	if err != nil {
 		return nil, err
 	}
-	ir, err := fit.Initialize(in, prob, cfg.Fit.K, seed)
-	if err != nil {
-		return nil, fmt.Errorf("daemon: refit: init %s: %w", in, err)
-	}
-	if _, err := fit.ScaleInit(fit.DefaultInitScale, in, prob.KA, ir.A0); err != nil {
-		return nil, err
-	}
-	opt := fit.DefaultOptions(loss)
-	opt.Seed, opt.Epochs, opt.Patience, opt.BatchSize = seed, cfg.Fit.Epochs, cfg.Fit.Patience, cfg.Fit.Batch
-	opt.LR, opt.WeightDecay = cfg.Fit.LearningRate, cfg.Fit.WeightDecay
-	rep, err := fit.RepeatContext(ctx, prob, ir, opt, cfg.Fit.Fits, runtime.GOMAXPROCS(0))
+	ft, err := rec.Run(ctx, prob, seed)
 	if err != nil {
 		return nil, err
 	}
+	rep, scale := ft.Fits, ft.KernelScale
 	f0 := rep.Fits[0]
 
 	out := &fitted{}
 	out.meta = modelMeta{
 		ViewA: len(lrows[0]), KernelScale: scale, Points: len(snap.ids), Train: len(tr), Val: len(va),
-		Loss: loss.String(), Init: in.String(), Fits: cfg.Fit.Fits, SelectedBy: f0.SelectedBy,
+		Loss: rec.Loss.String(), Init: rec.Init.String(), Fits: cfg.Fit.Fits, SelectedBy: f0.SelectedBy,
 		BestEpoch: f0.BestEpoch, Epochs: f0.Epochs,
 		Residual: [2]certify.Residual{sy.residual(0), sy.residual(1)},
 		ID:       modelID(lids, views, f0.A, f0.B), PointsHash: pointsHash(snap.ids, snap.entries),
@@ -301,7 +284,7 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, sy *synced, ve
 		if views[l] == 'B' {
 			v = 1
 		}
-		d.feat.aug.ViewTo(si.landmarkX[l*f.InputDim():(l+1)*f.InputDim()], snap.entries[index[id]].x, id, v)
+		d.feat.ViewTo(si.landmarkX[l*f.InputDim():(l+1)*f.InputDim()], snap.entries[index[id]].x, id, v)
 	}
 	si.omega = scaled(f0.Omega, scale)
 	si.omegaMean = scaled(rep.OmegaMean, scale)

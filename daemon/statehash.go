@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/storage"
 )
 
@@ -27,7 +28,7 @@ import (
 // when the records do not match the stored points one to one. The daemon must not be
 // running on st's file.
 func StateHash(cfg config.Config, st *storage.Store) (string, error) {
-	feat, err := NewFeatures(cfg.Model, cfg.Sketch)
+	feat, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
 	if err != nil {
 		return "", err
 	}

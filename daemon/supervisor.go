@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/fit"
+	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -261,7 +262,7 @@ func (d *Daemon) loadServing() (*serving, string, error) {
 		return nil, "", err
 	}
 	cache := d.cache.Load()
-	rm, err := d.feat.restoreModel(m, func(id string) ([]float64, bool) {
+	rm, err := restoreModel(d.feat, m, func(id string) ([]float64, bool) {
 		if e := cache.get(id); e != nil {
 			return e.x, true
 		}
@@ -286,7 +287,7 @@ func (d *Daemon) loadServing() (*serving, string, error) {
 			lf = append(lf, make([]float64, d.feat.Dim())...)
 			continue
 		}
-		row, err := d.feat.featureRows(context.Background(), []string{id}, []*cached{cache.get(id)}, rm.view(l))
+		row, err := featureRows(context.Background(), d.feat, []string{id}, []*cached{cache.get(id)}, rm.view(l))
 		if err != nil {
 			return nil, "", err
 		}
@@ -312,7 +313,7 @@ func (d *Daemon) loadServing() (*serving, string, error) {
 		lm := mat.NewDense(mm, d.feat.Dim(), lf)
 		against := func(rows []int) *mat.Dense {
 			rid, ren := pick(ids, snap.entries, rows)
-			g, _ := d.feat.featureRows(context.Background(), rid, ren, 0) // no ctx: cannot fail
+			g, _ := featureRows(context.Background(), d.feat, rid, ren, 0) // no ctx: cannot fail
 			k := mat.NewDense(len(rows), mm, nil)
 			k.Mul(mat.NewDense(len(rows), d.feat.Dim(), g), lm.T())
 			k.Scale(meta.KernelScale, k)
@@ -358,7 +359,7 @@ func (r *restoredModel) view(l int) int {
 // restart (loadServing) and by exports of stored versions (ExportStored): a deletion
 // removes the point from the points bucket in the same transaction that writes its
 // pending deletion record, so "not stored" covers deletions audited and pending alike.
-func (f *Features) restoreModel(m storage.Model, point func(id string) ([]float64, bool)) (*restoredModel, error) {
+func restoreModel(f *pipeline.Features, m storage.Model, point func(id string) ([]float64, bool)) (*restoredModel, error) {
 	var meta modelMeta
 	if err := json.Unmarshal(m.Meta, &meta); err != nil {
 		return nil, fmt.Errorf("%w: model %d meta: %w", ErrPoolState, m.Version, err)
@@ -387,7 +388,7 @@ func (f *Features) restoreModel(m storage.Model, point func(id string) ([]float6
 		if len(x) != dim {
 			return nil, fmt.Errorf("%w: model %d landmark %q has %d inputs, want %d", ErrPoolState, m.Version, id, len(x), dim)
 		}
-		f.aug.ViewTo(r.xs[l*dim:(l+1)*dim], x, id, v)
+		f.ViewTo(r.xs[l*dim:(l+1)*dim], x, id, v)
 	}
 	return r, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/stream"
 )
 
@@ -331,7 +332,7 @@ func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
 // each point under the fit draw, what ingest computes per upsert) and returns points
 // per second.
 func featureRate(cfg config.Config, set *dataset.Set, k int) (float64, error) {
-	f, err := daemon.NewFeatures(cfg.Model, cfg.Sketch)
+	f, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
 	if err != nil {
 		return 0, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/stream"
 )
 
@@ -241,7 +242,7 @@ func residentMB() (rss, peak float64) {
 // benchBackbone is the daemon's backbone built from its configuration, as the daemon
 // builds it, for the reference.
 func benchBackbone(h *harness) (entk.Backbone, error) {
-	f, err := daemon.NewFeatures(h.cfg.Model, h.cfg.Sketch)
+	f, err := pipeline.NewFeatures(h.cfg.Model, h.cfg.Sketch, "")
 	if err != nil {
 		return nil, err
 	}

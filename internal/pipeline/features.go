@@ -1,4 +1,4 @@
-package daemon
+package pipeline
 
 import (
 	"crypto/sha256"
@@ -30,19 +30,20 @@ type Features struct {
 }
 
 // NewFeatures builds the pipeline: the backbone as weights.Load resolves m (the shipped
-// trained weights for m.Arch by default, a file, or the seeded initialization when
-// m.Untrained); the sketch of
-// sk.H heads and SRHT width sk.S drawn under (m.Seed, FitSketch); and the augmenter
-// seeded by m.Seed. A convnet's input is an image of its (C, H, W), any other input is
-// tabular (config has no data-shape setting; this follows the architecture).
-func NewFeatures(m config.Model, sk config.Sketch) (*Features, error) {
+// trained weights for m.Arch and the data set named data by default, "" meaning the
+// default data set of the architecture; a file; or the seeded initialization when
+// m.Untrained); the sketch of sk.H heads and SRHT width sk.S drawn under (m.Seed,
+// FitSketch); and the augmenter seeded by m.Seed. A convnet's input is an image of its
+// (C, H, W), any other input is tabular (config has no data-shape setting; this follows
+// the architecture). Errors wrap ErrConfig and name the setting.
+func NewFeatures(m config.Model, sk config.Sketch, data string) (*Features, error) {
 	arch, err := entk.ParseArch(m.Arch)
 	if err != nil {
 		return nil, fmt.Errorf("%w: model.arch %q: %w", ErrConfig, m.Arch, err)
 	}
-	b, src, err := weights.Load(m.Arch, m.Weights, "", m.Untrained, m.Seed)
+	b, src, err := weights.Load(m.Arch, m.Weights, data, m.Untrained, m.Seed)
 	if err != nil {
-		return nil, fmt.Errorf("%w: model %q (weights %q): %w", ErrConfig, m.Arch, m.Weights, err)
+		return nil, fmt.Errorf("%w: model %q (weights %q, untrained %v): %w", ErrConfig, m.Arch, m.Weights, m.Untrained, err)
 	}
 	s, err := entk.NewSketch(b, sk.H, sk.S, m.Seed, FitSketch)
 	if err != nil {
@@ -110,7 +111,7 @@ func (f *Features) Sketch() *entk.Sketch { return f.sketch }
 func (f *Features) BothViewsTo(dst, views, xs []float64, ids []string) {
 	n, d := len(ids), f.InputDim()
 	if len(xs) != n*d || len(views) != 2*n*d || len(dst) != 2*n*f.Dim() {
-		panic(fmt.Sprintf("daemon: BothViewsTo lengths dst %d views %d xs %d for n=%d D=%d q=%d",
+		panic(fmt.Sprintf("pipeline: BothViewsTo lengths dst %d views %d xs %d for n=%d D=%d q=%d",
 			len(dst), len(views), len(xs), n, d, f.Dim()))
 	}
 	for i, id := range ids {
@@ -123,15 +124,28 @@ func (f *Features) BothViewsTo(dst, views, xs []float64, ids []string) {
 	}
 }
 
-// syncChunk is how many points featureRows featurizes per parallel batch: large enough
-// to keep both cores busy, small enough that the buffer (chunk×q) stays far below the
-// n×q matrices a refit builds anyway.
-const syncChunk = 256
+// ViewTo writes view v (0 or 1) of the point id with input x into dst (len D): the
+// seeded augmentation of DESIGN.md section 4, a function of (seed, id, v, x) only.
+func (f *Features) ViewTo(dst, x []float64, id string, v int) { f.aug.ViewTo(dst, x, id, v) }
 
-// grow returns s resized to n, reusing its array when large enough.
-func grow(s []float64, n int) []float64 {
-	if cap(s) >= n {
-		return s[:n]
+// ViewsTo writes both views of the n points xs (n×D, point i named ids[i]) into a (view
+// 0, n×D) and b (view 1, n×D). xs is not modified. Wrong lengths panic.
+func (f *Features) ViewsTo(a, b, xs []float64, ids []string) {
+	n, d := len(ids), f.InputDim()
+	if len(xs) != n*d || len(a) != n*d || len(b) != n*d {
+		panic(fmt.Sprintf("pipeline: ViewsTo lengths a %d b %d xs %d for n=%d D=%d", len(a), len(b), len(xs), n, d))
 	}
-	return make([]float64, n)
+	for i, id := range ids {
+		f.aug.ViewTo(a[i*d:(i+1)*d], xs[i*d:(i+1)*d], id, 0)
+		f.aug.ViewTo(b[i*d:(i+1)*d], xs[i*d:(i+1)*d], id, 1)
+	}
+}
+
+// FeaturesTo writes ψ of the n rows of views (n×D) into dst (n×Dim), spread over
+// GOMAXPROCS goroutines by entk (joined before it returns), each row bit-identical to a
+// sequential computation. views is not modified.
+func (f *Features) FeaturesTo(dst, views []float64, n int) {
+	if n > 0 {
+		f.sketch.FeaturesBatchTo(dst, views, n)
+	}
 }
