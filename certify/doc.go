@@ -1,4 +1,6 @@
-// Package certify is cairn's error model and certificates: the exact variance of the
+// Package certify computes cairn's error model and the certificates every answer carries.
+//
+// It holds the exact variance of the
 // sketched multi-head eNTK (Thm. srht-exact, Prop. two-axis), its conservative bound
 // (eq. conservative-variance), influence ranking and the fixed-fit top-K certificate
 // (Thm. topk), the repeated-fit product rule and coefficient-fit floor (eq. product-rule,

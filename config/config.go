@@ -30,15 +30,15 @@ type Config struct {
 	// LogLevel is the least severe log level written: debug, info, warn or error.
 	LogLevel string `yaml:"log_level"`
 
-	Kafka  Kafka  `yaml:"kafka"`
-	Model  Model  `yaml:"model"`
-	Sketch Sketch `yaml:"sketch"`
-	Pool   Pool   `yaml:"pool"`
-	Fit    Fit    `yaml:"fit"`
-	Refit  Refit  `yaml:"refit"`
-	Query  Query  `yaml:"query"`
-	Audit  Audit  `yaml:"audit"`
-	Limits Limits `yaml:"limits"`
+	Kafka  Kafka    `yaml:"kafka"`
+	Model  Backbone `yaml:"model"`
+	Sketch Sketch   `yaml:"sketch"`
+	Pool   Pool     `yaml:"pool"`
+	Fit    Fit      `yaml:"fit"`
+	Refit  Refit    `yaml:"refit"`
+	Query  Query    `yaml:"query"`
+	Audit  Audit    `yaml:"audit"`
+	Limits Limits   `yaml:"limits"`
 }
 
 // Kafka selects the broker and names the topics (DESIGN.md section 3).
@@ -83,8 +83,8 @@ type Topics struct {
 	Status       string `yaml:"status"`
 }
 
-// Model is the frozen backbone.
-type Model struct {
+// Backbone configures the frozen backbone (YAML section "model").
+type Backbone struct {
 	// Arch is the architecture spec (entk), e.g. convnet:1x28x28-16-32-10.
 	Arch string `yaml:"arch"`
 	// Weights is a safetensors file with the backbone's state_dict, or "shipped:NAME" for
@@ -210,7 +210,7 @@ func Default() Config {
 				Status:       "cairn.status",
 			},
 		},
-		Model:  Model{Arch: "convnet:1x28x28-16-32-10", Seed: 1},
+		Model:  Backbone{Arch: "convnet:1x28x28-16-32-10", Seed: 1},
 		Sketch: Sketch{H: 4, S: 1024},
 		Pool:   Pool{M: 256, SyncStaleFraction: 0.05},
 		Fit: Fit{

@@ -14,9 +14,9 @@ import (
 // refused and changes nothing.
 func TestAdoptEqualsSync(t *testing.T) {
 	for _, cfg := range []Config{
-		{Dim: 6, Budget: Budget{M: 4}, TopUp: true, Seed: 3},
-		{Dim: 6, Budget: Budget{M: 40}, TopUp: true, Seed: 4}, // budget beyond the rank: top-up
-		{Dim: 6, Budget: Budget{Lambda: 0.05}, Seed: 5},
+		{Dim: 6, Budget: LandmarkBudget{M: 4}, TopUp: true, Seed: 3},
+		{Dim: 6, Budget: LandmarkBudget{M: 40}, TopUp: true, Seed: 4}, // budget beyond the rank: top-up
+		{Dim: 6, Budget: LandmarkBudget{Lambda: 0.05}, Seed: 5},
 	} {
 		g := newGen(12, 6, 6)
 		a, _ := New(cfg)

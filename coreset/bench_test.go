@@ -12,14 +12,14 @@ import (
 // m = 256; insert cost is O(m q + m²) either way).
 const benchQ, benchM = 256, 64
 
-var sinkCert Certificate
+var sinkCert ResidualCertificate
 
 // benchPool returns a pool synced over n0 points, then grown without Sync to n points
 // (inserts never read stored points, so staleness does not matter for their cost).
 func benchPool(b *testing.B, n0, n int) (*Pool, MapSource) {
 	b.Helper()
 	r := rand.New(rand.NewPCG(1, 2))
-	p, err := New(Config{Dim: benchQ, Budget: Budget{M: benchM}, TopUp: true, Seed: 1})
+	p, err := New(Config{Dim: benchQ, Budget: LandmarkBudget{M: benchM}, TopUp: true, Seed: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func BenchmarkPoolInsertRatio(b *testing.B) {
 		tl += timeInserts(large, feats, ids)
 	}
 	b.StopTimer()
-	sinkCert = large.Certificate()
+	sinkCert = large.Residual()
 	b.ReportMetric(float64(ts.Nanoseconds())/float64(b.N), "ns/insert@1e3")
 	b.ReportMetric(float64(tl.Nanoseconds())/float64(b.N), "ns/insert@1e5")
 	b.ReportMetric(float64(tl)/float64(ts), "ratio_1e5/1e3")
@@ -120,7 +120,7 @@ func BenchmarkLandmarkDeleteVsRebuild(b *testing.B) {
 			b.Fatal(err)
 		}
 		tr += time.Since(t0)
-		sinkCert = a.Certificate()
+		sinkCert = a.Residual()
 	}
 	b.ReportMetric(float64(td.Nanoseconds())/float64(b.N), "ns/delete")
 	b.ReportMetric(float64(tr.Nanoseconds())/float64(b.N), "ns/rebuild")

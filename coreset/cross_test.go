@@ -19,7 +19,7 @@ func TestInsertCrossEqualsInsert(t *testing.T) {
 		t.Run(fmt.Sprintf("q=%d", q), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(21, uint64(q)))
 			g := newGen(uint64(q), q, q/2+1)
-			cfg := Config{Dim: q, Budget: Budget{M: 6}, TopUp: true, Seed: 3}
+			cfg := Config{Dim: q, Budget: LandmarkBudget{M: 6}, TopUp: true, Seed: 3}
 			a, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -99,7 +99,7 @@ func TestInsertCrossEqualsInsert(t *testing.T) {
 				if !reflect.DeepEqual(a.State(), b.State()) {
 					t.Fatalf("batch %d: states differ", batch)
 				}
-				if a.Certificate().Stale {
+				if a.Residual().Stale {
 					stale++
 				}
 			}

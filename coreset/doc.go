@@ -1,4 +1,6 @@
-// Package coreset selects and maintains the landmark pool of cairn: greedy pivoted
+// Package coreset selects and maintains cairn's landmark pool by greedy pivoted Cholesky.
+//
+// The pool is greedy pivoted
 // Cholesky on a feature map (paper section 3.3, Prop. greedy), its residual certificate
 // tr R, incremental inserts and deletions, the effective dimension d_eff(λ) exact and by
 // stochastic Lanczos quadrature (Lemma deff), the residual budget curve with a power-law fit
@@ -36,7 +38,7 @@
 //   - Served pool. The served landmarks change only in Sync and in landmark deletions
 //     (which only remove). After Sync they equal batch greedy pivoted Cholesky (plus
 //     top-up) over the stored points taken in increasing id order, with the budget in
-//     force, and Certificate().Trace equals the exact tr R to rounding (relative 1e-9).
+//     force, and Residual().Trace equals the exact tr R to rounding (relative 1e-9).
 //   - Insert(id, ψ) costs O(k q + k²) for k served landmarks, independent of the number n
 //     of stored points (BenchmarkPoolInsertRatio: 10^5 vs 10^3 stored points). It adds
 //     the new point's exact residual against the served pool to the certificate and, by
@@ -56,7 +58,7 @@
 //     upper bound of the mass the landmark explained (from the k×k Gram matrix of the
 //     stored points' pivot coordinates, see deletePivot), flags the certificate inexact
 //     and marks the pool stale from the landmark's position; the next Sync re-selects.
-//   - Between syncs Certificate().Trace is an upper bound on the exact tr R of the served
+//   - Between syncs Residual().Trace is an upper bound on the exact tr R of the served
 //     landmarks over the stored points (equal to it while Exact), up to rounding. It is
 //     not a bound on what the next Sync will report, which may select other landmarks.
 //   - Sync(src) is the only operation whose cost grows with n: it asks src for the

@@ -19,31 +19,31 @@ const StateVersion = 1
 // mismatch with batch greedy.
 const displaceSlack = 1e-9
 
-// Budget is the landmark budget of one pool: a fixed m, or the rule deff:λ
+// LandmarkBudget is the landmark budget of one pool: a fixed m, or the rule deff:λ
 // (m = ⌈d_eff(λ)⌉ over the stored points, Lemma deff), re-evaluated at every Sync.
-type Budget struct {
+type LandmarkBudget struct {
 	M      int     // fixed m (used when Lambda == 0)
 	Lambda float64 // > 0 selects the rule deff:λ
 }
 
-// ParseBudget parses "256" or "deff:0.001".
-func ParseBudget(s string) (Budget, error) {
+// ParseLandmarkBudget parses "256" or "deff:0.001".
+func ParseLandmarkBudget(s string) (LandmarkBudget, error) {
 	if rest, ok := strings.CutPrefix(s, "deff:"); ok {
 		l, err := strconv.ParseFloat(rest, 64)
 		if err != nil || !(l > 0) || math.IsInf(l, 0) {
-			return Budget{}, fmt.Errorf("%w: budget %q: λ must be a positive number", ErrBudget, s)
+			return LandmarkBudget{}, fmt.Errorf("%w: budget %q: λ must be a positive number", ErrBudget, s)
 		}
-		return Budget{Lambda: l}, nil
+		return LandmarkBudget{Lambda: l}, nil
 	}
 	m, err := strconv.Atoi(s)
 	if err != nil || m < 1 {
-		return Budget{}, fmt.Errorf("%w: budget %q: want a positive integer or deff:λ", ErrBudget, s)
+		return LandmarkBudget{}, fmt.Errorf("%w: budget %q: want a positive integer or deff:λ", ErrBudget, s)
 	}
-	return Budget{M: m}, nil
+	return LandmarkBudget{M: m}, nil
 }
 
-// String is the inverse of ParseBudget.
-func (b Budget) String() string {
+// String is the inverse of ParseLandmarkBudget.
+func (b LandmarkBudget) String() string {
 	if b.Lambda > 0 {
 		return "deff:" + strconv.FormatFloat(b.Lambda, 'g', -1, 64)
 	}
@@ -52,11 +52,11 @@ func (b Budget) String() string {
 
 // Config configures a Pool.
 type Config struct {
-	Dim    int     // feature dimension q
-	Budget Budget  // landmark budget
-	Tol    float64 // relative pivot tolerance; 0 means DefaultTol
-	TopUp  bool    // fill the budget past the numerical rank by the top-up rule (TopUpKey)
-	Seed   uint64  // seed of the top-up keys and of the SLQ probes of the deff rule
+	Dim    int            // feature dimension q
+	Budget LandmarkBudget // landmark budget
+	Tol    float64        // relative pivot tolerance; 0 means DefaultTol
+	TopUp  bool           // fill the budget past the numerical rank by the top-up rule (TopUpKey)
+	Seed   uint64         // seed of the top-up keys and of the SLQ probes of the deff rule
 	SLQ    SLQOptions
 }
 
@@ -104,8 +104,8 @@ func (s MapSource) FeaturesTo(dst []float64, id string) error {
 	return nil
 }
 
-// Certificate is the published residual certificate of a pool.
-type Certificate struct {
+// ResidualCertificate is the published residual certificate of a pool.
+type ResidualCertificate struct {
 	// Trace is tr R of the served landmarks over the stored points. It is exact (to
 	// rounding) when Exact, and otherwise an upper bound.
 	Trace float64
@@ -158,7 +158,7 @@ type State struct {
 	Threshold float64
 	// Cert, CertComp, TraceK, TraceKComp are the Neumaier running sums and compensations.
 	Cert, CertComp, TraceK, TraceKComp float64
-	// Exact, Stale, StaleFrom: see Certificate.
+	// Exact, Stale, StaleFrom: see ResidualCertificate.
 	Exact     bool
 	Stale     bool
 	StaleFrom int
@@ -234,9 +234,9 @@ func (p *Pool) LandmarkFeaturesTo(dst []float64) []float64 {
 // Has reports whether id is stored.
 func (p *Pool) Has(id string) bool { _, ok := p.points[id]; return ok }
 
-// Certificate returns the current residual certificate.
-func (p *Pool) Certificate() Certificate {
-	return Certificate{
+// Residual returns the current residual certificate.
+func (p *Pool) Residual() ResidualCertificate {
+	return ResidualCertificate{
 		Trace:     math.Max(0, p.cert+p.certC),
 		TraceK:    p.traceK + p.traceKC,
 		Exact:     p.exact,

@@ -207,7 +207,7 @@ func TestPoolPropertyAgainstBatch(t *testing.T) {
 
 func runPoolSequence(t *testing.T, tc poolCase, seed uint64) {
 	g := newGen(seed, tc.q, tc.rank)
-	cfg := Config{Dim: tc.q, Budget: Budget{M: tc.m}, TopUp: tc.topUp, Seed: seed}
+	cfg := Config{Dim: tc.q, Budget: LandmarkBudget{M: tc.m}, TopUp: tc.topUp, Seed: seed}
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +272,7 @@ func closeCert(got, want, trK float64) bool {
 
 func checkInvariants(t *testing.T, ev int, p *Pool, src map[string][]float64, cfg Config) {
 	t.Helper()
-	cert := p.Certificate()
+	cert := p.Residual()
 	lm := p.Landmarks()
 	for _, id := range lm {
 		if src[id] == nil {
@@ -311,7 +311,7 @@ func checkSynced(t *testing.T, ev int, p *Pool, src map[string][]float64, cfg Co
 	if p.Greedy() != kg {
 		t.Fatalf("event %d: after Sync Greedy() got %d, want %d", ev, p.Greedy(), kg)
 	}
-	cert := p.Certificate()
+	cert := p.Residual()
 	var trK float64
 	for _, f := range src {
 		trK += dotRef(f, f)
@@ -328,7 +328,7 @@ func checkSynced(t *testing.T, ev int, p *Pool, src map[string][]float64, cfg Co
 // later answer and state equal the original's under the same event sequence.
 func TestPoolRestoreRoundTrip(t *testing.T) {
 	g := newGen(11, 6, 6)
-	cfg := Config{Dim: 6, Budget: Budget{M: 4}, TopUp: true, Seed: 3}
+	cfg := Config{Dim: 6, Budget: LandmarkBudget{M: 4}, TopUp: true, Seed: 3}
 	a, _ := New(cfg)
 	src := MapSource{}
 	for i := 0; i < 30; i++ {
@@ -378,8 +378,8 @@ func TestPoolRestoreRoundTrip(t *testing.T) {
 			_ = b.Delete(d)
 			delete(src, d)
 		}
-		if a.Certificate() != b.Certificate() {
-			t.Fatalf("step %d: certificates got %+v, want %+v", i, b.Certificate(), a.Certificate())
+		if a.Residual() != b.Residual() {
+			t.Fatalf("step %d: certificates got %+v, want %+v", i, b.Residual(), a.Residual())
 		}
 	}
 	_ = a.Sync(src)
@@ -390,7 +390,7 @@ func TestPoolRestoreRoundTrip(t *testing.T) {
 }
 
 func TestRestoreRejectsBadState(t *testing.T) {
-	cfg := Config{Dim: 2, Budget: Budget{M: 2}}
+	cfg := Config{Dim: 2, Budget: LandmarkBudget{M: 2}}
 	p, _ := New(cfg)
 	_ = p.Insert("a", []float64{1, 0})
 	_ = p.Insert("b", []float64{0, 1})
@@ -422,7 +422,7 @@ func TestRestoreRejectsBadState(t *testing.T) {
 }
 
 func TestPoolInputErrors(t *testing.T) {
-	p, _ := New(Config{Dim: 2, Budget: Budget{M: 1}})
+	p, _ := New(Config{Dim: 2, Budget: LandmarkBudget{M: 1}})
 	if err := p.Insert("", []float64{1, 2}); !errors.Is(err, ErrEmptyID) {
 		t.Errorf("empty id: got %v", err)
 	}
@@ -442,7 +442,7 @@ func TestPoolInputErrors(t *testing.T) {
 	if err := p.Sync(MapSource{}); !errors.Is(err, ErrUnknownID) {
 		t.Errorf("sync missing source: got %v", err)
 	}
-	if _, err := New(Config{Dim: 0, Budget: Budget{M: 0}}); !errors.Is(err, ErrBudget) {
+	if _, err := New(Config{Dim: 0, Budget: LandmarkBudget{M: 0}}); !errors.Is(err, ErrBudget) {
 		t.Errorf("config: got %v", err)
 	}
 }
@@ -450,20 +450,20 @@ func TestPoolInputErrors(t *testing.T) {
 func TestParseBudget(t *testing.T) {
 	tests := []struct {
 		in   string
-		want Budget
+		want LandmarkBudget
 		ok   bool
 	}{
-		{"256", Budget{M: 256}, true},
-		{"deff:0.001", Budget{Lambda: 0.001}, true},
-		{"0", Budget{}, false},
-		{"deff:-1", Budget{}, false},
-		{"deff:x", Budget{}, false},
-		{"abc", Budget{}, false},
+		{"256", LandmarkBudget{M: 256}, true},
+		{"deff:0.001", LandmarkBudget{Lambda: 0.001}, true},
+		{"0", LandmarkBudget{}, false},
+		{"deff:-1", LandmarkBudget{}, false},
+		{"deff:x", LandmarkBudget{}, false},
+		{"abc", LandmarkBudget{}, false},
 	}
 	for _, tc := range tests {
-		got, err := ParseBudget(tc.in)
+		got, err := ParseLandmarkBudget(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("ParseBudget(%q) = %+v, %v; want %+v ok=%v", tc.in, got, err, tc.want, tc.ok)
+			t.Errorf("ParseLandmarkBudget(%q) = %+v, %v; want %+v ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
 		if tc.ok && got.String() != tc.in {
 			t.Errorf("String() = %q, want %q", got.String(), tc.in)
@@ -475,7 +475,7 @@ func TestParseBudget(t *testing.T) {
 // seed and the landmarks equal batch greedy with that m.
 func TestPoolDeffBudget(t *testing.T) {
 	g := newGen(5, 10, 10)
-	cfg := Config{Dim: 10, Budget: Budget{Lambda: 1}, Seed: 9}
+	cfg := Config{Dim: 10, Budget: LandmarkBudget{Lambda: 1}, Seed: 9}
 	p, _ := New(cfg)
 	src := MapSource{}
 	ids := []string{}
@@ -510,7 +510,7 @@ func TestPoolDeffBudget(t *testing.T) {
 // FuzzRestore feeds arbitrary JSON to Restore (State may come from disk): it must return
 // an error or a pool on which every operation works without panicking.
 func FuzzRestore(f *testing.F) {
-	p, _ := New(Config{Dim: 2, Budget: Budget{M: 2}, TopUp: true})
+	p, _ := New(Config{Dim: 2, Budget: LandmarkBudget{M: 2}, TopUp: true})
 	_ = p.Insert("a", []float64{1, 0})
 	_ = p.Insert("b", []float64{1, 1})
 	_ = p.Insert("c", []float64{0, 0})
@@ -534,7 +534,7 @@ func FuzzRestore(f *testing.F) {
 			}
 			return
 		}
-		_ = q.Certificate()
+		_ = q.Residual()
 		_ = q.Insert("fuzz-new", make([]float64, st.Config.Dim))
 		for _, id := range q.Landmarks() {
 			_ = q.Delete(id)
@@ -546,7 +546,7 @@ func FuzzRestore(f *testing.F) {
 // TestPair checks that a Pair is exactly two independent pools fed with their own view.
 func TestPair(t *testing.T) {
 	g := newGen(2, 4, 4)
-	cfg := Config{Dim: 4, Budget: Budget{M: 3}, TopUp: true, Seed: 1}
+	cfg := Config{Dim: 4, Budget: LandmarkBudget{M: 3}, TopUp: true, Seed: 1}
 	pr, _ := NewPair(cfg)
 	a, _ := New(cfg)
 	b, _ := New(cfg)
@@ -578,7 +578,7 @@ func TestPair(t *testing.T) {
 	_ = pr.Delete(d)
 	_ = a.Delete(d)
 	_ = b.Delete(d)
-	if pr.A.Certificate() != a.Certificate() || pr.B.Certificate() != b.Certificate() {
+	if pr.A.Residual() != a.Residual() || pr.B.Residual() != b.Residual() {
 		t.Fatal("certificates differ after delete")
 	}
 	if err := pr.Delete("nope"); !errors.Is(err, ErrUnknownID) {
@@ -592,7 +592,7 @@ func TestPair(t *testing.T) {
 // reassembles exactly State(), and a pool restored from it continues identically.
 func TestCoreStatePlusPoints(t *testing.T) {
 	g := newGen(12, 6, 6)
-	cfg := Config{Dim: 6, Budget: Budget{M: 4}, TopUp: true, Seed: 5}
+	cfg := Config{Dim: 6, Budget: LandmarkBudget{M: 4}, TopUp: true, Seed: 5}
 	a, _ := New(cfg)
 	src := MapSource{}
 	records := map[string]PointState{} // what the caller persists next to each point

@@ -28,10 +28,10 @@ func records(p *Pool) map[string]PointState {
 // without top-up, and a rank-deficient generator (ties, zero residuals).
 func TestRecordChangesAreLocal(t *testing.T) {
 	for _, cfg := range []Config{
-		{Dim: 6, Budget: Budget{M: 4}, TopUp: true, Seed: 3},
-		{Dim: 6, Budget: Budget{M: 12}, TopUp: true, Seed: 4}, // budget beyond the rank
-		{Dim: 6, Budget: Budget{M: 3}, Seed: 6},
-		{Dim: 6, Budget: Budget{Lambda: 0.05}, Seed: 5},
+		{Dim: 6, Budget: LandmarkBudget{M: 4}, TopUp: true, Seed: 3},
+		{Dim: 6, Budget: LandmarkBudget{M: 12}, TopUp: true, Seed: 4}, // budget beyond the rank
+		{Dim: 6, Budget: LandmarkBudget{M: 3}, Seed: 6},
+		{Dim: 6, Budget: LandmarkBudget{Lambda: 0.05}, Seed: 5},
 	} {
 		t.Run(cfg.Budget.String(), func(t *testing.T) {
 			r := rng.New(uint64(cfg.Seed), "coreset/test/records")

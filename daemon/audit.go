@@ -34,8 +34,8 @@ type deletionRecord struct {
 	ModelBefore  uint64 `json:"model_before"`
 	// ResidualBefore and ResidualAfter are the pool's certificates (views A, B) just
 	// before and after the point left it.
-	ResidualBefore [2]coreset.Certificate `json:"residual_before"`
-	ResidualAfter  [2]coreset.Certificate `json:"residual_after"`
+	ResidualBefore [2]coreset.ResidualCertificate `json:"residual_before"`
+	ResidualAfter  [2]coreset.ResidualCertificate `json:"residual_after"`
 	// Requested is the Kafka timestamp of the delete message, Applied its commit time.
 	Requested time.Time `json:"requested"`
 	Applied   time.Time `json:"applied"`
@@ -106,7 +106,7 @@ type auditBody struct {
 	Source         string              `json:"source"`
 }
 
-func residualOf(c coreset.Certificate) certify.Residual {
+func residualOf(c coreset.ResidualCertificate) certify.Residual {
 	return certify.Residual{TraceR: c.Trace, TraceK: c.TraceK, Exact: c.Exact}
 }
 

@@ -92,12 +92,12 @@ type fitBaseline struct {
 // poolStatus is the ingest's state as last published by the train handler.
 type poolStatus struct {
 	points, landmarks, pending int
-	residual                   [2]coreset.Certificate
+	residual                   [2]coreset.ResidualCertificate
 	stats                      Stats
 }
 
-// Status is the daemon's state as /status and `cairnctl status` show it.
-type Status struct {
+// StatusReport is the daemon's state as /status and `cairnctl status` show it.
+type StatusReport struct {
 	Ready bool `json:"ready"`
 	// Points is the number of stored training points; Landmarks the served pool size.
 	Points    int `json:"points"`
@@ -167,8 +167,8 @@ func (d *Daemon) HTTPAddr() string { return d.httpAddr }
 func (d *Daemon) Metrics() *Metrics { return d.metrics }
 
 // Status reports the current state; safe for concurrent use.
-func (d *Daemon) Status() Status {
-	st := Status{Refits: d.refits.Load(), RefitRunning: d.refitRunning.Load(),
+func (d *Daemon) Status() StatusReport {
+	st := StatusReport{Refits: d.refits.Load(), RefitRunning: d.refitRunning.Load(),
 		RefitSeconds: math.Float64frombits(d.refitSecs.Load()), Queries: d.queries.Load()}
 	select {
 	case <-d.ready:

@@ -1,7 +1,7 @@
 // Package daemon wires cairn together (DESIGN.md section 2): it is the only package
 // that sees Kafka (stream), bbolt (storage) and the mathematics (entk, dataset, coreset,
-// fit, certify) at once. Daemon.Run is the service of issue 7; Ingest is its training
-// path and can be driven alone.
+// fit, certify) at once. Daemon.Run is the service; Ingest is its training path and
+// can be driven alone.
 //
 // # Run and its components
 //

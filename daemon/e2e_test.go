@@ -35,7 +35,7 @@ func e2eConfig(dir string) config.Config {
 	c.HTTP = "127.0.0.1:0"
 	c.Kafka.EmbeddedBroker = "127.0.0.1:0"
 	c.Kafka.Partitions = 2
-	c.Model = config.Model{Arch: "mlp:784-32-10", Seed: 3, Untrained: true}
+	c.Model = config.Backbone{Arch: "mlp:784-32-10", Seed: 3, Untrained: true}
 	c.Sketch = config.Sketch{H: 2, S: 128}
 	c.Pool.M = 16
 	c.Fit.K, c.Fit.Epochs, c.Fit.Batch, c.Fit.Fits = 16, 3, 64, 2
@@ -291,7 +291,7 @@ func TestEndToEnd(t *testing.T) {
 		return string(b)
 	}
 	get("/readyz")
-	var hs Status
+	var hs StatusReport
 	if err := json.Unmarshal([]byte(get("/status")), &hs); err != nil || hs.Points != n || hs.Model != st.Model {
 		t.Errorf("/status %+v (%v), want %d points and model %d", hs, err, n, st.Model)
 	}

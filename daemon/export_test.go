@@ -93,13 +93,13 @@ func TestModelExportRecomputesAnswers(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, variance string
-		model          config.Model
+		model          config.Backbone
 	}{
 		// The default trained convnet (shipped weights), exact eNTK rows.
-		{"exact", certify.VarianceExactKernel, config.Model{Arch: "convnet:1x28x28-16-32-10", Seed: 3}},
+		{"exact", certify.VarianceExactKernel, config.Backbone{Arch: "convnet:1x28x28-16-32-10", Seed: 3}},
 		// The seeded network on the sketched path: exact rows off, and no exact rows for
 		// crossing landmarks either (exact_rows_cap 0), so every score is the draw's.
-		{"sketched", certify.VarianceConservative, config.Model{Arch: "mlp:784-32-10", Seed: 3, Untrained: true}},
+		{"sketched", certify.VarianceConservative, config.Backbone{Arch: "mlp:784-32-10", Seed: 3, Untrained: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

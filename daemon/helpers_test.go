@@ -23,7 +23,7 @@ import (
 // so q = 32 features per view, m = 8 landmarks per view.
 func testConfig() config.Config {
 	c := config.Default()
-	c.Model = config.Model{Arch: "mlp:6-8-4", Seed: 7, Untrained: true}
+	c.Model = config.Backbone{Arch: "mlp:6-8-4", Seed: 7, Untrained: true}
 	c.Sketch = config.Sketch{H: 2, S: 16}
 	c.Pool.M = 8
 	c.Kafka.Topics.Train = "t.train"
@@ -212,7 +212,7 @@ func checkAgainstReference(t *testing.T, cfg config.Config, in *Ingest, st *stor
 		if got := p.Landmarks(); !slices.Equal(got, want) {
 			t.Errorf("view %d landmarks after Sync:\n got %v\nwant %v", view, got, want)
 		}
-		c := []coreset.Certificate{ca, cb}[view]
+		c := []coreset.ResidualCertificate{ca, cb}[view]
 		if !c.Exact || c.Stale {
 			t.Errorf("view %d certificate after Sync: exact %v stale %v, want exact and not stale", view, c.Exact, c.Stale)
 		}

@@ -125,10 +125,10 @@ type BatchResult struct {
 // the top-up rule on (the pool fills its budget past the numerical rank, seeded by
 // model.seed, so M = 2m landmarks are served as the paper's Alg. cairn-stage1).
 func PoolConfig(cfg config.Config, dim int) (coreset.Config, error) {
-	b := coreset.Budget{M: cfg.Pool.M}
+	b := coreset.LandmarkBudget{M: cfg.Pool.M}
 	if cfg.Pool.Budget != "" {
 		var err error
-		if b, err = coreset.ParseBudget(cfg.Pool.Budget); err != nil {
+		if b, err = coreset.ParseLandmarkBudget(cfg.Pool.Budget); err != nil {
 			return coreset.Config{}, fmt.Errorf("%w: pool.budget %q: %w", ErrConfig, cfg.Pool.Budget, err)
 		}
 	}
@@ -304,8 +304,8 @@ func (in *Ingest) Len() int { return in.pool.A.Len() }
 func (in *Ingest) Landmarks() []string { return in.pool.Landmarks() }
 
 // Certificates returns the residual certificates of the two views.
-func (in *Ingest) Certificates() (a, b coreset.Certificate) {
-	return in.pool.A.Certificate(), in.pool.B.Certificate()
+func (in *Ingest) Certificates() (a, b coreset.ResidualCertificate) {
+	return in.pool.A.Residual(), in.pool.B.Residual()
 }
 
 // PoolStates returns deep copies of the two pools' states.
@@ -318,7 +318,7 @@ func (in *Ingest) PoolStates() (a, b coreset.State) { return in.pool.A.State(), 
 // determinism).
 func (in *Ingest) SyncDue() bool {
 	for _, p := range []*coreset.Pool{in.pool.A, in.pool.B} {
-		c := p.Certificate()
+		c := p.Residual()
 		if !c.Exact {
 			return true
 		}
@@ -689,22 +689,22 @@ func (in *Ingest) applyView(pool *coreset.Pool, v, q int) error {
 				return fmt.Errorf("pool view %d: insert %q: %w", v, o.ev.ID, err)
 			}
 		case opDelete:
-			o.rec.ResidualBefore[v] = pool.Certificate()
+			o.rec.ResidualBefore[v] = pool.Residual()
 			if o.had {
 				o.rec.poolLandmark[v] = slices.Contains(pool.Landmarks(), o.ev.ID)
 				if err := pool.Delete(o.ev.ID); err != nil {
 					return fmt.Errorf("pool view %d: delete %q: %w", v, o.ev.ID, err)
 				}
 			}
-			o.rec.ResidualAfter[v] = pool.Certificate()
+			o.rec.ResidualAfter[v] = pool.Residual()
 		}
 	}
 	return nil
 }
 
 // residuals returns the pool's residual certificates of both views.
-func (in *Ingest) residuals() [2]coreset.Certificate {
-	return [2]coreset.Certificate{in.pool.A.Certificate(), in.pool.B.Certificate()}
+func (in *Ingest) residuals() [2]coreset.ResidualCertificate {
+	return [2]coreset.ResidualCertificate{in.pool.A.Residual(), in.pool.B.Residual()}
 }
 
 // deadLetter turns o into a dead letter for rejection rej. Building the message can

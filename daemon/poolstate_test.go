@@ -91,11 +91,11 @@ func pairRecords(pr *coreset.Pair) []storedRecord {
 // grows a field the codec does not know about.
 func TestPoolCodecRoundTrip(t *testing.T) {
 	for name, want := range map[reflect.Type]int{
-		reflect.TypeFor[coreset.State]():      20,
-		reflect.TypeFor[coreset.Config]():     6,
-		reflect.TypeFor[coreset.Budget]():     2,
-		reflect.TypeFor[coreset.SLQOptions](): 4,
-		reflect.TypeFor[coreset.PointState](): 3,
+		reflect.TypeFor[coreset.State]():          20,
+		reflect.TypeFor[coreset.Config]():         6,
+		reflect.TypeFor[coreset.LandmarkBudget](): 2,
+		reflect.TypeFor[coreset.SLQOptions]():     4,
+		reflect.TypeFor[coreset.PointState]():     3,
 	} {
 		if got := name.NumField(); got != want {
 			t.Errorf("%v has %d fields, the pool codec writes %d: update appendState, reader.state and the record", name, got, want)

@@ -28,7 +28,7 @@ import (
 type snapshot struct {
 	ids      []string
 	entries  []*cached
-	residual [2]coreset.Certificate
+	residual [2]coreset.ResidualCertificate
 	pending  []*deletionRecord
 	mark     int    // len(Daemon.removals) when taken
 	version  uint64 // Ingest.version when taken
@@ -571,7 +571,7 @@ func (d *Daemon) refit(ctx context.Context, snap *snapshot) error {
 }
 
 // ratioOf is Σ tr R / Σ tr K over both views (0 for an empty pool).
-func ratioOf(c [2]coreset.Certificate) float64 {
+func ratioOf(c [2]coreset.ResidualCertificate) float64 {
 	k := c[0].TraceK + c[1].TraceK
 	if k <= 0 {
 		return 0

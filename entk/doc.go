@@ -1,5 +1,6 @@
-// Package entk computes the sketched empirical neural tangent kernel of a frozen backbone
-// (paper eq. composed): exact per-example vector–Jacobian products, Gaussian heads, the
+// Package entk computes the sketched empirical neural tangent kernel of a frozen backbone.
+//
+// Its parts (paper eq. composed) are exact per-example vector–Jacobian products, Gaussian heads, the
 // subsampled randomized Hadamard transform (SRHT), the feature map ψ_{h,s}, and the exact
 // kernel k*(x,x') = tr(J_x J_{x'}ᵀ)/d with its diagonal for small networks.
 //

@@ -18,8 +18,8 @@ var (
 	ErrUnexpectedTensor = errors.New("entk: unexpected tensor")
 	// ErrTensorShape reports a tensor whose shape differs from the architecture's.
 	ErrTensorShape = errors.New("entk: tensor shape mismatch")
-	// ErrNonFinite reports a NaN or infinite parameter value in a loaded file.
-	ErrNonFinite = errors.New("entk: non-finite parameter")
+	// ErrNotFinite reports a NaN or infinite parameter value in a loaded file.
+	ErrNotFinite = errors.New("entk: non-finite parameter")
 	// ErrSketchSize reports a sketch budget out of range: h < 1, s < 0, s larger than the
 	// padded parameter count, or an input length < 1.
 	ErrSketchSize = errors.New("entk: sketch size out of range")

@@ -49,7 +49,7 @@ func FromParams(spec string, params []float64) (Backbone, error) {
 	}
 	for i, v := range params {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("%w: parameter %d is %v", ErrNonFinite, i, v)
+			return nil, fmt.Errorf("%w: parameter %d is %v", ErrNotFinite, i, v)
 		}
 	}
 	return newBackbone(a, append([]float64(nil), params...)), nil

@@ -382,7 +382,7 @@ func paramsFromTensors(a Arch, tensors []Tensor) ([]float64, error) {
 		}
 		for i, v := range t.Data {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
-				errs = append(errs, fmt.Errorf("%w: key %q element %d is %v", ErrNonFinite, pt.Name, i, v))
+				errs = append(errs, fmt.Errorf("%w: key %q element %d is %v", ErrNotFinite, pt.Name, i, v))
 				break
 			}
 		}

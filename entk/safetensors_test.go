@@ -140,7 +140,7 @@ func TestLoadBackboneRejects(t *testing.T) {
 		{"nan", with(func(c []Tensor) []Tensor {
 			c[1] = Tensor{Name: "0.bias", Dtype: "F64", Shape: []int{3}, Data: []float64{0, math.NaN(), 0}}
 			return c
-		}), ErrNonFinite, `"0.bias" element 1`},
+		}), ErrNotFinite, `"0.bias" element 1`},
 	}
 	dir := t.TempDir()
 	for _, c := range cases {

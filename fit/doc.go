@@ -1,4 +1,6 @@
-// Package fit is stage 2 of cairn (paper Alg. cairn-stage2): it fits the kernel encoder
+// Package fit fits cairn's kernel encoder by self-supervised learning: stage 2 of the method.
+//
+// Following paper Alg. cairn-stage2, it fits the kernel encoder
 //
 //	z(x) = Σ_ℓ k(x, x_ℓ) Ã_ℓ + b,   Ã ∈ R^{M×k}, b ∈ R^k   (paper eq. app-encoder)
 //
@@ -52,14 +54,13 @@
 //     on the row-normalized validation embeddings and scored on the test split, NaN when
 //     the two splits' label sets differ (the paper's probe refuses to run then). It is
 //     computed for the initialization and the reported point only, after the timed part
-//     of either solver, and selects nothing: selection stays k-NN, as the issue fixes it.
+//     of either solver, and selects nothing: selection stays k-NN.
 //   - Options.TraceEvery scores the test split every that many Adam steps (Result.Trace),
 //     the Adam side of the paper's Fig. acc-vs-time next to KREPES's per-iterate scores;
 //     it changes nothing in the fit and its time is left out of every Seconds field.
 //   - Options.DecoupledDecay replaces the L2 form of the weight decay by AdamW's shrink
-//     θ ← θ − lr·wd·θ (moments see the loss gradient alone). Off by default; measured on
-//     Adult VICReg it leaves the selected checkpoint's accuracy within 0.13 points of the
-//     L2 form (cmd/cairnctl's --decay).
+//     θ ← θ − lr·wd·θ (moments see the loss gradient alone). Off by default (cairnctl fit
+//     --decay; README "Fitting" has its measured effect).
 //   - Losses, and the constants the paper leaves open, are documented on their functions:
 //     Barlow Twins uses means over the k diagonal and the k(k−1) off-diagonal entries
 //     (weight 35 on the latter) with PyTorch-BatchNorm standardization (ε = 1e-5); SimCLR

@@ -206,7 +206,7 @@ func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
 		return rep, err
 	}
 	rep.ProduceEventsPerSecond = float64(sent) / time.Since(t0).Seconds()
-	if err := poll(ctx, h, func(st daemon.Status) bool { return st.Ingest.Upserts >= uint64(train.N) }); err != nil {
+	if err := poll(ctx, h, func(st daemon.StatusReport) bool { return st.Ingest.Upserts >= uint64(train.N) }); err != nil {
 		return rep, fmt.Errorf("waiting for %d upserts: %w", train.N, err)
 	}
 	rep.IngestEventsPerSecond = float64(train.N) / time.Since(t0).Seconds()
@@ -353,7 +353,7 @@ func featureRate(cfg config.Config, set *dataset.Set, k int) (float64, error) {
 }
 
 // poll checks cond on the daemon's status every 10 ms until it holds.
-func poll(ctx context.Context, h *harness, cond func(daemon.Status) bool) error {
+func poll(ctx context.Context, h *harness, cond func(daemon.StatusReport) bool) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for !cond(h.d.Status()) {

@@ -364,7 +364,7 @@ func (h *harness) close() error {
 
 // modelReady reports whether st serves a model fitted on every stored point, with at
 // least n points stored and nothing left to consume.
-func modelReady(st daemon.Status, n int) bool {
+func modelReady(st daemon.StatusReport, n int) bool {
 	if st.Model == 0 || st.Points < n || st.ModelPoints != st.Points || st.RefitRunning {
 		return false
 	}
@@ -378,7 +378,7 @@ func modelReady(st daemon.Status, n int) bool {
 
 // waitModel polls the daemon's status until modelReady, printing where it stands on
 // stderr now and then.
-func (h *harness) waitModel(ctx context.Context, n int, stderr io.Writer) (daemon.Status, error) {
+func (h *harness) waitModel(ctx context.Context, n int, stderr io.Writer) (daemon.StatusReport, error) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	last := time.Now()

@@ -99,9 +99,9 @@ func runSelect(args []string, stdout io.Writer) error {
 	if !knownSel {
 		return fmt.Errorf("--selector: %q, want one of %v", *selector, coreset.Selectors)
 	}
-	bud := coreset.Budget{M: pf.m}
+	bud := coreset.LandmarkBudget{M: pf.m}
 	if *budget != "" {
-		b, err := coreset.ParseBudget(*budget)
+		b, err := coreset.ParseLandmarkBudget(*budget)
 		if err != nil {
 			return fmt.Errorf("--budget: %w", err)
 		}

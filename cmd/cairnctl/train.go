@@ -152,7 +152,7 @@ func train(ctx context.Context, data, arch string, n int, opt entk.TrainOptions,
 // weightsForData points a daemon configuration that asks for the default weights at the
 // shipped file trained on the data set it will be fed (the daemon alone cannot know it:
 // MNIST and Fashion-MNIST share the convnet).
-func weightsForData(m config.Model, data string) config.Model {
+func weightsForData(m config.Backbone, data string) config.Backbone {
 	if m.Weights == "" && !m.Untrained {
 		if f, ok := weights.Find(data, m.Arch); ok && f.Data == data {
 			m.Weights = "shipped:" + f.Name

@@ -77,8 +77,8 @@ func startCairnd(t *testing.T, bin, cfgPath, http string) *proc {
 }
 
 // status reads /status; ok is false while the daemon does not answer.
-func (p *proc) status() (daemon.Status, bool) {
-	var s daemon.Status
+func (p *proc) status() (daemon.StatusReport, bool) {
+	var s daemon.StatusReport
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get("http://" + p.http + "/status")
 	if err != nil {

@@ -1,4 +1,6 @@
-// Package lanczos is the symmetric Lanczos iteration shared by coreset (stochastic Lanczos
+// Package lanczos is the symmetric Lanczos iteration shared by coreset and fit.
+//
+// Its users are coreset (stochastic Lanczos
 // quadrature for the effective dimension tr(A(A+λI)⁻¹)) and fit (the PCI initializer's
 // leading eigenpairs, paper section "Initialization", Prop. amplify).
 //

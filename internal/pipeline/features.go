@@ -36,7 +36,7 @@ type Features struct {
 // FitSketch); and the augmenter seeded by m.Seed. A convnet's input is an image of its
 // (C, H, W), any other input is tabular (config has no data-shape setting; this follows
 // the architecture). Errors wrap ErrConfig and name the setting.
-func NewFeatures(m config.Model, sk config.Sketch, data string) (*Features, error) {
+func NewFeatures(m config.Backbone, sk config.Sketch, data string) (*Features, error) {
 	arch, err := entk.ParseArch(m.Arch)
 	if err != nil {
 		return nil, fmt.Errorf("%w: model.arch %q: %w", ErrConfig, m.Arch, err)

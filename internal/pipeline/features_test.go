@@ -16,7 +16,7 @@ import (
 // testConfig is a small seeded pipeline: an untrained MLP and a narrow sketch.
 func testConfig() config.Config {
 	c := config.Default()
-	c.Model = config.Model{Arch: "mlp:6-8-4", Seed: 7, Untrained: true}
+	c.Model = config.Backbone{Arch: "mlp:6-8-4", Seed: 7, Untrained: true}
 	c.Sketch = config.Sketch{H: 2, S: 16}
 	return c
 }
@@ -87,17 +87,17 @@ func TestNewFeaturesWeights(t *testing.T) {
 	seeded, _ := entk.NewBackbone(def.Model.Arch, 9)
 	for _, tc := range []struct {
 		name    string
-		m       config.Model
+		m       config.Backbone
 		source  string
 		sha     string
 		param0  float64 // the backbone's first parameter, 0 = not checked
 		wantErr bool
 	}{
-		{"default", config.Model{Arch: def.Model.Arch, Seed: 9}, "shipped:mnist", mnist.SHA256, 0, false},
-		{"by name", config.Model{Arch: def.Model.Arch, Weights: "shipped:fashion-mnist", Seed: 9}, "shipped:fashion-mnist", fashion.SHA256, 0, false},
-		{"untrained", config.Model{Arch: def.Model.Arch, Untrained: true, Seed: 9}, "seeded:9", "", seeded.Params()[0], false},
-		{"nothing shipped", config.Model{Arch: "mlp:6-8-4", Seed: 9}, "", "", 0, true},
-		{"wrong arch for the name", config.Model{Arch: "mlp:6-8-4", Weights: "shipped:mnist", Seed: 9}, "", "", 0, true},
+		{"default", config.Backbone{Arch: def.Model.Arch, Seed: 9}, "shipped:mnist", mnist.SHA256, 0, false},
+		{"by name", config.Backbone{Arch: def.Model.Arch, Weights: "shipped:fashion-mnist", Seed: 9}, "shipped:fashion-mnist", fashion.SHA256, 0, false},
+		{"untrained", config.Backbone{Arch: def.Model.Arch, Untrained: true, Seed: 9}, "seeded:9", "", seeded.Params()[0], false},
+		{"nothing shipped", config.Backbone{Arch: "mlp:6-8-4", Seed: 9}, "", "", 0, true},
+		{"wrong arch for the name", config.Backbone{Arch: "mlp:6-8-4", Weights: "shipped:mnist", Seed: 9}, "", "", 0, true},
 	} {
 		f, err := NewFeatures(tc.m, config.Sketch{H: 2, S: 64}, "")
 		if tc.wantErr {
