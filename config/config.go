@@ -9,12 +9,15 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cairnhq/cairn/dataset"
 )
 
 // Config is everything cairnd needs. The zero value is not useful: start from Default().
@@ -285,12 +288,57 @@ func applyEnv(c *Config, environ []string) error {
 			errs = append(errs, fmt.Errorf("config: %s=%q: %w", name, v, err))
 		}
 	})
+	for _, k := range dataset.EnvVars() {
+		known[k] = true // the loaders' own (config/doc.go "Environment")
+	}
+	unknown := make([]string, 0, len(env))
 	for k := range env {
 		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	slices.Sort(unknown)
+	for _, k := range unknown {
+		if near := nearest(k, known); near != "" {
+			errs = append(errs, fmt.Errorf("config: unknown environment variable %s (did you mean %s?)", k, near))
+		} else {
 			errs = append(errs, fmt.Errorf("config: unknown environment variable %s", k))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// nearest is the name in known closest to k by edit distance, if within a third of k's
+// length (a typo rather than another word), else "".
+func nearest(k string, known map[string]bool) string {
+	best, bestD := "", len(k)/3+1
+	for name := range known {
+		if d := editDistance(k, name); d < bestD || d == bestD && best != "" && name < best {
+			best, bestD = name, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes), by the usual
+// two-row dynamic program.
+func editDistance(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // walk calls fn for every leaf field of the struct v with its dotted YAML path.

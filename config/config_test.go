@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairnhq/cairn/dataset"
 )
 
 func TestDefaultValid(t *testing.T) {
@@ -139,6 +141,8 @@ func TestLoadRejects(t *testing.T) {
 		{"wrong yaml type", write("b.yaml", "sketch:\n  h: four\n"), nil, "four"},
 		{"missing file", filepath.Join(dir, "nope.yaml"), nil, "nope.yaml"},
 		{"unknown env", "", []string{"CAIRN_SKETCH_HEADS=4"}, "CAIRN_SKETCH_HEADS"},
+		{"misspelt env", "", []string{"CAIRN_SKETCH_HH=4"}, "did you mean CAIRN_SKETCH_H?"},
+		{"misspelt loader env", "", []string{"CAIRN_MNIST_DIRS=/tmp"}, "did you mean CAIRN_MNIST_DIR?"},
 		{"bad env int", "", []string{"CAIRN_POOL_M=many"}, "CAIRN_POOL_M"},
 		{"bad env duration", "", []string{"CAIRN_SHUTDOWN_TIMEOUT=10"}, "CAIRN_SHUTDOWN_TIMEOUT"},
 	}
@@ -150,6 +154,29 @@ func TestLoadRejects(t *testing.T) {
 	}
 	if c, err := Load(write("empty.yaml", ""), nil); err != nil || c.Sketch.H != Default().Sketch.H {
 		t.Errorf("empty file: got %v, %+v; want defaults", err, c.Sketch)
+	}
+}
+
+// TestEnvNamespace: the loaders' variables (dataset.EnvVars) share the CAIRN_ namespace
+// and never stop the daemon's configuration from loading, while settings set beside them
+// still apply and an unknown one beside them is still reported.
+func TestEnvNamespace(t *testing.T) {
+	environ := []string{"CAIRN_SKETCH_H=16", "OTHER=1"}
+	for _, k := range dataset.EnvVars() {
+		environ = append(environ, k+"=/nonexistent")
+	}
+	c, err := Load("", environ)
+	if err != nil {
+		t.Fatalf("loader variables %v: %v", dataset.EnvVars(), err)
+	}
+	if c.Sketch.H != 16 {
+		t.Errorf("CAIRN_SKETCH_H beside them: h = %d, want 16", c.Sketch.H)
+	}
+	if _, err := Load("", append(environ, "CAIRN_POOL_MM=3")); err == nil || !strings.Contains(err.Error(), "CAIRN_POOL_MM") {
+		t.Errorf("unknown variable beside them: %v, want an error naming CAIRN_POOL_MM", err)
+	}
+	if len(dataset.EnvVars()) < 2 {
+		t.Errorf("dataset.EnvVars() = %v, want the MNIST and Fashion-MNIST directories", dataset.EnvVars())
 	}
 }
 

@@ -9,6 +9,16 @@
 // is CAIRN_ plus its YAML path upper-cased with "." → "_" (CAIRN_SKETCH_H, CAIRN_KAFKA_BROKERS
 // as a comma-separated list, durations in time.ParseDuration syntax).
 //
+// # Environment
+//
+// cairn has one environment namespace, CAIRN_. A daemon setting is CAIRN_ plus its YAML
+// path as above; the data loaders read their own variables, listed by dataset.EnvVars
+// (CAIRN_MNIST_DIR, CAIRN_FASHION_MNIST_DIR), and cairnctl reads the same two. Load
+// knows both kinds: a loader variable never stops the daemon from starting, and any
+// other CAIRN_ name is an error that suggests the nearest known name when there is one
+// (CAIRN_SKETCH_HH: "did you mean CAIRN_SKETCH_H?"). Variables without the prefix are
+// ignored.
+//
 // # Validation
 //
 // Validate reports every problem in one joined error; each is a *FieldError naming the

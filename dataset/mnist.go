@@ -28,7 +28,7 @@ const (
 // $GOMODCACHE, each $GOPATH entry's pkg/mod, $HOME/go/pkg/mod and, last (it runs a
 // process), `go env GOMODCACHE`.
 func mnistDir() (string, error) {
-	if d := os.Getenv("CAIRN_MNIST_DIR"); d != "" {
+	if d := os.Getenv(EnvMNISTDir); d != "" {
 		if !isDir(d) {
 			return "", fmt.Errorf("%w: CAIRN_MNIST_DIR = %q is not a directory", ErrNotFound, d)
 		}
@@ -64,7 +64,7 @@ func mnistDir() (string, error) {
 
 func fashionMNISTDir() (string, error) {
 	d := fashionDir
-	if e := os.Getenv("CAIRN_FASHION_MNIST_DIR"); e != "" {
+	if e := os.Getenv(EnvFashionMNISTDir); e != "" {
 		d = e
 	}
 	if !isDir(d) {
