@@ -341,12 +341,66 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
-	// 1. Decode and classify, outside any transaction.
 	in.ops, in.ids, in.xs = in.ops[:0], in.ids[:0], in.xs[:0]
 	defer func() { clear(in.ops); clear(in.ids) }() // drop references to the batch's bytes
+	// 1. Decode and classify, outside any transaction.
+	seen, fresh := in.fresh(batch)
+	if err := in.decode(batch, fresh); err != nil {
+		return res, err
+	}
+	// 2. Features of both views of every upsert, before the write lock is taken.
+	if err := in.featurize(); err != nil {
+		return res, err
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	// 3. The pool, in offset order. From here on a failure leaves the pool ahead of the
+	// store, so it breaks the Ingest.
+	leaving, poolChanged := in.plan(time.Now().UTC())
+	ps, err := in.updatePools(poolChanged)
+	if err != nil {
+		return res, in.breakWith(err)
+	}
+	if len(seen) == 0 { // only re-deliveries: nothing to write
+		res.Skipped = len(in.ops)
+		in.stats.Skipped += uint64(res.Skipped)
+		return res, nil
+	}
+	// The serving model drops the leaving landmarks before the deletion commits, so no
+	// answer committed after it can name them (an answer committed before it may).
+	if len(leaving) > 0 && in.hooks.removing != nil {
+		in.hooks.removing(leaving)
+	}
+	// 4. One transaction: points, dead letters, deletion records, offsets, pool state.
+	if err := in.commit(ps, poolChanged); err != nil {
+		if poolChanged {
+			return res, in.breakWith(fmt.Errorf("apply batch: %w", err))
+		}
+		return res, fmt.Errorf("daemon: apply batch: %w", err)
+	}
+	in.cacheCommitted()
+	// 5. Committed: mirror the offsets and count.
+	for k, off := range seen {
+		in.last[k] = off
+	}
+	res = in.count(len(batch))
+	// 6. Erase deleted raw bytes now (the audit machinery will take this over): until
+	// Compact runs, the store holds back every later outbox entry.
+	if res.Deletes > 0 {
+		if err := in.store.Compact(); err != nil {
+			return res, fmt.Errorf("daemon: erase deleted points: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// fresh marks the messages above the applied offset of their partition (the others are
+// re-deliveries, skipped) and returns the highest fresh offset per partition.
+func (in *Ingest) fresh(batch []stream.Message) (map[partition]int64, []bool) {
 	seen := map[partition]int64{}
 	skipped := 0
-	fresh := make([]bool, len(batch)) // above the applied offset: to decode and apply
+	fresh := make([]bool, len(batch))
 	for i, m := range batch {
 		key := partition{m.Topic, m.Partition}
 		prev, ok := seen[key]
@@ -364,6 +418,12 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 		seen[key] = m.Offset
 		fresh[i] = true
 	}
+	return seen, fresh
+}
+
+// decode turns the batch into in.ops: skips, dead letters (with their DLQ entry made),
+// upserts (their ids and inputs appended to in.ids and in.xs) and deletes.
+func (in *Ingest) decode(batch []stream.Message, fresh []bool) error {
 	decoded := decodeAll(batch, fresh, in.lim)
 	for i, m := range batch {
 		o := op{msg: m}
@@ -376,7 +436,7 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 		switch {
 		case derr != nil:
 			if err := in.deadLetter(&o, derr); err != nil {
-				return res, err
+				return err
 			}
 		case ev.Op == stream.OpUpsert:
 			o.kind, o.ev, o.row = opUpsert, ev, len(in.ids)
@@ -387,13 +447,17 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 		default: // DecodeTrain accepts only the two ops; keep the daemon safe if that grows.
 			if err := in.deadLetter(&o, &stream.RejectError{Reason: stream.ReasonUnknownOp, Field: "op",
 				Msg: fmt.Sprintf("op %q is not handled by this daemon", ev.Op)}); err != nil {
-				return res, err
+				return err
 			}
 		}
 		in.ops = append(in.ops, o)
 	}
+	return nil
+}
 
-	// 2. Features of both views of every upsert, before the write lock is taken.
+// featurize computes both views' features of every upsert into in.feats (row 2·row and
+// 2·row+1) and dead-letters an upsert whose features are not usable.
+func (in *Ingest) featurize() error {
 	n, q := len(in.ids), in.feat.Dim()
 	in.views = grow(in.views, 2*n*in.feat.InputDim())
 	in.feats = grow(in.feats, 2*n*q)
@@ -408,21 +472,18 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 			// point cannot enter the kernel, so it is rejected like any bad input.
 			if err := in.deadLetter(o, &stream.RejectError{Reason: stream.ReasonNonFinite, Field: "x",
 				Msg: fmt.Sprintf("features of id %q %s: inputs too large for the backbone", o.ev.ID, why)}); err != nil {
-				return res, err
+				return err
 			}
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return res, err
-	}
+	return nil
+}
 
-	// 3. The pool, in offset order. From here on a failure leaves the pool ahead of
-	// the store, so it breaks the Ingest. First decide what each op does (both views
-	// hold the same points), then update the two views' pools on two goroutines: they
-	// are independent, and the O(k q) insert is the largest cost after the features.
-	poolChanged := false
-	var leaving []string
-	now := time.Now().UTC()
+// plan decides, in offset order, what each upsert and delete does to the stored set
+// (both views hold the same points): whether its id was stored before it (op.had) and,
+// for deletes, the deletion record. It returns the ids leaving the stored set (replaced
+// or deleted) and whether the pool changes at all.
+func (in *Ingest) plan(now time.Time) (leaving []string, poolChanged bool) {
 	stored := map[string]bool{} // membership as the batch goes, for ids it touches
 	has := func(id string) bool {
 		if v, ok := stored[id]; ok {
@@ -456,6 +517,14 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 			o.rec = rec
 		}
 	}
+	return leaving, poolChanged
+}
+
+// updatePools applies the planned ops to the two views' pools on two goroutines (they
+// are independent, and the O(k q) insert is the largest cost after the features), and
+// encodes the changed pool's core for the transaction.
+func (in *Ingest) updatePools(poolChanged bool) (storage.PoolState, error) {
+	q := in.feat.Dim()
 	var errs [2]error
 	var wg sync.WaitGroup
 	for v, pool := range []*coreset.Pool{in.pool.A, in.pool.B} {
@@ -466,84 +535,33 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return res, in.breakWith(err)
-		}
+	if err := errors.Join(errs[0], errs[1]); err != nil {
+		return storage.PoolState{}, err
 	}
 	for i := range in.ops {
 		if r := in.ops[i].rec; r != nil {
 			r.PoolLandmark = r.poolLandmark[0] || r.poolLandmark[1]
 		}
 	}
-	var ps storage.PoolState
-	if poolChanged {
-		if ps, err = encodePool(in.feat.Fingerprint(), in.pool); err != nil {
-			return res, in.breakWith(err)
-		}
+	if !poolChanged {
+		return storage.PoolState{}, nil
 	}
+	return encodePool(in.feat.Fingerprint(), in.pool)
+}
 
-	if len(seen) == 0 { // only re-deliveries: nothing to write
-		res.Skipped = len(in.ops)
-		in.stats.Skipped += uint64(res.Skipped)
-		return res, nil
-	}
-	// The serving model drops the leaving landmarks before the deletion commits, so no
-	// answer committed after it can name them (an answer committed before it may).
-	if len(leaving) > 0 && in.hooks.removing != nil {
-		in.hooks.removing(leaving)
-	}
-
-	// 4. One transaction: points, dead letters, deletion records, offsets, pool state
-	// (the core blob, and the record of every upserted point: nothing else changed a
-	// record, see putRecord).
+// commit writes the batch in one transaction: every op (commitOp), then the pool's
+// core when it changed. in.pendSeq advances only when the transaction commits.
+func (in *Ingest) commit(ps storage.PoolState, poolChanged bool) error {
 	seq := in.pendSeq
 	var rec []byte
-	err = in.store.Apply(func(tx *storage.Tx) error {
+	err := in.store.Apply(func(tx *storage.Tx) error {
 		for i := range in.ops {
 			o := &in.ops[i]
-			switch o.kind {
-			case opSkip:
+			if o.kind == opSkip {
 				continue
-			case opDead:
-				if _, err := tx.Enqueue(o.dead.Topic, o.dead.Key, o.dead.Value); err != nil {
-					return err
-				}
-			case opUpsert:
-				p := storage.Point{ID: o.ev.ID, X: o.ev.X}
-				if o.ev.Label != nil {
-					p.HasLabel, p.Label = true, *o.ev.Label
-				}
-				if err := tx.PutPoint(p); err != nil {
-					return err
-				}
-				var err error
-				if rec, err = putRecord(tx, in.pool, rec, o.ev.ID); err != nil {
-					return err
-				}
-			case opDelete:
-				existed, err := tx.DeletePoint(o.ev.ID)
-				if err != nil {
-					return err
-				}
-				if existed != o.had {
-					return fmt.Errorf("daemon: delete %q: store had it %v, pool had it %v", o.ev.ID, existed, o.had)
-				}
-				if o.had {
-					seq++
-					o.rec.Seq = seq
-					body, err := o.rec.encode()
-					if err != nil {
-						return err
-					}
-					if err := tx.PutPending(seq, body); err != nil {
-						return err
-					}
-				} else if in.hooks.unknown != nil {
-					if err := in.hooks.unknown(tx, o.rec); err != nil {
-						return err
-					}
-				}
+			}
+			if err := in.commitOp(tx, o, &seq, &rec); err != nil {
+				return err
 			}
 			if err := tx.SetOffset(o.msg.Topic, int32(o.msg.Partition), o.msg.Offset); err != nil {
 				return err
@@ -554,13 +572,60 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 		}
 		return nil
 	})
-	if err != nil {
-		if poolChanged {
-			return res, in.breakWith(fmt.Errorf("apply batch: %w", err))
-		}
-		return res, fmt.Errorf("daemon: apply batch: %w", err)
+	if err == nil {
+		in.pendSeq = seq
 	}
-	in.pendSeq = seq
+	return err
+}
+
+// commitOp writes one op's state change in tx: a dead letter's DLQ entry; an upsert's
+// point and pool record (nothing else changed a record, see putRecord); a delete's
+// removal and its pending deletion record (numbered from *seq), or the audit of an
+// unknown id. rec is the record buffer, reused.
+func (in *Ingest) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) error {
+	switch o.kind {
+	case opDead:
+		_, err := tx.Enqueue(o.dead.Topic, o.dead.Key, o.dead.Value)
+		return err
+	case opUpsert:
+		p := storage.Point{ID: o.ev.ID, X: o.ev.X}
+		if o.ev.Label != nil {
+			p.HasLabel, p.Label = true, *o.ev.Label
+		}
+		if err := tx.PutPoint(p); err != nil {
+			return err
+		}
+		var err error
+		*rec, err = putRecord(tx, in.pool, *rec, o.ev.ID)
+		return err
+	case opDelete:
+		existed, err := tx.DeletePoint(o.ev.ID)
+		if err != nil {
+			return err
+		}
+		if existed != o.had {
+			return fmt.Errorf("daemon: delete %q: store had it %v, pool had it %v", o.ev.ID, existed, o.had)
+		}
+		if !o.had {
+			if in.hooks.unknown != nil {
+				return in.hooks.unknown(tx, o.rec)
+			}
+			return nil
+		}
+		*seq++
+		o.rec.Seq = *seq
+		body, err := o.rec.encode()
+		if err != nil {
+			return err
+		}
+		return tx.PutPending(*seq, body)
+	}
+	return nil
+}
+
+// cacheCommitted mirrors a committed batch in the point cache and the pending list.
+func (in *Ingest) cacheCommitted() {
+	q := in.feat.Dim()
 	for i := range in.ops {
 		o := &in.ops[i]
 		switch o.kind {
@@ -578,11 +643,10 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 			}
 		}
 	}
+}
 
-	// 5. Committed: mirror the offsets and count.
-	for k, off := range seen {
-		in.last[k] = off
-	}
+// count is the result of a committed batch of messages, added to in.stats and logged.
+func (in *Ingest) count(messages int) (res BatchResult) {
 	for i := range in.ops {
 		switch o := &in.ops[i]; o.kind {
 		case opSkip:
@@ -612,18 +676,10 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 	in.stats.Missing += uint64(res.Missing)
 	in.stats.DeadLetters += uint64(res.DeadLetters)
 	in.stats.Skipped += uint64(res.Skipped)
-	in.log.Debug().Int("messages", len(batch)).Int("upserts", res.Upserts).Int("deletes", res.Deletes).
+	in.log.Debug().Int("messages", messages).Int("upserts", res.Upserts).Int("deletes", res.Deletes).
 		Int("dead_letters", res.DeadLetters).Int("skipped", res.Skipped).Int("points", in.pool.A.Len()).
 		Msg("applied training batch")
-
-	// 6. Erase deleted raw bytes now (the audit machinery will take this over): until
-	// Compact runs, the store holds back every later outbox entry.
-	if res.Deletes > 0 {
-		if err := in.store.Compact(); err != nil {
-			return res, fmt.Errorf("daemon: erase deleted points: %w", err)
-		}
-	}
-	return res, nil
+	return res
 }
 
 // decoded is one message's stream.DecodeTrain result.
