@@ -22,6 +22,7 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/internal/pipeline"
+	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -58,7 +59,7 @@ type Daemon struct {
 
 	// servMu serializes changes of the serving model; readers load it lock-free.
 	servMu     sync.Mutex
-	serving    atomic.Pointer[serving]
+	serving    atomic.Pointer[serving.Model]
 	removals   []string // ids that left the pool since the running refit's snapshot
 	modelReady chan struct{}
 	modelOnce  sync.Once
@@ -76,8 +77,8 @@ type Daemon struct {
 	kick         chan struct{}
 	stopping     atomic.Bool
 	queryLast    map[partition]int64 // query goroutine only
-	qwork        queryWork           // query goroutine only
-	answerWork   sync.Pool           // *queryWork for Answer
+	qwork        serving.Workspace   // query goroutine only
+	answerWork   sync.Pool           // *serving.Workspace for Answer
 	qlim         stream.Limits
 }
 
@@ -178,11 +179,11 @@ func (d *Daemon) Status() StatusReport {
 	if p := d.pool.Load(); p != nil {
 		st.Points, st.Landmarks, st.Ingest, st.PendingDeletions = p.points, p.landmarks, p.stats, p.pending
 		for v, c := range p.residual {
-			st.Residual[v], st.Stale[v] = residualOf(c), c.Stale
+			st.Residual[v], st.Stale[v] = serving.ResidualOf(c), c.Stale
 		}
 	}
 	if s := d.serving.Load(); s != nil {
-		st.Model, st.ModelID, st.ModelPoints, st.Masked = s.version, s.id, s.points, s.maskedCount()
+		st.Model, st.ModelID, st.ModelPoints, st.Masked = s.Version, s.ID, s.Points, s.MaskedCount()
 	}
 	d.lagMu.Lock()
 	st.Lag = make(map[string]int64, len(d.lag))
@@ -393,7 +394,7 @@ func (d *Daemon) restore() error {
 		d.changes = max(1, len(snap.ids))
 	}
 	if s != nil {
-		d.lastFit = fitBaseline{points: s.points, landmarks: s.landmarkIDs, ratio: ratioOf(in.residuals())}
+		d.lastFit = fitBaseline{points: s.Points, landmarks: s.LandmarkIDs, ratio: ratioOf(in.residuals())}
 	}
 	d.publishPool()
 	return nil
@@ -541,9 +542,9 @@ func (d *Daemon) describe(rec *deletionRecord) {
 	if s == nil {
 		return
 	}
-	rec.before, rec.ModelBefore = s, s.version
-	for l, id := range s.landmarkIDs {
-		if id == rec.ID && !s.masked[l] {
+	rec.before, rec.ModelBefore = s, s.Version
+	for l, id := range s.LandmarkIDs {
+		if id == rec.ID && !s.Masked[l] {
 			rec.WasLandmark = true
 		}
 	}
@@ -556,10 +557,10 @@ func (d *Daemon) removing(ids []string) {
 	defer d.servMu.Unlock()
 	d.removals = append(d.removals, ids...)
 	if s := d.serving.Load(); s != nil {
-		if ns := s.withMask(ids); ns != s {
+		if ns := s.WithMask(ids); ns != s {
 			d.serving.Store(ns)
-			d.metrics.SetModel(ns.version, ns.maskedCount())
-			d.log.Info().Uint64("model", ns.version).Int("masked", ns.maskedCount()).Msg("deleted landmarks left the serving encoder")
+			d.metrics.SetModel(ns.Version, ns.MaskedCount())
+			d.log.Info().Uint64("model", ns.Version).Int("masked", ns.MaskedCount()).Msg("deleted landmarks left the serving encoder")
 		}
 	}
 }
@@ -573,18 +574,18 @@ func (d *Daemon) auditUnknown(tx *storage.Tx, rec *deletionRecord) error {
 
 // install makes s the serving model, masking the points removed since the snapshot it
 // was fitted on (removals[mark:]).
-func (d *Daemon) install(s *serving, mark int) {
+func (d *Daemon) install(s *serving.Model, mark int) {
 	d.servMu.Lock()
 	if mark < len(d.removals) {
-		s = s.withMask(d.removals[mark:])
+		s = s.WithMask(d.removals[mark:])
 	}
 	d.removals = d.removals[:0]
 	old := d.serving.Swap(s)
 	d.servMu.Unlock()
-	if old != nil && old.draw != s.draw {
-		d.retire(old.version, old.draw)
+	if old != nil && old.Draw != s.Draw {
+		d.retire(old.Version, old.Draw)
 	}
-	d.metrics.SetModel(s.version, s.maskedCount())
+	d.metrics.SetModel(s.Version, s.MaskedCount())
 	d.modelOnce.Do(func() { close(d.modelReady) })
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -325,8 +326,8 @@ func TestEndToEnd(t *testing.T) {
 		if !ok {
 			t.Fatalf("no attribution for %s", req)
 		}
-		if a.Model != s.version || len(a.TopK) != want {
-			t.Errorf("%s: model %d topk %d, want model %d and %d entries", req, a.Model, len(a.TopK), s.version, want)
+		if a.Model != s.Version || len(a.TopK) != want {
+			t.Errorf("%s: model %d topk %d, want model %d and %d entries", req, a.Model, len(a.TopK), s.Version, want)
 		}
 		switch a.Verdict {
 		case "certified", "uncertified", "fit_limited":
@@ -334,7 +335,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("%s: verdict %q", req, a.Verdict)
 		}
 		for i, e := range a.TopK {
-			if !slices.Contains(s.landmarkIDs, e.ID) || !(e.Radius >= 0) || (e.View != "A" && e.View != "B") {
+			if !slices.Contains(s.LandmarkIDs, e.ID) || !(e.Radius >= 0) || (e.View != "A" && e.View != "B") {
 				t.Errorf("%s: topk[%d] = %+v is not a serving landmark with a radius", req, i, e)
 			}
 			if i > 0 && e.Score > a.TopK[i-1].Score {
@@ -348,13 +349,13 @@ func TestEndToEnd(t *testing.T) {
 	checkExactAnswer(t, s, atts["q-x"], test.Row(0))
 	// GET /model alone reproduces the answer's scores: the exported x and ω with the
 	// backbone the export names.
-	var ex ModelExport
+	var ex serving.ModelExport
 	if err := json.Unmarshal([]byte(get("/model")), &ex); err != nil {
 		t.Fatal(err)
 	}
-	if ex.Model != s.version || len(ex.Landmarks) != len(s.active) || ex.Weights != "seeded:3" || ex.Arch != cfg.Model.Arch {
+	if ex.Model != s.Version || len(ex.Landmarks) != len(s.ActiveLandmarks()) || ex.Weights != "seeded:3" || ex.Arch != cfg.Model.Arch {
 		t.Fatalf("/model: version %d, %d landmarks, weights %q, arch %q; want %d, %d, seeded:3, %s",
-			ex.Model, len(ex.Landmarks), ex.Weights, ex.Arch, s.version, len(s.active), cfg.Model.Arch)
+			ex.Model, len(ex.Landmarks), ex.Weights, ex.Arch, s.Version, len(s.ActiveLandmarks()), cfg.Model.Arch)
 	}
 	eb, _ := entk.NewBackbone(ex.Arch, 3)
 	ews := eb.NewWorkspace()
@@ -386,7 +387,7 @@ func TestEndToEnd(t *testing.T) {
 	victim := atts["q-x"].TopK[0].ID
 	var plain string
 	for _, id := range set.IDs {
-		if !slices.Contains(s.landmarkIDs, id) {
+		if !slices.Contains(s.LandmarkIDs, id) {
 			plain = id
 			break
 		}
@@ -404,7 +405,7 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var exAfter ModelExport
+	var exAfter serving.ModelExport
 	if err := json.Unmarshal([]byte(get("/model")), &exAfter); err != nil {
 		t.Fatal(err)
 	}
@@ -502,22 +503,23 @@ func TestEndToEnd(t *testing.T) {
 // the top-K set equal to the reference top-K. It then answers the same query on the
 // sketched path (the same model without exact rows) and checks that it splits δ over the
 // landmarks only and commits to its draw's seed by hash.
-func checkExactAnswer(t *testing.T, s *serving, a stream.Attribution, x []float64) {
+func checkExactAnswer(t *testing.T, s *serving.Model, a stream.Attribution, x []float64) {
 	t.Helper()
-	if a.VarianceModel != certify.VarianceExactKernel || s.exact == nil {
-		t.Fatalf("answer variance model %q (exact rows %v), want %q at the default memory budget", a.VarianceModel, s.exact != nil, certify.VarianceExactKernel)
+	if a.VarianceModel != certify.VarianceExactKernel || s.Exact == nil {
+		t.Fatalf("answer variance model %q (exact rows %v), want %q at the default memory budget", a.VarianceModel, s.Exact != nil, certify.VarianceExactKernel)
 	}
 	if a.Seed != 0 || a.SeedHash != "" {
 		t.Errorf("exact answer carries seed %d / hash %q; it uses no draw", a.Seed, a.SeedHash)
 	}
-	ws := s.backbone.NewWorkspace()
-	in := s.backbone.InDim()
+	ws := s.Backbone.NewWorkspace()
+	in := s.Backbone.InDim()
 	ref := map[string]float64{}
-	scores := make([]float64, len(s.active))
-	for i, l := range s.active {
-		k := entk.ExactKernel(s.backbone, s.landmarkX[l*in:(l+1)*in], x, ws)
-		scores[i] = k * s.omega[l]
-		ref[s.landmarkIDs[l]+"/"+string(s.views[l])] = scores[i]
+	active := s.ActiveLandmarks()
+	scores := make([]float64, len(active))
+	for i, l := range active {
+		k := entk.ExactKernel(s.Backbone, s.LandmarkX[l*in:(l+1)*in], x, ws)
+		scores[i] = k * s.Omega[l]
+		ref[s.LandmarkIDs[l]+"/"+string(s.Views[l])] = scores[i]
 	}
 	for _, e := range a.TopK {
 		want := ref[e.ID+"/"+e.View]
@@ -529,8 +531,8 @@ func checkExactAnswer(t *testing.T, s *serving, a stream.Attribution, x []float6
 	certify.TopKTo(top, scores)
 	want := map[string]bool{}
 	for _, i := range top {
-		l := s.active[i]
-		want[s.landmarkIDs[l]+"/"+string(s.views[l])] = true
+		l := active[i]
+		want[s.LandmarkIDs[l]+"/"+string(s.Views[l])] = true
 	}
 	if a.Verdict == string(certify.Certified) {
 		for _, e := range a.TopK {
@@ -539,24 +541,23 @@ func checkExactAnswer(t *testing.T, s *serving, a stream.Attribution, x []float6
 			}
 		}
 	}
-	sk := *s
-	sk.exact, sk.exactCap = nil, 0
-	// The exact model uses no evaluation draw; the sketched copy gets one, as newServing
-	// makes when the rows do not fit.
-	dr, err := newEvalDraw(s.backbone, s.h, s.s, 1, "test/eval", s.landmarkX, len(s.landmarkIDs))
+	// The exact model uses no evaluation draw; the sketched copy gets one, as New makes
+	// when the rows do not fit.
+	sk, err := s.Sketched(1, "test/eval", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk.draw, sk.padded = dr, dr.sketch.PaddedP()
-	sk.compact()
-	c, err := sk.answer(new(queryWork), x, len(a.TopK), 0.05)
+	c, err := sk.Answer(new(serving.Workspace), x, len(a.TopK), 0.05)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// With exact rows for the crossing landmarks the verdict can only improve, and a
 	// certified set is still the exact top-K.
-	sk.exactCap = len(s.active)
-	cr, err := sk.answer(new(queryWork), x, len(a.TopK), 0.05)
+	skr, err := s.Sketched(1, "test/eval", len(active))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := skr.Answer(new(serving.Workspace), x, len(a.TopK), 0.05)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -566,14 +567,14 @@ func checkExactAnswer(t *testing.T, s *serving, a stream.Attribution, x []float6
 	if cr.Verdict == certify.Certified {
 		for _, e := range cr.TopK {
 			l := e.Index
-			if !want[s.landmarkIDs[l]+"/"+string(s.views[l])] {
-				t.Errorf("refined sketched answer certifies %s/%c, not in the exact top-K", s.landmarkIDs[l], s.views[l])
+			if !want[s.LandmarkIDs[l]+"/"+string(s.Views[l])] {
+				t.Errorf("refined sketched answer certifies %s/%c, not in the exact top-K", s.LandmarkIDs[l], s.Views[l])
 			}
 		}
 	}
 	t.Logf("exact answer %s; sketched %s, with crossing rows exact %s", a.Verdict, c.Verdict, cr.Verdict)
-	if c.VarianceModel != certify.VarianceConservative || c.Allocation.PerLandmark != 0.05/float64(len(s.active)) {
+	if c.VarianceModel != certify.VarianceConservative || c.Allocation.PerLandmark != 0.05/float64(len(active)) {
 		t.Errorf("sketched answer: variance model %q, δ_ℓ %v, want conservative and δ/M = %v", c.VarianceModel,
-			c.Allocation.PerLandmark, 0.05/float64(len(s.active)))
+			c.Allocation.PerLandmark, 0.05/float64(len(active)))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/cairnhq/cairn/internal/pipeline"
+	"github.com/cairnhq/cairn/internal/serving"
 )
 
 // Sentinel errors. Returned errors wrap them with the offending field and value, so
@@ -26,11 +27,11 @@ var (
 )
 
 // ErrNoModel is returned by queries before the first model version exists.
-var ErrNoModel = errors.New("daemon: no model fitted yet")
+var ErrNoModel = serving.ErrNoModel
 
 // ErrNoModelExport is returned by Export and ExportStored when there is no model to
 // export (before the first model, or every landmark masked); GET /model answers 503.
-var ErrNoModelExport = errors.New("daemon: no model to export")
+var ErrNoModelExport = serving.ErrNoModelExport
 
 // ErrUnknownModel is returned by Export and ExportStored for a model version that is
 // not stored; GET /model?model=V answers 404.

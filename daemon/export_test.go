@@ -22,13 +22,14 @@ import (
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/entk/weights"
+	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/stream"
 )
 
 // TestModelExportKeys is the JSON contract of GET /model and cairnctl model export:
 // exactly these keys, at the top level and per landmark.
 func TestModelExportKeys(t *testing.T) {
-	e, err := exportOf(3, "sha256:00", "mlp:2-3-1", weights.Source{Weights: "seeded:1", SHA256: "ab"}, 0.5,
+	e, err := serving.NewExport(3, "sha256:00", "mlp:2-3-1", weights.Source{Weights: "seeded:1", SHA256: "ab"}, 0.5,
 		[]string{"p1", "p2", "p3"}, []byte("ABA"), []float64{1, 2, 3, 4, 5, 6}, []bool{false, true, false}, []float64{7, 8, 9})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +59,7 @@ func TestModelExportKeys(t *testing.T) {
 			t.Errorf("landmark keys %v, want [id omega view x]", got)
 		}
 	}
-	if _, err := exportOf(3, "", "", weights.Source{}, 1, []string{"p"}, []byte("A"), []float64{1}, []bool{true}, []float64{1}); !errors.Is(err, ErrNoModelExport) {
+	if _, err := serving.NewExport(3, "", "", weights.Source{}, 1, []string{"p"}, []byte("A"), []float64{1}, []bool{true}, []float64{1}); !errors.Is(err, ErrNoModelExport) {
 		t.Errorf("all masked: error %v, want ErrNoModelExport", err)
 	}
 }
@@ -142,7 +143,7 @@ func TestModelExportRecomputesAnswers(t *testing.T) {
 			if code != http.StatusOK {
 				t.Fatalf("GET /model: %d %s", code, body)
 			}
-			var ex ModelExport
+			var ex serving.ModelExport
 			if err := json.Unmarshal(body, &ex); err != nil {
 				t.Fatal(err)
 			}
@@ -277,7 +278,7 @@ func TestModelExportRecomputesAnswers(t *testing.T) {
 			if string(gotJSON)+"\n" != string(live) {
 				t.Errorf("ExportStored of the newest model differs from the daemon's last GET /model")
 			}
-			if old, err := ExportStored(cfg, st, ex.Model); err != nil || slices.ContainsFunc(old.Landmarks, func(l ExportedLandmark) bool { return l.ID == victim }) {
+			if old, err := ExportStored(cfg, st, ex.Model); err != nil || slices.ContainsFunc(old.Landmarks, func(l serving.ExportedLandmark) bool { return l.ID == victim }) {
 				t.Errorf("ExportStored(model %d): %v, or it lists the deleted %s", ex.Model, err, victim)
 			}
 			other := cfg
@@ -294,7 +295,7 @@ func TestModelExportRecomputesAnswers(t *testing.T) {
 
 // exportBackbone builds the backbone an export names, as a third party would: a seeded
 // network from its seed, anything else through weights.Load; the SHA-256 must match.
-func exportBackbone(t *testing.T, ex ModelExport) entk.Backbone {
+func exportBackbone(t *testing.T, ex serving.ModelExport) entk.Backbone {
 	t.Helper()
 	if s, ok := strings.CutPrefix(ex.Weights, "seeded:"); ok {
 		seed, err := strconv.ParseUint(s, 10, 64)
@@ -341,7 +342,7 @@ func publishedSeed(t *testing.T, r *running, topic, hash string) uint64 {
 			t.Fatal(err)
 		}
 		if d.SeedHash == hash {
-			if seedHash(d.Seed) != hash {
+			if serving.SeedHash(d.Seed) != hash {
 				t.Fatalf("published seed %d does not hash to %s", d.Seed, hash)
 			}
 			return d.Seed
@@ -375,7 +376,7 @@ func exportIDs(t *testing.T, addr, path string) (uint64, []string) {
 	if code != http.StatusOK {
 		t.Fatalf("GET %s: %d %s", path, code, body)
 	}
-	var ex ModelExport
+	var ex serving.ModelExport
 	if err := json.Unmarshal(body, &ex); err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +388,7 @@ func exportIDs(t *testing.T, addr, path string) (uint64, []string) {
 }
 
 // countID is how many of ex's landmarks are point id (one per view it was chosen in).
-func countID(ex ModelExport, id string) int {
+func countID(ex serving.ModelExport, id string) int {
 	n := 0
 	for _, l := range ex.Landmarks {
 		if l.ID == id {

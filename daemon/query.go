@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/certify"
+	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -44,7 +45,7 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 	w := &d.qwork
 	for {
 		s := d.serving.Load()
-		if s != nil && s.draw != nil && s.draw.used.Load()+int64(len(batch)) > int64(d.cfg.Query.DrawQueries) {
+		if s != nil && s.Draw != nil && s.Draw.Used.Load()+int64(len(batch)) > int64(d.cfg.Query.DrawQueries) {
 			if err := d.redraw(s); err != nil {
 				return err
 			}
@@ -87,7 +88,7 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 			case o.skip:
 			case o.verdict != "":
 				d.queries.Add(1)
-				s.countDraw() // an answer implies s != nil
+				s.CountDraw() // an answer implies s != nil
 				d.metrics.ObserveQuery(o.secs, o.verdict)
 				d.metrics.AddEvents(o.msg.Topic, "applied", 1)
 			default:
@@ -99,7 +100,7 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 }
 
 // answerMessage decodes and answers one query message on s.
-func (d *Daemon) answerMessage(w *queryWork, s *serving, m stream.Message) queryOut {
+func (d *Daemon) answerMessage(w *serving.Workspace, s *serving.Model, m stream.Message) queryOut {
 	o := queryOut{msg: m}
 	if last, ok := d.queryLast[partition{m.Topic, m.Partition}]; ok && m.Offset <= last {
 		o.skip = true
@@ -154,7 +155,7 @@ type attributionExtra struct {
 }
 
 // attribute answers one decoded query on s.
-func (d *Daemon) attribute(w *queryWork, s *serving, ev stream.QueryEvent) (stream.Attribution, error) {
+func (d *Daemon) attribute(w *serving.Workspace, s *serving.Model, ev stream.QueryEvent) (stream.Attribution, error) {
 	x := ev.X
 	if ev.ID != "" {
 		e := d.cache.Load().get(ev.ID)
@@ -175,16 +176,16 @@ func (d *Daemon) attribute(w *queryWork, s *serving, ev stream.QueryEvent) (stre
 	if delta == 0 {
 		delta = d.cfg.Query.Delta
 	}
-	c, err := s.answer(w, x, k, delta)
+	c, err := s.Answer(w, x, k, delta)
 	if err != nil {
 		return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "model", Msg: err.Error()}
 	}
 	scored := func(e certify.Entry) stream.Scored {
-		return stream.Scored{ID: s.landmarkIDs[e.Index], View: string(s.views[e.Index]), Score: e.Score, Radius: e.Radius}
+		return stream.Scored{ID: s.LandmarkIDs[e.Index], View: string(s.Views[e.Index]), Score: e.Score, Radius: e.Radius}
 	}
 	p := d.pool.Load()
 	a := stream.Attribution{
-		Request: ev.Request, Model: s.version, Verdict: string(c.Verdict),
+		Request: ev.Request, Model: s.Version, Verdict: string(c.Verdict),
 		Lower: c.LowerTop, Upper: c.UpperRest,
 		Budget:        stream.Budget{Heads: c.Budget.H, SketchDim: c.Budget.S, PerView: d.cfg.Pool.M, Pool: c.Budget.M},
 		Delta:         delta,
@@ -192,16 +193,16 @@ func (d *Daemon) attribute(w *queryWork, s *serving, ev stream.QueryEvent) (stre
 		DeltaBy:       map[string]float64{"per_query": c.Allocation.PerQuery, "per_landmark": c.Allocation.PerLandmark},
 	}
 	if c.VarianceModel != certify.VarianceExactKernel {
-		a.SeedHash = seedHash(c.EvalSeed) // the seed itself is revealed when the draw retires
+		a.SeedHash = serving.SeedHash(c.EvalSeed) // the seed itself is revealed when the draw retires
 	}
 	for _, e := range c.TopK {
 		a.TopK = append(a.TopK, scored(e))
 	}
-	ex := attributionExtra{ModelID: s.id, Separation: c.Separation, K: c.K, RunnerUp: scored(c.RunnerUp),
+	ex := attributionExtra{ModelID: s.ID, Separation: c.Separation, K: c.K, RunnerUp: scored(c.RunnerUp),
 		VarianceModel: c.VarianceModel, EvalDraw: c.EvalDraw, PaddedP: c.Budget.PaddedP, FitFloor: c.Floor,
-		Masked: s.maskedCount(), QueryID: ev.ID, KernelScale: s.scale, QueriesPerDraw: d.cfg.Query.DrawQueries}
+		Masked: s.MaskedCount(), QueryID: ev.ID, KernelScale: s.Scale, QueriesPerDraw: d.cfg.Query.DrawQueries}
 	if p != nil {
-		ex.ResidualViews = [2]certify.Residual{residualOf(p.residual[0]), residualOf(p.residual[1])}
+		ex.ResidualViews = [2]certify.Residual{serving.ResidualOf(p.residual[0]), serving.ResidualOf(p.residual[1])}
 		a.Residual = p.residual[0].Trace + p.residual[1].Trace
 	}
 	if a.Extra, err = json.Marshal(ex); err != nil {
@@ -219,34 +220,26 @@ func (d *Daemon) Answer(q stream.QueryEvent) (stream.Attribution, error) {
 	if s == nil {
 		return stream.Attribution{}, ErrNoModel
 	}
-	w, _ := d.answerWork.Get().(*queryWork)
+	w, _ := d.answerWork.Get().(*serving.Workspace)
 	if w == nil {
-		w = new(queryWork)
+		w = new(serving.Workspace)
 	}
 	defer d.answerWork.Put(w)
 	a, err := d.attribute(w, s, q)
 	if err == nil {
-		s.countDraw()
+		s.CountDraw()
 	}
 	return a, err
 }
 
-// countDraw counts one answer against the evaluation draw's budget (none on the exact
-// path, which uses no draw).
-func (s *serving) countDraw() {
-	if s.draw != nil {
-		s.draw.used.Add(1)
-	}
-}
-
 // redraw replaces the serving model's evaluation draw, whose query budget is used up,
 // with a fresh one (same model, same mask).
-func (d *Daemon) redraw(s *serving) error {
-	in := servingInput{version: s.version, id: s.id, points: s.points, landmarkIDs: s.landmarkIDs, views: s.views,
-		landmarkX: s.landmarkX, missing: s.masked, a: s.enc.A, b: s.enc.B, scale: s.scale, omega: s.omega,
-		omegaMean: s.omegaMean, tau2: s.tau2, residual: s.residual, exact: s.exact}
-	if s.audit != nil {
-		in.kRef, in.kTest, in.refLabels = s.audit.kRef, s.audit.kTest, s.audit.refLabels
+func (d *Daemon) redraw(s *serving.Model) error {
+	in := serving.Input{Version: s.Version, ID: s.ID, Points: s.Points, LandmarkIDs: s.LandmarkIDs, Views: s.Views,
+		LandmarkX: s.LandmarkX, Missing: s.Masked, A: s.Enc.A, B: s.Enc.B, Scale: s.Scale, Omega: s.Omega,
+		OmegaMean: s.OmegaMean, Tau2: s.Tau2, Residual: s.Residual, Exact: s.Exact}
+	if s.Audit != nil {
+		in.KRef, in.KTest, in.RefLabels = s.Audit.KRef, s.Audit.KTest, s.Audit.RefLabels
 	}
 	ns, err := d.newServing(in)
 	if err != nil {
@@ -259,18 +252,18 @@ func (d *Daemon) redraw(s *serving) error {
 	}
 	d.serving.Store(ns)
 	d.servMu.Unlock()
-	d.log.Info().Uint64("model", s.version).Str("eval_seed_hash", seedHash(ns.draw.seed)).Msg("new evaluation draw")
-	d.retire(s.version, s.draw)
+	d.log.Info().Uint64("model", s.Version).Str("eval_seed_hash", serving.SeedHash(ns.Draw.Seed)).Msg("new evaluation draw")
+	d.retire(s.Version, s.Draw)
 	return nil
 }
 
 // retire publishes the seed of an evaluation draw that no answer will use any more (a
 // new draw or a new model replaced it) on the status topic, kind "eval_draw": answers
 // carried only its hash, so queries could not be chosen against it while it served.
-func (d *Daemon) retire(version uint64, dr *evalDraw) {
+func (d *Daemon) retire(version uint64, dr *serving.Draw) {
 	if dr == nil {
 		return
 	}
-	d.emitStatus("eval_draw", map[string]any{"model": version, "seed": dr.seed, "seed_hash": seedHash(dr.seed),
-		"answers": dr.used.Load()})
+	d.emitStatus("eval_draw", map[string]any{"model": version, "seed": dr.Seed, "seed_hash": serving.SeedHash(dr.Seed),
+		"answers": dr.Used.Load()})
 }

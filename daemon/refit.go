@@ -17,6 +17,7 @@ import (
 	"github.com/cairnhq/cairn/fit"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -50,36 +51,12 @@ func (in *Ingest) snapshot() (*snapshot, error) {
 	return s, nil
 }
 
-// modelMeta is storage.Model.Meta (JSON): what a model version needs besides its
-// matrices to be served again after a restart. It holds nothing that depends on timing,
-// so the stored model is a function of the points it was fitted on.
-type modelMeta struct {
-	// ViewA is the number of leading landmarks that are view A's pivots; the rest are
-	// view B's.
-	ViewA       int                 `json:"view_a"`
-	KernelScale float64             `json:"kernel_scale"`
-	Points      int                 `json:"points"`
-	Train       int                 `json:"train"`
-	Val         int                 `json:"val"`
-	Loss        string              `json:"loss"`
-	Init        string              `json:"init"`
-	Fits        int                 `json:"fits"`
-	SelectedBy  string              `json:"selected_by"`
-	BestEpoch   int                 `json:"best_epoch"`
-	Epochs      int                 `json:"epochs"`
-	Residual    [2]certify.Residual `json:"residual"`
-	ID          string              `json:"id"`
-	// PointsHash identifies the points fitted on (pointsHash): a restarted daemon
-	// refits when the stored points differ.
-	PointsHash string `json:"points_hash"`
-}
-
 // fitted is a refit's outcome before it is committed.
 type fitted struct {
 	model storage.Model
 	stats *storage.FitStats
-	serv  *serving
-	meta  modelMeta
+	serv  *serving.Model
+	meta  serving.Meta
 }
 
 // isVal reports whether the point id is held out for checkpoint selection: a seeded
@@ -261,12 +238,12 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, sy *synced, ve
 	f0 := rep.Fits[0]
 
 	out := &fitted{}
-	out.meta = modelMeta{
+	out.meta = serving.Meta{
 		ViewA: len(lrows[0]), KernelScale: scale, Points: len(snap.ids), Train: len(tr), Val: len(va),
 		Loss: rec.Loss.String(), Init: rec.Init.String(), Fits: cfg.Fit.Fits, SelectedBy: f0.SelectedBy,
 		BestEpoch: f0.BestEpoch, Epochs: f0.Epochs,
 		Residual: [2]certify.Residual{sy.residual(0), sy.residual(1)},
-		ID:       modelID(lids, views, f0.A, f0.B), PointsHash: pointsHash(snap.ids, snap.entries),
+		ID:       serving.ModelID(lids, views, f0.A, f0.B), PointsHash: pointsHash(snap.ids, snap.entries),
 	}
 	meta, err := json.Marshal(out.meta)
 	if err != nil {
@@ -274,32 +251,32 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, sy *synced, ve
 	}
 	out.model = storage.Model{Version: version, Landmarks: lids, A: dense(f0.A), A0: dense(f0.A0),
 		B: storage.Matrix{Rows: 1, Cols: len(f0.B), Data: slices.Clone(f0.B)}, Meta: meta}
-	si := servingInput{
-		version: version, points: len(snap.ids), landmarkIDs: lids, views: views,
-		a: f0.A, b: f0.B, scale: scale, residual: out.meta.Residual, id: out.meta.ID,
-		landmarkX: make([]float64, mm*f.InputDim()),
+	si := serving.Input{
+		Version: version, Points: len(snap.ids), LandmarkIDs: lids, Views: views,
+		A: f0.A, B: f0.B, Scale: scale, Residual: out.meta.Residual, ID: out.meta.ID,
+		LandmarkX: make([]float64, mm*f.InputDim()),
 	}
 	for l, id := range lids {
 		v := 0
 		if views[l] == 'B' {
 			v = 1
 		}
-		d.feat.ViewTo(si.landmarkX[l*f.InputDim():(l+1)*f.InputDim()], snap.entries[index[id]].x, id, v)
+		d.feat.ViewTo(si.LandmarkX[l*f.InputDim():(l+1)*f.InputDim()], snap.entries[index[id]].x, id, v)
 	}
-	si.omega = scaled(f0.Omega, scale)
-	si.omegaMean = scaled(rep.OmegaMean, scale)
+	si.Omega = serving.Scaled(f0.Omega, scale)
+	si.OmegaMean = serving.Scaled(rep.OmegaMean, scale)
 	if rep.OmegaVar != nil {
-		si.tau2 = scaled(rep.OmegaVar, scale*scale)
-		out.stats = &storage.FitStats{Version: version, Seeds: rep.Seeds, Mean: si.omegaMean, Var: si.tau2}
+		si.Tau2 = serving.Scaled(rep.OmegaVar, scale*scale)
+		out.stats = &storage.FitStats{Version: version, Seeds: rep.Seeds, Mean: si.OmegaMean, Var: si.Tau2}
 	}
 	// Audit blocks: labelled training rows as the reference set, labelled held-out
 	// rows as test points, each the first ones in a seeded id order.
 	refRows := auditRows(seed, "ref", snap, tr, cfg.Audit.Reference)
 	testRows := auditRows(seed, "test", snap, va, cfg.Audit.Test)
 	if len(refRows) >= 2 && len(testRows) >= 1 {
-		si.kRef = rowsOf(prob.KA, tr, refRows)
-		si.kTest = rowsOf(prob.Val.K, va, testRows)
-		si.refLabels = labelsOf(snap.entries, refRows)
+		si.KRef = rowsOf(prob.KA, tr, refRows)
+		si.KTest = rowsOf(prob.Val.K, va, testRows)
+		si.RefLabels = labelsOf(snap.entries, refRows)
 	}
 	if out.serv, err = d.newServing(si); err != nil {
 		return nil, err
@@ -358,17 +335,6 @@ func rowsOf(k *mat.Dense, rows, want []int) *mat.Dense {
 	return out
 }
 
-func scaled(v []float64, s float64) []float64 {
-	if v == nil {
-		return nil
-	}
-	out := make([]float64, len(v))
-	for i, x := range v {
-		out[i] = s * x
-	}
-	return out
-}
-
 func dense(a *mat.Dense) storage.Matrix {
 	r, c := a.Dims()
 	m := storage.Matrix{Rows: r, Cols: c, Data: make([]float64, 0, r*c)}
@@ -378,85 +344,15 @@ func dense(a *mat.Dense) storage.Matrix {
 	return m
 }
 
-// servingInput is what newServing needs, from a fresh fit or from a stored model.
-type servingInput struct {
-	version     uint64
-	id          string
-	points      int
-	landmarkIDs []string
-	views       []byte
-	landmarkX   []float64 // M×D augmented inputs (zero rows for missing landmarks)
-	missing     []bool    // landmarks no longer stored (masked from the start); nil: none
-	a           *mat.Dense
-	b           []float64
-	scale       float64
-	// omega, omegaMean and tau2 (nil with one fit) in raw kernel units.
-	omega, omegaMean, tau2 []float64
-	residual               [2]certify.Residual
-	kRef, kTest            *mat.Dense // nil: no audit blocks
-	refLabels              []int
-	exact                  *exactRows // reused by a new draw of the same model; nil: compute
-}
-
-// newServing builds the serving form of a model: the landmarks' exact rows when they fit
-// the budget, otherwise a fresh evaluation draw named by the version and the daemon's
-// draw nonce with the landmarks' evaluation features and exact diagonals; the audit
-// embeddings; and the mask of missing landmarks.
-func (d *Daemon) newServing(in servingInput) (*serving, error) {
-	mm := len(in.landmarkIDs)
-	ex := in.exact
-	if ex == nil {
-		ex = newExactRows(d.feat.Backbone(), in.landmarkX, mm, d.cfg.Query.ExactMemoryBytes)
-	}
-	var draw *evalDraw
-	var diags [][]float64 // every per-landmark diagonal, for the finiteness check
-	padded := 0
-	if ex != nil {
-		diags = append(diags, ex.diag)
-	} else {
-		// The sketched path only: an exact answer uses no draw.
-		name := fmt.Sprintf("daemon/eval/%d/%d/%d", in.version, d.drawNonce, d.drawCount.Add(1))
-		var err error
-		if draw, err = newEvalDraw(d.feat.Backbone(), d.cfg.Sketch.H, d.cfg.Sketch.S, d.cfg.Model.Seed, name, in.landmarkX, mm); err != nil {
-			return nil, err
-		}
-		diags, padded = append(diags, draw.diag), draw.sketch.PaddedP()
-	}
-	s := &serving{
-		version: in.version, id: in.id, points: in.points, landmarkIDs: in.landmarkIDs, views: in.views,
-		landmarkX: in.landmarkX, masked: make([]bool, mm), enc: certify.Encoder{A: in.a, B: in.b}, scale: in.scale,
-		omega: in.omega, omegaMean: in.omegaMean, tau2: in.tau2, residual: in.residual, draw: draw,
-		h: d.cfg.Sketch.H, s: d.cfg.Sketch.S, padded: padded,
-		exact: ex, backbone: d.feat.Backbone(), fits: d.cfg.Fit.Fits, exactCap: d.cfg.Query.ExactRowsCap,
-	}
-	if s.omegaMean == nil {
-		s.omegaMean = s.omega
-	}
-	if in.missing != nil {
-		copy(s.masked, in.missing)
-	}
-	for _, v := range slices.Concat(append([][]float64{s.omega, s.omegaMean, s.tau2}, diags...)...) {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("daemon: model %d has a non-finite weight or diagonal", in.version)
-		}
-	}
-	if in.kRef != nil && in.refLabels != nil {
-		ab := &auditBlocks{kRef: in.kRef, kTest: in.kTest, refLabels: in.refLabels}
-		ab.zRef = embed(s.enc, in.kRef)
-		ab.zTest = embed(s.enc, in.kTest)
-		s.audit = ab
-	}
-	s.compact()
-	return s, nil
-}
-
-// embed returns z = K A + b for the rows of k.
-func embed(e certify.Encoder, k *mat.Dense) *mat.Dense {
-	n, _ := k.Dims()
-	_, c := e.A.Dims()
-	z := mat.NewDense(n, c, nil)
-	e.EmbedTo(z, k, nil)
-	return z
+// newServing builds the serving form of in under the configured serving settings; a
+// sketched model's evaluation draw is named by the version, the daemon's draw nonce and
+// a counter, so every draw is fresh.
+func (d *Daemon) newServing(in serving.Input) (*serving.Model, error) {
+	return serving.New(in, serving.Settings{
+		Backbone: d.feat.Backbone(), H: d.cfg.Sketch.H, S: d.cfg.Sketch.S, Seed: d.cfg.Model.Seed,
+		DrawName:         fmt.Sprintf("daemon/eval/%d/%d/%d", in.Version, d.drawNonce, d.drawCount.Add(1)),
+		ExactMemoryBytes: d.cfg.Query.ExactMemoryBytes, Fits: d.cfg.Fit.Fits, ExactRowsCap: d.cfg.Query.ExactRowsCap,
+	})
 }
 
 // refit runs one refit from snap: fit, effects of the pending deletions, one
@@ -497,7 +393,7 @@ func (d *Daemon) refit(ctx context.Context, snap *snapshot) error {
 			base = cur
 		}
 		if base != nil && rec.Known {
-			rec.effect = base.deletionEffect(rec.ID, rec.Request, d.cfg.Audit.Random, d.cfg.Model.Seed)
+			rec.effect = base.DeletionEffect(rec.ID, rec.Request, d.cfg.Audit.Random, d.cfg.Model.Seed)
 		}
 	}
 	done := time.Now()

@@ -2,16 +2,14 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
+	"slices"
 	"time"
 
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/certify"
-	"github.com/cairnhq/cairn/fit"
-	"github.com/cairnhq/cairn/internal/pipeline"
+	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -132,7 +130,7 @@ func (d *Daemon) syncDue(ctx context.Context) bool {
 func (d *Daemon) certificateStatus(why string) map[string]any {
 	r := d.ingest.residuals()
 	return map[string]any{"why": why, "points": d.ingest.Len(),
-		"residual": [2]certify.Residual{residualOf(r[0]), residualOf(r[1])}, "stale": [2]bool{r[0].Stale, r[1].Stale}}
+		"residual": [2]certify.Residual{serving.ResidualOf(r[0]), serving.ResidualOf(r[1])}, "stale": [2]bool{r[0].Stale, r[1].Stale}}
 }
 
 // emitStatus commits one cairn.status event through the outbox; a failure is logged,
@@ -170,7 +168,7 @@ func (d *Daemon) refitReason(ctx context.Context) string {
 		cur := in.Landmarks()
 		changed := 0
 		for _, id := range cur {
-			if !contains(d.lastFit.landmarks, id) {
+			if !slices.Contains(d.lastFit.landmarks, id) {
 				changed++
 			}
 		}
@@ -243,7 +241,7 @@ func (d *Daemon) auditWithoutModel(snap *snapshot) error {
 // with the landmarks no longer stored masked (restoreModel), and returns it with the
 // hash of the points it was fitted on (nil, "" without a model). The audit blocks are
 // rebuilt from the points stored now by the same rules as a refit.
-func (d *Daemon) loadServing() (*serving, string, error) {
+func (d *Daemon) loadServing() (*serving.Model, string, error) {
 	var (
 		m      storage.Model
 		ok     bool
@@ -262,7 +260,7 @@ func (d *Daemon) loadServing() (*serving, string, error) {
 		return nil, "", err
 	}
 	cache := d.cache.Load()
-	rm, err := restoreModel(d.feat, m, func(id string) ([]float64, bool) {
+	rm, err := serving.Restore(d.feat, m, func(id string) ([]float64, bool) {
 		if e := cache.get(id); e != nil {
 			return e.x, true
 		}
@@ -271,23 +269,23 @@ func (d *Daemon) loadServing() (*serving, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	meta, mm := rm.meta, len(m.Landmarks)
-	si := servingInput{version: m.Version, id: meta.ID, points: meta.Points, landmarkIDs: m.Landmarks,
-		views: rm.views, missing: rm.missing, a: rm.a, b: m.B.Data, scale: meta.KernelScale,
-		residual: meta.Residual, landmarkX: rm.xs, omega: rm.omega}
+	meta, mm := rm.Meta, len(m.Landmarks)
+	si := serving.Input{Version: m.Version, ID: meta.ID, Points: meta.Points, LandmarkIDs: m.Landmarks,
+		Views: rm.Views, Missing: rm.Missing, A: rm.A, B: m.B.Data, Scale: meta.KernelScale,
+		Residual: meta.Residual, LandmarkX: rm.Xs, Omega: rm.Omega}
 	if haveFS && len(fs.Mean) == mm {
-		si.omegaMean = fs.Mean
+		si.OmegaMean = fs.Mean
 		if len(fs.Var) == mm {
-			si.tau2 = fs.Var
+			si.Tau2 = fs.Var
 		}
 	}
 	var lf []float64
 	for l, id := range m.Landmarks {
-		if rm.missing[l] {
+		if rm.Missing[l] {
 			lf = append(lf, make([]float64, d.feat.Dim())...)
 			continue
 		}
-		row, err := featureRows(context.Background(), d.feat, []string{id}, []*cached{cache.get(id)}, rm.view(l))
+		row, err := featureRows(context.Background(), d.feat, []string{id}, []*cached{cache.get(id)}, rm.View(l))
 		if err != nil {
 			return nil, "", err
 		}
@@ -319,76 +317,13 @@ func (d *Daemon) loadServing() (*serving, string, error) {
 			k.Scale(meta.KernelScale, k)
 			return k
 		}
-		si.kRef, si.kTest = against(refRows), against(testRows)
-		si.refLabels = labelsOf(snap.entries, refRows)
+		si.KRef, si.KTest = against(refRows), against(testRows)
+		si.RefLabels = labelsOf(snap.entries, refRows)
 	}
 	s, err := d.newServing(si)
 	if err != nil {
 		return nil, "", err
 	}
-	d.log.Info().Uint64("model", m.Version).Str("model_id", meta.ID).Int("masked", s.maskedCount()).Msg("model restored")
+	d.log.Info().Uint64("model", m.Version).Str("model_id", meta.ID).Int("masked", s.MaskedCount()).Msg("model restored")
 	return s, meta.PointsHash, nil
-}
-
-// restoredModel is a stored model version decoded for serving: its fit metadata, Ã, and
-// per landmark in model row order its view ('A' or 'B'), its augmented input (xs, M×D)
-// and ω in raw kernel units. A landmark whose point is no longer stored is missing: its
-// row of xs stays zero and it is masked from the start.
-type restoredModel struct {
-	meta    modelMeta
-	a       *mat.Dense
-	omega   []float64
-	views   []byte
-	xs      []float64
-	missing []bool
-}
-
-// view is landmark l's view index (0 for 'A', 1 for 'B').
-func (r *restoredModel) view(l int) int {
-	if r.views[l] == 'B' {
-		return 1
-	}
-	return 0
-}
-
-// restoreModel decodes the stored model m and rebuilds its landmarks from the points
-// stored now (point returns a stored point's raw input): the first meta.ViewA rows are
-// view A's pivots, the rest view B's; a landmark's input is the augmented view of its
-// stored point; ω_ℓ = kernel_scale·‖Ã_ℓ − Ã_{0,ℓ}‖₂. A landmark whose id point does not
-// know is missing. This is the one rule for masks rebuilt from storage, used by a
-// restart (loadServing) and by exports of stored versions (ExportStored): a deletion
-// removes the point from the points bucket in the same transaction that writes its
-// pending deletion record, so "not stored" covers deletions audited and pending alike.
-func restoreModel(f *pipeline.Features, m storage.Model, point func(id string) ([]float64, bool)) (*restoredModel, error) {
-	var meta modelMeta
-	if err := json.Unmarshal(m.Meta, &meta); err != nil {
-		return nil, fmt.Errorf("%w: model %d meta: %w", ErrPoolState, m.Version, err)
-	}
-	mm := len(m.Landmarks)
-	if m.A.Rows != mm || m.A0.Rows != mm || m.A0.Cols != m.A.Cols || m.B.Rows != 1 || m.B.Cols != m.A.Cols ||
-		meta.ViewA < 0 || meta.ViewA > mm || !(meta.KernelScale > 0) {
-		return nil, fmt.Errorf("%w: model %d has inconsistent shapes", ErrPoolState, m.Version)
-	}
-	a := mat.NewDense(m.A.Rows, m.A.Cols, m.A.Data)
-	a0 := mat.NewDense(m.A0.Rows, m.A0.Cols, m.A0.Data)
-	dim := f.InputDim()
-	r := &restoredModel{meta: meta, a: a, omega: scaled(fit.Omega(a, a0), meta.KernelScale),
-		views: make([]byte, mm), xs: make([]float64, mm*dim), missing: make([]bool, mm)}
-	for l, id := range m.Landmarks {
-		v := 0
-		r.views[l] = 'A'
-		if l >= meta.ViewA {
-			v, r.views[l] = 1, 'B'
-		}
-		x, ok := point(id)
-		if !ok {
-			r.missing[l] = true
-			continue
-		}
-		if len(x) != dim {
-			return nil, fmt.Errorf("%w: model %d landmark %q has %d inputs, want %d", ErrPoolState, m.Version, id, len(x), dim)
-		}
-		f.ViewTo(r.xs[l*dim:(l+1)*dim], x, id, v)
-	}
-	return r, nil
 }

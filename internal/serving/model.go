@@ -1,4 +1,4 @@
-package daemon
+package serving
 
 import (
 	"cmp"
@@ -15,6 +15,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/certify"
+	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/internal/rng"
 	"github.com/cairnhq/cairn/internal/vec"
@@ -24,31 +25,31 @@ import (
 // coefficients, the landmarks with their evaluation-draw features and exact diagonals,
 // and the landmarks masked since the fit (deleted or replaced points, whose terms left
 // the encoder at once, DESIGN.md section 4). A mask change makes a new serving value
-// (withMask); readers load the current one from Daemon.serving and never see it change.
-type serving struct {
-	version uint64
-	id      string // content hash of the model (modelID)
-	points  int    // stored points the model was fitted on
+// (WithMask); readers load the current one from Daemon.serving and never see it change.
+type Model struct {
+	Version uint64
+	ID      string // content hash of the model (modelID)
+	Points  int    // stored points the model was fitted on
 
 	// Landmarks in model row order: view A's pivots, then view B's.
-	landmarkIDs []string
-	views       []byte    // 'A' or 'B' per landmark
-	landmarkX   []float64 // M×D augmented inputs, for a new evaluation draw
-	masked      []bool
+	LandmarkIDs []string
+	Views       []byte    // 'A' or 'B' per landmark
+	LandmarkX   []float64 // M×D augmented inputs, for a new evaluation draw
+	Masked      []bool
 
-	enc   certify.Encoder // Ã and b in the fit's kernel units
-	scale float64         // kernel_scale: raw-unit coefficients are scale·Ã
+	Enc   certify.Encoder // Ã and b in the fit's kernel units
+	Scale float64         // kernel_scale: raw-unit coefficients are scale·Ã
 	// omega, omegaMean (ω̄) and tau2 (τ², nil with one fit) in raw kernel units.
-	omega, omegaMean, tau2 []float64
-	residual               [2]certify.Residual // the pool's certificate at the fit
+	Omega, OmegaMean, Tau2 []float64
+	Residual               [2]certify.Residual // the pool's certificate at the fit
 
-	draw  *evalDraw    // nil with exact rows: exact answers use no draw
-	audit *auditBlocks // nil without labelled audit points
+	Draw  *Draw        // nil with exact rows: exact answers use no draw
+	Audit *auditBlocks // nil without labelled audit points
 	// exact holds the landmarks' exact eNTK rows when they fit query.exact_memory_bytes;
 	// answers then rank exact kernel rows (variance model exact_kernel). Shared, read
 	// only, by every serving value of the same model version.
-	exact    *exactRows
-	backbone entk.Backbone
+	Exact    *ExactRows
+	Backbone entk.Backbone
 	fits     int // R, the fits behind ω̄ and τ²
 	exactCap int // query.exact_rows_cap: exact rows for crossing landmarks (sketched path)
 
@@ -59,44 +60,44 @@ type serving struct {
 	h, s, padded         int
 }
 
-// evalDraw is the evaluation sketch (paper Thm. topk: heads and SRHT drawn independently
+// Draw is the evaluation sketch (paper Thm. topk: heads and SRHT drawn independently
 // of the fit) with the landmarks' features under it. Queries that share a draw split δ
 // (certify.UniformAllocation with Queries = cfg.Query.DrawQueries); used counts them.
-type evalDraw struct {
+type Draw struct {
 	sketch *entk.Sketch
-	seed   uint64 // the sketch is entk.NewSketch(backbone, h, s, seed, "eval")
+	Seed   uint64 // the sketch is entk.NewSketch(backbone, h, s, seed, "eval")
 	lf     []float64
 	diag   []float64
-	used   atomic.Int64
+	Used   atomic.Int64
 }
 
-// exactRows are the exact eNTK feature rows φ(x_ℓ) (entk.ExactTo, rounded to float32)
+// ExactRows are the exact eNTK feature rows φ(x_ℓ) (entk.ExactTo, rounded to float32)
 // of every landmark in model row order, masked ones included (their entries are
 // computed and ignored), with the exact diagonals k*(x_ℓ, x_ℓ) from the float64 φ.
 // They are derived from the stored landmark inputs when a model is installed, never
 // stored: M·ExactDim·4 bytes (101 MB for the default convnet at M = 512).
-type exactRows struct {
+type ExactRows struct {
 	lf   []float32
 	diag []float64
 	dim  int
 }
 
-// newExactRows computes the exact rows of the m landmarks xs (m×D) on all cores, or
+// NewExactRows computes the exact rows of the m landmarks xs (m×D) on all cores, or
 // returns nil when m·ExactDim·4 bytes exceed budget.
-func newExactRows(b entk.Backbone, xs []float64, m int, budget int64) *exactRows {
+func NewExactRows(b entk.Backbone, xs []float64, m int, budget int64) *ExactRows {
 	e := entk.ExactDim(b)
 	if budget <= 0 || int64(m)*int64(e)*4 > budget {
 		return nil
 	}
-	r := &exactRows{lf: make([]float32, m*e), diag: make([]float64, m), dim: e}
+	r := &ExactRows{lf: make([]float32, m*e), diag: make([]float64, m), dim: e}
 	entk.ExactBatch32To(r.lf, r.diag, b, xs, m)
 	return r
 }
 
-// seedHash is the commitment to an evaluation draw's seed carried by sketched answers:
+// SeedHash is the commitment to an evaluation draw's seed carried by sketched answers:
 // hex SHA-256 of the seed's 8 big-endian bytes. The seed itself is published on the
 // status topic when the draw is retired (Daemon.retire).
-func seedHash(seed uint64) string {
+func SeedHash(seed uint64) string {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], seed)
 	h := sha256.Sum256(b[:])
@@ -107,32 +108,32 @@ func seedHash(seed uint64) string {
 // labelled reference and test points against the landmarks, and their embeddings under
 // the unmasked model.
 type auditBlocks struct {
-	kRef, kTest *mat.Dense
+	KRef, KTest *mat.Dense
 	zRef, zTest *mat.Dense
-	refLabels   []int
+	RefLabels   []int
 }
 
-// newEvalDraw draws the evaluation sketch named by (seed, name) and computes the
+// newDraw draws the evaluation sketch named by (seed, name) and computes the
 // landmarks' features and exact diagonals from their augmented inputs xs (M×D), on all
 // cores.
-func newEvalDraw(b entk.Backbone, h, s int, seed uint64, name string, xs []float64, m int) (*evalDraw, error) {
+func newDraw(b entk.Backbone, h, s int, seed uint64, name string, xs []float64, m int) (*Draw, error) {
 	es := rng.Seed(seed, name)
 	sk, err := entk.NewSketch(b, h, s, es, "eval")
 	if err != nil {
 		return nil, err
 	}
-	d := &evalDraw{sketch: sk, seed: es, lf: make([]float64, m*sk.Dim()), diag: make([]float64, m)}
+	d := &Draw{sketch: sk, Seed: es, lf: make([]float64, m*sk.Dim()), diag: make([]float64, m)}
 	sk.FeaturesBatchTo(d.lf, xs, m)
 	exactDiagsTo(d.diag, b, xs, m)
 	return d, nil
 }
 
-// withMask returns a copy of s with the landmarks of the given ids masked too, or s
+// WithMask returns a copy of s with the landmarks of the given ids masked too, or s
 // itself when none of them is an unmasked landmark.
-func (s *serving) withMask(ids []string) *serving {
+func (s *Model) WithMask(ids []string) *Model {
 	hit := false
-	for l, id := range s.landmarkIDs {
-		if !s.masked[l] && contains(ids, id) {
+	for l, id := range s.LandmarkIDs {
+		if !s.Masked[l] && contains(ids, id) {
 			hit = true
 			break
 		}
@@ -141,10 +142,10 @@ func (s *serving) withMask(ids []string) *serving {
 		return s
 	}
 	c := *s
-	c.masked = append([]bool(nil), s.masked...)
-	for l, id := range s.landmarkIDs {
+	c.Masked = append([]bool(nil), s.Masked...)
+	for l, id := range s.LandmarkIDs {
 		if contains(ids, id) {
-			c.masked[l] = true
+			c.Masked[l] = true
 		}
 	}
 	c.compact()
@@ -161,10 +162,10 @@ func contains(ids []string, id string) bool {
 }
 
 // compact rebuilds the active arrays from masked (the evaluation features and diagonals
-// only with a draw: the exact path reads its rows through active).
-func (s *serving) compact() {
+// only with a Draw: the exact path reads its rows through active).
+func (s *Model) compact() {
 	n := 0
-	for _, m := range s.masked {
+	for _, m := range s.Masked {
 		if !m {
 			n++
 		}
@@ -173,39 +174,39 @@ func (s *serving) compact() {
 	s.om, s.omMean = make([]float64, 0, n), make([]float64, 0, n)
 	s.lf, s.diag, s.t2 = nil, nil, nil
 	q := 0
-	if s.draw != nil {
+	if s.Draw != nil {
 		// Sized once: the landmark features are m·q floats (16 MiB at the defaults), and
 		// growing them by appends copied them about twice, on the deletion's path.
-		q = s.draw.sketch.Dim()
+		q = s.Draw.sketch.Dim()
 		s.lf, s.diag = make([]float64, 0, n*q), make([]float64, 0, n)
 	}
-	if s.tau2 != nil {
+	if s.Tau2 != nil {
 		s.t2 = make([]float64, 0, n)
 	}
-	for l, m := range s.masked {
+	for l, m := range s.Masked {
 		if m {
 			continue
 		}
 		s.active = append(s.active, l)
-		if s.draw != nil {
-			s.lf = append(s.lf, s.draw.lf[l*q:(l+1)*q]...)
-			s.diag = append(s.diag, s.draw.diag[l])
+		if s.Draw != nil {
+			s.lf = append(s.lf, s.Draw.lf[l*q:(l+1)*q]...)
+			s.diag = append(s.diag, s.Draw.diag[l])
 		}
-		s.om = append(s.om, s.omega[l])
-		s.omMean = append(s.omMean, s.omegaMean[l])
-		if s.tau2 != nil {
-			s.t2 = append(s.t2, s.tau2[l])
+		s.om = append(s.om, s.Omega[l])
+		s.omMean = append(s.omMean, s.OmegaMean[l])
+		if s.Tau2 != nil {
+			s.t2 = append(s.t2, s.Tau2[l])
 		}
 	}
 }
 
-// maskedCount is the number of masked landmarks.
-func (s *serving) maskedCount() int { return len(s.masked) - len(s.active) }
+// MaskedCount is the number of masked landmarks.
+func (s *Model) MaskedCount() int { return len(s.Masked) - len(s.active) }
 
 // modelID names a fitted encoder by content: "sha256:" and the first 16 hex digits of
 // the hash of the landmark ids and views, Ã and b (float64 bits, little-endian), so the
 // same fit on the same points always has the same id, whatever its version number.
-func modelID(ids []string, views []byte, a *mat.Dense, b []float64) string {
+func ModelID(ids []string, views []byte, a *mat.Dense, b []float64) string {
 	h := sha256.New()
 	var buf [8]byte
 	u := func(v uint64) { binary.LittleEndian.PutUint64(buf[:], v); h.Write(buf[:]) }
@@ -229,10 +230,10 @@ func modelID(ids []string, views []byte, a *mat.Dense, b []float64) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// queryWork is one goroutine's workspace for answers: the evaluation sketch's Query
+// Workspace is one goroutine's workspace for answers: the evaluation sketch's Query
 // (one forward, the Jacobian rows, ψ and the exact diagonal, on two goroutines) and the
 // buffers of the kernel row and the variance bounds.
-type queryWork struct {
+type Workspace struct {
 	sk   *entk.Sketch
 	q    *entk.Query
 	qf   []float64
@@ -253,14 +254,14 @@ type queryWork struct {
 	kerr  []float64
 }
 
-// answer certifies the top-k landmarks for x. With exact rows (s.exact) the kernel row
+// answer certifies the top-k landmarks for x. With exact rows (s.Exact) the kernel row
 // is the exact eNTK k*(x_ℓ, x) up to rounding and the certificate is deterministic
 // (certify.CertifyBoundedTo with entk.ExactRowError); otherwise it is Thm. topk on this
 // serving's evaluation draw with the conservative variance bound from exact diagonals
 // (eq. conservative-variance), δ split over the active landmarks only (δ_ℓ = δ/M). The
 // fit floor of Thm. fit-floor is attached when the model has τ²; it never changes a
 // certified verdict. k is clamped to the active landmarks minus one.
-func (s *serving) answer(w *queryWork, x []float64, k int, delta float64) (certify.Certificate, error) {
+func (s *Model) Answer(w *Workspace, x []float64, k int, delta float64) (certify.Certificate, error) {
 	var c certify.Certificate
 	m := len(s.active)
 	if m < 2 {
@@ -274,28 +275,28 @@ func (s *serving) answer(w *queryWork, x []float64, k int, delta float64) (certi
 		return c, err
 	}
 	plugIn := true // κ from the evaluation draw is a plug-in estimate
-	if s.exact != nil {
-		if w.eb != s.backbone {
-			w.eb, w.eq = s.backbone, entk.NewExactQuery(s.backbone)
-			w.phi = make([]float64, s.exact.dim)
+	if s.Exact != nil {
+		if w.eb != s.Backbone {
+			w.eb, w.eq = s.Backbone, entk.NewExactQuery(s.Backbone)
+			w.phi = make([]float64, s.Exact.dim)
 		}
 		ktt := w.eq.ExactTo(w.phi, x)
-		w.full = grow(w.full, len(s.landmarkIDs))
+		w.full = grow(w.full, len(s.LandmarkIDs))
 		w.kerr = grow(w.kerr, m)
-		entk.ExactRowTo(w.full, s.exact.lf, w.phi)
+		entk.ExactRowTo(w.full, s.Exact.lf, w.phi)
 		for i, l := range s.active {
 			w.row[i] = w.full[l]
-			w.kerr[i] = entk.ExactRowError(s.exact.diag[l], ktt, s.exact.dim)
+			w.kerr[i] = entk.ExactRowError(s.Exact.diag[l], ktt, s.Exact.dim)
 		}
 		if err := w.rk.CertifyBoundedTo(&c, w.row, s.om, w.kerr, k, delta); err != nil {
 			return c, err
 		}
 		clear(w.vbar) // the floor's kernel variance: none
 		c.VarianceModel = certify.VarianceExactKernel
-		c.Budget = certify.Budget{M: m, Pool: len(s.landmarkIDs)}
+		c.Budget = certify.Budget{M: m, Pool: len(s.LandmarkIDs)}
 		plugIn = false
 	} else {
-		sk := s.draw.sketch
+		sk := s.Draw.sketch
 		if w.sk != sk {
 			w.sk, w.q, w.qf = sk, sk.NewQuery(), make([]float64, sk.Dim())
 		}
@@ -311,8 +312,8 @@ func (s *serving) answer(w *queryWork, x []float64, k int, delta float64) (certi
 			}
 		}
 		c.VarianceModel = certify.VarianceConservative
-		c.Budget = certify.Budget{H: s.h, S: s.s, M: m, Pool: len(s.landmarkIDs), PaddedP: s.padded}
-		c.EvalSeed = s.draw.seed
+		c.Budget = certify.Budget{H: s.h, S: s.s, M: m, Pool: len(s.LandmarkIDs), PaddedP: s.padded}
+		c.EvalSeed = s.Draw.Seed
 		c.EvalDraw = "eval"
 	}
 	if s.t2 != nil {
@@ -329,7 +330,7 @@ func (s *serving) answer(w *queryWork, x []float64, k int, delta float64) (certi
 		c.TopK[i].Index = s.active[c.TopK[i].Index]
 	}
 	c.RunnerUp.Index = s.active[c.RunnerUp.Index]
-	c.ModelVersion = s.version
+	c.ModelVersion = s.Version
 	return c, nil
 }
 
@@ -340,7 +341,7 @@ func (s *serving) answer(w *queryWork, x []float64, k int, delta float64) (certi
 // the row is certified again. The union bound of Thm. topk still holds: an exact entry's
 // interval holds the truth with certainty, the others each with 1 − δ_ℓ, whichever entries
 // were chosen. w.row and w.vbar are changed in place.
-func (s *serving) refineCrossing(w *queryWork, c *certify.Certificate, x []float64, k int, alloc certify.Allocation) error {
+func (s *Model) refineCrossing(w *Workspace, c *certify.Certificate, x []float64, k int, alloc certify.Allocation) error {
 	cs := w.cands[:0]
 	w.inTop = slices.Grow(w.inTop[:0], len(w.row))[:len(w.row)]
 	clear(w.inTop)
@@ -367,18 +368,18 @@ func (s *serving) refineCrossing(w *queryWork, c *certify.Certificate, x []float
 	}
 	slices.SortFunc(cs, func(a, b crossing) int { return cmp.Compare(b.r, a.r) })
 	cs = cs[:min(len(cs), s.exactCap)]
-	if w.eb != s.backbone {
-		w.eb, w.eq = s.backbone, entk.NewExactQuery(s.backbone)
-		w.phi = make([]float64, entk.ExactDim(s.backbone))
+	if w.eb != s.Backbone {
+		w.eb, w.eq = s.Backbone, entk.NewExactQuery(s.Backbone)
+		w.phi = make([]float64, entk.ExactDim(s.Backbone))
 	}
 	if len(w.phiL) != len(w.phi) {
 		w.phiL = make([]float64, len(w.phi))
 	}
 	ktt := w.eq.ExactTo(w.phi, x)
-	in := s.backbone.InDim()
+	in := s.Backbone.InDim()
 	for _, cd := range cs {
 		l := s.active[cd.i]
-		kll := w.eq.ExactTo(w.phiL, s.landmarkX[l*in:(l+1)*in])
+		kll := w.eq.ExactTo(w.phiL, s.LandmarkX[l*in:(l+1)*in])
 		w.row[cd.i] = vec.Dot(w.phiL, w.phi)
 		// CertifyTo's radius is ω·sqrt(V/δ_ℓ); V = err²·δ_ℓ makes it ω·err.
 		e := entk.ExactRowError(kll, ktt, len(w.phi))
@@ -415,4 +416,44 @@ func exactDiagsTo(dst []float64, b entk.Backbone, xs []float64, m int) {
 		}()
 	}
 	wg.Wait()
+}
+
+// CountDraw counts one answer against the evaluation draw's budget (none on the exact
+// path, which uses no draw).
+func (s *Model) CountDraw() {
+	if s.Draw != nil {
+		s.Draw.Used.Add(1)
+	}
+}
+
+// ResidualOf is the published form of a pool view's residual certificate.
+func ResidualOf(c coreset.ResidualCertificate) certify.Residual {
+	return certify.Residual{TraceR: c.Trace, TraceK: c.TraceK, Exact: c.Exact}
+}
+
+// grow returns s resized to n, reusing its array when large enough.
+func grow(s []float64, n int) []float64 {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]float64, n)
+}
+
+// ActiveLandmarks returns the model rows of the unmasked landmarks, in the order the
+// scores of an answer's kernel row are computed (certify indices refer to it).
+func (s *Model) ActiveLandmarks() []int { return slices.Clone(s.active) }
+
+// Sketched returns a copy of s that answers on the sketched path: no exact rows, a fresh
+// evaluation draw under (seed, name), and exact rows for at most exactCap landmarks whose
+// intervals cross the cut. It is the comparison of the exact path against the sketch.
+func (s *Model) Sketched(seed uint64, name string, exactCap int) (*Model, error) {
+	dr, err := newDraw(s.Backbone, s.h, s.s, seed, name, s.LandmarkX, len(s.LandmarkIDs))
+	if err != nil {
+		return nil, err
+	}
+	c := *s
+	c.Exact, c.exactCap = nil, exactCap
+	c.Draw, c.padded = dr, dr.sketch.PaddedP()
+	c.compact()
+	return &c, nil
 }

@@ -1,0 +1,27 @@
+package serving
+
+import "github.com/cairnhq/cairn/certify"
+
+// Meta is storage.Model.Meta (JSON): what a model version needs besides its
+// matrices to be served again after a restart. It holds nothing that depends on timing,
+// so the stored model is a function of the points it was fitted on.
+type Meta struct {
+	// ViewA is the number of leading landmarks that are view A's pivots; the rest are
+	// view B's.
+	ViewA       int                 `json:"view_a"`
+	KernelScale float64             `json:"kernel_scale"`
+	Points      int                 `json:"points"`
+	Train       int                 `json:"train"`
+	Val         int                 `json:"val"`
+	Loss        string              `json:"loss"`
+	Init        string              `json:"init"`
+	Fits        int                 `json:"fits"`
+	SelectedBy  string              `json:"selected_by"`
+	BestEpoch   int                 `json:"best_epoch"`
+	Epochs      int                 `json:"epochs"`
+	Residual    [2]certify.Residual `json:"residual"`
+	ID          string              `json:"id"`
+	// PointsHash identifies the points fitted on (pointsHash): a restarted daemon
+	// refits when the stored points differ.
+	PointsHash string `json:"points_hash"`
+}
