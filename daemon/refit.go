@@ -155,11 +155,26 @@ func (d *Daemon) syncSnapshot(ctx context.Context, snap *snapshot) (*synced, err
 	return sy, nil
 }
 
+// landmarks lists the synced pivots of both views in model row order (view A's, then
+// view B's): their ids, views ('A' or 'B'), snapshot rows per view and fit-draw features
+// L (M×q, row-major).
+func (sy *synced) landmarks(ids []string, q int) (lids []string, views []byte, lrows [2][]int, lf []float64) {
+	for v := range 2 {
+		for _, r := range sy.res[v].Pivots {
+			lids = append(lids, ids[r])
+			views = append(views, "AB"[v])
+			lrows[v] = append(lrows[v], r)
+			lf = append(lf, sy.g[v][r*q:(r+1)*q]...)
+		}
+	}
+	return lids, views, lrows, lf
+}
+
 // fitSnapshot fits model version on snap (paper Alg. cairn-stage2, as cairnctl fit
 // does): the greedy landmarks of sy (view A's pivots, then view B's), kernel blocks of
 // the training points' two views against them, validation blocks of the held-out
-// points, the kernel and initializer scaling of fit.ScaleKernels/ScaleInit, and R Adam
-// fits on all cores. It then builds the serving form: the evaluation draw and the audit
+// points, and the fit recipe (pipeline.RecipeOf, the same as cairnctl fit's) on
+// all cores. It then builds the serving form: the evaluation draw and the audit
 // blocks.
 func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, sy *synced, version uint64) (*fitted, error) {
 	cfg, f := d.cfg, d.feat
@@ -169,19 +184,7 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, sy *synced, ve
 	for i, id := range snap.ids {
 		index[id] = i
 	}
-	// Landmarks: ids, views, fit-draw features L (M×q).
-	var lids []string
-	var views []byte
-	var lrows [2][]int
-	var lf []float64
-	for v := range 2 {
-		for _, r := range sy.res[v].Pivots {
-			lids = append(lids, snap.ids[r])
-			views = append(views, "AB"[v])
-			lrows[v] = append(lrows[v], r)
-			lf = append(lf, sy.g[v][r*q:(r+1)*q]...)
-		}
-	}
+	lids, views, lrows, lf := sy.landmarks(snap.ids, q)
 	mm := len(lids)
 	if mm < 2 {
 		return nil, fmt.Errorf("daemon: refit: %d landmarks, need at least 2", mm)
