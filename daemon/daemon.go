@@ -45,9 +45,21 @@ type Daemon struct {
 	kafka    stream.Config
 	httpAddr string
 
-	// mu guards the ingest (pool, point cache, pending deletions) and the refit
-	// baselines below. The train handler holds it per batch, the refit supervisor while
-	// it syncs the pool and takes a snapshot.
+	train  trainState   // the ingest and the refit baselines, under train.mu
+	serve  serveState   // the serving model, changed under serve.mu, read lock-free
+	query  queryState   // the query goroutine's own state
+	refits refitCounter // refit progress, read by /status and /metrics
+
+	pool     atomic.Pointer[poolStatus]
+	lagMu    sync.Mutex
+	lag      map[string]int64
+	stopping atomic.Bool
+}
+
+// trainState is the training side. mu guards the ingest (pool, point cache, pending
+// deletions) and the refit baselines. The train handler holds it per batch, the refit
+// supervisor while it syncs the pool and takes a snapshot.
+type trainState struct {
 	mu        sync.Mutex
 	ingest    *Ingest
 	cache     atomic.Pointer[pointCache] // the ingest's point cache, for queries by id
@@ -56,30 +68,36 @@ type Daemon struct {
 	lastFit   fitBaseline
 	lastSyncN int       // stored points at the last adopted sync
 	retryAt   time.Time // no refit before this after a failed one
+}
 
-	// servMu serializes changes of the serving model; readers load it lock-free.
-	servMu     sync.Mutex
-	serving    atomic.Pointer[serving.Model]
+// serveState is the serving side. mu serializes changes of the serving model; readers
+// load model lock-free.
+type serveState struct {
+	mu         sync.Mutex
+	model      atomic.Pointer[serving.Model]
 	removals   []string // ids that left the pool since the running refit's snapshot
 	modelReady chan struct{}
 	modelOnce  sync.Once
+	drawNonce  uint64
+	drawCount  atomic.Uint64
+}
 
-	drawNonce uint64
-	drawCount atomic.Uint64
+// queryState belongs to the query goroutine, except count (atomic) and answerWork (a
+// sync.Pool for Answer, safe for concurrent use).
+type queryState struct {
+	last       map[partition]int64
+	work       serving.Workspace
+	answerWork sync.Pool // *serving.Workspace for Answer
+	lim        stream.Limits
+	count      atomic.Uint64
+}
 
-	pool         atomic.Pointer[poolStatus]
-	refits       atomic.Uint64
-	refitSecs    atomic.Uint64 // float64 bits
-	refitRunning atomic.Bool
-	queries      atomic.Uint64
-	lagMu        sync.Mutex
-	lag          map[string]int64
-	kick         chan struct{}
-	stopping     atomic.Bool
-	queryLast    map[partition]int64 // query goroutine only
-	qwork        serving.Workspace   // query goroutine only
-	answerWork   sync.Pool           // *serving.Workspace for Answer
-	qlim         stream.Limits
+// refitCounter is the refit supervisor's progress; kick wakes it.
+type refitCounter struct {
+	count   atomic.Uint64
+	secs    atomic.Uint64 // float64 bits
+	running atomic.Bool
+	kick    chan struct{}
 }
 
 // fitBaseline is what the drift triggers compare against: the last snapshot's size,
@@ -148,8 +166,9 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 	}
 	return &Daemon{
 		cfg: cfg, log: log, feat: feat, pcfg: pcfg, metrics: NewMetrics(), ready: make(chan struct{}),
-		modelReady: make(chan struct{}), lag: map[string]int64{}, kick: make(chan struct{}, 1),
-		queryLast: map[partition]int64{}, qlim: qlim,
+		serve: serveState{modelReady: make(chan struct{})}, lag: map[string]int64{},
+		refits: refitCounter{kick: make(chan struct{}, 1)},
+		query:  queryState{last: map[partition]int64{}, lim: qlim},
 	}, nil
 }
 
@@ -169,8 +188,8 @@ func (d *Daemon) Metrics() *Metrics { return d.metrics }
 
 // Status reports the current state; safe for concurrent use.
 func (d *Daemon) Status() StatusReport {
-	st := StatusReport{Refits: d.refits.Load(), RefitRunning: d.refitRunning.Load(),
-		RefitSeconds: math.Float64frombits(d.refitSecs.Load()), Queries: d.queries.Load()}
+	st := StatusReport{Refits: d.refits.count.Load(), RefitRunning: d.refits.running.Load(),
+		RefitSeconds: math.Float64frombits(d.refits.secs.Load()), Queries: d.query.count.Load()}
 	select {
 	case <-d.ready:
 		st.Ready = !d.stopping.Load()
@@ -182,7 +201,7 @@ func (d *Daemon) Status() StatusReport {
 			st.Residual[v], st.Stale[v] = serving.ResidualOf(c), c.Stale
 		}
 	}
-	if s := d.serving.Load(); s != nil {
+	if s := d.serve.model.Load(); s != nil {
 		st.Model, st.ModelID, st.ModelPoints, st.Masked = s.Version, s.ID, s.Points, s.MaskedCount()
 	}
 	d.lagMu.Lock()
@@ -364,8 +383,8 @@ func (d *Daemon) restore() error {
 		return err
 	}
 	in.hooks = hooks{removing: d.removing, describe: d.describe, unknown: d.auditUnknown}
-	d.ingest = in
-	d.cache.Store(in.cache)
+	d.train.ingest = in
+	d.train.cache.Store(in.cache)
 	offs, err := d.store.Offsets()
 	if err != nil {
 		return err
@@ -373,17 +392,17 @@ func (d *Daemon) restore() error {
 	// The evaluation draws of this process are named apart from every earlier
 	// process's: the nonce is the number of input messages consumed before it started.
 	for _, o := range offs {
-		d.drawNonce += uint64(o.Offset) + 1
+		d.serve.drawNonce += uint64(o.Offset) + 1
 		if o.Topic == d.cfg.Kafka.Topics.Queries {
-			d.queryLast[partition{o.Topic, int(o.Partition)}] = o.Offset
+			d.query.last[partition{o.Topic, int(o.Partition)}] = o.Offset
 		}
 	}
 	s, hash, err := d.loadServing()
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.train.mu.Lock()
+	defer d.train.mu.Unlock()
 	if s != nil {
 		d.install(s, 0)
 	}
@@ -391,10 +410,10 @@ func (d *Daemon) restore() error {
 		return err
 	} else if s == nil || pointsHash(snap.ids, snap.entries) != hash {
 		// The stored points differ from the model's: the idle trigger refits.
-		d.changes = max(1, len(snap.ids))
+		d.train.changes = max(1, len(snap.ids))
 	}
 	if s != nil {
-		d.lastFit = fitBaseline{points: s.Points, landmarks: s.LandmarkIDs, ratio: ratioOf(in.residuals())}
+		d.train.lastFit = fitBaseline{points: s.Points, landmarks: s.LandmarkIDs, ratio: ratioOf(in.residuals())}
 	}
 	d.publishPool()
 	return nil
@@ -466,15 +485,15 @@ func (d *Daemon) runTrain(ctx context.Context, r *stream.Reader) error {
 			return err
 		}
 		d.log.Error().Err(err).Msg("rebuilding the ingest from the store")
-		d.mu.Lock()
+		d.train.mu.Lock()
 		in, nerr := NewIngest(d.cfg, d.store, d.log)
 		if nerr == nil {
-			in.hooks = d.ingest.hooks
-			in.version = d.ingest.version + 1 // no background sync of the old one is adopted
-			d.ingest = in
-			d.cache.Store(in.cache)
+			in.hooks = d.train.ingest.hooks
+			in.version = d.train.ingest.version + 1 // no background sync of the old one is adopted
+			d.train.ingest = in
+			d.train.cache.Store(in.cache)
 		}
-		d.mu.Unlock()
+		d.train.mu.Unlock()
 		if nerr != nil {
 			return nerr
 		}
@@ -483,16 +502,16 @@ func (d *Daemon) runTrain(ctx context.Context, r *stream.Reader) error {
 
 // handleTrain applies one batch of cairn.train.
 func (d *Daemon) handleTrain(ctx context.Context, batch []stream.Message) error {
-	d.mu.Lock()
-	res, err := d.ingest.Apply(ctx, batch)
+	d.train.mu.Lock()
+	res, err := d.train.ingest.Apply(ctx, batch)
 	if err == nil {
-		d.changes += res.Upserts + res.Deletes
+		d.train.changes += res.Upserts + res.Deletes
 		if res.Upserts+res.Deletes > 0 {
-			d.lastTrain = time.Now()
+			d.train.lastTrain = time.Now()
 		}
 		d.publishPool()
 	}
-	d.mu.Unlock()
+	d.train.mu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -518,14 +537,14 @@ func (d *Daemon) handleTrain(ctx context.Context, batch []stream.Message) error 
 // poke wakes the refit supervisor.
 func (d *Daemon) poke() {
 	select {
-	case d.kick <- struct{}{}:
+	case d.refits.kick <- struct{}{}:
 	default:
 	}
 }
 
-// publishPool publishes the ingest's state for Status and metrics; d.mu is held.
+// publishPool publishes the ingest's state for Status and metrics; d.train.mu is held.
 func (d *Daemon) publishPool() {
-	in := d.ingest
+	in := d.train.ingest
 	p := &poolStatus{points: in.Len(), landmarks: len(in.Landmarks()), pending: len(in.pending),
 		residual: in.residuals(), stats: in.Stats()}
 	d.pool.Store(p)
@@ -538,7 +557,7 @@ func (d *Daemon) publishPool() {
 
 // describe fills the serving-model fields of a deletion record (ingest hook).
 func (d *Daemon) describe(rec *deletionRecord) {
-	s := d.serving.Load()
+	s := d.serve.model.Load()
 	if s == nil {
 		return
 	}
@@ -553,12 +572,12 @@ func (d *Daemon) describe(rec *deletionRecord) {
 // removing masks the landmark terms of points that leave the pool (ingest hook, called
 // before their batch commits).
 func (d *Daemon) removing(ids []string) {
-	d.servMu.Lock()
-	defer d.servMu.Unlock()
-	d.removals = append(d.removals, ids...)
-	if s := d.serving.Load(); s != nil {
+	d.serve.mu.Lock()
+	defer d.serve.mu.Unlock()
+	d.serve.removals = append(d.serve.removals, ids...)
+	if s := d.serve.model.Load(); s != nil {
 		if ns := s.WithMask(ids); ns != s {
-			d.serving.Store(ns)
+			d.serve.model.Store(ns)
 			d.metrics.SetModel(ns.Version, ns.MaskedCount())
 			d.log.Info().Uint64("model", ns.Version).Int("masked", ns.MaskedCount()).Msg("deleted landmarks left the serving encoder")
 		}
@@ -568,25 +587,25 @@ func (d *Daemon) removing(ids []string) {
 // auditUnknown writes the audit of a deletion of an id that is not stored (ingest hook,
 // inside the batch transaction): nothing changed, so no refit is needed.
 func (d *Daemon) auditUnknown(tx *storage.Tx, rec *deletionRecord) error {
-	_, err := appendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, d.serving.Load(), rec.Applied)
+	_, err := appendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, d.serve.model.Load(), rec.Applied)
 	return err
 }
 
 // install makes s the serving model, masking the points removed since the snapshot it
 // was fitted on (removals[mark:]).
 func (d *Daemon) install(s *serving.Model, mark int) {
-	d.servMu.Lock()
-	if mark < len(d.removals) {
-		s = s.WithMask(d.removals[mark:])
+	d.serve.mu.Lock()
+	if mark < len(d.serve.removals) {
+		s = s.WithMask(d.serve.removals[mark:])
 	}
-	d.removals = d.removals[:0]
-	old := d.serving.Swap(s)
-	d.servMu.Unlock()
+	d.serve.removals = d.serve.removals[:0]
+	old := d.serve.model.Swap(s)
+	d.serve.mu.Unlock()
 	if old != nil && old.Draw != s.Draw {
 		d.retire(old.Version, old.Draw)
 	}
 	d.metrics.SetModel(s.Version, s.MaskedCount())
-	d.modelOnce.Do(func() { close(d.modelReady) })
+	d.serve.modelOnce.Do(func() { close(d.serve.modelReady) })
 }
 
 // runLag refreshes the consumer lag every second: end offsets from the broker against

@@ -320,7 +320,7 @@ func TestEndToEnd(t *testing.T) {
 		return len(r.messages(tp.Attributions)) == 2 && len(r.messages(tp.DLQ)) == 5
 	})
 	atts := keyed[stream.Attribution](t, r, tp.Attributions)
-	s := r.d.serving.Load()
+	s := r.d.serve.model.Load()
 	for req, want := range map[string]int{"q-id": 5, "q-x": cfg.Query.K} {
 		a, ok := atts[req]
 		if !ok {
@@ -392,7 +392,7 @@ func TestEndToEnd(t *testing.T) {
 			break
 		}
 	}
-	victimX := slices.Clone(r.d.cache.Load().get(victim).x)
+	victimX := slices.Clone(r.d.train.cache.Load().get(victim).x)
 	before := r.d.Status().Model
 	produceMsgs(t, r.d.Brokers(), []stream.Message{
 		deleteMsg(t, tp.Train, victim, "del-landmark"),

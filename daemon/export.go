@@ -14,7 +14,7 @@ import (
 // is read from the store and masked as a restart would mask it (ExportStored). Errors:
 // ErrNoModelExport before the first model, ErrUnknownModel for a version not stored.
 func (d *Daemon) Export(version uint64) (serving.ModelExport, error) {
-	s := d.serving.Load()
+	s := d.serve.model.Load()
 	if s == nil {
 		return serving.ModelExport{}, ErrNoModelExport
 	}

@@ -38,13 +38,13 @@ type queryOut struct {
 // answers were computed on, else the batch is recomputed.
 func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) error {
 	select {
-	case <-d.modelReady:
+	case <-d.serve.modelReady:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	w := &d.qwork
+	w := &d.query.work
 	for {
-		s := d.serving.Load()
+		s := d.serve.model.Load()
 		if s != nil && s.Draw != nil && s.Draw.Used.Load()+int64(len(batch)) > int64(d.cfg.Query.DrawQueries) {
 			if err := d.redraw(s); err != nil {
 				return err
@@ -57,7 +57,7 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 		}
 		seen := map[partition]int64{}
 		err := d.store.Apply(func(tx *storage.Tx) error {
-			if d.serving.Load() != s {
+			if d.serve.model.Load() != s {
 				return errServingChanged
 			}
 			for _, o := range outs {
@@ -81,13 +81,13 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 			return err
 		}
 		for k, off := range seen {
-			d.queryLast[k] = off
+			d.query.last[k] = off
 		}
 		for _, o := range outs {
 			switch {
 			case o.skip:
 			case o.verdict != "":
-				d.queries.Add(1)
+				d.query.count.Add(1)
 				s.CountDraw() // an answer implies s != nil
 				d.metrics.ObserveQuery(o.secs, o.verdict)
 				d.metrics.AddEvents(o.msg.Topic, "applied", 1)
@@ -102,12 +102,12 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 // answerMessage decodes and answers one query message on s.
 func (d *Daemon) answerMessage(w *serving.Workspace, s *serving.Model, m stream.Message) queryOut {
 	o := queryOut{msg: m}
-	if last, ok := d.queryLast[partition{m.Topic, m.Partition}]; ok && m.Offset <= last {
+	if last, ok := d.query.last[partition{m.Topic, m.Partition}]; ok && m.Offset <= last {
 		o.skip = true
 		return o
 	}
 	t0 := time.Now()
-	ev, err := stream.DecodeQuery(m.Value, d.qlim)
+	ev, err := stream.DecodeQuery(m.Value, d.query.lim)
 	var a stream.Attribution
 	if err == nil {
 		a, err = d.attribute(w, s, ev)
@@ -158,7 +158,7 @@ type attributionExtra struct {
 func (d *Daemon) attribute(w *serving.Workspace, s *serving.Model, ev stream.QueryEvent) (stream.Attribution, error) {
 	x := ev.X
 	if ev.ID != "" {
-		e := d.cache.Load().get(ev.ID)
+		e := d.train.cache.Load().get(ev.ID)
 		if e == nil {
 			return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnknownID, Field: "id",
 				Msg: fmt.Sprintf("no stored point %q", ev.ID)}
@@ -216,15 +216,15 @@ func (d *Daemon) attribute(w *serving.Workspace, s *serving.Model, ev stream.Que
 // ErrNoModel before the first model. It counts against the evaluation draw's query
 // budget like any answer.
 func (d *Daemon) Answer(q stream.QueryEvent) (stream.Attribution, error) {
-	s := d.serving.Load()
+	s := d.serve.model.Load()
 	if s == nil {
 		return stream.Attribution{}, ErrNoModel
 	}
-	w, _ := d.answerWork.Get().(*serving.Workspace)
+	w, _ := d.query.answerWork.Get().(*serving.Workspace)
 	if w == nil {
 		w = new(serving.Workspace)
 	}
-	defer d.answerWork.Put(w)
+	defer d.query.answerWork.Put(w)
 	a, err := d.attribute(w, s, q)
 	if err == nil {
 		s.CountDraw()
@@ -245,13 +245,13 @@ func (d *Daemon) redraw(s *serving.Model) error {
 	if err != nil {
 		return err
 	}
-	d.servMu.Lock()
-	if d.serving.Load() != s {
-		d.servMu.Unlock()
+	d.serve.mu.Lock()
+	if d.serve.model.Load() != s {
+		d.serve.mu.Unlock()
 		return nil // changed meanwhile; the caller reloads
 	}
-	d.serving.Store(ns)
-	d.servMu.Unlock()
+	d.serve.model.Store(ns)
+	d.serve.mu.Unlock()
 	d.log.Info().Uint64("model", s.Version).Str("eval_seed_hash", serving.SeedHash(ns.Draw.Seed)).Msg("new evaluation draw")
 	d.retire(s.Version, s.Draw)
 	return nil

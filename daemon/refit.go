@@ -140,11 +140,11 @@ func (d *Daemon) syncSnapshot(ctx context.Context, snap *snapshot) (*synced, err
 			return nil, err
 		}
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	switch err := d.ingest.adopt(snap.version, snap.ids, sy.g, sy.m, sy.res); {
+	d.train.mu.Lock()
+	defer d.train.mu.Unlock()
+	switch err := d.train.ingest.adopt(snap.version, snap.ids, sy.g, sy.m, sy.res); {
 	case err == nil:
-		d.lastSyncN = n
+		d.train.lastSyncN = n
 		d.publishPool()
 		d.emitStatus("certificate", d.certificateStatus("sync"))
 	case errors.Is(err, errChanged):
@@ -353,7 +353,7 @@ func dense(a *mat.Dense) storage.Matrix {
 func (d *Daemon) newServing(in serving.Input) (*serving.Model, error) {
 	return serving.New(in, serving.Settings{
 		Backbone: d.feat.Backbone(), H: d.cfg.Sketch.H, S: d.cfg.Sketch.S, Seed: d.cfg.Model.Seed,
-		DrawName:         fmt.Sprintf("daemon/eval/%d/%d/%d", in.Version, d.drawNonce, d.drawCount.Add(1)),
+		DrawName:         fmt.Sprintf("daemon/eval/%d/%d/%d", in.Version, d.serve.drawNonce, d.serve.drawCount.Add(1)),
 		ExactMemoryBytes: d.cfg.Query.ExactMemoryBytes, Fits: d.cfg.Fit.Fits, ExactRowsCap: d.cfg.Query.ExactRowsCap,
 	})
 }
@@ -389,7 +389,7 @@ func (d *Daemon) refit(ctx context.Context, snap *snapshot) error {
 	}
 	// Deletion effects, before the write transaction: on the model each deletion was
 	// applied to, or, after a restart, on the model serving now.
-	cur := d.serving.Load()
+	cur := d.serve.model.Load()
 	for _, rec := range snap.pending {
 		base := rec.before
 		if base == nil {
@@ -449,16 +449,16 @@ func (d *Daemon) refit(ctx context.Context, snap *snapshot) error {
 		return fmt.Errorf("daemon: commit model %d: %w", version, err)
 	}
 	d.install(ft.serv, snap.mark)
-	d.mu.Lock()
-	d.ingest.dropPending(snap.pending)
+	d.train.mu.Lock()
+	d.train.ingest.dropPending(snap.pending)
 	d.publishPool()
-	d.lastFit = fitBaseline{points: len(snap.ids), landmarks: ft.model.Landmarks}
+	d.train.lastFit = fitBaseline{points: len(snap.ids), landmarks: ft.model.Landmarks}
 	if k := ft.meta.Residual[0].TraceK + ft.meta.Residual[1].TraceK; k > 0 {
-		d.lastFit.ratio = (ft.meta.Residual[0].TraceR + ft.meta.Residual[1].TraceR) / k
+		d.train.lastFit.ratio = (ft.meta.Residual[0].TraceR + ft.meta.Residual[1].TraceR) / k
 	}
-	d.mu.Unlock()
-	d.refits.Add(1)
-	d.refitSecs.Store(math.Float64bits(secs))
+	d.train.mu.Unlock()
+	d.refits.count.Add(1)
+	d.refits.secs.Store(math.Float64bits(secs))
 	d.metrics.ObserveRefit(secs, nil)
 	for _, rec := range snap.pending {
 		d.metrics.ObserveAudit(time.Since(rec.Applied).Seconds())

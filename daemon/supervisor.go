@@ -30,7 +30,7 @@ func (d *Daemon) runRefits(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-		case <-d.kick:
+		case <-d.refits.kick:
 		}
 		snap, err := d.nextJob(ctx)
 		if err != nil {
@@ -46,9 +46,9 @@ func (d *Daemon) runRefits(ctx context.Context) error {
 		if snap.reason == "" {
 			_, err = d.syncSnapshot(ctx, snap)
 		} else {
-			d.refitRunning.Store(true)
+			d.refits.running.Store(true)
 			err = d.refit(ctx, snap)
-			d.refitRunning.Store(false)
+			d.refits.running.Store(false)
 		}
 		if err == nil {
 			continue
@@ -66,20 +66,20 @@ func (d *Daemon) runRefits(ctx context.Context) error {
 			d.metrics.ObserveRefit(time.Since(start).Seconds(), err)
 		}
 		d.log.Error().Err(err).Str("reason", snap.reason).Dur("retry_in", refitRetry).Msg("refit or sync failed")
-		d.mu.Lock()
-		d.changes = max(d.changes, 1)
-		d.retryAt = time.Now().Add(refitRetry)
-		d.mu.Unlock()
+		d.train.mu.Lock()
+		d.train.changes = max(d.train.changes, 1)
+		d.train.retryAt = time.Now().Add(refitRetry)
+		d.train.mu.Unlock()
 	}
 }
 
 // nextJob returns the snapshot of the next refit (reason set) or background sync
 // (reason empty), or nil when nothing is due.
 func (d *Daemon) nextJob(ctx context.Context) (*snapshot, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	in := d.ingest
-	if time.Now().Before(d.retryAt) {
+	d.train.mu.Lock()
+	defer d.train.mu.Unlock()
+	in := d.train.ingest
+	if time.Now().Before(d.train.retryAt) {
 		return nil, nil
 	}
 	reason := d.refitReason(ctx)
@@ -90,20 +90,20 @@ func (d *Daemon) nextJob(ctx context.Context) (*snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.servMu.Lock()
-	snap.mark = len(d.removals)
-	d.servMu.Unlock()
+	d.serve.mu.Lock()
+	snap.mark = len(d.serve.removals)
+	d.serve.mu.Unlock()
 	snap.reason = reason
 	if reason != "" {
-		d.emitStatus("drift", map[string]any{"reason": reason, "changes": d.changes, "points": len(snap.ids),
+		d.emitStatus("drift", map[string]any{"reason": reason, "changes": d.train.changes, "points": len(snap.ids),
 			"pending_deletions": len(snap.pending), "residual_ratio": ratioOf(snap.residual),
-			"residual_ratio_at_last_fit": d.lastFit.ratio})
-		d.changes = 0
+			"residual_ratio_at_last_fit": d.train.lastFit.ratio})
+		d.train.changes = 0
 	}
 	return snap, nil
 }
 
-// syncDue reports whether a background sync should run now (d.mu held): the pool is
+// syncDue reports whether a background sync should run now (d.train.mu held): the pool is
 // inexact (a landmark was deleted) or stale over pool.sync_stale_fraction of its budget
 // (Ingest.SyncDue), and either a landmark deletion made it inexact with no deletion
 // refit pending (that refit syncs anyway), or the points have doubled since the last
@@ -114,7 +114,7 @@ func (d *Daemon) nextJob(ctx context.Context) (*snapshot, error) {
 // during a 2,000-point burst halved the ingest rate). Between syncs the certificate is
 // a valid bound that says it is one, and every refit syncs.
 func (d *Daemon) syncDue(ctx context.Context) bool {
-	in := d.ingest
+	in := d.train.ingest
 	if !in.SyncDue() {
 		return false
 	}
@@ -122,14 +122,14 @@ func (d *Daemon) syncDue(ctx context.Context) bool {
 	if !a.Exact || !b.Exact {
 		return !(d.cfg.Refit.OnDelete && len(in.pending) > 0)
 	}
-	return in.Len() >= 2*max(d.lastSyncN, 1) && d.caughtUp(ctx)
+	return in.Len() >= 2*max(d.train.lastSyncN, 1) && d.caughtUp(ctx)
 }
 
 // certificateStatus is the data of a "certificate" status event: the pool's residual
-// certificate per view (d.mu held).
+// certificate per view (d.train.mu held).
 func (d *Daemon) certificateStatus(why string) map[string]any {
-	r := d.ingest.residuals()
-	return map[string]any{"why": why, "points": d.ingest.Len(),
+	r := d.train.ingest.residuals()
+	return map[string]any{"why": why, "points": d.train.ingest.Len(),
 		"residual": [2]certify.Residual{serving.ResidualOf(r[0]), serving.ResidualOf(r[1])}, "stale": [2]bool{r[0].Stale, r[1].Stale}}
 }
 
@@ -143,9 +143,9 @@ func (d *Daemon) emitStatus(kind string, data any) {
 }
 
 // refitReason names the drift trigger of DESIGN.md section 4 that fires now, or "".
-// d.mu is held.
+// d.train.mu is held.
 func (d *Daemon) refitReason(ctx context.Context) string {
-	r, in, now := d.cfg.Refit, d.ingest, time.Now()
+	r, in, now := d.cfg.Refit, d.train.ingest, time.Now()
 	if n := len(in.pending); n > 0 && r.OnDelete && now.Sub(in.pending[n-1].Applied) >= r.DeleteDebounce {
 		return "deletion" // deletions within the debounce share this refit
 	}
@@ -153,9 +153,9 @@ func (d *Daemon) refitReason(ctx context.Context) string {
 		return ""
 	}
 	// Idle means caught up, not merely paused (a sync holds ingestion for a while).
-	idle := r.Idle > 0 && d.changes > 0 && now.Sub(d.lastTrain) >= r.Idle && d.caughtUp(ctx)
-	many := r.PointsChanged > 0 && d.changes >= r.PointsChanged
-	if d.serving.Load() == nil {
+	idle := r.Idle > 0 && d.train.changes > 0 && now.Sub(d.train.lastTrain) >= r.Idle && d.caughtUp(ctx)
+	many := r.PointsChanged > 0 && d.train.changes >= r.PointsChanged
+	if d.serve.model.Load() == nil {
 		if idle || many {
 			return "first_fit"
 		}
@@ -164,11 +164,11 @@ func (d *Daemon) refitReason(ctx context.Context) string {
 	if many {
 		return "points_changed"
 	}
-	if r.PoolChangeFraction > 0 && d.changes > 0 {
+	if r.PoolChangeFraction > 0 && d.train.changes > 0 {
 		cur := in.Landmarks()
 		changed := 0
 		for _, id := range cur {
-			if !slices.Contains(d.lastFit.landmarks, id) {
+			if !slices.Contains(d.train.lastFit.landmarks, id) {
 				changed++
 			}
 		}
@@ -176,8 +176,8 @@ func (d *Daemon) refitReason(ctx context.Context) string {
 			return "pool_changed"
 		}
 	}
-	if r.ResidualIncrease > 0 && d.changes > 0 && d.lastFit.ratio > 0 &&
-		ratioOf(in.residuals())/d.lastFit.ratio-1 >= r.ResidualIncrease {
+	if r.ResidualIncrease > 0 && d.train.changes > 0 && d.train.lastFit.ratio > 0 &&
+		ratioOf(in.residuals())/d.train.lastFit.ratio-1 >= r.ResidualIncrease {
 		return "residual_increase"
 	}
 	if idle {
@@ -187,7 +187,7 @@ func (d *Daemon) refitReason(ctx context.Context) string {
 }
 
 // caughtUp reports whether every message of the training topic has been applied:
-// the broker's end offsets against the ingest's applied offsets. d.mu is held. A
+// the broker's end offsets against the ingest's applied offsets. d.train.mu is held. A
 // broker that does not answer counts as not caught up.
 func (d *Daemon) caughtUp(ctx context.Context) bool {
 	topic := d.cfg.Kafka.Topics.Train
@@ -198,7 +198,7 @@ func (d *Daemon) caughtUp(ctx context.Context) bool {
 		return false
 	}
 	for part, end := range ends {
-		last, ok := d.ingest.last[partition{topic, part}]
+		last, ok := d.train.ingest.last[partition{topic, part}]
 		if end > 0 && (!ok || last+1 < end) {
 			return false
 		}
@@ -225,15 +225,15 @@ func (d *Daemon) auditWithoutModel(snap *snapshot) error {
 	if err != nil {
 		return err
 	}
-	d.servMu.Lock()
-	d.serving.Store(nil)
-	d.removals = d.removals[:0]
-	d.servMu.Unlock()
+	d.serve.mu.Lock()
+	d.serve.model.Store(nil)
+	d.serve.removals = d.serve.removals[:0]
+	d.serve.mu.Unlock()
 	d.metrics.SetModel(0, 0)
-	d.mu.Lock()
-	d.ingest.dropPending(snap.pending)
+	d.train.mu.Lock()
+	d.train.ingest.dropPending(snap.pending)
 	d.publishPool()
-	d.mu.Unlock()
+	d.train.mu.Unlock()
 	return nil
 }
 
@@ -259,7 +259,7 @@ func (d *Daemon) loadServing() (*serving.Model, string, error) {
 	if err != nil || !ok {
 		return nil, "", err
 	}
-	cache := d.cache.Load()
+	cache := d.train.cache.Load()
 	rm, err := serving.Restore(d.feat, m, func(id string) ([]float64, bool) {
 		if e := cache.get(id); e != nil {
 			return e.x, true
