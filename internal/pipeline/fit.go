@@ -58,13 +58,13 @@ func RecipeOf(c config.Fit) (Recipe, error) {
 func (r *Recipe) Validate() error {
 	var errs []error
 	if r.K < 1 {
-		errs = append(errs, fmt.Errorf("K = %d must be ≥ 1", r.K))
+		errs = append(errs, fmt.Errorf("k = %d must be ≥ 1 (field K)", r.K))
 	}
 	if r.Fits < 1 {
-		errs = append(errs, fmt.Errorf("Fits = %d must be ≥ 1", r.Fits))
+		errs = append(errs, fmt.Errorf("fits = %d must be ≥ 1 (field Fits)", r.Fits))
 	}
 	if r.Workers < 0 {
-		errs = append(errs, fmt.Errorf("Workers = %d must be ≥ 0", r.Workers))
+		errs = append(errs, fmt.Errorf("workers = %d must be ≥ 0 (field Workers)", r.Workers))
 	}
 	if _, _, err := fit.ParseInitScale(r.InitScale, r.Init); err != nil {
 		errs = append(errs, fmt.Errorf("InitScale: %w", err))

@@ -116,7 +116,7 @@ func TestRecipeValidate(t *testing.T) {
 	if !errors.Is(err, ErrConfig) {
 		t.Fatalf("got %v, want ErrConfig", err)
 	}
-	for _, want := range []string{"K = 0", "Fits = 0", "Workers = -1", "Epochs = 0", "InitScale"} {
+	for _, want := range []string{"k = 0", "fits = 0", "workers = -1", "Epochs = 0", "InitScale"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
