@@ -72,7 +72,7 @@ type benchReport struct {
 	Note       string          `json:"note"`
 }
 
-// Targets of issue 7.
+// Targets of the operator contract.
 const (
 	targetIngestEventsPerSecond = 1000
 	targetQueryKafkaP99Ms       = 20

@@ -2,7 +2,7 @@ package main
 
 // The Kafka-facing commands (produce, query, delete, status, audit verify, demo,
 // bench) talk to a running daemon through the topics of DESIGN.md section 3 and its
-// HTTP /status, with the flag names and JSON keys of the operator contract (issue 7).
+// HTTP /status, with the flag names and JSON keys of the operator contract.
 // This file holds what they share: connection flags, the configuration they read
 // topic names and limits from, request ids, and tail, which reads output topics from
 // offsets captured before a request was sent.
