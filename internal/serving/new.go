@@ -26,7 +26,7 @@ type Input struct {
 	A           *mat.Dense
 	B           []float64
 	Scale       float64
-	// omega, OmegaMean and tau2 (nil with one fit) in raw kernel units.
+	// Omega, OmegaMean and Tau2 (nil with one fit) in raw kernel units.
 	Omega, OmegaMean, Tau2 []float64
 	Residual               [2]certify.Residual
 	KRef, KTest            *mat.Dense // nil: no audit blocks
