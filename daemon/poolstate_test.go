@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -392,85 +391,6 @@ func TestPoolRecordsIncremental(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// copyStore copies the points and offsets of src into a new store at path, with the
-// given pool blob and no per-point records: how a store written by the schema 2 daemon
-// looked.
-func copyStore(t *testing.T, src *storage.Store, path string, ps storage.PoolState) *storage.Store {
-	t.Helper()
-	dst := openStore(t, path)
-	var pts []storage.Point
-	offs, err := src.Offsets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := src.View(func(tx *storage.ReadTx) error {
-		return tx.ForEachPoint(func(p storage.Point) error { pts = append(pts, p); return nil })
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Apply(func(tx *storage.Tx) error {
-		for _, p := range pts {
-			if err := tx.PutPoint(p); err != nil {
-				return err
-			}
-		}
-		for _, o := range offs {
-			if err := tx.SetOffset(o.Topic, o.Partition, o.Offset); err != nil {
-				return err
-			}
-		}
-		return tx.PutPoolState(ps)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
-
-// TestRestoreSchema2: a store holding a schema 2 blob (the records inside it, none in
-// the poolpoints bucket) opens; NewIngest restores the same pool, converts the store to
-// schema 3 at once (blob and every record), the state hash is that of the store the
-// schema 3 daemon wrote, and the two continue identically.
-func TestRestoreSchema2(t *testing.T) {
-	cfg := testConfig()
-	ms := numbered(msgs(cfg.Kafka.Topics.Train, script(t, 60, "v2")))
-	ref := tempStore(t)
-	in := newTestIngest(t, cfg, ref)
-	applyInBatches(t, in, ms[:50], 16)
-	v2, err := encodePoolV2(in.feat.Fingerprint(), in.pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := copyStore(t, ref, filepath.Join(t.TempDir(), "cairn.db"), v2)
-	defer old.Close()
-	if n := len(storedRecords(t, old)); n != 0 {
-		t.Fatalf("the schema 2 store has %d records", n)
-	}
-	conv := newTestIngest(t, cfg, old)
-	for v, pair := range [][2]*coreset.Pool{{in.pool.A, conv.pool.A}, {in.pool.B, conv.pool.B}} {
-		if !reflect.DeepEqual(pair[0].State(), pair[1].State()) {
-			t.Errorf("view %d: pool restored from schema 2 differs", v)
-		}
-	}
-	checkPersisted(t, conv, old, "after the conversion")
-	if got, want := storedRecords(t, old), storedRecords(t, ref); !reflect.DeepEqual(got, want) {
-		t.Errorf("converted records differ from the schema 3 daemon's")
-	}
-	h1, err1 := StateHash(cfg, ref)
-	h2, err2 := StateHash(cfg, old)
-	if err1 != nil || err2 != nil || h1 != h2 {
-		t.Errorf("StateHash: %s, %v vs converted %s, %v", h1, err1, h2, err2)
-	}
-	applyInBatches(t, in, ms[50:], 4)
-	applyInBatches(t, conv, ms[50:], 4)
-	checkPersisted(t, conv, old, "after more batches")
-	if got, want := storedRecords(t, old), storedRecords(t, ref); !reflect.DeepEqual(got, want) {
-		t.Errorf("records of the converted store diverged")
-	}
-	if !bytes.Equal(storedPool(t, old).Data, storedPool(t, ref).Data) {
-		t.Errorf("blobs of the converted store diverged")
 	}
 }
 

@@ -3,12 +3,8 @@ package storage
 import (
 	"bytes"
 	"errors"
-	"path/filepath"
 	"reflect"
 	"testing"
-	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // poolPoints reads every pool record by id.
@@ -102,107 +98,5 @@ func TestPoolPointLifecycle(t *testing.T) {
 	}
 	if got := poolPoints(t, s); !reflect.DeepEqual(got, want) {
 		t.Errorf("records after reopen and Compact = %q, want %q", got, want)
-	}
-}
-
-// buildV2File writes a format version 2 file with bbolt alone: the version 1 file of
-// buildV1File plus the pending bucket (one body) and format_version 2, as FORMAT.md
-// version 2 describes it (migrate then runs in the same tx as mutate).
-func buildV2File(t *testing.T, path string, mutate func(tx *bolt.Tx) error) map[string]map[string][]byte {
-	t.Helper()
-	pendingVal := v1Value(be64(5), []byte(`{"deletion":5}`))
-	formatVal := v1Value([]byte("format_version"), le64(2))
-	written := buildV1File(t, path, func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucket(bucketPending)
-		if err != nil {
-			return err
-		}
-		if err := b.Put(be64(5), pendingVal); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketMeta).Put([]byte("format_version"), formatVal); err != nil {
-			return err
-		}
-		if mutate != nil {
-			return mutate(tx)
-		}
-		return nil
-	})
-	written["pending"] = map[string][]byte{string(be64(5)): pendingVal}
-	written["meta"]["format_version"] = formatVal
-	return written
-}
-
-func TestMigrateV2(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v2.db")
-	v2 := buildV2File(t, path, nil)
-	if got := dumpFile(t, path); !reflect.DeepEqual(got, v2) {
-		t.Fatalf("v2 file as built:\n got  %x\n want %x", got, v2)
-	}
-	s, err := Open(path, Options{})
-	if err != nil {
-		t.Fatalf("Open(v2 file): %v", err)
-	}
-	s.Close()
-	// Byte level: an empty poolpoints bucket and format_version 3, nothing else.
-	want := map[string]map[string][]byte{"poolpoints": {}}
-	for name, kvs := range v2 {
-		want[name] = map[string][]byte{}
-		for k, v := range kvs {
-			want[name][k] = v
-		}
-	}
-	want["meta"]["format_version"] = v1Value([]byte("format_version"), le64(3))
-	if got := dumpFile(t, path); !reflect.DeepEqual(got, want) {
-		t.Fatalf("file after migration:\n got  %x\n want %x", got, want)
-	}
-	// API level: the old pool blob and pending body read back, and records work.
-	s, err = Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	err = s.View(func(tx *ReadTx) error {
-		if ps, ok, err := tx.PoolState(); err != nil || !ok || ps.Schema != 4 || string(ps.Data) != "blob" {
-			t.Errorf("PoolState = %+v, %v, %v; want schema 4 blob", ps, ok, err)
-		}
-		if body, ok, err := tx.Pending(5); err != nil || !ok || string(body) != `{"deletion":5}` {
-			t.Errorf("Pending(5) = %q, %v, %v", body, ok, err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Apply(func(tx *Tx) error { return tx.PutPoolPoint("u1", []byte("r")) }); err != nil {
-		t.Fatal(err)
-	}
-	if got := poolPoints(t, s); !reflect.DeepEqual(got, map[string]string{"u1": "r"}) {
-		t.Errorf("records = %q, want u1: r", got)
-	}
-}
-
-// A version 2 file that fails a check is refused and left byte for byte as it was.
-func TestMigrateV2Refused(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		mutate func(tx *bolt.Tx) error
-	}{
-		{"missing pending bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPending) }},
-		{"already has poolpoints", func(tx *bolt.Tx) error { _, err := tx.CreateBucket(bucketPoolPts); return err }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "v2.db")
-			buildV2File(t, path, tc.mutate)
-			before := dumpFile(t, path)
-			_, err := Open(path, Options{LockTimeout: 200 * time.Millisecond})
-			var fe *FormatError
-			if !errors.Is(err, ErrUnknownFormat) || !errors.As(err, &fe) || fe.Got != 2 || fe.Want != FormatVersion {
-				t.Fatalf("Open = %v; want *FormatError with Got 2, Want %d", err, FormatVersion)
-			}
-			if after := dumpFile(t, path); !reflect.DeepEqual(after, before) {
-				t.Errorf("refused file was modified:\n before %x\n after  %x", before, after)
-			}
-		})
 	}
 }
