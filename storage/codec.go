@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"math"
+	"strconv"
+
+	"github.com/cairnhq/cairn/internal/binenc"
 )
 
 // valueVersion is the version byte that starts every stored value (FORMAT.md,
@@ -34,158 +37,9 @@ func open(key, v []byte) ([]byte, string) {
 		return nil, "checksum mismatch"
 	}
 	if body[0] != valueVersion {
-		return nil, "unknown value version " + itoa(uint64(body[0]))
+		return nil, "unknown value version " + strconv.Itoa(int(body[0]))
 	}
 	return body[1:], ""
-}
-
-func itoa(u uint64) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + u%10)
-		u /= 10
-		if u == 0 {
-			return string(b[i:])
-		}
-	}
-}
-
-// Appenders write little-endian fixed-width values (FORMAT.md, "Value payloads").
-
-func appendU32(b []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(b, v) }
-func appendU64(b []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(b, v) }
-
-func appendBytes(b, p []byte) []byte {
-	b = appendU32(b, uint32(len(p)))
-	return append(b, p...)
-}
-
-func appendString(b []byte, s string) []byte {
-	b = appendU32(b, uint32(len(s)))
-	return append(b, s...)
-}
-
-func appendFloats(b []byte, x []float64) []byte {
-	b = appendU32(b, uint32(len(x)))
-	for _, v := range x {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
-	}
-	return b
-}
-
-func appendMatrix(b []byte, m Matrix) []byte {
-	b = appendU32(b, uint32(m.Rows))
-	b = appendU32(b, uint32(m.Cols))
-	for _, v := range m.Data {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
-	}
-	return b
-}
-
-// reader decodes a payload; the first failure sticks in err and later reads
-// return zero values, so decoders check once at the end. Lengths are checked
-// against the remaining bytes before any allocation, so hostile lengths cannot
-// make a decoder allocate more than the input size.
-type reader struct {
-	b   []byte
-	err string
-}
-
-func (r *reader) fail(what string) {
-	if r.err == "" {
-		r.err = what
-	}
-	r.b = nil
-}
-
-func (r *reader) u8(what string) byte {
-	if len(r.b) < 1 {
-		r.fail("truncated " + what)
-		return 0
-	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	return v
-}
-
-func (r *reader) u32(what string) uint32 {
-	if len(r.b) < 4 {
-		r.fail("truncated " + what)
-		return 0
-	}
-	v := binary.LittleEndian.Uint32(r.b)
-	r.b = r.b[4:]
-	return v
-}
-
-func (r *reader) u64(what string) uint64 {
-	if len(r.b) < 8 {
-		r.fail("truncated " + what)
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(r.b)
-	r.b = r.b[8:]
-	return v
-}
-
-// bytes returns a copy of a length-prefixed byte string.
-func (r *reader) bytes(what string) []byte {
-	n := r.u32(what + " length")
-	if r.err != "" {
-		return nil
-	}
-	if uint64(n) > uint64(len(r.b)) {
-		r.fail(what + " length " + itoa(uint64(n)) + " exceeds remaining " + itoa(uint64(len(r.b))) + " bytes")
-		return nil
-	}
-	if n == 0 {
-		return nil
-	}
-	out := make([]byte, n)
-	copy(out, r.b[:n])
-	r.b = r.b[n:]
-	return out
-}
-
-func (r *reader) floatsN(n uint64, what string) []float64 {
-	if r.err != "" {
-		return nil
-	}
-	if n > uint64(len(r.b))/8 {
-		r.fail(what + " count " + itoa(n) + " exceeds remaining " + itoa(uint64(len(r.b))) + " bytes")
-		return nil
-	}
-	if n == 0 {
-		return nil
-	}
-	out := make([]float64, n)
-	for i := range out {
-		out[i] = math.Float64frombits(binary.LittleEndian.Uint64(r.b[8*i:]))
-	}
-	r.b = r.b[8*n:]
-	return out
-}
-
-func (r *reader) floats(what string) []float64 {
-	return r.floatsN(uint64(r.u32(what+" count")), what)
-}
-
-func (r *reader) matrix(what string) Matrix {
-	rows := r.u32(what + " rows")
-	cols := r.u32(what + " cols")
-	data := r.floatsN(uint64(rows)*uint64(cols), what)
-	if r.err != "" {
-		return Matrix{}
-	}
-	return Matrix{Rows: int(rows), Cols: int(cols), Data: data}
-}
-
-func (r *reader) end() {
-	if r.err == "" && len(r.b) != 0 {
-		r.err = itoa(uint64(len(r.b))) + " trailing bytes"
-	}
 }
 
 // Point payload: flags u8 (bit 0: has label), [label i64], x floats, cert floats.
@@ -198,12 +52,12 @@ func encodePoint(key []byte, p *Point) []byte {
 	b = append(b, valueVersion)
 	if p.HasLabel {
 		b = append(b, pointHasLabel)
-		b = appendU64(b, uint64(p.Label))
+		b = binenc.AppendI64(b, p.Label)
 	} else {
 		b = append(b, 0)
 	}
-	b = appendFloats(b, p.X)
-	b = appendFloats(b, p.Cert)
+	b = binenc.AppendFloats(b, p.X)
+	b = binenc.AppendFloats(b, p.Cert)
 	return seal(key, b)
 }
 
@@ -213,21 +67,20 @@ func decodePoint(key, v []byte) (Point, string) {
 	if why != "" {
 		return Point{}, why
 	}
-	r := reader{b: payload}
+	r := binenc.NewReader(payload)
 	p := Point{ID: string(key)}
-	flags := r.u8("flags")
+	flags := r.U8("flags")
 	if flags&^pointHasLabel != 0 {
-		r.fail("unknown point flags " + itoa(uint64(flags)))
+		r.Fail("flags", "unknown bits in "+strconv.Itoa(int(flags))+", only bit 0 (has label) is defined")
 	}
 	if flags&pointHasLabel != 0 {
 		p.HasLabel = true
-		p.Label = int64(r.u64("label"))
+		p.Label = r.I64("label")
 	}
-	p.X = r.floats("x")
-	p.Cert = r.floats("cert")
-	r.end()
-	if r.err != "" {
-		return Point{}, r.err
+	p.X = r.Floats("x")
+	p.Cert = r.Floats("cert")
+	if err := r.End(); err != nil {
+		return Point{}, err.Error()
 	}
 	return p, ""
 }
@@ -237,7 +90,7 @@ func decodePoint(key, v []byte) (Point, string) {
 func encodePoolState(key []byte, s *PoolState) []byte {
 	b := make([]byte, 0, 1+4+len(s.Data)+4)
 	b = append(b, valueVersion)
-	b = appendU32(b, s.Schema)
+	b = binenc.AppendU32(b, s.Schema)
 	b = append(b, s.Data...)
 	return seal(key, b)
 }
@@ -247,12 +100,12 @@ func decodePoolState(key, v []byte) (PoolState, string) {
 	if why != "" {
 		return PoolState{}, why
 	}
-	r := reader{b: payload}
-	s := PoolState{Schema: r.u32("schema")}
-	if r.err != "" {
-		return PoolState{}, r.err
+	r := binenc.NewReader(payload)
+	s := PoolState{Schema: r.U32("schema")}
+	s.Data = append([]byte(nil), r.Rest()...)
+	if err := r.End(); err != nil {
+		return PoolState{}, err.Error()
 	}
-	s.Data = append([]byte(nil), r.b...)
 	return s, ""
 }
 
@@ -271,14 +124,14 @@ func encodePoolPoint(key, rec []byte) []byte {
 // and records over MaxPoolPointLen are rejected.
 func decodePoolPoint(key, v []byte) (rec []byte, why string) {
 	if len(key) == 0 || len(key) > MaxIDLen {
-		return nil, "pool point key is " + itoa(uint64(len(key))) + " bytes, want 1 to " + itoa(MaxIDLen)
+		return nil, "pool point key is " + strconv.Itoa(len(key)) + " bytes, want 1 to " + strconv.Itoa(MaxIDLen)
 	}
 	payload, why := open(key, v)
 	if why != "" {
 		return nil, why
 	}
 	if len(payload) > MaxPoolPointLen {
-		return nil, "pool point record is " + itoa(uint64(len(payload))) + " bytes, longer than " + itoa(MaxPoolPointLen)
+		return nil, "pool point record is " + strconv.Itoa(len(payload)) + " bytes, longer than " + strconv.Itoa(MaxPoolPointLen)
 	}
 	return append([]byte(nil), payload...), ""
 }
@@ -293,14 +146,11 @@ func encodeModel(key []byte, m *Model) []byte {
 	}
 	b := make([]byte, 0, n)
 	b = append(b, valueVersion)
-	b = appendU32(b, uint32(len(m.Landmarks)))
-	for _, l := range m.Landmarks {
-		b = appendString(b, l)
-	}
-	b = appendMatrix(b, m.A)
-	b = appendMatrix(b, m.A0)
-	b = appendMatrix(b, m.B)
-	b = appendBytes(b, m.Meta)
+	b = binenc.AppendStrings(b, m.Landmarks)
+	b = binenc.AppendMatrix(b, m.A.Rows, m.A.Cols, m.A.Data)
+	b = binenc.AppendMatrix(b, m.A0.Rows, m.A0.Cols, m.A0.Data)
+	b = binenc.AppendMatrix(b, m.B.Rows, m.B.Cols, m.B.Data)
+	b = binenc.AppendBytes(b, m.Meta)
 	return seal(key, b)
 }
 
@@ -312,28 +162,22 @@ func decodeModel(key, v []byte) (Model, string) {
 	if why != "" {
 		return Model{}, why
 	}
-	r := reader{b: payload}
+	r := binenc.NewReader(payload)
 	m := Model{Version: binary.BigEndian.Uint64(key)}
-	nl := r.u32("landmark count")
-	// Each landmark takes at least its 4-byte length; bound before allocating.
-	if uint64(nl) > uint64(len(r.b))/4 {
-		r.fail("landmark count " + itoa(uint64(nl)) + " exceeds remaining bytes")
-	}
-	if r.err == "" && nl > 0 {
-		m.Landmarks = make([]string, nl)
-		for i := range m.Landmarks {
-			m.Landmarks[i] = string(r.bytes("landmark"))
-		}
-	}
-	m.A = r.matrix("A")
-	m.A0 = r.matrix("A0")
-	m.B = r.matrix("B")
-	m.Meta = r.bytes("meta")
-	r.end()
-	if r.err != "" {
-		return Model{}, r.err
+	m.Landmarks = r.Strings("landmark")
+	m.A = readMatrix(r, "A")
+	m.A0 = readMatrix(r, "A0")
+	m.B = readMatrix(r, "B")
+	m.Meta = r.Bytes("meta")
+	if err := r.End(); err != nil {
+		return Model{}, err.Error()
 	}
 	return m, ""
+}
+
+func readMatrix(r *binenc.Reader, what string) Matrix {
+	rows, cols, data := r.Matrix(what)
+	return Matrix{Rows: rows, Cols: cols, Data: data}
 }
 
 // Fit stats payload: seeds (count u32, u64 each), mean floats, var floats, meta bytes.
@@ -341,13 +185,10 @@ func decodeModel(key, v []byte) (Model, string) {
 func encodeFitStats(key []byte, f *FitStats) []byte {
 	b := make([]byte, 0, 1+4+8*len(f.Seeds)+8+8*(len(f.Mean)+len(f.Var))+4+len(f.Meta)+4)
 	b = append(b, valueVersion)
-	b = appendU32(b, uint32(len(f.Seeds)))
-	for _, s := range f.Seeds {
-		b = appendU64(b, s)
-	}
-	b = appendFloats(b, f.Mean)
-	b = appendFloats(b, f.Var)
-	b = appendBytes(b, f.Meta)
+	b = binenc.AppendU64s(b, f.Seeds)
+	b = binenc.AppendFloats(b, f.Mean)
+	b = binenc.AppendFloats(b, f.Var)
+	b = binenc.AppendBytes(b, f.Meta)
 	return seal(key, b)
 }
 
@@ -359,24 +200,14 @@ func decodeFitStats(key, v []byte) (FitStats, string) {
 	if why != "" {
 		return FitStats{}, why
 	}
-	r := reader{b: payload}
+	r := binenc.NewReader(payload)
 	f := FitStats{Version: binary.BigEndian.Uint64(key)}
-	ns := r.u32("seed count")
-	if uint64(ns) > uint64(len(r.b))/8 {
-		r.fail("seed count " + itoa(uint64(ns)) + " exceeds remaining bytes")
-	}
-	if r.err == "" && ns > 0 {
-		f.Seeds = make([]uint64, ns)
-		for i := range f.Seeds {
-			f.Seeds[i] = r.u64("seed")
-		}
-	}
-	f.Mean = r.floats("mean")
-	f.Var = r.floats("var")
-	f.Meta = r.bytes("meta")
-	r.end()
-	if r.err != "" {
-		return FitStats{}, r.err
+	f.Seeds = r.U64s("seeds")
+	f.Mean = r.Floats("mean")
+	f.Var = r.Floats("var")
+	f.Meta = r.Bytes("meta")
+	if err := r.End(); err != nil {
+		return FitStats{}, err.Error()
 	}
 	return f, ""
 }
@@ -386,7 +217,7 @@ func decodeFitStats(key, v []byte) (FitStats, string) {
 func encodeOffset(key []byte, off int64) []byte {
 	b := make([]byte, 0, 1+8+4)
 	b = append(b, valueVersion)
-	b = appendU64(b, uint64(off))
+	b = binenc.AppendI64(b, off)
 	return seal(key, b)
 }
 
@@ -399,11 +230,10 @@ func decodeOffset(key, v []byte) (Offset, string) {
 	if why != "" {
 		return Offset{}, why
 	}
-	r := reader{b: payload}
-	o := Offset{Topic: topic, Partition: part, Offset: int64(r.u64("offset"))}
-	r.end()
-	if r.err != "" {
-		return Offset{}, r.err
+	r := binenc.NewReader(payload)
+	o := Offset{Topic: topic, Partition: part, Offset: r.I64("offset")}
+	if err := r.End(); err != nil {
+		return Offset{}, err.Error()
 	}
 	return o, ""
 }
@@ -413,9 +243,9 @@ func decodeOffset(key, v []byte) (Offset, string) {
 func encodeOutbox(key []byte, topic string, k, v []byte) []byte {
 	b := make([]byte, 0, 1+12+len(topic)+len(k)+len(v)+4)
 	b = append(b, valueVersion)
-	b = appendString(b, topic)
-	b = appendBytes(b, k)
-	b = appendBytes(b, v)
+	b = binenc.AppendString(b, topic)
+	b = binenc.AppendBytes(b, k)
+	b = binenc.AppendBytes(b, v)
 	return seal(key, b)
 }
 
@@ -427,14 +257,13 @@ func decodeOutbox(key, v []byte) (OutboxEntry, string) {
 	if why != "" {
 		return OutboxEntry{}, why
 	}
-	r := reader{b: payload}
+	r := binenc.NewReader(payload)
 	e := OutboxEntry{Seq: binary.BigEndian.Uint64(key)}
-	e.Topic = string(r.bytes("topic"))
-	e.Key = r.bytes("key")
-	e.Value = r.bytes("value")
-	r.end()
-	if r.err != "" {
-		return OutboxEntry{}, r.err
+	e.Topic = r.String("topic")
+	e.Key = r.Bytes("key")
+	e.Value = r.Bytes("value")
+	if err := r.End(); err != nil {
+		return OutboxEntry{}, err.Error()
 	}
 	return e, ""
 }
@@ -495,7 +324,7 @@ func decodePending(key, v []byte) (seq uint64, body []byte, why string) {
 		return 0, nil, why
 	}
 	if len(payload) > MaxPendingLen {
-		return 0, nil, "pending body is " + itoa(uint64(len(payload))) + " bytes, longer than " + itoa(MaxPendingLen)
+		return 0, nil, "pending body is " + strconv.Itoa(len(payload)) + " bytes, longer than " + strconv.Itoa(MaxPendingLen)
 	}
 	return seq, append([]byte(nil), payload...), ""
 }
@@ -505,7 +334,7 @@ func decodePending(key, v []byte) (seq uint64, body []byte, why string) {
 func encodeMetaU64(key []byte, v uint64) []byte {
 	b := make([]byte, 0, 1+8+4)
 	b = append(b, valueVersion)
-	b = appendU64(b, v)
+	b = binenc.AppendU64(b, v)
 	return seal(key, b)
 }
 
@@ -514,10 +343,12 @@ func decodeMetaU64(key, v []byte) (uint64, string) {
 	if why != "" {
 		return 0, why
 	}
-	r := reader{b: payload}
-	x := r.u64("value")
-	r.end()
-	return x, r.err
+	r := binenc.NewReader(payload)
+	x := r.U64("value")
+	if err := r.End(); err != nil {
+		return 0, err.Error()
+	}
+	return x, ""
 }
 
 // Keys (FORMAT.md, "Keys"): integers big-endian so byte order is numeric order.

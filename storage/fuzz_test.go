@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"math"
 	"testing"
+
+	"github.com/cairnhq/cairn/internal/binenc"
 )
 
 // Each fuzz target checks two things on arbitrary (key, value) bytes: the
@@ -67,8 +69,8 @@ func FuzzDecodeModel(f *testing.F) {
 	addSeeds(f, u64Key(1), encodeModel(u64Key(1), &empty))
 	// Matrix with rows*cols overflowing 32 bits behind a valid checksum.
 	b := []byte{valueVersion, 0, 0, 0, 0}
-	b = appendU32(b, 1<<31)
-	b = appendU32(b, 1<<31)
+	b = binenc.AppendU32(b, 1<<31)
+	b = binenc.AppendU32(b, 1<<31)
 	f.Add(k, seal(k, b))
 	f.Fuzz(func(t *testing.T, key, v []byte) {
 		both(key, v, func(v []byte) {
