@@ -80,6 +80,24 @@
 // M = 2m landmarks). A Pool or Pair is not safe for concurrent use; the daemon owns it
 // from one goroutine.
 //
+// # Binary encoding
+//
+// State and the per-point records of a Pair have one binary encoding, owned here so that
+// it changes with the types (the daemon stores it; storage/FORMAT.md "Pool state" is the
+// file's view of the same layout). State.AppendBinary writes the core, every field but
+// Points and LandmarkFeatures, in declaration order (Config's and its structs' fields in
+// theirs), each in the internal/binenc encoding of its Go type: int as i64, uint64 as
+// u64, float64 as f64, bool as a 0/1 byte, Landmarks as strings, the float slices as
+// floats, TopUpKeys as u64s. DecodeState reads it back from the front of a byte slice
+// and returns the bytes after it; DecodeStateWithPoints reads the earlier layout that
+// also held Points (after Config), which nothing writes any more. AppendPairRecord
+// writes one point's record, a.Diag, a.Residual, b.Diag, b.Residual as f64
+// (PairRecordLen = 32 bytes); DecodePairRecord reads it. Equal values give equal bytes
+// and every accepted encoding is canonical (fuzzed). The decoders check the encoding
+// only, never panic, and refuse malformed bytes with ErrState naming the field; Restore
+// checks the values. A new State field is a new layout (TestStateFields fails until the
+// encoding, its readers and the file format are updated).
+//
 // # Effective dimension
 //
 // DeffExact uses dense eigenvalues of the smaller Gram matrix (min(n, q) squared).

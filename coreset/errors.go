@@ -17,7 +17,9 @@ var (
 	ErrEmptyID = errors.New("coreset: empty id")
 	// ErrBudget reports an unusable budget (m < 1, a bad "deff:λ" rule, λ ≤ 0).
 	ErrBudget = errors.New("coreset: bad budget")
-	// ErrState reports a State that cannot be restored (inconsistent shapes or values).
+	// ErrState reports a State that cannot be restored (inconsistent shapes or values), or
+	// bytes that are not a valid binary State or pair record (DecodeState,
+	// DecodePairRecord).
 	ErrState = errors.New("coreset: inconsistent state")
 	// ErrSelector reports an unknown selector name or unusable selector input.
 	ErrSelector = errors.New("coreset: bad selector")
