@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/internal/binenc"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/storage"
 )
@@ -57,19 +58,32 @@ func testPair(t testing.TB, n int) (*pipeline.Features, coreset.Config, *coreset
 	return feat, pcfg, pr, [2]coreset.FeatureSource{src[0], src[1]}
 }
 
-// encodePoolV2 is the schema 2 encoder the daemon used before schema 3: the core and
-// every point's record in one blob, sorted by id (coreset.Pool.State). Kept for the
-// restore-from-schema-2 tests and as the "before" of BenchmarkPoolPersist.
+// configLen is the length of Version and Config at the start of a view's state, after
+// which schema 2 held the points (storage/FORMAT.md "Pool state").
+const configLen = 81
+
+// encodePoolV2 is the schema 2 encoder the daemon used before schema 3, kept for the
+// codec tests and as the "before" of BenchmarkPoolPersist: per view, the core with every
+// point's record (u32 n, n × (bytes id, f64 Diag, f64 Residual), sorted by id) after
+// Version and Config. TestRestoreFrozenStores checks that it writes what the schema 2
+// daemon wrote.
 func encodePoolV2(fp string, pr *coreset.Pair) (storage.PoolState, error) {
-	fpb, err := hex.DecodeString(fp)
-	if err != nil || len(fpb) != 32 {
+	w, err := hex.DecodeString(fp)
+	if err != nil || len(w) != fingerprintLen {
 		return storage.PoolState{}, fmt.Errorf("fingerprint %q is not 32 hex bytes", fp)
 	}
-	a, b := pr.A.State(), pr.B.State()
-	w := make([]byte, 0, 32+stateSize(&a)+stateSize(&b))
-	w = append(w, fpb...)
-	w = appendState(w, &a, true)
-	w = appendState(w, &b, true)
+	for _, p := range []*coreset.Pool{pr.A, pr.B} {
+		s := p.State()
+		core, _ := s.AppendBinary(nil)
+		w = append(w, core[:configLen]...)
+		w = binenc.AppendU32(w, uint32(len(s.Points)))
+		for _, pt := range s.Points {
+			w = binenc.AppendString(w, pt.ID)
+			w = binenc.AppendF64(w, pt.Diag)
+			w = binenc.AppendF64(w, pt.Residual)
+		}
+		w = append(w, core[configLen:]...)
+	}
 	return storage.PoolState{Schema: poolSchema2, Data: w}, nil
 }
 
@@ -79,27 +93,15 @@ func pairRecords(pr *coreset.Pair) []storedRecord {
 	a, b := pr.A.State(), pr.B.State()
 	out := make([]storedRecord, len(a.Points))
 	for i := range a.Points {
-		out[i] = storedRecord{a.Points[i].ID, appendRecord(nil, a.Points[i], b.Points[i])}
+		out[i] = storedRecord{a.Points[i].ID, coreset.AppendPairRecord(nil, a.Points[i], b.Points[i])}
 	}
 	return out
 }
 
 // TestPoolCodecRoundTrip: decoding an encoded pool (schema 3 core plus records, and a
 // schema 2 blob) gives pools whose states are deeply equal to the originals, and
-// re-encoding gives the same bytes. The field-count guard fails when coreset.State
-// grows a field the codec does not know about.
+// re-encoding gives the same bytes. (coreset's TestStateFields guards the fields.)
 func TestPoolCodecRoundTrip(t *testing.T) {
-	for name, want := range map[reflect.Type]int{
-		reflect.TypeFor[coreset.State]():          20,
-		reflect.TypeFor[coreset.Config]():         6,
-		reflect.TypeFor[coreset.LandmarkBudget](): 2,
-		reflect.TypeFor[coreset.SLQOptions]():     4,
-		reflect.TypeFor[coreset.PointState]():     3,
-	} {
-		if got := name.NumField(); got != want {
-			t.Errorf("%v has %d fields, the pool codec writes %d: update appendState, reader.state and the record", name, got, want)
-		}
-	}
 	for _, n := range []int{0, 1, 40} {
 		feat, pcfg, pr, src := testPair(t, n)
 		ps, err := encodePool(feat.Fingerprint(), pr)
@@ -163,7 +165,7 @@ func TestPoolCodecRejects(t *testing.T) {
 		return out
 	}
 	f64 := func(off int, v float64) func([]byte) []byte {
-		return func(r []byte) []byte { copy(r[off:], appendF64(nil, v)); return r }
+		return func(r []byte) []byte { copy(r[off:], binenc.AppendF64(nil, v)); return r }
 	}
 	landmark := recordIndex(recs, pr.B.Landmarks()[0])
 	other := pcfg
@@ -189,7 +191,7 @@ func TestPoolCodecRejects(t *testing.T) {
 		{"schema 2 blob with records in the store", v2, recs, pcfg},
 		{"schema 3 blob without records", ps, nil, pcfg},
 		{"a landmark's record missing", ps, append(append([]storedRecord(nil), recs[:landmark]...), recs[landmark+1:]...), pcfg},
-		{"record short", ps, mutRec(3, func(r []byte) []byte { return r[:recordLen-1] }), pcfg},
+		{"record short", ps, mutRec(3, func(r []byte) []byte { return r[:coreset.PairRecordLen-1] }), pcfg},
 		{"record long", ps, mutRec(3, func(r []byte) []byte { return append(r, 0) }), pcfg},
 		{"record NaN diag", ps, mutRec(3, f64(0, math.NaN())), pcfg},
 		{"record negative residual b", ps, mutRec(3, f64(24, -1)), pcfg},
@@ -217,9 +219,11 @@ func recordIndex(recs []storedRecord, id string) int {
 }
 
 // FuzzDecodePool: the stored pool blob is outside bytes (a file on disk); decoding must
-// never panic, every refusal must match ErrPoolState, and an accepted blob must
-// re-encode to a blob that decodes to a pool with the same encoding (idempotence). The
-// records are the test pair's (withRecs) or none.
+// never panic, every refusal must match ErrPoolState, an accepted schema 3 blob and its
+// records must re-encode to the same bytes, and any accepted blob must re-encode to a
+// blob that decodes to a pool with the same encoding (idempotence: a schema 2 blob's
+// points need not be sorted, and re-encoding sorts them). The records are the test
+// pair's (withRecs) or none.
 func FuzzDecodePool(f *testing.F) {
 	feat, pcfg, pr, src := testPair(f, 12)
 	full, _ := encodePool(feat.Fingerprint(), pr)
@@ -252,6 +256,9 @@ func FuzzDecodePool(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if got := pairRecords(p); schema == PoolSchema && (!bytes.Equal(again.Data, data) || len(got)+len(rs) > 0 && !reflect.DeepEqual(got, rs)) {
+			t.Fatalf("accepted schema 3 pool is not canonical:\n in  %x\n out %x", data, again.Data)
+		}
 		p2, err := decodePool(again, pairRecords(p), feat.Fingerprint(), pcfg, src)
 		if err != nil {
 			t.Fatalf("re-encoded pool refused: %v", err)
@@ -259,32 +266,6 @@ func FuzzDecodePool(f *testing.F) {
 		third, _ := encodePool(feat.Fingerprint(), p2)
 		if !bytes.Equal(third.Data, again.Data) || !reflect.DeepEqual(pairRecords(p2), pairRecords(p)) {
 			t.Fatalf("encoding is not idempotent after a round trip")
-		}
-	})
-}
-
-// FuzzDecodeRecord: a stored per-point record is outside bytes; decodeRecord never
-// panics, refuses every length but recordLen with ErrPoolState, and what it accepts
-// re-encodes to the same bytes (NaN payloads included: the values are checked later,
-// by coreset.Restore).
-func FuzzDecodeRecord(f *testing.F) {
-	f.Add("p1", appendRecord(nil, coreset.PointState{Diag: 2, Residual: 0.5}, coreset.PointState{Diag: 3, Residual: 0}))
-	f.Add("p2", []byte{})
-	f.Add("p3", make([]byte, recordLen-1))
-	f.Add("p4", make([]byte, recordLen+1))
-	f.Fuzz(func(t *testing.T, id string, rec []byte) {
-		a, b, err := decodeRecord(id, rec)
-		if err != nil {
-			if !errors.Is(err, ErrPoolState) || len(rec) == recordLen {
-				t.Fatalf("%d bytes: error %v", len(rec), err)
-			}
-			return
-		}
-		if a.ID != id || b.ID != id {
-			t.Fatalf("ids %q, %q, want %q", a.ID, b.ID, id)
-		}
-		if got := appendRecord(nil, a, b); !bytes.Equal(got, rec) {
-			t.Fatalf("record not canonical:\n in  %x\n out %x", rec, got)
 		}
 	})
 }
@@ -408,7 +389,7 @@ func TestRestoreRejectsRecordMismatch(t *testing.T) {
 			return tx.PutPoint(storage.Point{ID: "extra", X: make([]float64, 6)})
 		}, "per-point pool records"},
 		{"short record", func(tx *storage.Tx, in *Ingest) error {
-			return tx.PutPoolPoint(in.cache.ids()[2], make([]byte, recordLen-1))
+			return tx.PutPoolPoint(in.cache.ids()[2], make([]byte, coreset.PairRecordLen-1))
 		}, "bytes, want 32"},
 		{"schema 2 blob beside records", func(tx *storage.Tx, in *Ingest) error {
 			v2, err := encodePoolV2(in.feat.Fingerprint(), in.pool)
@@ -471,7 +452,7 @@ func TestStateHashCoversRecords(t *testing.T) {
 		{"residual a", coreset.PointState{Diag: a.Diag, Residual: a.Residual / 2}, b, false},
 		{"unchanged", a, b, false},
 	} {
-		if err := stores[1].Apply(func(tx *storage.Tx) error { return tx.PutPoolPoint(pid, appendRecord(nil, tc.a, tc.b)) }); err != nil {
+		if err := stores[1].Apply(func(tx *storage.Tx) error { return tx.PutPoolPoint(pid, coreset.AppendPairRecord(nil, tc.a, tc.b)) }); err != nil {
 			t.Fatal(err)
 		}
 		h, err := StateHash(cfg, stores[1])
