@@ -214,39 +214,16 @@
 // background sync rewrite all n records in the same transaction as the core (the
 // scheduled O(n) sweep, putAllRecords, in id order).
 //
-// Data, all integers little-endian, float64 as IEEE-754 bits:
-//
-//	fingerprint [32]byte   SHA-256 of the feature pipeline (Features.Fingerprint)
-//	state a, state b       coreset.State of view 0 and view 1 without Points, each:
-//	  i64 Version
-//	  i64 Dim, i64 Budget.M, f64 Budget.Lambda, f64 Tol, u8 TopUp, u64 Seed,
-//	  i64 SLQ.Probes, i64 SLQ.Steps, i64 SLQ.Deflate, i64 SLQ.Power
-//	  u32 k, k × (u32 len, id bytes)                              Landmarks
-//	  i64 Greedy, floats PivotValues, floats Factor, floats Gram
-//	  u32 t, t × u64                                              TopUpKeys
-//	  i64 M, f64 Threshold, f64 Cert, f64 CertComp, f64 TraceK, f64 TraceKComp,
-//	  u8 Exact, u8 Stale, i64 StaleFrom, u8 Changed
-//
-// where floats is u32 count then count × f64, and u8 booleans are 0 or 1. A point's
-// record (the poolpoints value, opaque to storage) is 32 bytes: f64 Diag and f64
-// Residual of view 0, then of view 1 (coreset.PointState). The decoders check every
-// count against the bytes left before allocating, reject trailing bytes and records of
-// another length, and are fuzzed (FuzzDecodePool, FuzzDecodeRecord); equal pools encode
-// to equal bytes. Binary rather than JSON because the core is rewritten with every
-// batch. The landmarks' features (coreset.State.LandmarkFeatures, 2·m·q floats) are not
-// stored: at restore they are recomputed from the stored points through the point cache
-// (bit-identical, as ψ is deterministic per point).
+// The byte layouts of schemas 3, 2 and 1 are in storage/FORMAT.md "Pool state".
 //
 // Restore (NewIngest) reads the core and every record (O(n), once), refuses a store
 // whose records do not match its points one to one (a count that differs, a record of
 // an id that is not stored, records without a core) with ErrPoolState naming the
 // counts or the id, and restores each view with State.Points built from the records.
-// Schema 2, written before, held the records inside the blob (one per point and view,
-// u32 n, n × (u32 len, id bytes, f64 Diag, f64 Residual) after the SLQ fields, sorted by
-// id: O(n) bytes and an O(n log n) sort per batch); it is still read, and NewIngest
-// converts such a store at once (core and all records in one transaction), so a schema
-// 3 core is never stored without its records. Schema 1 (which also held the landmark
-// features) is refused.
+// Schema 2, written before, held the records inside the blob (O(n) bytes and an
+// O(n log n) sort per batch); it is still read, and NewIngest converts such a store at
+// once (core and all records in one transaction), so a schema 3 core is never stored
+// without its records. Schema 1 (which also held the landmark features) is refused.
 //
 // Measured (BenchmarkPoolPersist, q = 32, m = 8, batches of 256 upserts, no fsync,
 // medians of 3 runs; bytes are what bbolt hands to write(2) per commit, pages
