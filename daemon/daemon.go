@@ -2,9 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +18,7 @@ import (
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
@@ -61,9 +59,9 @@ type Daemon struct {
 // supervisor while it syncs the pool and takes a snapshot.
 type trainState struct {
 	mu        sync.Mutex
-	ingest    *Ingest
-	cache     atomic.Pointer[pointCache] // the ingest's point cache, for queries by id
-	changes   int                        // points upserted or deleted since the last snapshot
+	ingest    *ingest.State
+	cache     atomic.Pointer[ingest.Points] // the ingest's point cache, for queries by id
+	changes   int                           // points upserted or deleted since the last snapshot
 	lastTrain time.Time
 	lastFit   fitBaseline
 	lastSyncN int       // stored points at the last adopted sync
@@ -92,6 +90,12 @@ type queryState struct {
 	count      atomic.Uint64
 }
 
+// partition names a topic partition.
+type partition struct {
+	topic string
+	part  int
+}
+
 // refitCounter is the refit supervisor's progress; kick wakes it.
 type refitCounter struct {
 	count   atomic.Uint64
@@ -112,7 +116,7 @@ type fitBaseline struct {
 type poolStatus struct {
 	points, landmarks, pending int
 	residual                   [2]coreset.ResidualCertificate
-	stats                      Stats
+	stats                      ingest.Stats
 }
 
 // StatusReport is the daemon's state as /status and `cairnctl status` show it.
@@ -140,8 +144,8 @@ type StatusReport struct {
 	// PendingDeletions are deletions applied whose audit has not been emitted yet.
 	PendingDeletions int `json:"pending_deletions"`
 	// Queries counts answered queries since start.
-	Queries uint64 `json:"queries"`
-	Ingest  Stats  `json:"ingest"`
+	Queries uint64       `json:"queries"`
+	Ingest  ingest.Stats `json:"ingest"`
 	// Lag is, per "topic/partition", the messages not yet applied.
 	Lag map[string]int64 `json:"lag"`
 }
@@ -156,11 +160,11 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	qlim, err := TrainLimits(cfg, feat.InputDim())
+	qlim, err := ingest.TrainLimits(cfg, feat.InputDim())
 	if err != nil {
 		return nil, err
 	}
-	pcfg, err := PoolConfig(cfg, feat.Dim())
+	pcfg, err := ingest.PoolConfig(cfg, feat.Dim())
 	if err != nil {
 		return nil, err
 	}
@@ -378,13 +382,13 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 // restore builds the ingest from the store, loads the serving model, and sets the
 // baselines the refit triggers compare against.
 func (d *Daemon) restore() error {
-	in, err := NewIngest(d.cfg, d.store, d.log)
+	in, err := ingest.New(d.cfg, d.store, d.log)
 	if err != nil {
 		return err
 	}
-	in.hooks = hooks{removing: d.removing, describe: d.describe, unknown: d.auditUnknown}
+	in.SetHooks(ingest.Hooks{Removing: d.removing, Describe: d.describe, Unknown: d.auditUnknown})
 	d.train.ingest = in
-	d.train.cache.Store(in.cache)
+	d.train.cache.Store(in.Points())
 	offs, err := d.store.Offsets()
 	if err != nil {
 		return err
@@ -406,41 +410,17 @@ func (d *Daemon) restore() error {
 	if s != nil {
 		d.install(s, 0)
 	}
-	if snap, err := in.snapshot(); err != nil {
+	if snap, err := in.Snapshot(); err != nil {
 		return err
-	} else if s == nil || pointsHash(snap.ids, snap.entries) != hash {
+	} else if s == nil || ingest.PointsHash(snap.IDs, snap.Entries) != hash {
 		// The stored points differ from the model's: the idle trigger refits.
-		d.train.changes = max(1, len(snap.ids))
+		d.train.changes = max(1, len(snap.IDs))
 	}
 	if s != nil {
-		d.train.lastFit = fitBaseline{points: s.Points, landmarks: s.LandmarkIDs, ratio: ratioOf(in.residuals())}
+		d.train.lastFit = fitBaseline{points: s.Points, landmarks: s.LandmarkIDs, ratio: ratioOf(in.Residuals())}
 	}
 	d.publishPool()
 	return nil
-}
-
-// pointsHash identifies a set of points: SHA-256 over the sorted ids with their inputs
-// and labels. A model records the hash of the points it was fitted on.
-func pointsHash(ids []string, entries []*cached) string {
-	h := sha256.New()
-	var b [8]byte
-	for i, id := range ids {
-		binary.LittleEndian.PutUint64(b[:], uint64(len(id)))
-		h.Write(b[:])
-		h.Write([]byte(id))
-		e := entries[i]
-		for _, v := range e.x {
-			binary.LittleEndian.PutUint64(b[:], math.Float64bits(v))
-			h.Write(b[:])
-		}
-		lab := uint64(math.MaxUint64)
-		if e.hasLab {
-			lab = uint64(e.label)
-		}
-		binary.LittleEndian.PutUint64(b[:], lab)
-		h.Write(b[:])
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // startOffset is the readers' stream.StartFunc: the last applied offset in the store.
@@ -486,12 +466,11 @@ func (d *Daemon) runTrain(ctx context.Context, r *stream.Reader) error {
 		}
 		d.log.Error().Err(err).Msg("rebuilding the ingest from the store")
 		d.train.mu.Lock()
-		in, nerr := NewIngest(d.cfg, d.store, d.log)
+		in, nerr := ingest.New(d.cfg, d.store, d.log)
 		if nerr == nil {
-			in.hooks = d.train.ingest.hooks
-			in.version = d.train.ingest.version + 1 // no background sync of the old one is adopted
+			in.Succeed(d.train.ingest) // its hooks; no background sync of the old one is adopted
 			d.train.ingest = in
-			d.train.cache.Store(in.cache)
+			d.train.cache.Store(in.Points())
 		}
 		d.train.mu.Unlock()
 		if nerr != nil {
@@ -545,8 +524,8 @@ func (d *Daemon) poke() {
 // publishPool publishes the ingest's state for Status and metrics; d.train.mu is held.
 func (d *Daemon) publishPool() {
 	in := d.train.ingest
-	p := &poolStatus{points: in.Len(), landmarks: len(in.Landmarks()), pending: len(in.pending),
-		residual: in.residuals(), stats: in.Stats()}
+	p := &poolStatus{points: in.Len(), landmarks: len(in.Landmarks()), pending: in.PendingCount(),
+		residual: in.Residuals(), stats: in.Stats()}
 	d.pool.Store(p)
 	d.metrics.SetPool(p.points, p.landmarks)
 	for v, name := range []string{"A", "B"} {
@@ -556,12 +535,12 @@ func (d *Daemon) publishPool() {
 }
 
 // describe fills the serving-model fields of a deletion record (ingest hook).
-func (d *Daemon) describe(rec *deletionRecord) {
+func (d *Daemon) describe(rec *ingest.Deletion) {
 	s := d.serve.model.Load()
 	if s == nil {
 		return
 	}
-	rec.before, rec.ModelBefore = s, s.Version
+	rec.Before, rec.ModelBefore = s, s.Version
 	for l, id := range s.LandmarkIDs {
 		if id == rec.ID && !s.Masked[l] {
 			rec.WasLandmark = true
@@ -586,8 +565,8 @@ func (d *Daemon) removing(ids []string) {
 
 // auditUnknown writes the audit of a deletion of an id that is not stored (ingest hook,
 // inside the batch transaction): nothing changed, so no refit is needed.
-func (d *Daemon) auditUnknown(tx *storage.Tx, rec *deletionRecord) error {
-	_, err := appendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, d.serve.model.Load(), rec.Applied)
+func (d *Daemon) auditUnknown(tx *storage.Tx, rec *ingest.Deletion) error {
+	_, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, d.serve.model.Load(), rec.Applied)
 	return err
 }
 

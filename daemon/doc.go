@@ -1,24 +1,24 @@
 // Package daemon wires cairn together (DESIGN.md section 2): it is the only package
 // that sees Kafka (stream), bbolt (storage) and the mathematics (entk, dataset, coreset,
-// fit, certify) at once. Daemon.Run is the service; Ingest is its training path and
-// can be driven alone.
+// fit, certify) at once. Daemon.Run is the service; its training path is package
+// internal/ingest, which can be driven alone.
 //
 // # Run and its components
 //
 // Run opens the bbolt file (DataDir/cairn.db), starts the embedded broker
 // (DataDir/kafka) unless external brokers are configured, restores the ingest (pool,
 // point cache, pending deletions) and the latest model, binds HTTP, and runs, each on
-// one goroutine it joins: the training reader (handleTrain → Ingest.Apply), the query
+// one goroutine it joins: the training reader (handleTrain → ingest.State.Apply), the query
 // reader (handleQueries), the refit supervisor (runRefits), the lag poller, the outbox
 // publisher and the HTTP server. On ctx's end it stops the readers, the supervisor and
 // any refit (fit.RepeatContext stops within one minibatch), drains the outbox for at
 // most shutdown_timeout, stops HTTP and closes the broker and the store. A component
-// that fails ends Run with its error (after the same shutdown); an Ingest broken by a
+// that fails ends Run with its error (after the same shutdown); an ingest broken by a
 // failed transaction is rebuilt from the store instead.
 //
-// Locks: mu guards the ingest and the refit baselines (held by the train handler per
-// batch, and by the supervisor while it syncs the pool and takes a snapshot, never
-// during a fit); servMu serializes changes of the serving model, which readers load
+// Locks: train.mu guards the ingest and the refit baselines (held by the train handler
+// per batch, and by the supervisor while it syncs the pool and takes a snapshot, never
+// during a fit); serve.mu serializes changes of the serving model, which readers load
 // lock-free (an atomic pointer to an immutable serving value).
 //
 // # Queries
@@ -108,144 +108,13 @@
 // whose point is no longer stored is left out), one function for both. ExportStored
 // refuses a configuration whose feature fingerprint differs from the stored pool's.
 //
-// # Ingest
+// # Training path
 //
-// Ingest applies batches of cairn.train messages (stream.Reader hands them to
-// Ingest.Handle). Apply does, for one batch:
-//
-//  1. Classify each message, outside any transaction. A message at or below the last
-//     applied offset of its partition (kept in memory, mirrored from the store) is
-//     skipped entirely: it was applied before, so it is not applied twice even if a
-//     reader re-delivers it. Every other message is decoded with stream.DecodeTrain
-//     (a pure function of the bytes, so the batch is decoded on GOMAXPROCS goroutines
-//     joined before classification goes on in order) under Limits (InputDim = the backbone's input length, MaxBytes =
-//     limits.max_message_bytes, MaxIDBytes = limits.max_id_bytes); a rejection
-//     becomes a dead letter (stream.DeadLetterMessage to kafka.topics.dlq, keyed by
-//     the source coordinates).
-//  2. Compute the fit-draw features ψ of both views of every upsert (Features.
-//     BothViewsTo, parallel over GOMAXPROCS), still outside any transaction, so the
-//     bbolt write lock is never held while computing. An upsert whose features are
-//     not finite or whose squared norm exceeds maxFeatureNorm2 (finite inputs too
-//     large for the backbone) is dead-lettered too, with reason non_finite.
-//  3. Update the two-view pool (coreset.Pair) in offset order, one goroutine per view:
-//     an upsert of a stored id is Delete then Insert (its features changed), a delete
-//     of a stored id is Delete, a delete of an unknown id changes nothing (counted as
-//     Missing). The inserts' products with the landmarks come from one blocked sweep
-//     per view and batch (coreset.Pool.CrossTo, then InsertCross, which recomputes
-//     them if a landmark deletion earlier in the batch changed the landmarks), with
-//     the bits Insert would compute, so the pool does not depend on batching.
-//  4. Commit one storage transaction holding, for the whole batch: the points
-//     (PutPoint; the label when given), the deletions (DeletePoint), the dead letters
-//     (Enqueue), the offset of every consumed message (SetOffset, valid or not), and
-//     when the pool changed its core (PutPoolState) and each upserted point's record
-//     (PutPoolPoint; see "Pool state"). Offsets therefore never
-//     advance without the state they describe, and a crash before the commit leaves
-//     the batch unconsumed; batches amortize the commit's fsync.
-//  5. After a commit that deleted stored points, Store.Compact erases their raw bytes
-//     (storage holds back every later outbox entry until then; on start, NewIngest
-//     compacts a deletion committed just before a crash). Deletions also write their
-//     pending audit records in step 4 and call the hooks (see "Deletions and audits").
-//
-// Apply returns an error only for failures of the daemon (store, context, an internal
-// inconsistency), never for bad input, and then the batch counts as not consumed. A
-// failure after step 3 has begun leaves the in-memory pool ahead of the store: the
-// Ingest is then broken (ErrBroken on every later call) and its owner builds a new one
-// with NewIngest, which restores the last committed state.
-//
-// # Restart
-//
-// NewIngest restores the pool from the stored pool state and per-point records
-// (refusing one written for another model, sketch, seed or pool budget, see
-// Features.Fingerprint, or whose records disagree with the stored points; see "Pool
-// state") and Ingest.Start is the reader's
-// stream.StartFunc, reading the stored offsets: consumption resumes at the last
-// applied offset + 1 of each partition.
-//
-// # Determinism
-//
-// A point's features depend only on (configured seed, model, id, x): the views come
-// from the augmenter streams "dataset/view/<id>/<v>", the sketch from
-// "entk/heads/fit" and "entk/srht/fit", and a batch row is bit-identical to a
-// sequential computation. The pool is updated per message in apply order, so the
-// stored pool state is a function of the message sequence and of where Sync was
-// called, not of how the sequence was cut into batches (core and per-point records
-// tested byte for byte with batch sizes 1, 7, 64 and all). Messages of different partitions interleave in
-// arrival order, which Kafka does not fix; the served landmarks after a Sync do not
-// depend on it (batch greedy over the stored points in id order), the certificate's
-// running sums between syncs may differ in the last bits.
-//
-// # Sync
-//
-// Ingest.Sync re-selects both pools by batch greedy over all stored points
-// (coreset.Pool.Sync) and persists the result (the core and every point's record). Its coreset.FeatureSource (cacheSource)
-// serves the features cached at ingest and recomputes the others from the cached raw
-// inputs (bit-identical). It is the only O(n) operation. The daemon does not call it:
-// its supervisor computes the same sync in the background and adopts it (see "Refits
-// and model versions"). Between syncs the certificate is a valid bound; the served
-// landmarks after a sync are batch greedy over the stored points, whatever the schedule
-// was.
-//
-// # Point cache
-//
-// The Ingest keeps every stored point's input and label in memory, and the features of
-// both views computed at ingest (pointCache, up to cacheBudget bytes): syncs and refits
-// need them for all points, and recomputing ψ is the expensive part. After a restart the
-// features are recomputed lazily. Memory is 8·(D + 2q) bytes per point.
-//
-// # Pool state
-//
-// The pool is persisted in two parts, so that an applied batch writes O(batch + m²)
-// bytes whatever the number n of stored points (DESIGN.md section 4: per-event work
-// must not grow with n outside scheduled sweeps):
-//
-//   - the core, storage.PoolState{Schema: PoolSchema (3), Data}: coreset.Pool.CoreState
-//     of both views, rewritten by every batch that changed the pool (O(m q + m²) time,
-//     O(m²) bytes);
-//   - one record per stored point in the store's poolpoints bucket (Tx.PutPoolPoint,
-//     keyed by the point id, removed with the point by Tx.DeletePoint), written only
-//     when it changes.
-//
-// Which records change (documented by coreset.Pool.Generation, checked by coreset's
-// TestRecordChangesAreLocal): Insert creates only the inserted point's record; Delete
-// drops only the deleted point's (deleting a landmark leaves the other points' stored
-// residuals as they were, lower bounds until the next sync); an Adopt, or a Sync that
-// does work, rewrites every point's residual. So Apply writes the record of each
-// upserted point (putRecord; nothing for deletes), and Ingest.Sync and the adoption of a
-// background sync rewrite all n records in the same transaction as the core (the
-// scheduled O(n) sweep, putAllRecords, in id order).
-//
-// The byte layouts of schemas 3, 2 and 1 are in storage/FORMAT.md "Pool state".
-//
-// Restore (NewIngest) reads the core and every record (O(n), once), refuses a store
-// whose records do not match its points one to one (a count that differs, a record of
-// an id that is not stored, records without a core) with ErrPoolState naming the
-// counts or the id, and restores each view with State.Points built from the records.
-// Schema 2, written before, held the records inside the blob (O(n) bytes and an
-// O(n log n) sort per batch); it is still read, and NewIngest converts such a store at
-// once (core and all records in one transaction), so a schema 3 core is never stored
-// without its records. Schema 1 (which also held the landmark features) is refused.
-//
-// Measured (BenchmarkPoolPersist, q = 32, m = 8, batches of 256 upserts, no fsync,
-// medians of 3 runs; bytes are what bbolt hands to write(2) per commit, pages
-// included): with fresh increasing ids, schema 3 writes 97 KB per batch at n ≈ 2,000 to
-// 4,600 and 104 KB at n ≈ 20,000 to 22,800, against 267 KB and 1.29 MB for schema 2
-// (2.7× and 12×), and persists in 4.4× and 12× less time. Upserts of random stored ids
-// are the worst case for page locality: each record then dirties its own 4 KiB page of
-// the poolpoints bucket, as each point does in the points bucket, so schema 3 writes
-// about as much as schema 2 at n = 2,000 (487 KB against 464 KB) and less from there
-// on (1.71 MB against 2.10 MB at 20,000; schema 3's bytes are bounded by the pages of
-// 2·batch keys, schema 2's grow with n), in 2.0× and 4.1× less time. Keeping the record
-// inside the point value (storage.Point.Cert) would save those pages for upserts (the
-// benchmark's B_base: 352 KB and 976 KB), but a resync would then rewrite every
-// point's raw input (8·D bytes each, 6 KB for MNIST) instead of a 32-byte record.
-//
-// # Ownership and concurrency
-//
-// An Ingest owns its pool and is driven from one goroutine (Reader.Run calls Handle
-// on its own goroutine only); it starts no goroutines except entk's, which entk joins
-// before returning. The *storage.Store is the caller's and must outlive the Ingest;
-// Start only reads it and may be called from any goroutine. Messages handed to Apply
-// are not modified, and no reference to them is kept after Apply returns. Features is
-// immutable and safe for concurrent use. Logs go to the zerolog.Logger given to
-// NewIngest, with fields topic, partition, offset, reason.
+// Package internal/ingest holds the training state (ingest.State: the stored points'
+// cache, the two-view landmark pool, the pending deletions) and applies each batch of
+// cairn.train in one transaction; its doc.go states the batch semantics, the restart,
+// the point cache and the pool's storage. The daemon drives it from the training
+// reader under train.mu, installs the hooks that mask a leaving landmark in the serving
+// model and audit a deletion of an unknown id, rebuilds it from the store when a failed
+// commit breaks it (ErrBroken), and snapshots it for refits and background syncs.
 package daemon

@@ -23,6 +23,7 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
@@ -392,7 +393,7 @@ func TestEndToEnd(t *testing.T) {
 			break
 		}
 	}
-	victimX := slices.Clone(r.d.train.cache.Load().get(victim).x)
+	victimX := slices.Clone(r.d.train.cache.Load().Get(victim).X)
 	before := r.d.Status().Model
 	produceMsgs(t, r.d.Brokers(), []stream.Message{
 		deleteMsg(t, tp.Train, victim, "del-landmark"),
@@ -431,7 +432,7 @@ func TestEndToEnd(t *testing.T) {
 	if pa.WasLandmark || pa.ModelAfter <= before {
 		t.Errorf("non-landmark audit %+v", pa)
 	}
-	var ub auditBody
+	var ub ingest.AuditBody
 	if err := json.Unmarshal([]byte(ua.Body), &ub); err != nil || ub.Known || ua.ModelAfter != ua.ModelBefore {
 		t.Errorf("unknown-id audit %+v (body %v): want known=false and no refit", ua, err)
 	}

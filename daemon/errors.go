@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 
+	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/serving"
 )
@@ -14,16 +15,12 @@ var (
 	// does not parse, a sketch or pool budget out of range, limits beyond what storage
 	// accepts). It is pipeline.ErrConfig, so feature and fit settings match it too.
 	ErrConfig = pipeline.ErrConfig
-	// ErrPoolState reports a stored pool state that cannot be restored: unknown schema,
-	// malformed blob, a pool built for another model or budget, or a pool whose points
-	// disagree with the stored points.
-	ErrPoolState = errors.New("daemon: unusable stored pool state")
-	// ErrBroken is returned by every Ingest method after an internal failure left the
-	// in-memory pool ahead of the store (a failed transaction or pool update). The
-	// owner discards the Ingest and builds a new one, which restores from the store.
-	ErrBroken = errors.New("daemon: ingest must be rebuilt from the store")
-	// ErrSyncSource reports a Sync that asked for a point the store does not hold.
-	ErrSyncSource = errors.New("daemon: sync asked for a point that is not stored")
+	// ErrPoolState, ErrBroken and ErrSyncSource are the ingest's (package
+	// internal/ingest): a stored pool state that cannot be restored, an ingest that must
+	// be rebuilt from the store, a sync that asked for a point that is not stored.
+	ErrPoolState  = ingest.ErrPoolState
+	ErrBroken     = ingest.ErrBroken
+	ErrSyncSource = ingest.ErrSyncSource
 )
 
 // ErrNoModel is returned by queries before the first model version exists.

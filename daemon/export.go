@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
@@ -48,7 +49,7 @@ func ExportStored(cfg config.Config, st *storage.Store, version uint64) (serving
 	if !ok {
 		return serving.ModelExport{}, fmt.Errorf("%w: the store holds no pool state", ErrNoModelExport)
 	}
-	fp, _, _, err := parsePool(ps)
+	fp, err := ingest.Fingerprint(ps)
 	if err != nil {
 		return serving.ModelExport{}, err
 	}

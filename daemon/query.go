@@ -158,12 +158,12 @@ type attributionExtra struct {
 func (d *Daemon) attribute(w *serving.Workspace, s *serving.Model, ev stream.QueryEvent) (stream.Attribution, error) {
 	x := ev.X
 	if ev.ID != "" {
-		e := d.train.cache.Load().get(ev.ID)
+		e := d.train.cache.Load().Get(ev.ID)
 		if e == nil {
 			return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnknownID, Field: "id",
 				Msg: fmt.Sprintf("no stored point %q", ev.ID)}
 		}
-		x = e.x
+		x = e.X
 	}
 	if s == nil {
 		return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "model",

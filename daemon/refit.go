@@ -15,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/fit"
+	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/rng"
 	"github.com/cairnhq/cairn/internal/serving"
@@ -22,33 +23,12 @@ import (
 	"github.com/cairnhq/cairn/stream"
 )
 
-// snapshot is the input of one refit or background sync, taken under the ingest lock:
-// the stored points (sorted ids and their immutable cache entries), the pool's
-// certificates, and the deletions awaiting their audit. A refit is a function of the snapshot alone (and the configuration), so
-// the model fitted on a set of points does not depend on how they arrived.
-type snapshot struct {
-	ids      []string
-	entries  []*cached
-	residual [2]coreset.ResidualCertificate
-	pending  []*deletionRecord
-	mark     int    // len(Daemon.removals) when taken
-	version  uint64 // Ingest.version when taken
-	taken    time.Time
-	reason   string
-}
-
-// snapshot captures the stored points; the caller holds the ingest lock.
-func (in *Ingest) snapshot() (*snapshot, error) {
-	ids := in.cache.ids()
-	if len(ids) != in.pool.A.Len() {
-		return nil, fmt.Errorf("%w: %d cached points, %d in the pool", ErrPoolState, len(ids), in.pool.A.Len())
-	}
-	s := &snapshot{ids: ids, entries: make([]*cached, len(ids)), residual: in.residuals(),
-		pending: slices.Clone(in.pending), taken: time.Now(), version: in.version}
-	for i, id := range ids {
-		s.entries[i] = in.cache.get(id)
-	}
-	return s, nil
+// job is one refit (reason set) or background sync (reason empty): the snapshot it
+// works on, and mark, len(serveState.removals) when it was taken.
+type job struct {
+	*ingest.Snapshot
+	mark   int
+	reason string
 }
 
 // fitted is a refit's outcome before it is committed.
@@ -63,38 +43,6 @@ type fitted struct {
 // hash of the id below frac, so a point's role never depends on arrival order.
 func isVal(seed uint64, id string, frac float64) bool {
 	return float64(rng.Seed(seed, "daemon/val/"+id)>>11)/(1<<53) < frac
-}
-
-// featureRows returns the fit-draw features of view v of the given entries (rows×q),
-// from the cache when present, else recomputed (bit-identically) on all cores, checking
-// ctx between chunks of syncChunk rows.
-func featureRows(ctx context.Context, f *pipeline.Features, ids []string, entries []*cached, v int) ([]float64, error) {
-	q, d := f.Dim(), f.InputDim()
-	out := make([]float64, len(ids)*q)
-	var miss []int
-	for i, e := range entries {
-		if fv := e.view(v); fv != nil {
-			copy(out[i*q:(i+1)*q], fv)
-		} else {
-			miss = append(miss, i)
-		}
-	}
-	for lo := 0; lo < len(miss); lo += syncChunk {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		hi := min(lo+syncChunk, len(miss))
-		views := make([]float64, (hi-lo)*d)
-		buf := make([]float64, (hi-lo)*q)
-		for r, i := range miss[lo:hi] {
-			f.ViewTo(views[r*d:(r+1)*d], entries[i].x, ids[i], v)
-		}
-		f.FeaturesTo(buf, views, hi-lo)
-		for r, i := range miss[lo:hi] {
-			copy(out[i*q:(i+1)*q], buf[r*q:(r+1)*q])
-		}
-	}
-	return out, nil
 }
 
 // synced is batch greedy pivoted Cholesky of both views over a snapshot (coreset
@@ -120,18 +68,18 @@ func (sy *synced) residual(v int) certify.Residual {
 // lock (the O(n q m) work, DESIGN.md section 4), then installs the result in the pool
 // if no point was applied since the snapshot (Ingest.adopt); otherwise the pool stays
 // as it is (a valid bound) and a later sync catches up.
-func (d *Daemon) syncSnapshot(ctx context.Context, snap *snapshot) (*synced, error) {
-	n, q := len(snap.ids), d.feat.Dim()
+func (d *Daemon) syncSnapshot(ctx context.Context, snap *job) (*synced, error) {
+	n, q := len(snap.IDs), d.feat.Dim()
 	sy := &synced{}
 	for v := range 2 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		var err error
-		if sy.g[v], err = featureRows(ctx, d.feat, snap.ids, snap.entries, v); err != nil {
+		if sy.g[v], err = ingest.FeatureRows(ctx, d.feat, snap.IDs, snap.Entries, v); err != nil {
 			return nil, err
 		}
-		m, opt, err := d.pcfg.Plan(snap.ids, sy.g[v])
+		m, opt, err := d.pcfg.Plan(snap.IDs, sy.g[v])
 		if err != nil {
 			return nil, err
 		}
@@ -142,12 +90,12 @@ func (d *Daemon) syncSnapshot(ctx context.Context, snap *snapshot) (*synced, err
 	}
 	d.train.mu.Lock()
 	defer d.train.mu.Unlock()
-	switch err := d.train.ingest.adopt(snap.version, snap.ids, sy.g, sy.m, sy.res); {
+	switch err := d.train.ingest.Adopt(snap.Version, snap.IDs, sy.g, sy.m, sy.res); {
 	case err == nil:
 		d.train.lastSyncN = n
 		d.publishPool()
 		d.emitStatus("certificate", d.certificateStatus("sync"))
-	case errors.Is(err, errChanged):
+	case errors.Is(err, ingest.ErrChanged):
 		d.log.Debug().Msg("points changed during the sync; the pool stays stale")
 	default:
 		return nil, err
@@ -176,15 +124,15 @@ func (sy *synced) landmarks(ids []string, q int) (lids []string, views []byte, l
 // points, and the fit recipe (pipeline.RecipeOf, the same as cairnctl fit's) on
 // all cores. It then builds the serving form: the evaluation draw and the audit
 // blocks.
-func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, sy *synced, version uint64) (*fitted, error) {
+func (d *Daemon) fitSnapshot(ctx context.Context, snap *job, sy *synced, version uint64) (*fitted, error) {
 	cfg, f := d.cfg, d.feat
 	seed := cfg.Model.Seed
 	q := f.Dim()
-	index := make(map[string]int, len(snap.ids))
-	for i, id := range snap.ids {
+	index := make(map[string]int, len(snap.IDs))
+	for i, id := range snap.IDs {
 		index[id] = i
 	}
-	lids, views, lrows, lf := sy.landmarks(snap.ids, q)
+	lids, views, lrows, lf := sy.landmarks(snap.IDs, q)
 	mm := len(lids)
 	if mm < 2 {
 		return nil, fmt.Errorf("daemon: refit: %d landmarks, need at least 2", mm)
@@ -193,7 +141,7 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, sy *synced, ve
 
 	// Training and validation rows.
 	var tr, va []int
-	for i, id := range snap.ids {
+	for i, id := range snap.IDs {
 		if isVal(seed, id, cfg.Fit.ValFraction) {
 			va = append(va, i)
 		} else {
@@ -216,13 +164,13 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, sy *synced, ve
 		k.Mul(mat.NewDense(len(rows), q, g), lm.T())
 		return k
 	}
-	trIDs, _ := pick(snap.ids, snap.entries, tr)
+	trIDs, _ := pick(snap.IDs, snap.Entries, tr)
 	prob := &fit.Problem{KA: against(tr, 0), KB: against(tr, 1), IDs: trIDs, Kmm: mat.NewDense(mm, mm, nil)}
 	prob.Kmm.Mul(lm, lm.T())
 	var valLabels []int
 	if va != nil {
 		prob.Val.K, prob.Val.KB = against(va, 0), against(va, 1)
-		valLabels = labelsOf(snap.entries, va)
+		valLabels = labelsOf(snap.Entries, va)
 		prob.Val.Labels = valLabels
 	}
 	if err := ctx.Err(); err != nil {
@@ -242,11 +190,11 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, sy *synced, ve
 
 	out := &fitted{}
 	out.meta = serving.Meta{
-		ViewA: len(lrows[0]), KernelScale: scale, Points: len(snap.ids), Train: len(tr), Val: len(va),
+		ViewA: len(lrows[0]), KernelScale: scale, Points: len(snap.IDs), Train: len(tr), Val: len(va),
 		Loss: rec.Loss.String(), Init: rec.Init.String(), Fits: cfg.Fit.Fits, SelectedBy: f0.SelectedBy,
 		BestEpoch: f0.BestEpoch, Epochs: f0.Epochs,
 		Residual: [2]certify.Residual{sy.residual(0), sy.residual(1)},
-		ID:       serving.ModelID(lids, views, f0.A, f0.B), PointsHash: pointsHash(snap.ids, snap.entries),
+		ID:       serving.ModelID(lids, views, f0.A, f0.B), PointsHash: ingest.PointsHash(snap.IDs, snap.Entries),
 	}
 	meta, err := json.Marshal(out.meta)
 	if err != nil {
@@ -255,7 +203,7 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, sy *synced, ve
 	out.model = storage.Model{Version: version, Landmarks: lids, A: dense(f0.A), A0: dense(f0.A0),
 		B: storage.Matrix{Rows: 1, Cols: len(f0.B), Data: slices.Clone(f0.B)}, Meta: meta}
 	si := serving.Input{
-		Version: version, Points: len(snap.ids), LandmarkIDs: lids, Views: views,
+		Version: version, Points: len(snap.IDs), LandmarkIDs: lids, Views: views,
 		A: f0.A, B: f0.B, Scale: scale, Residual: out.meta.Residual, ID: out.meta.ID,
 		LandmarkX: make([]float64, mm*f.InputDim()),
 	}
@@ -264,7 +212,7 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, sy *synced, ve
 		if views[l] == 'B' {
 			v = 1
 		}
-		d.feat.ViewTo(si.LandmarkX[l*f.InputDim():(l+1)*f.InputDim()], snap.entries[index[id]].x, id, v)
+		d.feat.ViewTo(si.LandmarkX[l*f.InputDim():(l+1)*f.InputDim()], snap.Entries[index[id]].X, id, v)
 	}
 	si.Omega = serving.Scaled(f0.Omega, scale)
 	si.OmegaMean = serving.Scaled(rep.OmegaMean, scale)
@@ -274,12 +222,12 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, sy *synced, ve
 	}
 	// Audit blocks: labelled training rows as the reference set, labelled held-out
 	// rows as test points, each the first ones in a seeded id order.
-	refRows := auditRows(seed, "ref", snap, tr, cfg.Audit.Reference)
-	testRows := auditRows(seed, "test", snap, va, cfg.Audit.Test)
+	refRows := auditRows(seed, "ref", snap.Snapshot, tr, cfg.Audit.Reference)
+	testRows := auditRows(seed, "test", snap.Snapshot, va, cfg.Audit.Test)
 	if len(refRows) >= 2 && len(testRows) >= 1 {
 		si.KRef = rowsOf(prob.KA, tr, refRows)
 		si.KTest = rowsOf(prob.Val.K, va, testRows)
-		si.RefLabels = labelsOf(snap.entries, refRows)
+		si.RefLabels = labelsOf(snap.Entries, refRows)
 	}
 	if out.serv, err = d.newServing(si); err != nil {
 		return nil, err
@@ -288,9 +236,9 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *snapshot, sy *synced, ve
 }
 
 // pick returns the ids and entries of the given rows.
-func pick(ids []string, entries []*cached, rows []int) ([]string, []*cached) {
+func pick(ids []string, entries []*ingest.Entry, rows []int) ([]string, []*ingest.Entry) {
 	oi := make([]string, len(rows))
-	oe := make([]*cached, len(rows))
+	oe := make([]*ingest.Entry, len(rows))
 	for r, i := range rows {
 		oi[r], oe[r] = ids[i], entries[i]
 	}
@@ -299,28 +247,28 @@ func pick(ids []string, entries []*cached, rows []int) ([]string, []*cached) {
 
 // labelsOf returns the labels of the rows, or nil unless every one has a non-negative
 // label (k-NN needs classes).
-func labelsOf(entries []*cached, rows []int) []int {
+func labelsOf(entries []*ingest.Entry, rows []int) []int {
 	out := make([]int, len(rows))
 	for r, i := range rows {
 		e := entries[i]
-		if !e.hasLab || e.label < 0 {
+		if !e.HasLabel || e.Label < 0 {
 			return nil
 		}
-		out[r] = int(e.label)
+		out[r] = int(e.Label)
 	}
 	return out
 }
 
 // auditRows picks up to n labelled rows of candidates, first by the seeded key
 // "daemon/audit/<role>/<id>", returned in increasing row order.
-func auditRows(seed uint64, role string, snap *snapshot, candidates []int, n int) []int {
+func auditRows(seed uint64, role string, snap *ingest.Snapshot, candidates []int, n int) []int {
 	var c []int
 	for _, i := range candidates {
-		if e := snap.entries[i]; e.hasLab && e.label >= 0 {
+		if e := snap.Entries[i]; e.HasLabel && e.Label >= 0 {
 			c = append(c, i)
 		}
 	}
-	key := func(i int) uint64 { return rng.Seed(seed, "daemon/audit/"+role+"/"+snap.ids[i]) }
+	key := func(i int) uint64 { return rng.Seed(seed, "daemon/audit/"+role+"/"+snap.IDs[i]) }
 	sort.Slice(c, func(a, b int) bool { return key(c[a]) < key(c[b]) })
 	c = c[:min(n, len(c))]
 	sort.Ints(c)
@@ -362,8 +310,8 @@ func (d *Daemon) newServing(in serving.Input) (*serving.Model, error) {
 // transaction (model, fit statistics, audits, pending records removed, a status event),
 // then the new serving model is installed with the landmarks removed since the
 // snapshot masked.
-func (d *Daemon) refit(ctx context.Context, snap *snapshot) error {
-	if len(snap.ids) < d.cfg.Refit.MinPoints {
+func (d *Daemon) refit(ctx context.Context, snap *job) error {
+	if len(snap.IDs) < d.cfg.Refit.MinPoints {
 		return d.auditWithoutModel(snap)
 	}
 	start := time.Now()
@@ -390,13 +338,13 @@ func (d *Daemon) refit(ctx context.Context, snap *snapshot) error {
 	// Deletion effects, before the write transaction: on the model each deletion was
 	// applied to, or, after a restart, on the model serving now.
 	cur := d.serve.model.Load()
-	for _, rec := range snap.pending {
-		base := rec.before
+	for _, rec := range snap.Pending {
+		base := rec.Before
 		if base == nil {
 			base = cur
 		}
 		if base != nil && rec.Known {
-			rec.effect = base.DeletionEffect(rec.ID, rec.Request, d.cfg.Audit.Random, d.cfg.Model.Seed)
+			rec.Effect = base.DeletionEffect(rec.ID, rec.Request, d.cfg.Audit.Random, d.cfg.Model.Seed)
 		}
 	}
 	done := time.Now()
@@ -404,7 +352,7 @@ func (d *Daemon) refit(ctx context.Context, snap *snapshot) error {
 	status := map[string]any{
 		"version": version, "id": ft.meta.ID, "points": ft.meta.Points, "train": ft.meta.Train,
 		"val": ft.meta.Val, "reason": snap.reason, "seconds": secs, "selected_by": ft.meta.SelectedBy,
-		"best_epoch": ft.meta.BestEpoch, "residual": ft.meta.Residual, "audits": len(snap.pending),
+		"best_epoch": ft.meta.BestEpoch, "residual": ft.meta.Residual, "audits": len(snap.Pending),
 	}
 	sdata, err := json.Marshal(status)
 	if err != nil {
@@ -432,8 +380,8 @@ func (d *Daemon) refit(ctx context.Context, snap *snapshot) error {
 				return err
 			}
 		}
-		for _, rec := range snap.pending {
-			a, err := appendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, ft.serv, done)
+		for _, rec := range snap.Pending {
+			a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, ft.serv, done)
 			if err != nil {
 				return err
 			}
@@ -450,9 +398,9 @@ func (d *Daemon) refit(ctx context.Context, snap *snapshot) error {
 	}
 	d.install(ft.serv, snap.mark)
 	d.train.mu.Lock()
-	d.train.ingest.dropPending(snap.pending)
+	d.train.ingest.DropPending(snap.Pending)
 	d.publishPool()
-	d.train.lastFit = fitBaseline{points: len(snap.ids), landmarks: ft.model.Landmarks}
+	d.train.lastFit = fitBaseline{points: len(snap.IDs), landmarks: ft.model.Landmarks}
 	if k := ft.meta.Residual[0].TraceK + ft.meta.Residual[1].TraceK; k > 0 {
 		d.train.lastFit.ratio = (ft.meta.Residual[0].TraceR + ft.meta.Residual[1].TraceR) / k
 	}
@@ -460,7 +408,7 @@ func (d *Daemon) refit(ctx context.Context, snap *snapshot) error {
 	d.refits.count.Add(1)
 	d.refits.secs.Store(math.Float64bits(secs))
 	d.metrics.ObserveRefit(secs, nil)
-	for _, rec := range snap.pending {
+	for _, rec := range snap.Pending {
 		d.metrics.ObserveAudit(time.Since(rec.Applied).Seconds())
 	}
 	d.log.Info().Uint64("model", version).Str("model_id", ft.meta.ID).Int("points", ft.meta.Points).
@@ -476,9 +424,4 @@ func ratioOf(c [2]coreset.ResidualCertificate) float64 {
 		return 0
 	}
 	return (c[0].Trace + c[1].Trace) / k
-}
-
-// dropPending forgets the pending records that were audited.
-func (in *Ingest) dropPending(done []*deletionRecord) {
-	in.pending = slices.DeleteFunc(in.pending, func(r *deletionRecord) bool { return slices.Contains(done, r) })
 }

@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/certify"
+	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
@@ -75,7 +76,7 @@ func (d *Daemon) runRefits(ctx context.Context) error {
 
 // nextJob returns the snapshot of the next refit (reason set) or background sync
 // (reason empty), or nil when nothing is due.
-func (d *Daemon) nextJob(ctx context.Context) (*snapshot, error) {
+func (d *Daemon) nextJob(ctx context.Context) (*job, error) {
 	d.train.mu.Lock()
 	defer d.train.mu.Unlock()
 	in := d.train.ingest
@@ -86,17 +87,17 @@ func (d *Daemon) nextJob(ctx context.Context) (*snapshot, error) {
 	if reason == "" && !d.syncDue(ctx) {
 		return nil, nil
 	}
-	snap, err := in.snapshot()
+	s, err := in.Snapshot()
 	if err != nil {
 		return nil, err
 	}
+	snap := &job{Snapshot: s, reason: reason}
 	d.serve.mu.Lock()
 	snap.mark = len(d.serve.removals)
 	d.serve.mu.Unlock()
-	snap.reason = reason
 	if reason != "" {
-		d.emitStatus("drift", map[string]any{"reason": reason, "changes": d.train.changes, "points": len(snap.ids),
-			"pending_deletions": len(snap.pending), "residual_ratio": ratioOf(snap.residual),
+		d.emitStatus("drift", map[string]any{"reason": reason, "changes": d.train.changes, "points": len(snap.IDs),
+			"pending_deletions": len(snap.Pending), "residual_ratio": ratioOf(snap.Residual),
 			"residual_ratio_at_last_fit": d.train.lastFit.ratio})
 		d.train.changes = 0
 	}
@@ -120,7 +121,7 @@ func (d *Daemon) syncDue(ctx context.Context) bool {
 	}
 	a, b := in.Certificates()
 	if !a.Exact || !b.Exact {
-		return !(d.cfg.Refit.OnDelete && len(in.pending) > 0)
+		return !(d.cfg.Refit.OnDelete && in.PendingCount() > 0)
 	}
 	return in.Len() >= 2*max(d.train.lastSyncN, 1) && d.caughtUp(ctx)
 }
@@ -128,7 +129,7 @@ func (d *Daemon) syncDue(ctx context.Context) bool {
 // certificateStatus is the data of a "certificate" status event: the pool's residual
 // certificate per view (d.train.mu held).
 func (d *Daemon) certificateStatus(why string) map[string]any {
-	r := d.train.ingest.residuals()
+	r := d.train.ingest.Residuals()
 	return map[string]any{"why": why, "points": d.train.ingest.Len(),
 		"residual": [2]certify.Residual{serving.ResidualOf(r[0]), serving.ResidualOf(r[1])}, "stale": [2]bool{r[0].Stale, r[1].Stale}}
 }
@@ -146,7 +147,7 @@ func (d *Daemon) emitStatus(kind string, data any) {
 // d.train.mu is held.
 func (d *Daemon) refitReason(ctx context.Context) string {
 	r, in, now := d.cfg.Refit, d.train.ingest, time.Now()
-	if n := len(in.pending); n > 0 && r.OnDelete && now.Sub(in.pending[n-1].Applied) >= r.DeleteDebounce {
+	if last := in.LastPending(); last != nil && r.OnDelete && now.Sub(last.Applied) >= r.DeleteDebounce {
 		return "deletion" // deletions within the debounce share this refit
 	}
 	if in.Len() < r.MinPoints {
@@ -177,7 +178,7 @@ func (d *Daemon) refitReason(ctx context.Context) string {
 		}
 	}
 	if r.ResidualIncrease > 0 && d.train.changes > 0 && d.train.lastFit.ratio > 0 &&
-		ratioOf(in.residuals())/d.train.lastFit.ratio-1 >= r.ResidualIncrease {
+		ratioOf(in.Residuals())/d.train.lastFit.ratio-1 >= r.ResidualIncrease {
 		return "residual_increase"
 	}
 	if idle {
@@ -198,7 +199,7 @@ func (d *Daemon) caughtUp(ctx context.Context) bool {
 		return false
 	}
 	for part, end := range ends {
-		last, ok := d.train.ingest.last[partition{topic, part}]
+		last, ok := d.train.ingest.Applied(topic, part)
 		if end > 0 && (!ok || last+1 < end) {
 			return false
 		}
@@ -208,11 +209,11 @@ func (d *Daemon) caughtUp(ctx context.Context) bool {
 
 // auditWithoutModel answers pending deletions when too few points are left to fit:
 // the audits say model_after 0 and the serving model is withdrawn.
-func (d *Daemon) auditWithoutModel(snap *snapshot) error {
+func (d *Daemon) auditWithoutModel(snap *job) error {
 	done := time.Now()
 	err := d.store.Apply(func(tx *storage.Tx) error {
-		for _, rec := range snap.pending {
-			if _, err := appendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, nil, done); err != nil {
+		for _, rec := range snap.Pending {
+			if _, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, nil, done); err != nil {
 				return err
 			}
 			if _, err := tx.DeletePending(rec.Seq); err != nil {
@@ -220,7 +221,7 @@ func (d *Daemon) auditWithoutModel(snap *snapshot) error {
 			}
 		}
 		return statusEvent(tx, d.cfg.Kafka.Topics.Status, "model", map[string]any{
-			"version": 0, "points": len(snap.ids), "reason": "fewer stored points than refit.min_points: no model"})
+			"version": 0, "points": len(snap.IDs), "reason": "fewer stored points than refit.min_points: no model"})
 	})
 	if err != nil {
 		return err
@@ -231,7 +232,7 @@ func (d *Daemon) auditWithoutModel(snap *snapshot) error {
 	d.serve.mu.Unlock()
 	d.metrics.SetModel(0, 0)
 	d.train.mu.Lock()
-	d.train.ingest.dropPending(snap.pending)
+	d.train.ingest.DropPending(snap.Pending)
 	d.publishPool()
 	d.train.mu.Unlock()
 	return nil
@@ -261,8 +262,8 @@ func (d *Daemon) loadServing() (*serving.Model, string, error) {
 	}
 	cache := d.train.cache.Load()
 	rm, err := serving.Restore(d.feat, m, func(id string) ([]float64, bool) {
-		if e := cache.get(id); e != nil {
-			return e.x, true
+		if e := cache.Get(id); e != nil {
+			return e.X, true
 		}
 		return nil, false
 	})
@@ -285,18 +286,15 @@ func (d *Daemon) loadServing() (*serving.Model, string, error) {
 			lf = append(lf, make([]float64, d.feat.Dim())...)
 			continue
 		}
-		row, err := featureRows(context.Background(), d.feat, []string{id}, []*cached{cache.get(id)}, rm.View(l))
+		row, err := ingest.FeatureRows(context.Background(), d.feat, []string{id}, []*ingest.Entry{cache.Get(id)}, rm.View(l))
 		if err != nil {
 			return nil, "", err
 		}
 		lf = append(lf, row...)
 	}
 	// Audit blocks from the points stored now, as a refit picks them.
-	ids := cache.ids()
-	snap := &snapshot{ids: ids, entries: make([]*cached, len(ids))}
-	for i, id := range ids {
-		snap.entries[i] = cache.get(id)
-	}
+	snap := ingest.SnapshotOf(cache)
+	ids := snap.IDs
 	var tr, va []int
 	for i, id := range ids {
 		if isVal(d.cfg.Model.Seed, id, d.cfg.Fit.ValFraction) {
@@ -310,15 +308,15 @@ func (d *Daemon) loadServing() (*serving.Model, string, error) {
 	if len(refRows) >= 2 && len(testRows) >= 1 {
 		lm := mat.NewDense(mm, d.feat.Dim(), lf)
 		against := func(rows []int) *mat.Dense {
-			rid, ren := pick(ids, snap.entries, rows)
-			g, _ := featureRows(context.Background(), d.feat, rid, ren, 0) // no ctx: cannot fail
+			rid, ren := pick(ids, snap.Entries, rows)
+			g, _ := ingest.FeatureRows(context.Background(), d.feat, rid, ren, 0) // no ctx: cannot fail
 			k := mat.NewDense(len(rows), mm, nil)
 			k.Mul(mat.NewDense(len(rows), d.feat.Dim(), g), lm.T())
 			k.Scale(meta.KernelScale, k)
 			return k
 		}
 		si.KRef, si.KTest = against(refRows), against(testRows)
-		si.RefLabels = labelsOf(snap.entries, refRows)
+		si.RefLabels = labelsOf(snap.Entries, refRows)
 	}
 	s, err := d.newServing(si)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -135,7 +136,7 @@ func stateHash(t *testing.T, cfgPath string) string {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	h, err := daemon.StateHash(cfg, st)
+	h, err := ingest.StateHash(cfg, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func stateHash(t *testing.T, cfgPath string) string {
 // events (upserts, re-upserts, deletions and bad messages) sit in the broker; cairnd is
 // killed with SIGKILL at 24 seeded random moments while it ingests, restarted each
 // time, and finally left to quiesce and stopped with SIGTERM. Its state hash
-// (daemon.StateHash: points, offsets, served landmarks, latest model) must equal that
+// (ingest.StateHash: points, offsets, served landmarks, latest model) must equal that
 // of one uninterrupted run over the same messages: nothing lost, nothing applied twice.
 func TestKill9(t *testing.T) {
 	if testing.Short() {

@@ -1,4 +1,4 @@
-package daemon
+package ingest
 
 import (
 	"bytes"
@@ -287,7 +287,7 @@ func storedRecords(t testing.TB, st *storage.Store) []storedRecord {
 // checkPersisted: the store holds exactly the in-memory pool: the core blob of
 // encodePool and one record per stored point with the pool's PointState bits (the slow
 // reference: every record rebuilt from State).
-func checkPersisted(t *testing.T, in *Ingest, st *storage.Store, when string) {
+func checkPersisted(t *testing.T, in *State, st *storage.Store, when string) {
 	t.Helper()
 	ps := storedPool(t, st)
 	mem, err := encodePool(in.feat.Fingerprint(), in.pool)
@@ -382,16 +382,16 @@ func TestRestoreRejectsRecordMismatch(t *testing.T) {
 	ms := numbered(msgs(cfg.Kafka.Topics.Train, script(t, 30, "mm")))
 	for _, tc := range []struct {
 		name string
-		edit func(tx *storage.Tx, in *Ingest) error
+		edit func(tx *storage.Tx, in *State) error
 		want string
 	}{
-		{"point without record", func(tx *storage.Tx, _ *Ingest) error {
+		{"point without record", func(tx *storage.Tx, _ *State) error {
 			return tx.PutPoint(storage.Point{ID: "extra", X: make([]float64, 6)})
 		}, "per-point pool records"},
-		{"short record", func(tx *storage.Tx, in *Ingest) error {
-			return tx.PutPoolPoint(in.cache.ids()[2], make([]byte, coreset.PairRecordLen-1))
+		{"short record", func(tx *storage.Tx, in *State) error {
+			return tx.PutPoolPoint(in.cache.IDs()[2], make([]byte, coreset.PairRecordLen-1))
 		}, "bytes, want 32"},
-		{"schema 2 blob beside records", func(tx *storage.Tx, in *Ingest) error {
+		{"schema 2 blob beside records", func(tx *storage.Tx, in *State) error {
 			v2, err := encodePoolV2(in.feat.Fingerprint(), in.pool)
 			if err != nil {
 				return err
@@ -406,7 +406,7 @@ func TestRestoreRejectsRecordMismatch(t *testing.T) {
 			if err := st.Apply(func(tx *storage.Tx) error { return tc.edit(tx, in) }); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := NewIngest(cfg, st, testLogger(t)); !errors.Is(err, ErrPoolState) || !strings.Contains(err.Error(), tc.want) {
+			if _, err := New(cfg, st, testLogger(t)); !errors.Is(err, ErrPoolState) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("NewIngest: %v, want ErrPoolState containing %q", err, tc.want)
 			}
 			if _, err := StateHash(cfg, st); !errors.Is(err, ErrPoolState) {
@@ -424,7 +424,7 @@ func TestStateHashCoversRecords(t *testing.T) {
 	cfg := testConfig()
 	ms := numbered(msgs(cfg.Kafka.Topics.Train, script(t, 50, "hash")))
 	var stores []*storage.Store
-	var ins []*Ingest
+	var ins []*State
 	for _, size := range []int{1, len(ms)} {
 		st := tempStore(t)
 		in := newTestIngest(t, cfg, st)
@@ -439,7 +439,7 @@ func TestStateHashCoversRecords(t *testing.T) {
 	if err0 != nil || err1 != nil || h0 != h1 {
 		t.Fatalf("StateHash by batch size: %s, %v vs %s, %v", h0, err0, h1, err1)
 	}
-	pid := ins[1].cache.ids()[4]
+	pid := ins[1].cache.IDs()[4]
 	a, _ := ins[1].pool.A.PointState(pid)
 	b, _ := ins[1].pool.B.PointState(pid)
 	for _, tc := range []struct {

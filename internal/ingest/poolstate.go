@@ -1,4 +1,4 @@
-package daemon
+package ingest
 
 import (
 	"encoding/hex"
@@ -14,7 +14,7 @@ import (
 // AppendPairRecord). Schema 1 also held the landmarks' features (2·m·q floats, 16 MiB
 // per batch at the default m = 256, q = 4096) and is refused; schema 2 held one record
 // per stored point inside the blob (O(n) bytes per batch) and is still read, and
-// converted to schema 3 at restore (NewIngest); schema 3 keeps those records in the
+// converted to schema 3 at restore (New); schema 3 keeps those records in the
 // store's poolpoints bucket, one per point, written only when they change.
 const PoolSchema = 3
 
@@ -31,7 +31,7 @@ const fingerprintLen = 32
 func encodePool(fp string, pr *coreset.Pair) (storage.PoolState, error) {
 	w, err := hex.DecodeString(fp)
 	if err != nil || len(w) != fingerprintLen {
-		return storage.PoolState{}, fmt.Errorf("daemon: fingerprint %q is not %d hex bytes", fp, fingerprintLen)
+		return storage.PoolState{}, fmt.Errorf("ingest: fingerprint %q is not %d hex bytes", fp, fingerprintLen)
 	}
 	a, b := pr.A.CoreState(), pr.B.CoreState()
 	w, _ = a.AppendBinary(w)
@@ -48,7 +48,7 @@ func putRecord(tx *storage.Tx, pr *coreset.Pair, buf []byte, id string) ([]byte,
 	a, okA := pr.A.PointState(id)
 	b, okB := pr.B.PointState(id)
 	if okA != okB {
-		return buf, fmt.Errorf("daemon: point %q is in one view's pool only (a %v, b %v)", id, okA, okB)
+		return buf, fmt.Errorf("ingest: point %q is in one view's pool only (a %v, b %v)", id, okA, okB)
 	}
 	if !okA {
 		return buf, nil
@@ -61,12 +61,12 @@ func putRecord(tx *storage.Tx, pr *coreset.Pair, buf []byte, id string) ([]byte,
 // in key order): after an Adopt every residual changed. This is the O(n) part of a sync.
 func putAllRecords(tx *storage.Tx, pr *coreset.Pair, ids []string) error {
 	if len(ids) != pr.A.Len() {
-		return fmt.Errorf("daemon: %d ids for a pool of %d points", len(ids), pr.A.Len())
+		return fmt.Errorf("ingest: %d ids for a pool of %d points", len(ids), pr.A.Len())
 	}
 	var buf []byte
 	for _, id := range ids {
 		if !pr.A.Has(id) {
-			return fmt.Errorf("daemon: stored point %q is not in the pool", id)
+			return fmt.Errorf("ingest: stored point %q is not in the pool", id)
 		}
 		var err error
 		if buf, err = putRecord(tx, pr, buf, id); err != nil {
@@ -100,6 +100,13 @@ func readPool(tx *storage.ReadTx) (ps storage.PoolState, ok bool, recs []storedR
 // no Points (the records are stored beside the blob, see poolStates); schema 2 states
 // carry them. It refuses schema 1 and unknown schemas by number, and a malformed blob
 // naming the view, the field and its offset.
+// Fingerprint returns the feature-pipeline fingerprint a stored pool state was built
+// with (pipeline.Features.Fingerprint), or ErrPoolState when the blob does not parse.
+func Fingerprint(ps storage.PoolState) (string, error) {
+	fp, _, _, err := parsePool(ps)
+	return fp, err
+}
+
 func parsePool(ps storage.PoolState) (fp string, a, b coreset.State, err error) {
 	decode := coreset.DecodeState
 	switch ps.Schema {

@@ -1,4 +1,4 @@
-package daemon
+package ingest
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"github.com/cairnhq/cairn/internal/pipeline"
 )
 
-// pointCache keeps, for stored points, what a refit or a Sync needs without running the
+// Points keeps, for stored points, what a refit or a Sync needs without running the
 // backbone again: the raw input, the label and the fit-draw features of both views.
 // Entries are immutable once stored (a replaced point gets a new entry), so a reader may
 // keep an entry after the lock is released. The ingest path writes it; refits and Sync
@@ -17,30 +17,30 @@ import (
 //
 // Memory is 8·(D + 2q) bytes per point (about 70 KB for MNIST at h=4, s=1024); entries
 // beyond cacheBudget bytes are not kept, so a very large store degrades to recomputing.
-type pointCache struct {
+type Points struct {
 	mu    sync.RWMutex
-	m     map[string]*cached
+	m     map[string]*Entry
 	bytes int
 }
 
-// cached is one point's entry. Labels are -1 when absent.
-type cached struct {
-	x      []float64
-	label  int64
-	hasLab bool
-	fa, fb []float64 // nil when features are not cached (over budget)
+// Entry is one point's entry. Labels are -1 when absent.
+type Entry struct {
+	X        []float64 // the raw input
+	Label    int64
+	HasLabel bool
+	fa, fb   []float64 // nil when features are not Entry (over budget)
 }
 
 // cacheBudget bounds the feature bytes the cache keeps.
 const cacheBudget = 4 << 30
 
-func newPointCache() *pointCache { return &pointCache{m: map[string]*cached{}} }
+func newPoints() *Points { return &Points{m: map[string]*Entry{}} }
 
-func entryBytes(e *cached) int { return 8 * (len(e.x) + len(e.fa) + len(e.fb)) }
+func entryBytes(e *Entry) int { return 8 * (len(e.X) + len(e.fa) + len(e.fb)) }
 
 // put stores e for id, replacing any earlier entry. Features are dropped when the
 // budget is exhausted.
-func (c *pointCache) put(id string, e *cached) {
+func (c *Points) put(id string, e *Entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.m[id]; ok {
@@ -53,7 +53,7 @@ func (c *pointCache) put(id string, e *cached) {
 	c.m[id] = e
 }
 
-func (c *pointCache) del(id string) {
+func (c *Points) del(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.m[id]; ok {
@@ -62,21 +62,21 @@ func (c *pointCache) del(id string) {
 	}
 }
 
-func (c *pointCache) get(id string) *cached {
+func (c *Points) Get(id string) *Entry {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.m[id]
 }
 
 // len is the number of entries (equal to the stored points between ingest batches).
-func (c *pointCache) len() int {
+func (c *Points) Len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.m)
 }
 
-// ids returns the cached ids in increasing byte order.
-func (c *pointCache) ids() []string {
+// ids returns the Entry ids in increasing byte order.
+func (c *Points) IDs() []string {
 	c.mu.RLock()
 	out := make([]string, 0, len(c.m))
 	for id := range c.m {
@@ -87,46 +87,46 @@ func (c *pointCache) ids() []string {
 	return out
 }
 
-// cacheSource is the coreset.FeatureSource of one view for Pool.Sync: cached features
-// when present, else ψ recomputed from the cached input (bit-identical to ingest, as
+// cacheSource is the coreset.FeatureSource of one view for Pool.Sync: Entry features
+// when present, else ψ recomputed from the Entry input (bit-identical to ingest, as
 // Features is deterministic per (id, x)). Sync asks in id order; misses are computed
 // one at a time, which is the slow path after a restart.
 type cacheSource struct {
 	f     *pipeline.Features
-	c     *pointCache
+	c     *Points
 	view  int
 	views []float64
 }
 
-func newCacheSource(f *pipeline.Features, c *pointCache, view int) *cacheSource {
+func newCacheSource(f *pipeline.Features, c *Points, view int) *cacheSource {
 	return &cacheSource{f: f, c: c, view: view}
 }
 
 // FeaturesTo implements coreset.FeatureSource.
 func (s *cacheSource) FeaturesTo(dst []float64, id string) error {
-	e := s.c.get(id)
+	e := s.c.Get(id)
 	if e == nil {
 		return fmt.Errorf("%w: %q", ErrSyncSource, id)
 	}
-	if f := e.view(s.view); f != nil {
+	if f := e.View(s.view); f != nil {
 		copy(dst, f)
 		return nil
 	}
 	s.views = grow(s.views, s.f.InputDim())
-	s.f.ViewTo(s.views, e.x, id, s.view)
+	s.f.ViewTo(s.views, e.X, id, s.view)
 	s.f.FeaturesTo(dst, s.views, 1)
 	return nil
 }
 
-// view returns the cached features of view v (0 or 1), or nil.
-func (e *cached) view(v int) []float64 {
+// view returns the Entry features of view v (0 or 1), or nil.
+func (e *Entry) View(v int) []float64 {
 	if v == 0 {
 		return e.fa
 	}
 	return e.fb
 }
 
-// syncChunk is how many points featureRows featurizes per parallel batch: large enough
+// syncChunk is how many points FeatureRows featurizes per parallel batch: large enough
 // to keep both cores busy, small enough that the buffer (chunk×q) stays far below the
 // n×q matrices a refit builds anyway.
 const syncChunk = 256

@@ -1,4 +1,4 @@
-package daemon
+package ingest
 
 import (
 	"context"
@@ -19,11 +19,11 @@ import (
 	"github.com/cairnhq/cairn/stream"
 )
 
-// Ingest applies batches of cairn.train messages to the store and the two-view
-// landmark pool (DESIGN.md sections 3 and 4). It owns the pool; see doc.go "Ingest" for
-// the batch semantics. An Ingest is not safe for concurrent use: one goroutine (the
+// State applies batches of cairn.train messages to the store and the two-view
+// landmark pool (DESIGN.md sections 3 and 4). It owns the pool; see doc.go "Apply" for
+// the batch semantics. A State is not safe for concurrent use: one goroutine (the
 // stream.Reader's Run, through Handle) drives it.
-type Ingest struct {
+type State struct {
 	store *storage.Store
 	feat  *pipeline.Features
 	pool  *coreset.Pair
@@ -34,12 +34,12 @@ type Ingest struct {
 	log   zerolog.Logger
 
 	// cache holds every stored point's input and label, and the features computed at
-	// ingest (see pointCache); hooks connect deletions to the serving model and audits.
-	cache *pointCache
-	hooks hooks
+	// ingest (see Points); hooks connect deletions to the serving model and audits.
+	cache *Points
+	hooks Hooks
 	// pending are the applied deletions of stored points whose audit is not emitted yet
 	// (mirrored from the store's pending bucket), in seq order; pendSeq is the last seq.
-	pending []*deletionRecord
+	pending []*Deletion
 	pendSeq uint64
 	// version counts the batches that changed the stored points: a sync computed in the
 	// background from a snapshot is adopted only if it is unchanged.
@@ -75,32 +75,33 @@ const (
 	opDelete               // remove from store and pool
 )
 
-// hooks let the owner of an Ingest see deletions as they are applied (all optional).
-type hooks struct {
-	// removing is called, before the batch commits, with the stored ids that leave the
+// Hooks let the owner of a State see deletions as they are applied (all optional).
+// They are called on the goroutine that calls Apply.
+type Hooks struct {
+	// Removing is called, before the batch commits, with the stored ids that leave the
 	// pool in it (deleted, or replaced by an upsert): the serving model drops their
 	// landmark terms at once, so no answer committed after the deletion names them.
-	removing func(ids []string)
-	// describe fills in the deletion record what the serving model says about the id
+	Removing func(ids []string)
+	// Describe fills in the deletion record what the serving model says about the id
 	// (its version, whether the id is one of its unmasked landmarks).
-	describe func(rec *deletionRecord)
-	// unknown writes, inside the batch transaction, the audit of a deletion of an id
+	Describe func(rec *Deletion)
+	// Unknown writes, inside the batch transaction, the audit of a deletion of an id
 	// that is not stored (nothing to refit, so it is answered at once).
-	unknown func(tx *storage.Tx, rec *deletionRecord) error
+	Unknown func(tx *storage.Tx, rec *Deletion) error
 }
 
 type op struct {
 	kind opKind
 	msg  stream.Message
 	ev   stream.TrainEvent
-	row  int             // upsert: row in ids/xs and pair of rows in feats
-	dead stream.Message  // dead letter to enqueue
-	rej  error           // why it was rejected
-	had  bool            // delete: the pool held the id
-	rec  *deletionRecord // delete: the audit record
+	row  int            // upsert: row in ids/xs and pair of rows in feats
+	dead stream.Message // dead letter to enqueue
+	rej  error          // why it was rejected
+	had  bool           // delete: the pool held the id
+	rec  *Deletion      // delete: the audit record
 }
 
-// Stats are cumulative counts since the Ingest was built.
+// Stats are cumulative counts since the State was built.
 type Stats struct {
 	Batches     uint64 `json:"batches"`      // committed transactions
 	Upserts     uint64 `json:"upserts"`      // applied upserts (including replacements)
@@ -117,7 +118,7 @@ type BatchResult struct {
 	// Reasons has the reason of every dead letter; Deleted the record of every delete
 	// (Known false for ids that were not stored).
 	Reasons []stream.Reason
-	Deleted []*deletionRecord
+	Deleted []*Deletion
 }
 
 // PoolConfig is the landmark pool configuration the daemon derives from cfg for
@@ -157,14 +158,14 @@ func TrainLimits(cfg config.Config, inputDim int) (stream.Limits, error) {
 	return lim, nil
 }
 
-// NewIngest builds the feature pipeline from cfg and restores the pool from st: the
+// New builds the feature pipeline from cfg and restores the pool from st: the
 // stored pool state when there is one (checked against the configured model and pool,
 // and against the number of stored points), else an empty pool, which requires an
 // empty store. A deletion committed before a crash but not yet erased is erased now
 // (Store.Compact), so held outbox entries flow again. cfg is assumed validated
 // (config.Validate); what only the daemon can check is checked here. st stays owned
-// by the caller and must outlive the Ingest.
-func NewIngest(cfg config.Config, st *storage.Store, log zerolog.Logger) (*Ingest, error) {
+// by the caller and must outlive the State.
+func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, error) {
 	feat, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
 	if err != nil {
 		return nil, err
@@ -180,7 +181,7 @@ func NewIngest(cfg config.Config, st *storage.Store, log zerolog.Logger) (*Inges
 	if cfg.Kafka.Topics.DLQ == "" {
 		return nil, fmt.Errorf("%w: kafka.topics.dlq is empty", ErrConfig)
 	}
-	in := &Ingest{
+	in := &State{
 		store: st, feat: feat, pcfg: pcfg, lim: lim, dlq: cfg.Kafka.Topics.DLQ,
 		stale: cfg.Pool.SyncStaleFraction, log: log, last: map[partition]int64{},
 	}
@@ -189,7 +190,7 @@ func NewIngest(cfg config.Config, st *storage.Store, log zerolog.Logger) (*Inges
 	} else if hold {
 		log.Info().Msg("erasing deletions committed before the last stop")
 		if err := st.Compact(); err != nil {
-			return nil, fmt.Errorf("daemon: compact held deletions: %w", err)
+			return nil, fmt.Errorf("ingest: compact held deletions: %w", err)
 		}
 	}
 	var (
@@ -199,7 +200,7 @@ func NewIngest(cfg config.Config, st *storage.Store, log zerolog.Logger) (*Inges
 		count  int
 		offs   []storage.Offset
 	)
-	in.cache = newPointCache()
+	in.cache = newPoints()
 	err = st.View(func(tx *storage.ReadTx) error {
 		var err error
 		if ps, havePS, recs, err = readPool(tx); err != nil {
@@ -215,7 +216,7 @@ func NewIngest(cfg config.Config, st *storage.Store, log zerolog.Logger) (*Inges
 			if len(p.X) != feat.InputDim() {
 				return fmt.Errorf("%w: stored point %q has %d inputs, want %d", ErrPoolState, p.ID, len(p.X), feat.InputDim())
 			}
-			in.cache.put(p.ID, &cached{x: p.X, label: p.Label, hasLab: p.HasLabel})
+			in.cache.put(p.ID, &Entry{X: p.X, Label: p.Label, HasLabel: p.HasLabel})
 			return nil
 		})
 		if err != nil {
@@ -255,7 +256,7 @@ func NewIngest(cfg config.Config, st *storage.Store, log zerolog.Logger) (*Inges
 		// store's poolpoints bucket now, in one transaction, so that a stored schema 3
 		// blob always comes with every point's record. O(n), once.
 		if err := in.persistPool(true); err != nil {
-			return nil, fmt.Errorf("daemon: convert the stored pool from schema %d to %d: %w", ps.Schema, PoolSchema, err)
+			return nil, fmt.Errorf("ingest: convert the stored pool from schema %d to %d: %w", ps.Schema, PoolSchema, err)
 		}
 		log.Info().Int("points", count).Uint32("from", ps.Schema).Int("to", PoolSchema).Msg("converted the stored pool state")
 	}
@@ -269,7 +270,7 @@ func NewIngest(cfg config.Config, st *storage.Store, log zerolog.Logger) (*Inges
 
 // Start is the stream.StartFunc of the training reader: the last applied offset of a
 // partition as committed in the store.
-func (in *Ingest) Start(topic string, part int) (int64, bool, error) {
+func (in *State) Start(topic string, part int) (int64, bool, error) {
 	var (
 		off int64
 		ok  bool
@@ -283,40 +284,73 @@ func (in *Ingest) Start(topic string, part int) (int64, bool, error) {
 }
 
 // Handle is the stream.Handler of the training reader: Apply, keeping only the error.
-func (in *Ingest) Handle(ctx context.Context, batch []stream.Message) error {
+func (in *State) Handle(ctx context.Context, batch []stream.Message) error {
 	_, err := in.Apply(ctx, batch)
 	return err
 }
 
+// SetHooks installs the owner's hooks; call it before the first Apply.
+func (in *State) SetHooks(h Hooks) { in.hooks = h }
+
+// Succeed makes in the successor of old, a State discarded after ErrBroken: it takes
+// old's hooks, and a version past old's, so no background sync computed from a
+// snapshot of old is adopted by in.
+func (in *State) Succeed(old *State) {
+	in.hooks = old.hooks
+	in.version = old.version + 1
+}
+
+// Points returns the stored points' cache. It is safe for concurrent use and may be
+// read after the State is discarded (its entries are immutable).
+func (in *State) Points() *Points { return in.cache }
+
+// PendingCount is the number of applied deletions whose audit is not emitted yet.
+func (in *State) PendingCount() int { return len(in.pending) }
+
+// LastPending returns the newest applied deletion whose audit is not emitted yet, or
+// nil.
+func (in *State) LastPending() *Deletion {
+	if len(in.pending) == 0 {
+		return nil
+	}
+	return in.pending[len(in.pending)-1]
+}
+
+// Applied returns the last applied offset of a topic partition, as committed.
+func (in *State) Applied(topic string, part int) (int64, bool) {
+	off, ok := in.last[partition{topic, part}]
+	return off, ok
+}
+
 // Limits returns the validation limits of training events.
-func (in *Ingest) Limits() stream.Limits { return in.lim }
+func (in *State) Limits() stream.Limits { return in.lim }
 
 // Features returns the fit-draw feature pipeline.
-func (in *Ingest) Features() *pipeline.Features { return in.feat }
+func (in *State) Features() *pipeline.Features { return in.feat }
 
 // Stats returns the cumulative counts.
-func (in *Ingest) Stats() Stats { return in.stats }
+func (in *State) Stats() Stats { return in.stats }
 
 // Len is the number of points in the pool (equal to the stored points between calls).
-func (in *Ingest) Len() int { return in.pool.A.Len() }
+func (in *State) Len() int { return in.pool.A.Len() }
 
 // Landmarks returns the served landmarks, view A then view B (coreset.Pair.Landmarks).
-func (in *Ingest) Landmarks() []string { return in.pool.Landmarks() }
+func (in *State) Landmarks() []string { return in.pool.Landmarks() }
 
 // Certificates returns the residual certificates of the two views.
-func (in *Ingest) Certificates() (a, b coreset.ResidualCertificate) {
+func (in *State) Certificates() (a, b coreset.ResidualCertificate) {
 	return in.pool.A.Residual(), in.pool.B.Residual()
 }
 
 // PoolStates returns deep copies of the two pools' states.
-func (in *Ingest) PoolStates() (a, b coreset.State) { return in.pool.A.State(), in.pool.B.State() }
+func (in *State) PoolStates() (a, b coreset.State) { return in.pool.A.State(), in.pool.B.State() }
 
 // SyncDue reports whether a view's pool is inexact (a landmark was deleted) or stale
 // over at least pool.sync_stale_fraction of its budget. When to sync is the caller's
 // decision (see doc.go: syncing at different points gives different certificates in
 // between, so the scheduler must be a function of the event sequence for replay
 // determinism).
-func (in *Ingest) SyncDue() bool {
+func (in *State) SyncDue() bool {
 	for _, p := range []*coreset.Pool{in.pool.A, in.pool.B} {
 		c := p.Residual()
 		if !c.Exact {
@@ -330,11 +364,11 @@ func (in *Ingest) SyncDue() bool {
 }
 
 // Apply applies one batch of training messages in one storage transaction. See doc.go
-// "Ingest" for the semantics. It returns an error only for failures of the daemon
+// "Apply" for the semantics. It returns an error only for failures of the daemon
 // itself (store, context, an internal inconsistency), never for bad input; after such
 // an error the batch counts as not consumed, and if the pool had already been updated
-// the Ingest is broken (ErrBroken) and must be rebuilt with NewIngest.
-func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchResult, err error) {
+// the State is broken (ErrBroken) and must be rebuilt with New.
+func (in *State) Apply(ctx context.Context, batch []stream.Message) (res BatchResult, err error) {
 	if in.broken != nil {
 		return res, fmt.Errorf("%w: %w", ErrBroken, in.broken)
 	}
@@ -356,7 +390,7 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 		return res, err
 	}
 	// 3. The pool, in offset order. From here on a failure leaves the pool ahead of the
-	// store, so it breaks the Ingest.
+	// store, so it breaks the State.
 	leaving, poolChanged := in.plan(time.Now().UTC())
 	ps, err := in.updatePools(poolChanged)
 	if err != nil {
@@ -369,15 +403,15 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 	}
 	// The serving model drops the leaving landmarks before the deletion commits, so no
 	// answer committed after it can name them (an answer committed before it may).
-	if len(leaving) > 0 && in.hooks.removing != nil {
-		in.hooks.removing(leaving)
+	if len(leaving) > 0 && in.hooks.Removing != nil {
+		in.hooks.Removing(leaving)
 	}
 	// 4. One transaction: points, dead letters, deletion records, offsets, pool state.
 	if err := in.commit(ps, poolChanged); err != nil {
 		if poolChanged {
 			return res, in.breakWith(fmt.Errorf("apply batch: %w", err))
 		}
-		return res, fmt.Errorf("daemon: apply batch: %w", err)
+		return res, fmt.Errorf("ingest: apply batch: %w", err)
 	}
 	in.cacheCommitted()
 	// 5. Committed: mirror the offsets and count.
@@ -389,7 +423,7 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 	// Compact runs, the store holds back every later outbox entry.
 	if res.Deletes > 0 {
 		if err := in.store.Compact(); err != nil {
-			return res, fmt.Errorf("daemon: erase deleted points: %w", err)
+			return res, fmt.Errorf("ingest: erase deleted points: %w", err)
 		}
 	}
 	return res, nil
@@ -397,7 +431,7 @@ func (in *Ingest) Apply(ctx context.Context, batch []stream.Message) (res BatchR
 
 // fresh marks the messages above the applied offset of their partition (the others are
 // re-deliveries, skipped) and returns the highest fresh offset per partition.
-func (in *Ingest) fresh(batch []stream.Message) (map[partition]int64, []bool) {
+func (in *State) fresh(batch []stream.Message) (map[partition]int64, []bool) {
 	seen := map[partition]int64{}
 	skipped := 0
 	fresh := make([]bool, len(batch))
@@ -423,7 +457,7 @@ func (in *Ingest) fresh(batch []stream.Message) (map[partition]int64, []bool) {
 
 // decode turns the batch into in.ops: skips, dead letters (with their DLQ entry made),
 // upserts (their ids and inputs appended to in.ids and in.xs) and deletes.
-func (in *Ingest) decode(batch []stream.Message, fresh []bool) error {
+func (in *State) decode(batch []stream.Message, fresh []bool) error {
 	decoded := decodeAll(batch, fresh, in.lim)
 	for i, m := range batch {
 		o := op{msg: m}
@@ -457,7 +491,7 @@ func (in *Ingest) decode(batch []stream.Message, fresh []bool) error {
 
 // featurize computes both views' features of every upsert into in.feats (row 2·row and
 // 2·row+1) and dead-letters an upsert whose features are not usable.
-func (in *Ingest) featurize() error {
+func (in *State) featurize() error {
 	n, q := len(in.ids), in.feat.Dim()
 	in.views = grow(in.views, 2*n*in.feat.InputDim())
 	in.feats = grow(in.feats, 2*n*q)
@@ -483,7 +517,7 @@ func (in *Ingest) featurize() error {
 // (both views hold the same points): whether its id was stored before it (op.had) and,
 // for deletes, the deletion record. It returns the ids leaving the stored set (replaced
 // or deleted) and whether the pool changes at all.
-func (in *Ingest) plan(now time.Time) (leaving []string, poolChanged bool) {
+func (in *State) plan(now time.Time) (leaving []string, poolChanged bool) {
 	stored := map[string]bool{} // membership as the batch goes, for ids it touches
 	has := func(id string) bool {
 		if v, ok := stored[id]; ok {
@@ -501,12 +535,12 @@ func (in *Ingest) plan(now time.Time) (leaving []string, poolChanged bool) {
 			stored[o.ev.ID] = true
 			poolChanged = true
 		case opDelete:
-			rec := &deletionRecord{
+			rec := &Deletion{
 				Request: o.ev.Request, ID: o.ev.ID, Requested: o.msg.Time.UTC(), Applied: now,
 				Source: string(stream.DeadLetterKey(o.msg.Topic, o.msg.Partition, o.msg.Offset)),
 			}
-			if in.hooks.describe != nil {
-				in.hooks.describe(rec)
+			if in.hooks.Describe != nil {
+				in.hooks.Describe(rec)
 			}
 			if o.had = has(o.ev.ID); o.had {
 				rec.Known = true
@@ -523,7 +557,7 @@ func (in *Ingest) plan(now time.Time) (leaving []string, poolChanged bool) {
 // updatePools applies the planned ops to the two views' pools on two goroutines (they
 // are independent, and the O(k q) insert is the largest cost after the features), and
 // encodes the changed pool's core for the transaction.
-func (in *Ingest) updatePools(poolChanged bool) (storage.PoolState, error) {
+func (in *State) updatePools(poolChanged bool) (storage.PoolState, error) {
 	q := in.feat.Dim()
 	var errs [2]error
 	var wg sync.WaitGroup
@@ -551,7 +585,7 @@ func (in *Ingest) updatePools(poolChanged bool) (storage.PoolState, error) {
 
 // commit writes the batch in one transaction: every op (commitOp), then the pool's
 // core when it changed. in.pendSeq advances only when the transaction commits.
-func (in *Ingest) commit(ps storage.PoolState, poolChanged bool) error {
+func (in *State) commit(ps storage.PoolState, poolChanged bool) error {
 	seq := in.pendSeq
 	var rec []byte
 	err := in.store.Apply(func(tx *storage.Tx) error {
@@ -582,7 +616,7 @@ func (in *Ingest) commit(ps storage.PoolState, poolChanged bool) error {
 // point and pool record (nothing else changed a record, see putRecord); a delete's
 // removal and its pending deletion record (numbered from *seq), or the audit of an
 // unknown id. rec is the record buffer, reused.
-func (in *Ingest) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) error {
+func (in *State) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) error {
 	switch o.kind {
 	case opDead:
 		_, err := tx.Enqueue(o.dead.Topic, o.dead.Key, o.dead.Value)
@@ -604,11 +638,11 @@ func (in *Ingest) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) erro
 			return err
 		}
 		if existed != o.had {
-			return fmt.Errorf("daemon: delete %q: store had it %v, pool had it %v", o.ev.ID, existed, o.had)
+			return fmt.Errorf("ingest: delete %q: store had it %v, pool had it %v", o.ev.ID, existed, o.had)
 		}
 		if !o.had {
-			if in.hooks.unknown != nil {
-				return in.hooks.unknown(tx, o.rec)
+			if in.hooks.Unknown != nil {
+				return in.hooks.Unknown(tx, o.rec)
 			}
 			return nil
 		}
@@ -624,16 +658,16 @@ func (in *Ingest) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) erro
 }
 
 // cacheCommitted mirrors a committed batch in the point cache and the pending list.
-func (in *Ingest) cacheCommitted() {
+func (in *State) cacheCommitted() {
 	q := in.feat.Dim()
 	for i := range in.ops {
 		o := &in.ops[i]
 		switch o.kind {
 		case opUpsert:
-			e := &cached{x: o.ev.X, fa: slices.Clone(in.feats[2*o.row*q : (2*o.row+1)*q]),
+			e := &Entry{X: o.ev.X, fa: slices.Clone(in.feats[2*o.row*q : (2*o.row+1)*q]),
 				fb: slices.Clone(in.feats[(2*o.row+1)*q : (2*o.row+2)*q])}
 			if o.ev.Label != nil {
-				e.label, e.hasLab = *o.ev.Label, true
+				e.Label, e.HasLabel = *o.ev.Label, true
 			}
 			in.cache.put(o.ev.ID, e)
 		case opDelete:
@@ -646,7 +680,7 @@ func (in *Ingest) cacheCommitted() {
 }
 
 // count is the result of a committed batch of messages, added to in.stats and logged.
-func (in *Ingest) count(messages int) (res BatchResult) {
+func (in *State) count(messages int) (res BatchResult) {
 	for i := range in.ops {
 		switch o := &in.ops[i]; o.kind {
 		case opSkip:
@@ -720,7 +754,7 @@ func decodeAll(batch []stream.Message, fresh []bool, lim stream.Limits) []decode
 // by Apply), recording each deletion's certificate before and after in its record.
 // Apply runs the two views on two goroutines; each touches only its own pool and the
 // v-th fields of the records.
-func (in *Ingest) applyView(pool *coreset.Pool, v, q int) error {
+func (in *State) applyView(pool *coreset.Pool, v, q int) error {
 	// The products of every upsert's features with the landmarks, in one blocked sweep
 	// over the landmark matrix instead of one per insert (the bulk of an insert's cost);
 	// InsertCross recomputes an insert's own if a landmark deletion earlier in the batch
@@ -759,24 +793,24 @@ func (in *Ingest) applyView(pool *coreset.Pool, v, q int) error {
 }
 
 // residuals returns the pool's residual certificates of both views.
-func (in *Ingest) residuals() [2]coreset.ResidualCertificate {
+func (in *State) Residuals() [2]coreset.ResidualCertificate {
 	return [2]coreset.ResidualCertificate{in.pool.A.Residual(), in.pool.B.Residual()}
 }
 
 // deadLetter turns o into a dead letter for rejection rej. Building the message can
 // fail only if the dead-letter event itself does not encode, a daemon bug.
-func (in *Ingest) deadLetter(o *op, rej error) error {
+func (in *State) deadLetter(o *op, rej error) error {
 	dm, err := stream.DeadLetterMessage(in.dlq, o.msg, rej)
 	if err != nil {
-		return fmt.Errorf("daemon: dead letter for %s/%d/%d: %w", o.msg.Topic, o.msg.Partition, o.msg.Offset, err)
+		return fmt.Errorf("ingest: dead letter for %s/%d/%d: %w", o.msg.Topic, o.msg.Partition, o.msg.Offset, err)
 	}
 	o.kind, o.dead, o.rej = opDead, dm, rej
 	return nil
 }
 
-// breakWith marks the Ingest broken (the pool may be ahead of the store) and returns
+// breakWith marks the State broken (the pool may be ahead of the store) and returns
 // the error wrapped in ErrBroken.
-func (in *Ingest) breakWith(err error) error {
+func (in *State) breakWith(err error) error {
 	in.broken = err
 	in.log.Error().Err(err).Msg("ingest broken: the pool is ahead of the store; rebuild from the store")
 	return fmt.Errorf("%w: %w", ErrBroken, err)
@@ -812,14 +846,14 @@ func badFeatures(f []float64) string {
 // persistPool writes the pool's core blob in its own transaction, and with all every
 // stored point's record too (after an Adopt, which changes every residual; the O(n)
 // part of a sync).
-func (in *Ingest) persistPool(all bool) error {
+func (in *State) persistPool(all bool) error {
 	ps, err := encodePool(in.feat.Fingerprint(), in.pool)
 	if err != nil {
 		return err
 	}
 	var ids []string
 	if all {
-		ids = in.cache.ids() // the stored points, sorted
+		ids = in.cache.IDs() // the stored points, sorted
 	}
 	return in.store.Apply(func(tx *storage.Tx) error {
 		if err := tx.PutPoolState(ps); err != nil {
@@ -837,7 +871,7 @@ func (in *Ingest) persistPool(all bool) error {
 // stored point (every record names a stored point, and there are as many), a schema 2
 // pool holds its records in the blob and none in the store, and no pool state means no
 // records.
-func checkRecords(havePS bool, ps storage.PoolState, recs []storedRecord, count int, cache *pointCache) error {
+func checkRecords(havePS bool, ps storage.PoolState, recs []storedRecord, count int, cache *Points) error {
 	switch {
 	case !havePS && len(recs) > 0:
 		return fmt.Errorf("%w: %d per-point pool records but no pool state", ErrPoolState, len(recs))
@@ -847,29 +881,26 @@ func checkRecords(havePS bool, ps storage.PoolState, recs []storedRecord, count 
 		return fmt.Errorf("%w: the store holds %d points but %d per-point pool records", ErrPoolState, count, len(recs))
 	}
 	for _, r := range recs {
-		if cache.get(r.id) == nil {
+		if cache.Get(r.id) == nil {
 			return fmt.Errorf("%w: per-point pool record of %q, which is not a stored point", ErrPoolState, r.id)
 		}
 	}
 	return nil
 }
 
-// errChanged reports a background sync whose snapshot is older than the stored points.
-var errChanged = errors.New("daemon: the points changed since the sync's snapshot")
-
 // adopt installs a sync computed in the background (coreset.Config.Plan + Greedy on
 // both views' features of the points ids, taken at ingest version) and persists the
-// pool, or returns errChanged when points were applied since. A failure after view A
-// was adopted breaks the Ingest.
-func (in *Ingest) adopt(version uint64, ids []string, g [2][]float64, m [2]int, res [2]*coreset.GreedyResult) error {
+// pool, or returns ErrChanged when points were applied since. A failure after view A
+// was adopted breaks the State.
+func (in *State) Adopt(version uint64, ids []string, g [2][]float64, m [2]int, res [2]*coreset.GreedyResult) error {
 	if in.broken != nil {
 		return fmt.Errorf("%w: %w", ErrBroken, in.broken)
 	}
 	if version != in.version {
-		return errChanged
+		return ErrChanged
 	}
 	if err := in.pool.A.Adopt(ids, g[0], m[0], res[0]); err != nil {
-		return fmt.Errorf("daemon: adopt view A: %w", err)
+		return fmt.Errorf("ingest: adopt view A: %w", err)
 	}
 	if err := in.pool.B.Adopt(ids, g[1], m[1], res[1]); err != nil {
 		return in.breakWith(fmt.Errorf("adopt view B: %w", err))
@@ -887,7 +918,7 @@ func (in *Ingest) adopt(version uint64, ids []string, g [2][]float64, m [2]int, 
 // points, n×D) and computes features chunk by chunk in parallel; it is the only O(n)
 // operation and the caller schedules it (see SyncDue). Without anything stale or
 // inexact it returns at once.
-func (in *Ingest) Sync(ctx context.Context) error {
+func (in *State) Sync(ctx context.Context) error {
 	if in.broken != nil {
 		return fmt.Errorf("%w: %w", ErrBroken, in.broken)
 	}
@@ -897,12 +928,12 @@ func (in *Ingest) Sync(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	n := in.cache.len()
+	n := in.cache.Len()
 	if n != in.pool.A.Len() {
 		return in.breakWith(fmt.Errorf("%w: the store holds %d points, the pool %d", ErrPoolState, n, in.pool.A.Len()))
 	}
 	// Pair.Sync may fail in view B after view A was re-selected; the in-memory pair
-	// then matches no persisted state, so a failure breaks the Ingest.
+	// then matches no persisted state, so a failure breaks the State.
 	gen := in.pool.A.Generation() + in.pool.B.Generation()
 	if err := in.pool.Sync(newCacheSource(in.feat, in.cache, 0), newCacheSource(in.feat, in.cache, 1)); err != nil {
 		return in.breakWith(fmt.Errorf("sync: %w", err))

@@ -1,4 +1,4 @@
-package daemon
+package ingest
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 type trainRuntime struct {
 	broker *stream.Broker
 	store  *storage.Store
-	ingest *Ingest
+	ingest *State
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	runErr error

@@ -1,4 +1,4 @@
-package daemon
+package ingest
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ func numbered(ms []stream.Message) []stream.Message {
 }
 
 // applyInBatches applies ms in consecutive batches of the given size.
-func applyInBatches(t *testing.T, in *Ingest, ms []stream.Message, size int) {
+func applyInBatches(t *testing.T, in *State, ms []stream.Message, size int) {
 	t.Helper()
 	for i := 0; i < len(ms); i += size {
 		if _, err := in.Apply(t.Context(), ms[i:min(i+size, len(ms))]); err != nil {
@@ -256,7 +256,7 @@ func TestIngestRestoreRejectsOtherModel(t *testing.T) {
 func reopen(t *testing.T, path string, cfg config.Config) error {
 	st := openStore(t, path)
 	defer st.Close()
-	_, err := NewIngest(cfg, st, testLogger(t))
+	_, err := New(cfg, st, testLogger(t))
 	return err
 }
 
@@ -407,7 +407,7 @@ func TestNewIngestConfigErrors(t *testing.T) {
 	} {
 		cfg := testConfig()
 		tc.mod(&cfg)
-		_, err := NewIngest(cfg, tempStore(t), testLogger(t))
+		_, err := New(cfg, tempStore(t), testLogger(t))
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want ErrConfig naming %q", tc.name, err, tc.want)
 		}

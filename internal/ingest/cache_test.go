@@ -1,4 +1,4 @@
-package daemon
+package ingest
 
 import (
 	"errors"
@@ -22,9 +22,9 @@ func randPoints(r *rand.Rand, n, d int) ([]string, []float64) {
 	return ids, xs
 }
 
-// TestCacheSource: the pool's feature source and a refit's featureRows give exactly the
+// TestCacheSource: the pool's feature source and a refit's FeatureRows give exactly the
 // features BothViewsTo computes, whether they come from the cache (even rows) or are
-// recomputed from the cached input (odd rows, as after a restart); an unknown id is
+// recomputed from the Entry input (odd rows, as after a restart); an unknown id is
 // ErrSyncSource. n straddles the recompute chunk.
 func TestCacheSource(t *testing.T) {
 	cfg := testConfig()
@@ -37,10 +37,10 @@ func TestCacheSource(t *testing.T) {
 	ids, xs := randPoints(rand.New(rand.NewPCG(3, 3)), n, d)
 	want := make([]float64, 2*n*q)
 	f.BothViewsTo(want, make([]float64, 2*n*d), xs, ids)
-	c := newPointCache()
-	entries := make([]*cached, n)
+	c := newPoints()
+	entries := make([]*Entry, n)
 	for i, id := range ids {
-		e := &cached{x: xs[i*d : (i+1)*d]}
+		e := &Entry{X: xs[i*d : (i+1)*d]}
 		if i%2 == 0 {
 			e.fa, e.fb = want[2*i*q:(2*i+1)*q], want[(2*i+1)*q:(2*i+2)*q]
 		}
@@ -67,12 +67,12 @@ func TestCacheSource(t *testing.T) {
 		if err := src.FeaturesTo(got, "zzz"); !errors.Is(err, ErrSyncSource) {
 			t.Errorf("unknown id: %v, want ErrSyncSource", err)
 		}
-		rows, err := featureRows(t.Context(), f, ids, entries, view)
+		rows, err := FeatureRows(t.Context(), f, ids, entries, view)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := range n {
-			same(fmt.Sprintf("featureRows view %d row %d", view, i), rows[i*q:(i+1)*q], want[(2*i+view)*q:(2*i+view+1)*q])
+			same(fmt.Sprintf("FeatureRows view %d row %d", view, i), rows[i*q:(i+1)*q], want[(2*i+view)*q:(2*i+view+1)*q])
 		}
 	}
 }

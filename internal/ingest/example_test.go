@@ -1,4 +1,4 @@
-package daemon_test
+package ingest_test
 
 import (
 	"context"
@@ -8,14 +8,14 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cairnhq/cairn/config"
-	"github.com/cairnhq/cairn/daemon"
+	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
 
-// Example wires the ingest path: the store is the source of truth, the Ingest restores
+// Example wires the ingest path: the store is the source of truth, the ingest State restores
 // the pool from it, and the reader resumes from the stored offsets and hands every
-// batch to the Ingest. Run returns when ctx ends; every goroutine has exited by then.
+// batch to the State. Run returns when ctx ends; every goroutine has exited by then.
 func Example() {
 	cfg := config.Default()
 	log := zerolog.New(os.Stderr)
@@ -25,7 +25,7 @@ func Example() {
 			return err
 		}
 		defer st.Close()
-		in, err := daemon.NewIngest(cfg, st, log)
+		in, err := ingest.New(cfg, st, log)
 		if err != nil {
 			return err
 		}

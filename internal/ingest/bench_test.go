@@ -1,4 +1,4 @@
-package daemon
+package ingest
 
 import (
 	"fmt"
@@ -69,7 +69,7 @@ func BenchmarkIngest(b *testing.B) {
 				return ms
 			}
 			st := benchStore(b, bc.fsync)
-			in, err := NewIngest(cfg, st, zerolog.Nop())
+			in, err := New(cfg, st, zerolog.Nop())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -212,7 +212,7 @@ func BenchmarkPoolPersist(b *testing.B) {
 				return ms, pts
 			}
 			st := benchStore(b, false)
-			in, err := NewIngest(cfg, st, zerolog.Nop())
+			in, err := New(cfg, st, zerolog.Nop())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -239,7 +239,7 @@ func BenchmarkPoolPersist(b *testing.B) {
 						}
 					}
 					if s == v3 {
-						return putAllRecords(tx, in.pool, in.cache.ids())
+						return putAllRecords(tx, in.pool, in.cache.IDs())
 					}
 					return nil
 				}); err != nil {

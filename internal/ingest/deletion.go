@@ -1,4 +1,4 @@
-package daemon
+package ingest
 
 import (
 	"encoding/hex"
@@ -13,10 +13,10 @@ import (
 	"github.com/cairnhq/cairn/stream"
 )
 
-// deletionRecord is one applied deletion awaiting its audit. It is stored (JSON) in the
+// Deletion is one applied deletion awaiting its audit. It is stored (JSON) in the
 // store's pending bucket in the deletion's own transaction, so an audit survives a crash
 // between the deletion and its refit. It never holds the point's input.
-type deletionRecord struct {
+type Deletion struct {
 	Seq     uint64 `json:"-"` // the pending key
 	Request string `json:"request"`
 	ID      string `json:"id"`
@@ -40,22 +40,22 @@ type deletionRecord struct {
 	// before is the serving model the deletion was applied to (nil after a restart:
 	// the audit then uses the model serving at audit time and says which), and effect
 	// the deletion effect computed on it before the audit is written.
-	before *serving.Model
-	effect *serving.Effect
+	Before *serving.Model  `json:"-"`
+	Effect *serving.Effect `json:"-"`
 	// poolLandmark[v]: the id was a landmark of view v's pool (PoolLandmark is their or).
 	poolLandmark [2]bool
 }
 
-func (r *deletionRecord) encode() ([]byte, error) {
+func (r *Deletion) encode() ([]byte, error) {
 	b, err := json.Marshal(r)
 	if err != nil {
-		return nil, fmt.Errorf("daemon: encode deletion record %q: %w", r.ID, err)
+		return nil, fmt.Errorf("ingest: encode deletion record %q: %w", r.ID, err)
 	}
 	return b, nil
 }
 
-func decodeDeletion(b []byte) (*deletionRecord, error) {
-	var r deletionRecord
+func decodeDeletion(b []byte) (*Deletion, error) {
+	var r Deletion
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, err
 	}
@@ -65,10 +65,10 @@ func decodeDeletion(b []byte) (*deletionRecord, error) {
 	return &r, nil
 }
 
-// auditBody is the canonical audit record the hash chain covers (stream.Audit.Body):
+// AuditBody is the canonical audit record the hash chain covers (stream.Audit.Body):
 // json.Marshal of this struct, whose field order is fixed, so equal audits give equal
 // bytes. It holds no input data.
-type auditBody struct {
+type AuditBody struct {
 	Request        string              `json:"request"`
 	ID             string              `json:"id"`
 	Known          bool                `json:"known"`
@@ -88,12 +88,12 @@ type auditBody struct {
 	Source         string              `json:"source"`
 }
 
-// appendAudit writes the audit of rec into tx: the hash-chained record and the
+// AppendAudit writes the audit of rec into tx: the hash-chained record and the
 // cairn.audits event (keyed by the request id) in the outbox. after is the model the
 // audit attests (nil: none yet), done the time the refit that removed the point
 // finished (the deletion time for unknown ids). It returns the event.
-func appendAudit(tx *storage.Tx, topic string, rec *deletionRecord, after *serving.Model, done time.Time) (stream.Audit, error) {
-	b := auditBody{
+func AppendAudit(tx *storage.Tx, topic string, rec *Deletion, after *serving.Model, done time.Time) (stream.Audit, error) {
+	b := AuditBody{
 		Request: rec.Request, ID: rec.ID, Known: rec.Known, WasLandmark: rec.WasLandmark,
 		PoolLandmark: rec.PoolLandmark, ModelBefore: rec.ModelBefore,
 		ResidualBefore: [2]certify.Residual{serving.ResidualOf(rec.ResidualBefore[0]), serving.ResidualOf(rec.ResidualBefore[1])},
@@ -107,8 +107,8 @@ func appendAudit(tx *storage.Tx, topic string, rec *deletionRecord, after *servi
 	switch {
 	case !rec.Known:
 		b.Effect = serving.Effect{Reason: "unknown id: nothing was stored under it"}
-	case rec.effect != nil:
-		b.Effect = *rec.effect
+	case rec.Effect != nil:
+		b.Effect = *rec.Effect
 	default:
 		b.Effect = serving.Effect{Reason: "not computed"}
 	}
@@ -117,7 +117,7 @@ func appendAudit(tx *storage.Tx, topic string, rec *deletionRecord, after *servi
 	}
 	body, err := json.Marshal(b)
 	if err != nil {
-		return stream.Audit{}, fmt.Errorf("daemon: audit body of %q: %w", rec.ID, err)
+		return stream.Audit{}, fmt.Errorf("ingest: audit body of %q: %w", rec.ID, err)
 	}
 	link, err := tx.AppendAudit(body)
 	if err != nil {

@@ -1,4 +1,4 @@
-package daemon
+package ingest
 
 import (
 	"crypto/sha256"

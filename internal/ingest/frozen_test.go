@@ -1,4 +1,4 @@
-package daemon
+package ingest
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 
 // frozenDir holds store files written by the daemon of earlier commits, one per storage
 // format and pool schema (README.md there says which commit and program wrote each).
-const frozenDir = "../storage/testdata"
+const frozenDir = "../../storage/testdata"
 
 // frozenGolden is the part of testdata/<name>.json the pool needs: what the old daemon
 // stored and held in memory after its script.
@@ -95,7 +95,7 @@ func TestRestoreFrozenStores(t *testing.T) {
 			g := loadFrozen(t, name)
 			st := openFrozen(top, name)
 			if g.PoolSchema == 1 {
-				_, err := NewIngest(cfg, st, testLogger(t))
+				_, err := New(cfg, st, testLogger(t))
 				if !errors.Is(err, ErrPoolState) || !strings.Contains(err.Error(), "schema 1") {
 					t.Errorf("NewIngest: %v, want ErrPoolState naming schema 1", err)
 				}

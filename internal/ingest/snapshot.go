@@ -1,0 +1,119 @@
+package ingest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/internal/pipeline"
+)
+
+// Snapshot is the input of one refit or background sync, taken under the owner's lock
+// (State.Snapshot): the stored points (sorted ids and their immutable cache entries),
+// the pool's certificates, and the deletions awaiting their audit. A refit is a
+// function of the snapshot alone (and the configuration), so the model fitted on a set
+// of points does not depend on how they arrived. Its slices are the caller's; the
+// entries they point to are shared and never modified.
+type Snapshot struct {
+	IDs      []string
+	Entries  []*Entry
+	Residual [2]coreset.ResidualCertificate
+	Pending  []*Deletion
+	Version  uint64 // State's version when taken (see Adopt)
+	Taken    time.Time
+}
+
+// Snapshot captures the stored points. It fails with ErrPoolState if the cache and the
+// pool disagree on how many points there are.
+func (in *State) Snapshot() (*Snapshot, error) {
+	ids := in.cache.IDs()
+	if len(ids) != in.pool.A.Len() {
+		return nil, fmt.Errorf("%w: %d cached points, %d in the pool", ErrPoolState, len(ids), in.pool.A.Len())
+	}
+	s := &Snapshot{IDs: ids, Entries: make([]*Entry, len(ids)), Residual: in.Residuals(),
+		Pending: slices.Clone(in.pending), Taken: time.Now(), Version: in.version}
+	for i, id := range ids {
+		s.Entries[i] = in.cache.Get(id)
+	}
+	return s, nil
+}
+
+// SnapshotOf is a snapshot of every point in c (without certificates or pending
+// deletions), for rebuilding what a refit derives from the points, such as the audit
+// blocks of a restored model.
+func SnapshotOf(c *Points) *Snapshot {
+	ids := c.IDs()
+	s := &Snapshot{IDs: ids, Entries: make([]*Entry, len(ids))}
+	for i, id := range ids {
+		s.Entries[i] = c.Get(id)
+	}
+	return s
+}
+
+// FeatureRows returns the fit-draw features of view v of the given entries (rows×q),
+// from the cache when present, else recomputed (bit-identically) on all cores, checking
+// ctx between chunks of syncChunk rows.
+func FeatureRows(ctx context.Context, f *pipeline.Features, ids []string, entries []*Entry, v int) ([]float64, error) {
+	q, d := f.Dim(), f.InputDim()
+	out := make([]float64, len(ids)*q)
+	var miss []int
+	for i, e := range entries {
+		if fv := e.View(v); fv != nil {
+			copy(out[i*q:(i+1)*q], fv)
+		} else {
+			miss = append(miss, i)
+		}
+	}
+	for lo := 0; lo < len(miss); lo += syncChunk {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		hi := min(lo+syncChunk, len(miss))
+		views := make([]float64, (hi-lo)*d)
+		buf := make([]float64, (hi-lo)*q)
+		for r, i := range miss[lo:hi] {
+			f.ViewTo(views[r*d:(r+1)*d], entries[i].X, ids[i], v)
+		}
+		f.FeaturesTo(buf, views, hi-lo)
+		for r, i := range miss[lo:hi] {
+			copy(out[i*q:(i+1)*q], buf[r*q:(r+1)*q])
+		}
+	}
+	return out, nil
+}
+
+// PointsHash identifies a set of points: SHA-256 over the sorted ids with their inputs
+// and labels. A model records the hash of the points it was fitted on.
+func PointsHash(ids []string, entries []*Entry) string {
+	h := sha256.New()
+	var b [8]byte
+	for i, id := range ids {
+		binary.LittleEndian.PutUint64(b[:], uint64(len(id)))
+		h.Write(b[:])
+		h.Write([]byte(id))
+		e := entries[i]
+		for _, v := range e.X {
+			binary.LittleEndian.PutUint64(b[:], math.Float64bits(v))
+			h.Write(b[:])
+		}
+		lab := uint64(math.MaxUint64)
+		if e.HasLabel {
+			lab = uint64(e.Label)
+		}
+		binary.LittleEndian.PutUint64(b[:], lab)
+		h.Write(b[:])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// DropPending forgets the pending deletions that were audited (their records left
+// the store in the audit's transaction).
+func (in *State) DropPending(done []*Deletion) {
+	in.pending = slices.DeleteFunc(in.pending, func(r *Deletion) bool { return slices.Contains(done, r) })
+}
