@@ -87,6 +87,20 @@
 // Open with *FormatError (errors.Is(err, ErrUnknownFormat)) and is left
 // unchanged.
 //
+// # Damaged files
+//
+// bbolt trusts its file: it maps it and panics on a page it cannot read, and a
+// truncated file raises SIGBUS when a page past its end is touched. This package never
+// lets either reach the caller: Open refuses a file shorter than its meta page says,
+// and every bbolt call runs with debug.SetPanicOnFault and a recover that turn bbolt's
+// panics and memory faults into a *DamageError (errors.Is(err, ErrDamaged)) naming the
+// file and the damage; a panic of the caller's own code inside View or Apply still
+// panics. A page damaged in a way that still reads (a redirected child pointer) is found
+// only by a full check: Store.Check and CheckFile run bbolt's consistency check and
+// decode every record, and Options.Check refuses, at open and before anything is
+// written, a file with problems. testdata/damaged holds a corpus of damaged files with
+// the outcome each must give.
+//
 // # Concurrency
 //
 // A *Store is safe for concurrent use. Compact and Close wait for running

@@ -16,6 +16,9 @@ var (
 	// ErrCorrupt is matched by *CorruptError: a stored value failed its checksum
 	// or could not be decoded.
 	ErrCorrupt = errors.New("storage: corrupted value")
+	// ErrDamaged is matched by *DamageError: the file's structure is damaged (a
+	// truncation, a page bbolt cannot read, a failed consistency check).
+	ErrDamaged = errors.New("storage: damaged file")
 	// ErrAuditBroken is matched by *AuditBreakError: the audit hash chain does not
 	// verify.
 	ErrAuditBroken = errors.New("storage: audit chain broken")
@@ -62,6 +65,21 @@ func (e *CorruptError) Error() string {
 
 // Is makes errors.Is(err, ErrCorrupt) true.
 func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// DamageError reports a state file whose structure is damaged: shorter than its meta
+// page says, a page bbolt cannot read (bbolt's panic message, turned into this error),
+// or a problem found by CheckFile. The file is left as it was.
+type DamageError struct {
+	Path   string
+	Reason string
+}
+
+func (e *DamageError) Error() string {
+	return fmt.Sprintf("storage: %s is damaged: %s", e.Path, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrDamaged) true.
+func (e *DamageError) Is(target error) bool { return target == ErrDamaged }
 
 // AuditBreakError reports the first audit record at which the hash chain fails.
 type AuditBreakError struct {

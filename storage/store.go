@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,6 +138,13 @@ type Options struct {
 	LockTimeout time.Duration
 	// FileMode is used when the file is created. Zero means 0o600.
 	FileMode os.FileMode
+	// ReadOnly opens the file shared and read-only (CheckFile, tools reading a stopped
+	// daemon's file): nothing is created, migrated or written, Apply and Compact fail,
+	// and a file held by a running daemon fails after LockTimeout.
+	ReadOnly bool
+	// Check runs Store.Check once the file is open and refuses a file with problems
+	// (an error matching ErrDamaged naming the first ones). It reads the whole file.
+	Check bool
 }
 
 func (o Options) withDefaults() Options {
@@ -157,6 +166,7 @@ func (o Options) bolt() *bolt.Options {
 		NoSync:          o.NoSync,
 		InitialMmapSize: o.InitialMmapSize,
 		FreelistType:    bolt.FreelistMapType,
+		ReadOnly:        o.ReadOnly,
 	}
 }
 
@@ -190,6 +200,12 @@ type Store struct {
 // other version, or a file lacking a bucket of its version, fails with an error
 // matching ErrUnknownFormat and is left unchanged. A compaction temp file left
 // by a crash is removed (it is never the source of truth).
+//
+// A damaged file gives an error matching ErrDamaged, never a crash: a file shorter
+// than its meta page says is refused before it is mapped, and a page bbolt cannot read,
+// at open or by any later call, fails that call (damage.go). With opts.Check the whole
+// file is checked (Store.Check) before anything is written to it (a migration
+// included), and a file with problems is refused and left as it was.
 func Open(path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	if err := os.Remove(compactTempPath(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -204,13 +220,36 @@ func Open(path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// refuseDamaged is Options.Check, before anything is written to the file.
+func refuseDamaged(db *bolt.DB, path string) error {
+	rep, err := checkDB(db, path)
+	if err != nil {
+		return err
+	}
+	if rep.OK {
+		return nil
+	}
+	first := rep.Problems[:min(3, len(rep.Problems))]
+	return &DamageError{Path: path, Reason: fmt.Sprintf("the check at open found %d problems (`cairnctl check` lists them): %s",
+		rep.ProblemCount, strings.Join(first, "; "))}
+}
+
 // openDB opens the bbolt file and checks or initializes its format; on failure
 // the file is closed again.
 func openDB(path string, opts Options) (_ *bolt.DB, err error) {
-	db, err := bolt.Open(path, opts.FileMode, opts.bolt())
+	if err := checkSize(path); err != nil {
+		return nil, err
+	}
+	db, err := boltOpen(path, opts)
 	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrVersionMismatch) {
 		// Not a bbolt file, or one of another bbolt page version.
 		return nil, &FormatError{Path: path, Want: FormatVersion, Reason: "not a bbolt file of a supported version: " + err.Error()}
+	}
+	if errors.Is(err, berrors.ErrChecksum) {
+		return nil, &DamageError{Path: path, Reason: "both meta pages fail their checksum"}
+	}
+	if errors.Is(err, ErrDamaged) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
@@ -220,10 +259,35 @@ func openDB(path string, opts Options) (_ *bolt.DB, err error) {
 			err = errors.Join(err, db.Close())
 		}
 	}()
-	if err := db.Update(func(tx *bolt.Tx) error { return initFormat(path, tx) }); err != nil {
+	if opts.Check {
+		if err := refuseDamaged(db, path); err != nil {
+			return nil, err
+		}
+	}
+	if opts.ReadOnly {
+		err = db.View(func(tx *bolt.Tx) (err error) {
+			defer recoverDamage(path, &err)
+			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+			return checkFormat(path, tx)
+		})
+	} else {
+		err = db.Update(func(tx *bolt.Tx) (err error) {
+			defer recoverDamage(path, &err)
+			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+			return initFormat(path, tx)
+		})
+	}
+	if err != nil {
 		return nil, err
 	}
 	return db, nil
+}
+
+// boltOpen is bolt.Open with a panic on a damaged file turned into a *DamageError.
+func boltOpen(path string, opts Options) (db *bolt.DB, err error) {
+	defer recoverDamage(path, &err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	return bolt.Open(path, opts.FileMode, opts.bolt())
 }
 
 // initFormat creates the buckets of an empty file, or checks the version of an
@@ -257,6 +321,28 @@ func initFormat(path string, tx *bolt.Tx) error {
 	}
 	if got < FormatVersion {
 		return migrateFormat(path, tx, got)
+	}
+	return requireBuckets(path, tx, FormatVersion, allBuckets)
+}
+
+// checkFormat is initFormat for a read-only open: the file must already be of
+// FormatVersion, since a migration writes.
+func checkFormat(path string, tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return &FormatError{Path: path, Want: FormatVersion, Reason: "no meta bucket (an empty or foreign file)"}
+	}
+	got, why := decodeMetaU64(metaFormat, meta.Get(metaFormat))
+	switch {
+	case meta.Get(metaFormat) == nil:
+		return &FormatError{Path: path, Want: FormatVersion, Reason: "meta bucket has no format_version"}
+	case why != "":
+		return &FormatError{Path: path, Want: FormatVersion, Reason: "format_version: " + why}
+	case got < FormatVersion && got > 0 && migrations[got] != nil:
+		return &FormatError{Path: path, Got: uint32(got), Want: FormatVersion,
+			Reason: fmt.Sprintf("format version %d is migrated by a read-write open (cairnd's start); a read-only open does not write", got)}
+	case got != FormatVersion:
+		return &FormatError{Path: path, Got: uint32(min(got, 1<<32-1)), Want: FormatVersion}
 	}
 	return requireBuckets(path, tx, FormatVersion, allBuckets)
 }
@@ -338,14 +424,19 @@ func (s *Store) waitScrub() error {
 // enqueued by this transaction or later is held back from Pending until Compact
 // has erased the deleted bytes from the file: the audit of a deletion cannot be
 // published before the erasure it attests.
-func (s *Store) Apply(fn func(tx *Tx) error) error {
+func (s *Store) Apply(fn func(tx *Tx) error) (err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		return ErrClosed
 	}
+	if s.opts.ReadOnly {
+		return fmt.Errorf("%w: %s is open read-only", ErrInvalid, s.path)
+	}
+	defer recoverDamage(s.path, &err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	var enqueued bool
-	err := s.db.Update(func(btx *bolt.Tx) error {
+	err = s.db.Update(func(btx *bolt.Tx) error {
 		t := &Tx{ReadTx: ReadTx{tx: btx}}
 		defer func() { t.done = true }()
 		if err := fn(t); err != nil {
@@ -365,12 +456,14 @@ func (s *Store) Apply(fn func(tx *Tx) error) error {
 
 // View runs fn in a read-only transaction. Everything a ReadTx returns is a
 // copy owned by the caller and stays valid after fn returns; tx does not.
-func (s *Store) View(fn func(tx *ReadTx) error) error {
+func (s *Store) View(fn func(tx *ReadTx) error) (err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		return ErrClosed
 	}
+	defer recoverDamage(s.path, &err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	return s.db.View(func(btx *bolt.Tx) error {
 		t := &ReadTx{tx: btx}
 		defer func() { t.done = true }()
@@ -435,7 +528,7 @@ func (s *Store) Pending(limit int) (out []OutboxEntry, err error) {
 
 // Ack deletes sent outbox entries. Seqs that are not in the outbox (already
 // acknowledged) are ignored, so a publisher may re-ack after a retry.
-func (s *Store) Ack(seqs ...uint64) error {
+func (s *Store) Ack(seqs ...uint64) (err error) {
 	if len(seqs) == 0 {
 		return nil
 	}
@@ -444,6 +537,8 @@ func (s *Store) Ack(seqs ...uint64) error {
 	if s.closed {
 		return ErrClosed
 	}
+	defer recoverDamage(s.path, &err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketOutbox)
 		for _, seq := range seqs {
@@ -472,33 +567,40 @@ func (s *Store) ScrubPending() (pending bool, err error) {
 // Otherwise it returns an *AuditBreakError (or *CorruptError for a value whose
 // checksum fails) naming the first bad seq.
 func (s *Store) VerifyAudit() error {
-	return s.View(func(tx *ReadTx) error {
-		var prev [32]byte
-		want := uint64(1)
-		c := tx.tx.Bucket(bucketAudit).Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			a, why := decodeAudit(k, v)
-			if why != "" {
-				seq := want
-				if len(k) == 8 {
-					seq = binary.BigEndian.Uint64(k)
-				}
-				return &AuditBreakError{Seq: seq, Reason: (&CorruptError{Bucket: string(bucketAudit), Key: bytes.Clone(k), Reason: why}).Error()}
+	return s.View(func(tx *ReadTx) error { return verifyAudit(tx.tx) })
+}
+
+// verifyAudit is VerifyAudit in tx.
+func verifyAudit(tx *bolt.Tx) error {
+	var prev [32]byte
+	want := uint64(1)
+	b := tx.Bucket(bucketAudit)
+	if b == nil {
+		return nil // a new file (Check reports a missing bucket otherwise)
+	}
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		a, why := decodeAudit(k, v)
+		if why != "" {
+			seq := want
+			if len(k) == 8 {
+				seq = binary.BigEndian.Uint64(k)
 			}
-			if a.Seq != want {
-				return &AuditBreakError{Seq: want, Reason: fmt.Sprintf("record missing (next stored seq is %d)", a.Seq)}
-			}
-			if a.PrevHash != prev {
-				return &AuditBreakError{Seq: a.Seq, Reason: fmt.Sprintf("prev_hash %x does not match hash of seq %d %x", a.PrevHash, a.Seq-1, prev)}
-			}
-			if h := chainHash(&prev, a.Body); h != a.Hash {
-				return &AuditBreakError{Seq: a.Seq, Reason: fmt.Sprintf("stored hash %x, recomputed %x", a.Hash, h)}
-			}
-			prev = a.Hash
-			want++
+			return &AuditBreakError{Seq: seq, Reason: (&CorruptError{Bucket: string(bucketAudit), Key: bytes.Clone(k), Reason: why}).Error()}
 		}
-		return nil
-	})
+		if a.Seq != want {
+			return &AuditBreakError{Seq: want, Reason: fmt.Sprintf("record missing (next stored seq is %d)", a.Seq)}
+		}
+		if a.PrevHash != prev {
+			return &AuditBreakError{Seq: a.Seq, Reason: fmt.Sprintf("prev_hash %x does not match hash of seq %d %x", a.PrevHash, a.Seq-1, prev)}
+		}
+		if h := chainHash(&prev, a.Body); h != a.Hash {
+			return &AuditBreakError{Seq: a.Seq, Reason: fmt.Sprintf("stored hash %x, recomputed %x", a.Hash, h)}
+		}
+		prev = a.Hash
+		want++
+	}
+	return nil
 }
 
 // chainHash is SHA-256(prev || body).
@@ -539,6 +641,9 @@ func (s *Store) Compact() (err error) {
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
+	}
+	if s.opts.ReadOnly {
+		return fmt.Errorf("%w: %s is open read-only", ErrInvalid, s.path)
 	}
 	if err := s.waitScrub(); err != nil {
 		return err
@@ -588,6 +693,8 @@ func (s *Store) writeCompactCopy(tmp string) (err error) {
 		return fmt.Errorf("storage: compact: create %s: %w", tmp, err)
 	}
 	defer func() { err = errors.Join(err, dst.Close()) }()
+	defer recoverDamage(s.path, &err)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	if err := bolt.Compact(dst, s.db, compactTxMaxSize); err != nil {
 		return fmt.Errorf("storage: compact: copy: %w", err)
 	}
