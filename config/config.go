@@ -32,6 +32,10 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// LogLevel is the least severe log level written: debug, info, warn or error.
 	LogLevel string `yaml:"log_level"`
+	// CheckOnStart checks the whole state file at start (storage.Options.Check: bbolt's
+	// page check and every record), before anything is written to it, and refuses a
+	// damaged file. It reads the file once more than the restore does. Default true.
+	CheckOnStart bool `yaml:"check_on_start"`
 
 	Kafka  Kafka    `yaml:"kafka"`
 	Model  Backbone `yaml:"model"`
@@ -201,6 +205,7 @@ func Default() Config {
 		HTTP:            "127.0.0.1:8080",
 		ShutdownTimeout: 10 * time.Second,
 		LogLevel:        "info",
+		CheckOnStart:    true,
 		Kafka: Kafka{
 			EmbeddedBroker: "127.0.0.1:9092",
 			Partitions:     4,

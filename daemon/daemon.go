@@ -261,10 +261,7 @@ func (o storeOutbox) Ack(seqs ...uint64) error { return o.s.Ack(seqs...) }
 // exited; the error is the first failure of a component (nil after a clean shutdown).
 func (d *Daemon) Run(ctx context.Context) (err error) {
 	cfg := d.cfg
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return fmt.Errorf("daemon: data dir: %w", err)
-	}
-	st, err := storage.Open(filepath.Join(cfg.DataDir, StateFile), storage.Options{})
+	st, err := openState(cfg)
 	if err != nil {
 		return err
 	}
@@ -288,7 +285,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 
 	if err := d.restore(); err != nil {
-		return err
+		return diagnose(st, err)
 	}
 	h, err := ListenHTTP(cfg.HTTP, d.metrics, Checks{Live: d.live, Ready: d.readyErr, Status: func() any { return d.Status() },
 		Model: func(v uint64) (any, error) { return d.Export(v) }}, d.log)
@@ -377,6 +374,30 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	d.log.Info().Err(err).Msg("cairnd stopped")
 	return err
+}
+
+// openState opens the state file under DataDir, checking it first with
+// check_on_start.
+func openState(cfg config.Config) (*storage.Store, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("daemon: data dir: %w", err)
+	}
+	return storage.Open(filepath.Join(cfg.DataDir, StateFile), storage.Options{Check: cfg.CheckOnStart})
+}
+
+// diagnose returns err, a failed restore, with the damage the state file's full check
+// finds when the restore met something inconsistent (a damaged page can read as records
+// that disagree with each other, which the restore reports as a pool-state mismatch).
+func diagnose(st *storage.Store, err error) error {
+	if !errors.Is(err, ErrPoolState) && !errors.Is(err, storage.ErrCorrupt) {
+		return err
+	}
+	rep, cerr := st.Check()
+	if cerr != nil || rep.OK {
+		return err
+	}
+	return errors.Join(err, &storage.DamageError{Path: st.Path(), Reason: fmt.Sprintf(
+		"the full check finds %d problems (`cairnctl check` lists them), first: %s", rep.ProblemCount, rep.Problems[0])})
 }
 
 // restore builds the ingest from the store, loads the serving model, and sets the
