@@ -45,7 +45,11 @@
 // ctx ends; it re-sends only the failed messages. Partitions are chosen by
 // key (murmur2). The Publisher drains an Outbox (write, then Ack), so an
 // output is delivered at least once, possibly twice with the same key and
-// value after a crash between write and ack, and never lost. stream defines
+// value after a crash between write and ack, and never lost. Publisher.Run never
+// gives up: a failed round (broker unreachable, outbox unreadable, ack not committed)
+// is retried with a wait doubling from RetryMin to RetryMax, the entries stay in the
+// outbox and go out in order when the fault clears, and Publisher.State reports the
+// failure meanwhile (for readiness and metrics). stream defines
 // its own OutboxEntry; storage.OutboxEntry has identical fields and
 // converts with stream.OutboxEntry(e).
 //

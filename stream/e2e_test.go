@@ -153,14 +153,17 @@ func TestEndToEndStorage(t *testing.T) {
 	}
 	firstRun := applied.Load()
 
-	pub, err := stream.NewPublisher(w, box, stream.PublisherConfig{Batch: 16, Ready: st.OutboxReady(), Poll: 20 * time.Millisecond})
+	// The publisher's first round fails on its ack; its entries stay in the outbox,
+	// the publisher retries (it never gives up) and the retry re-sends them.
+	var sawInjected atomic.Bool
+	pub, err := stream.NewPublisher(w, box, stream.PublisherConfig{Batch: 16, Ready: st.OutboxReady(), Poll: 20 * time.Millisecond,
+		RetryMin: 10 * time.Millisecond, OnError: func(err error, failures int, _ time.Duration) {
+			if errors.Is(err, errInjected) && failures == 1 {
+				sawInjected.Store(true)
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
-	}
-	// The first publisher run fails on its first ack; its entries stay in
-	// the outbox and the second run re-sends them.
-	if err := pub.Run(ctx); !errors.Is(err, errInjected) {
-		t.Fatalf("publisher first run: %v, want the injected ack failure", err)
 	}
 	pctx, pcancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -197,6 +200,12 @@ func TestEndToEndStorage(t *testing.T) {
 	wg.Wait()
 	if rerr != nil || pubErr != nil {
 		t.Fatalf("second runs: reader %v, publisher %v", rerr, pubErr)
+	}
+	if !sawInjected.Load() {
+		t.Errorf("the injected ack failure was not reported to OnError")
+	}
+	if s := pub.State(); s.Failing || s.Retries != 1 {
+		t.Errorf("publisher state after recovery %+v, want not failing after 1 retry", s)
 	}
 	if got := applied.Load() - (-1 << 40) + firstRun; got != n {
 		t.Errorf("applied %d events over two runs, want %d", got, n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -41,6 +42,13 @@ type PublisherConfig struct {
 	// Ready, if set, wakes the publisher when the outbox gains entries
 	// (storage.Store.OutboxReady fits). Notify does the same by call.
 	Ready <-chan struct{}
+	// RetryMin and RetryMax bound the exponential wait after a failed round (a write
+	// the broker did not acknowledge, or an outbox read or ack that failed). Defaults
+	// 100ms and 10s.
+	RetryMin, RetryMax time.Duration
+	// OnError, if set, is called on Run's goroutine after every failed round with the
+	// error, the number of consecutive failures and the wait before the next round.
+	OnError func(err error, failures int, retryIn time.Duration)
 }
 
 // Publisher drains an Outbox to Kafka: it reads pending entries, writes them
@@ -48,11 +56,29 @@ type PublisherConfig struct {
 // only then acks them. After a crash between the write and the ack the
 // entries are written again, with the same keys: outputs are delivered at
 // least once and never lost.
+//
+// Run never gives up: a broker outage or a failing outbox only delays the entries,
+// which go out in outbox order once the fault clears. State says whether the last
+// round failed, for readiness and metrics.
 type Publisher struct {
 	w    *Writer
 	box  Outbox
 	cfg  PublisherConfig
 	wake chan struct{}
+
+	mu    sync.Mutex
+	state PublisherState
+}
+
+// PublisherState is a Publisher's health as of its last round.
+type PublisherState struct {
+	// Failing is true from a failed round until the next round that succeeds;
+	// LastError is that round's error and Since when the failures began.
+	Failing   bool
+	LastError error
+	Since     time.Time
+	// Retries counts failed rounds since the Publisher was built.
+	Retries uint64
 }
 
 // NewPublisher returns a Publisher. It does not own w or box.
@@ -67,6 +93,9 @@ func NewPublisher(w *Writer, box Outbox, cfg PublisherConfig) (*Publisher, error
 	if cfg.Batch < 0 || cfg.Poll < 0 {
 		errs = append(errs, fmt.Errorf("%w: publisher.batch %d / poll %v: must not be negative", ErrConfig, cfg.Batch, cfg.Poll))
 	}
+	if cfg.RetryMin < 0 || cfg.RetryMax < 0 || (cfg.RetryMax != 0 && cfg.RetryMin > cfg.RetryMax) {
+		errs = append(errs, fmt.Errorf("%w: publisher.retry [%v, %v]: want 0 <= min <= max", ErrConfig, cfg.RetryMin, cfg.RetryMax))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -75,6 +104,12 @@ func NewPublisher(w *Writer, box Outbox, cfg PublisherConfig) (*Publisher, error
 	}
 	if cfg.Poll == 0 {
 		cfg.Poll = 200 * time.Millisecond
+	}
+	if cfg.RetryMin == 0 {
+		cfg.RetryMin = min(100*time.Millisecond, max(cfg.RetryMax, time.Millisecond))
+	}
+	if cfg.RetryMax == 0 {
+		cfg.RetryMax = max(10*time.Second, cfg.RetryMin)
 	}
 	return &Publisher{w: w, box: box, cfg: cfg, wake: make(chan struct{}, 1)}, nil
 }
@@ -88,21 +123,45 @@ func (p *Publisher) Notify() {
 	}
 }
 
-// Run drains the outbox until ctx is done (returning nil) or an outbox
-// operation or a write fails (returning the error; the entries stay in the
-// outbox, so nothing is lost, and the caller decides whether to restart).
-// Run starts no goroutines.
+// State returns the publisher's health as of its last round. It is safe to call from
+// any goroutine.
+func (p *Publisher) State() PublisherState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state
+}
+
+// Run drains the outbox until ctx is done, and then returns nil. A failed round (the
+// broker unreachable or refusing, the outbox unreadable or its ack not committed) is
+// retried after a wait that doubles from RetryMin to RetryMax; the entries stay in the
+// outbox meanwhile, so nothing is lost, and a round that was written but not acked is
+// written again (at least once). Run starts no goroutines.
 func (p *Publisher) Run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	failures, wait := 0, time.Duration(0)
 	for {
 		n, err := p.Drain(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+		if ctx.Err() != nil {
+			return nil
 		}
+		if err != nil {
+			failures++
+			wait = min(max(2*wait, p.cfg.RetryMin), p.cfg.RetryMax)
+			p.failed(err)
+			if p.cfg.OnError != nil {
+				p.cfg.OnError(err, failures, wait)
+			}
+			t.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+			continue
+		}
+		failures, wait = 0, 0
+		p.succeeded()
 		if n == p.cfg.Batch {
 			continue // probably more waiting
 		}
@@ -115,6 +174,22 @@ func (p *Publisher) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+func (p *Publisher) failed(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.state.Failing {
+		p.state.Failing, p.state.Since = true, time.Now()
+	}
+	p.state.LastError = err
+	p.state.Retries++
+}
+
+func (p *Publisher) succeeded() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.state.Failing, p.state.LastError, p.state.Since = false, nil, time.Time{}
 }
 
 // Drain publishes one round of at most Batch entries and returns how many
