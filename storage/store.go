@@ -526,6 +526,31 @@ func (s *Store) Pending(limit int) (out []OutboxEntry, err error) {
 	return out, err
 }
 
+// OutboxSpan is the number of outbox entries from the oldest unacknowledged to the
+// newest: the outbox's length when entries are acknowledged oldest first, as the
+// publisher does (an upper bound otherwise). It reads one key and one meta value, so
+// it is cheap enough to call per batch, for back-pressure.
+func (s *Store) OutboxSpan() (n int, err error) {
+	err = s.View(func(tx *ReadTx) error {
+		k, _ := tx.tx.Bucket(bucketOutbox).Cursor().First()
+		if k == nil {
+			return nil
+		}
+		if len(k) != 8 {
+			return corrupt(bucketOutbox, k, "key is not an 8-byte sequence number")
+		}
+		last, err := tx.metaU64(metaOutboxSeq)
+		if err != nil {
+			return err
+		}
+		if first := binary.BigEndian.Uint64(k); last >= first {
+			n = int(min(last-first+1, 1<<31))
+		}
+		return nil
+	})
+	return n, err
+}
+
 // Ack deletes sent outbox entries. Seqs that are not in the outbox (already
 // acknowledged) are ignored, so a publisher may re-ack after a retry.
 func (s *Store) Ack(seqs ...uint64) (err error) {

@@ -1215,3 +1215,45 @@ func TestConcurrentUse(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestOutboxSpan: the span counts the entries from the oldest to the newest as they
+// are enqueued and acknowledged oldest first, and is 0 for an empty outbox.
+func TestOutboxSpan(t *testing.T) {
+	s, _ := openTemp(t)
+	span := func() int {
+		t.Helper()
+		n, err := s.OutboxSpan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := span(); n != 0 {
+		t.Errorf("empty outbox: span %d", n)
+	}
+	var seqs []uint64
+	for i := range 5 {
+		if err := s.Apply(func(tx *Tx) error {
+			seq, err := tx.Enqueue("t", []byte("k"), []byte{byte(i)})
+			seqs = append(seqs, seq)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if n := span(); n != i+1 {
+			t.Errorf("after %d enqueues: span %d", i+1, n)
+		}
+	}
+	if err := s.Ack(seqs[:2]...); err != nil {
+		t.Fatal(err)
+	}
+	if n := span(); n != 3 {
+		t.Errorf("after acking 2 of 5: span %d, want 3", n)
+	}
+	if err := s.Ack(seqs[2:]...); err != nil {
+		t.Fatal(err)
+	}
+	if n := span(); n != 0 {
+		t.Errorf("after acking all: span %d, want 0", n)
+	}
+}
