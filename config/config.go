@@ -196,6 +196,10 @@ type Limits struct {
 	MaxK            int `yaml:"max_k"`
 	// BatchEvents is the number of input events applied per bbolt transaction.
 	BatchEvents int `yaml:"batch_events"`
+	// MaxOutbox bounds the outputs waiting in the outbox (a broker outage holds them
+	// there): at or above it, ingestion and queries pause until the publisher drains it
+	// below, and /readyz answers 503. Default 100,000.
+	MaxOutbox int `yaml:"max_outbox"`
 }
 
 // Default returns the documented defaults: the embedded mode on MNIST-shaped data.
@@ -231,7 +235,7 @@ func Default() Config {
 		},
 		Query:  Query{K: 10, Delta: 0.05, DrawQueries: 10000, ExactMemoryBytes: 256 << 20, ExactRowsCap: 32},
 		Audit:  Audit{Random: 30, Reference: 1000, Test: 250},
-		Limits: Limits{MaxMessageBytes: 1 << 20, MaxIDBytes: 256, MaxK: 100, BatchEvents: 256},
+		Limits: Limits{MaxMessageBytes: 1 << 20, MaxIDBytes: 256, MaxK: 100, BatchEvents: 256, MaxOutbox: 100_000},
 	}
 }
 

@@ -52,6 +52,15 @@ type Daemon struct {
 	lagMu    sync.Mutex
 	lag      map[string]int64
 	stopping atomic.Bool
+
+	// Faults (faults.go): what fails now, whether the broker answers, the publisher (for
+	// its state) and the outbox's last measured length.
+	faults faultState
+	broker brokerState
+	pub    atomic.Pointer[stream.Publisher]
+	outbox atomic.Int64
+	// storeFaults is storage.Options.Faults of the state file (fault-injection tests).
+	storeFaults func(site string) error
 }
 
 // trainState is the training side. mu guards the ingest (pool, point cache, pending
@@ -261,7 +270,7 @@ func (o storeOutbox) Ack(seqs ...uint64) error { return o.s.Ack(seqs...) }
 // exited; the error is the first failure of a component (nil after a clean shutdown).
 func (d *Daemon) Run(ctx context.Context) (err error) {
 	cfg := d.cfg
-	st, err := openState(cfg)
+	st, err := d.openState()
 	if err != nil {
 		return err
 	}
@@ -280,7 +289,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		defer func() { err = errors.Join(err, b.Close()) }()
 		d.kafka.Brokers = []string{b.Addr()}
 		d.log.Info().Str("addr", b.Addr()).Msg("embedded broker started")
-	} else if err := stream.EnsureTopics(ctx, d.kafka, cfg.Kafka.Partitions, 1, topics...); err != nil {
+	} else if err := d.waitTopics(ctx, topics); err != nil {
 		return err
 	}
 
@@ -298,10 +307,12 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, w.Close()) }()
-	pub, err := stream.NewPublisher(w, storeOutbox{st}, stream.PublisherConfig{Ready: st.OutboxReady()})
+	pub, err := stream.NewPublisher(w, storeOutbox{st}, stream.PublisherConfig{Ready: st.OutboxReady(),
+		RetryMin: retryMin, RetryMax: retryMax, OnError: d.publishFailed})
 	if err != nil {
 		return err
 	}
+	d.pub.Store(pub)
 	onErr := func(topic string, part int, err error) {
 		d.log.Warn().Str("topic", topic).Int("partition", part).Err(err).Msg("fetch error (retrying)")
 	}
@@ -335,8 +346,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			}
 		}()
 	}
-	spawn(&workWG, work, "train", func(c context.Context) error { return d.runTrain(c, trainR) })
-	spawn(&workWG, work, "queries", func(c context.Context) error { return queryR.Run(c, d.handleQueries) })
+	spawn(&workWG, work, "train", func(c context.Context) error {
+		return d.keepReading(c, "train", trainR, d.handleTrain, d.rebuildIngest)
+	})
+	spawn(&workWG, work, "queries", func(c context.Context) error { return d.keepReading(c, "queries", queryR, d.handleQueries, nil) })
 	spawn(&workWG, work, "refit", d.runRefits)
 	spawn(&workWG, work, "lag", d.runLag)
 	spawn(&serveWG, serve, "publisher", pub.Run)
@@ -376,13 +389,42 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	return err
 }
 
+// waitTopics creates the topics on an external broker, waiting with a doubling delay
+// (logged once per faultLogEvery) while the broker does not answer, until ctx ends.
+func (d *Daemon) waitTopics(ctx context.Context, topics []string) error {
+	var b backoff
+	for {
+		err := stream.EnsureTopics(ctx, d.kafka, d.cfg.Kafka.Partitions, 1, topics...)
+		if err == nil || ctx.Err() != nil {
+			d.recovered("broker")
+			return err
+		}
+		if errors.Is(err, stream.ErrConfig) {
+			return err
+		}
+		wait := b.next()
+		d.fail("broker", fmt.Errorf("create topics: %w", err), wait)
+		if !sleep(ctx, wait) {
+			return ctx.Err()
+		}
+	}
+}
+
+// publishFailed is the publisher's OnError: the outputs stay in the outbox and go out
+// once the broker answers again (logged once per faultLogEvery).
+func (d *Daemon) publishFailed(err error, failures int, retryIn time.Duration) {
+	if failures == 1 || failures%50 == 0 {
+		d.log.Warn().Err(err).Int("failures", failures).Dur("retry_in", retryIn).Msg("publishing the outbox failed; retrying")
+	}
+}
+
 // openState opens the state file under DataDir, checking it first with
 // check_on_start.
-func openState(cfg config.Config) (*storage.Store, error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+func (d *Daemon) openState() (*storage.Store, error) {
+	if err := os.MkdirAll(d.cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("daemon: data dir: %w", err)
 	}
-	return storage.Open(filepath.Join(cfg.DataDir, StateFile), storage.Options{Check: cfg.CheckOnStart})
+	return storage.Open(filepath.Join(d.cfg.DataDir, StateFile), storage.Options{Check: d.cfg.CheckOnStart, Faults: d.storeFaults})
 }
 
 // diagnose returns err, a failed restore, with the damage the state file's full check
@@ -461,7 +503,7 @@ func (d *Daemon) startOffset(topic string, part int) (int64, bool, error) {
 // live is /healthz: the daemon answers while its components run.
 func (d *Daemon) live() error { return nil }
 
-// readyErr is /readyz.
+// readyErr is /readyz: starting, shutting down, or the readiness of a running daemon.
 func (d *Daemon) readyErr() error {
 	select {
 	case <-d.ready:
@@ -471,37 +513,48 @@ func (d *Daemon) readyErr() error {
 	if d.stopping.Load() {
 		return errors.New("shutting down")
 	}
-	return nil
+	return d.readiness()
 }
 
-// runTrain runs the training reader; an Ingest broken by a failed transaction is
-// rebuilt from the store and reading resumes after the last committed offset.
-func (d *Daemon) runTrain(ctx context.Context, r *stream.Reader) error {
+// keepReading runs reader r with handler h until ctx ends. A failure (a commit the
+// store refused, an ingest left broken, a broker that stopped answering) never ends it:
+// repair (if set) runs until it succeeds, then the reader restarts after a doubling
+// wait, resuming after the last committed offset, so nothing is lost or applied twice.
+// The fault is reported under component until h next succeeds.
+func (d *Daemon) keepReading(ctx context.Context, component string, r *stream.Reader, h stream.Handler, repair func() error) error {
+	var b backoff
 	for {
-		err := r.Run(ctx, d.handleTrain)
-		if err == nil || ctx.Err() != nil {
+		err := r.Run(ctx, h)
+		if ctx.Err() != nil {
 			return nil
 		}
-		if !errors.Is(err, ErrBroken) {
-			return err
+		if err == nil {
+			err = errors.New("reader stopped")
 		}
-		d.log.Error().Err(err).Msg("rebuilding the ingest from the store")
-		d.train.mu.Lock()
-		in, nerr := ingest.New(d.cfg, d.store, d.log)
-		if nerr == nil {
-			in.Succeed(d.train.ingest) // its hooks; no background sync of the old one is adopted
-			d.train.ingest = in
-			d.train.cache.Store(in.Points())
+		wait := b.next()
+		d.fail(component, err, wait)
+		for repair != nil {
+			rerr := repair()
+			if rerr == nil {
+				break
+			}
+			wait = b.next()
+			d.fail(component, rerr, wait)
+			if !sleep(ctx, wait) {
+				return nil
+			}
 		}
-		d.train.mu.Unlock()
-		if nerr != nil {
-			return nerr
+		if !sleep(ctx, wait) {
+			return nil
 		}
 	}
 }
 
 // handleTrain applies one batch of cairn.train.
 func (d *Daemon) handleTrain(ctx context.Context, batch []stream.Message) error {
+	if err := d.waitOutbox(ctx); err != nil {
+		return err
+	}
 	d.train.mu.Lock()
 	res, err := d.train.ingest.Apply(ctx, batch)
 	if err == nil {
@@ -515,6 +568,7 @@ func (d *Daemon) handleTrain(ctx context.Context, batch []stream.Message) error 
 	if err != nil {
 		return err
 	}
+	d.recovered("train")
 	topic := d.cfg.Kafka.Topics.Train
 	d.metrics.AddEvents(topic, "applied", res.Upserts+res.Deletes)
 	d.metrics.AddEvents(topic, "dead_letter", res.DeadLetters)
@@ -618,17 +672,19 @@ func (d *Daemon) runLag(ctx context.Context) error {
 			lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			ends, err := stream.EndOffsets(lctx, d.kafka, topic)
 			cancel()
+			if ctx.Err() != nil {
+				return nil
+			}
+			d.broker.polled(err)
 			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
 				d.log.Debug().Err(err).Str("topic", topic).Msg("lag: end offsets")
 				continue
 			}
 			for part, end := range ends {
 				last, ok, err := d.startOffset(topic, part)
 				if err != nil {
-					return err
+					d.fail("lag", err, time.Second)
+					break
 				}
 				next := int64(0)
 				if ok {

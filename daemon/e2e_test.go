@@ -62,9 +62,18 @@ type running struct {
 
 func startDaemon(t *testing.T, cfg config.Config) *running {
 	t.Helper()
+	return startDaemonWith(t, cfg, nil)
+}
+
+// startDaemonWith is startDaemon with setup applied to the daemon before Run.
+func startDaemonWith(t *testing.T, cfg config.Config, setup func(*Daemon)) *running {
+	t.Helper()
 	d, err := New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(d)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{d: d, cancel: cancel, done: make(chan error, 1), out: map[string][]stream.Message{}}

@@ -42,6 +42,9 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if err := d.waitOutbox(ctx); err != nil {
+		return err
+	}
 	w := &d.query.work
 	for {
 		s := d.serve.model.Load()
@@ -80,6 +83,7 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 		if err != nil {
 			return err
 		}
+		d.recovered("queries")
 		for k, off := range seen {
 			d.query.last[k] = off
 		}

@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -15,17 +17,17 @@ import (
 	"github.com/cairnhq/cairn/stream"
 )
 
-// refitRetry is how long the supervisor waits after a failed refit before trying again.
-const refitRetry = 5 * time.Second
-
 // runRefits is the refit supervisor: every 100 ms, or when the train handler pokes it,
 // it starts a refit when a drift trigger fires (refitReason), or else a background pool
 // sync when one is due (syncDue). Both take a snapshot under the ingest lock (pointers
 // to the cached points, O(n)) and do their O(n q m) work without it, on this goroutine,
-// so ingestion and queries never wait for them; one runs at a time.
+// so ingestion and queries never wait for them; one runs at a time. A failure (a commit
+// the store refused, a broken ingest, which it rebuilds) never ends it: the job is
+// retried after a doubling wait (faults.go).
 func (d *Daemon) runRefits(ctx context.Context) error {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	var b backoff
 	for {
 		select {
 		case <-ctx.Done():
@@ -33,45 +35,51 @@ func (d *Daemon) runRefits(ctx context.Context) error {
 		case <-t.C:
 		case <-d.refits.kick:
 		}
-		snap, err := d.nextJob(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		if snap == nil {
-			continue
-		}
-		start := time.Now()
-		if snap.reason == "" {
-			_, err = d.syncSnapshot(ctx, snap)
-		} else {
-			d.refits.running.Store(true)
-			err = d.refit(ctx, snap)
-			d.refits.running.Store(false)
-		}
-		if err == nil {
-			continue
-		}
+		reason, err := d.runJob(ctx)
 		if ctx.Err() != nil {
-			if snap.reason != "" {
-				d.metrics.ObserveRefit(time.Since(start).Seconds(), context.Canceled)
-			}
 			return nil
 		}
+		if err == nil {
+			b.reset()
+			d.recovered("refit")
+			continue
+		}
+		wait := b.next()
+		d.fail("refit", fmt.Errorf("%s: %w", cmp.Or(reason, "sync"), err), wait)
 		if errors.Is(err, ErrBroken) {
-			continue // the train goroutine rebuilds the ingest
+			if rerr := d.rebuildIngest(); rerr != nil {
+				d.fail("refit", rerr, wait)
+			}
 		}
-		if snap.reason != "" {
-			d.metrics.ObserveRefit(time.Since(start).Seconds(), err)
-		}
-		d.log.Error().Err(err).Str("reason", snap.reason).Dur("retry_in", refitRetry).Msg("refit or sync failed")
 		d.train.mu.Lock()
 		d.train.changes = max(d.train.changes, 1)
-		d.train.retryAt = time.Now().Add(refitRetry)
+		d.train.retryAt = time.Now().Add(wait)
 		d.train.mu.Unlock()
 	}
+}
+
+// runJob runs the next refit or sync, if one is due, and returns its reason ("" for a
+// sync) and error.
+func (d *Daemon) runJob(ctx context.Context) (string, error) {
+	snap, err := d.nextJob(ctx)
+	if err != nil || snap == nil {
+		return "", err
+	}
+	start := time.Now()
+	if snap.reason == "" {
+		_, err = d.syncSnapshot(ctx, snap)
+		return "", err
+	}
+	d.refits.running.Store(true)
+	err = d.refit(ctx, snap)
+	d.refits.running.Store(false)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = context.Canceled
+		}
+		d.metrics.ObserveRefit(time.Since(start).Seconds(), err)
+	}
+	return snap.reason, err
 }
 
 // nextJob returns the snapshot of the next refit (reason set) or background sync

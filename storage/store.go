@@ -142,6 +142,11 @@ type Options struct {
 	// daemon's file): nothing is created, migrated or written, Apply and Compact fail,
 	// and a file held by a running daemon fails after LockTimeout.
 	ReadOnly bool
+	// Faults, if set, is called before each write of the file with the site's name
+	// ("commit": an Apply's commit, "ack": an Ack, "compact": a Compact); an error it
+	// returns fails that write as the file system would (the transaction rolls back, the
+	// compaction leaves the old file). For fault-injection tests of the callers.
+	Faults func(site string) error
 	// Check runs Store.Check once the file is open and refuses a file with problems
 	// (an error matching ErrDamaged naming the first ones). It reads the whole file.
 	Check bool
@@ -218,6 +223,17 @@ func Open(path string, opts Options) (*Store, error) {
 	s := &Store{path: path, opts: opts, db: db, ready: make(chan struct{}, 1)}
 	s.ready <- struct{}{} // entries may be pending from before the restart
 	return s, nil
+}
+
+// fault is Options.Faults at site, or nil.
+func (s *Store) fault(site string) error {
+	if s.opts.Faults == nil {
+		return nil
+	}
+	if err := s.opts.Faults(site); err != nil {
+		return fmt.Errorf("storage: %s %s: %w", site, s.path, err)
+	}
+	return nil
 }
 
 // refuseDamaged is Options.Check, before anything is written to the file.
@@ -443,7 +459,10 @@ func (s *Store) Apply(fn func(tx *Tx) error) (err error) {
 			return err
 		}
 		enqueued = t.outboxLoaded && t.outboxSeq != t.outboxStart
-		return t.finish()
+		if err := t.finish(); err != nil {
+			return err
+		}
+		return s.fault("commit")
 	})
 	if err != nil {
 		return err
@@ -564,6 +583,9 @@ func (s *Store) Ack(seqs ...uint64) (err error) {
 	}
 	defer recoverDamage(s.path, &err)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	if err := s.fault("ack"); err != nil {
+		return err
+	}
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketOutbox)
 		for _, seq := range seqs {
@@ -672,6 +694,9 @@ func (s *Store) Compact() (err error) {
 	}
 	if err := s.waitScrub(); err != nil {
 		return err
+	}
+	if err := s.fault("compact"); err != nil {
+		return fmt.Errorf("storage: compact %s: %w", s.path, err)
 	}
 	tmp := compactTempPath(s.path)
 	if err := s.writeCompactCopy(tmp); err != nil {

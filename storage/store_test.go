@@ -11,7 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1255,5 +1258,95 @@ func TestOutboxSpan(t *testing.T) {
 	}
 	if n := span(); n != 0 {
 		t.Errorf("after acking all: span %d, want 0", n)
+	}
+}
+
+// TestInjectedFaults: a fault at commit rolls the whole transaction back (state,
+// offsets, outbox), a fault at ack keeps the entries, a fault at compact leaves the
+// file as it was and its held outbox entries held; each error names the site and wraps
+// the injected cause.
+func TestInjectedFaults(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	var failAt atomic.Pointer[string]
+	s, err := Open(path, Options{NoSync: true, Faults: func(site string) error {
+		if p := failAt.Load(); p != nil && *p == site {
+			return syscall.ENOSPC
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fail := func(site string) { failAt.Store(&site) }
+	put := func(id string) error {
+		return s.Apply(func(tx *Tx) error {
+			if err := tx.PutPoint(Point{ID: id, X: []float64{1}}); err != nil {
+				return err
+			}
+			if err := tx.SetOffset("t", 0, 7); err != nil {
+				return err
+			}
+			_, err := tx.Enqueue("out", []byte(id), []byte("v"))
+			return err
+		})
+	}
+	fail("commit")
+	if err := put("a"); !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "commit") {
+		t.Fatalf("Apply under a commit fault: %v, want ENOSPC naming the site", err)
+	}
+	if n, _ := s.OutboxSpan(); n != 0 {
+		t.Errorf("a failed commit left %d outbox entries", n)
+	}
+	if err := s.View(func(tx *ReadTx) error {
+		if _, ok, _ := tx.Point("a"); ok {
+			return errors.New("the point of a failed commit is stored")
+		}
+		if _, ok, _ := tx.Offset("t", 0); ok {
+			return errors.New("the offset of a failed commit is stored")
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+	fail("none")
+	if err := put("a"); err != nil {
+		t.Fatal(err)
+	}
+	es, err := s.Pending(0)
+	if err != nil || len(es) != 1 {
+		t.Fatalf("Pending: %v, %v", es, err)
+	}
+	fail("ack")
+	if err := s.Ack(es[0].Seq); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("Ack under a fault: %v", err)
+	}
+	if n, _ := s.OutboxSpan(); n != 1 {
+		t.Errorf("a failed ack removed the entry (span %d)", n)
+	}
+	// A deletion holds later outputs until Compact; a failed Compact keeps them held.
+	fail("none")
+	if err := s.Apply(func(tx *Tx) error {
+		if _, err := tx.DeletePoint("a"); err != nil {
+			return err
+		}
+		_, err := tx.Enqueue("out", []byte("audit"), []byte("v"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fail("compact")
+	if err := s.Compact(); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("Compact under a fault: %v", err)
+	}
+	if es, _ := s.Pending(0); len(es) != 1 {
+		t.Errorf("after a failed Compact %d entries are publishable, want only the one before the deletion", len(es))
+	}
+	fail("none")
+	if err := s.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if es, _ := s.Pending(0); len(es) != 2 {
+		t.Errorf("after Compact %d entries are publishable, want 2", len(es))
 	}
 }

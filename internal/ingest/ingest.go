@@ -304,6 +304,9 @@ func (in *State) Succeed(old *State) {
 // read after the State is discarded (its entries are immutable).
 func (in *State) Points() *Points { return in.cache }
 
+// Broken returns why the State must be rebuilt (ErrBroken), or nil.
+func (in *State) Broken() error { return in.broken }
+
 // PendingCount is the number of applied deletions whose audit is not emitted yet.
 func (in *State) PendingCount() int { return len(in.pending) }
 
@@ -423,7 +426,10 @@ func (in *State) Apply(ctx context.Context, batch []stream.Message) (res BatchRe
 	// Compact runs, the store holds back every later outbox entry.
 	if res.Deletes > 0 {
 		if err := in.store.Compact(); err != nil {
-			return res, fmt.Errorf("ingest: erase deleted points: %w", err)
+			// The batch is committed; its erasure is not, and until it is the store
+			// holds back every later output. New compacts such a store, so the owner's
+			// rebuild retries the erasure.
+			return res, in.breakWith(fmt.Errorf("erase deleted points: %w", err))
 		}
 	}
 	return res, nil

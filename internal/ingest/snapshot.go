@@ -29,9 +29,13 @@ type Snapshot struct {
 	Taken    time.Time
 }
 
-// Snapshot captures the stored points. It fails with ErrPoolState if the cache and the
-// pool disagree on how many points there are.
+// Snapshot captures the stored points. It fails with ErrBroken after a failure left the
+// pool ahead of the store, and with ErrPoolState if the cache and the pool disagree on
+// how many points there are.
 func (in *State) Snapshot() (*Snapshot, error) {
+	if in.broken != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBroken, in.broken)
+	}
 	ids := in.cache.IDs()
 	if len(ids) != in.pool.A.Len() {
 		return nil, fmt.Errorf("%w: %d cached points, %d in the pool", ErrPoolState, len(ids), in.pool.A.Len())

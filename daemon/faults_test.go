@@ -1,0 +1,175 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/storage"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// TestBackoff: waits double from retryMin and stay at retryMax; reset starts over.
+func TestBackoff(t *testing.T) {
+	var b backoff
+	var got []time.Duration
+	for range 9 {
+		got = append(got, b.next())
+	}
+	want := []time.Duration{100, 200, 400, 800, 1600, 3200, 6400, 10000, 10000}
+	for i := range want {
+		if got[i] != want[i]*time.Millisecond {
+			t.Errorf("wait %d = %v, want %v", i, got[i], want[i]*time.Millisecond)
+		}
+	}
+	b.reset()
+	if w := b.next(); w != retryMin {
+		t.Errorf("after reset: %v, want %v", w, retryMin)
+	}
+}
+
+// TestFaultState: faults are reported in component order with their reasons, the
+// first report of a fault is logged and repeats within faultLogEvery are not, and a
+// cleared fault says how long it lasted.
+func TestFaultState(t *testing.T) {
+	var f faultState
+	if f.err() != nil {
+		t.Fatal("a fresh fault state reports a fault")
+	}
+	if !f.set("train", errors.New("disk full")) {
+		t.Error("the first report of a fault is not logged")
+	}
+	if f.set("train", errors.New("disk still full")) {
+		t.Error("a repeat within faultLogEvery is logged")
+	}
+	f.set("refit", errors.New("boom"))
+	err := f.err()
+	if err == nil {
+		t.Fatal("no fault reported")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "refit: failing since") || !strings.HasSuffix(lines[1], "disk still full") {
+		t.Errorf("faults %q, want refit then train with the latest reason", lines)
+	}
+	if d := f.clear("train"); d <= 0 {
+		t.Errorf("clear of a fault returned %v", d)
+	}
+	if d := f.clear("train"); d != 0 {
+		t.Errorf("clear of no fault returned %v", d)
+	}
+}
+
+// TestRidesStorageFaults: while every commit, ack and erasure of the state file fails
+// with ENOSPC (storage.Options.Faults), the daemon keeps running and /readyz names the
+// failing parts; once the disk "has space" again it catches up on everything sent
+// meanwhile (upserts, deletions, queries), with one audit per deletion in a chain that
+// verifies, and its final state equals that of a daemon fed the same messages without
+// faults (ingest.StateHash): nothing lost, nothing applied twice.
+func TestRidesStorageFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two daemons on MNIST")
+	}
+	const first, second = 120, 60
+	set, err := dataset.Open("mnist", "train", first+second)
+	if err != nil {
+		t.Skipf("MNIST not available: %v", err)
+	}
+	rows := make([]int, first+second)
+	for i := range rows {
+		rows[i] = i
+	}
+	deleted := []string{set.IDs[3], set.IDs[first+5]}
+	run := func(faulty bool) string {
+		dir := t.TempDir()
+		cfg := e2eConfig(dir)
+		tp := cfg.Kafka.Topics
+		var failing atomic.Bool
+		var injected atomic.Int64
+		r := startDaemonWith(t, cfg, func(d *Daemon) {
+			d.storeFaults = func(site string) error {
+				if failing.Load() {
+					injected.Add(1)
+					return fmt.Errorf("injected at %s: %w", site, syscall.ENOSPC)
+				}
+				return nil
+			}
+		})
+		msgs := upserts(t, tp.Train, set, rows)
+		produceMsgs(t, r.d.Brokers(), msgs[:first])
+		waitFor(t, "the first model", 120*time.Second, func() bool {
+			s := r.d.Status()
+			return s.Model > 0 && s.ModelPoints == first && !s.RefitRunning
+		})
+		failing.Store(faulty)
+		later := slices.Clone(msgs[first:])
+		for i, id := range deleted {
+			later = append(later, deleteMsg(t, tp.Train, id, fmt.Sprintf("del-%d", i)))
+		}
+		produceMsgs(t, r.d.Brokers(), later)
+		var queries []stream.Message
+		for i := range 4 {
+			queries = append(queries, queryMsg(t, tp.Queries, stream.QueryEvent{Request: fmt.Sprintf("q%d", i), ID: set.IDs[10+i], K: 5}, set.D))
+		}
+		produceMsgs(t, r.d.Brokers(), queries)
+		if faulty {
+			waitFor(t, "/readyz to report the failing commits", 30*time.Second, func() bool {
+				err := r.d.readyErr()
+				return err != nil && strings.Contains(err.Error(), "no space left on device")
+			})
+			time.Sleep(2 * time.Second) // retries pile up; the daemon must stay up
+			select {
+			case err := <-r.done:
+				t.Fatalf("the daemon stopped under storage faults: %v", err)
+			default:
+			}
+			if injected.Load() < 3 {
+				t.Errorf("only %d faults injected", injected.Load())
+			}
+			failing.Store(false)
+		}
+		final := first + second - len(deleted)
+		waitFor(t, "the model on every surviving point", 180*time.Second, func() bool {
+			s := r.d.Status()
+			return s.Model > 0 && s.ModelPoints == final && s.Points == final && !s.RefitRunning && s.PendingDeletions == 0
+		})
+		waitFor(t, "readiness after the faults", 30*time.Second, func() bool { return r.d.readyErr() == nil })
+		waitFor(t, "an audit per deletion and an answer per query", 30*time.Second, func() bool {
+			return len(keyed[stream.Audit](t, r, tp.Audits)) == len(deleted) && len(keyed[stream.Attribution](t, r, tp.Attributions)) == len(queries)
+		})
+		if dl := r.messages(tp.DLQ); len(dl) != 0 {
+			t.Errorf("%d dead letters, want none", len(dl))
+		}
+		r.stop(t)
+		st, err := storage.Open(filepath.Join(dir, StateFile), storage.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if err := st.VerifyAudit(); err != nil {
+			t.Errorf("audit chain: %v", err)
+		}
+		var audits int
+		if err := st.View(func(tx *storage.ReadTx) error {
+			return tx.ForEachAudit(1, func(storage.AuditRecord) error { audits++; return nil })
+		}); err != nil || audits != len(deleted) {
+			t.Errorf("%d audit records (%v), want one per deletion", audits, err)
+		}
+		h, err := ingest.StateHash(cfg, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	clean := run(false)
+	if faulty := run(true); faulty != clean {
+		t.Errorf("state hash after the faults %s, without faults %s", faulty, clean)
+	}
+}
