@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -171,5 +173,92 @@ func TestRidesStorageFaults(t *testing.T) {
 	clean := run(false)
 	if faulty := run(true); faulty != clean {
 		t.Errorf("state hash after the faults %s, without faults %s", faulty, clean)
+	}
+}
+
+var outage = flag.Duration("outage", 6*time.Second, "broker outage of TestRidesBrokerOutage")
+
+// TestRidesBrokerOutage: a daemon on an external broker keeps running while the broker
+// is down for -outage (default 6 s) in the middle of ingesting, with outputs pending;
+// /readyz reports the broker; once a broker is back on the same address with the same
+// data, every upsert is applied once, every query answered, and the model covers every
+// point. The time from the broker's return to that state is logged (the drain time).
+func TestRidesBrokerOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("daemon on MNIST through a broker outage")
+	}
+	const first, second = 120, 120
+	set, err := dataset.Open("mnist", "train", first+second)
+	if err != nil {
+		t.Skipf("MNIST not available: %v", err)
+	}
+	dir := t.TempDir()
+	cfg := e2eConfig(dir)
+	tp := cfg.Kafka.Topics
+	bcfg := stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: cfg.Kafka.Partitions, DataDir: filepath.Join(t.TempDir(), "kafka"),
+		Topics: []string{tp.Train, tp.Queries, tp.Attributions, tp.Audits, tp.DLQ, tp.Status}}
+	ctx := context.Background()
+	b, err := stream.StartBroker(ctx, bcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bcfg.Addr = b.Addr()
+	cfg.Kafka.Brokers = []string{b.Addr()}
+	r := startDaemon(t, cfg)
+	rows := make([]int, first+second)
+	for i := range rows {
+		rows[i] = i
+	}
+	msgs := upserts(t, tp.Train, set, rows)
+	produceMsgs(t, r.d.Brokers(), msgs[:first])
+	waitFor(t, "the first model", 120*time.Second, func() bool {
+		s := r.d.Status()
+		return s.Model > 0 && s.ModelPoints == first && !s.RefitRunning
+	})
+	var queries []stream.Message
+	for i := range 4 {
+		queries = append(queries, queryMsg(t, tp.Queries, stream.QueryEvent{Request: fmt.Sprintf("q%d", i), ID: set.IDs[i], K: 5}, set.D))
+	}
+	produceMsgs(t, r.d.Brokers(), slices.Concat(msgs[first:], queries))
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	down := time.Now()
+	sawBroker := false
+	for time.Since(down) < *outage {
+		if err := r.d.readyErr(); err != nil && strings.Contains(err.Error(), "broker") {
+			sawBroker = true
+		}
+		select {
+		case err := <-r.done:
+			t.Fatalf("the daemon stopped during the broker outage: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if *outage > brokerGrace+time.Second && !sawBroker {
+		t.Errorf("/readyz never reported the broker during a %v outage", *outage)
+	}
+	var b2 *stream.Broker
+	for range 100 {
+		if b2, err = stream.StartBroker(ctx, bcfg); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	back := time.Now()
+	total := first + second
+	waitFor(t, "catching up after the outage", 180*time.Second, func() bool {
+		s := r.d.Status()
+		return s.Points == total && s.ModelPoints == total && !s.RefitRunning &&
+			len(keyed[stream.Attribution](t, r, tp.Attributions)) == len(queries) && r.d.readyErr() == nil
+	})
+	t.Logf("broker down %v; caught up %v after it returned (%d points, %d answers)", back.Sub(down).Round(time.Millisecond),
+		time.Since(back).Round(time.Millisecond), total, len(queries))
+	if s := r.d.Status(); s.Ingest.Upserts != uint64(total) || s.Ingest.DeadLetters != 0 {
+		t.Errorf("ingest stats %+v: want %d upserts applied once and no dead letters", s.Ingest, total)
 	}
 }
