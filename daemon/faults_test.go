@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -260,5 +261,55 @@ func TestRidesBrokerOutage(t *testing.T) {
 		time.Since(back).Round(time.Millisecond), total, len(queries))
 	if s := r.d.Status(); s.Ingest.Upserts != uint64(total) || s.Ingest.DeadLetters != 0 {
 		t.Errorf("ingest stats %+v: want %d upserts applied once and no dead letters", s.Ingest, total)
+	}
+}
+
+// TestStartsWhileBrokerDown: a daemon started while its external broker is down waits
+// for it (it used to exit at once with "create topics … Broker Not Available") and
+// serves once the broker comes up.
+func TestStartsWhileBrokerDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := e2eConfig(t.TempDir())
+	cfg.Kafka.Brokers = []string{addr}
+	d, err := New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned while the broker was down: %v", err)
+	case <-d.Ready():
+		t.Fatal("ready without a broker")
+	case <-time.After(3 * time.Second):
+	}
+	if err := d.faults.err(); err == nil || !strings.Contains(err.Error(), "broker") {
+		t.Errorf("faults while waiting: %v, want the broker named", err)
+	}
+	tp := cfg.Kafka.Topics
+	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: addr, Partitions: cfg.Kafka.Partitions,
+		Topics: []string{tp.Train, tp.Queries, tp.Attributions, tp.Audits, tp.DLQ, tp.Status}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned: %v", err)
+	case <-d.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("not ready 30 s after the broker came up")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
 	}
 }
