@@ -185,6 +185,10 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 	}, nil
 }
 
+// SetStoreFaults installs a fault injector on the state file's write sites
+// (storage.Options.Faults) for fault-injection tests; call it before Run.
+func (d *Daemon) SetStoreFaults(f func(site string) error) { d.storeFaults = f }
+
 // Ready is closed once Run serves: the store is open, the broker is reachable and the
 // readers have started.
 func (d *Daemon) Ready() <-chan struct{} { return d.ready }

@@ -92,10 +92,16 @@ func (p *proc) status() (daemon.StatusReport, bool) {
 	return s, true
 }
 
-// quiesce waits until the daemon has applied every message, holds want points, serves a
-// model fitted on all of them and owes no audit; then it stops it with SIGTERM and
-// checks the graceful exit.
+// quiesce waits until the daemon is quiet (waitQuiet) and stops it (stopGracefully).
 func quiesce(t *testing.T, p *proc, want int) {
+	t.Helper()
+	waitQuiet(t, p, want)
+	stopGracefully(t, p)
+}
+
+// waitQuiet waits until the daemon has applied every message, holds want points,
+// serves a model fitted on all of them and owes no audit.
+func waitQuiet(t *testing.T, p *proc, want int) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
@@ -105,13 +111,18 @@ func quiesce(t *testing.T, p *proc, want int) {
 			lagged = lagged || l > 0
 		}
 		if !lagged && len(s.Lag) > 0 && s.Points == want && s.ModelPoints == want && !s.RefitRunning && s.PendingDeletions == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("not quiescent after 3 minutes: %+v (answering %v)", s, ok)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// stopGracefully stops the daemon with SIGTERM and checks the graceful exit.
+func stopGracefully(t *testing.T, p *proc) {
+	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

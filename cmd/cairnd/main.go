@@ -69,5 +69,10 @@ func run(ctx context.Context, fs *flag.FlagSet, flags *config.Flags) error {
 	if err != nil {
 		return err
 	}
+	injectFaults(d, cfg)
 	return d.Run(ctx)
 }
+
+// injectFaults installs test faults in a binary built with -tags faultinject
+// (faultinject.go); it does nothing otherwise.
+var injectFaults = func(*daemon.Daemon, config.Config) {}
