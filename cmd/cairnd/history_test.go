@@ -169,7 +169,7 @@ func readTopics(t *testing.T, addr string, topics ...string) map[string][]stream
 func checkHistory(t *testing.T, in, out map[string][]stream.Message, st *storage.Store) {
 	t.Helper()
 	tp := config.Default().Kafka.Topics
-	deletes := map[string]bool{} // topic/partition/offset of each delete message
+	deletes := map[string]bool{}  // topic/partition/offset of each delete message
 	lastOp := map[string]string{} // id → "upsert" or "delete", in offset order (key = id, one partition)
 	for _, m := range in[tp.Train] {
 		var ev struct {
