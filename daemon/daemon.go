@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,7 +19,9 @@ import (
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/internal/admin"
 	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/internal/metrics"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
@@ -35,7 +38,7 @@ type Daemon struct {
 	log     zerolog.Logger
 	feat    *pipeline.Features
 	pcfg    coreset.Config
-	metrics *Metrics
+	metrics *metrics.Set
 	ready   chan struct{}
 
 	// Set by Run before its goroutines start, read-only afterwards.
@@ -178,7 +181,7 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 		return nil, err
 	}
 	return &Daemon{
-		cfg: cfg, log: log, feat: feat, pcfg: pcfg, metrics: NewMetrics(), ready: make(chan struct{}),
+		cfg: cfg, log: log, feat: feat, pcfg: pcfg, metrics: metrics.New(), ready: make(chan struct{}),
 		serve: serveState{modelReady: make(chan struct{})}, lag: map[string]int64{},
 		refits: refitCounter{kick: make(chan struct{}, 1)},
 		query:  queryState{last: map[partition]int64{}, lim: qlim},
@@ -201,7 +204,7 @@ func (d *Daemon) Brokers() []string { return slices.Clone(d.kafka.Brokers) }
 func (d *Daemon) HTTPAddr() string { return d.httpAddr }
 
 // Metrics returns the daemon's metrics (what /metrics exposes).
-func (d *Daemon) Metrics() *Metrics { return d.metrics }
+func (d *Daemon) Metrics() *metrics.Set { return d.metrics }
 
 // Status reports the current state; safe for concurrent use.
 func (d *Daemon) Status() StatusReport {
@@ -300,8 +303,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err := d.restore(); err != nil {
 		return diagnose(st, err)
 	}
-	h, err := ListenHTTP(cfg.HTTP, d.metrics, Checks{Live: d.live, Ready: d.readyErr, Status: func() any { return d.Status() },
-		Model: func(v uint64) (any, error) { return d.Export(v) }}, d.log)
+	h, err := admin.Listen(cfg.HTTP, d.metrics.Handler(), admin.Checks{Live: d.live, Ready: d.readyErr,
+		Status: func() any { return d.Status() }, Model: func(v uint64) (any, error) { return d.Export(v) }, ModelStatus: modelStatus}, d.log)
 	if err != nil {
 		return err
 	}
@@ -414,9 +417,22 @@ func (d *Daemon) waitTopics(ctx context.Context, topics []string) error {
 	}
 }
 
+// modelStatus is the HTTP status of an error of Export: 404 for a version that is not
+// stored, 503 before the first model, 500 otherwise.
+func modelStatus(err error) int {
+	switch {
+	case errors.Is(err, ErrUnknownModel):
+		return http.StatusNotFound
+	case errors.Is(err, ErrNoModelExport):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
 // publishFailed is the publisher's OnError: the outputs stay in the outbox and go out
 // once the broker answers again (logged once per faultLogEvery).
 func (d *Daemon) publishFailed(err error, failures int, retryIn time.Duration) {
+	d.metrics.AddPublishRetry()
 	if failures == 1 || failures%50 == 0 {
 		d.log.Warn().Err(err).Int("failures", failures).Dur("retry_in", retryIn).Msg("publishing the outbox failed; retrying")
 	}
@@ -666,12 +682,17 @@ func (d *Daemon) install(s *serving.Model, mark int) {
 	d.serve.modelOnce.Do(func() { close(d.serve.modelReady) })
 }
 
-// runLag refreshes the consumer lag every second: end offsets from the broker against
-// the applied offsets in the store.
+// runLag refreshes the consumer lag every second (end offsets from the broker against
+// the applied offsets in the store), and with it the outbox length and whether the
+// broker answers.
 func (d *Daemon) runLag(ctx context.Context) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
+		if n, err := d.store.OutboxSpan(); err == nil {
+			d.outbox.Store(int64(n))
+			d.metrics.SetOutbox(n)
+		}
 		for _, topic := range []string{d.cfg.Kafka.Topics.Train, d.cfg.Kafka.Topics.Queries} {
 			lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			ends, err := stream.EndOffsets(lctx, d.kafka, topic)
@@ -680,6 +701,7 @@ func (d *Daemon) runLag(ctx context.Context) error {
 				return nil
 			}
 			d.broker.polled(err)
+			d.metrics.SetBrokerUp(d.broker.err() == nil)
 			if err != nil {
 				d.log.Debug().Err(err).Str("topic", topic).Msg("lag: end offsets")
 				continue

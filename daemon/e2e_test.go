@@ -310,8 +310,8 @@ func TestEndToEnd(t *testing.T) {
 	for _, want := range []string{
 		fmt.Sprintf("cairn_pool_points %d\n", n),
 		fmt.Sprintf("cairn_model_version %d\n", st.Model),
-		`cairn_events_total{topic="cairn.train",result="dead_letter"} 3`,
-		fmt.Sprintf(`cairn_events_total{topic="cairn.train",result="applied"} %d`, n),
+		`cairn_events_total{result="dead_letter",topic="cairn.train"} 3`,
+		fmt.Sprintf(`cairn_events_total{result="applied",topic="cairn.train"} %d`, n),
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)

@@ -115,6 +115,7 @@ func (f *faultState) err() error {
 
 // fail records a fault of component and logs it (rate-limited).
 func (d *Daemon) fail(component string, err error, retryIn time.Duration) {
+	d.metrics.AddFaultRetry(component)
 	if d.faults.set(component, err) {
 		d.log.Error().Err(err).Str("component", component).Dur("retry_in", retryIn).Msg("fault; retrying")
 	}
@@ -158,6 +159,7 @@ func (d *Daemon) waitOutbox(ctx context.Context) error {
 		n, err := d.store.OutboxSpan()
 		if err == nil {
 			d.outbox.Store(int64(n))
+			d.metrics.SetOutbox(n)
 			if n < d.cfg.Limits.MaxOutbox {
 				d.recovered("outbox")
 				return nil

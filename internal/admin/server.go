@@ -1,4 +1,4 @@
-package daemon
+package admin
 
 import (
 	"bytes"
@@ -29,10 +29,13 @@ type Checks struct {
 	// (500 when it does not encode).
 	Status func() any
 	// Model answers /model (version 0) and /model?model=V (version V > 0; anything else
-	// is 400): 200 with the JSON encoding of the value; 404 when the error is
-	// ErrUnknownModel, 503 when it is ErrNoModelExport (no model yet), 500 otherwise,
-	// each with the error text. Nil makes /model answer 404.
+	// is 400): 200 with the JSON encoding of the value, or the status ModelStatus gives
+	// its error (500 without ModelStatus) with the error text. Nil makes /model answer
+	// 404.
 	Model func(version uint64) (any, error)
+	// ModelStatus maps an error of Model to an HTTP status (the daemon: 404 for a
+	// version that is not stored, 503 before the first model).
+	ModelStatus func(error) int
 }
 
 // Bounds of the HTTP server. Every endpoint answers from memory, so requests are small
@@ -47,19 +50,20 @@ const (
 )
 
 var (
-	errHTTPClosed = errors.New("daemon: http server closed")
-	errHTTPRun    = errors.New("daemon: http server Run called twice")
+	errHTTPClosed = errors.New("admin: http server closed")
+	errHTTPRun    = errors.New("admin: http server Run called twice")
 )
 
-// HTTP serves /healthz, /readyz, /metrics, /status and /model. ListenHTTP binds the address,
-// Run serves, Close releases the listener when Run never ran. Only GET and HEAD are
-// allowed (405 otherwise, with an Allow header); any other path is 404. Every non-2xx
-// response is logged at debug level with fields method, path, status (and error for a
-// failed check).
-type HTTP struct {
+// Server serves /healthz, /readyz, /metrics, /status and /model, routed by an
+// http.ServeMux with method patterns. Listen binds the address, Run serves, Close
+// releases the listener when Run never ran. Only GET and HEAD are allowed (405
+// otherwise, with an Allow header); any other path is 404. Every non-2xx response is
+// logged at debug level with fields method, path, status (and error for a failed
+// check).
+type Server struct {
 	ln      net.Listener
 	srv     *http.Server
-	metrics *Metrics
+	metrics http.Handler
 	checks  Checks
 	log     zerolog.Logger
 
@@ -68,19 +72,19 @@ type HTTP struct {
 	closed  bool
 }
 
-// ListenHTTP binds addr now, so that a port conflict fails startup and ":0" picks a
-// free port (see Addr). m must not be nil.
-func ListenHTTP(addr string, m *Metrics, checks Checks, log zerolog.Logger) (*HTTP, error) {
-	if m == nil {
-		panic("daemon: ListenHTTP with nil Metrics")
+// Listen binds addr now, so that a port conflict fails startup and ":0" picks a free
+// port (see Addr). metrics serves /metrics (metrics.Set.Handler); it must not be nil.
+func Listen(addr string, metrics http.Handler, checks Checks, log zerolog.Logger) (*Server, error) {
+	if metrics == nil {
+		panic("admin: Listen with a nil metrics handler")
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("daemon: http address %q: %w", addr, err)
+		return nil, fmt.Errorf("admin: http address %q: %w", addr, err)
 	}
-	h := &HTTP{ln: ln, metrics: m, checks: checks, log: log}
+	h := &Server{ln: ln, metrics: metrics, checks: checks, log: log}
 	h.srv = &http.Server{
-		Handler:           h,
+		Handler:           h.routes(),
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 		ReadTimeout:       httpReadTimeout,
 		WriteTimeout:      httpWriteTimeout,
@@ -94,14 +98,14 @@ func ListenHTTP(addr string, m *Metrics, checks Checks, log zerolog.Logger) (*HT
 }
 
 // Addr is the bound address, host:port.
-func (h *HTTP) Addr() string { return h.ln.Addr().String() }
+func (h *Server) Addr() string { return h.ln.Addr().String() }
 
 // Run serves until ctx is done, then shuts the server down (http.Server.Shutdown,
 // waiting at most 5 s for requests in flight, then closing what remains). It returns
 // nil after a clean shutdown, the serve or shutdown error otherwise. It returns only
 // after the serving goroutine it starts has exited. Run may be called once, and not
 // after Close.
-func (h *HTTP) Run(ctx context.Context) error {
+func (h *Server) Run(ctx context.Context) error {
 	h.mu.Lock()
 	switch {
 	case h.closed:
@@ -125,7 +129,7 @@ func (h *HTTP) Run(ctx context.Context) error {
 		if errors.Is(err, http.ErrServerClosed) {
 			return errHTTPClosed
 		}
-		return fmt.Errorf("daemon: http serve: %w", err)
+		return fmt.Errorf("admin: http serve: %w", err)
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
@@ -134,10 +138,10 @@ func (h *HTTP) Run(ctx context.Context) error {
 	serveErr := <-errc // Serve returns ErrServerClosed as soon as Shutdown starts
 	if shutErr != nil {
 		// Requests still running after the bound: cut their connections.
-		return errors.Join(fmt.Errorf("daemon: http shutdown: %w", shutErr), h.srv.Close())
+		return errors.Join(fmt.Errorf("admin: http shutdown: %w", shutErr), h.srv.Close())
 	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
-		return fmt.Errorf("daemon: http serve: %w", serveErr)
+		return fmt.Errorf("admin: http serve: %w", serveErr)
 	}
 	return nil
 }
@@ -145,7 +149,7 @@ func (h *HTTP) Run(ctx context.Context) error {
 // Close releases the listener if Run never ran, and closes the server (listener and
 // connections, without waiting) if it runs; Run then returns. It is idempotent: calls
 // after the first return nil.
-func (h *HTTP) Close() error {
+func (h *Server) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -158,43 +162,46 @@ func (h *HTTP) Close() error {
 	return h.srv.Close()
 }
 
-// ServeHTTP answers one request; see HTTP for the endpoints.
-func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/healthz", "/readyz", "/metrics", "/status", "/model":
-	default:
+// routes is the server's handler: a ServeMux with one GET pattern per endpoint (GET
+// patterns match HEAD too; any other method gets 405 with an Allow header, any other
+// path 404), behind logged, which logs the non-2xx answers the handlers did not log.
+func (h *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { h.check(w, r, h.checks.Live) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { h.check(w, r, h.checks.Ready) })
+	mux.Handle("GET /metrics", h.metrics)
+	mux.HandleFunc("GET /status", h.status)
+	mux.HandleFunc("GET /model", h.model)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		lw := &loggedWriter{ResponseWriter: w, status: http.StatusOK}
+		mux.ServeHTTP(lw, r)
+		if lw.status/100 != 2 && !lw.logged {
+			h.log.Debug().Str("method", r.Method).Str("path", r.URL.Path).Int("status", lw.status).Msg("http response")
+		}
+	})
+}
+
+// loggedWriter records the status written through it, and whether reply logged it.
+type loggedWriter struct {
+	http.ResponseWriter
+	status int
+	logged bool
+}
+
+func (w *loggedWriter) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *loggedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (h *Server) model(w http.ResponseWriter, r *http.Request) {
+	if h.checks.Model == nil {
 		h.reply(w, r, http.StatusNotFound, "404 page not found", nil)
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		h.reply(w, r, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed", nil)
-		return
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	switch r.URL.Path {
-	case "/healthz":
-		h.check(w, r, h.checks.Live)
-	case "/readyz":
-		h.check(w, r, h.checks.Ready)
-	case "/metrics":
-		w.Header().Set("Content-Type", MetricsContentType)
-		if _, err := h.metrics.WriteTo(w); err != nil {
-			// The client went away; headers are sent, nothing else to tell it.
-			h.log.Debug().Str("path", r.URL.Path).Err(err).Msg("http write")
-		}
-	case "/status":
-		h.status(w, r)
-	case "/model":
-		if h.checks.Model == nil {
-			h.reply(w, r, http.StatusNotFound, "404 page not found", nil)
-			return
-		}
-		h.model(w, r)
-	}
-}
-
-func (h *HTTP) model(w http.ResponseWriter, r *http.Request) {
 	var version uint64
 	if q := r.URL.Query(); q.Has("model") {
 		v, err := strconv.ParseUint(q.Get("model"), 10, 64)
@@ -205,19 +212,18 @@ func (h *HTTP) model(w http.ResponseWriter, r *http.Request) {
 		version = v
 	}
 	v, err := h.checks.Model(version)
-	switch {
-	case err == nil:
+	if err == nil {
 		h.writeJSON(w, r, v)
-	case errors.Is(err, ErrUnknownModel):
-		h.reply(w, r, http.StatusNotFound, err.Error(), err)
-	case errors.Is(err, ErrNoModelExport):
-		h.reply(w, r, http.StatusServiceUnavailable, err.Error(), err)
-	default:
-		h.reply(w, r, http.StatusInternalServerError, err.Error(), err)
+		return
 	}
+	status := http.StatusInternalServerError
+	if h.checks.ModelStatus != nil {
+		status = h.checks.ModelStatus(err)
+	}
+	h.reply(w, r, status, err.Error(), err)
 }
 
-func (h *HTTP) check(w http.ResponseWriter, r *http.Request, f func() error) {
+func (h *Server) check(w http.ResponseWriter, r *http.Request, f func() error) {
 	var err error
 	if f != nil {
 		err = f()
@@ -229,7 +235,7 @@ func (h *HTTP) check(w http.ResponseWriter, r *http.Request, f func() error) {
 	h.reply(w, r, http.StatusOK, "ok", nil)
 }
 
-func (h *HTTP) status(w http.ResponseWriter, r *http.Request) {
+func (h *Server) status(w http.ResponseWriter, r *http.Request) {
 	if h.checks.Status == nil {
 		h.reply(w, r, http.StatusNotFound, "404 page not found", nil)
 		return
@@ -239,7 +245,7 @@ func (h *HTTP) status(w http.ResponseWriter, r *http.Request) {
 
 // writeJSON answers 200 with v's JSON encoding, encoded to memory first so that a value
 // that does not encode still gets a clean 500.
-func (h *HTTP) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
+func (h *Server) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(v); err != nil {
 		h.reply(w, r, http.StatusInternalServerError, "status: "+err.Error(), err)
@@ -260,13 +266,16 @@ func (l httpErrorLog) Write(p []byte) (int, error) {
 }
 
 // reply writes a plain-text answer and logs it when it is not a success.
-func (h *HTTP) reply(w http.ResponseWriter, r *http.Request, status int, body string, err error) {
+func (h *Server) reply(w http.ResponseWriter, r *http.Request, status int, body string, err error) {
 	if status/100 != 2 {
 		e := h.log.Debug().Str("method", r.Method).Str("path", r.URL.Path).Int("status", status)
 		if err != nil {
 			e = e.Err(err)
 		}
 		e.Msg("http response")
+		if lw, ok := w.(*loggedWriter); ok {
+			lw.logged = true
+		}
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")

@@ -1,4 +1,4 @@
-package daemon
+package admin
 
 import (
 	"bytes"
@@ -16,7 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/rs/zerolog"
+
+	"github.com/cairnhq/cairn/internal/metrics"
 )
 
 // httpLogBuffer collects log lines written from the server's goroutines.
@@ -59,7 +63,7 @@ type httpTestStatus struct {
 
 // httpFixture is a running HTTP on 127.0.0.1:0 with switchable checks.
 type httpFixture struct {
-	h    *HTTP
+	h    *Server
 	live atomic.Pointer[error]
 	// panicLive makes the Live check panic.
 	panicLive atomic.Bool
@@ -70,7 +74,7 @@ type httpFixture struct {
 	done      chan error
 }
 
-func startHTTPFixture(t *testing.T, m *Metrics, status func() any) *httpFixture {
+func startHTTPFixture(t *testing.T, m *metrics.Set, status func() any) *httpFixture {
 	t.Helper()
 	s := &httpFixture{logs: &httpLogBuffer{}, done: make(chan error, 1)}
 	checks := Checks{
@@ -91,7 +95,7 @@ func startHTTPFixture(t *testing.T, m *Metrics, status func() any) *httpFixture 
 		},
 		Status: status,
 	}
-	h, err := ListenHTTP("127.0.0.1:0", m, checks, zerolog.New(s.logs).Level(zerolog.DebugLevel))
+	h, err := Listen("127.0.0.1:0", m.Handler(), checks, zerolog.New(s.logs).Level(zerolog.DebugLevel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +147,7 @@ func (s *httpFixture) do(t *testing.T, method, path string) (*http.Response, str
 }
 
 func TestHTTPEndpoints(t *testing.T) {
-	m := NewMetrics()
+	m := metrics.New()
 	m.AddEvents("cairn.train", "applied", 3)
 	st := httpTestStatus{Ready: true, Points: 42, Lag: map[string]int64{"cairn.train/0": 5}}
 	s := startHTTPFixture(t, m, func() any { return st })
@@ -166,7 +170,7 @@ func TestHTTPEndpoints(t *testing.T) {
 		{"readyz failing", "GET", "/readyz", nil, notReady, 503, "broker unreachable", "text/plain", true, "broker unreachable"},
 		{"readyz independent of live", "GET", "/readyz", notLive, nil, 200, "ok", "text/plain", false, ""},
 		{"head healthz", "HEAD", "/healthz", nil, nil, 200, "", "text/plain", false, ""},
-		{"metrics", "GET", "/metrics", nil, nil, 200, "", MetricsContentType, false, ""},
+		{"metrics", "GET", "/metrics", nil, nil, 200, "", "text/plain; version=0.0.4", false, ""},
 		{"status", "GET", "/status", nil, nil, 200, "", "application/json", false, ""},
 		{"post metrics", "POST", "/metrics", nil, nil, 405, "", "text/plain", true, ""},
 		{"delete healthz", "DELETE", "/healthz", nil, nil, 405, "", "text/plain", true, ""},
@@ -213,15 +217,23 @@ func TestHTTPEndpoints(t *testing.T) {
 			if tc.wantStatus != 200 {
 				break
 			}
-			if got := resp.Header.Get("Content-Type"); got != MetricsContentType {
-				t.Errorf("metrics Content-Type = %q, want %q", got, MetricsContentType)
-			}
-			fams, _, err := parseProm(body)
+			p := expfmt.NewTextParser(model.UTF8Validation)
+			fams, err := p.TextToMetricFamilies(strings.NewReader(body))
 			if err != nil {
 				t.Fatalf("/metrics does not parse: %v", err)
 			}
-			if v, ok := promValue(fams, "cairn_events_total", "cairn_events_total", "topic", "cairn.train", "result", "applied"); !ok || v != 3 {
-				t.Errorf("/metrics events = %v, %v; want 3", v, ok)
+			var got float64
+			for _, m := range fams["cairn_events_total"].GetMetric() {
+				l := map[string]string{}
+				for _, lp := range m.GetLabel() {
+					l[lp.GetName()] = lp.GetValue()
+				}
+				if l["topic"] == "cairn.train" && l["result"] == "applied" {
+					got = m.GetCounter().GetValue()
+				}
+			}
+			if got != 3 {
+				t.Errorf("/metrics cairn_events_total{topic=cairn.train,result=applied} = %v, want 3", got)
 			}
 		case "/status":
 			if tc.wantStatus != 200 {
@@ -258,7 +270,7 @@ func TestHTTPStatusEdgeCases(t *testing.T) {
 		{"unencodable", func() any { return math.NaN() }, 500},
 		{"null", func() any { return nil }, 200},
 	} {
-		s := startHTTPFixture(t, NewMetrics(), tc.status)
+		s := startHTTPFixture(t, metrics.New(), tc.status)
 		resp, body := s.do(t, "GET", "/status")
 		if resp.StatusCode != tc.wantStatus {
 			t.Errorf("%s: status = %d, want %d (body %q)", tc.name, resp.StatusCode, tc.wantStatus, body)
@@ -273,7 +285,7 @@ func TestHTTPStatusEdgeCases(t *testing.T) {
 // request completes, and Run returns only afterwards.
 func TestHTTPShutdownWaitsForRequests(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
-	s := startHTTPFixture(t, NewMetrics(), func() any {
+	s := startHTTPFixture(t, metrics.New(), func() any {
 		close(entered)
 		<-release
 		return "done"
@@ -312,7 +324,7 @@ func TestHTTPShutdownWaitsForRequests(t *testing.T) {
 }
 
 func TestHTTPCloseAndPortConflict(t *testing.T) {
-	h, err := ListenHTTP("127.0.0.1:0", NewMetrics(), Checks{}, zerolog.Nop())
+	h, err := Listen("127.0.0.1:0", metrics.New().Handler(), Checks{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +334,7 @@ func TestHTTPCloseAndPortConflict(t *testing.T) {
 	}
 
 	// The port is bound by ListenHTTP itself, before Run.
-	_, err = ListenHTTP(addr, NewMetrics(), Checks{}, zerolog.Nop())
+	_, err = Listen(addr, metrics.New().Handler(), Checks{}, zerolog.Nop())
 	if err == nil || !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), addr) {
 		t.Errorf("second ListenHTTP(%s) = %v, want an address-in-use error naming the address", addr, err)
 	}
@@ -333,7 +345,7 @@ func TestHTTPCloseAndPortConflict(t *testing.T) {
 		}
 	}
 	// Close released the port.
-	h2, err := ListenHTTP(addr, NewMetrics(), Checks{}, zerolog.Nop())
+	h2, err := Listen(addr, metrics.New().Handler(), Checks{}, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("ListenHTTP after Close: %v", err)
 	}
@@ -342,13 +354,13 @@ func TestHTTPCloseAndPortConflict(t *testing.T) {
 		t.Errorf("Run after Close = nil, want an error")
 	}
 
-	if _, err := ListenHTTP("127.0.0.1:notaport", NewMetrics(), Checks{}, zerolog.Nop()); err == nil {
+	if _, err := Listen("127.0.0.1:notaport", metrics.New().Handler(), Checks{}, zerolog.Nop()); err == nil {
 		t.Errorf("ListenHTTP with a bad port = nil error")
 	}
 }
 
 func TestHTTPCloseStopsRun(t *testing.T) {
-	h, err := ListenHTTP("127.0.0.1:0", NewMetrics(), Checks{}, zerolog.Nop())
+	h, err := Listen("127.0.0.1:0", metrics.New().Handler(), Checks{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +403,7 @@ func TestHTTPCloseStopsRun(t *testing.T) {
 // TestHTTPRunCancelledBeforeStart checks that Run with a done context returns nil at
 // once and releases the port.
 func TestHTTPRunCancelledBeforeStart(t *testing.T) {
-	h, err := ListenHTTP("127.0.0.1:0", NewMetrics(), Checks{}, zerolog.Nop())
+	h, err := Listen("127.0.0.1:0", metrics.New().Handler(), Checks{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +412,7 @@ func TestHTTPRunCancelledBeforeStart(t *testing.T) {
 	if err := h.Run(ctx); err != nil {
 		t.Errorf("Run with a cancelled context = %v, want nil", err)
 	}
-	h2, err := ListenHTTP(h.Addr(), NewMetrics(), Checks{}, zerolog.Nop())
+	h2, err := Listen(h.Addr(), metrics.New().Handler(), Checks{}, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("port not released after Run: %v", err)
 	}
@@ -410,7 +422,7 @@ func TestHTTPRunCancelledBeforeStart(t *testing.T) {
 // TestHTTPPanickingCheck checks that a panic in a check costs only its request: the
 // server logs it as a warning through the structured log and keeps serving.
 func TestHTTPPanickingCheck(t *testing.T) {
-	s := startHTTPFixture(t, NewMetrics(), nil)
+	s := startHTTPFixture(t, metrics.New(), nil)
 	s.panicLive.Store(true)
 	req, _ := http.NewRequest("GET", "http://"+s.h.Addr()+"/healthz", nil)
 	if resp, err := s.client.Do(req); err == nil {
