@@ -422,160 +422,208 @@ func setField(f reflect.Value, s string) error {
 
 // Validate reports every problem at once, each naming the YAML path and the value.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(path string, v any, why string) {
-		errs = append(errs, &FieldError{Path: path, Value: fmt.Sprint(v), Reason: why})
+	var p problems
+	c.validateServer(&p)
+	c.validateKafka(&p)
+	c.validateModel(&p)
+	c.validateFit(&p)
+	c.validateRefit(&p)
+	c.validateQuery(&p)
+	c.validateLimits(&p)
+	return errors.Join(p...)
+}
+
+// problems collects the *FieldErrors of one Validate.
+type problems []error
+
+func (p *problems) bad(path string, v any, why string) {
+	*p = append(*p, &FieldError{Path: path, Value: fmt.Sprint(v), Reason: why})
+}
+
+func (p *problems) addr(path, addr string) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		p.bad(path, addr, "must be host:port")
 	}
+}
+
+// atLeast1 reports every field below 1.
+func (p *problems) atLeast1(fields ...intField) {
+	for _, f := range fields {
+		if f.v < 1 {
+			p.bad(f.path, f.v, "must be at least 1")
+		}
+	}
+}
+
+// intField is an integer setting and its YAML path.
+type intField struct {
+	path string
+	v    int
+}
+
+// validateServer checks the top-level settings.
+func (c *Config) validateServer(p *problems) {
 	if c.DataDir == "" {
-		bad("data_dir", c.DataDir, "must not be empty")
+		p.bad("data_dir", c.DataDir, "must not be empty")
 	}
-	checkAddr := func(path, addr string) {
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			bad(path, addr, "must be host:port")
-		}
-	}
-	checkAddr("http", c.HTTP)
+	p.addr("http", c.HTTP)
 	if c.ShutdownTimeout <= 0 {
-		bad("shutdown_timeout", c.ShutdownTimeout, "must be positive")
-	}
-	if len(c.Kafka.Brokers) == 0 {
-		checkAddr("kafka.embedded_broker", c.Kafka.EmbeddedBroker)
-	}
-	for i, b := range c.Kafka.Brokers {
-		checkAddr(fmt.Sprintf("kafka.brokers[%d]", i), b)
-	}
-	if c.Kafka.Partitions < 1 || c.Kafka.Partitions > 1024 {
-		bad("kafka.partitions", c.Kafka.Partitions, "must be in [1, 1024]")
-	}
-	switch c.Kafka.SASL.Mechanism {
-	case "":
-	case "plain", "scram-sha-256", "scram-sha-512":
-		if c.Kafka.SASL.Username == "" {
-			bad("kafka.sasl.username", "", "required with a SASL mechanism")
-		}
-	default:
-		bad("kafka.sasl.mechanism", c.Kafka.SASL.Mechanism, `must be "", "plain", "scram-sha-256" or "scram-sha-512"`)
-	}
-	if (c.Kafka.TLS.CertFile == "") != (c.Kafka.TLS.KeyFile == "") {
-		bad("kafka.tls", c.Kafka.TLS.CertFile+","+c.Kafka.TLS.KeyFile, "cert_file and key_file go together")
-	}
-	seen := map[string]string{}
-	topics := []struct{ path, name string }{
-		{"kafka.topics.train", c.Kafka.Topics.Train},
-		{"kafka.topics.queries", c.Kafka.Topics.Queries},
-		{"kafka.topics.attributions", c.Kafka.Topics.Attributions},
-		{"kafka.topics.audits", c.Kafka.Topics.Audits},
-		{"kafka.topics.dlq", c.Kafka.Topics.DLQ},
-		{"kafka.topics.status", c.Kafka.Topics.Status},
-	}
-	for _, t := range topics {
-		if !validTopic(t.name) {
-			bad(t.path, t.name, "must be 1-249 characters of [a-zA-Z0-9._-]")
-		}
-		if other, dup := seen[t.name]; dup && t.name != "" {
-			bad(t.path, t.name, "same topic as "+other)
-		}
-		seen[t.name] = t.path
-	}
-	if c.Model.Arch == "" {
-		bad("model.arch", "", "must not be empty")
-	}
-	if c.Sketch.H < 1 {
-		bad("sketch.h", c.Sketch.H, "must be at least 1")
-	}
-	if c.Sketch.S < 0 {
-		bad("sketch.s", c.Sketch.S, "must be 0 (no sketch) or positive")
-	}
-	if c.Pool.Budget == "" {
-		if c.Pool.M < 1 {
-			bad("pool.m", c.Pool.M, "must be at least 1 (or set pool.budget)")
-		}
-	} else if lam, ok := strings.CutPrefix(c.Pool.Budget, "deff:"); !ok {
-		bad("pool.budget", c.Pool.Budget, `must be "deff:λ"`)
-	} else if x, err := strconv.ParseFloat(lam, 64); err != nil || !(x > 0) || math.IsInf(x, 0) {
-		bad("pool.budget", c.Pool.Budget, "λ must be a positive finite number")
-	}
-	if !(c.Pool.SyncStaleFraction > 0 && c.Pool.SyncStaleFraction <= 1) {
-		bad("pool.sync_stale_fraction", c.Pool.SyncStaleFraction, "must be in (0, 1]")
-	}
-	switch c.Fit.Loss {
-	case "bt", "simclr", "vicreg":
-	default:
-		bad("fit.loss", c.Fit.Loss, "must be bt, simclr or vicreg")
-	}
-	switch c.Fit.Init {
-	case "kaiming", "pci", "pci-lanczos", "csi", "aui", "krepes-pci":
-	default:
-		bad("fit.init", c.Fit.Init, "must be kaiming, pci, pci-lanczos, csi, aui or krepes-pci")
-	}
-	positive := []struct {
-		path string
-		v    int
-	}{
-		{"fit.k", c.Fit.K}, {"fit.epochs", c.Fit.Epochs}, {"fit.patience", c.Fit.Patience},
-		{"fit.batch", c.Fit.Batch}, {"fit.fits", c.Fit.Fits}, {"query.k", c.Query.K},
-		{"limits.max_message_bytes", c.Limits.MaxMessageBytes}, {"limits.max_id_bytes", c.Limits.MaxIDBytes},
-		{"limits.max_k", c.Limits.MaxK}, {"limits.batch_events", c.Limits.BatchEvents},
-	}
-	for _, p := range positive {
-		if p.v < 1 {
-			bad(p.path, p.v, "must be at least 1")
-		}
-	}
-	if !(c.Fit.LearningRate > 0) || math.IsInf(c.Fit.LearningRate, 0) {
-		bad("fit.learning_rate", c.Fit.LearningRate, "must be positive and finite")
-	}
-	if !(c.Fit.WeightDecay >= 0) || math.IsInf(c.Fit.WeightDecay, 0) {
-		bad("fit.weight_decay", c.Fit.WeightDecay, "must be non-negative and finite")
-	}
-	if c.Refit.PointsChanged < 0 {
-		bad("refit.points_changed", c.Refit.PointsChanged, "must be non-negative (0 disables)")
-	}
-	if !(c.Refit.PoolChangeFraction >= 0 && c.Refit.PoolChangeFraction <= 1) {
-		bad("refit.pool_change_fraction", c.Refit.PoolChangeFraction, "must be in [0, 1] (0 disables)")
-	}
-	if !(c.Refit.ResidualIncrease >= 0) || math.IsInf(c.Refit.ResidualIncrease, 0) {
-		bad("refit.residual_increase", c.Refit.ResidualIncrease, "must be non-negative and finite (0 disables)")
+		p.bad("shutdown_timeout", c.ShutdownTimeout, "must be positive")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
-		bad("log_level", c.LogLevel, "must be debug, info, warn or error")
+		p.bad("log_level", c.LogLevel, "must be debug, info, warn or error")
 	}
-	if c.Refit.Idle < 0 {
-		bad("refit.idle", c.Refit.Idle, "must be non-negative (0 disables)")
+}
+
+// validateKafka checks the brokers, partitions, TLS, SASL and the six topics (valid
+// names, all different).
+func (c *Config) validateKafka(p *problems) {
+	k := c.Kafka
+	if len(k.Brokers) == 0 {
+		p.addr("kafka.embedded_broker", k.EmbeddedBroker)
 	}
-	if c.Refit.MinPoints < 8 {
-		bad("refit.min_points", c.Refit.MinPoints, "must be at least 8")
+	for i, b := range k.Brokers {
+		p.addr(fmt.Sprintf("kafka.brokers[%d]", i), b)
 	}
-	if !(c.Fit.ValFraction > 0 && c.Fit.ValFraction < 0.5) {
-		bad("fit.val_fraction", c.Fit.ValFraction, "must be in (0, 0.5)")
+	if k.Partitions < 1 || k.Partitions > 1024 {
+		p.bad("kafka.partitions", k.Partitions, "must be in [1, 1024]")
 	}
-	if c.Query.DrawQueries < 1 {
-		bad("query.draw_queries", c.Query.DrawQueries, "must be at least 1")
+	switch k.SASL.Mechanism {
+	case "":
+	case "plain", "scram-sha-256", "scram-sha-512":
+		if k.SASL.Username == "" {
+			p.bad("kafka.sasl.username", "", "required with a SASL mechanism")
+		}
+	default:
+		p.bad("kafka.sasl.mechanism", k.SASL.Mechanism, `must be "", "plain", "scram-sha-256" or "scram-sha-512"`)
+	}
+	if (k.TLS.CertFile == "") != (k.TLS.KeyFile == "") {
+		p.bad("kafka.tls", k.TLS.CertFile+","+k.TLS.KeyFile, "cert_file and key_file go together")
+	}
+	seen := map[string]string{}
+	for _, t := range []struct{ path, name string }{
+		{"kafka.topics.train", k.Topics.Train},
+		{"kafka.topics.queries", k.Topics.Queries},
+		{"kafka.topics.attributions", k.Topics.Attributions},
+		{"kafka.topics.audits", k.Topics.Audits},
+		{"kafka.topics.dlq", k.Topics.DLQ},
+		{"kafka.topics.status", k.Topics.Status},
+	} {
+		if !validTopic(t.name) {
+			p.bad(t.path, t.name, "must be 1-249 characters of [a-zA-Z0-9._-]")
+		}
+		if other, dup := seen[t.name]; dup && t.name != "" {
+			p.bad(t.path, t.name, "same topic as "+other)
+		}
+		seen[t.name] = t.path
+	}
+}
+
+// validateModel checks the backbone, the sketch and the pool.
+func (c *Config) validateModel(p *problems) {
+	if c.Model.Arch == "" {
+		p.bad("model.arch", "", "must not be empty")
 	}
 	if c.Model.Untrained && c.Model.Weights != "" {
-		bad("model.untrained", c.Model.Untrained, fmt.Sprintf("cannot be combined with model.weights (%q)", c.Model.Weights))
+		p.bad("model.untrained", c.Model.Untrained, fmt.Sprintf("cannot be combined with model.weights (%q)", c.Model.Weights))
 	}
-	if c.Query.ExactMemoryBytes < 0 {
-		bad("query.exact_memory_bytes", c.Query.ExactMemoryBytes, "must be ≥ 0 (0 turns the exact model off)")
+	if c.Sketch.H < 1 {
+		p.bad("sketch.h", c.Sketch.H, "must be at least 1")
 	}
-	if c.Query.ExactRowsCap < 0 {
-		bad("query.exact_rows_cap", c.Query.ExactRowsCap, "must be ≥ 0")
+	if c.Sketch.S < 0 {
+		p.bad("sketch.s", c.Sketch.S, "must be 0 (no sketch) or positive")
 	}
-	if c.Audit.Random < 1 || c.Audit.Reference < 2 || c.Audit.Test < 1 {
-		bad("audit", fmt.Sprintf("random %d, reference %d, test %d", c.Audit.Random, c.Audit.Reference, c.Audit.Test), "need random ≥ 1, reference ≥ 2, test ≥ 1")
+	if c.Pool.Budget == "" {
+		if c.Pool.M < 1 {
+			p.bad("pool.m", c.Pool.M, "must be at least 1 (or set pool.budget)")
+		}
+	} else if lam, ok := strings.CutPrefix(c.Pool.Budget, "deff:"); !ok {
+		p.bad("pool.budget", c.Pool.Budget, `must be "deff:λ"`)
+	} else if x, err := strconv.ParseFloat(lam, 64); err != nil || !(x > 0) || math.IsInf(x, 0) {
+		p.bad("pool.budget", c.Pool.Budget, "λ must be a positive finite number")
 	}
-	if c.Refit.DeleteDebounce < 0 {
-		bad("refit.delete_debounce", c.Refit.DeleteDebounce, "must be non-negative")
+	if !(c.Pool.SyncStaleFraction > 0 && c.Pool.SyncStaleFraction <= 1) {
+		p.bad("pool.sync_stale_fraction", c.Pool.SyncStaleFraction, "must be in (0, 1]")
 	}
-	if !(c.Query.Delta > 0 && c.Query.Delta < 1) {
-		bad("query.delta", c.Query.Delta, "must be in (0, 1)")
+}
+
+// validateFit checks the fit recipe.
+func (c *Config) validateFit(p *problems) {
+	f := c.Fit
+	switch f.Loss {
+	case "bt", "simclr", "vicreg":
+	default:
+		p.bad("fit.loss", f.Loss, "must be bt, simclr or vicreg")
 	}
-	if c.Query.K > c.Limits.MaxK {
-		bad("query.k", c.Query.K, fmt.Sprintf("must not exceed limits.max_k (%d)", c.Limits.MaxK))
+	switch f.Init {
+	case "kaiming", "pci", "pci-lanczos", "csi", "aui", "krepes-pci":
+	default:
+		p.bad("fit.init", f.Init, "must be kaiming, pci, pci-lanczos, csi, aui or krepes-pci")
 	}
-	return errors.Join(errs...)
+	p.atLeast1(intField{"fit.k", f.K}, intField{"fit.epochs", f.Epochs}, intField{"fit.patience", f.Patience},
+		intField{"fit.batch", f.Batch}, intField{"fit.fits", f.Fits})
+	if !(f.LearningRate > 0) || math.IsInf(f.LearningRate, 0) {
+		p.bad("fit.learning_rate", f.LearningRate, "must be positive and finite")
+	}
+	if !(f.WeightDecay >= 0) || math.IsInf(f.WeightDecay, 0) {
+		p.bad("fit.weight_decay", f.WeightDecay, "must be non-negative and finite")
+	}
+	if !(f.ValFraction > 0 && f.ValFraction < 0.5) {
+		p.bad("fit.val_fraction", f.ValFraction, "must be in (0, 0.5)")
+	}
+}
+
+// validateRefit checks the drift triggers.
+func (c *Config) validateRefit(p *problems) {
+	r := c.Refit
+	if r.PointsChanged < 0 {
+		p.bad("refit.points_changed", r.PointsChanged, "must be non-negative (0 disables)")
+	}
+	if !(r.PoolChangeFraction >= 0 && r.PoolChangeFraction <= 1) {
+		p.bad("refit.pool_change_fraction", r.PoolChangeFraction, "must be in [0, 1] (0 disables)")
+	}
+	if !(r.ResidualIncrease >= 0) || math.IsInf(r.ResidualIncrease, 0) {
+		p.bad("refit.residual_increase", r.ResidualIncrease, "must be non-negative and finite (0 disables)")
+	}
+	if r.Idle < 0 {
+		p.bad("refit.idle", r.Idle, "must be non-negative (0 disables)")
+	}
+	if r.MinPoints < 8 {
+		p.bad("refit.min_points", r.MinPoints, "must be at least 8")
+	}
+	if r.DeleteDebounce < 0 {
+		p.bad("refit.delete_debounce", r.DeleteDebounce, "must be non-negative")
+	}
+}
+
+// validateQuery checks the query and audit settings.
+func (c *Config) validateQuery(p *problems) {
+	q := c.Query
+	p.atLeast1(intField{"query.k", q.K}, intField{"query.draw_queries", q.DrawQueries})
+	if q.ExactMemoryBytes < 0 {
+		p.bad("query.exact_memory_bytes", q.ExactMemoryBytes, "must be ≥ 0 (0 turns the exact model off)")
+	}
+	if q.ExactRowsCap < 0 {
+		p.bad("query.exact_rows_cap", q.ExactRowsCap, "must be ≥ 0")
+	}
+	if !(q.Delta > 0 && q.Delta < 1) {
+		p.bad("query.delta", q.Delta, "must be in (0, 1)")
+	}
+	if q.K > c.Limits.MaxK {
+		p.bad("query.k", q.K, fmt.Sprintf("must not exceed limits.max_k (%d)", c.Limits.MaxK))
+	}
+	if a := c.Audit; a.Random < 1 || a.Reference < 2 || a.Test < 1 {
+		p.bad("audit", fmt.Sprintf("random %d, reference %d, test %d", a.Random, a.Reference, a.Test), "need random ≥ 1, reference ≥ 2, test ≥ 1")
+	}
+}
+
+// validateLimits checks the input and outbox bounds.
+func (c *Config) validateLimits(p *problems) {
+	l := c.Limits
+	p.atLeast1(intField{"limits.max_message_bytes", l.MaxMessageBytes}, intField{"limits.max_id_bytes", l.MaxIDBytes},
+		intField{"limits.max_k", l.MaxK}, intField{"limits.batch_events", l.BatchEvents}, intField{"limits.max_outbox", l.MaxOutbox})
 }
 
 // FieldError is one invalid setting.
