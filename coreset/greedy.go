@@ -105,131 +105,192 @@ func GreedyContext(ctx context.Context, g []float64, n, q, m int, opt GreedyOpti
 	if tol == 0 {
 		tol = DefaultTol
 	}
-	if m > n {
-		m = n
-	}
+	m = min(m, n)
 	res := &GreedyResult{Residual: make([]float64, n)}
-	delta := res.Residual
-	var trace, dmax float64
-	for j := 0; j < n; j++ {
-		d := dot(g[j*q:(j+1)*q], g[j*q:(j+1)*q])
-		if math.IsNaN(d) || math.IsInf(d, 0) {
-			return nil, fmt.Errorf("%w: row %d has squared norm %v", ErrNotFinite, j, d)
-		}
-		delta[j] = d
-		trace += d
-		dmax = math.Max(dmax, d)
+	dmax, err := initResidual(res, g, n, q)
+	if err != nil {
+		return nil, err
 	}
-	res.Trace = trace
 	res.Threshold = tol * dmax
-	selected := make([]bool, n)
-	basis := make([]float64, 0, m*q)
-	coef := make([]float64, m)
-	v := make([]float64, q)
-	lrow := make([]float64, n) // b_t·g_j for every j, one vec.DotsTo sweep per step
-	var cols []float64         // n×k column-major L when KeepGram (column t at cols[t*n:])
+	st := &greedyState{g: g, n: n, q: q, res: res, keepGram: opt.KeepGram,
+		selected: make([]bool, n), basis: make([]float64, 0, m*q), coef: make([]float64, m),
+		v: make([]float64, q), lrow: make([]float64, n)}
 	if opt.KeepGram {
-		cols = make([]float64, 0, n*m)
+		st.cols = make([]float64, 0, n*m)
 	}
-	// Residual trace is summed afresh over δ after each step (O(n), same order as the
-	// update) so it does not accumulate subtraction error.
 	for t := 0; t < m; t++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		p, best := -1, res.Threshold
-		for j := 0; j < n; j++ {
-			if !selected[j] && delta[j] > best {
-				p, best = j, delta[j]
-			}
-		}
-		if p < 0 {
+		if !st.step(t) {
 			break
 		}
-		copy(v, g[p*q:(p+1)*q])
-		for pass := 0; pass < 2; pass++ {
-			for i := 0; i < t; i++ {
-				b := basis[i*q : (i+1)*q]
-				coef[i] = dot(b, v)
-			}
-			for i := 0; i < t; i++ {
-				axpy(v, -coef[i], basis[i*q:(i+1)*q])
-			}
-		}
-		nv := math.Sqrt(dot(v, v))
-		if !(nv > 0) {
-			break
-		}
-		for k := range v {
-			v[k] /= nv
-		}
-		basis = append(basis, v...)
-		b := basis[t*q : (t+1)*q]
-		selected[p] = true
-		res.Pivots = append(res.Pivots, p)
-		res.PivotValues = append(res.PivotValues, best)
-		if opt.KeepGram {
-			cols = cols[:(t+1)*n]
-		}
-		var tr float64
-		// lrow[j] = dot(b, g_j) (vec.DotsTo gives dot's bits), the selected rows' too.
-		vec.DotsTo(lrow, 1, b, q, 1, g, q, n, q)
-		for j := 0; j < n; j++ {
-			if selected[j] {
-				if j == p {
-					delta[j] = 0
-				}
-				if opt.KeepGram {
-					cols[t*n+j] = lrow[j]
-				}
-				continue
-			}
-			l := lrow[j]
-			if opt.KeepGram {
-				cols[t*n+j] = l
-			}
-			d := delta[j] - l*l
-			if d < 0 {
-				d = 0
-			}
-			delta[j] = d
-			tr += d
-		}
-		res.ResidualTrace = append(res.ResidualTrace, tr)
 	}
 	k := len(res.Pivots)
 	res.Greedy = k
-	// Factor rows are the pivots' coordinates in the basis: L_st = b_t·g_{p_s}.
+	st.factor()
+	if opt.KeepGram {
+		st.gram()
+	}
+	if opt.TopUpKeys != nil && k < m {
+		st.topUp(opt.TopUpKeys, m)
+	}
+	return res, nil
+}
+
+// initResidual sets res.Residual to the diagonal δ_j = ||g_j||² and res.Trace to its
+// sum, and returns max δ_j; a non-finite δ_j is ErrNotFinite.
+func initResidual(res *GreedyResult, g []float64, n, q int) (dmax float64, err error) {
+	var trace float64
+	for j := 0; j < n; j++ {
+		d := dot(g[j*q:(j+1)*q], g[j*q:(j+1)*q])
+		if math.IsNaN(d) || math.IsInf(d, 0) {
+			return 0, fmt.Errorf("%w: row %d has squared norm %v", ErrNotFinite, j, d)
+		}
+		res.Residual[j] = d
+		trace += d
+		dmax = math.Max(dmax, d)
+	}
+	res.Trace = trace
+	return dmax, nil
+}
+
+// greedyState is GreedyContext's working memory, allocated once: the residual δ (in
+// res.Residual), the selected rows, the orthonormal basis of their span (row-major,
+// t×q), scratch for Gram–Schmidt (coef, v) and for one step's products (lrow), and with
+// KeepGram the n×t column-major L (cols).
+type greedyState struct {
+	g        []float64
+	n, q     int
+	res      *GreedyResult
+	keepGram bool
+	selected []bool
+	basis    []float64
+	coef, v  []float64
+	lrow     []float64
+	cols     []float64
+}
+
+// step runs pivot step t: the unselected row of largest δ above the threshold becomes
+// b_t (Gram–Schmidt against b_1..b_{t-1}, twice), and every δ_j drops by (b_t·g_j)².
+// It reports false when no row is left to select (all δ_j at most the threshold, or
+// the pivot lies in the span already).
+func (st *greedyState) step(t int) bool {
+	g, n, q, res, delta := st.g, st.n, st.q, st.res, st.res.Residual
+	p, best := -1, res.Threshold
+	for j := 0; j < n; j++ {
+		if !st.selected[j] && delta[j] > best {
+			p, best = j, delta[j]
+		}
+	}
+	if p < 0 {
+		return false
+	}
+	v := st.v
+	copy(v, g[p*q:(p+1)*q])
+	for pass := 0; pass < 2; pass++ {
+		for i := 0; i < t; i++ {
+			b := st.basis[i*q : (i+1)*q]
+			st.coef[i] = dot(b, v)
+		}
+		for i := 0; i < t; i++ {
+			axpy(v, -st.coef[i], st.basis[i*q:(i+1)*q])
+		}
+	}
+	nv := math.Sqrt(dot(v, v))
+	if !(nv > 0) {
+		return false
+	}
+	for k := range v {
+		v[k] /= nv
+	}
+	st.basis = append(st.basis, v...)
+	b := st.basis[t*q : (t+1)*q]
+	st.selected[p] = true
+	res.Pivots = append(res.Pivots, p)
+	res.PivotValues = append(res.PivotValues, best)
+	if st.keepGram {
+		st.cols = st.cols[:(t+1)*n]
+	}
+	res.ResidualTrace = append(res.ResidualTrace, st.update(t, p, b))
+	return true
+}
+
+// update lowers δ_j by (b·g_j)² for every unselected row (clamped at 0), zeroes the
+// pivot's, records the column L_{·t} with KeepGram, and returns the new residual trace,
+// summed afresh over δ (O(n), the update's order) so it does not accumulate
+// subtraction error.
+func (st *greedyState) update(t, p int, b []float64) float64 {
+	n, q, delta, lrow := st.n, st.q, st.res.Residual, st.lrow
+	var tr float64
+	// lrow[j] = dot(b, g_j) (vec.DotsTo gives dot's bits), the selected rows' too.
+	vec.DotsTo(lrow, 1, b, q, 1, st.g, q, n, q)
+	for j := 0; j < n; j++ {
+		if st.selected[j] {
+			if j == p {
+				delta[j] = 0
+			}
+			if st.keepGram {
+				st.cols[t*n+j] = lrow[j]
+			}
+			continue
+		}
+		l := lrow[j]
+		if st.keepGram {
+			st.cols[t*n+j] = l
+		}
+		d := delta[j] - l*l
+		if d < 0 {
+			d = 0
+		}
+		delta[j] = d
+		tr += d
+	}
+	return tr
+}
+
+// factor sets res.Factor: the pivots' coordinates in the basis, L_st = b_t·g_{p_s}.
+func (st *greedyState) factor() {
+	res, q := st.res, st.q
+	k := len(res.Pivots)
 	res.Factor = make([]float64, k*k)
 	for s, p := range res.Pivots {
 		for t := 0; t <= s; t++ {
-			res.Factor[s*k+t] = dot(basis[t*q:(t+1)*q], g[p*q:(p+1)*q])
+			res.Factor[s*k+t] = dot(st.basis[t*q:(t+1)*q], st.g[p*q:(p+1)*q])
 		}
 	}
-	if opt.KeepGram {
-		res.Gram = make([]float64, k*k)
-		for a := 0; a < k; a++ {
-			for c := 0; c <= a; c++ {
-				s := dot(cols[a*n:(a+1)*n], cols[c*n:(c+1)*n])
-				res.Gram[a*k+c], res.Gram[c*k+a] = s, s
-			}
+}
+
+// gram sets res.Gram = LᵀL from the kept columns (KeepGram).
+func (st *greedyState) gram() {
+	res, n := st.res, st.n
+	k := len(res.Pivots)
+	res.Gram = make([]float64, k*k)
+	for a := 0; a < k; a++ {
+		for c := 0; c <= a; c++ {
+			s := dot(st.cols[a*n:(a+1)*n], st.cols[c*n:(c+1)*n])
+			res.Gram[a*k+c], res.Gram[c*k+a] = s, s
 		}
 	}
-	if opt.TopUpKeys != nil && k < m {
-		last := 0.0
-		if k > 0 {
-			last = res.ResidualTrace[k-1]
-		} else {
-			for _, d := range delta {
-				last += d
-			}
-		}
-		for _, j := range topUpOrder(opt.TopUpKeys, selected, m-k) {
-			res.Pivots = append(res.Pivots, j)
-			res.ResidualTrace = append(res.ResidualTrace, last)
+}
+
+// topUp fills the pivots up to m with unselected rows in key order (topUpOrder), each
+// at the residual trace the greedy steps ended with.
+func (st *greedyState) topUp(keys []uint64, m int) {
+	res := st.res
+	k := len(res.Pivots)
+	last := 0.0
+	if k > 0 {
+		last = res.ResidualTrace[k-1]
+	} else {
+		for _, d := range res.Residual {
+			last += d
 		}
 	}
-	return res, nil
+	for _, j := range topUpOrder(keys, st.selected, m-k) {
+		res.Pivots = append(res.Pivots, j)
+		res.ResidualTrace = append(res.ResidualTrace, last)
+	}
 }
 
 // topUpOrder returns up to want unselected rows with the smallest keys (ties by row index)
