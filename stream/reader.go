@@ -120,32 +120,8 @@ func (r *Reader) Run(ctx context.Context, handle Handler) (err error) {
 	defer tr.CloseIdleConnections()
 	cl := &kafka.Client{Addr: kafka.TCP(r.cfg.Kafka.Brokers...), Transport: tr}
 
-	var parts []part
-	for _, t := range r.cfg.Topics {
-		ids, err := partitions(ctx, cl, t)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		for _, id := range ids {
-			last, ok, err := r.cfg.Start(t, id)
-			if err != nil {
-				return fmt.Errorf("stream: start offset of %s/%d: %w", t, id, err)
-			}
-			start := kafka.FirstOffset
-			if ok {
-				if last < 0 {
-					return fmt.Errorf("stream: start offset of %s/%d: stored offset %d is negative", t, id, last)
-				}
-				start = last + 1
-			}
-			parts = append(parts, part{t, id, start, ok})
-		}
-	}
-
-	if err := checkAhead(ctx, cl, parts); err != nil {
+	parts, err := r.plan(ctx, cl)
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -168,55 +144,99 @@ func (r *Reader) Run(ctx context.Context, handle Handler) (err error) {
 		}
 	}()
 	for _, p := range parts {
-		kr := kafka.NewReader(kafka.ReaderConfig{
-			Brokers:   r.cfg.Kafka.Brokers,
-			Topic:     p.topic,
-			Partition: p.id,
-			Dialer:    r.dialer,
-			MinBytes:  1,
-			MaxBytes:  r.cfg.FetchMaxBytes,
-			MaxWait:   r.cfg.MaxWait,
-			// Lag reporting is a second goroutine per partition we do
-			// not need.
-			ReadLagInterval: -1,
-			MaxAttempts:     3,
-			// kafka-go sets the fetch's read deadline to exactly MaxWait; an idle
-			// partition's fetch then often ends in a client-side timeout, which
-			// kafka-go treats as a broken connection: it reconnects after
-			// backoff(1) = ReadBackoffMin, 100 ms by default. That was the whole of a
-			// query's latency through Kafka (p50 107 ms against 0.8 ms of compute), so
-			// the reconnect waits 1 ms (errors still back off quadratically to 250 ms).
-			ReadBackoffMin: time.Millisecond,
-			ReadBackoffMax: 250 * time.Millisecond,
-		})
+		kr := r.partitionReader(p)
 		readers = append(readers, kr)
 		if err := kr.SetOffset(p.start); err != nil {
 			return fmt.Errorf("stream: seek %s/%d to %d: %w", p.topic, p.id, p.start, err)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				km, err := kr.FetchMessage(ctx)
-				if err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					if r.cfg.OnError != nil {
-						r.cfg.OnError(p.topic, p.id, err)
-					}
-					continue
-				}
-				m := Message{Topic: km.Topic, Partition: km.Partition, Offset: km.Offset, Key: km.Key, Value: km.Value, Time: km.Time}
-				select {
-				case ch <- m:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
+		wg.Go(func() { r.fetch(ctx, kr, p, ch) })
 	}
+	return r.deliver(ctx, ch, handle)
+}
 
+// plan lists the partitions of the configured topics with the offset each starts at
+// (the stored offset + 1, or the first offset), and checks that no stored offset is
+// ahead of its partition (checkAhead).
+func (r *Reader) plan(ctx context.Context, cl *kafka.Client) ([]part, error) {
+	var parts []part
+	for _, t := range r.cfg.Topics {
+		ids, err := partitions(ctx, cl, t)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			last, ok, err := r.cfg.Start(t, id)
+			if err != nil {
+				return nil, fmt.Errorf("stream: start offset of %s/%d: %w", t, id, err)
+			}
+			start := kafka.FirstOffset
+			if ok {
+				if last < 0 {
+					return nil, fmt.Errorf("stream: start offset of %s/%d: stored offset %d is negative", t, id, last)
+				}
+				start = last + 1
+			}
+			parts = append(parts, part{t, id, start, ok})
+		}
+	}
+	if err := checkAhead(ctx, cl, parts); err != nil {
+		return nil, err
+	}
+	return parts, nil
+}
+
+// partitionReader is the kafka-go reader of one partition.
+func (r *Reader) partitionReader(p part) *kafka.Reader {
+	return kafka.NewReader(kafka.ReaderConfig{
+		Brokers:   r.cfg.Kafka.Brokers,
+		Topic:     p.topic,
+		Partition: p.id,
+		Dialer:    r.dialer,
+		MinBytes:  1,
+		MaxBytes:  r.cfg.FetchMaxBytes,
+		MaxWait:   r.cfg.MaxWait,
+		// Lag reporting is a second goroutine per partition we do
+		// not need.
+		ReadLagInterval: -1,
+		MaxAttempts:     3,
+		// kafka-go sets the fetch's read deadline to exactly MaxWait; an idle
+		// partition's fetch then often ends in a client-side timeout, which
+		// kafka-go treats as a broken connection: it reconnects after
+		// backoff(1) = ReadBackoffMin, 100 ms by default. That was the whole of a
+		// query's latency through Kafka (p50 107 ms against 0.8 ms of compute), so
+		// the reconnect waits 1 ms (errors still back off quadratically to 250 ms).
+		ReadBackoffMin: time.Millisecond,
+		ReadBackoffMax: 250 * time.Millisecond,
+	})
+}
+
+// fetch is one partition's goroutine: it sends every fetched message to ch until ctx
+// ends, reporting fetch errors to OnError and retrying.
+func (r *Reader) fetch(ctx context.Context, kr *kafka.Reader, p part, ch chan<- Message) {
+	for {
+		km, err := kr.FetchMessage(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if r.cfg.OnError != nil {
+				r.cfg.OnError(p.topic, p.id, err)
+			}
+			continue
+		}
+		m := Message{Topic: km.Topic, Partition: km.Partition, Offset: km.Offset, Key: km.Key, Value: km.Value, Time: km.Time}
+		select {
+		case ch <- m:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// deliver hands batches from ch to handle on the calling goroutine: it waits for one
+// message, takes what else is waiting up to MaxBatch, and calls handle. It returns nil
+// when ctx ends (or handle returns ctx's error), else handle's error.
+func (r *Reader) deliver(ctx context.Context, ch <-chan Message, handle Handler) error {
 	batch := make([]Message, 0, r.cfg.MaxBatch)
 	for {
 		batch = batch[:0]
