@@ -124,9 +124,7 @@ func (cq *convQuery) backwardCols(h *queryHalf, ws *Workspace, m int, last []flo
 	L := len(n.convs)
 	lastSrc, lastInc := last, inc
 	for l := L - 1; l >= 0; l-- {
-		c := &n.convs[l]
-		K, Q := c.k, c.hp*c.wp
-		act, pos, rank := ws.actOut[l], ws.actPos[l], cq.rank[l]
+		act, rank := ws.actOut[l], cq.rank[l]
 		na := len(act)
 		// The gradient column (G[o][0], …, G[o][m−1]) of the active output with index
 		// idx is src[at(idx) : at(idx)+(m−1)·inc+1] with stride inc.
@@ -144,103 +142,125 @@ func (cq *convQuery) backwardCols(h *queryHalf, ws *Workspace, m int, last []flo
 			}
 			return int(rank[idx])
 		}
-		jw, wc, wi, jb, bc, bi := out.layer(l, c)
-		st := cq.chStart[l]
-		if l == 0 && !last {
-			// dW[c][i][k] = Σ_{r in c} G[r][i] · colsT0[k][r], db[c][i] = Σ_{r in c} G[r][i].
-			for ch := 0; ch < c.cout; ch++ {
-				r0, r1 := st[ch], st[ch+1]
-				for i := 0; i < m; i++ {
-					g := src[i*na+r0 : i*na+r1]
-					row := jw[ch*wc+i*wi : ch*wc+i*wi+K]
-					for k := range row {
-						row[k] = floats.Dot(g, cq.colsT0[k*na+r0:k*na+r1])
-					}
-					jb[ch*bc+i*bi] = floats.Sum(g)
-				}
-			}
-		} else {
-			cols, by := ws.cols[l], cq.byCh[l]
-			for ch := 0; ch < c.cout; ch++ {
-				blk := jw[ch*wc : ch*wc+(m-1)*wi+K]
-				for i := 0; i < m; i++ {
-					clear(blk[i*wi : i*wi+K])
-					jb[ch*bc+i*bi] = 0
-				}
-				offs, rows := h.goffs[:0], h.grows[:0]
-				for _, idx := range by[st[ch]:st[ch+1]] {
-					a := at(int(idx))
-					offs, rows = append(offs, int32(a)), append(rows, pos[idx])
-					for i := 0; i < m; i++ {
-						jb[ch*bc+i*bi] += src[a+i*inc]
-					}
-				}
-				accGatherTo(blk, wi, m, src, inc, offs, rows, cols, K)
-			}
-		}
+		cq.weightGrads(h, ws, l, m, src, inc, at, last, out)
 		if l == 0 {
 			break
 		}
-		// dc holds the framed h×w grid of positions (one zero position on each side, so
-		// every patch of the gather is inside it) as a ring of R = min(4, h+2) rows of
-		// w+2 positions: framed row fy lives in slot fy mod R. The windows come row by
-		// row (actives q-major, as reluPoolTo lists them); window row qy writes framed
-		// rows 2qy+1 and 2qy+2, after which the input rows y ≤ 2qy, which read framed rows
-		// y..y+2, are final and gathered. So only four rows are live (the rows 2qy−1 and
-		// 2qy still to be gathered, and the two being written): a quarter of a megabyte
-		// at the MNIST convnet's second layer with four columns, instead of 1.2 MB for
-		// the whole grid, which left the cache between the updates and the gather.
-		// Each window's four blocks are cleared just before its updates, while they are
-		// hot; the frame columns and a floored odd last column are never written and stay
-		// zero from allocation; the rows that hold no window (the top and bottom frame, a
-		// floored odd last row) are cleared when they enter the ring.
-		dc := h.dcols[l]
-		mK, wp := m*K, c.w+2
-		ring := min(4, c.h+2)
-		rowLen := wp * mK
-		row := func(fy int) []float64 {
-			s := fy % ring
-			return dc[s*rowLen : (s+1)*rowLen]
-		}
-		clear(row(0))
-		idx, next := 0, 0
-		for qy := 0; qy < c.hp; qy++ {
-			r1, r2 := row(2*qy+1), row(2*qy+2)
-			for qx := 0; qx < c.wp; qx++ {
-				q := qy*c.wp + qx
-				fx := 2*qx + 1 // framed column of the window's left
-				clear(r1[fx*mK : (fx+2)*mK])
-				clear(r2[fx*mK : (fx+2)*mK])
-				// The window's actives, position by position (each block of dcols
-				// sees its terms in the order of act, as one update per active would).
-				i0 := idx
-				for idx < len(act) && int(act[idx])%Q == q {
-					idx++
+		cq.inputGrads(h, ws, l, m, src, inc, at)
+	}
+}
+
+// weightGrads writes layer l's dW and db (where out says) from the gradients G of its
+// active pooled outputs (src, inc, at as in backwardCols): for the first layer, when
+// it is not also the last, one dot product over each channel's actives per weight;
+// otherwise rank-one updates gathered per channel (accGatherTo).
+func (cq *convQuery) weightGrads(h *queryHalf, ws *Workspace, l, m int, src []float64, inc int, at func(int) int, last bool, out *colsOut) {
+	c := &cq.n.convs[l]
+	K := c.k
+	na, pos := len(ws.actOut[l]), ws.actPos[l]
+	jw, wc, wi, jb, bc, bi := out.layer(l, c)
+	st := cq.chStart[l]
+	if l == 0 && !last {
+		// dW[c][i][k] = Σ_{r in c} G[r][i] · colsT0[k][r], db[c][i] = Σ_{r in c} G[r][i].
+		for ch := 0; ch < c.cout; ch++ {
+			r0, r1 := st[ch], st[ch+1]
+			for i := 0; i < m; i++ {
+				g := src[i*na+r0 : i*na+r1]
+				row := jw[ch*wc+i*wi : ch*wc+i*wi+K]
+				for k := range row {
+					row[k] = floats.Dot(g, cq.colsT0[k*na+r0:k*na+r1])
 				}
-				p0 := 2*qy*c.w + 2*qx
-				for _, p := range [4]int{p0, p0 + 1, p0 + c.w, p0 + c.w + 1} {
-					offs, chs := h.goffs[:0], h.grows[:0]
-					for j := i0; j < idx; j++ {
-						if int(pos[j]) == p {
-							offs, chs = append(offs, int32(at(j))), append(chs, act[j]/int32(Q))
-						}
+				jb[ch*bc+i*bi] = floats.Sum(g)
+			}
+		}
+		return
+	}
+	cols, by := ws.cols[l], cq.byCh[l]
+	for ch := 0; ch < c.cout; ch++ {
+		blk := jw[ch*wc : ch*wc+(m-1)*wi+K]
+		for i := 0; i < m; i++ {
+			clear(blk[i*wi : i*wi+K])
+			jb[ch*bc+i*bi] = 0
+		}
+		offs, rows := h.goffs[:0], h.grows[:0]
+		for _, idx := range by[st[ch]:st[ch+1]] {
+			a := at(int(idx))
+			offs, rows = append(offs, int32(a)), append(rows, pos[idx])
+			for i := 0; i < m; i++ {
+				jb[ch*bc+i*bi] += src[a+i*inc]
+			}
+		}
+		accGatherTo(blk, wi, m, src, inc, offs, rows, cols, K)
+	}
+}
+
+// inputGrads writes the gradients of layer l−1's active pooled outputs into h.gp[l−1]:
+// the updates dcols[p][i][:] += G[o][i]·W_l[c, :] into a ring of framed rows, each
+// input row gathered (gatherTo) as soon as it is final.
+//
+// dc holds the framed h×w grid of positions (one zero position on each side, so
+// every patch of the gather is inside it) as a ring of R = min(4, h+2) rows of
+// w+2 positions: framed row fy lives in slot fy mod R. The windows come row by
+// row (actives q-major, as reluPoolTo lists them); window row qy writes framed
+// rows 2qy+1 and 2qy+2, after which the input rows y ≤ 2qy, which read framed rows
+// y..y+2, are final and gathered. So only four rows are live (the rows 2qy−1 and
+// 2qy still to be gathered, and the two being written): a quarter of a megabyte
+// at the MNIST convnet's second layer with four columns, instead of 1.2 MB for
+// the whole grid, which left the cache between the updates and the gather.
+// Each window's four blocks are cleared just before its updates, while they are
+// hot; the frame columns and a floored odd last column are never written and stay
+// zero from allocation; the rows that hold no window (the top and bottom frame, a
+// floored odd last row) are cleared when they enter the ring.
+func (cq *convQuery) inputGrads(h *queryHalf, ws *Workspace, l, m int, src []float64, inc int, at func(int) int) {
+	c := &cq.n.convs[l]
+	K, Q := c.k, c.hp*c.wp
+	act, pos := ws.actOut[l], ws.actPos[l]
+	dc := h.dcols[l]
+	mK, wp := m*K, c.w+2
+	ring := min(4, c.h+2)
+	rowLen := wp * mK
+	row := func(fy int) []float64 {
+		s := fy % ring
+		return dc[s*rowLen : (s+1)*rowLen]
+	}
+	clear(row(0))
+	idx, next := 0, 0
+	for qy := 0; qy < c.hp; qy++ {
+		r1, r2 := row(2*qy+1), row(2*qy+2)
+		for qx := 0; qx < c.wp; qx++ {
+			q := qy*c.wp + qx
+			fx := 2*qx + 1 // framed column of the window's left
+			clear(r1[fx*mK : (fx+2)*mK])
+			clear(r2[fx*mK : (fx+2)*mK])
+			// The window's actives, position by position (each block of dcols
+			// sees its terms in the order of act, as one update per active would).
+			i0 := idx
+			for idx < len(act) && int(act[idx])%Q == q {
+				idx++
+			}
+			p0 := 2*qy*c.w + 2*qx
+			for _, p := range [4]int{p0, p0 + 1, p0 + c.w, p0 + c.w + 1} {
+				offs, chs := h.goffs[:0], h.grows[:0]
+				for j := i0; j < idx; j++ {
+					if int(pos[j]) == p {
+						offs, chs = append(offs, int32(at(j))), append(chs, act[j]/int32(Q))
 					}
-					if len(offs) > 0 {
-						pc := p%c.w + 1
-						accGatherTo(row(p/c.w + 1)[pc*mK:(pc+1)*mK], K, m, src, inc, offs, chs, c.wt, K)
-					}
+				}
+				if len(offs) > 0 {
+					pc := p%c.w + 1
+					accGatherTo(row(p/c.w + 1)[pc*mK:(pc+1)*mK], K, m, src, inc, offs, chs, c.wt, K)
 				}
 			}
-			next = cq.gatherTo(h.gp[l-1], row, ws, l, m, next, 2*qy+1)
 		}
-		if idx != len(act) {
-			panic("entk: active outputs not in window order") // reluPoolTo's order changed
-		}
-		for fy := 2*c.hp + 1; fy <= c.h+1; fy++ {
-			clear(row(fy))
-		}
-		cq.gatherTo(h.gp[l-1], row, ws, l, m, next, c.h)
+		next = cq.gatherTo(h.gp[l-1], row, ws, l, m, next, 2*qy+1)
 	}
+	if idx != len(act) {
+		panic("entk: active outputs not in window order") // reluPoolTo's order changed
+	}
+	for fy := 2*c.hp + 1; fy <= c.h+1; fy++ {
+		clear(row(fy))
+	}
+	cq.gatherTo(h.gp[l-1], row, ws, l, m, next, c.h)
 }
 
 // gatherTo writes, for the active pooled outputs o' = (ci, y, x) of layer l−1 (the input
