@@ -276,39 +276,26 @@ func (o storeOutbox) Ack(seqs ...uint64) error { return o.s.Ack(seqs...) }
 // broker and the store close. It returns only after every goroutine it started has
 // exited; the error is the first failure of a component (nil after a clean shutdown).
 func (d *Daemon) Run(ctx context.Context) (err error) {
-	cfg := d.cfg
 	st, err := d.openState()
 	if err != nil {
 		return err
 	}
 	d.store = st
 	defer func() { err = errors.Join(err, st.Close()) }()
-
-	d.kafka = KafkaConfig(cfg)
-	topics := []string{cfg.Kafka.Topics.Train, cfg.Kafka.Topics.Queries, cfg.Kafka.Topics.Attributions,
-		cfg.Kafka.Topics.Audits, cfg.Kafka.Topics.DLQ, cfg.Kafka.Topics.Status}
-	if len(cfg.Kafka.Brokers) == 0 {
-		b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: cfg.Kafka.EmbeddedBroker, Topics: topics,
-			Partitions: cfg.Kafka.Partitions, DataDir: filepath.Join(cfg.DataDir, "kafka")})
-		if err != nil {
-			return err
-		}
-		defer func() { err = errors.Join(err, b.Close()) }()
-		d.kafka.Brokers = []string{b.Addr()}
-		d.log.Info().Str("addr", b.Addr()).Msg("embedded broker started")
-	} else if err := d.waitTopics(ctx, topics); err != nil {
-		return err
-	}
-
-	if err := d.restore(); err != nil {
-		return diagnose(st, err)
-	}
-	h, err := admin.Listen(cfg.HTTP, d.metrics.Handler(), admin.Checks{Live: d.live, Ready: d.readyErr,
-		Status: func() any { return d.Status() }, Model: func(v uint64) (any, error) { return d.Export(v) }, ModelStatus: modelStatus}, d.log)
+	// HTTP first, so that /readyz says why while the daemon waits for a broker or restores.
+	h, err := d.startHTTP()
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, h.Close()) }()
+	defer func() { err = errors.Join(err, h.stop()) }()
+	closeBroker, err := d.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closeBroker()) }()
+	if err := d.restore(); err != nil {
+		return diagnose(st, err)
+	}
 	w, err := stream.NewWriter(stream.WriterConfig{Kafka: d.kafka})
 	if err != nil {
 		return err
@@ -320,63 +307,13 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	d.pub.Store(pub)
-	onErr := func(topic string, part int, err error) {
-		d.log.Warn().Str("topic", topic).Int("partition", part).Err(err).Msg("fetch error (retrying)")
-	}
-	trainR, err := stream.NewReader(stream.ReaderConfig{Kafka: d.kafka, Topics: []string{cfg.Kafka.Topics.Train},
-		Start: d.startOffset, MaxBatch: cfg.Limits.BatchEvents, MaxWait: 100 * time.Millisecond,
-		FetchMaxBytes: max(8<<20, 2*cfg.Limits.MaxMessageBytes), OnError: onErr})
+	trainR, queryR, err := d.readers()
 	if err != nil {
 		return err
 	}
-	queryR, err := stream.NewReader(stream.ReaderConfig{Kafka: d.kafka, Topics: []string{cfg.Kafka.Topics.Queries},
-		Start: d.startOffset, MaxBatch: 64, MaxWait: 10 * time.Millisecond,
-		FetchMaxBytes: max(8<<20, 2*cfg.Limits.MaxMessageBytes), OnError: onErr})
-	if err != nil {
-		return err
-	}
-
-	// Two groups: work (readers, refits, lag) stops first; serve (publisher, HTTP) keeps
-	// running until the outbox is drained.
-	work, stopWork := context.WithCancel(context.Background())
-	defer stopWork()
-	serve, stopServe := context.WithCancel(context.Background())
-	defer stopServe()
-	errc := make(chan error, 8)
-	var workWG, serveWG sync.WaitGroup
-	spawn := func(wg *sync.WaitGroup, c context.Context, name string, f func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(c); err != nil {
-				errc <- fmt.Errorf("daemon: %s: %w", name, err)
-			}
-		}()
-	}
-	spawn(&workWG, work, "train", func(c context.Context) error {
-		return d.keepReading(c, "train", trainR, d.handleTrain, d.rebuildIngest)
-	})
-	spawn(&workWG, work, "queries", func(c context.Context) error { return d.keepReading(c, "queries", queryR, d.handleQueries, nil) })
-	spawn(&workWG, work, "refit", d.runRefits)
-	spawn(&workWG, work, "lag", d.runLag)
-	spawn(&serveWG, serve, "publisher", pub.Run)
-	spawn(&serveWG, serve, "http", h.Run)
-	d.httpAddr = h.Addr()
-	close(d.ready)
-	d.log.Info().Str("data_dir", cfg.DataDir).Strs("brokers", d.kafka.Brokers).Str("http", h.Addr()).Msg("cairnd serving")
-
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-		d.log.Error().Err(err).Msg("component failed; shutting down")
-	}
-	d.stopping.Store(true)
-	stopWork()
-	workWG.Wait()
-	stopServe()
-	serveWG.Wait()
+	err = d.runComponents(ctx, h.failed, pub, trainR, queryR)
 	// Final drain: everything committed so far goes out, within the deadline.
-	dctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
 	defer cancel()
 	for {
 		n, derr := pub.Drain(dctx)
@@ -388,11 +325,121 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			break
 		}
 	}
+	d.log.Info().Err(err).Msg("cairnd stopped")
+	return err
+}
+
+// httpServer is the admin endpoint running on a goroutine of its own: failed receives
+// Run's error if it stops by itself; stop ends it and joins the goroutine.
+type httpServer struct {
+	failed <-chan error
+	stop   func() error
+}
+
+// startHTTP binds and serves the admin endpoint until stop.
+func (d *Daemon) startHTTP() (*httpServer, error) {
+	h, err := admin.Listen(d.cfg.HTTP, d.metrics.Handler(), admin.Checks{Live: d.live, Ready: d.readyErr,
+		Status: func() any { return d.Status() }, Model: func(v uint64) (any, error) { return d.Export(v) }, ModelStatus: modelStatus}, d.log)
+	if err != nil {
+		return nil, err
+	}
+	d.httpAddr = h.Addr()
+	ctx, cancel := context.WithCancel(context.Background())
+	done, failed := make(chan error, 1), make(chan error, 1)
+	go func() {
+		err := h.Run(ctx)
+		if err != nil && ctx.Err() == nil {
+			failed <- err
+		}
+		done <- err
+	}()
+	return &httpServer{failed: failed, stop: func() error {
+		cancel()
+		return errors.Join(<-done, h.Close())
+	}}, nil
+}
+
+// connect starts the embedded broker (closed by the returned function) or waits for
+// the external one to take the topics.
+func (d *Daemon) connect(ctx context.Context) (closeBroker func() error, err error) {
+	cfg := d.cfg
+	d.kafka = KafkaConfig(cfg)
+	topics := []string{cfg.Kafka.Topics.Train, cfg.Kafka.Topics.Queries, cfg.Kafka.Topics.Attributions,
+		cfg.Kafka.Topics.Audits, cfg.Kafka.Topics.DLQ, cfg.Kafka.Topics.Status}
+	if len(cfg.Kafka.Brokers) > 0 {
+		return func() error { return nil }, d.waitTopics(ctx, topics)
+	}
+	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: cfg.Kafka.EmbeddedBroker, Topics: topics,
+		Partitions: cfg.Kafka.Partitions, DataDir: filepath.Join(cfg.DataDir, "kafka")})
+	if err != nil {
+		return nil, err
+	}
+	d.kafka.Brokers = []string{b.Addr()}
+	d.log.Info().Str("addr", b.Addr()).Msg("embedded broker started")
+	return b.Close, nil
+}
+
+// readers builds the training and query readers, resuming after the stored offsets.
+func (d *Daemon) readers() (train, queries *stream.Reader, err error) {
+	cfg := d.cfg
+	onErr := func(topic string, part int, err error) {
+		d.log.Warn().Str("topic", topic).Int("partition", part).Err(err).Msg("fetch error (retrying)")
+	}
+	fetchMax := max(8<<20, 2*cfg.Limits.MaxMessageBytes)
+	train, err = stream.NewReader(stream.ReaderConfig{Kafka: d.kafka, Topics: []string{cfg.Kafka.Topics.Train},
+		Start: d.startOffset, MaxBatch: cfg.Limits.BatchEvents, MaxWait: 100 * time.Millisecond, FetchMaxBytes: fetchMax, OnError: onErr})
+	if err != nil {
+		return nil, nil, err
+	}
+	queries, err = stream.NewReader(stream.ReaderConfig{Kafka: d.kafka, Topics: []string{cfg.Kafka.Topics.Queries},
+		Start: d.startOffset, MaxBatch: 64, MaxWait: 10 * time.Millisecond, FetchMaxBytes: fetchMax, OnError: onErr})
+	return train, queries, err
+}
+
+// runComponents runs the components until ctx ends or one fails, in two groups: work (readers,
+// refits, lag) stops first; serve (the publisher) keeps running until work has
+// stopped. It returns after every goroutine it started has exited.
+func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, pub *stream.Publisher, trainR, queryR *stream.Reader) (err error) {
+	work, stopWork := context.WithCancel(context.Background())
+	defer stopWork()
+	serve, stopServe := context.WithCancel(context.Background())
+	defer stopServe()
+	errc := make(chan error, 8)
+	var workWG, serveWG sync.WaitGroup
+	spawn := func(wg *sync.WaitGroup, c context.Context, name string, f func(context.Context) error) {
+		wg.Go(func() {
+			if err := f(c); err != nil {
+				errc <- fmt.Errorf("daemon: %s: %w", name, err)
+			}
+		})
+	}
+	spawn(&workWG, work, "train", func(c context.Context) error {
+		return d.keepReading(c, "train", trainR, d.handleTrain, d.rebuildIngest)
+	})
+	spawn(&workWG, work, "queries", func(c context.Context) error { return d.keepReading(c, "queries", queryR, d.handleQueries, nil) })
+	spawn(&workWG, work, "refit", d.runRefits)
+	spawn(&workWG, work, "lag", d.runLag)
+	spawn(&serveWG, serve, "publisher", pub.Run)
+	close(d.ready)
+	d.log.Info().Str("data_dir", d.cfg.DataDir).Strs("brokers", d.kafka.Brokers).Str("http", d.httpAddr).Msg("cairnd serving")
+
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		d.log.Error().Err(err).Msg("component failed; shutting down")
+	case herr := <-httpFailed:
+		err = fmt.Errorf("daemon: http: %w", herr)
+		d.log.Error().Err(err).Msg("component failed; shutting down")
+	}
+	d.stopping.Store(true)
+	stopWork()
+	workWG.Wait()
+	stopServe()
+	serveWG.Wait()
 	close(errc)
 	for e := range errc {
 		err = errors.Join(err, e)
 	}
-	d.log.Info().Err(err).Msg("cairnd stopped")
 	return err
 }
 

@@ -5,16 +5,18 @@
 //
 // # Run and its components
 //
-// Run opens the bbolt file (DataDir/cairn.db), starts the embedded broker
-// (DataDir/kafka) unless external brokers are configured, restores the ingest (pool,
-// point cache, pending deletions) and the latest model, binds HTTP, and runs, each on
-// one goroutine it joins: the training reader (handleTrain → ingest.State.Apply), the query
-// reader (handleQueries), the refit supervisor (runRefits), the lag poller, the outbox
-// publisher and the HTTP server. On ctx's end it stops the readers, the supervisor and
-// any refit (fit.RepeatContext stops within one minibatch), drains the outbox for at
-// most shutdown_timeout, stops HTTP and closes the broker and the store. A component
-// that fails ends Run with its error (after the same shutdown); an ingest broken by a
-// failed transaction is rebuilt from the store instead.
+// Run opens the bbolt file (DataDir/cairn.db, checked first with check_on_start),
+// binds HTTP (so /readyz answers while the rest starts), starts the embedded broker
+// (DataDir/kafka) or waits for the external one, restores the ingest (pool, point cache,
+// pending deletions) and the latest model, and runs, each on one goroutine it joins: the
+// training reader (handleTrain → ingest.State.Apply), the query reader (handleQueries),
+// the refit supervisor (runRefits), the lag poller, the outbox publisher and the HTTP
+// server. On ctx's end it stops the readers, the supervisor and any refit
+// (fit.RepeatContext stops within one minibatch), drains the outbox for at most
+// shutdown_timeout, stops HTTP and closes the broker and the store. Faults never end it
+// (faults.go: broker outages, failed commits, a broken ingest are retried with backoff
+// and reported on /readyz); a component that fails otherwise (HTTP's listener) ends Run
+// with its error, after the same shutdown.
 //
 // Locks: train.mu guards the ingest and the refit baselines (held by the train handler
 // per batch, and by the supervisor while it syncs the pool and takes a snapshot, never
