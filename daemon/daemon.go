@@ -647,6 +647,8 @@ func (d *Daemon) handleTrain(ctx context.Context, batch []stream.Message) error 
 	for _, rec := range res.Deleted {
 		if rec.Known {
 			d.metrics.ObserveDeletion(rec.WasLandmark)
+		} else {
+			d.metrics.ObserveUnknownDeletion()
 		}
 	}
 	if res.Deletes > 0 {

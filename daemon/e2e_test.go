@@ -432,6 +432,9 @@ func TestEndToEnd(t *testing.T) {
 	waitFor(t, "3 audits", 60*time.Second, func() bool { return len(r.messages(tp.Audits)) >= 3 })
 	audits := keyed[stream.Audit](t, r, tp.Audits)
 	la, pa, ua := audits["del-landmark"], audits["del-plain"], audits["del-unknown"]
+	if !la.Known || !pa.Known {
+		t.Errorf("audits of stored points say known=false: %+v, %+v", la, pa)
+	}
 	if !la.WasLandmark || la.ModelBefore != before || la.ModelAfter <= before || la.ID != victim {
 		t.Errorf("landmark audit %+v: want was_landmark, model %d → later", la, before)
 	}
@@ -442,7 +445,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("non-landmark audit %+v", pa)
 	}
 	var ub ingest.AuditBody
-	if err := json.Unmarshal([]byte(ua.Body), &ub); err != nil || ub.Known || ua.ModelAfter != ua.ModelBefore {
+	if err := json.Unmarshal([]byte(ua.Body), &ub); err != nil || ub.Known || ua.Known || ua.ModelAfter != ua.ModelBefore {
 		t.Errorf("unknown-id audit %+v (body %v): want known=false and no refit", ua, err)
 	}
 	// The chain verifies from the events alone: hash = SHA-256(prev_hash ‖ body).

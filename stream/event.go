@@ -32,6 +32,7 @@ const (
 	ReasonBadValue       Reason = "bad_value"       // k, delta or label out of range
 	ReasonUnknownID      Reason = "unknown_id"      // a query names an id that is not stored
 	ReasonUnavailable    Reason = "unavailable"     // the serving model cannot answer (e.g. every landmark deleted)
+	ReasonKeyMismatch    Reason = "key_mismatch"    // a training event whose Kafka key is not its id
 )
 
 // RejectError says why an input event was rejected. It matches ErrRejected.
@@ -53,6 +54,17 @@ func (e *RejectError) Is(target error) bool { return target == ErrRejected }
 
 func reject(r Reason, field, format string, args ...any) *RejectError {
 	return &RejectError{Reason: r, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// CheckTrainKey rejects (ReasonKeyMismatch) a training event whose Kafka message key is
+// not its id. The producer contract keys cairn.train by id, so that every event of an
+// id lands in one partition and is applied in the order it was produced: a delete sent
+// under another key could overtake the upsert it is meant to remove.
+func CheckTrainKey(key []byte, ev TrainEvent) error {
+	if string(key) != ev.ID {
+		return reject(ReasonKeyMismatch, "id", "the message key %q is not the id %q (cairn.train is keyed by id)", truncate(string(key), 64), ev.ID)
+	}
+	return nil
 }
 
 // ReasonOf returns the reason code of a rejection, or "" if err is not one.

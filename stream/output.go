@@ -68,8 +68,11 @@ type Attribution struct {
 // PrevHash and Hash form the hash chain that storage maintains; stream
 // only carries them.
 type Audit struct {
-	Request     string  `json:"request"`
-	ID          string  `json:"id"`
+	Request string `json:"request"`
+	ID      string `json:"id"`
+	// Known is false for a delete of an id that was not stored (nothing was removed;
+	// the audit attests that).
+	Known       bool    `json:"known"`
 	WasLandmark bool    `json:"was_landmark"`
 	ModelBefore uint64  `json:"model_before"`
 	ModelAfter  uint64  `json:"model_after"`

@@ -124,7 +124,7 @@ func AppendAudit(tx *storage.Tx, topic string, rec *Deletion, after *serving.Mod
 		return stream.Audit{}, err
 	}
 	ev := stream.Audit{
-		Request: rec.Request, ID: rec.ID, WasLandmark: rec.WasLandmark,
+		Request: rec.Request, ID: rec.ID, Known: rec.Known, WasLandmark: rec.WasLandmark,
 		ModelBefore: rec.ModelBefore, ModelAfter: b.ModelAfter,
 		Percentile: b.Percentile, PValue: b.PValue, Seq: link.Seq,
 		PrevHash: hex.EncodeToString(link.PrevHash[:]), Hash: hex.EncodeToString(link.Hash[:]),

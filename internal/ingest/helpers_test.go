@@ -124,6 +124,9 @@ func poisons(tag string) []event {
 		{key: "bad-id-" + tag, value: []byte(`{"v":1,"op":"delete","id":"","request":"r"}`), poison: stream.ReasonBadID},
 		{key: "bad-size-" + tag, value: over, poison: stream.ReasonOversize},
 		{key: "bad-inf-" + tag, value: []byte(`{"v":1,"op":"upsert","id":"i","x":[1e400,0,0,0,0,0]}`), poison: stream.ReasonNonFinite},
+		// Keyed by another id: a delete could overtake the upsert it removes.
+		{key: "mismatch-" + tag, value: []byte(`{"v":1,"op":"upsert","id":"ord-1","x":[1,2,3,4,5,6]}`), poison: stream.ReasonKeyMismatch},
+		{key: "mismatch-del-" + tag, value: []byte(`{"v":1,"op":"delete","id":"ord-1","request":"d"}`), poison: stream.ReasonKeyMismatch},
 		// Finite input whose features overflow: rejected after featurization.
 		{key: "huge-" + tag, value: []byte(huge), poison: stream.ReasonNonFinite},
 	}

@@ -739,6 +739,9 @@ func decodeAll(batch []stream.Message, fresh []bool, lim stream.Limits) []decode
 		for i := lo; i < hi; i++ {
 			if fresh[i] {
 				out[i].ev, out[i].err = stream.DecodeTrain(batch[i].Value, lim)
+				if out[i].err == nil {
+					out[i].err = stream.CheckTrainKey(batch[i].Key, out[i].ev)
+				}
 			}
 		}
 	}

@@ -12,7 +12,8 @@
 // cairn_kernel_trace{view}, cairn_residual_exact{view}, cairn_model_version,
 // cairn_model_masked_landmarks, cairn_refits_total{result}, cairn_refit_seconds,
 // cairn_queries_total{verdict}, cairn_query_seconds, cairn_deletions_total{landmark},
-// cairn_audits_total, cairn_deletion_to_audit_seconds, and for faults
+// cairn_deletions_unknown_total, cairn_audits_total, cairn_deletion_to_audit_seconds,
+// and for faults
 // cairn_outbox_entries, cairn_publish_retries_total, cairn_broker_up and
 // cairn_fault_retries_total{component}; with the Go runtime's (go_goroutines,
 // go_memstats_*) and, on Linux, the process's (process_start_time_seconds, …).

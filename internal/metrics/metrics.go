@@ -45,6 +45,7 @@ type Set struct {
 	queries       *prometheus.CounterVec
 	querySeconds  prometheus.Histogram
 	deletions     [2]prometheus.Counter // [0] landmark="false", [1] landmark="true"
+	unknownDels   prometheus.Counter
 	audits        prometheus.Counter
 	auditSeconds  prometheus.Histogram
 
@@ -87,6 +88,7 @@ func New() *Set {
 	s.querySeconds = histogram("cairn_query_seconds", "Latency of answering one query.", QueryBuckets)
 	deletions := counterVec("cairn_deletions_total", "Deletions of stored points applied, by whether the point was a landmark.", "landmark")
 	s.deletions = [2]prometheus.Counter{deletions.WithLabelValues("false"), deletions.WithLabelValues("true")}
+	s.unknownDels = prometheus.NewCounter(prometheus.CounterOpts{Name: "cairn_deletions_unknown_total", Help: "Deletions of ids that were not stored (audited as known: false)."})
 	s.audits = prometheus.NewCounter(prometheus.CounterOpts{Name: "cairn_audits_total", Help: "Deletion audits emitted."})
 	s.auditSeconds = histogram("cairn_deletion_to_audit_seconds", "Time from applying a deletion to emitting its audit.", AuditBuckets)
 	s.outbox = gauge("cairn_outbox_entries", "Outputs waiting in the outbox for the broker.")
@@ -97,7 +99,7 @@ func New() *Set {
 		s.refits.WithLabelValues(r)
 	}
 	s.reg.MustRegister(s.events, s.rejects, s.lag, s.poolPoints, s.poolLandmarks, s.residual, s.kernel, s.exact,
-		s.modelVersion, s.modelMasked, s.refits, s.refitSeconds, s.queries, s.querySeconds, deletions, s.audits,
+		s.modelVersion, s.modelMasked, s.refits, s.refitSeconds, s.queries, s.querySeconds, deletions, s.unknownDels, s.audits,
 		s.auditSeconds, s.outbox, s.publishRetries, s.brokerUp, s.faultRetries,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return s
@@ -120,7 +122,9 @@ func (s *Set) AddEvents(topic, result string, n int) {
 }
 
 // AddReject counts n rejected inputs by reason in cairn_rejects_total.
-func (s *Set) AddReject(reason string, n int) { s.rejects.WithLabelValues(label(reason)).Add(float64(n)) }
+func (s *Set) AddReject(reason string, n int) {
+	s.rejects.WithLabelValues(label(reason)).Add(float64(n))
+}
 
 // SetLag sets cairn_consumer_lag, the messages of (topic, partition) not yet applied.
 func (s *Set) SetLag(topic string, partition int, lag int64) {
@@ -186,6 +190,9 @@ func (s *Set) ObserveDeletion(wasLandmark bool) {
 		s.deletions[0].Inc()
 	}
 }
+
+// ObserveUnknownDeletion counts one delete of an id that was not stored.
+func (s *Set) ObserveUnknownDeletion() { s.unknownDels.Inc() }
 
 // ObserveAudit records one emitted deletion audit: cairn_audits_total and the time
 // from the deletion's application to its audit in cairn_deletion_to_audit_seconds.

@@ -22,6 +22,7 @@ var families = []struct{ name, typ string }{
 	{"cairn_broker_up", "gauge"},
 	{"cairn_deletion_to_audit_seconds", "histogram"},
 	{"cairn_deletions_total", "counter"},
+	{"cairn_deletions_unknown_total", "counter"},
 	{"cairn_model_masked_landmarks", "gauge"},
 	{"cairn_model_version", "gauge"},
 	{"cairn_outbox_entries", "gauge"},
@@ -88,6 +89,7 @@ func TestExposition(t *testing.T) {
 	s.ObserveDeletion(false)
 	s.ObserveDeletion(false)
 	s.ObserveAudit(12)
+	s.ObserveUnknownDeletion()
 	s.ObserveQuery(0.0005, "certified")
 	s.ObserveQuery(0.003, "uncertified")
 	s.ObserveQuery(7, "certified")
@@ -147,6 +149,9 @@ cairn_queries_total{verdict="uncertified"} 1
 # TYPE cairn_deletions_total counter
 cairn_deletions_total{landmark="false"} 2
 cairn_deletions_total{landmark="true"} 1
+# HELP cairn_deletions_unknown_total Deletions of ids that were not stored (audited as known: false).
+# TYPE cairn_deletions_unknown_total counter
+cairn_deletions_unknown_total 1
 # HELP cairn_audits_total Deletion audits emitted.
 # TYPE cairn_audits_total counter
 cairn_audits_total 1
@@ -183,7 +188,7 @@ cairn_query_seconds_count 3
 `
 	names := []string{"cairn_events_total", "cairn_rejects_total", "cairn_consumer_lag", "cairn_pool_points", "cairn_pool_landmarks",
 		"cairn_residual_trace", "cairn_kernel_trace", "cairn_residual_exact", "cairn_model_version", "cairn_model_masked_landmarks",
-		"cairn_refits_total", "cairn_queries_total", "cairn_deletions_total", "cairn_audits_total", "cairn_outbox_entries",
+		"cairn_refits_total", "cairn_queries_total", "cairn_deletions_total", "cairn_deletions_unknown_total", "cairn_audits_total", "cairn_outbox_entries",
 		"cairn_publish_retries_total", "cairn_broker_up", "cairn_fault_retries_total", "cairn_query_seconds"}
 	if err := testutil.GatherAndCompare(s.Registry(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)
