@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/internal/admin"
+	"github.com/cairnhq/cairn/internal/auditsig"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/metrics"
 	"github.com/cairnhq/cairn/internal/pipeline"
@@ -62,6 +64,8 @@ type Daemon struct {
 	broker brokerState
 	pub    atomic.Pointer[stream.Publisher]
 	outbox atomic.Int64
+	// signer signs every audit record (DataDir/audit.key, internal/auditsig).
+	signer *auditsig.Signer
 	// storeFaults is storage.Options.Faults of the state file (fault-injection tests).
 	storeFaults func(site string) error
 }
@@ -282,6 +286,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	d.store = st
 	defer func() { err = errors.Join(err, st.Close()) }()
+	if err := d.loadSigner(); err != nil {
+		return err
+	}
 	// HTTP first, so that /readyz says why while the daemon waits for a broker or restores.
 	h, err := d.startHTTP()
 	if err != nil {
@@ -296,6 +303,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err := d.restore(); err != nil {
 		return diagnose(st, err)
 	}
+	d.emitStatus("audit_key", d.AuditKey())
 	w, err := stream.NewWriter(stream.WriterConfig{Kafka: d.kafka})
 	if err != nil {
 		return err
@@ -339,7 +347,8 @@ type httpServer struct {
 // startHTTP binds and serves the admin endpoint until stop.
 func (d *Daemon) startHTTP() (*httpServer, error) {
 	h, err := admin.Listen(d.cfg.HTTP, d.metrics.Handler(), admin.Checks{Live: d.live, Ready: d.readyErr,
-		Status: func() any { return d.Status() }, Model: func(v uint64) (any, error) { return d.Export(v) }, ModelStatus: modelStatus}, d.log)
+		Status: func() any { return d.Status() }, Model: func(v uint64) (any, error) { return d.Export(v) }, ModelStatus: modelStatus,
+		AuditKey: func() any { return d.AuditKey() }}, d.log)
 	if err != nil {
 		return nil, err
 	}
@@ -483,6 +492,34 @@ func (d *Daemon) publishFailed(err error, failures int, retryIn time.Duration) {
 	if failures == 1 || failures%50 == 0 {
 		d.log.Warn().Err(err).Int("failures", failures).Dur("retry_in", retryIn).Msg("publishing the outbox failed; retrying")
 	}
+}
+
+// AuditKeyFile is the audit signing key's file name inside the data directory.
+const AuditKeyFile = "audit.key"
+
+// AuditKey is the audit signing key as published (GET /audit/key, the audit_key
+// status event, cairnctl audit key).
+type AuditKey struct {
+	PublicKey string `json:"public_key"` // Ed25519, hex
+	KeyID     string `json:"key_id"`
+}
+
+// loadSigner reads DataDir/audit.key, or creates it at the first start.
+func (d *Daemon) loadSigner() error {
+	s, created, err := auditsig.LoadOrCreate(filepath.Join(d.cfg.DataDir, AuditKeyFile))
+	if err != nil {
+		return err
+	}
+	d.signer = s
+	if created {
+		d.log.Info().Str("key_id", s.KeyID()).Str("public_key", s.PublicKeyHex()).Msg("audit signing key created")
+	}
+	return nil
+}
+
+// AuditKey returns the audit key's public half; valid once Run has started.
+func (d *Daemon) AuditKey() AuditKey {
+	return AuditKey{PublicKey: d.signer.PublicKeyHex(), KeyID: d.signer.KeyID()}
 }
 
 // openState opens the state file under DataDir, checking it first with
@@ -710,8 +747,32 @@ func (d *Daemon) removing(ids []string) {
 // auditUnknown writes the audit of a deletion of an id that is not stored (ingest hook,
 // inside the batch transaction): nothing changed, so no refit is needed.
 func (d *Daemon) auditUnknown(tx *storage.Tx, rec *ingest.Deletion) error {
-	_, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, d.serve.model.Load(), rec.Applied)
-	return err
+	a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, d.serve.model.Load(), rec.Applied, d.signer)
+	if err != nil {
+		return err
+	}
+	return d.checkpoint(tx, a)
+}
+
+// Checkpoint is a signed chain head (an audit_checkpoint status event): the last
+// audit's seq and hash, signed by the audit key (auditsig.SignCheckpoint), so that an
+// operator can anchor the chain outside cairn and a verifier can start from it.
+type Checkpoint struct {
+	Seq   uint64 `json:"seq"`
+	Hash  string `json:"hash"`
+	KeyID string `json:"key_id"`
+	Sig   string `json:"sig"`
+}
+
+// checkpoint enqueues, in tx, the checkpoint of the chain head last (just appended).
+func (d *Daemon) checkpoint(tx *storage.Tx, last stream.Audit) error {
+	h, err := hex.DecodeString(last.Hash)
+	if err != nil || len(h) != 32 {
+		return fmt.Errorf("daemon: audit %d hash %q: %v", last.Seq, last.Hash, err)
+	}
+	head := [32]byte(h)
+	return statusEvent(tx, d.cfg.Kafka.Topics.Status, "audit_checkpoint", Checkpoint{Seq: last.Seq, Hash: last.Hash,
+		KeyID: d.signer.KeyID(), Sig: hex.EncodeToString(d.signer.SignCheckpoint(last.Seq, head))})
 }
 
 // install makes s the serving model, masking the points removed since the snapshot it

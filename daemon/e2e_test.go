@@ -23,6 +23,7 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/auditsig"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
@@ -448,6 +449,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(ua.Body), &ub); err != nil || ub.Known || ua.Known || ua.ModelAfter != ua.ModelBefore {
 		t.Errorf("unknown-id audit %+v (body %v): want known=false and no refit", ua, err)
 	}
+	checkSignedAudits(t, r, tp.Audits, tp.Status)
 	// The chain verifies from the events alone: hash = SHA-256(prev_hash ‖ body).
 	evs := r.messages(tp.Audits)
 	prev := make([]byte, 32)
@@ -589,5 +591,68 @@ func checkExactAnswer(t *testing.T, s *serving.Model, a stream.Attribution, x []
 	if c.VarianceModel != certify.VarianceConservative || c.Allocation.PerLandmark != 0.05/float64(len(active)) {
 		t.Errorf("sketched answer: variance model %q, δ_ℓ %v, want conservative and δ/M = %v", c.VarianceModel,
 			c.Allocation.PerLandmark, 0.05/float64(len(active)))
+	}
+}
+
+// checkSignedAudits: every audit event is signed by the daemon's key, which /audit/key
+// publishes; a tampered copy does not verify; and the chain head is published as a
+// signed checkpoint on the status topic.
+func checkSignedAudits(t *testing.T, r *running, audits, status string) {
+	t.Helper()
+	resp, err := http.Get("http://" + r.d.HTTPAddr() + "/audit/key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key AuditKey
+	err = json.NewDecoder(resp.Body).Decode(&key)
+	resp.Body.Close()
+	if err != nil || key != r.d.AuditKey() {
+		t.Fatalf("/audit/key %+v (%v), want %+v", key, err, r.d.AuditKey())
+	}
+	pub, err := hex.DecodeString(key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec32 := func(s string) [32]byte {
+		b, err := hex.DecodeString(s)
+		if err != nil || len(b) != 32 {
+			t.Fatalf("hash %q", s)
+		}
+		return [32]byte(b)
+	}
+	var last stream.Audit
+	for _, m := range r.messages(audits) {
+		var a stream.Audit
+		if err := json.Unmarshal(m.Value, &a); err != nil {
+			t.Fatal(err)
+		}
+		sig, err := hex.DecodeString(a.Sig)
+		if err != nil || a.KeyID != key.KeyID || !auditsig.VerifyRecord(pub, a.Seq, dec32(a.PrevHash), dec32(a.Hash), sig) {
+			t.Errorf("audit %d: key %q, signature does not verify (%v)", a.Seq, a.KeyID, err)
+		}
+		if auditsig.VerifyRecord(pub, a.Seq+1, dec32(a.PrevHash), dec32(a.Hash), sig) {
+			t.Errorf("audit %d: its signature verifies for seq %d too", a.Seq, a.Seq+1)
+		}
+		if a.Seq > last.Seq {
+			last = a
+		}
+	}
+	found := false
+	for _, m := range r.messages(status) {
+		var st stream.Status
+		var cp Checkpoint
+		if json.Unmarshal(m.Value, &st) != nil || st.Kind != "audit_checkpoint" || json.Unmarshal(st.Data, &cp) != nil {
+			continue
+		}
+		sig, _ := hex.DecodeString(cp.Sig)
+		if !auditsig.VerifyCheckpoint(pub, cp.Seq, dec32(cp.Hash), sig) {
+			t.Errorf("checkpoint %+v does not verify", cp)
+		}
+		if cp.Seq == last.Seq && cp.Hash == last.Hash {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no signed checkpoint of the chain head %d", last.Seq)
 	}
 }

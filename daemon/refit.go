@@ -381,12 +381,17 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 			}
 		}
 		for _, rec := range snap.Pending {
-			a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, ft.serv, done)
+			a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, ft.serv, done, d.signer)
 			if err != nil {
 				return err
 			}
 			audits = append(audits, a)
 			if _, err := tx.DeletePending(rec.Seq); err != nil {
+				return err
+			}
+		}
+		if len(audits) > 0 {
+			if err := d.checkpoint(tx, audits[len(audits)-1]); err != nil {
 				return err
 			}
 		}

@@ -220,11 +220,19 @@ func (d *Daemon) caughtUp(ctx context.Context) bool {
 func (d *Daemon) auditWithoutModel(snap *job) error {
 	done := time.Now()
 	err := d.store.Apply(func(tx *storage.Tx) error {
+		var last stream.Audit
 		for _, rec := range snap.Pending {
-			if _, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, nil, done); err != nil {
+			a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, nil, done, d.signer)
+			if err != nil {
 				return err
 			}
+			last = a
 			if _, err := tx.DeletePending(rec.Seq); err != nil {
+				return err
+			}
+		}
+		if last.Seq > 0 {
+			if err := d.checkpoint(tx, last); err != nil {
 				return err
 			}
 		}

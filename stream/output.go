@@ -85,7 +85,12 @@ type Audit struct {
 	// covers: Hash = hex(SHA-256(PrevHash bytes || Body bytes)), PrevHash of seq 1 being
 	// 32 zero bytes. The other fields repeat what Body holds, for convenience; a verifier
 	// trusts Body only.
-	Body  string          `json:"body"`
+	Body string `json:"body"`
+	// KeyID names the daemon's audit key and Sig is its Ed25519 signature (hex) of seq,
+	// prev_hash and hash (package internal/auditsig), so that a record appended by
+	// anybody else is told apart. Empty only in audits of an unsigned build.
+	KeyID string          `json:"key_id,omitempty"`
+	Sig   string          `json:"sig,omitempty"`
 	Extra json.RawMessage `json:"extra,omitempty"`
 }
 

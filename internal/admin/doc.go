@@ -1,5 +1,5 @@
 // Package admin is cairnd's operator HTTP endpoint: /healthz, /readyz, /metrics,
-// /status and /model, routed by an http.ServeMux with method patterns (GET, which also
+// /status, /model and /audit/key, routed by an http.ServeMux with method patterns (GET, which also
 // matches HEAD; any other method is 405 with an Allow header, any other path 404).
 //
 // # Contract

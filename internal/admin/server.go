@@ -33,6 +33,9 @@ type Checks struct {
 	// its error (500 without ModelStatus) with the error text. Nil makes /model answer
 	// 404.
 	Model func(version uint64) (any, error)
+	// AuditKey answers /audit/key: 200 with the JSON encoding of the value (the public
+	// half of the audit signing key). Nil makes /audit/key answer 404.
+	AuditKey func() any
 	// ModelStatus maps an error of Model to an HTTP status (the daemon: 404 for a
 	// version that is not stored, 503 before the first model).
 	ModelStatus func(error) int
@@ -54,7 +57,7 @@ var (
 	errHTTPRun    = errors.New("admin: http server Run called twice")
 )
 
-// Server serves /healthz, /readyz, /metrics, /status and /model, routed by an
+// Server serves /healthz, /readyz, /metrics, /status, /model and /audit/key, routed by an
 // http.ServeMux with method patterns. Listen binds the address, Run serves, Close
 // releases the listener when Run never ran. Only GET and HEAD are allowed (405
 // otherwise, with an Allow header); any other path is 404. Every non-2xx response is
@@ -172,6 +175,13 @@ func (h *Server) routes() http.Handler {
 	mux.Handle("GET /metrics", h.metrics)
 	mux.HandleFunc("GET /status", h.status)
 	mux.HandleFunc("GET /model", h.model)
+	mux.HandleFunc("GET /audit/key", func(w http.ResponseWriter, r *http.Request) {
+		if h.checks.AuditKey == nil {
+			h.reply(w, r, http.StatusNotFound, "404 page not found", nil)
+			return
+		}
+		h.writeJSON(w, r, h.checks.AuditKey())
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		lw := &loggedWriter{ResponseWriter: w, status: http.StatusOK}

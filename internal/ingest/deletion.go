@@ -8,6 +8,7 @@ import (
 
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/internal/auditsig"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
@@ -91,8 +92,9 @@ type AuditBody struct {
 // AppendAudit writes the audit of rec into tx: the hash-chained record and the
 // cairn.audits event (keyed by the request id) in the outbox. after is the model the
 // audit attests (nil: none yet), done the time the refit that removed the point
-// finished (the deletion time for unknown ids). It returns the event.
-func AppendAudit(tx *storage.Tx, topic string, rec *Deletion, after *serving.Model, done time.Time) (stream.Audit, error) {
+// finished (the deletion time for unknown ids), sig the key that signs the record (nil:
+// unsigned). It returns the event.
+func AppendAudit(tx *storage.Tx, topic string, rec *Deletion, after *serving.Model, done time.Time, sig *auditsig.Signer) (stream.Audit, error) {
 	b := AuditBody{
 		Request: rec.Request, ID: rec.ID, Known: rec.Known, WasLandmark: rec.WasLandmark,
 		PoolLandmark: rec.PoolLandmark, ModelBefore: rec.ModelBefore,
@@ -129,6 +131,9 @@ func AppendAudit(tx *storage.Tx, topic string, rec *Deletion, after *serving.Mod
 		Percentile: b.Percentile, PValue: b.PValue, Seq: link.Seq,
 		PrevHash: hex.EncodeToString(link.PrevHash[:]), Hash: hex.EncodeToString(link.Hash[:]),
 		Body: string(body),
+	}
+	if sig != nil {
+		ev.KeyID, ev.Sig = sig.KeyID(), hex.EncodeToString(sig.SignRecord(link.Seq, link.PrevHash, link.Hash))
 	}
 	val, err := ev.Encode()
 	if err != nil {
