@@ -153,7 +153,7 @@ func truncateText(s string, n int) string {
 func runAuditVerify(args []string, stdout io.Writer) error {
 	fs := newFlags("audit verify")
 	var kf kafkaFlags
-	kf.register(fs)
+	kf.register(fs, usesBrokers|usesConfig)
 	dataDir := fs.String("data-dir", "", "verify the daemon's bbolt file DIR/cairn.db instead of the Kafka topic (daemon stopped)")
 	timeout := fs.Duration("timeout", 60*time.Second, "bound on reading the audit topic")
 	if err := parseFlags(fs, args); err != nil {

@@ -58,10 +58,9 @@ const maxModelBytes = 512 << 20
 func runModelExport(args []string, stdout io.Writer) error {
 	fs := newFlags("model export")
 	var kf kafkaFlags
-	kf.register(fs)
+	kf.register(fs, usesHTTP|usesConfig)
 	dataDir := fs.String("data-dir", "", "read the bbolt file DIR/cairn.db of a stopped daemon instead of asking a running one over HTTP")
 	version := fs.Uint64("model", 0, "model version to export (0: the newest stored, or the serving one over HTTP)")
-	addr := fs.String("http", config.Default().HTTP, "the running daemon's HTTP address (host:port, or a URL), used without --data-dir")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on the HTTP request")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -82,7 +81,7 @@ func runModelExport(args []string, stdout io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	body, err := fetchModelExport(ctx, *addr, *version)
+	body, err := fetchModelExport(ctx, kf.http, *version)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ import (
 func runQuery(args []string, stdout io.Writer) error {
 	fs := newFlags("query")
 	var kf kafkaFlags
-	kf.register(fs)
+	kf.register(fs, usesBrokers|usesConfig)
 	id := fs.String("id", "", "id of a stored training point to explain")
 	xfile := fs.String("x", "", "file holding the query vector: a JSON array of numbers or one CSV line")
 	k := fs.Int("k", 0, "top-K size (0: the daemon's default)")
@@ -86,7 +86,7 @@ func runQuery(args []string, stdout io.Writer) error {
 func runDelete(args []string, stdout io.Writer) error {
 	fs := newFlags("delete")
 	var kf kafkaFlags
-	kf.register(fs)
+	kf.register(fs, usesBrokers|usesConfig)
 	id := fs.String("id", "", "id of the training point to delete (required)")
 	request := fs.String("request", "", "request id the audit answers (default: d-<16 random hex digits>)")
 	wait := fs.Bool("wait", false, "wait for the deletion's audit and print it")

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/cairnhq/cairn/config"
 )
 
 // maxStatusBytes bounds the /status body read, so a wrong address serving something
@@ -17,10 +15,12 @@ import (
 const maxStatusBytes = 16 << 20
 
 // runStatus is `cairnctl status [--http ADDR] [--timeout 5s]`: GET http://ADDR/status
-// of a running daemon and print its JSON as received.
+// of a running daemon and print its JSON as received. --brokers and --config are
+// accepted like every operator command's but not used.
 func runStatus(args []string, stdout io.Writer) error {
 	fs := newFlags("status")
-	addr := fs.String("http", config.Default().HTTP, "the daemon's HTTP address (host:port, or a URL)")
+	var kf kafkaFlags
+	kf.register(fs, usesHTTP)
 	timeout := fs.Duration("timeout", 5*time.Second, "bound on the request")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -30,7 +30,7 @@ func runStatus(args []string, stdout io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	body, err := fetchStatus(ctx, *addr)
+	body, err := fetchStatus(ctx, kf.http)
 	if err != nil {
 		return err
 	}

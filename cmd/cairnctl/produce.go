@@ -29,7 +29,7 @@ type produceReport struct {
 func runProduce(args []string, stdout io.Writer) error {
 	fs := newFlags("produce")
 	var kf kafkaFlags
-	kf.register(fs)
+	kf.register(fs, usesBrokers|usesConfig)
 	data := fs.String("data", "mnist", "data set: mnist, fashion-mnist, adult:DIR or csv:FILE")
 	n := fs.Int("n", 0, "rows to send, from the first (0: the whole split)")
 	split := fs.String("split", "train", "split to send: train or test")
