@@ -4,15 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/pprof"
 	"sort"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -20,6 +19,7 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -81,12 +81,11 @@ const (
 	targetLoadP99Ms             = 25
 )
 
-// runBench is `cairnctl bench [--n 5000] [--queries 200] [--data mnist] [--m 256]`: it
+// benchCmd is `cairnctl bench [--n 5000] [--queries 200] [--data mnist] [--m 256]`: it
 // runs the daemon in process on a temporary directory with m landmarks per view and
 // measures ingest, query latency (in process and through Kafka), refit and
 // deletion-to-audit times; see benchReport.
-func runBench(args []string, stdout io.Writer) error {
-	fs := newFlags("bench")
+func benchCmd(fs *flag.FlagSet) cli.Func {
 	n := fs.Int("n", 5000, "training rows to ingest")
 	queries := fs.Int("queries", 200, "queries per latency measurement (test-split rows)")
 	data := fs.String("data", "mnist", "data set: mnist, fashion-mnist, adult:DIR or csv:FILE (with {split})")
@@ -101,50 +100,47 @@ func runBench(args []string, stdout io.Writer) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (go tool pprof) to this file")
 	rate := fs.Float64("rate", 30, "open-loop query load: queries per second (0: no load phase)")
 	loadDur := fs.Duration("load-duration", 20*time.Second, "open-loop query load: how long")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *rate < 0 || *loadDur <= 0 {
-		return fmt.Errorf("--rate %v, --load-duration %v: the rate must be ≥ 0 and the duration positive", *rate, *loadDur)
-	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		if *rate < 0 || *loadDur <= 0 {
+			return fmt.Errorf("--rate %v, --load-duration %v: the rate must be ≥ 0 and the duration positive", *rate, *loadDur)
+		}
+		if *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				return fmt.Errorf("--cpuprofile: %w", err)
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return fmt.Errorf("--cpuprofile: %w", err)
+			}
+			defer pprof.StopCPUProfile()
+		}
+		if *n < 1 || *queries < 1 || *m < 1 || *reference < 1 {
+			return fmt.Errorf("--n %d, --queries %d, --m %d, --reference %d: each must be at least 1", *n, *queries, *m, *reference)
+		}
+		cfg, err := config.Load(*cfgFile, os.Environ())
 		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
+			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
+		cfg.Pool.M, cfg.Pool.Budget = *m, ""
+		cfg.Kafka.Brokers = nil
+		cfg.Kafka.EmbeddedBroker, cfg.HTTP = *broker, *httpAddr
+		if *untrained {
+			cfg.Model.Untrained = true
 		}
-		defer pprof.StopCPUProfile()
+		log, err := daemonLogger(stdio.Err, *logLevel)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		rep, err := bench(ctx, benchOptions{cfg: cfg, data: *data, n: *n, queries: *queries, reference: *reference, log: log, stderr: stdio.Err,
+			rate: *rate, loadDuration: *loadDur})
+		if err != nil {
+			return err
+		}
+		return writeJSON(stdio.Out, rep)
 	}
-	if *n < 1 || *queries < 1 || *m < 1 || *reference < 1 {
-		return fmt.Errorf("--n %d, --queries %d, --m %d, --reference %d: each must be at least 1", *n, *queries, *m, *reference)
-	}
-	cfg, err := config.Load(*cfgFile, os.Environ())
-	if err != nil {
-		return err
-	}
-	cfg.Pool.M, cfg.Pool.Budget = *m, ""
-	cfg.Kafka.Brokers = nil
-	cfg.Kafka.EmbeddedBroker, cfg.HTTP = *broker, *httpAddr
-	if *untrained {
-		cfg.Model.Untrained = true
-	}
-	log, err := daemonLogger(*logLevel)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	rep, err := bench(ctx, benchOptions{cfg: cfg, data: *data, n: *n, queries: *queries, reference: *reference, log: log, stderr: os.Stderr,
-		rate: *rate, loadDuration: *loadDur})
-	if err != nil {
-		return err
-	}
-	return writeJSON(stdout, rep)
 }
 
 type benchOptions struct {

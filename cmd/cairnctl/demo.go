@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -17,10 +16,11 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/stream"
 )
 
-// runDemo is `cairnctl demo [--n 2000] [--data mnist] [--data-dir DIR]
+// demoCmd is `cairnctl demo [--n 2000] [--data mnist] [--data-dir DIR]
 // [--embedded-broker ADDR] [--http ADDR] [--queries 3]`, the README's first command.
 // It runs the daemon in process on its embedded default, feeds it --n rows through
 // Kafka, waits for the model fitted on them, asks --queries queries through Kafka
@@ -32,9 +32,8 @@ import (
 // (NDJSON), {"event":"status"|"attribution"|"audit"|"summary", …}, each printed as it
 // happens. Attribution and audit lines carry the event exactly as the daemon wrote it
 // under "data". It fails if any step fails or if the deleted id is named again.
-func runDemo(args []string, stdout io.Writer) error {
+func demoCmd(fs *flag.FlagSet) cli.Func {
 	d := config.Default()
-	fs := newFlags("demo")
 	n := fs.Int("n", 2000, "training rows to stream in")
 	data := fs.String("data", "mnist", "data set: mnist, fashion-mnist, adult:DIR or csv:FILE (the model must match its width)")
 	dataDir := fs.String("data-dir", "", "daemon state directory, kept afterwards (default: a fresh temporary directory, removed at the end)")
@@ -45,39 +44,36 @@ func runDemo(args []string, stdout io.Writer) error {
 	timeout := fs.Duration("timeout", time.Hour, "bound on the whole demo")
 	logLevel := fs.String("log-level", "warn", "daemon log level on stderr: debug, info, warn, error")
 	untrained := fs.Bool("untrained", false, "the seeded untrained network (model.untrained) instead of the trained weights shipped for --data")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		if *n < 1 || *queries < 1 {
+			return fmt.Errorf("--n %d, --queries %d: each must be at least 1", *n, *queries)
+		}
+		cfg, err := config.Load(*cfgFile, os.Environ())
+		if err != nil {
+			return err
+		}
+		cfg.Kafka.EmbeddedBroker, cfg.HTTP = *broker, *httpAddr
+		if *untrained {
+			cfg.Model.Untrained = true
+		}
+		cfg.Kafka.Brokers = nil // the demo's daemon runs its own broker
+		log, err := daemonLogger(stdio.Err, *logLevel)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		return demo(ctx, demoOptions{cfg: cfg, dataDir: *dataDir, data: *data, n: *n, queries: *queries, log: log, stderr: stdio.Err}, stdio.Out)
 	}
-	if *n < 1 || *queries < 1 {
-		return fmt.Errorf("--n %d, --queries %d: each must be at least 1", *n, *queries)
-	}
-	cfg, err := config.Load(*cfgFile, os.Environ())
-	if err != nil {
-		return err
-	}
-	cfg.Kafka.EmbeddedBroker, cfg.HTTP = *broker, *httpAddr
-	if *untrained {
-		cfg.Model.Untrained = true
-	}
-	cfg.Kafka.Brokers = nil // the demo's daemon runs its own broker
-	log, err := daemonLogger(*logLevel)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	return demo(ctx, demoOptions{cfg: cfg, dataDir: *dataDir, data: *data, n: *n, queries: *queries, log: log, stderr: os.Stderr}, stdout)
 }
 
-// daemonLogger is the zerolog logger of an in-process daemon, on stderr.
-func daemonLogger(level string) (zerolog.Logger, error) {
+// daemonLogger is the zerolog logger of an in-process daemon, writing to w.
+func daemonLogger(w io.Writer, level string) (zerolog.Logger, error) {
 	l, err := zerolog.ParseLevel(level)
 	if err != nil {
 		return zerolog.Logger{}, fmt.Errorf("--log-level %q: %w", level, err)
 	}
-	return zerolog.New(os.Stderr).Level(l).With().Timestamp().Str("service", "cairnd").Logger(), nil
+	return zerolog.New(w).Level(l).With().Timestamp().Str("service", "cairnd").Logger(), nil
 }
 
 type demoOptions struct {

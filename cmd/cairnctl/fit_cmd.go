@@ -2,10 +2,11 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"math"
 	"slices"
 	"time"
@@ -16,10 +17,11 @@ import (
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/fit"
+	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/internal/rng"
 )
 
-// runFit is paper Alg. cairn-stage2 (and the KREPES baseline) end to end: data → eNTK
+// fitCmd is paper Alg. cairn-stage2 (and the KREPES baseline) end to end: data → eNTK
 // sketch → two-view landmark pool → kernel blocks → initializer → solver → k-NN
 // evaluation, printing one JSON object.
 //
@@ -30,8 +32,7 @@ import (
 // landmark selection). The test split is the first --test-n rows of the data set's own
 // test split. Validation and test points enter unaugmented. Accuracy is the test k-NN
 // accuracy against the validation embeddings (balanced accuracy on Adult).
-func runFit(args []string, stdout io.Writer) error {
-	fs := newFlags("fit")
+func fitCmd(fs *flag.FlagSet) cli.Func {
 	var pf pipelineFlags
 	pf.register(fs)
 	lossName := fs.String("loss", "simclr", "objective: bt | simclr | vicreg")
@@ -53,177 +54,176 @@ func runFit(args []string, stdout io.Writer) error {
 	damping := fs.Float64("damping", 1e-3, "KREPES Gauss–Newton damping λ")
 	cgIters := fs.Int("cg-iters", 150, "KREPES maximum CG iterations")
 	kscale := fs.String("kernel-scale", fit.ScaleDiag, "kernel normalization: diag (divide every block by the mean of diag K_mm) | none")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	loss, err := fit.ParseLoss(*lossName)
-	if err != nil {
-		return fmt.Errorf("--loss: %w", err)
-	}
-	in, err := fit.ParseInit(*initName)
-	if err != nil {
-		return fmt.Errorf("--init: %w", err)
-	}
-	if *solver != "adam" && *solver != "krepes" {
-		return fmt.Errorf("--solver: %q (want adam or krepes)", *solver)
-	}
-	if *fits < 1 || (*solver == "krepes" && *fits != 1) {
-		return fmt.Errorf("--fits: %d (≥ 1, and 1 for the deterministic krepes solver)", *fits)
-	}
-	if !(*valFrac > 0 && *valFrac < 1) {
-		return fmt.Errorf("--val-frac: %v must be in (0, 1)", *valFrac)
-	}
-	if _, _, err := fit.ParseInitScale(*initScaleFlag, in); err != nil {
-		return fmt.Errorf("--init-scale: %w", err)
-	}
-	if !(*lr > 0) || math.IsInf(*lr, 0) {
-		return fmt.Errorf("--lr: %v must be positive and finite", *lr)
-	}
-	if !(*wd >= 0) || math.IsInf(*wd, 0) {
-		return fmt.Errorf("--weight-decay: %v must be non-negative and finite", *wd)
-	}
-	if *decay != "l2" && *decay != "decoupled" {
-		return fmt.Errorf("--decay: %q (want l2 or decoupled)", *decay)
-	}
-	if *traceEvery < 0 || (*traceEvery > 0 && *solver != "adam") {
-		return fmt.Errorf("--trace-every: %d (≥ 0, and only with --solver adam: krepes scores every CG iterate)", *traceEvery)
-	}
-	if *knnK < 1 {
-		return fmt.Errorf("--knn: %d must be ≥ 1", *knnK)
-	}
-	if *testN < 0 || *k < 1 || *epochs < 1 {
-		return fmt.Errorf("--test-n %d, --k %d, --epochs %d: must be ≥ 0, ≥ 1, ≥ 1", *testN, *k, *epochs)
-	}
-
-	secs := map[string]float64{}
-	t0 := time.Now()
-	prob, info, err := fitBlocks(&pf, *selector, *valFrac, *testN)
-	if err != nil {
-		return err
-	}
-	scale, err := fit.ScaleKernels(prob, *kscale)
-	if err != nil {
-		return fmt.Errorf("--kernel-scale: %w", err)
-	}
-	secs["kernel"] = time.Since(t0).Seconds()
-
-	t0 = time.Now()
-	init, err := fit.Initialize(in, prob, *k, pf.seed)
-	if err != nil {
-		return fmt.Errorf("--init %s: %w", in, err)
-	}
-	initScale, err := fit.ScaleInit(*initScaleFlag, in, prob.KA, init.A0)
-	if err != nil {
-		return fmt.Errorf("--init-scale: %w", err)
-	}
-	secs["init"] = time.Since(t0).Seconds()
-	out := map[string]any{
-		"data": pf.data, "loss": loss.String(), "init": in.String(), "solver": *solver,
-		"seed": pf.seed, "selector": *selector, "k": *k, "M": info.m,
-		"n_train": info.nTrain, "n_val": info.nVal, "n_test": info.nTest,
-		"init_retained": init.Retained, "k_used": init.A0.RawMatrix().Cols, "seconds": secs, "kernel_scale": scale, "init_scale": initScale,
-	}
-	if in == fit.PCILanczos {
-		dense, err := fit.Initialize(fit.PCI, prob, *k, pf.seed)
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		loss, err := fit.ParseLoss(*lossName)
 		if err != nil {
-			return fmt.Errorf("dense PCI for the Lanczos check: %w", err)
+			return fmt.Errorf("--loss: %w", err)
 		}
-		out["lanczos_error"] = fit.LanczosError(init, dense)
-		out["lanczos_steps"] = init.LanczosSteps
-		out["ritz_residuals"] = init.RitzResiduals
-		out["ritz_residual_max"] = slices.Max(append([]float64{0}, init.RitzResiduals...))
-	}
+		in, err := fit.ParseInit(*initName)
+		if err != nil {
+			return fmt.Errorf("--init: %w", err)
+		}
+		if *solver != "adam" && *solver != "krepes" {
+			return fmt.Errorf("--solver: %q (want adam or krepes)", *solver)
+		}
+		if *fits < 1 || (*solver == "krepes" && *fits != 1) {
+			return fmt.Errorf("--fits: %d (≥ 1, and 1 for the deterministic krepes solver)", *fits)
+		}
+		if !(*valFrac > 0 && *valFrac < 1) {
+			return fmt.Errorf("--val-frac: %v must be in (0, 1)", *valFrac)
+		}
+		if _, _, err := fit.ParseInitScale(*initScaleFlag, in); err != nil {
+			return fmt.Errorf("--init-scale: %w", err)
+		}
+		if !(*lr > 0) || math.IsInf(*lr, 0) {
+			return fmt.Errorf("--lr: %v must be positive and finite", *lr)
+		}
+		if !(*wd >= 0) || math.IsInf(*wd, 0) {
+			return fmt.Errorf("--weight-decay: %v must be non-negative and finite", *wd)
+		}
+		if *decay != "l2" && *decay != "decoupled" {
+			return fmt.Errorf("--decay: %q (want l2 or decoupled)", *decay)
+		}
+		if *traceEvery < 0 || (*traceEvery > 0 && *solver != "adam") {
+			return fmt.Errorf("--trace-every: %d (≥ 0, and only with --solver adam: krepes scores every CG iterate)", *traceEvery)
+		}
+		if *knnK < 1 {
+			return fmt.Errorf("--knn: %d must be ≥ 1", *knnK)
+		}
+		if *testN < 0 || *k < 1 || *epochs < 1 {
+			return fmt.Errorf("--test-n %d, --k %d, --epochs %d: must be ≥ 0, ≥ 1, ≥ 1", *testN, *k, *epochs)
+		}
 
-	balanced := info.balanced
-	metric := "accuracy"
-	if balanced {
-		metric = "balanced_accuracy"
-	}
-	out["accuracy_metric"] = metric
-	out["knn"] = *knnK
-	t0 = time.Now()
-	var res *fit.Result
-	if *solver == "adam" {
-		opt := fit.DefaultOptions(loss)
-		opt.Seed, opt.Epochs, opt.Balanced, opt.LR = pf.seed, *epochs, balanced, *lr
-		opt.WeightDecay, opt.DecoupledDecay, opt.Probe, opt.KNN = *wd, *decay == "decoupled", *probe, *knnK
-		opt.TraceEvery = *traceEvery
-		out["lr"] = opt.LR
-		rep, err := fit.Repeat(prob, init, opt, *fits, 2)
+		secs := map[string]float64{}
+		t0 := time.Now()
+		prob, info, err := fitBlocks(&pf, *selector, *valFrac, *testN)
 		if err != nil {
 			return err
 		}
-		secs["fit"] = time.Since(t0).Seconds()
-		res = rep.Fits[0]
-		omega := map[string]any{"mean": rep.OmegaMean}
-		if rep.OmegaVar != nil {
-			omega["tau2"] = rep.OmegaVar
-			var accs []any
-			for _, f := range rep.Fits {
-				accs = append(accs, jsonNum(f.TestEval.Value(balanced)))
-			}
-			out["accuracy_per_fit"] = accs
-			out["fit_seeds"] = rep.Seeds
-		}
-		out["omega"] = omega
-		if *traceEvery > 0 {
-			// The first fit's trace (every fit of --fits R traces; they differ only in seed).
-			tr := make([]any, len(res.Trace))
-			for i, p := range res.Trace {
-				tr[i] = map[string]any{"step": p.Step, "epoch": p.Epoch, "seconds": p.Seconds, "accuracy": jsonNum(p.Test.Value(balanced))}
-			}
-			out["trace"] = tr
-		}
-	} else {
-		opt := fit.DefaultKrepesOptions(loss)
-		opt.Seed, opt.Balanced, opt.Damping, opt.MaxIter = pf.seed, balanced, *damping, *cgIters
-		opt.Probe, opt.KNN = *probe, *knnK
-		kr, err := fit.Krepes(prob, init.A0, opt)
+		scale, err := fit.ScaleKernels(prob, *kscale)
 		if err != nil {
-			return err
+			return fmt.Errorf("--kernel-scale: %w", err)
 		}
-		secs["fit"] = time.Since(t0).Seconds()
-		res = &kr.Result
-		out["omega"] = map[string]any{"mean": kr.Omega}
-		out["cg_residuals"] = kr.CGResiduals
-		iter := make([]any, len(kr.IterateEval))
-		for i, e := range kr.IterateEval {
-			iter[i] = jsonNum(e.Value(balanced))
+		secs["kernel"] = time.Since(t0).Seconds()
+
+		t0 = time.Now()
+		init, err := fit.Initialize(in, prob, *k, pf.seed)
+		if err != nil {
+			return fmt.Errorf("--init %s: %w", in, err)
 		}
-		out["cg_iterate_accuracy"] = iter
-		out["cg_iterate_seconds"] = kr.IterateSeconds
-		out["krepes_setup_seconds"] = kr.SetupSeconds
-		out["krepes_negative_curvature"] = kr.NegativeCurvature
-		out["damping"] = opt.Damping
+		initScale, err := fit.ScaleInit(*initScaleFlag, in, prob.KA, init.A0)
+		if err != nil {
+			return fmt.Errorf("--init-scale: %w", err)
+		}
+		secs["init"] = time.Since(t0).Seconds()
+		out := map[string]any{
+			"data": pf.data, "loss": loss.String(), "init": in.String(), "solver": *solver,
+			"seed": pf.seed, "selector": *selector, "k": *k, "M": info.m,
+			"n_train": info.nTrain, "n_val": info.nVal, "n_test": info.nTest,
+			"init_retained": init.Retained, "k_used": init.A0.RawMatrix().Cols, "seconds": secs, "kernel_scale": scale, "init_scale": initScale,
+		}
+		if in == fit.PCILanczos {
+			dense, err := fit.Initialize(fit.PCI, prob, *k, pf.seed)
+			if err != nil {
+				return fmt.Errorf("dense PCI for the Lanczos check: %w", err)
+			}
+			out["lanczos_error"] = fit.LanczosError(init, dense)
+			out["lanczos_steps"] = init.LanczosSteps
+			out["ritz_residuals"] = init.RitzResiduals
+			out["ritz_residual_max"] = slices.Max(append([]float64{0}, init.RitzResiduals...))
+		}
+
+		balanced := info.balanced
+		metric := "accuracy"
+		if balanced {
+			metric = "balanced_accuracy"
+		}
+		out["accuracy_metric"] = metric
+		out["knn"] = *knnK
+		t0 = time.Now()
+		var res *fit.Result
+		if *solver == "adam" {
+			opt := fit.DefaultOptions(loss)
+			opt.Seed, opt.Epochs, opt.Balanced, opt.LR = pf.seed, *epochs, balanced, *lr
+			opt.WeightDecay, opt.DecoupledDecay, opt.Probe, opt.KNN = *wd, *decay == "decoupled", *probe, *knnK
+			opt.TraceEvery = *traceEvery
+			out["lr"] = opt.LR
+			rep, err := fit.Repeat(prob, init, opt, *fits, 2)
+			if err != nil {
+				return err
+			}
+			secs["fit"] = time.Since(t0).Seconds()
+			res = rep.Fits[0]
+			omega := map[string]any{"mean": rep.OmegaMean}
+			if rep.OmegaVar != nil {
+				omega["tau2"] = rep.OmegaVar
+				var accs []any
+				for _, f := range rep.Fits {
+					accs = append(accs, jsonNum(f.TestEval.Value(balanced)))
+				}
+				out["accuracy_per_fit"] = accs
+				out["fit_seeds"] = rep.Seeds
+			}
+			out["omega"] = omega
+			if *traceEvery > 0 {
+				// The first fit's trace (every fit of --fits R traces; they differ only in seed).
+				tr := make([]any, len(res.Trace))
+				for i, p := range res.Trace {
+					tr[i] = map[string]any{"step": p.Step, "epoch": p.Epoch, "seconds": p.Seconds, "accuracy": jsonNum(p.Test.Value(balanced))}
+				}
+				out["trace"] = tr
+			}
+		} else {
+			opt := fit.DefaultKrepesOptions(loss)
+			opt.Seed, opt.Balanced, opt.Damping, opt.MaxIter = pf.seed, balanced, *damping, *cgIters
+			opt.Probe, opt.KNN = *probe, *knnK
+			kr, err := fit.Krepes(prob, init.A0, opt)
+			if err != nil {
+				return err
+			}
+			secs["fit"] = time.Since(t0).Seconds()
+			res = &kr.Result
+			out["omega"] = map[string]any{"mean": kr.Omega}
+			out["cg_residuals"] = kr.CGResiduals
+			iter := make([]any, len(kr.IterateEval))
+			for i, e := range kr.IterateEval {
+				iter[i] = jsonNum(e.Value(balanced))
+			}
+			out["cg_iterate_accuracy"] = iter
+			out["cg_iterate_seconds"] = kr.IterateSeconds
+			out["krepes_setup_seconds"] = kr.SetupSeconds
+			out["krepes_negative_curvature"] = kr.NegativeCurvature
+			out["damping"] = opt.Damping
+		}
+		secs["total"] = secs["kernel"] + secs["init"] + secs["fit"]
+		out["accuracy"] = jsonNum(res.TestEval.Value(balanced))
+		out["plain_accuracy"] = jsonNum(res.TestEval.Accuracy)
+		out["balanced_accuracy"] = jsonNum(res.TestEval.BalancedAccuracy)
+		out["init_accuracy"] = jsonNum(res.InitEval.Value(balanced))
+		out["init_val"] = jsonNum(res.InitVal)
+		if *probe {
+			out["probe_accuracy"] = jsonNum(res.TestProbe.Value(balanced))
+			out["probe_plain_accuracy"] = jsonNum(res.TestProbe.Accuracy)
+			out["init_probe_accuracy"] = jsonNum(res.InitProbe.Value(balanced))
+		}
+		out["epochs"] = res.Epochs
+		out["best_epoch"] = res.BestEpoch
+		out["selected_by"] = res.SelectedBy
+		hist := make([]map[string]any, len(res.History))
+		for i, h := range res.History {
+			hist[i] = map[string]any{"train_loss": jsonNum(h.TrainLoss), "val": jsonNum(h.ValMetric), "seconds": h.Seconds}
+		}
+		if *solver == "adam" && res.BestEpoch >= 1 {
+			// Time to the selected checkpoint (scoring of the epochs up to it included), the
+			// quantity to compare with the KREPES final iterate's cg_iterate_seconds.
+			out["seconds_to_best"] = res.History[res.BestEpoch-1].Seconds
+		}
+		out["history"] = hist
+		for name, s := range info.phases {
+			secs["kernel_"+name] = s
+		}
+		return writeJSON(stdio.Out, out)
 	}
-	secs["total"] = secs["kernel"] + secs["init"] + secs["fit"]
-	out["accuracy"] = jsonNum(res.TestEval.Value(balanced))
-	out["plain_accuracy"] = jsonNum(res.TestEval.Accuracy)
-	out["balanced_accuracy"] = jsonNum(res.TestEval.BalancedAccuracy)
-	out["init_accuracy"] = jsonNum(res.InitEval.Value(balanced))
-	out["init_val"] = jsonNum(res.InitVal)
-	if *probe {
-		out["probe_accuracy"] = jsonNum(res.TestProbe.Value(balanced))
-		out["probe_plain_accuracy"] = jsonNum(res.TestProbe.Accuracy)
-		out["init_probe_accuracy"] = jsonNum(res.InitProbe.Value(balanced))
-	}
-	out["epochs"] = res.Epochs
-	out["best_epoch"] = res.BestEpoch
-	out["selected_by"] = res.SelectedBy
-	hist := make([]map[string]any, len(res.History))
-	for i, h := range res.History {
-		hist[i] = map[string]any{"train_loss": jsonNum(h.TrainLoss), "val": jsonNum(h.ValMetric), "seconds": h.Seconds}
-	}
-	if *solver == "adam" && res.BestEpoch >= 1 {
-		// Time to the selected checkpoint (scoring of the epochs up to it included), the
-		// quantity to compare with the KREPES final iterate's cg_iterate_seconds.
-		out["seconds_to_best"] = res.History[res.BestEpoch-1].Seconds
-	}
-	out["history"] = hist
-	for name, s := range info.phases {
-		secs["kernel_"+name] = s
-	}
-	return writeJSON(stdout, out)
 }
 
 // jsonNum maps NaN and ±Inf (no test labels, no value) to JSON null.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 func TestOperatorConnectionFlags(t *testing.T) {
 	for _, c := range []string{"produce", "query", "delete", "status", "audit verify", "model export"} {
 		args := append(strings.Fields(c), "--brokers", "127.0.0.1:1", "--http", "127.0.0.1:1", "--config", "", "-h")
-		if got := run(args, io.Discard, io.Discard); got != 0 {
+		if got := run(context.Background(), args, nil, io.Discard, io.Discard); got != 0 {
 			t.Errorf("cairnctl %s --brokers --http --config -h: exit %d, want 0", c, got)
 		}
 	}
