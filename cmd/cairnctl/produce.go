@@ -12,6 +12,7 @@ import (
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/stream"
+	"github.com/mattn/go-isatty"
 )
 
 // produceReport is the output of `cairnctl produce`.
@@ -142,14 +143,14 @@ func newProgress(w io.Writer, label string, total int) *progress {
 	return &progress{w: w, tty: isTerminal(w), label: label, total: total, start: now, last: now}
 }
 
-// isTerminal reports whether w is a character device (a terminal).
+// isTerminal reports whether w is a terminal (a Cygwin or MSYS pty counts). A
+// character device is not enough: /dev/null is one.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
 }
 
 func (p *progress) update(done int) {

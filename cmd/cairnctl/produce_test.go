@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -110,5 +111,24 @@ func TestProduceStopsOnCancel(t *testing.T) {
 	var rep produceReport
 	if code != 1 || json.Unmarshal(out.Bytes(), &rep) != nil || rep.Produced != 0 || !strings.Contains(errb.String(), "stopped after 0 of 20 rows") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 1, a report of 0 rows and the stop named", code, out.String(), errb.String())
+	}
+}
+
+// TestIsTerminal: /dev/null is a character device but no terminal, and a progress
+// report to it writes lines, not carriage returns.
+func TestIsTerminal(t *testing.T) {
+	f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer f.Close()
+	if isTerminal(f) {
+		t.Errorf("isTerminal(%s) = true, want false", os.DevNull)
+	}
+	if newProgress(f, "produce", 1).tty {
+		t.Errorf("progress on %s draws a bar, want lines", os.DevNull)
+	}
+	if isTerminal(&bytes.Buffer{}) {
+		t.Error("isTerminal(bytes.Buffer) = true, want false")
 	}
 }
