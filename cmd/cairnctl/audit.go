@@ -59,7 +59,7 @@ func auditCmd(fs *flag.FlagSet) cli.Func {
 		if *k < 1 || *random < 1 || *seeds < 1 || *testN < 1 {
 			return fmt.Errorf("--k %d, --random %d, --seeds %d, --test-n %d: each must be ≥ 1", *k, *random, *seeds, *testN)
 		}
-		fm, err := fitModel(&mf, *seeds, *testN)
+		fm, err := fitModel(ctx, &mf, *seeds, *testN)
 		if err != nil {
 			return err
 		}

@@ -232,7 +232,7 @@ func explainCmd(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		fm, err := fitModel(&mf, *fits, 0)
+		fm, err := fitModel(ctx, &mf, *fits, 0)
 		if err != nil {
 			return err
 		}

@@ -406,7 +406,7 @@ func verifyCertificateCmd(fs *flag.FlagSet) cli.Func {
 			lj[l] = pointJacobian(b, lx[l*in:(l+1)*in], ws)
 		}
 		t0 := time.Now()
-		om, err := certificateOmega(omegaSpec{from: *omegaFrom, data: *omegaData, n: *omegaN, ratio: *ratio}, *m, *seed)
+		om, err := certificateOmega(ctx, omegaSpec{from: *omegaFrom, data: *omegaData, n: *omegaN, ratio: *ratio}, *m, *seed)
 		if err != nil {
 			return err
 		}
