@@ -399,12 +399,7 @@ func verifyCertificateCmd(fs *flag.FlagSet) cli.Func {
 			return fmt.Errorf("--h/--s: %w", err)
 		}
 		in := b.InDim()
-		ws := b.NewWorkspace()
 		lx := gaussianInputs(*seed, "cairnctl/verify/certificate/landmarks", *m, in)
-		lj := make([]*certify.Jacobian, *m)
-		for l := range lj {
-			lj[l] = pointJacobian(b, lx[l*in:(l+1)*in], ws)
-		}
 		t0 := time.Now()
 		om, err := certificateOmega(ctx, omegaSpec{from: *omegaFrom, data: *omegaData, n: *omegaN, ratio: *ratio}, *m, *seed)
 		if err != nil {
@@ -425,98 +420,151 @@ func verifyCertificateCmd(fs *flag.FlagSet) cli.Func {
 			rep.OmegaRatio = *ratio
 		}
 		t0 = time.Now()
-		var (
-			pws                 certify.Workspace
-			rk                  certify.Ranker
-			cert                certify.Certificate
-			kstar               = make([]float64, *m)
-			vbar                = make([]float64, *m)
-			row                 = make([]float64, *m)
-			exact               = make([]float64, *m)
-			sketched            = make([]float64, *m)
-			want                = make([]int, *k)
-			got                 = make([]int, *k)
-			zs, rel, seps       []float64
-			misses, queryMisses int
-			topkEqual, overlap  int
-		)
+		run := newCertificateRun(b, lx, omega, *h, *s, *k, *model, *seed, alloc)
 		for q := 0; q < *queries; q++ {
-			x := qx[q*in : (q+1)*in]
-			qj := pointJacobian(b, x, ws)
-			for l := range lj {
-				t := certify.ComputePairTerms(lj[l], qj, pad, &pws)
-				kstar[l] = t.Mean()
-				if *model == certify.VarianceExact {
-					vbar[l] = t.Variance(*h, *s).Total
-				} else {
-					vbar[l] = t.Conservative(*h, *s)
-				}
-			}
-			sk, err := entk.NewSketch(b, *h, *s, *seed, rng.Sub("cairnctl/verify/certificate/eval", q))
-			if err != nil {
+			if err := run.query(q, qx[q*in:(q+1)*in]); err != nil {
 				return err
-			}
-			skw := sk.NewWorkspace()
-			pq, pl := make([]float64, sk.Dim()), make([]float64, sk.Dim())
-			sk.FeaturesTo(pq, x, skw)
-			for l := range row {
-				sk.FeaturesTo(pl, lx[l*in:(l+1)*in], skw)
-				var v float64
-				for j := range pq {
-					v += pq[j] * pl[j]
-				}
-				row[l] = v
-			}
-			if err := rk.CertifyTo(&cert, row, omega, vbar, *k, alloc); err != nil {
-				return err
-			}
-			certify.ScoresTo(exact, kstar, omega)
-			certify.TopKTo(want, exact)
-			certify.ScoresTo(sketched, row, omega)
-			certify.TopKTo(got, sketched)
-			n := common(got, want)
-			overlap += n
-			if n == *k {
-				topkEqual++
-			}
-			anyMiss := false
-			for l := range row {
-				dev := math.Abs(row[l]-kstar[l]) * omega[l]
-				sd := omega[l] * math.Sqrt(vbar[l])
-				if dev > sd*rep.RadiusZ {
-					misses++
-					anyMiss = true
-				}
-				if sd > 0 {
-					zs = append(zs, dev/sd)
-				}
-				if exact[l] != 0 {
-					rel = append(rel, sd*rep.RadiusZ/math.Abs(exact[l]))
-				}
-			}
-			if anyMiss {
-				queryMisses++
-			}
-			if cert.Verdict == certify.Certified {
-				rep.Issued++
-				seps = append(seps, cert.Separation)
-				if !sameSet(cert.TopKSet(), want) {
-					rep.Incorrect++
-				}
 			}
 		}
-		nq := float64(*queries)
-		rep.IncorrectRate = float64(rep.Incorrect) / nq
-		rep.IncorrectGivenIssued = finite(float64(rep.Incorrect) / float64(rep.Issued))
-		rep.CertifiedRate = float64(rep.Issued) / nq
-		rep.SketchTopKExactRate = float64(topkEqual) / nq
-		rep.MeanTopKOverlap = float64(overlap) / (nq * float64(*k))
 		rep.Seconds["queries"] = time.Since(t0).Seconds()
-		rep.IntervalMissRate = float64(misses) / (nq * float64(*m))
-		rep.SimultaneousMissRate = float64(queryMisses) / nq
-		rep.MedianZ, rep.MedianRelRadius, rep.MedianSeparation = median(zs), median(rel), median(seps)
+		run.reportTo(&rep)
 		return writeJSON(stdio.Out, rep)
 	}
+}
+
+// certificateRun is one verify certificate run: the fixed backbone, landmarks and ω,
+// the settings, scratch reused across queries, and the counts over queries so far.
+type certificateRun struct {
+	b           entk.Backbone
+	ws          *entk.Workspace
+	lx          []float64 // landmark inputs, m×D
+	lj          []*certify.Jacobian
+	omega       []float64
+	pad         int
+	h, s, k     int
+	model       string
+	seed        uint64
+	alloc       certify.Allocation
+	radiusZ     float64 // the radius in standard deviations of the bound, 1/sqrt(δ_ℓ)
+	pws         certify.Workspace
+	rk          certify.Ranker
+	cert        certify.Certificate
+	kstar, vbar []float64
+	row         []float64
+	exact       []float64
+	sketched    []float64
+	want, got   []int
+
+	queries, issued, incorrect int
+	misses, queryMisses        int
+	topkEqual, overlap         int
+	zs, rel, seps              []float64
+}
+
+func newCertificateRun(b entk.Backbone, lx, omega []float64, h, s, k int, model string, seed uint64, alloc certify.Allocation) *certificateRun {
+	m, in := len(omega), b.InDim()
+	c := &certificateRun{b: b, ws: b.NewWorkspace(), lx: lx, omega: omega, pad: entk.PaddedLen(b.NumParams()),
+		h: h, s: s, k: k, model: model, seed: seed, alloc: alloc, radiusZ: 1 / math.Sqrt(alloc.PerLandmark),
+		kstar: make([]float64, m), vbar: make([]float64, m), row: make([]float64, m),
+		exact: make([]float64, m), sketched: make([]float64, m), want: make([]int, k), got: make([]int, k)}
+	c.lj = make([]*certify.Jacobian, m)
+	for l := range c.lj {
+		c.lj[l] = pointJacobian(b, lx[l*in:(l+1)*in], c.ws)
+	}
+	return c
+}
+
+// query runs trial q on the query input x: the exact kernel and V̄ of every landmark,
+// a fresh evaluation sketch, the certificate, and the counts against the exact top-K.
+func (c *certificateRun) query(q int, x []float64) error {
+	qj := pointJacobian(c.b, x, c.ws)
+	for l := range c.lj {
+		t := certify.ComputePairTerms(c.lj[l], qj, c.pad, &c.pws)
+		c.kstar[l] = t.Mean()
+		if c.model == certify.VarianceExact {
+			c.vbar[l] = t.Variance(c.h, c.s).Total
+		} else {
+			c.vbar[l] = t.Conservative(c.h, c.s)
+		}
+	}
+	if err := c.sketchRow(q, x); err != nil {
+		return err
+	}
+	if err := c.rk.CertifyTo(&c.cert, c.row, c.omega, c.vbar, c.k, c.alloc); err != nil {
+		return err
+	}
+	certify.ScoresTo(c.exact, c.kstar, c.omega)
+	certify.TopKTo(c.want, c.exact)
+	certify.ScoresTo(c.sketched, c.row, c.omega)
+	certify.TopKTo(c.got, c.sketched)
+	c.queries++
+	n := common(c.got, c.want)
+	c.overlap += n
+	if n == c.k {
+		c.topkEqual++
+	}
+	anyMiss := false
+	for l := range c.row {
+		dev := math.Abs(c.row[l]-c.kstar[l]) * c.omega[l]
+		sd := c.omega[l] * math.Sqrt(c.vbar[l])
+		if dev > sd*c.radiusZ {
+			c.misses++
+			anyMiss = true
+		}
+		if sd > 0 {
+			c.zs = append(c.zs, dev/sd)
+		}
+		if c.exact[l] != 0 {
+			c.rel = append(c.rel, sd*c.radiusZ/math.Abs(c.exact[l]))
+		}
+	}
+	if anyMiss {
+		c.queryMisses++
+	}
+	if c.cert.Verdict == certify.Certified {
+		c.issued++
+		c.seps = append(c.seps, c.cert.Separation)
+		if !sameSet(c.cert.TopKSet(), c.want) {
+			c.incorrect++
+		}
+	}
+	return nil
+}
+
+// sketchRow writes into c.row the sketched kernel row of x against the landmarks under
+// query q's own evaluation draw.
+func (c *certificateRun) sketchRow(q int, x []float64) error {
+	sk, err := entk.NewSketch(c.b, c.h, c.s, c.seed, rng.Sub("cairnctl/verify/certificate/eval", q))
+	if err != nil {
+		return err
+	}
+	in := c.b.InDim()
+	skw := sk.NewWorkspace()
+	pq, pl := make([]float64, sk.Dim()), make([]float64, sk.Dim())
+	sk.FeaturesTo(pq, x, skw)
+	for l := range c.row {
+		sk.FeaturesTo(pl, c.lx[l*in:(l+1)*in], skw)
+		var v float64
+		for j := range pq {
+			v += pq[j] * pl[j]
+		}
+		c.row[l] = v
+	}
+	return nil
+}
+
+// reportTo writes the counts as rates into rep.
+func (c *certificateRun) reportTo(rep *certificateReport) {
+	nq, m := float64(c.queries), float64(len(c.omega))
+	rep.Issued, rep.Incorrect = c.issued, c.incorrect
+	rep.IncorrectRate = float64(c.incorrect) / nq
+	rep.IncorrectGivenIssued = finite(float64(c.incorrect) / float64(c.issued))
+	rep.CertifiedRate = float64(c.issued) / nq
+	rep.SketchTopKExactRate = float64(c.topkEqual) / nq
+	rep.MeanTopKOverlap = float64(c.overlap) / (nq * float64(c.k))
+	rep.IntervalMissRate = float64(c.misses) / (nq * m)
+	rep.SimultaneousMissRate = float64(c.queryMisses) / nq
+	rep.MedianZ, rep.MedianRelRadius, rep.MedianSeparation = median(c.zs), median(c.rel), median(c.seps)
 }
 
 // common returns how many elements of a are in b (both without repeats).
