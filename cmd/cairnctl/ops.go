@@ -35,11 +35,11 @@ const (
 	usesConfig                      // --config: the command reads the daemon's configuration
 )
 
-// kafkaFlags are the connection flags every operator command takes: --brokers, --http
+// connFlags are the connection flags every operator command takes: --brokers, --http
 // and --config, with the same names and defaults everywhere, so one script can pass
 // the same connection flags to every command. A command that does not use one of them
 // still accepts it and says so in its help.
-type kafkaFlags struct {
+type connFlags struct {
 	brokers string
 	http    string
 	config  string
@@ -48,7 +48,7 @@ type kafkaFlags struct {
 // unusedNote ends the help of a connection flag the command accepts but does not use.
 const unusedNote = " (accepted for script uniformity; not used by this command)"
 
-func (k *kafkaFlags) register(fs *flag.FlagSet, uses opsUses) {
+func (k *connFlags) register(fs *flag.FlagSet, uses opsUses) {
 	d := config.Default()
 	note := func(u opsUses) string {
 		if uses&u == 0 {
@@ -67,7 +67,7 @@ func (k *kafkaFlags) register(fs *flag.FlagSet, uses opsUses) {
 // load returns the configuration (config.Load of --config and the CAIRN_* environment,
 // as cairnd reads it) and the Kafka connection: --brokers when given explicitly, else
 // the configuration's external brokers, else its embedded broker address.
-func (k *kafkaFlags) load(fs *flag.FlagSet) (config.Config, stream.Config, error) {
+func (k *connFlags) load(fs *flag.FlagSet) (config.Config, stream.Config, error) {
 	cfg, err := config.Load(k.config, os.Environ())
 	if err != nil {
 		return cfg, stream.Config{}, err

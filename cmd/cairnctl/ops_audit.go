@@ -152,7 +152,7 @@ func truncateText(s string, n int) string {
 // lock). It prints {"ok","records","head","first_bad_seq","reason","source",
 // "duplicates"} and fails when the chain does not verify.
 func auditVerifyCmd(fs *flag.FlagSet) cli.Func {
-	var kf kafkaFlags
+	var kf connFlags
 	kf.register(fs, usesBrokers|usesConfig)
 	dataDir := fs.String("data-dir", "", "verify the daemon's bbolt file DIR/cairn.db instead of the Kafka topic (daemon stopped)")
 	timeout := fs.Duration("timeout", 60*time.Second, "bound on reading the audit topic")

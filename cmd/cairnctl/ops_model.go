@@ -35,7 +35,7 @@ const maxModelBytes = 512 << 20
 // --brokers is accepted like every operator command's but not used: the model is read
 // from the daemon's file or its HTTP endpoint, not from Kafka.
 func modelExportCmd(fs *flag.FlagSet) cli.Func {
-	var kf kafkaFlags
+	var kf connFlags
 	kf.register(fs, usesHTTP|usesConfig)
 	dataDir := fs.String("data-dir", "", "read the bbolt file DIR/cairn.db of a stopped daemon instead of asking a running one over HTTP")
 	version := fs.Uint64("model", 0, "model version to export (0: the newest stored, or the serving one over HTTP)")

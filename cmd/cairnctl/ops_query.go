@@ -27,7 +27,7 @@ import (
 // dead-letters the query instead it prints {"request":…,"rejected":<dead letter>} and
 // fails.
 func queryCmd(fs *flag.FlagSet) cli.Func {
-	var kf kafkaFlags
+	var kf connFlags
 	kf.register(fs, usesBrokers|usesConfig)
 	id := fs.String("id", "", "id of a stored training point to explain")
 	xfile := fs.String("x", "", "file holding the query vector: a JSON array of numbers or one CSV line")
@@ -84,7 +84,7 @@ func queryCmd(fs *flag.FlagSet) cli.Func {
 // {"request":…,"id":…,"topic":…,"sent":true}; with --wait it prints the audit event
 // exactly as the daemon wrote it (it arrives after the refit without the point).
 func deleteCmd(fs *flag.FlagSet) cli.Func {
-	var kf kafkaFlags
+	var kf connFlags
 	kf.register(fs, usesBrokers|usesConfig)
 	id := fs.String("id", "", "id of the training point to delete (required)")
 	request := fs.String("request", "", "request id the audit answers (default: d-<16 random hex digits>)")

@@ -21,7 +21,7 @@ const maxStatusBytes = 16 << 20
 // of a running daemon and print its JSON as received. --brokers and --config are
 // accepted like every operator command's but not used.
 func statusCmd(fs *flag.FlagSet) cli.Func {
-	var kf kafkaFlags
+	var kf connFlags
 	kf.register(fs, usesHTTP)
 	timeout := fs.Duration("timeout", 5*time.Second, "bound on the request")
 	return func(ctx context.Context, stdio cli.Stdio) error {

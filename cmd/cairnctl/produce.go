@@ -32,7 +32,7 @@ type produceReport struct {
 // (SIGINT or SIGTERM) it stops after the batch in flight, prints the report with the
 // rows acknowledged so far, and fails.
 func produceCmd(fs *flag.FlagSet) cli.Func {
-	var kf kafkaFlags
+	var kf connFlags
 	kf.register(fs, usesBrokers|usesConfig)
 	data := fs.String("data", "mnist", "data set: mnist, fashion-mnist, adult:DIR or csv:FILE")
 	n := fs.Int("n", 0, "rows to send, from the first (0: the whole split)")
