@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
 	"github.com/cairnhq/cairn/certify"
+	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/internal/rng"
 )
 
@@ -41,118 +43,113 @@ type auditReport struct {
 	Seconds       map[string]float64 `json:"seconds"`
 }
 
-// runAudit is `cairnctl audit`: fit the model once per seed (fits differing only in the
+// auditCmd is `cairnctl audit`: fit the model once per seed (fits differing only in the
 // fit seed), then for each ranking (displacement ||A−A_0||, contribution, leave-one-out)
 // measure the deletion effect of its top-K landmarks against --random random K-sets (the
 // same sets for every ranking), on the validation split as the labelled reference and the
 // test split as queries.
-func runAudit(args []string, stdout io.Writer) error {
-	if len(args) > 0 && args[0] == "verify" {
-		return runAuditVerify(args[1:], stdout)
-	}
-	fs := newFlags("audit")
+func auditCmd(fs *flag.FlagSet) cli.Func {
 	var mf modelFlags
 	mf.register(fs)
 	k := fs.Int("k", 10, "size K of the deleted top sets")
 	random := fs.Int("random", 30, "number N of random deletion sets")
 	seeds := fs.Int("seeds", 3, "number of fit seeds")
 	testN := fs.Int("test-n", 500, "rows of the test split used as queries")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *k < 1 || *random < 1 || *seeds < 1 || *testN < 1 {
-		return fmt.Errorf("--k %d, --random %d, --seeds %d, --test-n %d: each must be ≥ 1", *k, *random, *seeds, *testN)
-	}
-	fm, err := fitModel(&mf, *seeds, *testN)
-	if err != nil {
-		return err
-	}
-	m := fm.info.m
-	if *k >= m {
-		return fmt.Errorf("--k %d: must be below the pool size %d", *k, m)
-	}
-	ref, test, labels := fm.prob.Val.K, fm.prob.Test.K, fm.prob.Val.Labels
-	nr, _ := ref.Dims()
-	nt, _ := test.Dims()
-	rep := &auditReport{
-		Data: mf.pipeline.data, K: *k, Random: *random, Seeds: *seeds, Landmarks: m,
-		Reference: nr, Test: nt, Rankings: map[string]*auditRanking{}, Seconds: fm.secs,
-	}
-	t0 := time.Now()
-	sets := randomSets(rng.New(mf.pipeline.seed, "cairnctl/audit/random"), m, *k, *random)
-	var topDisp [][]int
-	for _, f := range fm.fits.Fits {
-		enc := certify.Encoder{A: f.A, B: f.B}
-		full, err := certify.Confidence(enc, ref, test, labels, nil)
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		if *k < 1 || *random < 1 || *seeds < 1 || *testN < 1 {
+			return fmt.Errorf("--k %d, --random %d, --seeds %d, --test-n %d: each must be ≥ 1", *k, *random, *seeds, *testN)
+		}
+		fm, err := fitModel(ctx, &mf, *seeds, *testN)
 		if err != nil {
 			return err
 		}
-		rep.Confidence = append(rep.Confidence, full)
-		effects := make([]float64, len(sets))
-		for t, s := range sets {
-			if effects[t], err = certify.DeletionEffect(full, enc, ref, test, labels, s); err != nil {
-				return err
-			}
+		m := fm.info.m
+		if *k >= m {
+			return fmt.Errorf("--k %d: must be below the pool size %d", *k, m)
 		}
-		rep.RandomEffects = append(rep.RandomEffects, effects)
-		contrib := make([]float64, m)
-		certify.ContributionTo(contrib, enc, fm.prob.KA)
-		loo := make([]float64, m)
-		certify.LeaveOneOutTo(loo, enc, fm.prob.KA)
-		for _, rk := range []struct {
-			name   string
-			scores []float64
-		}{{"displacement", f.Omega}, {"contribution", contrib}, {"leave_one_out", loo}} {
-			row := rep.Rankings[rk.name]
-			if row == nil {
-				row = &auditRanking{}
-				rep.Rankings[rk.name] = row
-			}
-			top := certify.TopKIndices(rk.scores, *k)
-			if rk.name == "displacement" {
-				topDisp = append(topDisp, top)
-			}
-			eff, err := certify.DeletionEffect(full, enc, ref, test, labels, top)
+		ref, test, labels := fm.prob.Val.K, fm.prob.Test.K, fm.prob.Val.Labels
+		nr, _ := ref.Dims()
+		nt, _ := test.Dims()
+		rep := &auditReport{
+			Data: mf.pipeline.data, K: *k, Random: *random, Seeds: *seeds, Landmarks: m,
+			Reference: nr, Test: nt, Rankings: map[string]*auditRanking{}, Seconds: fm.secs,
+		}
+		t0 := time.Now()
+		sets := randomSets(rng.New(mf.pipeline.seed, "cairnctl/audit/random"), m, *k, *random)
+		var topDisp [][]int
+		for _, f := range fm.fits.Fits {
+			enc := certify.Encoder{A: f.A, B: f.B}
+			full, err := certify.Confidence(enc, ref, test, labels, nil)
 			if err != nil {
 				return err
 			}
-			pct, err := certify.Percentile(eff, effects)
-			if err != nil {
-				return err
+			rep.Confidence = append(rep.Confidence, full)
+			effects := make([]float64, len(sets))
+			for t, s := range sets {
+				if effects[t], err = certify.DeletionEffect(full, enc, ref, test, labels, s); err != nil {
+					return err
+				}
 			}
-			pv, err := certify.PermutationPValue(eff, effects)
-			if err != nil {
-				return err
-			}
-			row.Effects = append(row.Effects, eff)
-			row.Percentiles = append(row.Percentiles, pct)
-			row.PValues = append(row.PValues, pv)
-			ids := make([]string, len(top))
-			for i, l := range top {
-				ids[i] = fm.info.landmarkIDs[l]
-			}
-			row.TopK = append(row.TopK, ids)
-			if fm.info.landmarkLab != nil {
-				cov, err := certify.CoverageNumber(rk.scores, fm.info.landmarkLab, fm.info.classes)
+			rep.RandomEffects = append(rep.RandomEffects, effects)
+			contrib := make([]float64, m)
+			certify.ContributionTo(contrib, enc, fm.prob.KA)
+			loo := make([]float64, m)
+			certify.LeaveOneOutTo(loo, enc, fm.prob.KA)
+			for _, rk := range []struct {
+				name   string
+				scores []float64
+			}{{"displacement", f.Omega}, {"contribution", contrib}, {"leave_one_out", loo}} {
+				row := rep.Rankings[rk.name]
+				if row == nil {
+					row = &auditRanking{}
+					rep.Rankings[rk.name] = row
+				}
+				top := certify.TopKIndices(rk.scores, *k)
+				if rk.name == "displacement" {
+					topDisp = append(topDisp, top)
+				}
+				eff, err := certify.DeletionEffect(full, enc, ref, test, labels, top)
 				if err != nil {
 					return err
 				}
-				row.Coverage = append(row.Coverage, cov)
+				pct, err := certify.Percentile(eff, effects)
+				if err != nil {
+					return err
+				}
+				pv, err := certify.PermutationPValue(eff, effects)
+				if err != nil {
+					return err
+				}
+				row.Effects = append(row.Effects, eff)
+				row.Percentiles = append(row.Percentiles, pct)
+				row.PValues = append(row.PValues, pv)
+				ids := make([]string, len(top))
+				for i, l := range top {
+					ids[i] = fm.info.landmarkIDs[l]
+				}
+				row.TopK = append(row.TopK, ids)
+				if fm.info.landmarkLab != nil {
+					cov, err := certify.CoverageNumber(rk.scores, fm.info.landmarkLab, fm.info.classes)
+					if err != nil {
+						return err
+					}
+					row.Coverage = append(row.Coverage, cov)
+				}
 			}
 		}
-	}
-	for _, row := range rep.Rankings {
-		row.PercentileMedian = median(row.Percentiles)
-	}
-	if len(topDisp) >= 2 {
-		if rep.SeedStability, err = certify.SeedStability(topDisp); err != nil {
-			return err
+		for _, row := range rep.Rankings {
+			row.PercentileMedian = median(row.Percentiles)
 		}
-	} else {
-		rep.SeedStability = 1 // one seed agrees with itself; reported for a complete table
+		if len(topDisp) >= 2 {
+			if rep.SeedStability, err = certify.SeedStability(topDisp); err != nil {
+				return err
+			}
+		} else {
+			rep.SeedStability = 1 // one seed agrees with itself; reported for a complete table
+		}
+		rep.Seconds["audit"] = time.Since(t0).Seconds()
+		return writeJSON(stdio.Out, rep)
 	}
-	rep.Seconds["audit"] = time.Since(t0).Seconds()
-	return writeJSON(stdout, rep)
 }
 
 // randomSets draws n sets of k distinct landmark indices out of m, each uniform without

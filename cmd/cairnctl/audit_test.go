@@ -16,7 +16,7 @@ func TestAuditTableConsistent(t *testing.T) {
 	args := []string{"--data", "mnist", "--n", "400", "--m", "8", "--h", "2", "--s", "64", "--dim", "16",
 		"--epochs", "2", "--k", "3", "--random", "12", "--seeds", "2", "--test-n", "60", "--seed", "5"}
 	var out bytes.Buffer
-	if err := runAudit(args, &out); err != nil {
+	if err := cmdRun("audit", args, &out); err != nil {
 		t.Skipf("audit on MNIST: %v (is the GoMNIST module downloaded?)", err)
 	}
 	var r auditReport

@@ -4,15 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/pprof"
 	"sort"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -20,6 +19,7 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -81,12 +81,11 @@ const (
 	targetLoadP99Ms             = 25
 )
 
-// runBench is `cairnctl bench [--n 5000] [--queries 200] [--data mnist] [--m 256]`: it
+// benchCmd is `cairnctl bench [--n 5000] [--queries 200] [--data mnist] [--m 256]`: it
 // runs the daemon in process on a temporary directory with m landmarks per view and
 // measures ingest, query latency (in process and through Kafka), refit and
 // deletion-to-audit times; see benchReport.
-func runBench(args []string, stdout io.Writer) error {
-	fs := newFlags("bench")
+func benchCmd(fs *flag.FlagSet) cli.Func {
 	n := fs.Int("n", 5000, "training rows to ingest")
 	queries := fs.Int("queries", 200, "queries per latency measurement (test-split rows)")
 	data := fs.String("data", "mnist", "data set: mnist, fashion-mnist, adult:DIR or csv:FILE (with {split})")
@@ -101,50 +100,47 @@ func runBench(args []string, stdout io.Writer) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (go tool pprof) to this file")
 	rate := fs.Float64("rate", 30, "open-loop query load: queries per second (0: no load phase)")
 	loadDur := fs.Duration("load-duration", 20*time.Second, "open-loop query load: how long")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *rate < 0 || *loadDur <= 0 {
-		return fmt.Errorf("--rate %v, --load-duration %v: the rate must be ≥ 0 and the duration positive", *rate, *loadDur)
-	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		if *rate < 0 || *loadDur <= 0 {
+			return fmt.Errorf("--rate %v, --load-duration %v: the rate must be ≥ 0 and the duration positive", *rate, *loadDur)
+		}
+		if *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				return fmt.Errorf("--cpuprofile: %w", err)
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return fmt.Errorf("--cpuprofile: %w", err)
+			}
+			defer pprof.StopCPUProfile()
+		}
+		if *n < 1 || *queries < 1 || *m < 1 || *reference < 1 {
+			return fmt.Errorf("--n %d, --queries %d, --m %d, --reference %d: each must be at least 1", *n, *queries, *m, *reference)
+		}
+		cfg, err := config.Load(*cfgFile, os.Environ())
 		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
+			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
+		cfg.Pool.M, cfg.Pool.Budget = *m, ""
+		cfg.Kafka.Brokers = nil
+		cfg.Kafka.EmbeddedBroker, cfg.HTTP = *broker, *httpAddr
+		if *untrained {
+			cfg.Model.Untrained = true
 		}
-		defer pprof.StopCPUProfile()
+		log, err := daemonLogger(stdio.Err, *logLevel)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		rep, err := bench(ctx, benchOptions{cfg: cfg, data: *data, n: *n, queries: *queries, reference: *reference, log: log, stderr: stdio.Err,
+			rate: *rate, loadDuration: *loadDur})
+		if err != nil {
+			return err
+		}
+		return writeJSON(stdio.Out, rep)
 	}
-	if *n < 1 || *queries < 1 || *m < 1 || *reference < 1 {
-		return fmt.Errorf("--n %d, --queries %d, --m %d, --reference %d: each must be at least 1", *n, *queries, *m, *reference)
-	}
-	cfg, err := config.Load(*cfgFile, os.Environ())
-	if err != nil {
-		return err
-	}
-	cfg.Pool.M, cfg.Pool.Budget = *m, ""
-	cfg.Kafka.Brokers = nil
-	cfg.Kafka.EmbeddedBroker, cfg.HTTP = *broker, *httpAddr
-	if *untrained {
-		cfg.Model.Untrained = true
-	}
-	log, err := daemonLogger(*logLevel)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	rep, err := bench(ctx, benchOptions{cfg: cfg, data: *data, n: *n, queries: *queries, reference: *reference, log: log, stderr: os.Stderr,
-		rate: *rate, loadDuration: *loadDur})
-	if err != nil {
-		return err
-	}
-	return writeJSON(stdout, rep)
 }
 
 type benchOptions struct {
@@ -163,158 +159,202 @@ type benchOptions struct {
 func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
 	rep = benchReport{Data: o.data, N: o.n, Queries: o.queries, M: o.cfg.Pool.M, GOMAXPROCS: runtime.GOMAXPROCS(0),
 		Note: "absolute numbers depend on the (shared) machine; ingest_vs_features_ratio is measured in the same run"}
-	train, err := dataset.Open(o.data, "train", o.n)
-	if err != nil {
+	r := &benchRun{o: o, rep: &rep}
+	if r.train, err = dataset.Open(o.data, "train", o.n); err != nil {
 		return rep, fmt.Errorf("--data: %w", err)
 	}
-	test, err := dataset.Open(o.data, "test", o.queries)
-	if err != nil {
+	if r.test, err = dataset.Open(o.data, "test", o.queries); err != nil {
 		return rep, fmt.Errorf("--data (test split for the queries): %w", err)
 	}
-
-	o.cfg.Model = weightsForData(o.cfg.Model, train.Name)
+	o.cfg.Model = weightsForData(o.cfg.Model, r.train.Name)
 
 	// The reference runs before the daemon starts, so nothing else in this process
 	// competes with it.
-	if rep.FeaturesPerSecondReference, err = featureRate(o.cfg, train, o.reference); err != nil {
+	if rep.FeaturesPerSecondReference, err = featureRate(o.cfg, r.train, o.reference); err != nil {
 		return rep, err
 	}
-
-	h, err := startHarness(ctx, o.cfg, "", o.log)
-	if err != nil {
+	if r.h, err = startHarness(ctx, o.cfg, "", o.log); err != nil {
 		return rep, err
 	}
 	defer func() {
-		if cerr := h.close(); cerr != nil && err == nil {
+		if cerr := r.h.close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	w, err := openWriter(h.kc)
-	if err != nil {
+	if r.w, err = openWriter(r.h.kc); err != nil {
 		return rep, err
 	}
-	defer w.Close()
+	defer r.w.Close()
+	r.c = client{kc: r.h.kc, topics: r.h.cfg.Kafka.Topics, stderr: o.stderr}
+	r.lim = inputLimits(r.h.cfg, r.test.D)
+	if r.base, err = newRequestID("bench"); err != nil {
+		return rep, err
+	}
+	for _, phase := range []func(context.Context) error{r.ingest, r.queryInProcess, r.queryKafka, r.load, r.check, r.deleteLandmark} {
+		if err := phase(ctx); err != nil {
+			return rep, err
+		}
+	}
+	r.targets()
+	return rep, nil
+}
 
-	// Ingest: from the first write until the daemon has applied n upserts.
-	fmt.Fprintf(o.stderr, "cairnctl bench: ingesting %d rows\n", train.N)
-	p := producer{w: w, topic: h.cfg.Kafka.Topics.Train, lim: inputLimits(h.cfg, train.D), batch: 500}
+// benchRun is one bench against its in-process daemon: the data, the harness, a writer
+// and client, and the report the phases fill in order.
+type benchRun struct {
+	o           benchOptions
+	rep         *benchReport
+	train, test *dataset.Set
+	h           *harness
+	w           *stream.Writer
+	c           client
+	lim         stream.Limits // for the test rows (queries) and deletions
+	base        string        // request id prefix
+	firstAnswer stream.Attribution
+	xs          [][]float64 // the query inputs
+	answers     []stream.Attribution
+}
+
+// ingest times producing the training rows until the daemon has applied every upsert,
+// then waits for the model on them.
+func (r *benchRun) ingest(ctx context.Context) error {
+	train, rep := r.train, r.rep
+	fmt.Fprintf(r.o.stderr, "cairnctl bench: ingesting %d rows\n", train.N)
+	p := producer{w: r.w, topic: r.h.cfg.Kafka.Topics.Train, lim: inputLimits(r.h.cfg, train.D), batch: 500}
 	t0 := time.Now()
-	prog := newProgress(o.stderr, "produce", train.N)
+	prog := newProgress(r.o.stderr, "produce", train.N)
 	sent, err := p.produce(ctx, train, 0, train.N, prog)
 	prog.finish(sent)
 	if err != nil {
-		return rep, err
+		return err
 	}
 	rep.ProduceEventsPerSecond = float64(sent) / time.Since(t0).Seconds()
-	if err := poll(ctx, h, func(st daemon.StatusReport) bool { return st.Ingest.Upserts >= uint64(train.N) }); err != nil {
-		return rep, fmt.Errorf("waiting for %d upserts: %w", train.N, err)
+	if err := poll(ctx, r.h, func(st daemon.StatusReport) bool { return st.Ingest.Upserts >= uint64(train.N) }); err != nil {
+		return fmt.Errorf("waiting for %d upserts: %w", train.N, err)
 	}
 	rep.IngestEventsPerSecond = float64(train.N) / time.Since(t0).Seconds()
 	rep.IngestVsFeaturesRatio = rep.IngestEventsPerSecond / rep.FeaturesPerSecondReference
 
-	fmt.Fprintf(o.stderr, "cairnctl bench: waiting for the model on %d points\n", train.N)
-	st, err := h.waitModel(ctx, train.N, o.stderr)
+	fmt.Fprintf(r.o.stderr, "cairnctl bench: waiting for the model on %d points\n", train.N)
+	st, err := r.h.waitModel(ctx, train.N, r.o.stderr)
 	if err != nil {
-		return rep, err
+		return err
 	}
 	rep.RefitSeconds = st.RefitSeconds
+	return nil
+}
 
-	// In-process queries: Daemon.Answer, no Kafka, nothing stored.
-	lat := make([]float64, 0, test.N)
-	var firstAnswer stream.Attribution
-	for i := range test.N {
+// queryInProcess times Daemon.Answer on the test rows: no Kafka, nothing stored.
+func (r *benchRun) queryInProcess(context.Context) error {
+	lat := make([]float64, 0, r.test.N)
+	for i := range r.test.N {
 		t := time.Now()
-		a, err := h.d.Answer(stream.QueryEvent{Request: fmt.Sprintf("bench-ip-%d", i), X: test.Row(i)})
+		a, err := r.h.d.Answer(stream.QueryEvent{Request: fmt.Sprintf("bench-ip-%d", i), X: r.test.Row(i)})
 		if err != nil {
-			return rep, fmt.Errorf("in-process query %d: %w", i, err)
+			return fmt.Errorf("in-process query %d: %w", i, err)
 		}
 		lat = append(lat, time.Since(t).Seconds()*1e3)
 		if i == 0 {
-			firstAnswer = a
+			r.firstAnswer = a
 		}
 	}
-	rep.QueryInProcessP50Ms, rep.QueryInProcessP99Ms = percentile(lat, 0.5), percentile(lat, 0.99)
+	r.rep.QueryInProcessP50Ms, r.rep.QueryInProcessP99Ms = percentile(lat, 0.5), percentile(lat, 0.99)
+	return nil
+}
 
-	// Kafka queries: write one, wait for its attribution, then the next.
-	fmt.Fprintf(o.stderr, "cairnctl bench: %d queries through Kafka\n", test.N)
-	c := client{kc: h.kc, topics: h.cfg.Kafka.Topics, stderr: o.stderr}
-	lim := inputLimits(h.cfg, test.D)
-	base, err := newRequestID("bench")
+// queryKafka times the test rows through Kafka one at a time: write one, wait for its
+// attribution, then the next. It keeps the answers for check.
+func (r *benchRun) queryKafka(ctx context.Context) error {
+	c, test := r.c, r.test
+	fmt.Fprintf(r.o.stderr, "cairnctl bench: %d queries through Kafka\n", test.N)
+	t, err := newTail(ctx, r.h.kc, r.o.stderr, c.topics.Attributions, c.topics.DLQ)
 	if err != nil {
-		return rep, err
-	}
-	t, err := newTail(ctx, h.kc, o.stderr, c.topics.Attributions, c.topics.DLQ)
-	if err != nil {
-		return rep, err
+		return err
 	}
 	defer t.Close()
-	lat = lat[:0]
-	answers := make([]stream.Attribution, 0, test.N)
-	xs := make([][]float64, test.N)
+	lat := make([]float64, 0, test.N)
+	r.answers = make([]stream.Attribution, 0, test.N)
+	r.xs = make([][]float64, test.N)
 	for i := range test.N {
-		xs[i] = test.Row(i)
-		q := stream.QueryEvent{Request: fmt.Sprintf("%s-q%d", base, i), X: xs[i]}
+		r.xs[i] = test.Row(i)
+		q := stream.QueryEvent{Request: fmt.Sprintf("%s-q%d", r.base, i), X: r.xs[i]}
 		t1 := time.Now()
-		sentQ, err := c.sendQuery(ctx, w, q, lim)
+		sentQ, err := c.sendQuery(ctx, r.w, q, r.lim)
 		if err != nil {
-			return rep, err
+			return err
 		}
 		actx, acancel := context.WithTimeout(ctx, time.Minute)
 		m, err := c.await(actx, t, answer{topic: c.topics.Attributions, request: q.Request, src: c.topics.Queries, key: []byte(q.Request), sent: sentQ})
 		acancel()
 		if err != nil {
-			return rep, fmt.Errorf("query %d through Kafka: %w", i, err)
+			return fmt.Errorf("query %d through Kafka: %w", i, err)
 		}
 		lat = append(lat, time.Since(t1).Seconds()*1e3)
 		var a stream.Attribution
 		if err := json.Unmarshal(m.Value, &a); err != nil {
-			return rep, fmt.Errorf("attribution of query %d: %w", i, err)
+			return fmt.Errorf("attribution of query %d: %w", i, err)
 		}
-		answers = append(answers, a)
+		r.answers = append(r.answers, a)
 	}
-	rep.QueryKafkaP50Ms, rep.QueryKafkaP99Ms = percentile(lat, 0.5), percentile(lat, 0.99)
-	if err := t.Close(); err != nil {
-		return rep, err
-	}
-	if o.rate > 0 {
-		fmt.Fprintf(o.stderr, "cairnctl bench: open-loop load, %g queries/s for %v\n", o.rate, o.loadDuration)
-		if rep.Load, err = openLoad(ctx, c, w, lim, xs, o.rate, o.loadDuration, base, o.stderr); err != nil {
-			return rep, fmt.Errorf("open-loop load: %w", err)
-		}
-	}
-	rep.ResidentMB, rep.PeakResidentMB = residentMB()
-	fmt.Fprintf(o.stderr, "cairnctl bench: checking %d answers against the exact-kernel reference\n", len(answers))
-	em, err := benchModel(ctx, h.d.HTTPAddr())
-	if err != nil {
-		return rep, err
-	}
-	bb, err := benchBackbone(h)
-	if err != nil {
-		return rep, err
-	}
-	if rep.Certification, err = checkAnswers(bb, em, answers, xs); err != nil {
-		return rep, err
-	}
+	r.rep.QueryKafkaP50Ms, r.rep.QueryKafkaP99Ms = percentile(lat, 0.5), percentile(lat, 0.99)
+	return t.Close()
+}
 
-	// Deletion of a landmark: the top-1 of the first in-process answer.
-	if len(firstAnswer.TopK) == 0 {
-		return rep, errors.New("the first answer names no landmark, nothing to delete")
+// load runs the open-loop query load (when --rate > 0) and records resident memory.
+func (r *benchRun) load(ctx context.Context) error {
+	if o := r.o; o.rate > 0 {
+		fmt.Fprintf(o.stderr, "cairnctl bench: open-loop load, %g queries/s for %v\n", o.rate, o.loadDuration)
+		var err error
+		if r.rep.Load, err = openLoad(ctx, r.c, r.w, r.lim, r.xs, o.rate, o.loadDuration, r.base, o.stderr); err != nil {
+			return fmt.Errorf("open-loop load: %w", err)
+		}
 	}
-	rep.DeletedID = firstAnswer.TopK[0].ID
-	fmt.Fprintf(o.stderr, "cairnctl bench: deleting landmark %s\n", rep.DeletedID)
-	t2 := time.Now()
-	m, err := c.deleteAndWait(ctx, 30*time.Minute, stream.TrainEvent{Op: stream.OpDelete, ID: rep.DeletedID, Request: base + "-delete"}, lim)
+	r.rep.ResidentMB, r.rep.PeakResidentMB = residentMB()
+	return nil
+}
+
+// check checks the Kafka answers against the exact-kernel reference built from GET /model.
+func (r *benchRun) check(ctx context.Context) error {
+	fmt.Fprintf(r.o.stderr, "cairnctl bench: checking %d answers against the exact-kernel reference\n", len(r.answers))
+	em, err := benchModel(ctx, r.h.d.HTTPAddr())
 	if err != nil {
-		return rep, fmt.Errorf("deleting %s: %w", rep.DeletedID, err)
+		return err
+	}
+	bb, err := benchBackbone(r.h)
+	if err != nil {
+		return err
+	}
+	r.rep.Certification, err = checkAnswers(bb, em, r.answers, r.xs)
+	return err
+}
+
+// deleteLandmark deletes the top-1 landmark of the first in-process answer and times
+// the deletion to its audit.
+func (r *benchRun) deleteLandmark(ctx context.Context) error {
+	rep := r.rep
+	if len(r.firstAnswer.TopK) == 0 {
+		return errors.New("the first answer names no landmark, nothing to delete")
+	}
+	rep.DeletedID = r.firstAnswer.TopK[0].ID
+	fmt.Fprintf(r.o.stderr, "cairnctl bench: deleting landmark %s\n", rep.DeletedID)
+	t2 := time.Now()
+	m, err := r.c.deleteAndWait(ctx, 30*time.Minute, stream.TrainEvent{Op: stream.OpDelete, ID: rep.DeletedID, Request: r.base + "-delete"}, r.lim)
+	if err != nil {
+		return fmt.Errorf("deleting %s: %w", rep.DeletedID, err)
 	}
 	rep.DeletionToAuditSeconds = time.Since(t2).Seconds()
 	var audit stream.Audit
 	if err := json.Unmarshal(m.Value, &audit); err != nil {
-		return rep, fmt.Errorf("audit of %s: %w", rep.DeletedID, err)
+		return fmt.Errorf("audit of %s: %w", rep.DeletedID, err)
 	}
-	rep.DeletionRefitSeconds = h.d.Status().RefitSeconds
+	rep.DeletionRefitSeconds = r.h.d.Status().RefitSeconds
 	rep.DeletionToAuditMinusRefitSeconds = rep.DeletionToAuditSeconds - rep.DeletionRefitSeconds
+	return nil
+}
 
+// targets records which of the issue's targets the run met.
+func (r *benchRun) targets() {
+	rep := r.rep
 	rep.TargetsMet = map[string]bool{
 		"ingest_events_per_second_ge_1000":   rep.IngestEventsPerSecond >= targetIngestEventsPerSecond,
 		"query_kafka_p99_le_20ms":            rep.QueryKafkaP99Ms <= targetQueryKafkaP99Ms,
@@ -322,10 +362,9 @@ func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
 		"certified_rate_ge_0.9":              rep.Certification.CertifiedRate >= targetCertifiedRate,
 		"incorrect_certificates_eq_0":        rep.Certification.Incorrect == 0,
 	}
-	if o.rate > 0 {
+	if r.o.rate > 0 {
 		rep.TargetsMet["load_p99_le_25ms"] = rep.Load.Answered == rep.Load.Sent && rep.Load.P99Ms <= targetLoadP99Ms
 	}
-	return rep, nil
 }
 
 // featureRate times Features.BothViewsTo on the first k rows of set (both views of

@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -17,10 +16,11 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/stream"
 )
 
-// runDemo is `cairnctl demo [--n 2000] [--data mnist] [--data-dir DIR]
+// demoCmd is `cairnctl demo [--n 2000] [--data mnist] [--data-dir DIR]
 // [--embedded-broker ADDR] [--http ADDR] [--queries 3]`, the README's first command.
 // It runs the daemon in process on its embedded default, feeds it --n rows through
 // Kafka, waits for the model fitted on them, asks --queries queries through Kafka
@@ -32,9 +32,8 @@ import (
 // (NDJSON), {"event":"status"|"attribution"|"audit"|"summary", …}, each printed as it
 // happens. Attribution and audit lines carry the event exactly as the daemon wrote it
 // under "data". It fails if any step fails or if the deleted id is named again.
-func runDemo(args []string, stdout io.Writer) error {
+func demoCmd(fs *flag.FlagSet) cli.Func {
 	d := config.Default()
-	fs := newFlags("demo")
 	n := fs.Int("n", 2000, "training rows to stream in")
 	data := fs.String("data", "mnist", "data set: mnist, fashion-mnist, adult:DIR or csv:FILE (the model must match its width)")
 	dataDir := fs.String("data-dir", "", "daemon state directory, kept afterwards (default: a fresh temporary directory, removed at the end)")
@@ -45,39 +44,36 @@ func runDemo(args []string, stdout io.Writer) error {
 	timeout := fs.Duration("timeout", time.Hour, "bound on the whole demo")
 	logLevel := fs.String("log-level", "warn", "daemon log level on stderr: debug, info, warn, error")
 	untrained := fs.Bool("untrained", false, "the seeded untrained network (model.untrained) instead of the trained weights shipped for --data")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		if *n < 1 || *queries < 1 {
+			return fmt.Errorf("--n %d, --queries %d: each must be at least 1", *n, *queries)
+		}
+		cfg, err := config.Load(*cfgFile, os.Environ())
+		if err != nil {
+			return err
+		}
+		cfg.Kafka.EmbeddedBroker, cfg.HTTP = *broker, *httpAddr
+		if *untrained {
+			cfg.Model.Untrained = true
+		}
+		cfg.Kafka.Brokers = nil // the demo's daemon runs its own broker
+		log, err := daemonLogger(stdio.Err, *logLevel)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		return demo(ctx, demoOptions{cfg: cfg, dataDir: *dataDir, data: *data, n: *n, queries: *queries, log: log, stderr: stdio.Err}, stdio.Out)
 	}
-	if *n < 1 || *queries < 1 {
-		return fmt.Errorf("--n %d, --queries %d: each must be at least 1", *n, *queries)
-	}
-	cfg, err := config.Load(*cfgFile, os.Environ())
-	if err != nil {
-		return err
-	}
-	cfg.Kafka.EmbeddedBroker, cfg.HTTP = *broker, *httpAddr
-	if *untrained {
-		cfg.Model.Untrained = true
-	}
-	cfg.Kafka.Brokers = nil // the demo's daemon runs its own broker
-	log, err := daemonLogger(*logLevel)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	return demo(ctx, demoOptions{cfg: cfg, dataDir: *dataDir, data: *data, n: *n, queries: *queries, log: log, stderr: os.Stderr}, stdout)
 }
 
-// daemonLogger is the zerolog logger of an in-process daemon, on stderr.
-func daemonLogger(level string) (zerolog.Logger, error) {
+// daemonLogger is the zerolog logger of an in-process daemon, writing to w.
+func daemonLogger(w io.Writer, level string) (zerolog.Logger, error) {
 	l, err := zerolog.ParseLevel(level)
 	if err != nil {
 		return zerolog.Logger{}, fmt.Errorf("--log-level %q: %w", level, err)
 	}
-	return zerolog.New(os.Stderr).Level(l).With().Timestamp().Str("service", "cairnd").Logger(), nil
+	return zerolog.New(w).Level(l).With().Timestamp().Str("service", "cairnd").Logger(), nil
 }
 
 type demoOptions struct {
@@ -138,137 +134,47 @@ type demoSummary struct {
 func demo(ctx context.Context, o demoOptions, stdout io.Writer) (err error) {
 	start := time.Now()
 	enc := json.NewEncoder(stdout) // compact: one object per line
-	emit := func(l demoLine) error { return enc.Encode(l) }
-	secs := map[string]float64{}
-
-	train, err := dataset.Open(o.data, "train", o.n)
-	if err != nil {
+	r := &demoRun{o: o, emit: func(l demoLine) error { return enc.Encode(l) }, secs: map[string]float64{}}
+	if r.train, err = dataset.Open(o.data, "train", o.n); err != nil {
 		return fmt.Errorf("--data: %w", err)
 	}
-	qs := []demoQuery{{ID: train.IDs[0], x: nil}}
-	if o.queries > 1 {
-		test, terr := dataset.Open(o.data, "test", o.queries-1)
-		for i := range o.queries - 1 {
-			switch {
-			case terr == nil:
-				qs = append(qs, demoQuery{TestRow: &i, x: test.Row(i)})
-			case train.N > 1:
-				// csv:FILE without {split} has no test split: use stored rows' x.
-				r := train.N - 1 - i%(train.N-1)
-				qs = append(qs, demoQuery{Row: &r, x: train.Row(r)})
-			default:
-				return fmt.Errorf("--data %s has no test split and --n 1 leaves no other row: %w", o.data, terr)
-			}
-		}
-		if terr != nil {
-			fmt.Fprintf(o.stderr, "cairnctl demo: no test split (%v); asking by the x of stored rows instead\n", terr)
-		}
+	if r.qs, err = demoQueries(o, r.train); err != nil {
+		return err
 	}
-
-	o.cfg.Model = weightsForData(o.cfg.Model, train.Name)
-	h, err := startHarness(ctx, o.cfg, o.dataDir, o.log)
-	if err != nil {
+	o.cfg.Model = weightsForData(o.cfg.Model, r.train.Name)
+	if r.h, err = startHarness(ctx, o.cfg, o.dataDir, o.log); err != nil {
 		return err
 	}
 	defer func() {
-		if cerr := h.close(); cerr != nil && err == nil {
+		if cerr := r.h.close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	secs["start"] = time.Since(start).Seconds()
-	if err := emit(demoLine{Event: "status", Data: map[string]any{
+	r.secs["start"] = time.Since(start).Seconds()
+	h := r.h
+	if err := r.emit(demoLine{Event: "status", Data: map[string]any{
 		"stage": "ready", "data_dir": h.cfg.DataDir, "broker": h.cfg.Kafka.EmbeddedBroker, "http": h.cfg.HTTP,
 	}}); err != nil {
 		return err
 	}
-
-	w, err := openWriter(h.kc)
+	if r.w, err = openWriter(h.kc); err != nil {
+		return err
+	}
+	defer r.w.Close()
+	if err := r.ingest(ctx); err != nil {
+		return err
+	}
+	if r.base, err = newRequestID("demo"); err != nil {
+		return err
+	}
+	r.c = client{kc: h.kc, topics: h.cfg.Kafka.Topics, stderr: o.stderr}
+	r.lim = inputLimits(h.cfg, r.train.D)
+	first, err := r.ask(ctx)
 	if err != nil {
 		return err
 	}
-	defer w.Close()
-	t0 := time.Now()
-	p := producer{w: w, topic: h.cfg.Kafka.Topics.Train, lim: inputLimits(h.cfg, train.D), batch: 500}
-	prog := newProgress(o.stderr, "produce", train.N)
-	sent, err := p.produce(ctx, train, 0, train.N, prog)
-	prog.finish(sent)
+	victim, audit, gone, err := r.deleteAndAskAgain(ctx, first)
 	if err != nil {
-		return err
-	}
-	secs["produce"] = time.Since(t0).Seconds()
-	if err := emit(demoLine{Event: "status", Data: map[string]any{"stage": "produced", "produced": sent, "topic": p.topic}}); err != nil {
-		return err
-	}
-
-	st, err := h.waitModel(ctx, train.N, o.stderr)
-	if err != nil {
-		return err
-	}
-	secs["first_model"] = time.Since(t0).Seconds()
-	if err := emit(demoLine{Event: "status", Data: map[string]any{"stage": "model", "status": st}}); err != nil {
-		return err
-	}
-
-	base, err := newRequestID("demo")
-	if err != nil {
-		return err
-	}
-	c := client{kc: h.kc, topics: h.cfg.Kafka.Topics, stderr: o.stderr}
-	lim := inputLimits(h.cfg, train.D)
-	const answerTimeout = 5 * time.Minute
-	var first stream.Attribution
-	for i, q := range qs {
-		t1 := time.Now()
-		m, err := c.ask(ctx, answerTimeout, q.event(fmt.Sprintf("%s-q%d", base, i+1)), lim)
-		if err != nil {
-			return fmt.Errorf("query %d: %w", i+1, err)
-		}
-		secs[fmt.Sprintf("query_%d", i+1)] = time.Since(t1).Seconds()
-		if i == 0 {
-			if err := json.Unmarshal(m.Value, &first); err != nil {
-				return fmt.Errorf("query 1: attribution: %w", err)
-			}
-		}
-		if err := emit(demoLine{Event: "attribution", Query: &q, Data: json.RawMessage(m.Value)}); err != nil {
-			return err
-		}
-	}
-	if len(first.TopK) == 0 {
-		return errors.New("query 1: the attribution names no landmark, nothing to delete")
-	}
-
-	victim := first.TopK[0].ID
-	t2 := time.Now()
-	m, err := c.deleteAndWait(ctx, answerTimeout, stream.TrainEvent{Op: stream.OpDelete, ID: victim, Request: base + "-delete"}, lim)
-	if err != nil {
-		return fmt.Errorf("deleting %s: %w", victim, err)
-	}
-	secs["delete_to_audit"] = time.Since(t2).Seconds()
-	var audit stream.Audit
-	if err := json.Unmarshal(m.Value, &audit); err != nil {
-		return fmt.Errorf("audit of %s: %w", victim, err)
-	}
-	if err := emit(demoLine{Event: "audit", Deleted: victim, Data: json.RawMessage(m.Value)}); err != nil {
-		return err
-	}
-
-	// Ask the first query again. If the deleted landmark is the queried point itself,
-	// it can no longer be named by id: send its vector instead.
-	again := qs[0]
-	if again.ID == victim {
-		row := 0
-		again = demoQuery{Row: &row, x: train.Row(0)}
-	}
-	m, err = c.ask(ctx, answerTimeout, again.event(base+"-q1-again"), lim)
-	if err != nil {
-		return fmt.Errorf("query 1 again: %w", err)
-	}
-	var after stream.Attribution
-	if err := json.Unmarshal(m.Value, &after); err != nil {
-		return fmt.Errorf("query 1 again: attribution: %w", err)
-	}
-	gone := !slices.ContainsFunc(after.TopK, func(s stream.Scored) bool { return s.ID == victim })
-	if err := emit(demoLine{Event: "attribution", Query: &again, RepeatOf: 1, Deleted: victim, DeletedAbsent: &gone, Data: json.RawMessage(m.Value)}); err != nil {
 		return err
 	}
 
@@ -276,10 +182,10 @@ func demo(ctx context.Context, o demoOptions, stdout io.Writer) (err error) {
 	if err := h.close(); err != nil {
 		return err
 	}
-	secs["total"] = time.Since(start).Seconds()
-	if err := emit(demoLine{Event: "summary", Data: demoSummary{
-		Data: o.data, Points: train.N, Queries: len(qs) + 1, Model: final.Model, Deleted: victim, DeletedGone: gone,
-		AuditSeq: audit.Seq, AuditHash: audit.Hash, DataDir: h.cfg.DataDir, Kept: !h.temp, Seconds: secs,
+	r.secs["total"] = time.Since(start).Seconds()
+	if err := r.emit(demoLine{Event: "summary", Data: demoSummary{
+		Data: o.data, Points: r.train.N, Queries: len(r.qs) + 1, Model: final.Model, Deleted: victim, DeletedGone: gone,
+		AuditSeq: audit.Seq, AuditHash: audit.Hash, DataDir: h.cfg.DataDir, Kept: !h.temp, Seconds: r.secs,
 	}}); err != nil {
 		return err
 	}
@@ -287,6 +193,136 @@ func demo(ctx context.Context, o demoOptions, stdout io.Writer) (err error) {
 		return fmt.Errorf("the deleted id %s was named again after its audit: exact unlearning violated", victim)
 	}
 	return nil
+}
+
+// demoAnswerTimeout bounds the wait for each answer and audit of the demo.
+const demoAnswerTimeout = 5 * time.Minute
+
+// demoRun is one demo against its in-process daemon: the data and queries, the
+// harness, a writer and client, where events go, and the phase timings.
+type demoRun struct {
+	o     demoOptions
+	emit  func(demoLine) error
+	secs  map[string]float64
+	train *dataset.Set
+	qs    []demoQuery
+	h     *harness
+	w     *stream.Writer
+	c     client
+	lim   stream.Limits
+	base  string // request id prefix
+}
+
+// demoQueries are the demo's queries: the first stored point by id, then test rows
+// (or, for data without a test split, stored rows' x from the end).
+func demoQueries(o demoOptions, train *dataset.Set) ([]demoQuery, error) {
+	qs := []demoQuery{{ID: train.IDs[0], x: nil}}
+	if o.queries <= 1 {
+		return qs, nil
+	}
+	test, terr := dataset.Open(o.data, "test", o.queries-1)
+	for i := range o.queries - 1 {
+		switch {
+		case terr == nil:
+			qs = append(qs, demoQuery{TestRow: &i, x: test.Row(i)})
+		case train.N > 1:
+			// csv:FILE without {split} has no test split: use stored rows' x.
+			r := train.N - 1 - i%(train.N-1)
+			qs = append(qs, demoQuery{Row: &r, x: train.Row(r)})
+		default:
+			return nil, fmt.Errorf("--data %s has no test split and --n 1 leaves no other row: %w", o.data, terr)
+		}
+	}
+	if terr != nil {
+		fmt.Fprintf(o.stderr, "cairnctl demo: no test split (%v); asking by the x of stored rows instead\n", terr)
+	}
+	return qs, nil
+}
+
+// ingest produces the training rows and waits for the first model on them.
+func (r *demoRun) ingest(ctx context.Context) error {
+	h, train := r.h, r.train
+	t0 := time.Now()
+	p := producer{w: r.w, topic: h.cfg.Kafka.Topics.Train, lim: inputLimits(h.cfg, train.D), batch: 500}
+	prog := newProgress(r.o.stderr, "produce", train.N)
+	sent, err := p.produce(ctx, train, 0, train.N, prog)
+	prog.finish(sent)
+	if err != nil {
+		return err
+	}
+	r.secs["produce"] = time.Since(t0).Seconds()
+	if err := r.emit(demoLine{Event: "status", Data: map[string]any{"stage": "produced", "produced": sent, "topic": p.topic}}); err != nil {
+		return err
+	}
+	st, err := h.waitModel(ctx, train.N, r.o.stderr)
+	if err != nil {
+		return err
+	}
+	r.secs["first_model"] = time.Since(t0).Seconds()
+	return r.emit(demoLine{Event: "status", Data: map[string]any{"stage": "model", "status": st}})
+}
+
+// ask asks every query through Kafka, emitting each attribution, and returns the
+// first query's.
+func (r *demoRun) ask(ctx context.Context) (stream.Attribution, error) {
+	var first stream.Attribution
+	for i, q := range r.qs {
+		t1 := time.Now()
+		m, err := r.c.ask(ctx, demoAnswerTimeout, q.event(fmt.Sprintf("%s-q%d", r.base, i+1)), r.lim)
+		if err != nil {
+			return first, fmt.Errorf("query %d: %w", i+1, err)
+		}
+		r.secs[fmt.Sprintf("query_%d", i+1)] = time.Since(t1).Seconds()
+		if i == 0 {
+			if err := json.Unmarshal(m.Value, &first); err != nil {
+				return first, fmt.Errorf("query 1: attribution: %w", err)
+			}
+		}
+		if err := r.emit(demoLine{Event: "attribution", Query: &q, Data: json.RawMessage(m.Value)}); err != nil {
+			return first, err
+		}
+	}
+	if len(first.TopK) == 0 {
+		return first, errors.New("query 1: the attribution names no landmark, nothing to delete")
+	}
+	return first, nil
+}
+
+// deleteAndAskAgain deletes the top-1 landmark of first, emits its audit, asks the
+// first query again and reports whether the deleted id is absent from the answer.
+func (r *demoRun) deleteAndAskAgain(ctx context.Context, first stream.Attribution) (victim string, audit stream.Audit, gone bool, err error) {
+	victim = first.TopK[0].ID
+	t2 := time.Now()
+	m, err := r.c.deleteAndWait(ctx, demoAnswerTimeout, stream.TrainEvent{Op: stream.OpDelete, ID: victim, Request: r.base + "-delete"}, r.lim)
+	if err != nil {
+		return victim, audit, false, fmt.Errorf("deleting %s: %w", victim, err)
+	}
+	r.secs["delete_to_audit"] = time.Since(t2).Seconds()
+	if err := json.Unmarshal(m.Value, &audit); err != nil {
+		return victim, audit, false, fmt.Errorf("audit of %s: %w", victim, err)
+	}
+	if err := r.emit(demoLine{Event: "audit", Deleted: victim, Data: json.RawMessage(m.Value)}); err != nil {
+		return victim, audit, false, err
+	}
+
+	// Ask the first query again. If the deleted landmark is the queried point itself,
+	// it can no longer be named by id: send its vector instead.
+	again := r.qs[0]
+	if again.ID == victim {
+		row := 0
+		again = demoQuery{Row: &row, x: r.train.Row(0)}
+	}
+	m, err = r.c.ask(ctx, demoAnswerTimeout, again.event(r.base+"-q1-again"), r.lim)
+	if err != nil {
+		return victim, audit, false, fmt.Errorf("query 1 again: %w", err)
+	}
+	var after stream.Attribution
+	if err := json.Unmarshal(m.Value, &after); err != nil {
+		return victim, audit, false, fmt.Errorf("query 1 again: attribution: %w", err)
+	}
+	gone = !slices.ContainsFunc(after.TopK, func(s stream.Scored) bool { return s.ID == victim })
+	err = r.emit(demoLine{Event: "attribution", Query: &again, RepeatOf: 1, Deleted: victim, DeletedAbsent: &gone, Data: json.RawMessage(m.Value)})
+	return victim, audit, gone, err
 }
 
 // harness runs a daemon in process: Run on a goroutine the harness joins in close.

@@ -1,47 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/entk/weights"
+	"github.com/cairnhq/cairn/internal/cli"
 )
-
-// entkSubcommands are the subcommands of "cairnctl entk".
-var entkSubcommands = map[string]command{
-	"kernel": runEntkKernel,
-}
-
-// runEntk dispatches "cairnctl entk SUBCOMMAND [flags]".
-func runEntk(args []string, stdout io.Writer) error {
-	if len(args) == 0 {
-		entkUsage(os.Stderr)
-		return errors.New("missing subcommand")
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		entkUsage(os.Stderr)
-		return flag.ErrHelp
-	}
-	sub, ok := entkSubcommands[args[0]]
-	if !ok {
-		entkUsage(os.Stderr)
-		return fmt.Errorf("unknown subcommand %q", args[0])
-	}
-	return sub(args[1:], stdout)
-}
-
-func entkUsage(w io.Writer) {
-	fmt.Fprint(w, `usage: cairnctl entk SUBCOMMAND [flags]
-subcommands:
-  kernel   the eNTK Gram matrix of the rows of a CSV: exact (--exact) or sketched (--h, --s)
-run 'cairnctl entk SUBCOMMAND -h' for its flags
-`)
-}
 
 // entkKernelResult is the output of "cairnctl entk kernel".
 type entkKernelResult struct {
@@ -63,14 +31,13 @@ type entkKernelResult struct {
 	Kernel [][]float64 `json:"kernel"`
 }
 
-// runEntkKernel prints the exact eNTK Gram matrix k*(x_a, x_b) = tr(J_a J_bᵀ)/d of the rows
+// entkKernelCmd prints the exact eNTK Gram matrix k*(x_a, x_b) = tr(J_a J_bᵀ)/d of the rows
 // of --in, or the sketched K_{h,s} of one draw named "cli" under --seed (paper eq.
 // composed). The backbone is resolved as the daemon resolves model.weights (weights.Load,
 // no data set known): --weights FILE or shipped:NAME, else the shipped trained weights for
 // --arch, else (nothing is shipped for --arch, the verification use) or with --untrained
 // the seeded initialization NewBackbone(--arch, --seed), reported as weights "seeded:N".
-func runEntkKernel(args []string, stdout io.Writer) error {
-	fs := newFlags("entk kernel")
+func entkKernelCmd(fs *flag.FlagSet) cli.Func {
 	arch := fs.String("arch", "", "architecture spec, e.g. mlp:784-256-256-10 (required)")
 	wpath := fs.String("weights", "", "safetensors file with the parameters, or shipped:NAME (default: the shipped trained weights for --arch)")
 	untrained := fs.Bool("untrained", false, "use the seeded PyTorch-default initialization under --seed instead of trained weights")
@@ -79,61 +46,60 @@ func runEntkKernel(args []string, stdout io.Writer) error {
 	h := fs.Int("h", 0, "number of Gaussian heads of the sketch (≥ 1)")
 	s := fs.Int("s", 0, "SRHT width of the sketch (0 = no sketch, else 1..padded P)")
 	seed := fs.Uint64("seed", 1, "seed of the sketch draw (and of the initialization with --untrained)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	switch {
-	case *arch == "":
-		return errors.New("--arch is required")
-	case *in == "":
-		return errors.New("--in is required")
-	case *exact && (set["h"] || set["s"]):
-		return errors.New("--exact excludes --h and --s")
-	case !*exact && !set["h"]:
-		return errors.New("give --exact, or --h (and --s) for a sketch")
-	case !*exact && *h < 1:
-		return fmt.Errorf("--h: %d heads, want ≥ 1", *h)
-	}
-
-	// A kernel of an arbitrary spec (the verification use, e.g. mlp:6-8-4) has no trained
-	// file to default to: it keeps the seeded network, as it always has, and the output's
-	// weights key says "seeded:N", so the fall-back is visible, never silent.
-	fallback := *wpath == "" && !*untrained
-	if fallback {
-		if _, ok := weights.Find("", *arch); !ok {
-			*untrained = true
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		switch {
+		case *arch == "":
+			return errors.New("--arch is required")
+		case *in == "":
+			return errors.New("--in is required")
+		case *exact && (set["h"] || set["s"]):
+			return errors.New("--exact excludes --h and --s")
+		case !*exact && !set["h"]:
+			return errors.New("give --exact, or --h (and --s) for a sketch")
+		case !*exact && *h < 1:
+			return fmt.Errorf("--h: %d heads, want ≥ 1", *h)
 		}
-	}
-	b, src, err := weights.Load(*arch, *wpath, "", *untrained, *seed)
-	if err != nil {
-		return fmt.Errorf("--arch %q --weights %q --untrained=%v: %w", *arch, *wpath, *untrained, err)
-	}
-	xs, n, cols, err := readMatrixCSV(*in)
-	if err != nil {
-		return fmt.Errorf("--in: %w", err)
-	}
-	if cols != b.InDim() {
-		return fmt.Errorf("--in %s: rows have %d values, but --arch %s takes inputs of dimension %d", *in, cols, *arch, b.InDim())
-	}
 
-	res := entkKernelResult{Arch: b.Arch(), Params: b.NumParams(), Source: src, N: n, Exact: *exact, Seed: *seed}
-	k := make([]float64, n*n)
-	if *exact {
-		entk.ExactGramTo(k, b, xs, n)
-	} else {
-		const draw = "cli"
-		sk, err := entk.NewSketch(b, *h, *s, *seed, draw)
+		// A kernel of an arbitrary spec (the verification use, e.g. mlp:6-8-4) has no trained
+		// file to default to: it keeps the seeded network, as it always has, and the output's
+		// weights key says "seeded:N", so the fall-back is visible, never silent.
+		fallback := *wpath == "" && !*untrained
+		if fallback {
+			if _, ok := weights.Find("", *arch); !ok {
+				*untrained = true
+			}
+		}
+		b, src, err := weights.Load(*arch, *wpath, "", *untrained, *seed)
 		if err != nil {
-			return fmt.Errorf("--h %d --s %d: %w", *h, *s, err)
+			return fmt.Errorf("--arch %q --weights %q --untrained=%v: %w", *arch, *wpath, *untrained, err)
 		}
-		sk.KernelTo(k, xs, n)
-		res.H, res.S, res.PaddedP, res.Draw = sk.H(), s, sk.PaddedP(), draw
+		xs, n, cols, err := readMatrixCSV(*in)
+		if err != nil {
+			return fmt.Errorf("--in: %w", err)
+		}
+		if cols != b.InDim() {
+			return fmt.Errorf("--in %s: rows have %d values, but --arch %s takes inputs of dimension %d", *in, cols, *arch, b.InDim())
+		}
+
+		res := entkKernelResult{Arch: b.Arch(), Params: b.NumParams(), Source: src, N: n, Exact: *exact, Seed: *seed}
+		k := make([]float64, n*n)
+		if *exact {
+			entk.ExactGramTo(k, b, xs, n)
+		} else {
+			const draw = "cli"
+			sk, err := entk.NewSketch(b, *h, *s, *seed, draw)
+			if err != nil {
+				return fmt.Errorf("--h %d --s %d: %w", *h, *s, err)
+			}
+			sk.KernelTo(k, xs, n)
+			res.H, res.S, res.PaddedP, res.Draw = sk.H(), s, sk.PaddedP(), draw
+		}
+		res.Kernel = make([][]float64, n)
+		for a := range res.Kernel {
+			res.Kernel[a] = k[a*n : (a+1)*n]
+		}
+		return writeJSON(stdio.Out, res)
 	}
-	res.Kernel = make([][]float64, n)
-	for a := range res.Kernel {
-		res.Kernel[a] = k[a*n : (a+1)*n]
-	}
-	return writeJSON(stdout, res)
 }

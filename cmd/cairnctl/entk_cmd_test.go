@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -31,7 +29,7 @@ const entkTestCSV = "0.1,-0.2,0.3,0.4,-0.5,0.6\n1,0,0,0,0,0\n-0.3,0.2,0.9,-1.1,0
 func runEntkJSON(t *testing.T, args ...string) map[string]any {
 	t.Helper()
 	var out bytes.Buffer
-	if err := runEntk(args, &out); err != nil {
+	if err := cmdRun("entk", args, &out); err != nil {
 		t.Fatalf("cairnctl entk %s: %v", strings.Join(args, " "), err)
 	}
 	var r map[string]any
@@ -116,7 +114,7 @@ func TestEntkKernelErrors(t *testing.T) {
 		{"no sub", nil, "subcommand"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := runEntk(c.args, &bytes.Buffer{})
+			err := cmdRun("entk", c.args, &bytes.Buffer{})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("got error %v, want one mentioning %q", err, c.want)
 			}
@@ -125,7 +123,7 @@ func TestEntkKernelErrors(t *testing.T) {
 	// An arch with no shipped weights keeps the seeded network (the verification use of
 	// the command), and says so in the output rather than silently.
 	var out bytes.Buffer
-	if err := runEntk([]string{"kernel", "--arch", "mlp:6-8-4", "--in", in, "--exact", "--seed", "4"}, &out); err != nil {
+	if err := cmdRun("entk", []string{"kernel", "--arch", "mlp:6-8-4", "--in", in, "--exact", "--seed", "4"}, &out); err != nil {
 		t.Fatalf("nothing shipped for mlp:6-8-4: %v", err)
 	}
 	var rep struct {
@@ -134,8 +132,9 @@ func TestEntkKernelErrors(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Weights != "seeded:4" {
 		t.Errorf("nothing shipped: weights %q (%v), want seeded:4", rep.Weights, err)
 	}
-	if err := runEntk([]string{"-h"}, &bytes.Buffer{}); !errors.Is(err, flag.ErrHelp) {
-		t.Errorf("entk -h: got %v, want flag.ErrHelp", err)
+	var help bytes.Buffer
+	if err := cmdRun("entk", []string{"-h"}, &help); err != nil || !strings.Contains(help.String(), "kernel") {
+		t.Errorf("entk -h: got %v and %q, want nil and the usage", err, help.String())
 	}
 }
 

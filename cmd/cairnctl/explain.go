@@ -1,17 +1,19 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"flag"
 	"fmt"
-	"io"
 	"math"
 	"time"
 
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/internal/rng"
 	"gonum.org/v1/gonum/mat"
 )
@@ -212,44 +214,42 @@ func queryRow(spec string, index int) ([]float64, string, error) {
 	return append([]float64(nil), ts.Row(index)...), ts.IDs[index], nil
 }
 
-// runExplain is `cairnctl explain`: fit R models on the data (the same pipeline as cairnctl
+// explainCmd is `cairnctl explain`: fit R models on the data (the same pipeline as cairnctl
 // fit), then certify the top-K landmarks for one test-split row under a fresh evaluation
 // draw, with the fit floor when R > 1.
-func runExplain(args []string, stdout io.Writer) error {
-	fs := newFlags("explain")
+func explainCmd(fs *flag.FlagSet) cli.Func {
 	var mf modelFlags
 	mf.register(fs)
 	query := fs.Int("query", 0, "row of the data set's test split to explain")
 	k := fs.Int("k", 10, "top-K size")
 	delta := fs.Float64("delta", 0.05, "failure probability δ of the certificate")
 	fits := fs.Int("fits", 2, "R repeated fits for the fit floor (1: fixed-fit certificate only)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		if !(*delta > 0 && *delta < 1) {
+			return fmt.Errorf("--delta: %v must be in (0, 1)", *delta)
+		}
+		x, qid, err := queryRow(mf.pipeline.data, *query)
+		if err != nil {
+			return err
+		}
+		fm, err := fitModel(ctx, &mf, *fits, 0)
+		if err != nil {
+			return err
+		}
+		if len(x) != fm.info.backbone.InDim() {
+			return fmt.Errorf("--query %d: test row has %d values, the backbone takes %d", *query, len(x), fm.info.backbone.InDim())
+		}
+		in := fm.explainInput(&mf.pipeline)
+		e, err := explain(in, x, *k, *delta)
+		if err != nil {
+			return err
+		}
+		e.Query, e.QueryID = *query, qid
+		for name, v := range fm.secs {
+			e.Seconds[name] = v
+		}
+		return writeJSON(stdio.Out, e)
 	}
-	if !(*delta > 0 && *delta < 1) {
-		return fmt.Errorf("--delta: %v must be in (0, 1)", *delta)
-	}
-	x, qid, err := queryRow(mf.pipeline.data, *query)
-	if err != nil {
-		return err
-	}
-	fm, err := fitModel(&mf, *fits, 0)
-	if err != nil {
-		return err
-	}
-	if len(x) != fm.info.backbone.InDim() {
-		return fmt.Errorf("--query %d: test row has %d values, the backbone takes %d", *query, len(x), fm.info.backbone.InDim())
-	}
-	in := fm.explainInput(&mf.pipeline)
-	e, err := explain(in, x, *k, *delta)
-	if err != nil {
-		return err
-	}
-	e.Query, e.QueryID = *query, qid
-	for name, v := range fm.secs {
-		e.Seconds[name] = v
-	}
-	return writeJSON(stdout, e)
 }
 
 // explainInput converts the first fit (and the repeated-fit statistics) to raw-kernel

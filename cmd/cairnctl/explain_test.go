@@ -105,7 +105,7 @@ func TestExplainCommandDeterministic(t *testing.T) {
 		"--loss", "simclr", "--init", "pci", "--query", "1", "--k", "3", "--fits", "2", "--epochs", "2", "--dim", "16", "--seed", "3"}
 	run := func() map[string]any {
 		var out bytes.Buffer
-		if err := runExplain(args, &out); err != nil {
+		if err := cmdRun("explain", args, &out); err != nil {
 			t.Skipf("explain on MNIST: %v (is the GoMNIST module downloaded?)", err)
 		}
 		var r map[string]any

@@ -2,24 +2,30 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"math"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/fit"
+	"github.com/cairnhq/cairn/internal/cli"
+	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/rng"
 )
 
-// runFit is paper Alg. cairn-stage2 (and the KREPES baseline) end to end: data → eNTK
+// fitCmd is paper Alg. cairn-stage2 (and the KREPES baseline) end to end: data → eNTK
 // sketch → two-view landmark pool → kernel blocks → initializer → solver → k-NN
 // evaluation, printing one JSON object.
 //
@@ -30,179 +36,261 @@ import (
 // landmark selection). The test split is the first --test-n rows of the data set's own
 // test split. Validation and test points enter unaugmented. Accuracy is the test k-NN
 // accuracy against the validation embeddings (balanced accuracy on Adult).
-func runFit(args []string, stdout io.Writer) error {
-	fs := newFlags("fit")
-	var pf pipelineFlags
-	pf.register(fs)
-	lossName := fs.String("loss", "simclr", "objective: bt | simclr | vicreg")
-	initName := fs.String("init", "pci", "initializer: kaiming | pci | pci-lanczos | csi | aui | krepes-pci")
-	solver := fs.String("solver", "adam", "solver: adam | krepes")
-	fits := fs.Int("fits", 1, "number R of repeated Adam fits differing only in the fit seed")
-	k := fs.Int("k", 256, "output dimension of the encoder")
-	epochs := fs.Int("epochs", 20, "Adam epochs")
-	initScaleFlag := fs.String("init-scale", fit.DefaultInitScale, "multiply Ã₀ by this factor; unit (default): by the factor giving the training latents K_A Ã₀ unit mean per-dimension variance; auto: unit for the PCI initializers, 1 for the others")
-	lr := fs.Float64("lr", fit.DefaultOptions(fit.SimCLR).LR, "Adam peak learning rate (paper Table hparams; in units of Ã, see fit.DefaultInitScale)")
-	wd := fs.Float64("weight-decay", fit.DefaultOptions(fit.SimCLR).WeightDecay, "Adam weight decay (paper Table hparams)")
-	decay := fs.String("decay", "l2", "how Adam applies --weight-decay: l2 (added to the gradient, torch.optim.Adam) | decoupled (AdamW)")
-	knnK := fs.Int("knn", fit.DefaultOptions(fit.SimCLR).KNN, "neighbours of the majority-vote k-NN accuracy (checkpoint selection and the reported accuracy)")
-	probe := fs.Bool("probe", true, "also score the initialization and the reported point with the paper's linear-SVM probe (probe_accuracy, init_probe_accuracy)")
-	traceEvery := fs.Int("trace-every", 0, "Adam: also score the test split every N optimizer steps (trace; the Adam side of the paper's accuracy-vs-time figure; 0 = off)")
-	selector := fs.String("selector", coreset.SelPCNTK, "landmark selector")
-	valFrac := fs.Float64("val-frac", 0.2, "fraction of the loaded train rows held out for validation")
-	testN := fs.Int("test-n", 2000, "rows of the test split to evaluate on (0 = no test evaluation)")
-	damping := fs.Float64("damping", 1e-3, "KREPES Gauss–Newton damping λ")
-	cgIters := fs.Int("cg-iters", 150, "KREPES maximum CG iterations")
-	kscale := fs.String("kernel-scale", fit.ScaleDiag, "kernel normalization: diag (divide every block by the mean of diag K_mm) | none")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	loss, err := fit.ParseLoss(*lossName)
-	if err != nil {
-		return fmt.Errorf("--loss: %w", err)
-	}
-	in, err := fit.ParseInit(*initName)
-	if err != nil {
-		return fmt.Errorf("--init: %w", err)
-	}
-	if *solver != "adam" && *solver != "krepes" {
-		return fmt.Errorf("--solver: %q (want adam or krepes)", *solver)
-	}
-	if *fits < 1 || (*solver == "krepes" && *fits != 1) {
-		return fmt.Errorf("--fits: %d (≥ 1, and 1 for the deterministic krepes solver)", *fits)
-	}
-	if !(*valFrac > 0 && *valFrac < 1) {
-		return fmt.Errorf("--val-frac: %v must be in (0, 1)", *valFrac)
-	}
-	if _, _, err := fit.ParseInitScale(*initScaleFlag, in); err != nil {
-		return fmt.Errorf("--init-scale: %w", err)
-	}
-	if !(*lr > 0) || math.IsInf(*lr, 0) {
-		return fmt.Errorf("--lr: %v must be positive and finite", *lr)
-	}
-	if !(*wd >= 0) || math.IsInf(*wd, 0) {
-		return fmt.Errorf("--weight-decay: %v must be non-negative and finite", *wd)
-	}
-	if *decay != "l2" && *decay != "decoupled" {
-		return fmt.Errorf("--decay: %q (want l2 or decoupled)", *decay)
-	}
-	if *traceEvery < 0 || (*traceEvery > 0 && *solver != "adam") {
-		return fmt.Errorf("--trace-every: %d (≥ 0, and only with --solver adam: krepes scores every CG iterate)", *traceEvery)
-	}
-	if *knnK < 1 {
-		return fmt.Errorf("--knn: %d must be ≥ 1", *knnK)
-	}
-	if *testN < 0 || *k < 1 || *epochs < 1 {
-		return fmt.Errorf("--test-n %d, --k %d, --epochs %d: must be ≥ 0, ≥ 1, ≥ 1", *testN, *k, *epochs)
-	}
-
-	secs := map[string]float64{}
-	t0 := time.Now()
-	prob, info, err := fitBlocks(&pf, *selector, *valFrac, *testN)
-	if err != nil {
-		return err
-	}
-	scale, err := fit.ScaleKernels(prob, *kscale)
-	if err != nil {
-		return fmt.Errorf("--kernel-scale: %w", err)
-	}
-	secs["kernel"] = time.Since(t0).Seconds()
-
-	t0 = time.Now()
-	init, err := fit.Initialize(in, prob, *k, pf.seed)
-	if err != nil {
-		return fmt.Errorf("--init %s: %w", in, err)
-	}
-	initScale, err := fit.ScaleInit(*initScaleFlag, in, prob.KA, init.A0)
-	if err != nil {
-		return fmt.Errorf("--init-scale: %w", err)
-	}
-	secs["init"] = time.Since(t0).Seconds()
-	out := map[string]any{
-		"data": pf.data, "loss": loss.String(), "init": in.String(), "solver": *solver,
-		"seed": pf.seed, "selector": *selector, "k": *k, "M": info.m,
-		"n_train": info.nTrain, "n_val": info.nVal, "n_test": info.nTest,
-		"init_retained": init.Retained, "k_used": init.A0.RawMatrix().Cols, "seconds": secs, "kernel_scale": scale, "init_scale": initScale,
-	}
-	if in == fit.PCILanczos {
-		dense, err := fit.Initialize(fit.PCI, prob, *k, pf.seed)
+func fitCmd(fs *flag.FlagSet) cli.Func {
+	var f fitFlags
+	f.register(fs)
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		r, err := f.recipe()
 		if err != nil {
-			return fmt.Errorf("dense PCI for the Lanczos check: %w", err)
+			return err
+		}
+		t0 := time.Now()
+		prob, info, err := fitBlocks(&f.pf, f.selector, f.valFrac, f.testN)
+		if err != nil {
+			return err
+		}
+		blocks := time.Since(t0).Seconds()
+		r.Options.Balanced = info.balanced
+		out, err := f.run(ctx, &r, prob, info)
+		if err != nil {
+			return err
+		}
+		secs := out["seconds"].(map[string]float64)
+		secs["kernel"] += blocks
+		secs["total"] = secs["kernel"] + secs["init"] + secs["fit"]
+		for name, s := range info.phases {
+			secs["kernel_"+name] = s
+		}
+		return writeJSON(stdio.Out, out)
+	}
+}
+
+// fitFlags are the flags of cairnctl fit.
+type fitFlags struct {
+	pf                 pipelineFlags
+	loss, init, solver string
+	fits, k, epochs    int
+	initScale, kscale  string
+	lr, wd             float64
+	decay              string
+	knn                int
+	probe              bool
+	traceEvery         int
+	selector           string
+	valFrac            float64
+	testN              int
+	damping            float64
+	cgIters            int
+}
+
+func (f *fitFlags) register(fs *flag.FlagSet) {
+	d := fit.DefaultOptions(fit.SimCLR)
+	f.pf.register(fs)
+	fs.StringVar(&f.loss, "loss", "simclr", "objective: bt | simclr | vicreg")
+	fs.StringVar(&f.init, "init", "pci", "initializer: kaiming | pci | pci-lanczos | csi | aui | krepes-pci")
+	fs.StringVar(&f.solver, "solver", "adam", "solver: adam | krepes")
+	fs.IntVar(&f.fits, "fits", 1, "number R of repeated Adam fits differing only in the fit seed")
+	fs.IntVar(&f.k, "k", 256, "output dimension of the encoder")
+	fs.IntVar(&f.epochs, "epochs", 20, "Adam epochs")
+	fs.StringVar(&f.initScale, "init-scale", fit.DefaultInitScale, "multiply Ã₀ by this factor; unit (default): by the factor giving the training latents K_A Ã₀ unit mean per-dimension variance; auto: unit for the PCI initializers, 1 for the others")
+	fs.Float64Var(&f.lr, "lr", d.LR, "Adam peak learning rate (paper Table hparams; in units of Ã, see fit.DefaultInitScale)")
+	fs.Float64Var(&f.wd, "weight-decay", d.WeightDecay, "Adam weight decay (paper Table hparams)")
+	fs.StringVar(&f.decay, "decay", "l2", "how Adam applies --weight-decay: l2 (added to the gradient, torch.optim.Adam) | decoupled (AdamW)")
+	fs.IntVar(&f.knn, "knn", d.KNN, "neighbours of the majority-vote k-NN accuracy (checkpoint selection and the reported accuracy)")
+	fs.BoolVar(&f.probe, "probe", true, "also score the initialization and the reported point with the paper's linear-SVM probe (probe_accuracy, init_probe_accuracy)")
+	fs.IntVar(&f.traceEvery, "trace-every", 0, "Adam: also score the test split every N optimizer steps (trace; the Adam side of the paper's accuracy-vs-time figure; 0 = off)")
+	fs.StringVar(&f.selector, "selector", coreset.SelPCNTK, "landmark selector")
+	fs.Float64Var(&f.valFrac, "val-frac", 0.2, "fraction of the loaded train rows held out for validation")
+	fs.IntVar(&f.testN, "test-n", 2000, "rows of the test split to evaluate on (0 = no test evaluation)")
+	fs.Float64Var(&f.damping, "damping", 1e-3, "KREPES Gauss–Newton damping λ")
+	fs.IntVar(&f.cgIters, "cg-iters", 150, "KREPES maximum CG iterations")
+	fs.StringVar(&f.kscale, "kernel-scale", fit.ScaleDiag, "kernel normalization: diag (divide every block by the mean of diag K_mm) | none")
+}
+
+// recipe checks the flags that are the command's own (solver, splits, decay form) and
+// returns the daemon's fit recipe (pipeline.RecipeOf of the daemon's defaults) with the
+// flags' settings, checked by Recipe.Validate, all before any data is loaded.
+func (f *fitFlags) recipe() (pipeline.Recipe, error) {
+	if f.solver != "adam" && f.solver != "krepes" {
+		return pipeline.Recipe{}, fmt.Errorf("--solver: %q (want adam or krepes)", f.solver)
+	}
+	if f.solver == "krepes" && f.fits != 1 {
+		return pipeline.Recipe{}, fmt.Errorf("--fits: %d (1 for the deterministic krepes solver)", f.fits)
+	}
+	if !(f.valFrac > 0 && f.valFrac < 1) {
+		return pipeline.Recipe{}, fmt.Errorf("--val-frac: %v must be in (0, 1)", f.valFrac)
+	}
+	if math.IsInf(f.wd, 0) {
+		// fit.Options.Validate accepts +Inf (it checks only ≥ 0).
+		return pipeline.Recipe{}, fmt.Errorf("--weight-decay: %v must be non-negative and finite", f.wd)
+	}
+	if f.decay != "l2" && f.decay != "decoupled" {
+		return pipeline.Recipe{}, fmt.Errorf("--decay: %q (want l2 or decoupled)", f.decay)
+	}
+	if f.traceEvery > 0 && f.solver != "adam" {
+		return pipeline.Recipe{}, fmt.Errorf("--trace-every: %d (only with --solver adam: krepes scores every CG iterate)", f.traceEvery)
+	}
+	if f.testN < 0 {
+		return pipeline.Recipe{}, fmt.Errorf("--test-n: %d must be ≥ 0", f.testN)
+	}
+	c := config.Default().Fit
+	c.Loss, c.Init, c.K, c.Epochs, c.Fits = f.loss, f.init, f.k, f.epochs, f.fits
+	c.LearningRate, c.WeightDecay = f.lr, f.wd
+	r, err := pipeline.RecipeOf(c)
+	if err != nil {
+		return r, fmt.Errorf("--loss %q, --init %q: %w", f.loss, f.init, err)
+	}
+	r.KernelScale, r.InitScale = f.kscale, f.initScale
+	r.Options.DecoupledDecay, r.Options.Probe = f.decay == "decoupled", f.probe
+	r.Options.KNN, r.Options.TraceEvery = f.knn, f.traceEvery
+	if err := r.Validate(); err != nil {
+		return r, fmt.Errorf("%s: %w", recipeFlagsOf(err), err)
+	}
+	return r, nil
+}
+
+// recipeFieldFlags names the flag behind each pipeline.Recipe field that Validate
+// reports (it names fields: "LR = 0", "(field K)").
+var recipeFieldFlags = []struct{ field, flag string }{
+	{"K", "--k"}, {"Fits", "--fits"}, {"Epochs", "--epochs"}, {"LR", "--lr"}, {"WeightDecay", "--weight-decay"},
+	{"KNN", "--knn"}, {"TraceEvery", "--trace-every"}, {"InitScale", "--init-scale"},
+}
+
+// recipeFlagsOf lists the flags whose recipe fields err names, so the user sees the
+// flag to change next to Validate's field and value.
+func recipeFlagsOf(err error) string {
+	var flags []string
+	for _, f := range recipeFieldFlags {
+		if regexp.MustCompile(`\b` + f.field + `\b`).MatchString(err.Error()) {
+			flags = append(flags, f.flag)
+		}
+	}
+	if len(flags) == 0 {
+		return "fit settings"
+	}
+	return strings.Join(flags, ", ")
+}
+
+// run fits prob with r (Adam, r.Fits fits) or starts it with r and runs KREPES, and
+// returns the report without the kernel-building times.
+func (f *fitFlags) run(ctx context.Context, r *pipeline.Recipe, prob *fit.Problem, info *blockInfo) (map[string]any, error) {
+	seed := f.pf.seed
+	var st *pipeline.Started
+	var adam *fit.Repeated
+	if f.solver == "adam" {
+		fitted, err := r.Run(ctx, prob, seed)
+		if err != nil {
+			return nil, fmt.Errorf("fit (--kernel-scale %q, --init %s, --init-scale %q): %w", f.kscale, r.Init, f.initScale, err)
+		}
+		st, adam = fitted.Started, fitted.Fits
+	} else {
+		var err error
+		if st, err = r.Start(prob, seed); err != nil {
+			return nil, fmt.Errorf("fit (--kernel-scale %q, --init %s, --init-scale %q): %w", f.kscale, r.Init, f.initScale, err)
+		}
+	}
+	init, balanced := st.Init, info.balanced
+	out := map[string]any{
+		"data": f.pf.data, "loss": r.Loss.String(), "init": r.Init.String(), "solver": f.solver,
+		"seed": seed, "selector": f.selector, "k": f.k, "M": info.m,
+		"n_train": info.nTrain, "n_val": info.nVal, "n_test": info.nTest,
+		"init_retained": init.Retained, "k_used": init.A0.RawMatrix().Cols, "seconds": st.Seconds,
+		"kernel_scale": st.KernelScale, "init_scale": st.InitScale,
+		"accuracy_metric": "accuracy", "knn": f.knn,
+	}
+	if balanced {
+		out["accuracy_metric"] = "balanced_accuracy"
+	}
+	if r.Init == fit.PCILanczos {
+		// Dense PCI on the same scaled blocks, the reference of the Lanczos error.
+		dense, err := fit.Initialize(fit.PCI, prob, f.k, seed)
+		if err != nil {
+			return nil, fmt.Errorf("dense PCI for the Lanczos check: %w", err)
 		}
 		out["lanczos_error"] = fit.LanczosError(init, dense)
 		out["lanczos_steps"] = init.LanczosSteps
 		out["ritz_residuals"] = init.RitzResiduals
 		out["ritz_residual_max"] = slices.Max(append([]float64{0}, init.RitzResiduals...))
 	}
-
-	balanced := info.balanced
-	metric := "accuracy"
-	if balanced {
-		metric = "balanced_accuracy"
-	}
-	out["accuracy_metric"] = metric
-	out["knn"] = *knnK
-	t0 = time.Now()
 	var res *fit.Result
-	if *solver == "adam" {
-		opt := fit.DefaultOptions(loss)
-		opt.Seed, opt.Epochs, opt.Balanced, opt.LR = pf.seed, *epochs, balanced, *lr
-		opt.WeightDecay, opt.DecoupledDecay, opt.Probe, opt.KNN = *wd, *decay == "decoupled", *probe, *knnK
-		opt.TraceEvery = *traceEvery
-		out["lr"] = opt.LR
-		rep, err := fit.Repeat(prob, init, opt, *fits, 2)
-		if err != nil {
-			return err
-		}
-		secs["fit"] = time.Since(t0).Seconds()
-		res = rep.Fits[0]
-		omega := map[string]any{"mean": rep.OmegaMean}
-		if rep.OmegaVar != nil {
-			omega["tau2"] = rep.OmegaVar
-			var accs []any
-			for _, f := range rep.Fits {
-				accs = append(accs, jsonNum(f.TestEval.Value(balanced)))
-			}
-			out["accuracy_per_fit"] = accs
-			out["fit_seeds"] = rep.Seeds
-		}
-		out["omega"] = omega
-		if *traceEvery > 0 {
-			// The first fit's trace (every fit of --fits R traces; they differ only in seed).
-			tr := make([]any, len(res.Trace))
-			for i, p := range res.Trace {
-				tr[i] = map[string]any{"step": p.Step, "epoch": p.Epoch, "seconds": p.Seconds, "accuracy": jsonNum(p.Test.Value(balanced))}
-			}
-			out["trace"] = tr
-		}
+	if adam != nil {
+		res = adam.Fits[0]
+		reportAdam(out, r, adam, balanced)
 	} else {
-		opt := fit.DefaultKrepesOptions(loss)
-		opt.Seed, opt.Balanced, opt.Damping, opt.MaxIter = pf.seed, balanced, *damping, *cgIters
-		opt.Probe, opt.KNN = *probe, *knnK
-		kr, err := fit.Krepes(prob, init.A0, opt)
+		kr, err := f.krepes(prob, init, r.Loss, balanced, st.Seconds)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		secs["fit"] = time.Since(t0).Seconds()
 		res = &kr.Result
-		out["omega"] = map[string]any{"mean": kr.Omega}
-		out["cg_residuals"] = kr.CGResiduals
-		iter := make([]any, len(kr.IterateEval))
-		for i, e := range kr.IterateEval {
-			iter[i] = jsonNum(e.Value(balanced))
-		}
-		out["cg_iterate_accuracy"] = iter
-		out["cg_iterate_seconds"] = kr.IterateSeconds
-		out["krepes_setup_seconds"] = kr.SetupSeconds
-		out["krepes_negative_curvature"] = kr.NegativeCurvature
-		out["damping"] = opt.Damping
+		reportKrepes(out, kr, f.damping, balanced)
 	}
-	secs["total"] = secs["kernel"] + secs["init"] + secs["fit"]
+	reportResult(out, res, f.probe, f.solver == "adam", balanced)
+	return out, nil
+}
+
+// krepes runs the KREPES baseline from the started initialization, timing it in secs.
+func (f *fitFlags) krepes(prob *fit.Problem, init *fit.InitResult, loss fit.Loss, balanced bool, secs map[string]float64) (*fit.KrepesResult, error) {
+	opt := fit.DefaultKrepesOptions(loss)
+	opt.Seed, opt.Balanced, opt.Damping, opt.MaxIter = f.pf.seed, balanced, f.damping, f.cgIters
+	opt.Probe, opt.KNN = f.probe, f.knn
+	t0 := time.Now()
+	kr, err := fit.Krepes(prob, init.A0, opt)
+	if err != nil {
+		return nil, err
+	}
+	secs["fit"] = time.Since(t0).Seconds()
+	return kr, nil
+}
+
+// reportAdam adds the Adam fits' keys: lr, omega{mean,tau2}, the per-fit accuracies and
+// seeds when R > 1, and the first fit's trace.
+func reportAdam(out map[string]any, r *pipeline.Recipe, rep *fit.Repeated, balanced bool) {
+	out["lr"] = r.Options.LR
+	omega := map[string]any{"mean": rep.OmegaMean}
+	if rep.OmegaVar != nil {
+		omega["tau2"] = rep.OmegaVar
+		var accs []any
+		for _, f := range rep.Fits {
+			accs = append(accs, jsonNum(f.TestEval.Value(balanced)))
+		}
+		out["accuracy_per_fit"] = accs
+		out["fit_seeds"] = rep.Seeds
+	}
+	out["omega"] = omega
+	if res := rep.Fits[0]; r.Options.TraceEvery > 0 {
+		// The first fit's trace (every fit of --fits R traces; they differ only in seed).
+		tr := make([]any, len(res.Trace))
+		for i, p := range res.Trace {
+			tr[i] = map[string]any{"step": p.Step, "epoch": p.Epoch, "seconds": p.Seconds, "accuracy": jsonNum(p.Test.Value(balanced))}
+		}
+		out["trace"] = tr
+	}
+}
+
+// reportKrepes adds the KREPES run's keys: omega{mean}, the CG residuals and every
+// iterate's accuracy and time.
+func reportKrepes(out map[string]any, kr *fit.KrepesResult, damping float64, balanced bool) {
+	out["omega"] = map[string]any{"mean": kr.Omega}
+	out["cg_residuals"] = kr.CGResiduals
+	iter := make([]any, len(kr.IterateEval))
+	for i, e := range kr.IterateEval {
+		iter[i] = jsonNum(e.Value(balanced))
+	}
+	out["cg_iterate_accuracy"] = iter
+	out["cg_iterate_seconds"] = kr.IterateSeconds
+	out["krepes_setup_seconds"] = kr.SetupSeconds
+	out["krepes_negative_curvature"] = kr.NegativeCurvature
+	out["damping"] = damping
+}
+
+// reportResult adds the reported fit's accuracies, probe scores, epochs and history.
+func reportResult(out map[string]any, res *fit.Result, probe, adam, balanced bool) {
 	out["accuracy"] = jsonNum(res.TestEval.Value(balanced))
 	out["plain_accuracy"] = jsonNum(res.TestEval.Accuracy)
 	out["balanced_accuracy"] = jsonNum(res.TestEval.BalancedAccuracy)
 	out["init_accuracy"] = jsonNum(res.InitEval.Value(balanced))
 	out["init_val"] = jsonNum(res.InitVal)
-	if *probe {
+	if probe {
 		out["probe_accuracy"] = jsonNum(res.TestProbe.Value(balanced))
 		out["probe_plain_accuracy"] = jsonNum(res.TestProbe.Accuracy)
 		out["init_probe_accuracy"] = jsonNum(res.InitProbe.Value(balanced))
@@ -214,16 +302,12 @@ func runFit(args []string, stdout io.Writer) error {
 	for i, h := range res.History {
 		hist[i] = map[string]any{"train_loss": jsonNum(h.TrainLoss), "val": jsonNum(h.ValMetric), "seconds": h.Seconds}
 	}
-	if *solver == "adam" && res.BestEpoch >= 1 {
+	if adam && res.BestEpoch >= 1 {
 		// Time to the selected checkpoint (scoring of the epochs up to it included), the
 		// quantity to compare with the KREPES final iterate's cg_iterate_seconds.
 		out["seconds_to_best"] = res.History[res.BestEpoch-1].Seconds
 	}
 	out["history"] = hist
-	for name, s := range info.phases {
-		secs["kernel_"+name] = s
-	}
-	return writeJSON(stdout, out)
 }
 
 // jsonNum maps NaN and ±Inf (no test labels, no value) to JSON null.
@@ -286,7 +370,7 @@ func fitBlocks(pf *pipelineFlags, selector string, valFrac float64, testN int) (
 	kmm.Mul(lm, lm.T())
 	against := func(x []float64, rows int) *mat.Dense {
 		feat := make([]float64, rows*q)
-		prep.sketch.FeaturesBatchTo(feat, x, rows)
+		prep.features.FeaturesTo(feat, x, rows)
 		k := mat.NewDense(rows, mm, nil)
 		k.Mul(mat.NewDense(rows, q, feat), lm.T())
 		return k
@@ -302,7 +386,7 @@ func fitBlocks(pf *pipelineFlags, selector string, valFrac float64, testN int) (
 		KA: mat.NewDense(n, mm, ka), KB: mat.NewDense(n, mm, kb), Kmm: kmm, IDs: tr.set.IDs,
 		Val: fit.Split{K: against(vx, len(valRows)), Labels: vl},
 	}
-	info := &blockInfo{m: mm, nTrain: n, nVal: len(valRows), balanced: set.Name == "adult", phases: phases, backbone: prep.backbone, classes: set.Classes}
+	info := &blockInfo{m: mm, nTrain: n, nVal: len(valRows), balanced: set.Name == "adult", phases: phases, backbone: prep.features.Backbone(), classes: set.Classes}
 	for v, sel := range []*coreset.Selection{vs.A, vs.B} {
 		view, suffix := tr.viewA, "#A"
 		if v == 1 {
@@ -376,7 +460,7 @@ func valSplit(ids []string, frac float64, seed uint64) (train, val []int) {
 func subsetPrepared(prep *prepared, rows []int) *prepared {
 	s, d, q := prep.set, prep.set.D, prep.q
 	sub := &dataset.Set{Name: s.Name, N: len(rows), D: d, Shape: s.Shape, Classes: s.Classes}
-	out := &prepared{set: sub, backbone: prep.backbone, sketch: prep.sketch, q: q, seconds: prep.seconds}
+	out := &prepared{set: sub, features: prep.features, q: q, seconds: prep.seconds}
 	for _, r := range rows {
 		sub.X = append(sub.X, s.X[r*d:(r+1)*d]...)
 		sub.IDs = append(sub.IDs, s.IDs[r])

@@ -15,7 +15,7 @@ import (
 func TestRunFitRejectsBadLR(t *testing.T) {
 	for _, flag := range []string{"--lr", "--init-scale"} {
 		for _, v := range []string{"0", "-1e-3", "NaN", "+Inf", "units"} {
-			err := runFit([]string{"--data", "mnist", flag, v}, io.Discard)
+			err := cmdRun("fit", []string{"--data", "mnist", flag, v}, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), strings.TrimLeft(flag, "-")) {
 				t.Errorf("%s %s: got error %v, want one naming %s", flag, v, err, flag)
 			}
@@ -28,7 +28,7 @@ func TestRunFitRejectsBadLR(t *testing.T) {
 // runs a tiny pipeline (100 MNIST rows, 4 landmarks, no test split).
 func TestRunFitRejectsBadKernelScale(t *testing.T) {
 	args := []string{"--data", "mnist", "--n", "100", "--m", "4", "--h", "2", "--s", "32", "--test-n", "0", "--epochs", "1", "--kernel-scale", "Diag"}
-	err := runFit(args, io.Discard)
+	err := cmdRun("fit", args, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "--kernel-scale") || !errors.Is(err, fit.ErrOption) {
 		t.Errorf("--kernel-scale Diag: got error %v, want one naming --kernel-scale and wrapping fit.ErrOption", err)
 	}
@@ -41,7 +41,7 @@ func TestRunFitDecayFlags(t *testing.T) {
 		{"--weight-decay", "-1e-5"}, {"--weight-decay", "NaN"}, {"--weight-decay", "Inf"}, {"--decay", "adamw"}, {"--decay", ""}, {"--knn", "0"},
 		{"--trace-every", "-1"}, {"--trace-every", "2", "--solver", "krepes"},
 	} {
-		err := runFit(append([]string{"--data", "mnist"}, args...), io.Discard)
+		err := cmdRun("fit", append([]string{"--data", "mnist"}, args...), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
 			t.Errorf("%v: got error %v, want one naming %s", args, err, args[0])
 		}
@@ -56,7 +56,7 @@ func TestRunFitDecayFlags(t *testing.T) {
 func TestRunFitProbeKeys(t *testing.T) {
 	base := []string{"--data", "mnist", "--n", "600", "--m", "8", "--h", "2", "--s", "32", "--test-n", "200", "--epochs", "2", "--k", "8", "--decay", "decoupled"}
 	var out strings.Builder
-	if err := runFit(append(base, "--trace-every", "1"), &out); err != nil {
+	if err := cmdRun("fit", append(base, "--trace-every", "1"), &out); err != nil {
 		t.Fatal(err)
 	}
 	var got map[string]any
@@ -80,7 +80,7 @@ func TestRunFitProbeKeys(t *testing.T) {
 		t.Errorf("trace point at the selected epoch = %v, want step = epoch = %v and accuracy %v", pt, best, got["accuracy"])
 	}
 	out.Reset()
-	if err := runFit(append(base, "--probe=false"), &out); err != nil {
+	if err := cmdRun("fit", append(base, "--probe=false"), &out); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), "probe_accuracy") || strings.Contains(out.String(), `"trace"`) {

@@ -1,13 +1,15 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
-	"runtime"
 	"time"
 
+	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/fit"
+	"github.com/cairnhq/cairn/internal/pipeline"
 )
 
 // modelFlags are the flags of commands that fit a model and then use it (explain, audit):
@@ -43,53 +45,35 @@ type fittedModel struct {
 	secs  map[string]float64
 }
 
-// fitModel builds the blocks (fitBlocks, with testN test rows), scales the kernel and the
-// initial coefficients exactly as cairnctl fit does by default (fit.ScaleKernels
-// fit.ScaleDiag, fit.ScaleInit fit.DefaultInitScale), and runs r Adam fits on all cores.
-func fitModel(f *modelFlags, r, testN int) (*fittedModel, error) {
-	loss, err := fit.ParseLoss(f.loss)
-	if err != nil {
-		return nil, fmt.Errorf("--loss: %w", err)
-	}
-	in, err := fit.ParseInit(f.init)
-	if err != nil {
-		return nil, fmt.Errorf("--init: %w", err)
-	}
-	if r < 1 || f.dim < 1 || f.epochs < 1 {
-		return nil, fmt.Errorf("--fits %d, --dim %d, --epochs %d: each must be ≥ 1", r, f.dim, f.epochs)
-	}
+// fitModel builds the blocks (fitBlocks, with testN test rows) and runs the daemon's fit
+// recipe on them (pipeline.RecipeOf of the daemon's defaults with --loss, --init, --dim,
+// --epochs and r fits): diagonal kernel scaling, the default initializer scaling, and r
+// Adam fits on all cores, stopping early when ctx ends.
+func fitModel(ctx context.Context, f *modelFlags, r, testN int) (*fittedModel, error) {
 	if !(f.valFrac > 0 && f.valFrac < 1) {
 		return nil, fmt.Errorf("--val-frac: %v must be in (0, 1)", f.valFrac)
 	}
-	secs := map[string]float64{}
+	c := config.Default().Fit
+	c.Loss, c.Init, c.K, c.Epochs, c.Fits = f.loss, f.init, f.dim, f.epochs, r
+	rec, err := pipeline.RecipeOf(c)
+	if err != nil {
+		return nil, fmt.Errorf("--loss %q, --init %q: %w", f.loss, f.init, err)
+	}
+	if err := rec.Validate(); err != nil {
+		return nil, fmt.Errorf("--fits %d, --dim %d, --epochs %d: %w", r, f.dim, f.epochs, err)
+	}
 	t0 := time.Now()
 	prob, info, err := fitBlocks(&f.pipeline, f.selector, f.valFrac, testN)
 	if err != nil {
 		return nil, err
 	}
-	scale, err := fit.ScaleKernels(prob, fit.ScaleDiag)
+	blocks := time.Since(t0).Seconds()
+	rec.Options.Balanced = info.balanced
+	fitted, err := rec.Run(ctx, prob, f.pipeline.seed)
 	if err != nil {
 		return nil, err
 	}
-	secs["kernel"] = time.Since(t0).Seconds()
-	t0 = time.Now()
-	init, err := fit.Initialize(in, prob, f.dim, f.pipeline.seed)
-	if err != nil {
-		return nil, fmt.Errorf("--init %s: %w", in, err)
-	}
-	if _, err := fit.ScaleInit(fit.DefaultInitScale, in, prob.KA, init.A0); err != nil {
-		return nil, err
-	}
-	secs["init"] = time.Since(t0).Seconds()
-	t0 = time.Now()
-	opt := fit.DefaultOptions(loss)
-	opt.Seed = f.pipeline.seed
-	opt.Epochs = f.epochs
-	opt.Balanced = info.balanced
-	rep, err := fit.Repeat(prob, init, opt, r, runtime.GOMAXPROCS(0))
-	if err != nil {
-		return nil, err
-	}
-	secs["fit"] = time.Since(t0).Seconds()
-	return &fittedModel{prob: prob, info: info, init: init, fits: rep, scale: scale, secs: secs}, nil
+	secs := fitted.Seconds
+	secs["kernel"] += blocks
+	return &fittedModel{prob: prob, info: info, init: fitted.Init, fits: fitted.Fits, scale: fitted.KernelScale, secs: secs}, nil
 }

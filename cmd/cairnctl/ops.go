@@ -26,24 +26,48 @@ import (
 	"github.com/cairnhq/cairn/stream"
 )
 
-// kafkaFlags are the connection flags every Kafka-facing command takes.
-type kafkaFlags struct {
+// opsUses says which of the shared connection flags an operator command acts on.
+type opsUses uint8
+
+const (
+	usesBrokers opsUses = 1 << iota // --brokers: the command talks to Kafka
+	usesHTTP                        // --http: the command talks to the daemon's HTTP endpoints
+	usesConfig                      // --config: the command reads the daemon's configuration
+)
+
+// connFlags are the connection flags every operator command takes: --brokers, --http
+// and --config, with the same names and defaults everywhere, so one script can pass
+// the same connection flags to every command. A command that does not use one of them
+// still accepts it and says so in its help.
+type connFlags struct {
 	brokers string
+	http    string
 	config  string
 }
 
-func (k *kafkaFlags) register(fs *flag.FlagSet) {
+// unusedNote ends the help of a connection flag the command accepts but does not use.
+const unusedNote = " (accepted for script uniformity; not used by this command)"
+
+func (k *connFlags) register(fs *flag.FlagSet, uses opsUses) {
 	d := config.Default()
+	note := func(u opsUses) string {
+		if uses&u == 0 {
+			return unusedNote
+		}
+		return ""
+	}
 	fs.StringVar(&k.brokers, "brokers", d.Kafka.EmbeddedBroker,
-		"comma-separated Kafka bootstrap servers (the daemon's embedded broker by default)")
+		"comma-separated Kafka bootstrap servers (the daemon's embedded broker by default)"+note(usesBrokers))
+	fs.StringVar(&k.http, "http", d.HTTP,
+		"the daemon's HTTP address (host:port, or a URL)"+note(usesHTTP))
 	fs.StringVar(&k.config, "config", "",
-		"cairnd YAML configuration to take topic names, limits, TLS and SASL from (optional)")
+		"cairnd YAML configuration to take topic names, limits, TLS and SASL from (optional)"+note(usesConfig))
 }
 
 // load returns the configuration (config.Load of --config and the CAIRN_* environment,
 // as cairnd reads it) and the Kafka connection: --brokers when given explicitly, else
 // the configuration's external brokers, else its embedded broker address.
-func (k *kafkaFlags) load(fs *flag.FlagSet) (config.Config, stream.Config, error) {
+func (k *connFlags) load(fs *flag.FlagSet) (config.Config, stream.Config, error) {
 	cfg, err := config.Load(k.config, os.Environ())
 	if err != nil {
 		return cfg, stream.Config{}, err

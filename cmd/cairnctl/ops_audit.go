@@ -7,8 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,6 +17,7 @@ import (
 
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -143,52 +144,50 @@ func truncateText(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// runAuditVerify is `cairnctl audit verify [--brokers LIST] [--config FILE]
+// auditVerifyCmd is `cairnctl audit verify [--brokers LIST] [--config FILE]
 // [--data-dir DIR] [--timeout 60s]`: it walks the deletion audits' hash chain, from
 // every partition of cairn.audits (read from the start to the end offsets taken when
 // the command starts), or with --data-dir from the daemon's bbolt file DIR/cairn.db
 // (storage.Store.VerifyAudit; the daemon must be stopped, since it holds the file
 // lock). It prints {"ok","records","head","first_bad_seq","reason","source",
 // "duplicates"} and fails when the chain does not verify.
-func runAuditVerify(args []string, stdout io.Writer) error {
-	fs := newFlags("audit verify")
-	var kf kafkaFlags
-	kf.register(fs)
+func auditVerifyCmd(fs *flag.FlagSet) cli.Func {
+	var kf connFlags
+	kf.register(fs, usesBrokers|usesConfig)
 	dataDir := fs.String("data-dir", "", "verify the daemon's bbolt file DIR/cairn.db instead of the Kafka topic (daemon stopped)")
 	timeout := fs.Duration("timeout", 60*time.Second, "bound on reading the audit topic")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *timeout <= 0 {
-		return fmt.Errorf("--timeout %v: must be positive", *timeout)
-	}
-	var rep chainReport
-	if *dataDir != "" {
-		var err error
-		if rep, err = verifyStore(filepath.Join(*dataDir, "cairn.db")); err != nil {
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		if *timeout <= 0 {
+			return fmt.Errorf("--timeout %v: must be positive", *timeout)
+		}
+		var rep chainReport
+		if *dataDir != "" {
+			var err error
+			if rep, err = verifyStore(filepath.Join(*dataDir, "cairn.db")); err != nil {
+				return err
+			}
+		} else {
+			cfg, kc, err := kf.load(fs)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(ctx, *timeout)
+			defer cancel()
+			recs, err := readAuditTopic(ctx, kc, cfg.Kafka.Topics.Audits)
+			if err != nil {
+				return err
+			}
+			rep = verifyRecords(recs)
+			rep.Source = "kafka:" + cfg.Kafka.Topics.Audits
+		}
+		if err := writeJSON(stdio.Out, rep); err != nil {
 			return err
 		}
-	} else {
-		cfg, kc, err := kf.load(fs)
-		if err != nil {
-			return err
+		if !rep.OK {
+			return fmt.Errorf("audit chain does not verify: %s", rep.Reason)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-		defer cancel()
-		recs, err := readAuditTopic(ctx, kc, cfg.Kafka.Topics.Audits)
-		if err != nil {
-			return err
-		}
-		rep = verifyRecords(recs)
-		rep.Source = "kafka:" + cfg.Kafka.Topics.Audits
+		return nil
 	}
-	if err := writeJSON(stdout, rep); err != nil {
-		return err
-	}
-	if !rep.OK {
-		return fmt.Errorf("audit chain does not verify: %s", rep.Reason)
-	}
-	return nil
 }
 
 // verifyRecords decodes the audit events and verifies the chain; a message that is

@@ -179,7 +179,7 @@ func startTestBroker(t testing.TB) *stream.Broker {
 // runCmd runs cairnctl with args and returns the exit code, stdout and stderr.
 func runCmd(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
-	code := run(args, &out, &errb)
+	code := run(context.Background(), args, nil, &out, &errb)
 	return code, out.String(), errb.String()
 }
 

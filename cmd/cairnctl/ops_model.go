@@ -3,47 +3,26 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/daemon"
+	"github.com/cairnhq/cairn/internal/cli"
 )
-
-// modelSubcommands are the subcommands of `cairnctl model`.
-var modelSubcommands = map[string]command{
-	"export": runModelExport,
-}
-
-// runModel dispatches `cairnctl model SUBCOMMAND [flags]`.
-func runModel(args []string, stdout io.Writer) error {
-	names := make([]string, 0, len(modelSubcommands))
-	for n := range modelSubcommands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	if len(args) == 0 {
-		return fmt.Errorf("missing subcommand: want one of %s", strings.Join(names, ", "))
-	}
-	cmd, ok := modelSubcommands[args[0]]
-	if !ok {
-		return fmt.Errorf("unknown subcommand %q: want one of %s", args[0], strings.Join(names, ", "))
-	}
-	return cmd(args[1:], stdout)
-}
 
 // maxModelBytes bounds the GET /model body read: M·D numbers as JSON text, about 9 MB
 // at the defaults (M = 512, D = 784), so a model of 50 times that still fits.
 const maxModelBytes = 512 << 20
 
-// runModelExport is `cairnctl model export [--data-dir DIR] [--model V] [--config FILE]
+// modelExportCmd is `cairnctl model export [--data-dir DIR] [--model V] [--config FILE]
 // [--http ADDR] [--timeout 30s]`: it prints one model version as daemon.ModelExport
 // (keys model, model_id, arch, weights, weights_sha256, kernel_scale, score, landmarks
 // [{id, view, x, omega}]), enough to recompute every score of an answer. With
@@ -55,38 +34,35 @@ const maxModelBytes = 512 << 20
 // the newest, or the serving one). Landmarks of deleted points are never listed.
 // --brokers is accepted like every operator command's but not used: the model is read
 // from the daemon's file or its HTTP endpoint, not from Kafka.
-func runModelExport(args []string, stdout io.Writer) error {
-	fs := newFlags("model export")
-	var kf kafkaFlags
-	kf.register(fs)
+func modelExportCmd(fs *flag.FlagSet) cli.Func {
+	var kf connFlags
+	kf.register(fs, usesHTTP|usesConfig)
 	dataDir := fs.String("data-dir", "", "read the bbolt file DIR/cairn.db of a stopped daemon instead of asking a running one over HTTP")
 	version := fs.Uint64("model", 0, "model version to export (0: the newest stored, or the serving one over HTTP)")
-	addr := fs.String("http", config.Default().HTTP, "the running daemon's HTTP address (host:port, or a URL), used without --data-dir")
 	timeout := fs.Duration("timeout", 30*time.Second, "bound on the HTTP request")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *dataDir != "" {
-		cfg, err := config.Load(kf.config, os.Environ())
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		if *dataDir != "" {
+			cfg, err := config.Load(kf.config, os.Environ())
+			if err != nil {
+				return err
+			}
+			e, err := exportDataDir(cfg, *dataDir, *version)
+			if err != nil {
+				return err
+			}
+			return writeJSON(stdio.Out, e)
+		}
+		if *timeout <= 0 {
+			return fmt.Errorf("--timeout %v: must be positive", *timeout)
+		}
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		body, err := fetchModelExport(ctx, kf.http, *version)
 		if err != nil {
 			return err
 		}
-		e, err := exportDataDir(cfg, *dataDir, *version)
-		if err != nil {
-			return err
-		}
-		return writeJSON(stdout, e)
+		return writeJSON(stdio.Out, json.RawMessage(body))
 	}
-	if *timeout <= 0 {
-		return fmt.Errorf("--timeout %v: must be positive", *timeout)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	body, err := fetchModelExport(ctx, *addr, *version)
-	if err != nil {
-		return err
-	}
-	return writeJSON(stdout, json.RawMessage(body))
 }
 
 // exportDataDir exports model version (0: the newest) from the stopped daemon's file

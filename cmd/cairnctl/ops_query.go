@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -15,19 +16,19 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/stream"
 )
 
-// runQuery is `cairnctl query --id ID | --x FILE [--k K] [--delta D] [--request R]
+// queryCmd is `cairnctl query --id ID | --x FILE [--k K] [--delta D] [--request R]
 // [--wait] [--timeout 60s]`: it sends one query to cairn.queries, keyed by its request
 // id. Without --wait it prints {"request":…,"topic":…,"sent":true}. With --wait it
 // prints the attribution event exactly as the daemon wrote it; if the daemon
 // dead-letters the query instead it prints {"request":…,"rejected":<dead letter>} and
 // fails.
-func runQuery(args []string, stdout io.Writer) error {
-	fs := newFlags("query")
-	var kf kafkaFlags
-	kf.register(fs)
+func queryCmd(fs *flag.FlagSet) cli.Func {
+	var kf connFlags
+	kf.register(fs, usesBrokers|usesConfig)
 	id := fs.String("id", "", "id of a stored training point to explain")
 	xfile := fs.String("x", "", "file holding the query vector: a JSON array of numbers or one CSV line")
 	k := fs.Int("k", 0, "top-K size (0: the daemon's default)")
@@ -35,98 +36,95 @@ func runQuery(args []string, stdout io.Writer) error {
 	request := fs.String("request", "", "request id (default: q-<16 random hex digits>)")
 	wait := fs.Bool("wait", false, "wait for the attribution and print it")
 	timeout := fs.Duration("timeout", 60*time.Second, "with --wait: how long to wait for the answer")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if (*id == "") == (*xfile == "") {
-		return errors.New("give exactly one of --id ID and --x FILE")
-	}
-	if *timeout <= 0 {
-		return fmt.Errorf("--timeout %v: must be positive", *timeout)
-	}
-	cfg, kc, err := kf.load(fs)
-	if err != nil {
-		return err
-	}
-	q := stream.QueryEvent{Request: *request, ID: *id, K: *k, Delta: *delta}
-	if *xfile != "" {
-		if q.X, err = readVector(*xfile); err != nil {
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		if (*id == "") == (*xfile == "") {
+			return errors.New("give exactly one of --id ID and --x FILE")
+		}
+		if *timeout <= 0 {
+			return fmt.Errorf("--timeout %v: must be positive", *timeout)
+		}
+		cfg, kc, err := kf.load(fs)
+		if err != nil {
 			return err
 		}
-		warnInputDim(os.Stderr, cfg, len(q.X))
-	}
-	if q.Request == "" {
-		if q.Request, err = newRequestID("q"); err != nil {
-			return err
+		q := stream.QueryEvent{Request: *request, ID: *id, K: *k, Delta: *delta}
+		if *xfile != "" {
+			if q.X, err = readVector(*xfile); err != nil {
+				return err
+			}
+			warnInputDim(stdio.Err, cfg, len(q.X))
 		}
-	}
-	lim := inputLimits(cfg, len(q.X))
-	if _, err := stream.EncodeQuery(q, lim); err != nil {
-		return fmt.Errorf("query not sent: %w", err)
-	}
-	c := client{kc: kc, topics: cfg.Kafka.Topics, stderr: os.Stderr}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout+15*time.Second)
-	defer cancel()
-	if !*wait {
-		if err := c.sendOnly(func(w *stream.Writer) ([]byte, error) { return c.sendQuery(ctx, w, q, lim) }); err != nil {
-			return err
+		if q.Request == "" {
+			if q.Request, err = newRequestID("q"); err != nil {
+				return err
+			}
 		}
-		return writeJSON(stdout, sentReport{Request: q.Request, Topic: cfg.Kafka.Topics.Queries, Sent: true})
+		lim := inputLimits(cfg, len(q.X))
+		if _, err := stream.EncodeQuery(q, lim); err != nil {
+			return fmt.Errorf("query not sent: %w", err)
+		}
+		c := client{kc: kc, topics: cfg.Kafka.Topics, stderr: stdio.Err}
+		ctx, cancel := context.WithTimeout(ctx, *timeout+15*time.Second)
+		defer cancel()
+		if !*wait {
+			if err := c.sendOnly(func(w *stream.Writer) ([]byte, error) { return c.sendQuery(ctx, w, q, lim) }); err != nil {
+				return err
+			}
+			return writeJSON(stdio.Out, sentReport{Request: q.Request, Topic: cfg.Kafka.Topics.Queries, Sent: true})
+		}
+		fmt.Fprintf(stdio.Err, "cairnctl: query request %s; waiting up to %v for its attribution\n", q.Request, *timeout)
+		m, err := c.ask(ctx, *timeout, q, lim)
+		return printAnswer(stdio.Out, q.Request, m, err)
 	}
-	fmt.Fprintf(os.Stderr, "cairnctl: query request %s; waiting up to %v for its attribution\n", q.Request, *timeout)
-	m, err := c.ask(ctx, *timeout, q, lim)
-	return printAnswer(stdout, q.Request, m, err)
 }
 
-// runDelete is `cairnctl delete --id ID [--request R] [--wait] [--timeout 120s]`: it
+// deleteCmd is `cairnctl delete --id ID [--request R] [--wait] [--timeout 120s]`: it
 // sends {"v":1,"op":"delete","id":…,"request":…} to cairn.train keyed by the id, so it
 // is ordered after every earlier upsert of that id. Without --wait it prints
 // {"request":…,"id":…,"topic":…,"sent":true}; with --wait it prints the audit event
 // exactly as the daemon wrote it (it arrives after the refit without the point).
-func runDelete(args []string, stdout io.Writer) error {
-	fs := newFlags("delete")
-	var kf kafkaFlags
-	kf.register(fs)
+func deleteCmd(fs *flag.FlagSet) cli.Func {
+	var kf connFlags
+	kf.register(fs, usesBrokers|usesConfig)
 	id := fs.String("id", "", "id of the training point to delete (required)")
 	request := fs.String("request", "", "request id the audit answers (default: d-<16 random hex digits>)")
 	wait := fs.Bool("wait", false, "wait for the deletion's audit and print it")
 	timeout := fs.Duration("timeout", 120*time.Second, "with --wait: how long to wait for the audit")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *id == "" {
-		return errors.New("--id: required")
-	}
-	if *timeout <= 0 {
-		return fmt.Errorf("--timeout %v: must be positive", *timeout)
-	}
-	cfg, kc, err := kf.load(fs)
-	if err != nil {
-		return err
-	}
-	req := *request
-	if req == "" {
-		if req, err = newRequestID("d"); err != nil {
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		if *id == "" {
+			return errors.New("--id: required")
+		}
+		if *timeout <= 0 {
+			return fmt.Errorf("--timeout %v: must be positive", *timeout)
+		}
+		cfg, kc, err := kf.load(fs)
+		if err != nil {
 			return err
 		}
-	}
-	lim := inputLimits(cfg, 0)
-	ev := stream.TrainEvent{Op: stream.OpDelete, ID: *id, Request: req}
-	if _, err := stream.EncodeTrain(ev, lim); err != nil {
-		return fmt.Errorf("delete not sent: %w", err)
-	}
-	c := client{kc: kc, topics: cfg.Kafka.Topics, stderr: os.Stderr}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout+15*time.Second)
-	defer cancel()
-	if !*wait {
-		if err := c.sendOnly(func(w *stream.Writer) ([]byte, error) { return c.sendDelete(ctx, w, ev, lim) }); err != nil {
-			return err
+		req := *request
+		if req == "" {
+			if req, err = newRequestID("d"); err != nil {
+				return err
+			}
 		}
-		return writeJSON(stdout, sentReport{Request: req, ID: *id, Topic: cfg.Kafka.Topics.Train, Sent: true})
+		lim := inputLimits(cfg, 0)
+		ev := stream.TrainEvent{Op: stream.OpDelete, ID: *id, Request: req}
+		if _, err := stream.EncodeTrain(ev, lim); err != nil {
+			return fmt.Errorf("delete not sent: %w", err)
+		}
+		c := client{kc: kc, topics: cfg.Kafka.Topics, stderr: stdio.Err}
+		ctx, cancel := context.WithTimeout(ctx, *timeout+15*time.Second)
+		defer cancel()
+		if !*wait {
+			if err := c.sendOnly(func(w *stream.Writer) ([]byte, error) { return c.sendDelete(ctx, w, ev, lim) }); err != nil {
+				return err
+			}
+			return writeJSON(stdio.Out, sentReport{Request: req, ID: *id, Topic: cfg.Kafka.Topics.Train, Sent: true})
+		}
+		fmt.Fprintf(stdio.Err, "cairnctl: delete request %s for id %q; waiting up to %v for its audit\n", req, *id, *timeout)
+		m, err := c.deleteAndWait(ctx, *timeout, ev, lim)
+		return printAnswer(stdio.Out, req, m, err)
 	}
-	fmt.Fprintf(os.Stderr, "cairnctl: delete request %s for id %q; waiting up to %v for its audit\n", req, *id, *timeout)
-	m, err := c.deleteAndWait(ctx, *timeout, ev, lim)
-	return printAnswer(stdout, req, m, err)
 }
 
 // sentReport is the output of query and delete without --wait.

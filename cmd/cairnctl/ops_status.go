@@ -3,38 +3,39 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/internal/cli"
 )
 
 // maxStatusBytes bounds the /status body read, so a wrong address serving something
 // huge cannot exhaust memory.
 const maxStatusBytes = 16 << 20
 
-// runStatus is `cairnctl status [--http ADDR] [--timeout 5s]`: GET http://ADDR/status
-// of a running daemon and print its JSON as received.
-func runStatus(args []string, stdout io.Writer) error {
-	fs := newFlags("status")
-	addr := fs.String("http", config.Default().HTTP, "the daemon's HTTP address (host:port, or a URL)")
+// statusCmd is `cairnctl status [--http ADDR] [--timeout 5s]`: GET http://ADDR/status
+// of a running daemon and print its JSON as received. --brokers and --config are
+// accepted like every operator command's but not used.
+func statusCmd(fs *flag.FlagSet) cli.Func {
+	var kf connFlags
+	kf.register(fs, usesHTTP)
 	timeout := fs.Duration("timeout", 5*time.Second, "bound on the request")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		if *timeout <= 0 {
+			return fmt.Errorf("--timeout %v: must be positive", *timeout)
+		}
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		body, err := fetchStatus(ctx, kf.http)
+		if err != nil {
+			return err
+		}
+		return writeJSON(stdio.Out, json.RawMessage(body))
 	}
-	if *timeout <= 0 {
-		return fmt.Errorf("--timeout %v: must be positive", *timeout)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	body, err := fetchStatus(ctx, *addr)
-	if err != nil {
-		return err
-	}
-	return writeJSON(stdout, json.RawMessage(body))
 }
 
 // statusURL turns --http into the /status URL: a bare host:port gets http://.

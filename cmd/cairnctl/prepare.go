@@ -7,10 +7,10 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/dataset"
-	"github.com/cairnhq/cairn/entk"
-	"github.com/cairnhq/cairn/entk/weights"
+	"github.com/cairnhq/cairn/internal/pipeline"
 )
 
 // pipelineFlags are the data → backbone → sketch → features flags shared by the select,
@@ -50,10 +50,11 @@ func defaultArch(set *dataset.Set) string {
 
 // prepared is the output of prepare. All slices are row-major and owned by it.
 type prepared struct {
-	set      *dataset.Set
-	backbone entk.Backbone
-	sketch   *entk.Sketch // the fit draw (seed, "fit")
-	q        int          // feature dimension h·s
+	set *dataset.Set
+	// features is the daemon's fit-draw pipeline for the flags: backbone, the sketch
+	// named pipeline.FitSketch, and the seeded augmenter.
+	features *pipeline.Features
+	q        int // feature dimension h·s
 	// viewA, viewB are the two augmented views of every point (N×D).
 	viewA, viewB []float64
 	// featA, featB are ψ of the two views (N×q).
@@ -62,9 +63,11 @@ type prepared struct {
 	seconds map[string]float64
 }
 
-// prepare loads the training split (first --n rows), builds the backbone and the fit-draw
-// sketch, makes both augmented views of every point (dataset.Augmenter with --seed) and
-// computes their features, timing each phase. Memory: 2·N·q float64 for the features.
+// prepare loads the training split (first --n rows) and runs it through the daemon's
+// feature pipeline (pipeline.NewFeatures: the backbone weights.Load resolves, the
+// sketch drawn under pipeline.FitSketch, the augmenter seeded by --seed): both views of
+// every point and their features, timing each phase. Memory: 2·N·q float64 for the
+// features.
 func prepare(p *pipelineFlags) (*prepared, error) {
 	if p.data == "" {
 		return nil, fmt.Errorf("--data is required")
@@ -82,53 +85,45 @@ func prepare(p *pipelineFlags) (*prepared, error) {
 	out.seconds["load"] = time.Since(t0).Seconds()
 
 	t0 = time.Now()
-	spec := p.arch
-	if spec == "" {
-		spec = defaultArch(set)
-	}
-	b, err := loadBackbone(spec, p.weights, set.Name, p.untrained, p.seed)
+	f, err := p.features(set)
 	if err != nil {
 		return nil, err
 	}
-	if b.InDim() != set.D {
-		return nil, fmt.Errorf("--arch %q: input size %d, data has %d features", spec, b.InDim(), set.D)
-	}
-	sk, err := entk.NewSketch(b, p.h, p.s, p.seed, "fit")
-	if err != nil {
-		return nil, fmt.Errorf("--h %d --s %d: %w", p.h, p.s, err)
-	}
-	out.backbone, out.sketch, out.q = b, sk, sk.Dim()
+	out.features, out.q = f, f.Dim()
 	out.seconds["backbone"] = time.Since(t0).Seconds()
 
 	t0 = time.Now()
-	aug := set.Augmenter(p.seed)
 	n, d := set.N, set.D
 	out.viewA = make([]float64, n*d)
 	out.viewB = make([]float64, n*d)
-	for i := 0; i < n; i++ {
-		aug.ViewTo(out.viewA[i*d:(i+1)*d], set.Row(i), set.IDs[i], 0)
-		aug.ViewTo(out.viewB[i*d:(i+1)*d], set.Row(i), set.IDs[i], 1)
-	}
+	f.ViewsTo(out.viewA, out.viewB, set.X, set.IDs)
 	out.seconds["views"] = time.Since(t0).Seconds()
 
 	t0 = time.Now()
 	out.featA = make([]float64, n*out.q)
 	out.featB = make([]float64, n*out.q)
-	sk.FeaturesBatchTo(out.featA, out.viewA, n)
-	sk.FeaturesBatchTo(out.featB, out.viewB, n)
+	f.FeaturesTo(out.featA, out.viewA, n)
+	f.FeaturesTo(out.featB, out.viewB, n)
 	out.seconds["features"] = time.Since(t0).Seconds()
 	return out, nil
 }
 
-// loadBackbone builds spec as the daemon does (weights.Load): the shipped trained weights
-// for the data set and spec by default, a file or shipped:NAME with --weights, the seeded
-// initialization with --untrained.
-func loadBackbone(spec, path, data string, untrained bool, seed uint64) (entk.Backbone, error) {
-	b, _, err := weights.Load(spec, path, data, untrained, seed)
-	if err != nil {
-		return nil, fmt.Errorf("--arch %q --weights %q --untrained=%v: %w", spec, path, untrained, err)
+// features builds the daemon's feature pipeline for the flags and the data set set
+// (--arch defaulting to defaultArch(set)), and checks the backbone takes set's rows.
+func (p *pipelineFlags) features(set *dataset.Set) (*pipeline.Features, error) {
+	spec := p.arch
+	if spec == "" {
+		spec = defaultArch(set)
 	}
-	return b, nil
+	m := config.Backbone{Arch: spec, Weights: p.weights, Untrained: p.untrained, Seed: p.seed}
+	f, err := pipeline.NewFeatures(m, config.Sketch{H: p.h, S: p.s}, set.Name)
+	if err != nil {
+		return nil, fmt.Errorf("--arch %q --weights %q --untrained=%v --h %d --s %d: %w", spec, p.weights, p.untrained, p.h, p.s, err)
+	}
+	if f.InputDim() != set.D {
+		return nil, fmt.Errorf("--arch %q: input size %d, data has %d features", spec, f.InputDim(), set.D)
+	}
+	return f, nil
 }
 
 // viewSelection is the two-view landmark pool of paper Alg. cairn-stage1: m landmarks

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -9,7 +10,9 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/stream"
+	"github.com/mattn/go-isatty"
 )
 
 // produceReport is the output of `cairnctl produce`.
@@ -22,54 +25,61 @@ type produceReport struct {
 	EventsPerSecond float64 `json:"events_per_second"`
 }
 
-// runProduce is `cairnctl produce --data mnist|fashion-mnist|adult:DIR|csv:FILE [--n N]
+// produceCmd is `cairnctl produce --data mnist|fashion-mnist|adult:DIR|csv:FILE [--n N]
 // [--split train] [--batch 500]`: it streams the rows of a data set to cairn.train as
 // upserts {"v":1,"op":"upsert","id":…,"x":[…],"label":…} keyed by the point id, with a
-// progress bar on stderr (periodic lines when stderr is not a terminal).
-func runProduce(args []string, stdout io.Writer) error {
-	fs := newFlags("produce")
-	var kf kafkaFlags
-	kf.register(fs)
+// progress bar on stderr (periodic lines when stderr is not a terminal). When ctx ends
+// (SIGINT or SIGTERM) it stops after the batch in flight, prints the report with the
+// rows acknowledged so far, and fails.
+func produceCmd(fs *flag.FlagSet) cli.Func {
+	var kf connFlags
+	kf.register(fs, usesBrokers|usesConfig)
 	data := fs.String("data", "mnist", "data set: mnist, fashion-mnist, adult:DIR or csv:FILE")
 	n := fs.Int("n", 0, "rows to send, from the first (0: the whole split)")
 	split := fs.String("split", "train", "split to send: train or test")
 	batch := fs.Int("batch", 500, "events per acknowledged write")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		if *n < 0 {
+			return fmt.Errorf("--n %d: must not be negative", *n)
+		}
+		if *batch < 1 {
+			return fmt.Errorf("--batch %d: must be at least 1", *batch)
+		}
+		cfg, kc, err := kf.load(fs)
+		if err != nil {
+			return err
+		}
+		set, err := dataset.Open(*data, *split, *n)
+		if err != nil {
+			return fmt.Errorf("--data: %w", err)
+		}
+		warnInputDim(stdio.Err, cfg, set.D)
+		w, err := openWriter(kc)
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+		p := producer{w: w, topic: cfg.Kafka.Topics.Train, lim: inputLimits(cfg, set.D), batch: *batch}
+		start := time.Now()
+		prog := newProgress(stdio.Err, "produce", set.N)
+		sent, err := p.produce(ctx, set, 0, set.N, prog)
+		prog.finish(sent)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		secs := time.Since(start).Seconds()
+		if werr := writeJSON(stdio.Out, produceReport{
+			Produced: sent, Topic: p.topic, Data: *data, Split: *split,
+			Seconds: secs, EventsPerSecond: float64(sent) / secs,
+		}); werr != nil {
+			return werr
+		}
+		if ctx.Err() != nil {
+			// Interrupted: the report above counts the acknowledged rows exactly.
+			return fmt.Errorf("stopped after %d of %d rows: %w", sent, set.N, context.Cause(ctx))
+		}
+		return nil
 	}
-	if *n < 0 {
-		return fmt.Errorf("--n %d: must not be negative", *n)
-	}
-	if *batch < 1 {
-		return fmt.Errorf("--batch %d: must be at least 1", *batch)
-	}
-	cfg, kc, err := kf.load(fs)
-	if err != nil {
-		return err
-	}
-	set, err := dataset.Open(*data, *split, *n)
-	if err != nil {
-		return fmt.Errorf("--data: %w", err)
-	}
-	warnInputDim(os.Stderr, cfg, set.D)
-	w, err := openWriter(kc)
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	p := producer{w: w, topic: cfg.Kafka.Topics.Train, lim: inputLimits(cfg, set.D), batch: *batch}
-	start := time.Now()
-	prog := newProgress(os.Stderr, "produce", set.N)
-	sent, err := p.produce(context.Background(), set, 0, set.N, prog)
-	prog.finish(sent)
-	if err != nil {
-		return err
-	}
-	secs := time.Since(start).Seconds()
-	return writeJSON(stdout, produceReport{
-		Produced: sent, Topic: p.topic, Data: *data, Split: *split,
-		Seconds: secs, EventsPerSecond: float64(sent) / secs,
-	})
 }
 
 // producer writes a data set's rows as upserts to the training topic.
@@ -89,6 +99,9 @@ func (p producer) produce(ctx context.Context, set *dataset.Set, from, to int, p
 	sent := 0
 	msgs := make([]stream.Message, 0, p.batch)
 	for i := from; i < to; {
+		if err := ctx.Err(); err != nil {
+			return sent, err
+		}
 		msgs = msgs[:0]
 		for ; i < to && len(msgs) < p.batch; i++ {
 			ev := stream.TrainEvent{Op: stream.OpUpsert, ID: set.IDs[i], X: set.Row(i)}
@@ -130,14 +143,14 @@ func newProgress(w io.Writer, label string, total int) *progress {
 	return &progress{w: w, tty: isTerminal(w), label: label, total: total, start: now, last: now}
 }
 
-// isTerminal reports whether w is a character device (a terminal).
+// isTerminal reports whether w is a terminal (a Cygwin or MSYS pty counts). A
+// character device is not enough: /dev/null is one.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
 	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
 }
 
 func (p *progress) update(done int) {

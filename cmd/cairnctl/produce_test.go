@@ -2,9 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"math"
+	"net"
+	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestPercentile checks the nearest-rank quantile against its definition: the
@@ -63,5 +69,66 @@ func TestProgressLines(t *testing.T) {
 	}
 	if !strings.Contains(lines[1], "10/10") || !strings.Contains(lines[1], "100%") || !strings.Contains(lines[1], strings.Repeat("=", 30)) {
 		t.Errorf("final line %q: want a full bar and 10/10", lines[1])
+	}
+}
+
+// TestProduceStopsOnCancel: produce blocked on a broker that never answers returns
+// soon after its context ends, reports the rows acknowledged so far (none) and fails.
+func TestProduceStopsOnCancel(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() { // accept and never answer; closed with ln and the test
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	var out, errb bytes.Buffer
+	start := time.Now()
+	code := run(ctx, []string{"produce", "--brokers", ln.Addr().String(), "--data", "csv:" + writeCSV(t, 20, 3), "--batch", "5"}, nil, &out, &errb)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("produce took %v after cancel, want prompt return", took)
+	}
+	var rep produceReport
+	if code != 1 || json.Unmarshal(out.Bytes(), &rep) != nil || rep.Produced != 0 || !strings.Contains(errb.String(), "stopped after 0 of 20 rows") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 1, a report of 0 rows and the stop named", code, out.String(), errb.String())
+	}
+}
+
+// TestIsTerminal: /dev/null is a character device but no terminal, and a progress
+// report to it writes lines, not carriage returns.
+func TestIsTerminal(t *testing.T) {
+	f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer f.Close()
+	if isTerminal(f) {
+		t.Errorf("isTerminal(%s) = true, want false", os.DevNull)
+	}
+	if newProgress(f, "produce", 1).tty {
+		t.Errorf("progress on %s draws a bar, want lines", os.DevNull)
+	}
+	if isTerminal(&bytes.Buffer{}) {
+		t.Error("isTerminal(bytes.Buffer) = true, want false")
 	}
 }

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/internal/cli"
 )
 
 // exactDeffMax is the largest n for which select also reports the dense d_eff (an
@@ -60,189 +64,233 @@ type selectResult struct {
 	Seconds map[string]float64 `json:"seconds"`
 }
 
-// runSelect implements `cairnctl select`: landmark selection on the sketched eNTK of a data
+// selectCmd implements `cairnctl select`: landmark selection on the sketched eNTK of a data
 // set (both augmented views, one pool each) or on given feature vectors (linear kernel), with
 // the residual-trace budget curve, d_eff(λ) (exact and SLQ) and class coverage κ_C.
-func runSelect(args []string, stdout io.Writer) error {
-	fs := newFlags("select")
-	var pf pipelineFlags
-	pf.register(fs)
-	features := fs.String("features", "", "CSV of feature vectors, one per row (linear kernel); replaces --data")
-	budget := fs.String("budget", "", "budget rule: an integer m, or deff:λ for m = ⌈d_eff(λ)⌉ (overrides --m)")
-	selector := fs.String("selector", coreset.SelPCNTK, fmt.Sprintf("selector: one of %v", coreset.Selectors))
-	lambda := fs.Float64("lambda", 0, "ridge λ > 0: report d_eff(λ) (exact when n ≤ 5000, and SLQ)")
-	views := fs.Int("views", 2, "number of augmented views to select on (1 or 2; --features has 1)")
-	probes := fs.Int("slq-probes", 64, "SLQ probe vectors")
-	steps := fs.Int("slq-steps", 40, "Lanczos steps per SLQ probe")
-	deflate := fs.Int("slq-deflate", 64, "SLQ deflation rank (negative: none)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	switch {
-	case (*features == "") == (pf.data == ""):
-		return errors.New("give exactly one of --data and --features")
-	case *lambda < 0 || math.IsNaN(*lambda) || math.IsInf(*lambda, 0):
-		return fmt.Errorf("--lambda: %v must be a positive number", *lambda)
-	case *views != 1 && *views != 2:
-		return fmt.Errorf("--views: %d, want 1 or 2", *views)
-	case pf.m < 1:
-		return fmt.Errorf("--m: %d must be ≥ 1", pf.m)
-	case *probes < 2:
-		return fmt.Errorf("--slq-probes: %d must be ≥ 2", *probes)
-	case *steps < 1:
-		return fmt.Errorf("--slq-steps: %d must be ≥ 1", *steps)
-	}
-	knownSel := false
-	for _, s := range coreset.Selectors {
-		knownSel = knownSel || s == *selector
-	}
-	if !knownSel {
-		return fmt.Errorf("--selector: %q, want one of %v", *selector, coreset.Selectors)
-	}
-	bud := coreset.LandmarkBudget{M: pf.m}
-	if *budget != "" {
-		b, err := coreset.ParseLandmarkBudget(*budget)
-		if err != nil {
-			return fmt.Errorf("--budget: %w", err)
-		}
-		bud = b
-	}
-	slqOpt := coreset.SLQOptions{Probes: *probes, Steps: *steps, Deflate: *deflate}
-
-	res := selectResult{Selector: *selector, Seconds: map[string]float64{}}
-	type viewData struct {
-		x    []float64 // input space rows (selectors kmeans++, pc)
-		d    int
-		g    []float64 // sketch features
-		name string
-	}
-	var vds []viewData
-	var n, q int
-	var labels []int
-	var ids []string
-	if *features != "" {
-		t0 := time.Now()
-		g, rows, cols, err := readMatrixCSV(*features)
-		if err != nil {
-			return fmt.Errorf("--features: %w", err)
-		}
-		if pf.n > 0 && pf.n < rows {
-			rows, g = pf.n, g[:pf.n*cols]
-		}
-		n, q = rows, cols
-		vds = []viewData{{x: g, d: q, g: g, name: "a"}}
-		res.Input = "features:" + *features
-		res.Seconds["load"] = time.Since(t0).Seconds()
-	} else {
-		p, err := prepare(&pf)
+func selectCmd(fs *flag.FlagSet) cli.Func {
+	var f selectFlags
+	f.register(fs)
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		bud, err := f.validate()
 		if err != nil {
 			return err
 		}
-		for k, v := range p.seconds {
-			res.Seconds[k] = v
-		}
-		n, q = p.set.N, p.q
-		labels = p.set.Labels
-		if p.set.Name != "csv" {
-			ids = p.set.IDs
-		}
-		vds = []viewData{{x: p.viewA, d: p.set.D, g: p.featA, name: "a"}}
-		if *views == 2 {
-			vds = append(vds, viewData{x: p.viewB, d: p.set.D, g: p.featB, name: "b"})
-		}
-		res.Input = pf.data
-	}
-	res.N, res.Q = n, q
-
-	var out []selectView
-	for _, vd := range vds {
-		var sv selectView
-		phase := func(name string) string { return name + "_" + vd.name }
-		// Budget and d_eff first: the deff rule needs the estimate to size the pool.
-		lam := *lambda
-		if bud.Lambda > 0 && lam == 0 {
-			lam = bud.Lambda
-		}
-		if lam > 0 {
-			dj := &deffJSON{Lambda: lam}
-			if n <= exactDeffMax {
-				t0 := time.Now()
-				ex, err := coreset.DeffExact(vd.g, n, q, lam)
-				if err != nil {
-					return fmt.Errorf("view %s: exact d_eff: %w", vd.name, err)
-				}
-				dj.Exact = &ex
-				res.Seconds[phase("deff_exact")] = time.Since(t0).Seconds()
-			}
-			t0 := time.Now()
-			est, err := coreset.DeffSLQ(vd.g, n, q, lam, pf.seed, "cairnctl/select/slq/"+vd.name, slqOpt)
-			if err != nil {
-				return fmt.Errorf("view %s: SLQ d_eff: %w", vd.name, err)
-			}
-			dj.SLQ, dj.SLQError, dj.Probes, dj.Steps, dj.Deflate = est.Value, est.StdErr, est.Probes, est.Steps, est.Deflate
-			res.Seconds[phase("deff_slq")] = time.Since(t0).Seconds()
-			sv.Deff = dj
-		}
-		m := bud.M
-		if bud.Lambda > 0 {
-			d := sv.Deff.SLQ
-			if sv.Deff.Exact != nil {
-				d = *sv.Deff.Exact
-			}
-			m = max(1, int(math.Ceil(d)))
-		}
-		res.M, res.Budget = m, bud.String()
-
-		t0 := time.Now()
-		sel, err := coreset.Select(*selector, coreset.SelectInput{N: n, X: vd.x, D: vd.d, G: vd.g, Q: q, Seed: pf.seed}, m)
+		res := selectResult{Selector: f.selector, Seconds: map[string]float64{}}
+		in, err := f.load(&res)
 		if err != nil {
-			return fmt.Errorf("view %s: %w", vd.name, err)
+			return err
 		}
-		res.Seconds[phase("select")] = time.Since(t0).Seconds()
-		sv.Greedy, sv.Bandwidth = sel.Greedy, sel.Bandwidth
+		var out []selectView
+		for _, vd := range in.views {
+			sv, m, err := f.selectView(in, vd, bud, res.Seconds)
+			if err != nil {
+				return err
+			}
+			res.M, res.Budget = m, bud.String()
+			out = append(out, sv)
+		}
+		res.selectView = out[0]
+		if len(out) > 1 {
+			res.ViewB = &out[1]
+		}
+		return writeJSON(stdio.Out, res)
+	}
+}
 
-		t0 = time.Now()
-		if sel.ResidualTrace != nil {
-			sv.ResidualTrace, sv.Trace = sel.ResidualTrace, sel.Trace
-		} else {
-			sv.ResidualTrace = make([]float64, len(sel.Indices))
-			coreset.ResidualCurveTo(sv.ResidualTrace, vd.g, n, q, sel.Indices)
-			for j := 0; j < n; j++ {
-				r := vd.g[j*q : (j+1)*q]
-				for _, v := range r {
-					sv.Trace += v * v
-				}
-			}
-		}
-		res.Seconds[phase("residual_curve")] = time.Since(t0).Seconds()
-		// Fit the curve where it carries mass: past the numerical rank it is rounding noise.
-		var ms, ys []float64
-		for i, r := range sv.ResidualTrace {
-			if r > 1e-10*sv.Trace {
-				ms, ys = append(ms, float64(i+1)), append(ys, r)
-			}
-		}
-		if pl, err := coreset.FitPowerLaw(ms, ys); err == nil {
-			sv.ResidualFit = &residualFitJSON{C: pl.C, Beta: pl.Beta, R2: pl.R2}
-		}
-		if labels != nil {
-			k, seen, classes := coreset.Coverage(labels, sel.Indices)
-			sv.Coverage = &coverageJSON{Kappa: k, Seen: seen, Classes: classes}
-		}
-		if ids != nil {
-			l := make([]string, len(sel.Indices))
-			for i, r := range sel.Indices {
-				l[i] = ids[r]
-			}
-			sv.Landmarks = l
-		} else {
-			sv.Landmarks = sel.Indices
-		}
-		out = append(out, sv)
+// selectFlags are the flags of cairnctl select.
+type selectFlags struct {
+	pf                     pipelineFlags
+	features, budget       string
+	selector               string
+	lambda                 float64
+	views                  int
+	probes, steps, deflate int
+}
+
+func (f *selectFlags) register(fs *flag.FlagSet) {
+	f.pf.register(fs)
+	fs.StringVar(&f.features, "features", "", "CSV of feature vectors, one per row (linear kernel); replaces --data")
+	fs.StringVar(&f.budget, "budget", "", "budget rule: an integer m, or deff:λ for m = ⌈d_eff(λ)⌉ (overrides --m)")
+	fs.StringVar(&f.selector, "selector", coreset.SelPCNTK, fmt.Sprintf("selector: one of %v", coreset.Selectors))
+	fs.Float64Var(&f.lambda, "lambda", 0, "ridge λ > 0: report d_eff(λ) (exact when n ≤ 5000, and SLQ)")
+	fs.IntVar(&f.views, "views", 2, "number of augmented views to select on (1 or 2; --features has 1)")
+	fs.IntVar(&f.probes, "slq-probes", 64, "SLQ probe vectors")
+	fs.IntVar(&f.steps, "slq-steps", 40, "Lanczos steps per SLQ probe")
+	fs.IntVar(&f.deflate, "slq-deflate", 64, "SLQ deflation rank (negative: none)")
+}
+
+// validate checks the flags and returns the landmark budget (--m, or --budget).
+func (f *selectFlags) validate() (coreset.LandmarkBudget, error) {
+	switch {
+	case (f.features == "") == (f.pf.data == ""):
+		return coreset.LandmarkBudget{}, errors.New("give exactly one of --data and --features")
+	case f.lambda < 0 || math.IsNaN(f.lambda) || math.IsInf(f.lambda, 0):
+		return coreset.LandmarkBudget{}, fmt.Errorf("--lambda: %v must be a positive number", f.lambda)
+	case f.views != 1 && f.views != 2:
+		return coreset.LandmarkBudget{}, fmt.Errorf("--views: %d, want 1 or 2", f.views)
+	case f.pf.m < 1:
+		return coreset.LandmarkBudget{}, fmt.Errorf("--m: %d must be ≥ 1", f.pf.m)
+	case f.probes < 2:
+		return coreset.LandmarkBudget{}, fmt.Errorf("--slq-probes: %d must be ≥ 2", f.probes)
+	case f.steps < 1:
+		return coreset.LandmarkBudget{}, fmt.Errorf("--slq-steps: %d must be ≥ 1", f.steps)
+	case !slices.Contains(coreset.Selectors, f.selector):
+		return coreset.LandmarkBudget{}, fmt.Errorf("--selector: %q, want one of %v", f.selector, coreset.Selectors)
 	}
-	res.selectView = out[0]
-	if len(out) > 1 {
-		res.ViewB = &out[1]
+	if f.budget == "" {
+		return coreset.LandmarkBudget{M: f.pf.m}, nil
 	}
-	return writeJSON(stdout, res)
+	b, err := coreset.ParseLandmarkBudget(f.budget)
+	if err != nil {
+		return b, fmt.Errorf("--budget: %w", err)
+	}
+	return b, nil
+}
+
+// selectInput is what select runs on: the views, and the labels and ids of the rows
+// (nil for feature vectors; ids nil for a CSV data set, whose landmarks are rows).
+type selectInput struct {
+	n, q   int
+	labels []int
+	ids    []string
+	views  []selectViewData
+}
+
+type selectViewData struct {
+	x    []float64 // input space rows (selectors kmeans++, pc)
+	d    int
+	g    []float64 // sketch features
+	name string
+}
+
+// load reads --features, or runs --data through the feature pipeline (prepare), and
+// records the input and the load times in res.
+func (f *selectFlags) load(res *selectResult) (*selectInput, error) {
+	in := &selectInput{}
+	if f.features != "" {
+		t0 := time.Now()
+		g, rows, cols, err := readMatrixCSV(f.features)
+		if err != nil {
+			return nil, fmt.Errorf("--features: %w", err)
+		}
+		if f.pf.n > 0 && f.pf.n < rows {
+			rows, g = f.pf.n, g[:f.pf.n*cols]
+		}
+		in.n, in.q = rows, cols
+		in.views = []selectViewData{{x: g, d: cols, g: g, name: "a"}}
+		res.Input = "features:" + f.features
+		res.Seconds["load"] = time.Since(t0).Seconds()
+	} else {
+		p, err := prepare(&f.pf)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(res.Seconds, p.seconds)
+		in.n, in.q = p.set.N, p.q
+		in.labels = p.set.Labels
+		if p.set.Name != "csv" {
+			in.ids = p.set.IDs
+		}
+		in.views = []selectViewData{{x: p.viewA, d: p.set.D, g: p.featA, name: "a"}}
+		if f.views == 2 {
+			in.views = append(in.views, selectViewData{x: p.viewB, d: p.set.D, g: p.featB, name: "b"})
+		}
+		res.Input = f.pf.data
+	}
+	res.N, res.Q = in.n, in.q
+	return in, nil
+}
+
+// selectView selects the landmarks of one view under bud and returns its report and
+// the budget m used, timing each phase in secs.
+func (f *selectFlags) selectView(in *selectInput, vd selectViewData, bud coreset.LandmarkBudget, secs map[string]float64) (selectView, int, error) {
+	var sv selectView
+	n, q := in.n, in.q
+	phase := func(name string) string { return name + "_" + vd.name }
+	// Budget and d_eff first: the deff rule needs the estimate to size the pool.
+	lam := f.lambda
+	if bud.Lambda > 0 && lam == 0 {
+		lam = bud.Lambda
+	}
+	if lam > 0 {
+		dj, err := f.deff(vd, n, q, lam, secs)
+		if err != nil {
+			return sv, 0, err
+		}
+		sv.Deff = dj
+	}
+	m := bud.M
+	if bud.Lambda > 0 {
+		d := sv.Deff.SLQ
+		if sv.Deff.Exact != nil {
+			d = *sv.Deff.Exact
+		}
+		m = max(1, int(math.Ceil(d)))
+	}
+
+	t0 := time.Now()
+	sel, err := coreset.Select(f.selector, coreset.SelectInput{N: n, X: vd.x, D: vd.d, G: vd.g, Q: q, Seed: f.pf.seed}, m)
+	if err != nil {
+		return sv, m, fmt.Errorf("view %s: %w", vd.name, err)
+	}
+	secs[phase("select")] = time.Since(t0).Seconds()
+	sv.Greedy, sv.Bandwidth = sel.Greedy, sel.Bandwidth
+
+	t0 = time.Now()
+	if sel.ResidualTrace != nil {
+		sv.ResidualTrace, sv.Trace = sel.ResidualTrace, sel.Trace
+	} else {
+		sv.ResidualTrace = make([]float64, len(sel.Indices))
+		coreset.ResidualCurveTo(sv.ResidualTrace, vd.g, n, q, sel.Indices)
+		for _, v := range vd.g[:n*q] {
+			sv.Trace += v * v
+		}
+	}
+	secs[phase("residual_curve")] = time.Since(t0).Seconds()
+	// Fit the curve where it carries mass: past the numerical rank it is rounding noise.
+	var ms, ys []float64
+	for i, r := range sv.ResidualTrace {
+		if r > 1e-10*sv.Trace {
+			ms, ys = append(ms, float64(i+1)), append(ys, r)
+		}
+	}
+	if pl, err := coreset.FitPowerLaw(ms, ys); err == nil {
+		sv.ResidualFit = &residualFitJSON{C: pl.C, Beta: pl.Beta, R2: pl.R2}
+	}
+	if in.labels != nil {
+		k, seen, classes := coreset.Coverage(in.labels, sel.Indices)
+		sv.Coverage = &coverageJSON{Kappa: k, Seen: seen, Classes: classes}
+	}
+	sv.Landmarks = sel.Indices
+	if in.ids != nil {
+		l := make([]string, len(sel.Indices))
+		for i, r := range sel.Indices {
+			l[i] = in.ids[r]
+		}
+		sv.Landmarks = l
+	}
+	return sv, m, nil
+}
+
+// deff is d_eff(λ) of one view's features: exact when n ≤ exactDeffMax, and by SLQ.
+func (f *selectFlags) deff(vd selectViewData, n, q int, lam float64, secs map[string]float64) (*deffJSON, error) {
+	dj := &deffJSON{Lambda: lam}
+	if n <= exactDeffMax {
+		t0 := time.Now()
+		ex, err := coreset.DeffExact(vd.g, n, q, lam)
+		if err != nil {
+			return nil, fmt.Errorf("view %s: exact d_eff: %w", vd.name, err)
+		}
+		dj.Exact = &ex
+		secs["deff_exact_"+vd.name] = time.Since(t0).Seconds()
+	}
+	t0 := time.Now()
+	opt := coreset.SLQOptions{Probes: f.probes, Steps: f.steps, Deflate: f.deflate}
+	est, err := coreset.DeffSLQ(vd.g, n, q, lam, f.pf.seed, "cairnctl/select/slq/"+vd.name, opt)
+	if err != nil {
+		return nil, fmt.Errorf("view %s: SLQ d_eff: %w", vd.name, err)
+	}
+	dj.SLQ, dj.SLQError, dj.Probes, dj.Steps, dj.Deflate = est.Value, est.StdErr, est.Probes, est.Steps, est.Deflate
+	secs["deff_slq_"+vd.name] = time.Since(t0).Seconds()
+	return dj, nil
 }

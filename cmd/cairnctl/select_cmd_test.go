@@ -72,7 +72,7 @@ func TestSelectFeatures(t *testing.T) {
 	}
 	path := writeTempCSV(t, csv.String())
 	var out bytes.Buffer
-	if err := runSelect([]string{"--features", path, "--m", fmt.Sprint(m), "--lambda", "0.5", "--seed", "1"}, &out); err != nil {
+	if err := cmdRun("select", []string{"--features", path, "--m", fmt.Sprint(m), "--lambda", "0.5", "--seed", "1"}, &out); err != nil {
 		t.Fatalf("select: %v", err)
 	}
 	var got struct {
@@ -148,7 +148,7 @@ func TestSelectRejects(t *testing.T) {
 	}
 	for _, args := range cases {
 		var out bytes.Buffer
-		if err := runSelect(args, &out); err == nil {
+		if err := cmdRun("select", args, &out); err == nil {
 			t.Errorf("select %v: got nil error and %q, want an error", args, out.String())
 		}
 	}

@@ -5,18 +5,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"flag"
 	"fmt"
-	"io"
 	"math"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/entk/weights"
+	"github.com/cairnhq/cairn/internal/cli"
 )
 
 // trainReport is the output of `cairnctl train`.
@@ -37,7 +36,7 @@ type trainReport struct {
 	Bytes         int     `json:"bytes"`
 }
 
-// runTrain is `cairnctl train --data D --arch SPEC --epochs N --seed S --out FILE`:
+// trainCmd is `cairnctl train --data D --arch SPEC --epochs N --seed S --out FILE`:
 // supervised cross-entropy training of an entk backbone from its seeded PyTorch-default
 // initialization (entk.Train: exact VJPs, Adam on two workers), on the plain rows of the
 // training split (no augmented views: entk.Train says why), written as a float32
@@ -52,8 +51,7 @@ type trainReport struct {
 // ones) and still enter the eNTK (d = 8); a 2-output head would change the default arch
 // of select, fit, explain and audit on Adult and every number measured with it, for a
 // data set the daemon does not default to, so the head stays as it was.
-func runTrain(args []string, stdout io.Writer) error {
-	fs := newFlags("train")
+func trainCmd(fs *flag.FlagSet) cli.Func {
 	data := fs.String("data", "", "data set: mnist | fashion-mnist | adult:DIR | csv:FILE")
 	arch := fs.String("arch", "", "backbone spec (default: the data set's default, as select/fit use)")
 	epochs := fs.Int("epochs", 15, "passes over the training split")
@@ -62,33 +60,30 @@ func runTrain(args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed of the initialization and of the shuffling")
 	n := fs.Int("n", 0, "use the first n training rows (0 = all)")
 	out := fs.String("out", "", "output safetensors file")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		switch {
+		case *data == "":
+			return fmt.Errorf("--data is required")
+		case *out == "":
+			return fmt.Errorf("--out is required")
+		case *epochs < 1:
+			return fmt.Errorf("--epochs %d: must be at least 1", *epochs)
+		case *batch < 1:
+			return fmt.Errorf("--batch %d: must be at least 1", *batch)
+		case !(*lr > 0) || math.IsInf(*lr, 1):
+			return fmt.Errorf("--lr %v: must be positive and finite", *lr)
+		case *n < 0:
+			return fmt.Errorf("--n %d: must be ≥ 0", *n)
+		}
+		rep, err := train(ctx, *data, *arch, *n, entk.TrainOptions{Epochs: *epochs, Batch: *batch, LR: *lr, Seed: *seed, Workers: 2,
+			Progress: func(e int, loss float64) {
+				fmt.Fprintf(stdio.Err, "cairnctl train: epoch %d/%d loss %.4f\n", e, *epochs, loss)
+			}}, *out)
+		if err != nil {
+			return err
+		}
+		return writeJSON(stdio.Out, rep)
 	}
-	switch {
-	case *data == "":
-		return fmt.Errorf("--data is required")
-	case *out == "":
-		return fmt.Errorf("--out is required")
-	case *epochs < 1:
-		return fmt.Errorf("--epochs %d: must be at least 1", *epochs)
-	case *batch < 1:
-		return fmt.Errorf("--batch %d: must be at least 1", *batch)
-	case !(*lr > 0) || math.IsInf(*lr, 1):
-		return fmt.Errorf("--lr %v: must be positive and finite", *lr)
-	case *n < 0:
-		return fmt.Errorf("--n %d: must be ≥ 0", *n)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rep, err := train(ctx, *data, *arch, *n, entk.TrainOptions{Epochs: *epochs, Batch: *batch, LR: *lr, Seed: *seed, Workers: 2,
-		Progress: func(e int, loss float64) {
-			fmt.Fprintf(os.Stderr, "cairnctl train: epoch %d/%d loss %.4f\n", e, *epochs, loss)
-		}}, *out)
-	if err != nil {
-		return err
-	}
-	return writeJSON(stdout, rep)
 }
 
 // train runs the training and writes the file; Workers is fixed (2) so that a file is

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -40,7 +41,7 @@ type omegaValues struct {
 //   - halving: synthetic, ratio^{-rank}·U(0.9, 1.1) over a seeded random ranking (the
 //     command's former default);
 //   - otherwise a file (readOmegaFile), of which the first m values are used.
-func certificateOmega(spec omegaSpec, m int, seed uint64) (omegaValues, error) {
+func certificateOmega(ctx context.Context, spec omegaSpec, m int, seed uint64) (omegaValues, error) {
 	switch spec.from {
 	case "halving":
 		if !(spec.ratio >= 1) || math.IsInf(spec.ratio, 0) {
@@ -64,7 +65,7 @@ func certificateOmega(spec omegaSpec, m int, seed uint64) (omegaValues, error) {
 		if err := fs.Parse(args); err != nil {
 			return omegaValues{}, err
 		}
-		fm, err := fitModel(&mf, 1, 0)
+		fm, err := fitModel(ctx, &mf, 1, 0)
 		if err != nil {
 			return omegaValues{}, fmt.Errorf("--omega real (cairnctl explain %s): %w", strings.Join(args, " "), err)
 		}

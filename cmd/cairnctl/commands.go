@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/cairnhq/cairn/internal/cli"
+)
+
+// root is cairnctl's command tree. Each leaf's Flags function (in the file of its
+// command) registers the flags and returns the function that runs it.
+func root() *cli.Command {
+	return &cli.Command{
+		Name:     "cairnctl",
+		Synopsis: "cairn's operator CLI: offline checks and tools, and the commands that talk to a daemon",
+		Subcommands: []*cli.Command{
+			{Name: "verify", Synopsis: "checks of the error model and the certificates built on it", Subcommands: []*cli.Command{
+				{Name: "srht", Synopsis: "Monte-Carlo variance of <Su,Sv> over SRHT draws vs Thm. srht-exact and the JL rate", Flags: verifySRHTCmd},
+				{Name: "two-axis", Synopsis: "Var K_{h,s} on a backbone pair vs Prop. two-axis", Flags: verifyTwoAxisCmd},
+				{Name: "certificate", Synopsis: "soundness count of Thm. topk against the exact kernel", Flags: verifyCertificateCmd},
+				{Name: "product-rule", Synopsis: "measured vs predicted Var(KΩ) (eq. product-rule)", Flags: verifyProductRuleCmd},
+			}},
+			{Name: "entk", Synopsis: "eNTK tools", Subcommands: []*cli.Command{
+				{Name: "kernel", Synopsis: "the eNTK Gram matrix of the rows of a CSV: exact (--exact) or sketched (--h, --s)", Flags: entkKernelCmd},
+			}},
+			{Name: "select", Synopsis: "landmark selection per view, budget curve and d_eff", Flags: selectCmd},
+			{Name: "fit", Synopsis: "stage-2 coefficient fit, k-NN and linear-probe evaluation, ω statistics", Flags: fitCmd},
+			{Name: "explain", Synopsis: "certified top-K attribution of one test row, with the fit floor", Flags: explainCmd},
+			{Name: "train", Synopsis: "supervised training of an entk backbone, written as safetensors", Flags: trainCmd},
+			{Name: "audit", Synopsis: "the identifiability table of the paper's appendix D", Flags: auditCmd, Subcommands: []*cli.Command{
+				{Name: "verify", Synopsis: "walk the audit hash chain of cairn.audits or of a stopped daemon's file", Flags: auditVerifyCmd},
+			}},
+			{Name: "produce", Synopsis: "stream a data set into cairn.train as upserts", Flags: produceCmd},
+			{Name: "query", Synopsis: "ask a certified top-K; with --wait print the attribution", Flags: queryCmd},
+			{Name: "delete", Synopsis: "delete a point; with --wait print its audit", Flags: deleteCmd},
+			{Name: "status", Synopsis: "the daemon's /status", Flags: statusCmd},
+			{Name: "model", Synopsis: "served models", Subcommands: []*cli.Command{
+				{Name: "export", Synopsis: "print a model version from a running daemon or a stopped daemon's file", Flags: modelExportCmd},
+			}},
+			{Name: "demo", Synopsis: "run the daemon and its main job in process (NDJSON events, then a summary)", Flags: demoCmd},
+			{Name: "bench", Synopsis: "ingest rate, query latency, certified rate and resident memory of an in-process daemon", Flags: benchCmd},
+		},
+	}
+}
+
+// run runs cairnctl with args (without the program name) and returns its exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return root().Main(ctx, args, cli.Stdio{In: stdin, Out: stdout, Err: stderr})
+}
