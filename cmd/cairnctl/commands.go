@@ -29,6 +29,7 @@ func root() *cli.Command {
 			{Name: "train", Synopsis: "supervised training of an entk backbone, written as safetensors", Flags: trainCmd},
 			{Name: "audit", Synopsis: "the identifiability table of the paper's appendix D", Flags: auditCmd, Subcommands: []*cli.Command{
 				{Name: "verify", Synopsis: "walk the audit hash chain of cairn.audits or of a stopped daemon's file", Flags: auditVerifyCmd},
+				{Name: "key", Synopsis: "the running daemon's audit signing key (public half), to pin for audit verify --key", Flags: auditKeyCmd},
 			}},
 			{Name: "produce", Synopsis: "stream a data set into cairn.train as upserts", Flags: produceCmd},
 			{Name: "query", Synopsis: "ask a certified top-K; with --wait print the attribution", Flags: queryCmd},
@@ -37,6 +38,7 @@ func root() *cli.Command {
 			{Name: "model", Synopsis: "served models", Subcommands: []*cli.Command{
 				{Name: "export", Synopsis: "print a model version from a running daemon or a stopped daemon's file", Flags: modelExportCmd},
 			}},
+			{Name: "check", Synopsis: "check a stopped daemon's state file: pages, records, audit chain", Flags: checkCmd},
 			{Name: "demo", Synopsis: "run the daemon and its main job in process (NDJSON events, then a summary)", Flags: demoCmd},
 			{Name: "bench", Synopsis: "ingest rate, query latency, certified rate and resident memory of an in-process daemon", Flags: benchCmd},
 		},

@@ -11,12 +11,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
 
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/cairnhq/cairn/internal/auditsig"
 	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
@@ -39,6 +41,20 @@ type chainReport struct {
 	// Duplicates counts identical copies of a record dropped (at-least-once delivery
 	// re-sends an audit with the same seq and hash after a crash).
 	Duplicates int `json:"duplicates"`
+	// Forged lists the records left out of the chain: a signature that does not verify
+	// against a trusted key (or none), or top-level fields that disagree with the body
+	// the chain covers. The chain is verified over the other records.
+	Forged []forgedRecord `json:"forged"`
+	// Signatures is "verified" when a trusted key was given or fetched, else says why
+	// they were not checked.
+	Signatures string `json:"signatures"`
+}
+
+// forgedRecord is one record left out of the chain, by where it was read.
+type forgedRecord struct {
+	Where  string `json:"where"`
+	Seq    uint64 `json:"seq"`
+	Reason string `json:"reason"`
 }
 
 // chainRecord is one audit record as a verifier sees it: the hash-chain fields of the
@@ -49,6 +65,10 @@ type chainRecord struct {
 	Hash     string
 	Body     string
 	Where    string // "topic/partition@offset" or "store"
+	KeyID    string
+	Sig      string
+	// Mismatch names a top-level field that disagrees with the body ("" when none).
+	Mismatch string
 }
 
 // verifyChain checks records (in any order, possibly with duplicates) as one hash
@@ -153,8 +173,9 @@ func truncateText(s string, n int) string {
 // "duplicates"} and fails when the chain does not verify.
 func auditVerifyCmd(fs *flag.FlagSet) cli.Func {
 	var kf connFlags
-	kf.register(fs, usesBrokers|usesConfig)
+	kf.register(fs, usesBrokers|usesHTTP|usesConfig)
 	dataDir := fs.String("data-dir", "", "verify the daemon's bbolt file DIR/cairn.db instead of the Kafka topic (daemon stopped)")
+	keyFile := fs.String("key", "", "trust only the audit public keys in FILE (`cairnctl audit key` output, or hex keys one per line); default: the running daemon's GET /audit/key")
 	timeout := fs.Duration("timeout", 60*time.Second, "bound on reading the audit topic")
 	return func(ctx context.Context, stdio cli.Stdio) error {
 		if *timeout <= 0 {
@@ -167,6 +188,10 @@ func auditVerifyCmd(fs *flag.FlagSet) cli.Func {
 				return err
 			}
 		} else {
+			keys, err := trustedKeys(ctx, *keyFile, kf.http)
+			if err != nil {
+				return err
+			}
 			cfg, kc, err := kf.load(fs)
 			if err != nil {
 				return err
@@ -177,7 +202,7 @@ func auditVerifyCmd(fs *flag.FlagSet) cli.Func {
 			if err != nil {
 				return err
 			}
-			rep = verifyRecords(recs)
+			rep = verifyRecords(recs, keys)
 			rep.Source = "kafka:" + cfg.Kafka.Topics.Audits
 		}
 		if err := writeJSON(stdio.Out, rep); err != nil {
@@ -190,20 +215,74 @@ func auditVerifyCmd(fs *flag.FlagSet) cli.Func {
 	}
 }
 
+// trustedKeys are the pinned keys of --key, or else the running daemon's (GET
+// /audit/key at --http, trusted on first use); nil when neither is available, and then
+// signatures are not checked (the report says so).
+func trustedKeys(ctx context.Context, keyFile, addr string) (auditKeys, error) {
+	if keyFile != "" {
+		return readAuditKeyFile(keyFile)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	keys, err := fetchAuditKeys(ctx, addr)
+	if err != nil {
+		return nil, nil
+	}
+	return keys, nil
+}
+
 // verifyRecords decodes the audit events and verifies the chain; a message that is
 // not an audit event fails verification, naming where it is.
-func verifyRecords(msgs []stream.Message) chainReport {
+func verifyRecords(msgs []stream.Message, keys auditKeys) chainReport {
 	recs := make([]chainRecord, 0, len(msgs))
+	var forged []forgedRecord
 	for _, m := range msgs {
 		where := fmt.Sprintf("%s/%d@%d", m.Topic, m.Partition, m.Offset)
 		r, err := decodeAuditRecord(m.Value)
 		if err != nil {
-			return chainReport{Reason: fmt.Sprintf("message at %s is not an audit record: %v", where, err)}
+			return chainReport{Reason: fmt.Sprintf("message at %s is not an audit record: %v", where, err), Forged: []forgedRecord{}}
 		}
 		r.Where = where
+		if why := r.forgery(keys); why != "" {
+			forged = append(forged, forgedRecord{Where: where, Seq: r.Seq, Reason: why})
+			continue
+		}
 		recs = append(recs, r)
 	}
-	return verifyChain(recs)
+	rep := verifyChain(recs)
+	rep.Forged = append([]forgedRecord{}, forged...)
+	rep.Signatures = "verified"
+	if keys == nil {
+		rep.Signatures = "not checked: no trusted key (pass --key FILE, or --http of the running daemon)"
+	}
+	if len(forged) > 0 {
+		rep.OK = false
+		rep.Reason = strings.TrimPrefix(rep.Reason+"; ", "; ") + fmt.Sprintf("%d forged or altered records (first at %s: %s)", len(forged), forged[0].Where, forged[0].Reason)
+	}
+	return rep
+}
+
+// forgery says why r is not a genuine record, or "": its top-level fields disagree with
+// its body, or (with keys) its signature is missing or does not verify against the key
+// its key_id names.
+func (r chainRecord) forgery(keys auditKeys) string {
+	if r.Mismatch != "" {
+		return "top-level " + r.Mismatch + " disagrees with the signed body"
+	}
+	if keys == nil {
+		return ""
+	}
+	pub, ok := keys[r.KeyID]
+	if !ok {
+		return fmt.Sprintf("signed by no trusted key (key_id %q)", r.KeyID)
+	}
+	sig, err := hex.DecodeString(r.Sig)
+	prev, perr := decodeHash(r.PrevHash)
+	hash, herr := decodeHash(r.Hash)
+	if err != nil || perr != nil || herr != nil || !auditsig.VerifyRecord(pub, r.Seq, [32]byte(prev), [32]byte(hash), sig) {
+		return "signature does not verify"
+	}
+	return ""
 }
 
 // decodeAuditRecord takes the chain fields out of an audit event; seq, prev_hash,
@@ -214,6 +293,9 @@ func decodeAuditRecord(b []byte) (chainRecord, error) {
 		PrevHash *string `json:"prev_hash"`
 		Hash     *string `json:"hash"`
 		Body     *string `json:"body"`
+		KeyID    string  `json:"key_id"`
+		Sig      string  `json:"sig"`
+		auditFields
 	}
 	if err := json.Unmarshal(b, &ev); err != nil {
 		return chainRecord{}, fmt.Errorf("not a JSON object with seq, prev_hash, hash, body: %v", err)
@@ -234,7 +316,49 @@ func decodeAuditRecord(b []byte) (chainRecord, error) {
 	if len(missing) > 0 {
 		return chainRecord{}, fmt.Errorf("missing %s", strings.Join(missing, ", "))
 	}
-	return chainRecord{Seq: *ev.Seq, PrevHash: *ev.PrevHash, Hash: *ev.Hash, Body: *ev.Body}, nil
+	r := chainRecord{Seq: *ev.Seq, PrevHash: *ev.PrevHash, Hash: *ev.Hash, Body: *ev.Body, KeyID: ev.KeyID, Sig: ev.Sig}
+	var body auditFields
+	if err := json.Unmarshal([]byte(*ev.Body), &body); err != nil {
+		r.Mismatch = "body (not a JSON object)"
+	} else {
+		r.Mismatch = ev.auditFields.differs(body)
+	}
+	return r, nil
+}
+
+// auditFields are the fields an audit event repeats from its body; a verifier trusts
+// the body (the chain covers it), so a copy must agree with it. Pointers: a field the
+// event leaves out is not compared.
+type auditFields struct {
+	Request     *string  `json:"request"`
+	ID          *string  `json:"id"`
+	Known       *bool    `json:"known"`
+	WasLandmark *bool    `json:"was_landmark"`
+	ModelBefore *uint64  `json:"model_before"`
+	ModelAfter  *uint64  `json:"model_after"`
+	Percentile  *float64 `json:"percentile"`
+	PValue      *float64 `json:"p_value"`
+}
+
+// differs names the first field set in a (the event) that b (the body) contradicts.
+func (a auditFields) differs(b auditFields) string {
+	for _, f := range []struct {
+		name string
+		a, b any
+	}{
+		{"request", a.Request, b.Request}, {"id", a.ID, b.ID}, {"known", a.Known, b.Known},
+		{"was_landmark", a.WasLandmark, b.WasLandmark}, {"model_before", a.ModelBefore, b.ModelBefore},
+		{"model_after", a.ModelAfter, b.ModelAfter}, {"percentile", a.Percentile, b.Percentile}, {"p_value", a.PValue, b.PValue},
+	} {
+		av, bv := reflect.ValueOf(f.a), reflect.ValueOf(f.b)
+		if av.IsNil() {
+			continue
+		}
+		if bv.IsNil() || av.Elem().Interface() != bv.Elem().Interface() {
+			return f.name
+		}
+	}
+	return ""
 }
 
 // errEnough stops a reader that has read what it wanted.
@@ -313,7 +437,8 @@ func openStopped(path, instead string) (*storage.Store, error) {
 
 // verifyStore verifies the audit chain of the bbolt file at path (openStopped).
 func verifyStore(path string) (chainReport, error) {
-	rep := chainReport{Source: "store:" + path}
+	rep := chainReport{Source: "store:" + path, Forged: []forgedRecord{},
+		Signatures: "not applicable: the store's chain is read from the file (signatures travel with the events on Kafka)"}
 	st, err := openStopped(path, "verify through Kafka without --data-dir")
 	if err != nil {
 		return rep, err

@@ -235,7 +235,7 @@ func FuzzVerifyAuditMessages(f *testing.F) {
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`{"seq":18446744073709551615,"prev_hash":"","hash":"","body":""}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rep := verifyRecords([]stream.Message{{Topic: "a", Value: b}})
+		rep := verifyRecords([]stream.Message{{Topic: "a", Value: b}}, nil)
 		if rep.OK {
 			r, err := decodeAuditRecord(b)
 			if err != nil || r.Seq != 1 {

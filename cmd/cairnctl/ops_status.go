@@ -49,7 +49,12 @@ func statusURL(addr string) string {
 
 // fetchStatus returns the JSON body of GET statusURL(addr).
 func fetchStatus(ctx context.Context, addr string) ([]byte, error) {
-	url := statusURL(addr)
+	return fetchJSON(ctx, addr, "/status")
+}
+
+// fetchJSON returns the JSON body of GET path on the daemon at addr (--http).
+func fetchJSON(ctx context.Context, addr, path string) ([]byte, error) {
+	url := strings.TrimSuffix(statusURL(addr), "/status") + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("--http %q: %w", addr, err)

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cairnhq/cairn/daemon"
+	"github.com/cairnhq/cairn/internal/auditsig"
+	"github.com/cairnhq/cairn/internal/cli"
+)
+
+// auditKeyCmd is `cairnctl audit key [--http ADDR]`: the public half of the running
+// daemon's audit signing key (GET /audit/key): public_key (Ed25519, hex) and key_id.
+// Save it to pin it: `cairnctl audit verify --key FILE` then trusts only it.
+func auditKeyCmd(fs *flag.FlagSet) cli.Func {
+	var kf connFlags
+	kf.register(fs, usesHTTP)
+	timeout := fs.Duration("timeout", 5*time.Second, "bound on the request")
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		if *timeout <= 0 {
+			return fmt.Errorf("--timeout %v: must be positive", *timeout)
+		}
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		keys, err := fetchAuditKeys(ctx, kf.http)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			return writeJSON(stdio.Out, daemon.AuditKey{PublicKey: hex.EncodeToString(k), KeyID: auditsig.KeyID(k)})
+		}
+		return nil
+	}
+}
+
+// auditKeys are the public keys a verifier trusts, by key id.
+type auditKeys map[string]ed25519.PublicKey
+
+// fetchAuditKeys reads GET /audit/key of the daemon at addr.
+func fetchAuditKeys(ctx context.Context, addr string) (auditKeys, error) {
+	body, err := fetchJSON(ctx, addr, "/audit/key")
+	if err != nil {
+		return nil, err
+	}
+	return parseAuditKeys(body)
+}
+
+// readAuditKeyFile reads a pinned key file: the JSON of `cairnctl audit key` or GET
+// /audit/key (one object, or several on separate lines, for keys rotated out), or bare
+// hex public keys, one per line.
+func readAuditKeyFile(path string) (auditKeys, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--key: %w", err)
+	}
+	keys, err := parseAuditKeys(b)
+	if err != nil {
+		return nil, fmt.Errorf("--key %s: %w", path, err)
+	}
+	return keys, nil
+}
+
+func parseAuditKeys(b []byte) (auditKeys, error) {
+	keys := auditKeys{}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	if trimmed := strings.TrimSpace(string(b)); strings.HasPrefix(trimmed, "{") {
+		for dec.More() {
+			var k daemon.AuditKey
+			if err := dec.Decode(&k); err != nil {
+				return nil, fmt.Errorf("not audit key JSON: %v", err)
+			}
+			if err := keys.add(k.PublicKey); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		for _, line := range strings.Fields(trimmed) {
+			if err := keys.add(line); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("no public key")
+	}
+	return keys, nil
+}
+
+func (k auditKeys) add(h string) error {
+	pub, err := hex.DecodeString(h)
+	if err != nil || len(pub) != ed25519.PublicKeySize {
+		return fmt.Errorf("public key %.80q: want %d bytes in hex", h, ed25519.PublicKeySize)
+	}
+	k[auditsig.KeyID(pub)] = pub
+	return nil
+}
