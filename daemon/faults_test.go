@@ -127,7 +127,7 @@ func TestRidesStorageFaults(t *testing.T) {
 				err := r.d.readyErr()
 				return err != nil && strings.Contains(err.Error(), "no space left on device")
 			})
-			time.Sleep(2 * time.Second) // retries pile up; the daemon must stay up
+			time.Sleep(*diskFull) // retries pile up; the daemon must stay up
 			select {
 			case err := <-r.done:
 				t.Fatalf("the daemon stopped under storage faults: %v", err)
@@ -138,11 +138,16 @@ func TestRidesStorageFaults(t *testing.T) {
 			}
 			failing.Store(false)
 		}
+		cleared := time.Now()
 		final := first + second - len(deleted)
 		waitFor(t, "the model on every surviving point", 180*time.Second, func() bool {
 			s := r.d.Status()
 			return s.Model > 0 && s.ModelPoints == final && s.Points == final && !s.RefitRunning && s.PendingDeletions == 0
 		})
+		if faulty {
+			t.Logf("disk full for %v (%d writes refused); caught up %v after it cleared (%d points, %d deletions audited, %d queries answered)",
+				*diskFull, injected.Load(), time.Since(cleared).Round(time.Millisecond), final, len(deleted), len(queries))
+		}
 		waitFor(t, "readiness after the faults", 30*time.Second, func() bool { return r.d.readyErr() == nil })
 		waitFor(t, "an audit per deletion and an answer per query", 30*time.Second, func() bool {
 			return len(keyed[stream.Audit](t, r, tp.Audits)) == len(deleted) && len(keyed[stream.Attribution](t, r, tp.Attributions)) == len(queries)
@@ -177,7 +182,10 @@ func TestRidesStorageFaults(t *testing.T) {
 	}
 }
 
-var outage = flag.Duration("outage", 6*time.Second, "broker outage of TestRidesBrokerOutage")
+var (
+	outage   = flag.Duration("outage", 6*time.Second, "broker outage of TestRidesBrokerOutage")
+	diskFull = flag.Duration("diskfull", 2*time.Second, "disk-full window of TestRidesStorageFaults")
+)
 
 // TestRidesBrokerOutage: a daemon on an external broker keeps running while the broker
 // is down for -outage (default 6 s) in the middle of ingesting, with outputs pending;
