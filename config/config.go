@@ -57,7 +57,11 @@ type Kafka struct {
 	// embedded broker.
 	Brokers []string `yaml:"brokers"`
 	// Partitions is the partition count of topics the daemon creates.
-	Partitions int    `yaml:"partitions"`
+	Partitions int `yaml:"partitions"`
+	// DLQKeepRaw copies the first 4 KiB of each rejected message into its dead letter.
+	// Default false: a dead letter keeps the reason, coordinates, key, length and
+	// SHA-256, and no input data, which deletions could not reach.
+	DLQKeepRaw bool   `yaml:"dlq_keep_raw"`
 	TLS        TLS    `yaml:"tls"`
 	SASL       SASL   `yaml:"sasl"`
 	Topics     Topics `yaml:"topics"`

@@ -117,7 +117,7 @@ func (d *Daemon) answerMessage(w *serving.Workspace, s *serving.Model, m stream.
 		a, err = d.attribute(w, s, ev)
 	}
 	if err != nil {
-		dm, derr := stream.DeadLetterMessage(d.cfg.Kafka.Topics.DLQ, m, err)
+		dm, derr := stream.DeadLetterMessage(d.cfg.Kafka.Topics.DLQ, m, err, d.cfg.Kafka.DLQKeepRaw)
 		if derr != nil { // the dead letter itself does not encode: a daemon bug
 			d.log.Error().Err(derr).Msg("dead letter for a query")
 			o.skip = true

@@ -118,7 +118,7 @@ func TestEndToEndStorage(t *testing.T) {
 			for _, m := range batch {
 				ev, err := stream.DecodeTrain(m.Value, lim)
 				if err != nil {
-					dm, derr := stream.DeadLetterMessage(dlq, m, err)
+					dm, derr := stream.DeadLetterMessage(dlq, m, err, true)
 					if derr != nil {
 						return derr
 					}

@@ -1,6 +1,8 @@
 package stream
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,8 +104,10 @@ type Status struct {
 	Data json.RawMessage `json:"data"`
 }
 
-// DeadLetter is the body of a cairn.dlq event: a rejected input, its
-// reason, its coordinates, and its first bytes.
+// DeadLetter is the body of a cairn.dlq event: a rejected input's reason, its
+// coordinates, its length and SHA-256, and, only where the daemon is configured to keep
+// them (kafka.dlq_keep_raw), its first bytes: a rejected upsert is still somebody's data,
+// and the dead-letter topic is not reached by deletions.
 type DeadLetter struct {
 	Reason    Reason `json:"reason"`
 	Message   string `json:"message"`
@@ -114,6 +118,9 @@ type DeadLetter struct {
 	Raw       []byte `json:"raw"` // base64 in JSON, the first MaxDeadLetterRaw bytes
 	RawLen    int    `json:"raw_len"`
 	Truncated bool   `json:"truncated"`
+	// SHA256 is the hex SHA-256 of the whole value, so that a producer can match its
+	// message without the raw bytes.
+	SHA256 string `json:"sha256"`
 }
 
 // MaxDeadLetterRaw bounds the raw bytes copied into a dead-letter event, so
@@ -141,6 +148,7 @@ func NewDeadLetter(src Message, err error) DeadLetter {
 	if len(key) > MaxDeadLetterRaw {
 		key = key[:MaxDeadLetterRaw]
 	}
+	sum := sha256.Sum256(src.Value)
 	return DeadLetter{
 		Reason:    reason,
 		Message:   msg,
@@ -151,7 +159,16 @@ func NewDeadLetter(src Message, err error) DeadLetter {
 		Raw:       append([]byte(nil), raw...),
 		RawLen:    len(src.Value),
 		Truncated: trunc,
+		SHA256:    hex.EncodeToString(sum[:]),
 	}
+}
+
+// WithoutRaw is d without the raw bytes (Raw nil, Truncated false): the default form
+// of a dead letter, which keeps the reason, the coordinates, the key, the length and the
+// SHA-256.
+func (d DeadLetter) WithoutRaw() DeadLetter {
+	d.Raw, d.Truncated = nil, false
+	return d
 }
 
 // DeadLetterKey is the key of a dead-letter event: the source coordinates,

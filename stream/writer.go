@@ -211,7 +211,7 @@ func NewDeadLetterWriter(w *Writer, topic string) (*DeadLetterWriter, error) {
 // by src's coordinates. A daemon that writes outputs through its outbox
 // stores this message in the same transaction as the consumed offset.
 func (d *DeadLetterWriter) Message(src Message, err error) (Message, error) {
-	return DeadLetterMessage(d.topic, src, err)
+	return DeadLetterMessage(d.topic, src, err, true)
 }
 
 // Send writes the dead letter for src directly, with the Writer's retries.
@@ -224,9 +224,13 @@ func (d *DeadLetterWriter) Send(ctx context.Context, src Message, err error) err
 }
 
 // DeadLetterMessage builds the message for topic that records src's
-// rejection with err.
-func DeadLetterMessage(topic string, src Message, err error) (Message, error) {
-	body, eerr := NewDeadLetter(src, err).Encode()
+// rejection with err, with src's first bytes only when keepRaw.
+func DeadLetterMessage(topic string, src Message, err error, keepRaw bool) (Message, error) {
+	dl := NewDeadLetter(src, err)
+	if !keepRaw {
+		dl = dl.WithoutRaw()
+	}
+	body, eerr := dl.Encode()
 	if eerr != nil {
 		return Message{}, eerr
 	}

@@ -94,7 +94,7 @@ func (d *fakeDaemon) handle(ctx context.Context, batch []stream.Message) error {
 }
 
 func (d *fakeDaemon) dead(m stream.Message, rej error) ([]stream.Message, error) {
-	dl, err := stream.DeadLetterMessage(d.topics.DLQ, m, rej)
+	dl, err := stream.DeadLetterMessage(d.topics.DLQ, m, rej, false)
 	return []stream.Message{dl}, err
 }
 

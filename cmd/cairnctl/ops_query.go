@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/csv"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -290,15 +292,20 @@ func (c client) await(ctx context.Context, t *tail, a answer) (stream.Message, e
 }
 
 // deadLetterOf reports whether dl records the rejection of the message (key, sent)
-// written to topic src. A dead letter copies at most stream.MaxDeadLetterRaw bytes of
-// key and value, so a truncated copy must be a prefix of the sent bytes, with the
-// recorded full length equal to ours.
+// written to topic src: by its SHA-256, or, from a daemon that does not record one, by
+// the raw bytes it copied (at most stream.MaxDeadLetterRaw of key and value, so a
+// truncated copy must be a prefix of the sent bytes, with the recorded full length equal
+// to ours).
 func deadLetterOf(dl stream.DeadLetter, src string, key, sent []byte) bool {
 	if dl.Topic != src || dl.RawLen != len(sent) {
 		return false
 	}
 	if !bytes.Equal(dl.Key, key) && !(len(key) > stream.MaxDeadLetterRaw && bytes.HasPrefix(key, dl.Key)) {
 		return false
+	}
+	if dl.SHA256 != "" { // without raw bytes (the daemon's default): match the digest
+		sum := sha256.Sum256(sent)
+		return hex.EncodeToString(sum[:]) == dl.SHA256
 	}
 	if dl.Truncated {
 		return len(dl.Raw) > 0 && bytes.HasPrefix(sent, dl.Raw)

@@ -30,8 +30,10 @@ type State struct {
 	pcfg  coreset.Config
 	lim   stream.Limits
 	dlq   string
-	stale float64
-	log   zerolog.Logger
+	// dlqRaw keeps raw bytes in dead letters (kafka.dlq_keep_raw).
+	dlqRaw bool
+	stale  float64
+	log    zerolog.Logger
 
 	// cache holds every stored point's input and label, and the features computed at
 	// ingest (see Points); hooks connect deletions to the serving model and audits.
@@ -183,7 +185,7 @@ func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, erro
 	}
 	in := &State{
 		store: st, feat: feat, pcfg: pcfg, lim: lim, dlq: cfg.Kafka.Topics.DLQ,
-		stale: cfg.Pool.SyncStaleFraction, log: log, last: map[partition]int64{},
+		stale: cfg.Pool.SyncStaleFraction, log: log, dlqRaw: cfg.Kafka.DLQKeepRaw, last: map[partition]int64{},
 	}
 	if hold, err := st.ScrubPending(); err != nil {
 		return nil, err
@@ -809,7 +811,7 @@ func (in *State) Residuals() [2]coreset.ResidualCertificate {
 // deadLetter turns o into a dead letter for rejection rej. Building the message can
 // fail only if the dead-letter event itself does not encode, a daemon bug.
 func (in *State) deadLetter(o *op, rej error) error {
-	dm, err := stream.DeadLetterMessage(in.dlq, o.msg, rej)
+	dm, err := stream.DeadLetterMessage(in.dlq, o.msg, rej, in.dlqRaw)
 	if err != nil {
 		return fmt.Errorf("ingest: dead letter for %s/%d/%d: %w", o.msg.Topic, o.msg.Partition, o.msg.Offset, err)
 	}

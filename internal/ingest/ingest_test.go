@@ -2,7 +2,9 @@ package ingest
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -410,6 +412,39 @@ func TestNewIngestConfigErrors(t *testing.T) {
 		_, err := New(cfg, tempStore(t), testLogger(t))
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want ErrConfig naming %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestDeadLettersKeepNoInput: by default a dead letter records the rejected message's
+// length and SHA-256 but none of its bytes (the input of a bad upsert is still
+// somebody's data, beyond the reach of a deletion); with kafka.dlq_keep_raw it copies
+// them.
+func TestDeadLettersKeepNoInput(t *testing.T) {
+	value := []byte(`{"v":1,"op":"upsert","id":"w","x":[1,2,3]}`) // wrong dimension
+	sum := sha256.Sum256(value)
+	for _, keep := range []bool{false, true} {
+		cfg := testConfig()
+		cfg.Kafka.DLQKeepRaw = keep
+		st := tempStore(t)
+		in := newTestIngest(t, cfg, st)
+		m := stream.Message{Topic: cfg.Kafka.Topics.Train, Offset: 1, Key: []byte("w"), Value: value}
+		if _, err := in.Apply(t.Context(), []stream.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+		es, err := st.Pending(0)
+		if err != nil || len(es) != 1 {
+			t.Fatalf("outbox %v, %v", es, err)
+		}
+		var dl stream.DeadLetter
+		if err := json.Unmarshal(es[0].Value, &dl); err != nil {
+			t.Fatal(err)
+		}
+		if dl.SHA256 != hex.EncodeToString(sum[:]) || dl.RawLen != len(value) || dl.Reason != stream.ReasonWrongDim {
+			t.Errorf("keep %v: dead letter %+v, want the digest, length and reason", keep, dl)
+		}
+		if got := len(dl.Raw) > 0; got != keep || (keep && !bytes.Equal(dl.Raw, value)) {
+			t.Errorf("keep %v: raw %q in the dead letter", keep, dl.Raw)
 		}
 	}
 }
