@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/internal/auditsig"
@@ -20,24 +19,13 @@ import (
 // daemon's audit signing key (GET /audit/key): public_key (Ed25519, hex) and key_id.
 // Save it to pin it: `cairnctl audit verify --key FILE` then trusts only it.
 func auditKeyCmd(fs *flag.FlagSet) cli.Func {
-	var kf connFlags
-	kf.register(fs, usesHTTP)
-	timeout := fs.Duration("timeout", 5*time.Second, "bound on the request")
-	return func(ctx context.Context, stdio cli.Stdio) error {
-		if *timeout <= 0 {
-			return fmt.Errorf("--timeout %v: must be positive", *timeout)
-		}
-		ctx, cancel := context.WithTimeout(ctx, *timeout)
-		defer cancel()
-		keys, err := fetchAuditKeys(ctx, kf.http)
-		if err != nil {
-			return err
-		}
+	return daemonGetCmd(fs, func(ctx context.Context, addr string) (any, error) {
+		keys, err := fetchAuditKeys(ctx, addr)
 		for _, k := range keys {
-			return writeJSON(stdio.Out, daemon.AuditKey{PublicKey: hex.EncodeToString(k), KeyID: auditsig.KeyID(k)})
+			return daemon.AuditKey{PublicKey: hex.EncodeToString(k), KeyID: auditsig.KeyID(k)}, nil
 		}
-		return nil
-	}
+		return nil, err
+	})
 }
 
 // auditKeys are the public keys a verifier trusts, by key id.

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,5 +129,28 @@ func TestAuditKeyFile(t *testing.T) {
 	os.WriteFile(path, []byte("zz"), 0o644)
 	if _, err := readAuditKeyFile(path); err == nil {
 		t.Error("garbage key file accepted")
+	}
+}
+
+// TestAuditKeyCommand: `audit key` prints the daemon's /audit/key, and a daemon that
+// does not answer is an error naming the address.
+func TestAuditKeyCommand(t *testing.T) {
+	s := auditsig.New(make([]byte, ed25519.SeedSize))
+	want := daemon.AuditKey{PublicKey: s.PublicKeyHex(), KeyID: s.KeyID()}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/audit/key" {
+			http.NotFound(w, r)
+			return
+		}
+		json.NewEncoder(w).Encode(want)
+	}))
+	defer srv.Close()
+	code, out, errs := runCmd("audit", "key", "--http", srv.URL)
+	var got daemon.AuditKey
+	if err := json.Unmarshal([]byte(out), &got); err != nil || code != 0 || got != want {
+		t.Errorf("audit key: exit %d, %s (%v), stderr %s; want %+v", code, out, err, errs, want)
+	}
+	if code, _, errs := runCmd("audit", "key", "--http", "127.0.0.1:1", "--timeout", "1s"); code == 0 || !strings.Contains(errs, "127.0.0.1:1") {
+		t.Errorf("audit key of no daemon: exit %d, stderr %q", code, errs)
 	}
 }

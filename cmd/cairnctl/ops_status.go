@@ -21,6 +21,15 @@ const maxStatusBytes = 16 << 20
 // of a running daemon and print its JSON as received. --brokers and --config are
 // accepted like every operator command's but not used.
 func statusCmd(fs *flag.FlagSet) cli.Func {
+	return daemonGetCmd(fs, func(ctx context.Context, addr string) (any, error) {
+		body, err := fetchStatus(ctx, addr)
+		return json.RawMessage(body), err
+	})
+}
+
+// daemonGetCmd is a command that prints what get reads from the running daemon at
+// --http, within --timeout.
+func daemonGetCmd(fs *flag.FlagSet, get func(ctx context.Context, addr string) (any, error)) cli.Func {
 	var kf connFlags
 	kf.register(fs, usesHTTP)
 	timeout := fs.Duration("timeout", 5*time.Second, "bound on the request")
@@ -30,11 +39,11 @@ func statusCmd(fs *flag.FlagSet) cli.Func {
 		}
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
-		body, err := fetchStatus(ctx, kf.http)
+		v, err := get(ctx, kf.http)
 		if err != nil {
 			return err
 		}
-		return writeJSON(stdio.Out, json.RawMessage(body))
+		return writeJSON(stdio.Out, v)
 	}
 }
 

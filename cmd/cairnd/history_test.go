@@ -23,8 +23,9 @@ import (
 	"github.com/cairnhq/cairn/stream"
 )
 
-// historyConfig is killConfig in either broker mode: an external broker at broker, or
-// (broker == "") the embedded one at embedded, which dies with every kill.
+// historyConfig is the YAML of the daemons under test, a small MNIST model, in either
+// broker mode: an external broker at broker, or (broker == "") the embedded one at
+// embedded, which dies with every kill.
 func historyConfig(dir, broker, embedded, http string) string {
 	b := fmt.Sprintf("brokers: [%s]", broker)
 	if broker == "" {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -25,22 +24,7 @@ import (
 
 // killConfig is the YAML of the daemons under test: a small MNIST model against an
 // external broker (the test's), so killing cairnd never loses broker data.
-func killConfig(dir, broker, http string) string {
-	return fmt.Sprintf(`data_dir: %s
-http: %s
-shutdown_timeout: 5s
-kafka:
-  brokers: [%s]
-  partitions: 2
-model: {arch: "mlp:784-32-10", seed: 5, untrained: true}
-sketch: {h: 2, s: 128}
-pool: {m: 16}
-fit: {k: 16, epochs: 2, batch: 64, fits: 2}
-refit: {idle: 400ms, min_points: 32, delete_debounce: 100ms, points_changed: 1000}
-audit: {random: 5, reference: 100, test: 30}
-limits: {batch_events: 64}
-`, dir, http, broker)
-}
+func killConfig(dir, broker, http string) string { return historyConfig(dir, broker, "", http) }
 
 // freeAddr returns a loopback address with a port that was free a moment ago.
 func freeAddr(t *testing.T) string {
