@@ -69,7 +69,10 @@
 // together share it; the refit's commit holds the new model, the audits of every
 // deletion its snapshot reflects (hash-chained through storage.Tx.AppendAudit, emitted
 // on cairn.audits keyed by request, with the canonical body the chain covers), and the
-// removal of their pending records. A delete of an unknown id is audited at once
+// removal of their pending records, and a signed checkpoint of the chain head on
+// cairn.status. Every audit event carries the audit key's id and its Ed25519 signature
+// of seq, prev_hash and hash (internal/auditsig; the key is DataDir/audit.key, published
+// on GET /audit/key). A delete of an unknown id is audited at once
 // (known: false, no refit). The deletion effect is appendix D's Δ(S) for S the point's
 // landmark terms in the model it was deleted from, ranked against audit.random random
 // landmark sets of the same size (percentile and permutation p-value); percentile is -1
