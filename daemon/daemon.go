@@ -379,7 +379,7 @@ func (d *Daemon) connect(ctx context.Context) (closeBroker func() error, err err
 		return func() error { return nil }, d.waitTopics(ctx, topics)
 	}
 	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: cfg.Kafka.EmbeddedBroker, Topics: topics,
-		Partitions: cfg.Kafka.Partitions, DataDir: filepath.Join(cfg.DataDir, "kafka")})
+		Partitions: cfg.Kafka.Partitions, DataDir: filepath.Join(cfg.DataDir, "kafka"), TopicConfigs: d.topicConfigs()})
 	if err != nil {
 		return nil, err
 	}
@@ -452,12 +452,19 @@ func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, pub
 	return err
 }
 
+// topicConfigs are the settings of the topics cairnd creates: the audit topic keeps
+// every record (retention.ms and retention.bytes -1), so that the hash chain can be
+// verified from its first record; a topic that exists already keeps its settings.
+func (d *Daemon) topicConfigs() map[string]map[string]string {
+	return map[string]map[string]string{d.cfg.Kafka.Topics.Audits: {"retention.ms": "-1", "retention.bytes": "-1"}}
+}
+
 // waitTopics creates the topics on an external broker, waiting with a doubling delay
 // (logged once per faultLogEvery) while the broker does not answer, until ctx ends.
 func (d *Daemon) waitTopics(ctx context.Context, topics []string) error {
 	var b backoff
 	for {
-		err := stream.EnsureTopics(ctx, d.kafka, d.cfg.Kafka.Partitions, 1, topics...)
+		err := stream.EnsureTopicsWithConfigs(ctx, d.kafka, d.cfg.Kafka.Partitions, 1, d.topicConfigs(), topics...)
 		if err == nil || ctx.Err() != nil {
 			d.recovered("broker")
 			return err

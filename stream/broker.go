@@ -16,9 +16,11 @@ import (
 type BrokerConfig struct {
 	// Addr is the host:port to listen on; port 0 picks a free port (tests).
 	Addr string
-	// Topics are created on start if missing, with Partitions partitions.
-	Topics     []string
-	Partitions int
+	// Topics are created on start if missing, with Partitions partitions and the
+	// settings TopicConfigs[topic].
+	Topics       []string
+	Partitions   int
+	TopicConfigs map[string]map[string]string
 	// DataDir, if set, makes the broker persist topics, records and
 	// offsets there and reload them on the next start. Empty: memory only.
 	DataDir string
@@ -80,9 +82,6 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
 		kfake.DefaultNumPartitions(cfg.Partitions),
 		kfake.ClusterID("cairn-embedded"),
 	}
-	if len(cfg.Topics) > 0 {
-		opts = append(opts, kfake.SeedTopics(int32(cfg.Partitions), cfg.Topics...))
-	}
 	if cfg.DataDir != "" {
 		opts = append(opts, kfake.DataDir(cfg.DataDir))
 		if cfg.SyncWrites {
@@ -99,11 +98,10 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
 			b.Close()
 		}
 	}()
-	// Seed topics are only created on a fresh start: a broker reloading
-	// its DataDir keeps what it had, so topics added to the configuration
-	// since are created here, through the protocol, as for a real cluster.
+	// Topics are created through the protocol, as on a real cluster: a broker reloading
+	// its DataDir keeps what it had, with its settings.
 	if len(cfg.Topics) > 0 {
-		if err := EnsureTopics(ctx, Config{Brokers: []string{b.addr}}, cfg.Partitions, -1, cfg.Topics...); err != nil {
+		if err := EnsureTopicsWithConfigs(ctx, Config{Brokers: []string{b.addr}}, cfg.Partitions, -1, cfg.TopicConfigs, cfg.Topics...); err != nil {
 			return nil, err
 		}
 	}

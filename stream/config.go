@@ -6,8 +6,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -347,6 +349,13 @@ func sortInts(a []int) {
 // replication factor (-1: broker default). Existing topics are left as they
 // are, whatever their partition count.
 func EnsureTopics(ctx context.Context, cfg Config, partitions, replication int, topics ...string) error {
+	return EnsureTopicsWithConfigs(ctx, cfg, partitions, replication, nil, topics...)
+}
+
+// EnsureTopicsWithConfigs is EnsureTopics that creates each missing topic with the
+// topic-level settings configs[topic] (for example retention.ms). A topic that exists
+// keeps its settings.
+func EnsureTopicsWithConfigs(ctx context.Context, cfg Config, partitions, replication int, configs map[string]map[string]string, topics ...string) error {
 	if partitions < 1 {
 		return fmt.Errorf("%w: partitions %d: must be at least 1", ErrConfig, partitions)
 	}
@@ -363,7 +372,11 @@ func EnsureTopics(ctx context.Context, cfg Config, partitions, replication int, 
 		if err := validTopicName(t); err != nil {
 			return fmt.Errorf("%w: topic %q: %v", ErrConfig, t, err)
 		}
-		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: t, NumPartitions: partitions, ReplicationFactor: replication})
+		tc := kafka.TopicConfig{Topic: t, NumPartitions: partitions, ReplicationFactor: replication}
+		for _, k := range slices.Sorted(maps.Keys(configs[t])) {
+			tc.ConfigEntries = append(tc.ConfigEntries, kafka.ConfigEntry{ConfigName: k, ConfigValue: configs[t][k]})
+		}
+		req.Topics = append(req.Topics, tc)
 	}
 	resp, err := cl.CreateTopics(ctx, req)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // startBroker starts an embedded broker on a free loopback port.
@@ -485,5 +487,38 @@ func TestBrokerRestartWithoutDataDir(t *testing.T) {
 	}
 	if got := runReader(t, r, newCollector(1), 500*time.Millisecond); len(got) != 0 {
 		t.Errorf("memory-only broker kept %d records across a restart, want 0", len(got))
+	}
+}
+
+// TestTopicConfigs: StartBroker creates its topics with TopicConfigs, as a broker
+// describes them afterwards (the daemon keeps every audit this way).
+func TestTopicConfigs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := StartBroker(ctx, BrokerConfig{Addr: "127.0.0.1:0", Partitions: 1, Topics: []string{"kept", "plain"},
+		TopicConfigs: map[string]map[string]string{"kept": {"retention.ms": "-1", "retention.bytes": "-1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cl := &kafka.Client{Addr: kafka.TCP(b.Addr())}
+	resp, err := cl.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{
+		{ResourceType: kafka.ResourceTypeTopic, ResourceName: "kept", ConfigNames: []string{"retention.ms", "retention.bytes"}},
+		{ResourceType: kafka.ResourceTypeTopic, ResourceName: "plain", ConfigNames: []string{"retention.ms"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range resp.Resources {
+		if r.Error != nil {
+			t.Fatalf("%s: %v", r.ResourceName, r.Error)
+		}
+		for _, e := range r.ConfigEntries {
+			got[r.ResourceName+"."+e.ConfigName] = e.ConfigValue
+		}
+	}
+	if got["kept.retention.ms"] != "-1" || got["kept.retention.bytes"] != "-1" || got["plain.retention.ms"] == "-1" {
+		t.Errorf("topic configs %v, want retention -1 on kept only", got)
 	}
 }
