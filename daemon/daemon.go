@@ -728,12 +728,7 @@ func (d *Daemon) describe(rec *ingest.Deletion) {
 	if s == nil {
 		return
 	}
-	rec.Before, rec.ModelBefore = s, s.Version
-	for l, id := range s.LandmarkIDs {
-		if id == rec.ID && !s.Masked[l] {
-			rec.WasLandmark = true
-		}
-	}
+	rec.Before, rec.ModelBefore, rec.WasLandmark = s, s.Version, s.IsLandmark(rec.ID)
 }
 
 // removing masks the landmark terms of points that leave the pool (ingest hook, called

@@ -20,8 +20,7 @@ func (d *Daemon) Export(version uint64) (serving.ModelExport, error) {
 		return serving.ModelExport{}, ErrNoModelExport
 	}
 	if version == 0 || version == s.Version {
-		return serving.NewExport(s.Version, s.ID, s.Backbone.Arch(), d.feat.Source(), s.Scale,
-			s.LandmarkIDs, s.Views, s.LandmarkX, s.Masked, s.Omega)
+		return s.Export(d.feat.Source())
 	}
 	return exportStored(d.feat, d.store, version)
 }

@@ -239,13 +239,7 @@ func (d *Daemon) Answer(q stream.QueryEvent) (stream.Attribution, error) {
 // redraw replaces the serving model's evaluation draw, whose query budget is used up,
 // with a fresh one (same model, same mask).
 func (d *Daemon) redraw(s *serving.Model) error {
-	in := serving.Input{Version: s.Version, ID: s.ID, Points: s.Points, LandmarkIDs: s.LandmarkIDs, Views: s.Views,
-		LandmarkX: s.LandmarkX, Missing: s.Masked, A: s.Enc.A, B: s.Enc.B, Scale: s.Scale, Omega: s.Omega,
-		OmegaMean: s.OmegaMean, Tau2: s.Tau2, Residual: s.Residual, Exact: s.Exact}
-	if s.Audit != nil {
-		in.KRef, in.KTest, in.RefLabels = s.Audit.KRef, s.Audit.KTest, s.Audit.RefLabels
-	}
-	ns, err := d.newServing(in)
+	ns, err := d.newServing(s.Input())
 	if err != nil {
 		return err
 	}

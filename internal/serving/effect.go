@@ -39,7 +39,7 @@ func (s *Model) DeletionEffect(id, request string, n int, seed uint64) *Effect {
 		switch {
 		case lid == id:
 			set = append(set, l)
-		case s.Masked[l]:
+		case s.masked[l]:
 			others = append(others, l)
 		}
 	}
@@ -48,18 +48,18 @@ func (s *Model) DeletionEffect(id, request string, n int, seed uint64) *Effect {
 	case len(set) == 0:
 		e.Reason = "not a landmark of the serving model: its term was not in the encoder"
 		return e
-	case s.Audit == nil:
+	case s.audit == nil:
 		e.Reason = "no labelled audit Points: the confidence needs labels"
 		return e
 	}
-	a := s.Audit
+	a := s.audit
 	// conf removes sub and the landmarks masked before this deletion; the audit
 	// embeddings are those of the unmasked model.
 	conf := func(sub []int) (float64, error) {
 		zr := mat.DenseCopyOf(a.zRef)
 		zt := mat.DenseCopyOf(a.zTest)
 		for _, l := range slices.Concat(others, sub) {
-			arow := s.Enc.A.RawRowView(l)
+			arow := s.enc.A.RawRowView(l)
 			for i := range zr.RawMatrix().Rows {
 				kv := a.KRef.At(i, l)
 				row := zr.RawRowView(i)
@@ -98,7 +98,7 @@ func (s *Model) DeletionEffect(id, request string, n int, seed uint64) *Effect {
 	e.Effect = base - c
 	var pool []int
 	for l := range s.LandmarkIDs {
-		if !s.Masked[l] && !slices.Contains(set, l) && !slices.Contains(others, l) {
+		if !s.masked[l] && !slices.Contains(set, l) && !slices.Contains(others, l) {
 			pool = append(pool, l)
 		}
 	}

@@ -17,15 +17,23 @@ import (
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/entk/weights"
 	"github.com/cairnhq/cairn/internal/rng"
 	"github.com/cairnhq/cairn/internal/vec"
 )
 
-// serving is one immutable model version as queries and audits read it: the fitted
+// Model is one immutable model version as queries and audits read it: the fitted
 // coefficients, the landmarks with their evaluation-draw features and exact diagonals,
 // and the landmarks masked since the fit (deleted or replaced points, whose terms left
-// the encoder at once, DESIGN.md section 4). A mask change makes a new serving value
-// (WithMask); readers load the current one from Daemon.serving and never see it change.
+// the encoder at once, DESIGN.md section 4). A mask change makes a new value
+// (WithMask); readers load the current one atomically and never see it change.
+//
+// The exported fields are the model's public description (what ModelExport and an
+// answer name: version, id, landmarks, their views, inputs and ω, the kernel scale, the
+// backbone, the evaluation draw, the exact rows); they are read only, shared by every
+// value of the version. The encoder, the mask, ω̄, τ², the certificate and the audit
+// blocks are reached through methods (Answer, DeletionEffect, IsLandmark, MaskedCount,
+// Input, Export).
 type Model struct {
 	Version uint64
 	ID      string // content hash of the model (modelID)
@@ -35,16 +43,16 @@ type Model struct {
 	LandmarkIDs []string
 	Views       []byte    // 'A' or 'B' per landmark
 	LandmarkX   []float64 // M×D augmented inputs, for a new evaluation draw
-	Masked      []bool
+	masked      []bool
 
-	Enc   certify.Encoder // Ã and b in the fit's kernel units
+	enc   certify.Encoder // Ã and b in the fit's kernel units
 	Scale float64         // kernel_scale: raw-unit coefficients are scale·Ã
 	// omega, omegaMean (ω̄) and tau2 (τ², nil with one fit) in raw kernel units.
-	Omega, OmegaMean, Tau2 []float64
-	Residual               [2]certify.Residual // the pool's certificate at the fit
+	Omega, omegaMean, tau2 []float64
+	residual               [2]certify.Residual // the pool's certificate at the fit
 
 	Draw  *Draw        // nil with exact rows: exact answers use no draw
-	Audit *auditBlocks // nil without labelled audit points
+	audit *auditBlocks // nil without labelled audit points
 	// exact holds the landmarks' exact eNTK rows when they fit query.exact_memory_bytes;
 	// answers then rank exact kernel rows (variance model exact_kernel). Shared, read
 	// only, by every serving value of the same model version.
@@ -133,7 +141,7 @@ func newDraw(b entk.Backbone, h, s int, seed uint64, name string, xs []float64, 
 func (s *Model) WithMask(ids []string) *Model {
 	hit := false
 	for l, id := range s.LandmarkIDs {
-		if !s.Masked[l] && contains(ids, id) {
+		if !s.masked[l] && contains(ids, id) {
 			hit = true
 			break
 		}
@@ -142,10 +150,10 @@ func (s *Model) WithMask(ids []string) *Model {
 		return s
 	}
 	c := *s
-	c.Masked = append([]bool(nil), s.Masked...)
+	c.masked = append([]bool(nil), s.masked...)
 	for l, id := range s.LandmarkIDs {
 		if contains(ids, id) {
-			c.Masked[l] = true
+			c.masked[l] = true
 		}
 	}
 	c.compact()
@@ -165,7 +173,7 @@ func contains(ids []string, id string) bool {
 // only with a Draw: the exact path reads its rows through active).
 func (s *Model) compact() {
 	n := 0
-	for _, m := range s.Masked {
+	for _, m := range s.masked {
 		if !m {
 			n++
 		}
@@ -180,10 +188,10 @@ func (s *Model) compact() {
 		q = s.Draw.sketch.Dim()
 		s.lf, s.diag = make([]float64, 0, n*q), make([]float64, 0, n)
 	}
-	if s.Tau2 != nil {
+	if s.tau2 != nil {
 		s.t2 = make([]float64, 0, n)
 	}
-	for l, m := range s.Masked {
+	for l, m := range s.masked {
 		if m {
 			continue
 		}
@@ -193,15 +201,15 @@ func (s *Model) compact() {
 			s.diag = append(s.diag, s.Draw.diag[l])
 		}
 		s.om = append(s.om, s.Omega[l])
-		s.omMean = append(s.omMean, s.OmegaMean[l])
-		if s.Tau2 != nil {
-			s.t2 = append(s.t2, s.Tau2[l])
+		s.omMean = append(s.omMean, s.omegaMean[l])
+		if s.tau2 != nil {
+			s.t2 = append(s.t2, s.tau2[l])
 		}
 	}
 }
 
 // MaskedCount is the number of masked landmarks.
-func (s *Model) MaskedCount() int { return len(s.Masked) - len(s.active) }
+func (s *Model) MaskedCount() int { return len(s.masked) - len(s.active) }
 
 // modelID names a fitted encoder by content: "sha256:" and the first 16 hex digits of
 // the hash of the landmark ids and views, Ã and b (float64 bits, little-endian), so the
@@ -456,4 +464,33 @@ func (s *Model) Sketched(seed uint64, name string, exactCap int) (*Model, error)
 	c.Draw, c.padded = dr, dr.sketch.PaddedP()
 	c.compact()
 	return &c, nil
+}
+
+// Input is what rebuilds s with New: the same model, its current mask (the masked
+// landmarks count as missing), its exact rows, its audit blocks. A new evaluation draw
+// of the same model is New(s.Input(), settings with another draw name).
+func (s *Model) Input() Input {
+	in := Input{Version: s.Version, ID: s.ID, Points: s.Points, LandmarkIDs: s.LandmarkIDs, Views: s.Views,
+		LandmarkX: s.LandmarkX, Missing: s.masked, A: s.enc.A, B: s.enc.B, Scale: s.Scale, Omega: s.Omega,
+		OmegaMean: s.omegaMean, Tau2: s.tau2, Residual: s.residual, Exact: s.Exact}
+	if s.audit != nil {
+		in.KRef, in.KTest, in.RefLabels = s.audit.KRef, s.audit.KTest, s.audit.RefLabels
+	}
+	return in
+}
+
+// Export is the export of the serving model with its current mask (NewExport), its
+// weights named by src.
+func (s *Model) Export(src weights.Source) (ModelExport, error) {
+	return NewExport(s.Version, s.ID, s.Backbone.Arch(), src, s.Scale, s.LandmarkIDs, s.Views, s.LandmarkX, s.masked, s.Omega)
+}
+
+// IsLandmark reports whether id is an unmasked landmark of s (either view).
+func (s *Model) IsLandmark(id string) bool {
+	for l, lid := range s.LandmarkIDs {
+		if lid == id && !s.masked[l] {
+			return true
+		}
+	}
+	return false
 }

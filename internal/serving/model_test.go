@@ -136,12 +136,12 @@ func TestSketchedPath(t *testing.T) {
 // weight is refused with ErrModel.
 func TestModelIDAndErrors(t *testing.T) {
 	s, b := testModel(t, 4, 1<<30)
-	a := mat.DenseCopyOf(s.Enc.A)
-	if got := ModelID(s.LandmarkIDs, s.Views, a, s.Enc.B); got != s.ID {
+	a := mat.DenseCopyOf(s.enc.A)
+	if got := ModelID(s.LandmarkIDs, s.Views, a, s.enc.B); got != s.ID {
 		t.Errorf("ModelID of the same content: %s, want %s", got, s.ID)
 	}
 	a.Set(0, 0, math.Nextafter(a.At(0, 0), 1))
-	if ModelID(s.LandmarkIDs, s.Views, a, s.Enc.B) == s.ID {
+	if ModelID(s.LandmarkIDs, s.Views, a, s.enc.B) == s.ID {
 		t.Errorf("ModelID did not change with Ã")
 	}
 	bad := Input{Version: 1, LandmarkIDs: []string{"a", "b"}, Views: []byte("AB"), LandmarkX: make([]float64, 12),

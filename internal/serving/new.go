@@ -72,27 +72,27 @@ func New(in Input, st Settings) (*Model, error) {
 	}
 	s := &Model{
 		Version: in.Version, ID: in.ID, Points: in.Points, LandmarkIDs: in.LandmarkIDs, Views: in.Views,
-		LandmarkX: in.LandmarkX, Masked: make([]bool, mm), Enc: certify.Encoder{A: in.A, B: in.B}, Scale: in.Scale,
-		Omega: in.Omega, OmegaMean: in.OmegaMean, Tau2: in.Tau2, Residual: in.Residual, Draw: draw,
+		LandmarkX: in.LandmarkX, masked: make([]bool, mm), enc: certify.Encoder{A: in.A, B: in.B}, Scale: in.Scale,
+		Omega: in.Omega, omegaMean: in.OmegaMean, tau2: in.Tau2, residual: in.Residual, Draw: draw,
 		h: st.H, s: st.S, padded: padded,
 		Exact: ex, Backbone: st.Backbone, fits: st.Fits, exactCap: st.ExactRowsCap,
 	}
-	if s.OmegaMean == nil {
-		s.OmegaMean = s.Omega
+	if s.omegaMean == nil {
+		s.omegaMean = s.Omega
 	}
 	if in.Missing != nil {
-		copy(s.Masked, in.Missing)
+		copy(s.masked, in.Missing)
 	}
-	for _, v := range slices.Concat(append([][]float64{s.Omega, s.OmegaMean, s.Tau2}, diags...)...) {
+	for _, v := range slices.Concat(append([][]float64{s.Omega, s.omegaMean, s.tau2}, diags...)...) {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("%w: model %d has a non-finite weight or diagonal", ErrModel, in.Version)
 		}
 	}
 	if in.KRef != nil && in.RefLabels != nil {
 		ab := &auditBlocks{KRef: in.KRef, KTest: in.KTest, RefLabels: in.RefLabels}
-		ab.zRef = embed(s.Enc, in.KRef)
-		ab.zTest = embed(s.Enc, in.KTest)
-		s.Audit = ab
+		ab.zRef = embed(s.enc, in.KRef)
+		ab.zTest = embed(s.enc, in.KTest)
+		s.audit = ab
 	}
 	s.compact()
 	return s, nil
