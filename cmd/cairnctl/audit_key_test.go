@@ -154,3 +154,29 @@ func TestAuditKeyCommand(t *testing.T) {
 		t.Errorf("audit key of no daemon: exit %d, stderr %q", code, errs)
 	}
 }
+
+// TestVerifyFromCheckpoint: when retention removed the first records, the chain
+// verifies from a checkpoint of the last removed one (its hash is the next record's
+// prev_hash), not from seq 1, and a checkpoint with another hash does not anchor it.
+func TestVerifyFromCheckpoint(t *testing.T) {
+	s := auditsig.New(make([]byte, ed25519.SeedSize))
+	keys := auditKeys{s.KeyID(): s.PublicKey()}
+	chain := signedChain(t, s, 5)
+	var second stream.Audit
+	if err := json.Unmarshal(chain[1].Value, &second); err != nil {
+		t.Fatal(err)
+	}
+	retained := chain[2:] // seqs 3, 4, 5
+	if rep := verifyRecords(retained, keys); rep.OK {
+		t.Fatalf("a chain without its first records verified from seq 1: %+v", rep)
+	}
+	cp := &daemon.Checkpoint{Seq: 2, Hash: second.Hash, KeyID: s.KeyID()}
+	rep := verifyRecordsFrom(retained, keys, cp)
+	if !rep.OK || rep.Records != 3 || rep.FromCheckpoint == nil || *rep.FromCheckpoint != 2 {
+		t.Errorf("from the checkpoint of seq 2: %+v", rep)
+	}
+	bad := &daemon.Checkpoint{Seq: 2, Hash: strings.Repeat("ab", 32)}
+	if rep := verifyRecordsFrom(retained, keys, bad); rep.OK || rep.FirstBadSeq == nil || *rep.FirstBadSeq != 3 {
+		t.Errorf("from a checkpoint with another hash: %+v, want failure at seq 3", rep)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,6 +19,7 @@ import (
 
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/internal/auditsig"
 	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/storage"
@@ -48,6 +50,9 @@ type chainReport struct {
 	// Signatures is "verified" when a trusted key was given or fetched, else says why
 	// they were not checked.
 	Signatures string `json:"signatures"`
+	// FromCheckpoint is the seq of the signed checkpoint the chain was verified from
+	// (--from-checkpoint), null when it was verified from seq 1.
+	FromCheckpoint *uint64 `json:"from_checkpoint"`
 }
 
 // forgedRecord is one record left out of the chain, by where it was read.
@@ -77,7 +82,31 @@ type chainRecord struct {
 // seq the previous hash, and hash = hex(SHA-256(hex-decoded prev_hash || body)). It
 // trusts the body only: the other fields of an audit event repeat what the body says.
 func verifyChain(recs []chainRecord) chainReport {
+	return verifyChainFrom(recs, nil)
+}
+
+// verifyChainFrom is verifyChain of the records after the signed checkpoint cp (nil:
+// from seq 1): seqs cp.Seq+1, cp.Seq+2, … without gaps, the first one's prev_hash the
+// checkpoint's hash; records at or below cp.Seq (still retained) are left out.
+func verifyChainFrom(recs []chainRecord, cp *daemon.Checkpoint) chainReport {
 	var rep chainReport
+	var base uint64
+	prev := make([]byte, sha256.Size)
+	if cp != nil {
+		h, err := decodeHash(cp.Hash)
+		if err != nil {
+			return chainReport{Reason: fmt.Sprintf("checkpoint hash: %v", err)}
+		}
+		base, prev = cp.Seq, h
+		rep.FromCheckpoint = &cp.Seq
+		kept := recs[:0:0]
+		for _, r := range recs {
+			if r.Seq > base {
+				kept = append(kept, r)
+			}
+		}
+		recs = kept
+	}
 	fail := func(seq uint64, format string, args ...any) chainReport {
 		if seq > 0 {
 			rep.FirstBadSeq = &seq
@@ -107,9 +136,8 @@ func verifyChain(recs []chainRecord) chainReport {
 		seqs = append(seqs, s)
 	}
 	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
-	prev := make([]byte, sha256.Size)
 	for i, s := range seqs {
-		want := uint64(i) + 1
+		want := base + uint64(i) + 1
 		if s != want {
 			return fail(want, "seq %d missing (next record present has seq %d)", want, s)
 		}
@@ -123,8 +151,11 @@ func verifyChain(recs []chainRecord) chainReport {
 		}
 		if !bytes.Equal(p, prev) {
 			what := "the hash of seq " + fmt.Sprint(s-1)
-			if s == 1 {
+			switch {
+			case s == 1:
 				what = "the zero hash"
+			case s == base+1:
+				what = fmt.Sprintf("the checkpoint's hash (seq %d)", base)
 			}
 			return fail(s, "prev_hash %s of seq %d at %s is not %s (%x)", r.PrevHash, s, r.Where, what, prev)
 		}
@@ -202,7 +233,11 @@ func auditVerifyCmd(fs *flag.FlagSet) cli.Func {
 			if err != nil {
 				return err
 			}
-			rep = verifyRecords(recs, keys)
+			cp, err := startCheckpoint(ctx, kc, cfg.Kafka.Topics.Status, recs, keys)
+			if err != nil {
+				return err
+			}
+			rep = verifyRecordsFrom(recs, keys, cp)
 			rep.Source = "kafka:" + cfg.Kafka.Topics.Audits
 		}
 		if err := writeJSON(stdio.Out, rep); err != nil {
@@ -213,6 +248,51 @@ func auditVerifyCmd(fs *flag.FlagSet) cli.Func {
 		}
 		return nil
 	}
+}
+
+// startCheckpoint is where the chain must be verified from when retention removed its
+// first records (seq 1 is not on the topic): the signed audit_checkpoint on the status
+// topic with the smallest seq at or past the last removed record, whose signature a
+// trusted key verifies. It is nil when seq 1 is there; an error when it is not and no
+// usable checkpoint exists (the chain cannot be anchored).
+func startCheckpoint(ctx context.Context, kc stream.Config, statusTopic string, recs []stream.Message, keys auditKeys) (*daemon.Checkpoint, error) {
+	first := uint64(math.MaxUint64)
+	for _, m := range recs {
+		if r, err := decodeAuditRecord(m.Value); err == nil && r.Seq > 0 {
+			first = min(first, r.Seq)
+		}
+	}
+	if first <= 1 || first == math.MaxUint64 {
+		return nil, nil
+	}
+	if keys == nil {
+		return nil, fmt.Errorf("the audit topic starts at seq %d (earlier records are gone): a signed checkpoint can anchor it, but only with a trusted key (--key FILE or --http)", first)
+	}
+	msgs, err := readAuditTopic(ctx, kc, statusTopic)
+	if err != nil {
+		return nil, err
+	}
+	var best *daemon.Checkpoint
+	for _, m := range msgs {
+		var st stream.Status
+		var cp daemon.Checkpoint
+		if json.Unmarshal(m.Value, &st) != nil || st.Kind != "audit_checkpoint" || json.Unmarshal(st.Data, &cp) != nil {
+			continue
+		}
+		h, herr := decodeHash(cp.Hash)
+		sig, serr := hex.DecodeString(cp.Sig)
+		pub, ok := keys[cp.KeyID]
+		if herr != nil || serr != nil || !ok || !auditsig.VerifyCheckpoint(pub, cp.Seq, [32]byte(h), sig) {
+			continue // unsigned or forged: never an anchor
+		}
+		if cp.Seq+1 >= first && (best == nil || cp.Seq < best.Seq) {
+			best = &cp
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("the audit topic starts at seq %d and no signed checkpoint on %s anchors it", first, statusTopic)
+	}
+	return best, nil
 }
 
 // trustedKeys are the pinned keys of --key, or else the running daemon's (GET
@@ -234,6 +314,11 @@ func trustedKeys(ctx context.Context, keyFile, addr string) (auditKeys, error) {
 // verifyRecords decodes the audit events and verifies the chain; a message that is
 // not an audit event fails verification, naming where it is.
 func verifyRecords(msgs []stream.Message, keys auditKeys) chainReport {
+	return verifyRecordsFrom(msgs, keys, nil)
+}
+
+// verifyRecordsFrom is verifyRecords from the signed checkpoint cp (nil: from seq 1).
+func verifyRecordsFrom(msgs []stream.Message, keys auditKeys, cp *daemon.Checkpoint) chainReport {
 	recs := make([]chainRecord, 0, len(msgs))
 	var forged []forgedRecord
 	for _, m := range msgs {
@@ -249,7 +334,7 @@ func verifyRecords(msgs []stream.Message, keys auditKeys) chainReport {
 		}
 		recs = append(recs, r)
 	}
-	rep := verifyChain(recs)
+	rep := verifyChainFrom(recs, cp)
 	rep.Forged = append([]forgedRecord{}, forged...)
 	rep.Signatures = "verified"
 	if keys == nil {
