@@ -64,6 +64,8 @@ type Daemon struct {
 	broker brokerState
 	pub    atomic.Pointer[stream.Publisher]
 	outbox atomic.Int64
+	// embedded is the in-process broker, nil with external brokers.
+	embedded *stream.Broker
 	// signer signs every audit record (DataDir/audit.key, internal/auditsig).
 	signer *auditsig.Signer
 	// storeFaults is storage.Options.Faults of the state file (fault-injection tests).
@@ -259,21 +261,55 @@ func KafkaConfig(cfg config.Config) stream.Config {
 }
 
 // storeOutbox adapts the store to stream.Outbox (the entry types have equal fields).
-type storeOutbox struct{ s *storage.Store }
+type storeOutbox struct {
+	s *storage.Store
+	// train is the training topic: an entry on it with an empty value is a deletion's
+	// tombstone, published with a null value.
+	train string
+	// erase, when set (the embedded broker), runs after tombstones were written and
+	// before they are acknowledged: it writes each tombstone's key once more (so that the
+	// first copy leaves the partition's last batch, which compaction never cleans) and
+	// compacts the broker, so the deleted points' upserts are gone from its files before
+	// any later output, their audits included, goes out.
+	erase func(keys [][]byte) error
+	// tombs are the tombstone keys by seq of the last Pending call (the publisher's
+	// goroutine only).
+	tombs map[uint64][]byte
+}
 
-func (o storeOutbox) Pending(limit int) ([]stream.OutboxEntry, error) {
+func (o *storeOutbox) Pending(limit int) ([]stream.OutboxEntry, error) {
 	es, err := o.s.Pending(limit)
 	if err != nil {
 		return nil, err
 	}
+	clear(o.tombs)
 	out := make([]stream.OutboxEntry, len(es))
 	for i, e := range es {
 		out[i] = stream.OutboxEntry(e)
+		if e.Topic == o.train && len(e.Value) == 0 {
+			out[i].Value = nil
+			o.tombs[e.Seq] = e.Key
+		}
 	}
 	return out, nil
 }
 
-func (o storeOutbox) Ack(seqs ...uint64) error { return o.s.Ack(seqs...) }
+func (o *storeOutbox) Ack(seqs ...uint64) error {
+	if o.erase != nil {
+		var keys [][]byte
+		for _, s := range seqs {
+			if k, ok := o.tombs[s]; ok {
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) > 0 {
+			if err := o.erase(keys); err != nil {
+				return fmt.Errorf("daemon: erase deleted points from the broker: %w", err)
+			}
+		}
+	}
+	return o.s.Ack(seqs...)
+}
 
 // Run serves until ctx is done, then shuts down: the readers and any refit stop, the
 // outbox is drained to Kafka for at most cfg.ShutdownTimeout, HTTP stops, the embedded
@@ -309,7 +345,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, w.Close()) }()
-	pub, err := stream.NewPublisher(w, storeOutbox{st}, stream.PublisherConfig{Ready: st.OutboxReady(),
+	box := &storeOutbox{s: st, train: d.cfg.Kafka.Topics.Train, tombs: map[uint64][]byte{}}
+	if d.embedded != nil {
+		box.erase = func(keys [][]byte) error { return d.eraseFromBroker(w, keys) }
+	}
+	pub, err := stream.NewPublisher(w, box, stream.PublisherConfig{Ready: st.OutboxReady(),
 		RetryMin: retryMin, RetryMax: retryMax, OnError: d.publishFailed})
 	if err != nil {
 		return err
@@ -384,6 +424,7 @@ func (d *Daemon) connect(ctx context.Context) (closeBroker func() error, err err
 		return nil, err
 	}
 	d.kafka.Brokers = []string{b.Addr()}
+	d.embedded = b
 	d.log.Info().Str("addr", b.Addr()).Msg("embedded broker started")
 	return b.Close, nil
 }
@@ -452,11 +493,34 @@ func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, pub
 	return err
 }
 
+// eraseFromBroker makes the embedded broker drop the upserts of deleted points: it
+// writes each tombstone key once more (the first copy must leave the last batch of its
+// partition, which compaction keeps whole) and compacts (storeOutbox.erase).
+func (d *Daemon) eraseFromBroker(w *stream.Writer, keys [][]byte) error {
+	msgs := make([]stream.Message, len(keys))
+	for i, k := range keys {
+		msgs[i] = stream.Message{Topic: d.cfg.Kafka.Topics.Train, Key: k}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := w.Write(ctx, msgs...); err != nil {
+		return err
+	}
+	d.embedded.Compact()
+	return nil
+}
+
 // topicConfigs are the settings of the topics cairnd creates: the audit topic keeps
 // every record (retention.ms and retention.bytes -1), so that the hash chain can be
-// verified from its first record; a topic that exists already keeps its settings.
+// verified from its first record, and the training topic is compacted. On an external
+// cluster a topic that exists keeps its settings; the embedded broker applies them.
 func (d *Daemon) topicConfigs() map[string]map[string]string {
-	return map[string]map[string]string{d.cfg.Kafka.Topics.Audits: {"retention.ms": "-1", "retention.bytes": "-1"}}
+	return map[string]map[string]string{
+		d.cfg.Kafka.Topics.Audits: {"retention.ms": "-1", "retention.bytes": "-1"},
+		// Compaction keeps the last record of each id: a deletion's tombstone (null
+		// value) makes it erase the point's upserts.
+		d.cfg.Kafka.Topics.Train: {"cleanup.policy": "compact"},
+	}
 }
 
 // waitTopics creates the topics on an external broker, waiting with a doubling delay
@@ -595,6 +659,18 @@ func (d *Daemon) restore() error {
 	}
 	d.publishPool()
 	return nil
+}
+
+// readOffset is the last offset read of a partition: for the training topic the
+// ingest's (tombstones included, which store no offset), else the stored one.
+func (d *Daemon) readOffset(topic string, part int) (int64, bool, error) {
+	if topic == d.cfg.Kafka.Topics.Train {
+		d.train.mu.Lock()
+		defer d.train.mu.Unlock()
+		off, ok := d.train.ingest.Applied(topic, part)
+		return off, ok, nil
+	}
+	return d.startOffset(topic, part)
 }
 
 // startOffset is the readers' stream.StartFunc: the last applied offset in the store.
@@ -819,7 +895,7 @@ func (d *Daemon) runLag(ctx context.Context) error {
 				continue
 			}
 			for part, end := range ends {
-				last, ok, err := d.startOffset(topic, part)
+				last, ok, err := d.readOffset(topic, part)
 				if err != nil {
 					d.fail("lag", err, time.Second)
 					break

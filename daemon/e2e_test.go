@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"net/http"
 	"os"
@@ -483,6 +484,12 @@ func TestEndToEnd(t *testing.T) {
 	if bytes.Contains(raw, pat) {
 		t.Errorf("the deleted point's input bytes are still in the bbolt file")
 	}
+	// Nor in the embedded broker's files: the deletions' tombstones and a compaction
+	// before their audits went out erased both deleted points' upserts, while a
+	// surviving point's upsert is still there (so the scan does find upserts).
+	scanBroker(t, filepath.Join(dirA, "kafka"), map[string][]byte{
+		victim: msgs[slices.Index(set.IDs, victim)].Value, plain: msgs[slices.Index(set.IDs, plain)].Value,
+	}, msgs[slices.IndexFunc(set.IDs, func(id string) bool { return id != victim && id != plain })].Value)
 	modelA := storedModel(t, dirA)
 
 	// Exact unlearning: a fresh daemon fed the surviving points.
@@ -654,5 +661,34 @@ func checkSignedAudits(t *testing.T, r *running, audits, status string) {
 	}
 	if !found {
 		t.Errorf("no signed checkpoint of the chain head %d", last.Seq)
+	}
+}
+
+// scanBroker reads every file under dir (the embedded broker's data) and fails if any
+// holds one of the gone values, or if none holds kept.
+func scanBroker(t *testing.T, dir string, gone map[string][]byte, kept []byte) {
+	t.Helper()
+	found := false
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for id, v := range gone {
+			if bytes.Contains(b, v) {
+				t.Errorf("the upsert of deleted point %s is still in the broker's file %s", id, path)
+			}
+		}
+		found = found || bytes.Contains(b, kept)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !found {
+		t.Errorf("no broker file under %s holds a surviving upsert: the scan reads nothing", dir)
 	}
 }

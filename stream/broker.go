@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -104,9 +107,18 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
 		if err := EnsureTopicsWithConfigs(ctx, Config{Brokers: []string{b.addr}}, cfg.Partitions, -1, cfg.TopicConfigs, cfg.Topics...); err != nil {
 			return nil, err
 		}
+		if err := setTopicConfigs(ctx, b.addr, cfg.TopicConfigs); err != nil {
+			return nil, err
+		}
 	}
 	return b, nil
 }
+
+// Compact runs log compaction now on every topic whose cleanup.policy is compact: of
+// each key only the newest record stays (a null value, a tombstone, for
+// delete.retention.ms), except in each partition's last batch, which is kept whole.
+// The partition files are rewritten, so superseded records leave them.
+func (b *Broker) Compact() { b.c.Compact() }
 
 // Addr is the address the broker listens on (with the chosen port when the
 // configured port was 0).
@@ -121,4 +133,32 @@ func (b *Broker) Addr() string { return b.addr }
 func (b *Broker) Close() error {
 	b.once.Do(b.c.Close)
 	return nil
+}
+
+// setTopicConfigs sets the settings of existing topics (a broker reloading an older
+// DataDir keeps the settings its topics were created with).
+func setTopicConfigs(ctx context.Context, addr string, configs map[string]map[string]string) error {
+	if len(configs) == 0 {
+		return nil
+	}
+	req := &kafka.IncrementalAlterConfigsRequest{}
+	for _, topic := range slices.Sorted(maps.Keys(configs)) {
+		r := kafka.IncrementalAlterConfigsRequestResource{ResourceType: kafka.ResourceTypeTopic, ResourceName: topic}
+		for _, k := range slices.Sorted(maps.Keys(configs[topic])) {
+			r.Configs = append(r.Configs, kafka.IncrementalAlterConfigsRequestConfig{Name: k, Value: configs[topic][k],
+				ConfigOperation: kafka.ConfigOperationSet})
+		}
+		req.Resources = append(req.Resources, r)
+	}
+	resp, err := (&kafka.Client{Addr: kafka.TCP(addr)}).IncrementalAlterConfigs(ctx, req)
+	if err != nil {
+		return fmt.Errorf("stream: set topic configs: %w", err)
+	}
+	var errs []error
+	for _, r := range resp.Resources {
+		if r.Error != nil {
+			errs = append(errs, fmt.Errorf("stream: set configs of topic %q: %w", r.ResourceName, r.Error))
+		}
+	}
+	return errors.Join(errs...)
 }

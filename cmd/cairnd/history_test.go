@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -126,11 +125,15 @@ func readTopics(t *testing.T, addr string, topics ...string) map[string][]stream
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := 0
+		// Read each partition to its end offset (compaction leaves gaps, so count
+		// offsets, not messages; a partition's last record is never compacted).
+		remaining := 0
 		for _, e := range ends {
-			want += int(e)
+			if e > 0 {
+				remaining++
+			}
 		}
-		if want == 0 {
+		if remaining == 0 {
 			continue
 		}
 		r, err := stream.NewReader(stream.ReaderConfig{Kafka: kcfg, Topics: []string{topic},
@@ -138,20 +141,25 @@ func readTopics(t *testing.T, addr string, topics ...string) map[string][]stream
 		if err != nil {
 			t.Fatal(err)
 		}
-		var mu sync.Mutex
 		rctx, stop := context.WithCancel(ctx)
 		err = r.Run(rctx, func(_ context.Context, batch []stream.Message) error {
-			mu.Lock()
-			defer mu.Unlock()
-			out[topic] = append(out[topic], batch...)
-			if len(out[topic]) >= want {
+			for _, m := range batch {
+				if m.Offset >= ends[m.Partition] {
+					continue
+				}
+				out[topic] = append(out[topic], m)
+				if m.Offset == ends[m.Partition]-1 {
+					remaining--
+				}
+			}
+			if remaining == 0 {
 				stop()
 			}
 			return nil
 		})
 		stop()
-		if err != nil || len(out[topic]) < want {
-			t.Fatalf("read %s: %d of %d messages (%v)", topic, len(out[topic]), want, err)
+		if err != nil || remaining > 0 {
+			t.Fatalf("read %s: %d partitions not read to their ends %v (%v)", topic, remaining, ends, err)
 		}
 		slices.SortStableFunc(out[topic], func(a, b stream.Message) int {
 			if a.Partition != b.Partition {
@@ -167,7 +175,7 @@ func readTopics(t *testing.T, addr string, topics ...string) map[string][]stream
 // message has exactly one audit (by its source coordinates) and the chain verifies;
 // every query has an answer or (its id not stored) a dead letter; no answer on a model fitted after an id's last deletion
 // names that id.
-func checkHistory(t *testing.T, in, out map[string][]stream.Message, st *storage.Store) {
+func checkHistory(t *testing.T, in, out map[string][]stream.Message, st *storage.Store, compacted bool) {
 	t.Helper()
 	tp := config.Default().Kafka.Topics
 	deletes := map[string]bool{}  // topic/partition/offset of each delete message
@@ -204,14 +212,16 @@ func checkHistory(t *testing.T, in, out map[string][]stream.Message, st *storage
 			deletedAfter[a.ID] = max(deletedAfter[a.ID], a.ModelAfter)
 		}
 	}
-	for src := range deletes {
-		if _, ok := audited[src]; !ok {
-			t.Errorf("delete %s has no audit", src)
+	if !compacted {
+		for src := range deletes {
+			if _, ok := audited[src]; !ok {
+				t.Errorf("delete %s has no audit", src)
+			}
 		}
-	}
-	for src := range audited {
-		if !deletes[src] {
-			t.Errorf("audit of %s, which is no delete message", src)
+		for src := range audited {
+			if !deletes[src] {
+				t.Errorf("audit of %s, which is no delete message", src)
+			}
 		}
 	}
 	if err := st.VerifyAudit(); err != nil {
@@ -220,8 +230,9 @@ func checkHistory(t *testing.T, in, out map[string][]stream.Message, st *storage
 	var records int
 	if err := st.View(func(tx *storage.ReadTx) error {
 		return tx.ForEachAudit(1, func(storage.AuditRecord) error { records++; return nil })
-	}); err != nil || records != len(deletes) {
-		t.Errorf("%d audit records in the store (%v), want one per delete message (%d)", records, err, len(deletes))
+	}); err != nil || records != len(audited) || (!compacted && records != len(deletes)) {
+		t.Errorf("%d audit records in the store (%v), want one per audited delete message (%d) and per delete message (%d)",
+			records, err, len(audited), len(deletes))
 	}
 	queries := map[string]bool{}
 	for _, m := range in[tp.Queries] {
@@ -357,11 +368,17 @@ func runHistory(t *testing.T, bin string, set *dataset.Set, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkHistory(t, in, out, st)
+	checkHistory(t, in, out, st, mode == "embedded")
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	killed := stateHash(t, cfgPath)
+	// The embedded broker compacted cairn.train (the deletions' tombstones), so the replay
+	// numbers its records differently: compare everything but the offsets there.
+	hash := stateHash
+	if mode == "embedded" {
+		hash = contentHash
+	}
+	killed := hash(t, cfgPath)
 	if log, err := os.ReadFile(cfgPath + ".log"); err == nil {
 		t.Logf("%s: %d kills; the killed daemon logged %d disk-full failures and %d publish retries", mode, kills,
 			strings.Count(string(log), "no space left on device"), strings.Count(string(log), "publishing the outbox failed"))
@@ -386,7 +403,7 @@ func runHistory(t *testing.T, bin string, set *dataset.Set, mode string) {
 	}
 	c := startCairnd(t, bin, cleanPath, httpC)
 	quiesce(t, c, want)
-	if clean := stateHash(t, cleanPath); killed != clean {
+	if clean := hash(t, cleanPath); killed != clean {
 		t.Fatalf("%s: state after %d kills %s, uninterrupted %s", mode, kills, killed, clean)
 	}
 }

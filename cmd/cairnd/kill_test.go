@@ -138,6 +138,25 @@ func stateHash(t *testing.T, cfgPath string) string {
 	return h
 }
 
+// contentHash is stateHash without the consumed offsets (ingest.ContentHash).
+func contentHash(t *testing.T, cfgPath string) string {
+	t.Helper()
+	cfg, err := config.Load(cfgPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := storage.Open(filepath.Join(cfg.DataDir, daemon.StateFile), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h, err := ingest.ContentHash(cfg, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 // TestKill9 is the restart guarantee of DESIGN.md section 4: a few thousand training
 // events (upserts, re-upserts, deletions and bad messages) sit in the broker; cairnd is
 // killed with SIGKILL at 24 seeded random moments while it ingests, restarted each

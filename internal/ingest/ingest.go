@@ -47,8 +47,10 @@ type State struct {
 	// background from a snapshot is adopted only if it is unchanged.
 	version uint64
 
-	// last mirrors the stored offsets: the last applied offset per topic partition.
-	last map[partition]int64
+	// last mirrors the stored offsets: the last applied offset per topic partition, or
+	// past it, the last tombstone read; tombs collects one batch's tombstones.
+	last  map[partition]int64
+	tombs map[partition]int64
 	// broken is set when the in-memory pool may be ahead of the store.
 	broken error
 	stats  Stats
@@ -185,7 +187,7 @@ func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, erro
 	}
 	in := &State{
 		store: st, feat: feat, pcfg: pcfg, lim: lim, dlq: cfg.Kafka.Topics.DLQ,
-		stale: cfg.Pool.SyncStaleFraction, log: log, dlqRaw: cfg.Kafka.DLQKeepRaw, last: map[partition]int64{},
+		stale: cfg.Pool.SyncStaleFraction, log: log, dlqRaw: cfg.Kafka.DLQKeepRaw, last: map[partition]int64{}, tombs: map[partition]int64{},
 	}
 	if hold, err := st.ScrubPending(); err != nil {
 		return nil, err
@@ -401,9 +403,10 @@ func (in *State) Apply(ctx context.Context, batch []stream.Message) (res BatchRe
 	if err != nil {
 		return res, in.breakWith(err)
 	}
-	if len(seen) == 0 { // only re-deliveries: nothing to write
+	if len(seen) == 0 { // only re-deliveries and tombstones: nothing to write
 		res.Skipped = len(in.ops)
 		in.stats.Skipped += uint64(res.Skipped)
+		in.passTombstones()
 		return res, nil
 	}
 	// The serving model drops the leaving landmarks before the deletion commits, so no
@@ -423,6 +426,7 @@ func (in *State) Apply(ctx context.Context, batch []stream.Message) (res BatchRe
 	for k, off := range seen {
 		in.last[k] = off
 	}
+	in.passTombstones()
 	res = in.count(len(batch))
 	// 6. Erase deleted raw bytes now (the audit machinery will take this over): until
 	// Compact runs, the store holds back every later outbox entry.
@@ -437,17 +441,33 @@ func (in *State) Apply(ctx context.Context, batch []stream.Message) (res BatchRe
 	return res, nil
 }
 
+// passTombstones advances the in-memory applied offsets past the batch's tombstones
+// (fresh collected them), so that the consumer lag counts only what is left to read.
+func (in *State) passTombstones() {
+	for k, off := range in.tombs {
+		in.last[k] = max(in.last[k], off)
+	}
+}
+
 // fresh marks the messages above the applied offset of their partition (the others are
 // re-deliveries, skipped) and returns the highest fresh offset per partition.
 func (in *State) fresh(batch []stream.Message) (map[partition]int64, []bool) {
 	seen := map[partition]int64{}
 	skipped := 0
 	fresh := make([]bool, len(batch))
+	clear(in.tombs)
 	for i, m := range batch {
 		key := partition{m.Topic, m.Partition}
 		prev, ok := seen[key]
 		if !ok {
 			prev, ok = in.last[key]
+		}
+		if m.Value == nil {
+			// A tombstone (the daemon's own, written for a deletion so that compaction
+			// erases the point from the topic): nothing to apply and no offset to store,
+			// so that stored offsets are those of the input alone.
+			in.tombs[key] = max(in.tombs[key], m.Offset)
+			continue
 		}
 		if ok && m.Offset <= prev {
 			if skipped == 0 { // one line per batch, not per message
@@ -660,7 +680,13 @@ func (in *State) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) error
 		if err != nil {
 			return err
 		}
-		return tx.PutPending(*seq, body)
+		if err := tx.PutPending(*seq, body); err != nil {
+			return err
+		}
+		// A tombstone for the id on its own topic (an outbox entry with an empty value,
+		// published as a null value), so that log compaction erases its upserts.
+		_, err = tx.Enqueue(o.msg.Topic, []byte(o.ev.ID), nil)
+		return err
 	}
 	return nil
 }

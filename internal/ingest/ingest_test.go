@@ -64,6 +64,9 @@ func deadLetters(t *testing.T, st *storage.Store, dlq string) map[string]stream.
 	}
 	out := map[string]stream.Reason{}
 	for _, e := range es {
+		if len(e.Value) == 0 && e.Topic != dlq {
+			continue // a deletion's tombstone (TestTombstones)
+		}
 		if e.Topic != dlq {
 			t.Errorf("outbox entry %d on topic %q, want only %q", e.Seq, e.Topic, dlq)
 			continue
@@ -446,5 +449,61 @@ func TestDeadLettersKeepNoInput(t *testing.T) {
 		if got := len(dl.Raw) > 0; got != keep || (keep && !bytes.Equal(dl.Raw, value)) {
 			t.Errorf("keep %v: raw %q in the dead letter", keep, dl.Raw)
 		}
+	}
+}
+
+// TestTombstones: the deletion of a stored id enqueues one tombstone for it (its topic,
+// its id as key, an empty value, published as null) and a deletion of an unknown id
+// none; tombstones read back from the topic are neither applied nor dead-lettered, and
+// their offsets are not stored but count as read (Applied).
+func TestTombstones(t *testing.T) {
+	cfg := testConfig()
+	st := tempStore(t)
+	in := newTestIngest(t, cfg, st)
+	g := newGen(t, 4, 6)
+	topic := cfg.Kafka.Topics.Train
+	evs := []event{g.upsert("a"), g.upsert("b"), g.del("a"), g.del("ghost")}
+	ms := msgs(topic, evs)
+	for i := range ms {
+		ms[i].Offset = int64(i)
+	}
+	if _, err := in.Apply(t.Context(), ms); err != nil {
+		t.Fatal(err)
+	}
+	es, err := st.Pending(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tombs []string
+	for _, e := range es {
+		if e.Topic == topic {
+			if len(e.Value) != 0 {
+				t.Errorf("entry on %s with a value: %q", topic, e.Value)
+			}
+			tombs = append(tombs, string(e.Key))
+		}
+	}
+	if !slices.Equal(tombs, []string{"a"}) {
+		t.Errorf("tombstones %v, want one for a", tombs)
+	}
+	// The tombstone and a second copy come back from the topic, then an upsert.
+	back := []stream.Message{{Topic: topic, Offset: 4, Key: []byte("a")}, {Topic: topic, Offset: 5, Key: []byte("a")}}
+	res, err := in.Apply(t.Context(), back)
+	if err != nil || res.DeadLetters != 0 || res.Upserts != 0 || res.Deletes != 0 {
+		t.Fatalf("tombstones applied: %+v, %v", res, err)
+	}
+	if off, ok, _ := in.Start(topic, 0); !ok || off != 3 {
+		t.Errorf("stored offset %d (%v), want 3: tombstones store none", off, ok)
+	}
+	if off, ok := in.Applied(topic, 0); !ok || off != 5 {
+		t.Errorf("applied %d (%v), want 5: tombstones count as read", off, ok)
+	}
+	up := msgs(topic, []event{g.upsert("c")})
+	up[0].Offset = 6
+	if res, err := in.Apply(t.Context(), up); err != nil || res.Upserts != 1 {
+		t.Fatalf("upsert after tombstones: %+v, %v", res, err)
+	}
+	if off, _, _ := in.Start(topic, 0); off != 6 {
+		t.Errorf("stored offset %d, want 6", off)
 	}
 }

@@ -28,6 +28,17 @@ import (
 // when the records do not match the stored points one to one. The daemon must not be
 // running on st's file.
 func StateHash(cfg config.Config, st *storage.Store) (string, error) {
+	return stateHash(cfg, st, true)
+}
+
+// ContentHash is StateHash without the consumed offsets: equal for two daemons that
+// hold the same points, pool and model whatever input topics they read them from (a
+// compacted topic, or one replayed elsewhere, numbers its records differently).
+func ContentHash(cfg config.Config, st *storage.Store) (string, error) {
+	return stateHash(cfg, st, false)
+}
+
+func stateHash(cfg config.Config, st *storage.Store, withOffsets bool) (string, error) {
 	feat, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
 	if err != nil {
 		return "", err
@@ -61,15 +72,17 @@ func StateHash(cfg config.Config, st *storage.Store) (string, error) {
 		}); err != nil {
 			return err
 		}
-		h.Write([]byte("offsets\x00"))
-		offs, err := tx.Offsets()
-		if err != nil {
-			return err
-		}
-		for _, o := range offs {
-			str(o.Topic)
-			u(uint64(o.Partition))
-			u(uint64(o.Offset))
+		if withOffsets {
+			h.Write([]byte("offsets\x00"))
+			offs, err := tx.Offsets()
+			if err != nil {
+				return err
+			}
+			for _, o := range offs {
+				str(o.Topic)
+				u(uint64(o.Partition))
+				u(uint64(o.Offset))
+			}
 		}
 		h.Write([]byte("pool\x00"))
 		count, err := tx.PointCount()
