@@ -321,3 +321,58 @@ func TestStartsWhileBrokerDown(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+// TestOutboxBackPressure: while the outbox holds limits.max_outbox entries, waitOutbox
+// blocks (the readers pause) and /readyz names the outbox; it returns once the
+// publisher has drained it below the bound, and returns ctx's error if ctx ends first.
+func TestOutboxBackPressure(t *testing.T) {
+	cfg := e2eConfig(t.TempDir())
+	cfg.Limits.MaxOutbox = 3
+	d, err := New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.store, err = d.openState(); err != nil {
+		t.Fatal(err)
+	}
+	defer d.store.Close()
+	var seqs []uint64
+	for range 3 {
+		if err := d.store.Apply(func(tx *storage.Tx) error {
+			s, err := tx.Enqueue("out", []byte("k"), []byte("v"))
+			seqs = append(seqs, s)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err = d.waitOutbox(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waitOutbox with a full outbox: %v, want it to block until ctx ends", err)
+	}
+	if ferr := d.faults.err(); ferr == nil || !strings.Contains(ferr.Error(), "limits.max_outbox is 3") {
+		t.Errorf("faults %v, want the outbox named", ferr)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.waitOutbox(context.Background()) }()
+	time.Sleep(150 * time.Millisecond)
+	if err := d.store.Ack(seqs[0]); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("waitOutbox after the drain: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waitOutbox still blocked with 2 of 3 entries left")
+	}
+	if ferr := d.faults.err(); ferr != nil {
+		t.Errorf("fault not cleared: %v", ferr)
+	}
+	if got := d.outbox.Load(); got != 2 {
+		t.Errorf("outbox length %d, want 2", got)
+	}
+}
