@@ -120,26 +120,13 @@ func stopGracefully(t *testing.T, p *proc) {
 	}
 }
 
-func stateHash(t *testing.T, cfgPath string) string {
-	t.Helper()
-	cfg, err := config.Load(cfgPath, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := storage.Open(filepath.Join(cfg.DataDir, daemon.StateFile), storage.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	h, err := ingest.StateHash(cfg, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
+// stateHash is ingest.StateHash of the stopped daemon configured by cfgPath.
+func stateHash(t *testing.T, cfgPath string) string { return hashStore(t, cfgPath, ingest.StateHash) }
 
 // contentHash is stateHash without the consumed offsets (ingest.ContentHash).
-func contentHash(t *testing.T, cfgPath string) string {
+func contentHash(t *testing.T, cfgPath string) string { return hashStore(t, cfgPath, ingest.ContentHash) }
+
+func hashStore(t *testing.T, cfgPath string, hash func(config.Config, *storage.Store) (string, error)) string {
 	t.Helper()
 	cfg, err := config.Load(cfgPath, nil)
 	if err != nil {
@@ -150,7 +137,7 @@ func contentHash(t *testing.T, cfgPath string) string {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	h, err := ingest.ContentHash(cfg, st)
+	h, err := hash(cfg, st)
 	if err != nil {
 		t.Fatal(err)
 	}
