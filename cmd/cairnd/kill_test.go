@@ -124,7 +124,9 @@ func stopGracefully(t *testing.T, p *proc) {
 func stateHash(t *testing.T, cfgPath string) string { return hashStore(t, cfgPath, ingest.StateHash) }
 
 // contentHash is stateHash without the consumed offsets (ingest.ContentHash).
-func contentHash(t *testing.T, cfgPath string) string { return hashStore(t, cfgPath, ingest.ContentHash) }
+func contentHash(t *testing.T, cfgPath string) string {
+	return hashStore(t, cfgPath, ingest.ContentHash)
+}
 
 func hashStore(t *testing.T, cfgPath string, hash func(config.Config, *storage.Store) (string, error)) string {
 	t.Helper()
