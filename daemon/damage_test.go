@@ -37,6 +37,24 @@ func TestDamagedStateRefused(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, StateFile), img, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		// The corpus files share their base's slot files (storage/testdata/damaged).
+		slots := filepath.Join(dir, StateFile+".slots")
+		if err := os.MkdirAll(slots, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		es, err := os.ReadDir("../storage/testdata/damaged/base.db.slots")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			b, err := os.ReadFile(filepath.Join("../storage/testdata/damaged/base.db.slots", e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(slots, e.Name()), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 		cfg := e2eConfig(dir)
 		cfg.CheckOnStart = c.check
 		d, err := New(cfg, testLogger(t))

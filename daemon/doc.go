@@ -78,7 +78,8 @@
 // landmark sets of the same size (percentile and permutation p-value); percentile is -1
 // when it cannot be computed (the point was no landmark, or no labelled audit points),
 // and the body's effect.reason says why. Raw inputs of deleted points are erased from
-// the file (Store.Compact) before any later output is published.
+// their slot files (storage) before any later output is published, and with the
+// embedded broker from its files too (tombstones and a compaction, storeOutbox).
 //
 // # Refits and model versions
 //

@@ -484,10 +484,13 @@ func TestEndToEnd(t *testing.T) {
 	if bytes.Contains(raw, pat) {
 		t.Errorf("the deleted point's input bytes are still in the bbolt file")
 	}
+	// Nor in a slot file (storage keeps the inputs there), while a surviving point's are.
+	slots := filepath.Join(dirA, StateFile+".slots")
+	scanFiles(t, slots, map[string][]byte{victim: pat}, slotBytesOf(r.d, set, victim, plain))
 	// Nor in the embedded broker's files: the deletions' tombstones and a compaction
 	// before their audits went out erased both deleted points' upserts, while a
 	// surviving point's upsert is still there (so the scan does find upserts).
-	scanBroker(t, filepath.Join(dirA, "kafka"), map[string][]byte{
+	scanFiles(t, filepath.Join(dirA, "kafka"), map[string][]byte{
 		victim: msgs[slices.Index(set.IDs, victim)].Value, plain: msgs[slices.Index(set.IDs, plain)].Value,
 	}, msgs[slices.IndexFunc(set.IDs, func(id string) bool { return id != victim && id != plain })].Value)
 	modelA := storedModel(t, dirA)
@@ -664,9 +667,10 @@ func checkSignedAudits(t *testing.T, r *running, audits, status string) {
 	}
 }
 
-// scanBroker reads every file under dir (the embedded broker's data) and fails if any
-// holds one of the gone values, or if none holds kept.
-func scanBroker(t *testing.T, dir string, gone map[string][]byte, kept []byte) {
+// scanFiles reads every file under dir (the embedded broker's data, the slot files) and
+// fails if any holds one of the gone values, or if none holds kept (then the scan
+// would prove nothing).
+func scanFiles(t *testing.T, dir string, gone map[string][]byte, kept []byte) {
 	t.Helper()
 	found := false
 	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
@@ -679,7 +683,7 @@ func scanBroker(t *testing.T, dir string, gone map[string][]byte, kept []byte) {
 		}
 		for id, v := range gone {
 			if bytes.Contains(b, v) {
-				t.Errorf("the upsert of deleted point %s is still in the broker's file %s", id, path)
+				t.Errorf("the bytes of deleted point %s are still in %s", id, path)
 			}
 		}
 		found = found || bytes.Contains(b, kept)
@@ -689,6 +693,21 @@ func scanBroker(t *testing.T, dir string, gone map[string][]byte, kept []byte) {
 		t.Fatal(err)
 	}
 	if !found {
-		t.Errorf("no broker file under %s holds a surviving upsert: the scan reads nothing", dir)
+		t.Errorf("no file under %s holds a surviving point's bytes: the scan reads nothing", dir)
 	}
+}
+
+// slotBytesOf is the input bytes, as storage writes them to a slot, of a point of set
+// that is neither of the deleted ones.
+func slotBytesOf(_ *Daemon, set *dataset.Set, deleted ...string) []byte {
+	for i, id := range set.IDs {
+		if !slices.Contains(deleted, id) {
+			var b []byte
+			for _, v := range set.Row(i) {
+				b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+			}
+			return b
+		}
+	}
+	return nil
 }

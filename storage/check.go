@@ -95,7 +95,7 @@ func checkDB(db *bolt.DB, path string) (rep *CheckReport, err error) {
 
 // recordChecks decode every value of a bucket; each returns why a record is bad, or "".
 var recordChecks = map[string]func(k, v []byte) string{
-	string(bucketPoints): func(k, v []byte) string { _, why := decodePoint(k, v); return why },
+	string(bucketPoints): func(k, v []byte) string { _, _, why := decodePoint(k, v); return why },
 	string(bucketPool): func(k, v []byte) string {
 		if !bytes.Equal(k, poolStateKey) {
 			return "unknown key"
@@ -110,7 +110,14 @@ var recordChecks = map[string]func(k, v []byte) string{
 	string(bucketOutbox):   func(k, v []byte) string { _, why := decodeOutbox(k, v); return why },
 	string(bucketAudit):    func(k, v []byte) string { _, why := decodeAudit(k, v); return why },
 	string(bucketPending):  func(k, v []byte) string { _, _, why := decodePending(k, v); return why },
-	string(bucketMeta):     func(k, v []byte) string { _, why := decodeMetaU64(k, v); return why },
+	string(bucketMeta): func(k, v []byte) string {
+		if bytes.Equal(k, metaSlotDropped) {
+			_, why := decodeMetaU64s(k, v)
+			return why
+		}
+		_, why := decodeMetaU64(k, v)
+		return why
+	},
 }
 
 // checkRecords decodes every record of tx into rep. A page too damaged to read stops
@@ -147,6 +154,7 @@ func checkRecords(tx *bolt.Tx, rep *CheckReport) {
 			rep.add("bucket %q: %v", name, err)
 		}
 	}
+	checkSlots(tx, rep)
 	if meta := tx.Bucket(bucketMeta); meta == nil {
 		return
 	} else if v := meta.Get(metaPointCount); v != nil {
@@ -174,6 +182,59 @@ func checkBucket(tx *bolt.Tx, name string, chk func(k, v []byte) string, rep *Ch
 		if name == string(bucketPoolPts) && points != nil && points.Get(k) == nil {
 			rep.add("bucket %q key %x: a pool record of a point that is not stored", name, k)
 		}
+	}
+	return nil
+}
+
+// checkSlots reads every point's slot (slots.go) and checks its length and CRC, and
+// reports slot files no point references (left by a crash between a commit and its
+// erasure; the next read-write Open erases them).
+func checkSlots(tx *bolt.Tx, rep *CheckReport) {
+	if err := checkPointSlots(tx, rep); err != nil {
+		rep.add("slots: %v", err)
+	}
+}
+
+func checkPointSlots(tx *bolt.Tx, rep *CheckReport) (err error) {
+	defer recoverDamage(tx.DB().Path(), &err)
+	points, meta := tx.Bucket(bucketPoints), tx.Bucket(bucketMeta)
+	if points == nil || meta == nil {
+		return nil
+	}
+	dir := slotsDir(tx.DB().Path())
+	used := map[uint64]bool{}
+	_ = points.ForEach(func(k, v []byte) error {
+		_, ref, why := decodePoint(k, v)
+		if why != "" || ref == nil {
+			return nil // reported by the record check (or a format 3 file, before migration)
+		}
+		used[ref.id] = true
+		if _, why := readSlot(dir, *ref); why != "" {
+			rep.add("bucket \"points\" key %x: %s", k, why)
+		}
+		return nil
+	})
+	// Slots awaiting their erasure (dropped by a committed transaction, or written by
+	// one that did not commit: ids above slot_last) are expected after a crash; the
+	// next read-write Open erases them. Any other unreferenced slot is a problem.
+	last, _ := decodeMetaU64(metaSlotLast, meta.Get(metaSlotLast))
+	if v := meta.Get(metaSlotDropped); v != nil {
+		dropped, _ := decodeMetaU64s(metaSlotDropped, v)
+		for _, id := range dropped {
+			used[id] = true
+		}
+	}
+	ids, strays, err := slotFiles(dir)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if !used[id] && id <= last {
+			rep.add("slot %s: referenced by no point", slotName(id))
+		}
+	}
+	for _, n := range strays {
+		rep.add("slots: %q is not a slot file", n)
 	}
 	return nil
 }

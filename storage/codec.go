@@ -42,47 +42,70 @@ func open(key, v []byte) ([]byte, string) {
 	return body[1:], ""
 }
 
-// Point payload: flags u8 (bit 0: has label), [label i64], x floats, cert floats.
+// Point payload: flags u8 (bit 0: has label, bit 1: x in a slot), [label i64], then
+// with bit 1 the slot (id u64, length u32, CRC-32C u32), without it (format 3 and
+// before) x floats; then cert floats.
 
-const pointHasLabel = 1
+const (
+	pointHasLabel = 1
+	pointInSlot   = 2
+)
 
-func encodePoint(key []byte, p *Point) []byte {
-	n := 1 + 1 + 8 + 4 + 8*len(p.X) + 4 + 8*len(p.Cert) + 4
+// encodePoint encodes p with its input in the slot ref (nil: inline, as format 3
+// stored it; kept for the migration's tests).
+func encodePoint(key []byte, p *Point, ref *slotRef) []byte {
+	n := 1 + 1 + 8 + 16 + 4 + 8*len(p.X) + 4 + 8*len(p.Cert) + 4
 	b := make([]byte, 0, n)
 	b = append(b, valueVersion)
+	flags := byte(0)
 	if p.HasLabel {
-		b = append(b, pointHasLabel)
-		b = binenc.AppendI64(b, p.Label)
-	} else {
-		b = append(b, 0)
+		flags |= pointHasLabel
 	}
-	b = binenc.AppendFloats(b, p.X)
+	if ref != nil {
+		flags |= pointInSlot
+	}
+	b = append(b, flags)
+	if p.HasLabel {
+		b = binenc.AppendI64(b, p.Label)
+	}
+	if ref != nil {
+		b = binenc.AppendU64(b, ref.id)
+		b = binenc.AppendU32(b, ref.n)
+		b = binenc.AppendU32(b, ref.crc)
+	} else {
+		b = binenc.AppendFloats(b, p.X)
+	}
 	b = binenc.AppendFloats(b, p.Cert)
 	return seal(key, b)
 }
 
-// decodePoint decodes a stored point value; key is its id.
-func decodePoint(key, v []byte) (Point, string) {
+// decodePoint decodes a stored point value; key is its id. For a point whose input is
+// in a slot, ref is set and p.X is nil (ReadTx reads the slot).
+func decodePoint(key, v []byte) (p Point, ref *slotRef, why string) {
 	payload, why := open(key, v)
 	if why != "" {
-		return Point{}, why
+		return Point{}, nil, why
 	}
 	r := binenc.NewReader(payload)
-	p := Point{ID: string(key)}
+	p = Point{ID: string(key)}
 	flags := r.U8("flags")
-	if flags&^pointHasLabel != 0 {
-		r.Fail("flags", "unknown bits in "+strconv.Itoa(int(flags))+", only bit 0 (has label) is defined")
+	if flags&^(pointHasLabel|pointInSlot) != 0 {
+		r.Fail("flags", "unknown bits in "+strconv.Itoa(int(flags))+", only bits 0 (has label) and 1 (in a slot) are defined")
 	}
 	if flags&pointHasLabel != 0 {
 		p.HasLabel = true
 		p.Label = r.I64("label")
 	}
-	p.X = r.Floats("x")
+	if flags&pointInSlot != 0 {
+		ref = &slotRef{id: r.U64("slot"), n: r.U32("slot length"), crc: r.U32("slot crc")}
+	} else {
+		p.X = r.Floats("x")
+	}
 	p.Cert = r.Floats("cert")
 	if err := r.End(); err != nil {
-		return Point{}, err.Error()
+		return Point{}, nil, err.Error()
 	}
-	return p, ""
+	return p, ref, ""
 }
 
 // Pool state payload: schema u32, data bytes (rest of the payload).
@@ -336,6 +359,25 @@ func encodeMetaU64(key []byte, v uint64) []byte {
 	b = append(b, valueVersion)
 	b = binenc.AppendU64(b, v)
 	return seal(key, b)
+}
+
+// encodeMetaU64s encodes a meta value that is a list of u64 (slots_dropped).
+func encodeMetaU64s(key []byte, x []uint64) []byte {
+	b := append(make([]byte, 0, 1+4+8*len(x)+4), valueVersion)
+	return seal(key, binenc.AppendU64s(b, x))
+}
+
+func decodeMetaU64s(key, v []byte) ([]uint64, string) {
+	payload, why := open(key, v)
+	if why != "" {
+		return nil, why
+	}
+	r := binenc.NewReader(payload)
+	x := r.U64s("values")
+	if err := r.End(); err != nil {
+		return nil, err.Error()
+	}
+	return x, ""
 }
 
 func decodeMetaU64(key, v []byte) (uint64, string) {

@@ -252,6 +252,7 @@ func tryDamaged(t *testing.T, name string) damageResult {
 	if err := os.WriteFile(path, img, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	copySlots(t, filepath.Join(damagedDir, "base.db.slots"), slotsDir(path))
 	var res damageResult
 	rep, err := CheckFile(path, Options{})
 	switch {
@@ -320,6 +321,9 @@ func regenerateDamaged(t *testing.T) {
 	}
 	base := filepath.Join(damagedDir, "base.db")
 	if err := os.Remove(base); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(slotsDir(base)); err != nil {
 		t.Fatal(err)
 	}
 	writeDamageBase(t, base)
@@ -405,6 +409,7 @@ func TestOpenCheck(t *testing.T) {
 		if err := os.WriteFile(path, img, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		copySlots(t, filepath.Join(damagedDir, "base.db.slots"), slotsDir(path))
 		s, err := Open(path, Options{Check: true})
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: Open with Check: %v, want %v", c.name, err, c.want)
@@ -456,5 +461,27 @@ func TestReadOnly(t *testing.T) {
 	rep, err := r.Check()
 	if err != nil || !rep.OK || rep.Keys["points"] != 1 || rep.Format != FormatVersion {
 		t.Errorf("Check: %+v, %v; want OK with 1 point at format %d", rep, err, FormatVersion)
+	}
+}
+
+// copySlots copies the slot files of the corpus's base (every damaged copy shares them:
+// the damages are to the bbolt file).
+func copySlots(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	es, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -33,13 +33,17 @@
 //
 // # Deletion and erasure
 //
-// bbolt is copy-on-write and leaves old page contents in free pages, so a
-// deleted point's raw bytes stay readable in the file after Tx.DeletePoint.
-// Store.Compact rewrites the file with only live data (see its doc for cost and
-// crash safety). A transaction that deletes a point sets a hold: from its first
-// outbox entry on, Pending returns nothing until Compact has run. The daemon
-// commits a batch of deletions with their audits, calls Compact, and only then
-// are the audit events published; no audit can precede the erasure it attests.
+// bbolt is copy-on-write and leaves old page contents in free pages, so a value
+// deleted with its key stays readable in the file. Points' raw inputs therefore live
+// in slot files of their own (slots.go, FORMAT.md "Slots"): a transaction that
+// deletes or replaces a point records its slot and sets a hold (from its first outbox
+// entry on, Pending returns nothing), and once it commits, Apply zeroes, syncs and
+// unlinks the slot and releases the hold. No audit can precede the erasure it
+// attests, and a deletion writes O(input + a few pages) bytes whatever the size of the
+// store, with no full-file rewrite and no free space beyond that. After a crash (or a
+// failed erasure) Open and ScrubPending finish the erasure. Store.Compact still
+// rewrites the file with only live data (Open runs it once after migrating a format 3
+// file, whose values held the inputs).
 //
 // # Pool state
 //
@@ -54,17 +58,16 @@
 //
 // # Pending deletion audits
 //
-// A deletion's audit may be emitted only after Compact has erased the point,
-// so between the deletion's commit and the audit's emission it must survive a
-// crash. Tx.PutPending(seq, body) stores it in the same transaction as
-// Tx.DeletePoint; after Compact the daemon emits it (AppendAudit, Enqueue) and
+// A deletion's audit is emitted later than the deletion (after the refit it
+// waits for), so between the deletion's commit and the audit's emission it must
+// survive a crash. Tx.PutPending(seq, body) stores it in the same transaction as
+// Tx.DeletePoint; later the daemon emits it (AppendAudit, Enqueue) and
 // removes it with Tx.DeletePending in one transaction; after a restart
 // ReadTx.ForEachPending lists what is still to emit, in seq order. seq (> 0) is
 // the caller's own deletion sequence, unrelated to outbox and audit seqs;
 // PutPending overwrites. body is opaque to storage, at most MaxPendingLen
-// bytes, and must not contain raw input data: unlike DeletePoint, pending
-// writes and deletes start no scrub hold, so a deleted body's bytes remain on
-// freed pages until the next Compact. Naming: Store.Pending(limit) is the
+// bytes, and must not contain raw input data: a deleted body's bytes remain on
+// bbolt's freed pages (only inputs live in slots). Naming: Store.Pending(limit) is the
 // outbox (entries awaiting publication), ReadTx.Pending(seq) this bucket.
 //
 // # Audit log

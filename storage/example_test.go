@@ -56,7 +56,7 @@ func Example() {
 }
 
 // A deletion: the audit's chain link goes into the emitted event, and the event
-// is published only after Compact has erased the point's bytes.
+// is published only once the point's input is erased from its slot.
 func Example_deletion() {
 	dir, err := os.MkdirTemp("", "cairn-example")
 	if err != nil {
@@ -86,16 +86,12 @@ func Example_deletion() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	before, _ := s.Pending(0)
-	if err := s.Compact(); err != nil {
-		log.Fatal(err)
-	}
-	after, _ := s.Pending(0)
-	fmt.Println("pending before Compact:", len(before))
-	fmt.Println("pending after Compact:", len(after), "seq", after[0].Seq)
+	// The input was erased from its slot before Apply returned, so the audit is
+	// publishable at once.
+	pending, _ := s.Pending(0)
+	fmt.Println("pending:", len(pending), "seq", pending[0].Seq)
 	fmt.Println("chain:", s.VerifyAudit())
 	// Output:
-	// pending before Compact: 0
-	// pending after Compact: 1 seq 1
+	// pending: 1 seq 1
 	// chain: <nil>
 }

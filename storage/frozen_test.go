@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"hash/crc32"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -218,6 +221,18 @@ func TestFrozenFiles(t *testing.T) {
 				}
 			}
 			want["meta"]["format_version"] = v1Value([]byte("format_version"), le64(FormatVersion))
+			// Format 4 moved every input into a slot, numbered in key order.
+			var slot uint64
+			for _, k := range slices.Sorted(maps.Keys(before["points"])) {
+				p, ref, why := decodePoint([]byte(k), before["points"][k])
+				if why != "" || ref != nil {
+					t.Fatalf("frozen point %q: %s (slot %v)", k, why, ref)
+				}
+				slot++
+				b := slotBytes(p.X)
+				want["points"][k] = encodePoint([]byte(k), &p, &slotRef{id: slot, n: uint32(len(b)), crc: crc32.Checksum(b, castagnoli)})
+			}
+			want["meta"]["slot_last"] = v1Value([]byte("slot_last"), le64(slot))
 			migrated := dumpFile(t, path)
 			if !reflect.DeepEqual(migrated, want) {
 				t.Fatalf("file after migration differs from the frozen file plus the new buckets and version:\n got  %x\n want %x", migrated, want)

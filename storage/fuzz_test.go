@@ -42,16 +42,17 @@ func addSeeds(f *testing.F, key []byte, valid []byte) {
 
 func FuzzDecodePoint(f *testing.F) {
 	p := samplePoint("p1", 3)
-	addSeeds(f, []byte(p.ID), encodePoint([]byte(p.ID), &p))
+	addSeeds(f, []byte(p.ID), encodePoint([]byte(p.ID), &p, nil))
+	addSeeds(f, []byte(p.ID), encodePoint([]byte(p.ID), &p, &slotRef{id: 7, n: 24, crc: 0xdeadbeef}))
 	q := Point{ID: "q", X: []float64{math.NaN(), math.Copysign(0, -1)}}
-	addSeeds(f, []byte("q"), encodePoint([]byte("q"), &q))
+	addSeeds(f, []byte("q"), encodePoint([]byte("q"), &q, nil))
 	f.Fuzz(func(t *testing.T, key, v []byte) {
 		both(key, v, func(v []byte) {
-			p, why := decodePoint(key, v)
+			p, ref, why := decodePoint(key, v)
 			if why != "" {
 				return
 			}
-			if got := encodePoint(key, &p); !bytes.Equal(got, v) {
+			if got := encodePoint(key, &p, ref); !bytes.Equal(got, v) {
 				t.Fatalf("accepted point is not canonical:\n in  %x\n out %x", v, got)
 			}
 			if 8*(len(p.X)+len(p.Cert)) > len(v) {

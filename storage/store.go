@@ -21,7 +21,7 @@ import (
 // FormatVersion is the file format version this package writes and reads
 // (FORMAT.md). Open migrates a file of an older version listed in migrations;
 // any other version fails with *FormatError.
-const FormatVersion = 3
+const FormatVersion = 4
 
 // MaxIDLen is the longest point id, in bytes, that the store accepts.
 const MaxIDLen = 1024
@@ -73,7 +73,7 @@ var (
 	allBuckets = append(v2Buckets[:len(v2Buckets):len(v2Buckets)], bucketPoolPts)
 
 	// formatBuckets[v] are the buckets every valid file of version v has.
-	formatBuckets = [FormatVersion + 1][][]byte{1: v1Buckets, 2: v2Buckets, 3: allBuckets}
+	formatBuckets = [FormatVersion + 1][][]byte{1: v1Buckets, 2: v2Buckets, 3: allBuckets, 4: allBuckets}
 )
 
 // migrations[v] upgrades a file of format version v to v+1 inside the opening
@@ -83,6 +83,7 @@ var (
 var migrations = [FormatVersion]func(path string, tx *bolt.Tx) error{
 	1: migrate1to2,
 	2: migrate2to3,
+	3: migrate3to4,
 }
 
 // migrate1to2 adds the pending bucket (FORMAT.md, "Migrations").
@@ -110,6 +111,56 @@ func migrate2to3(path string, tx *bolt.Tx) error {
 		return fmt.Errorf("storage: migrate %s to format 3: create bucket %q: %w", path, bucketPoolPts, err)
 	}
 	return nil
+}
+
+// migrate3to4 moves every point's input out of its value into a slot file (slots.go,
+// FORMAT.md "Slots"). The old values' bytes stay on bbolt's freed pages until the
+// Compact that Open runs after a migration from format 3 or earlier.
+func migrate3to4(path string, tx *bolt.Tx) error {
+	dir := slotsDir(path)
+	meta, points := tx.Bucket(bucketMeta), tx.Bucket(bucketPoints)
+	last, why := uint64(0), ""
+	if v := meta.Get(metaSlotLast); v != nil {
+		if last, why = decodeMetaU64(metaSlotLast, v); why != "" {
+			return &FormatError{Path: path, Got: 3, Want: FormatVersion, Reason: "slot_last: " + why}
+		}
+	}
+	type moved struct {
+		k, v []byte
+	}
+	var out []moved
+	err := points.ForEach(func(k, v []byte) error {
+		p, ref, why := decodePoint(k, v)
+		if why != "" {
+			return corrupt(bucketPoints, k, why)
+		}
+		if ref != nil {
+			return nil
+		}
+		last++
+		r, err := writeSlot(dir, last, p.X)
+		if err != nil {
+			return err
+		}
+		k = bytes.Clone(k)
+		out = append(out, moved{k, encodePoint(k, &p, &r)})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("storage: migrate %s to format 4: %w", path, err)
+	}
+	for _, m := range out {
+		if err := points.Put(m.k, m.v); err != nil {
+			return fmt.Errorf("storage: migrate %s to format 4: %w", path, err)
+		}
+	}
+	if err := meta.Put(metaSlotLast, encodeMetaU64(metaSlotLast, last)); err != nil {
+		return err
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return syncSlots(dir)
 }
 
 // Keys of the meta bucket and of the pool bucket.
@@ -179,8 +230,13 @@ func (o Options) bolt() *bolt.Options {
 // calls are serialized (one writer), View calls run concurrently with each other
 // and with Apply, and Compact excludes both.
 type Store struct {
-	path string
-	opts Options
+	path  string
+	slots string // slotsDir(path)
+	opts  Options
+	wmu   sync.Mutex // serializes Apply (see there)
+	// slotMu keeps a dropped slot until the read transactions that may still see the
+	// point referencing it have ended: View holds it shared, erasure exclusively.
+	slotMu sync.RWMutex
 
 	// mu guards db and closed. Apply, View, Pending and Ack hold it shared;
 	// Compact and Close hold it exclusively because they replace or drop db.
@@ -216,13 +272,76 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := os.Remove(compactTempPath(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("storage: removing stale compaction file: %w", err)
 	}
-	db, err := openDB(path, opts)
+	db, migrated, err := openDB(path, opts)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{path: path, opts: opts, db: db, ready: make(chan struct{}, 1)}
+	s := &Store{path: path, slots: slotsDir(path), opts: opts, db: db, ready: make(chan struct{}, 1)}
 	s.ready <- struct{}{} // entries may be pending from before the restart
+	if !opts.ReadOnly {
+		if _, err := s.scrubSlots(); err != nil {
+			return nil, errors.Join(err, s.Close())
+		}
+	}
+	if migrated {
+		// The inputs left the values (migrate3to4); erase their old bytes from the file.
+		if err := s.Compact(); err != nil {
+			return nil, errors.Join(err, s.Close())
+		}
+	}
 	return s, nil
+}
+
+// scrubSlots finishes what a crash interrupted: it erases the slots of a transaction
+// that did not commit (ids above slot_last) and those a committed transaction dropped
+// but did not erase (slots_dropped), then releases the outbox hold. It reads two meta
+// values and lists the slot directory; it never guesses from the points.
+func (s *Store) scrubSlots() (pending bool, err error) {
+	ids, _, err := slotFiles(s.slots)
+	if err != nil {
+		return false, fmt.Errorf("storage: list slots: %w", err)
+	}
+	var (
+		last    uint64
+		dropped []uint64
+		held    bool
+	)
+	err = s.View(func(tx *ReadTx) error {
+		var err error
+		if last, err = tx.metaU64(metaSlotLast); err != nil {
+			return err
+		}
+		if hold, err := tx.metaU64(metaScrubHold); err != nil {
+			return err
+		} else {
+			held = hold != 0
+		}
+		if v := tx.tx.Bucket(bucketMeta).Get(metaSlotDropped); v != nil {
+			var why string
+			if dropped, why = decodeMetaU64s(metaSlotDropped, v); why != "" {
+				return corrupt(bucketMeta, metaSlotDropped, why)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	for _, id := range ids {
+		if id > last {
+			dropped = append(dropped, id)
+		}
+	}
+	s.slotMu.Lock()
+	err = eraseSlots(s.slots, dropped)
+	s.slotMu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	if held || len(dropped) > 0 {
+		return true, s.releaseHold()
+	}
+	return false, nil
 }
 
 // fault is Options.Faults at site, or nil.
@@ -252,23 +371,23 @@ func refuseDamaged(db *bolt.DB, path string) error {
 
 // openDB opens the bbolt file and checks or initializes its format; on failure
 // the file is closed again.
-func openDB(path string, opts Options) (_ *bolt.DB, err error) {
+func openDB(path string, opts Options) (_ *bolt.DB, migrated bool, err error) {
 	if err := checkSize(path); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	db, err := boltOpen(path, opts)
 	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrVersionMismatch) {
 		// Not a bbolt file, or one of another bbolt page version.
-		return nil, &FormatError{Path: path, Want: FormatVersion, Reason: "not a bbolt file of a supported version: " + err.Error()}
+		return nil, false, &FormatError{Path: path, Want: FormatVersion, Reason: "not a bbolt file of a supported version: " + err.Error()}
 	}
 	if errors.Is(err, berrors.ErrChecksum) {
-		return nil, &DamageError{Path: path, Reason: "both meta pages fail their checksum"}
+		return nil, false, &DamageError{Path: path, Reason: "both meta pages fail their checksum"}
 	}
 	if errors.Is(err, ErrDamaged) {
-		return nil, err
+		return nil, false, err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("storage: open %s: %w", path, err)
+		return nil, false, fmt.Errorf("storage: open %s: %w", path, err)
 	}
 	defer func() {
 		if err != nil {
@@ -277,7 +396,12 @@ func openDB(path string, opts Options) (_ *bolt.DB, err error) {
 	}()
 	if opts.Check {
 		if err := refuseDamaged(db, path); err != nil {
-			return nil, err
+			return nil, false, err
+		}
+	}
+	if !opts.ReadOnly {
+		if err := os.MkdirAll(slotsDir(path), 0o700); err != nil {
+			return nil, false, fmt.Errorf("storage: slot directory: %w", err)
 		}
 	}
 	if opts.ReadOnly {
@@ -290,13 +414,15 @@ func openDB(path string, opts Options) (_ *bolt.DB, err error) {
 		err = db.Update(func(tx *bolt.Tx) (err error) {
 			defer recoverDamage(path, &err)
 			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-			return initFormat(path, tx)
+			from, err := initFormat(path, tx)
+			migrated = from > 0 && from < 4
+			return err
 		})
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return db, nil
+	return db, migrated, nil
 }
 
 // boltOpen is bolt.Open with a panic on a damaged file turned into a *DamageError.
@@ -309,36 +435,36 @@ func boltOpen(path string, opts Options) (db *bolt.DB, err error) {
 // initFormat creates the buckets of an empty file, or checks the version of an
 // existing one and migrates it to FormatVersion. It runs in the transaction of
 // openDB, so a failed check or migration leaves the file as it was.
-func initFormat(path string, tx *bolt.Tx) error {
+func initFormat(path string, tx *bolt.Tx) (migratedFrom uint64, err error) {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
 		empty := true
 		_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
 		if !empty {
-			return &FormatError{Path: path, Want: FormatVersion, Reason: "no meta bucket in a non-empty file"}
+			return 0, &FormatError{Path: path, Want: FormatVersion, Reason: "no meta bucket in a non-empty file"}
 		}
 		for _, name := range allBuckets {
 			if _, err := tx.CreateBucket(name); err != nil {
-				return fmt.Errorf("storage: create bucket %q: %w", name, err)
+				return 0, fmt.Errorf("storage: create bucket %q: %w", name, err)
 			}
 		}
-		return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, FormatVersion))
+		return 0, tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, FormatVersion))
 	}
 	v := meta.Get(metaFormat)
 	if v == nil {
-		return &FormatError{Path: path, Want: FormatVersion, Reason: "meta bucket has no format_version"}
+		return 0, &FormatError{Path: path, Want: FormatVersion, Reason: "meta bucket has no format_version"}
 	}
 	got, why := decodeMetaU64(metaFormat, v)
 	if why != "" {
-		return &FormatError{Path: path, Want: FormatVersion, Reason: "format_version: " + why}
+		return 0, &FormatError{Path: path, Want: FormatVersion, Reason: "format_version: " + why}
 	}
 	if got == 0 || got > FormatVersion || (got < FormatVersion && migrations[got] == nil) {
-		return &FormatError{Path: path, Got: uint32(min(got, 1<<32-1)), Want: FormatVersion}
+		return 0, &FormatError{Path: path, Got: uint32(min(got, 1<<32-1)), Want: FormatVersion}
 	}
 	if got < FormatVersion {
-		return migrateFormat(path, tx, got)
+		return got, migrateFormat(path, tx, got)
 	}
-	return requireBuckets(path, tx, FormatVersion, allBuckets)
+	return 0, requireBuckets(path, tx, FormatVersion, allBuckets)
 }
 
 // checkFormat is initFormat for a read-only open: the file must already be of
@@ -451,14 +577,25 @@ func (s *Store) Apply(fn func(tx *Tx) error) (err error) {
 	}
 	defer recoverDamage(s.path, &err)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	var enqueued bool
+	// Writers are serialized (bbolt allows one anyway) so that a transaction's slot
+	// erasure and the release of its outbox hold come before the next one commits.
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	var t *Tx
+	committed := false
+	defer func() { // also when fn panics: its slots are referenced by nothing
+		if !committed && t != nil && len(t.created) > 0 {
+			if cerr := eraseSlots(s.slots, t.created); cerr != nil && err != nil {
+				err = errors.Join(err, cerr)
+			}
+		}
+	}()
 	err = s.db.Update(func(btx *bolt.Tx) error {
-		t := &Tx{ReadTx: ReadTx{tx: btx}}
+		t = &Tx{ReadTx: ReadTx{tx: btx, slots: s.slots}}
 		defer func() { t.done = true }()
 		if err := fn(t); err != nil {
 			return err
 		}
-		enqueued = t.outboxLoaded && t.outboxSeq != t.outboxStart
 		if err := t.finish(); err != nil {
 			return err
 		}
@@ -467,10 +604,45 @@ func (s *Store) Apply(fn func(tx *Tx) error) (err error) {
 	if err != nil {
 		return err
 	}
-	if enqueued {
+	committed = true
+	if err := s.erase(t); err != nil {
+		return err
+	}
+	if t.outboxLoaded && t.outboxSeq != t.outboxStart {
 		s.notify()
 	}
 	return nil
+}
+
+// erase erases the slots t dropped, now that it committed, and releases the outbox
+// hold t set. On failure the hold stays; the next Open erases the slots (nothing
+// references them) and releases it.
+func (s *Store) erase(t *Tx) error {
+	if len(t.dropped) == 0 {
+		return nil
+	}
+	if err := s.fault("erase"); err != nil {
+		return err
+	}
+	s.slotMu.Lock()
+	err := eraseSlots(s.slots, t.dropped)
+	s.slotMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.releaseHold()
+}
+
+// releaseHold forgets the dropped slots (erased by now) and lets Pending return the
+// outbox entries held since their deletion.
+func (s *Store) releaseHold() error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if err := meta.Delete(metaSlotDropped); err != nil {
+			return err
+		}
+		return meta.Put(metaScrubHold, encodeMetaU64(metaScrubHold, 0))
+	})
 }
 
 // View runs fn in a read-only transaction. Everything a ReadTx returns is a
@@ -483,8 +655,10 @@ func (s *Store) View(fn func(tx *ReadTx) error) (err error) {
 	}
 	defer recoverDamage(s.path, &err)
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	s.slotMu.RLock()
+	defer s.slotMu.RUnlock()
 	return s.db.View(func(btx *bolt.Tx) error {
-		t := &ReadTx{tx: btx}
+		t := &ReadTx{tx: btx, slots: s.slots}
 		defer func() { t.done = true }()
 		return fn(t)
 	})
@@ -597,15 +771,30 @@ func (s *Store) Ack(seqs ...uint64) (err error) {
 	})
 }
 
-// ScrubPending reports whether a committed deletion awaits Compact (and outbox
-// entries are held back because of it).
+// ScrubPending finishes the erasure of committed deletions whose slots were not
+// erased (Apply returned the erasure's error, or the process stopped in between): it
+// erases them and releases the outbox entries held since. It reports whether there was
+// such a deletion. Open runs it; an owner that saw Apply fail after its commit runs it
+// before going on.
 func (s *Store) ScrubPending() (pending bool, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return false, ErrClosed
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.scrubSlots()
+}
+
+// held reports whether outbox entries are held back since a deletion.
+func (s *Store) held() (held bool, err error) {
 	err = s.View(func(tx *ReadTx) error {
 		hold, err := tx.metaU64(metaScrubHold)
-		pending = hold != 0
+		held = hold != 0
 		return err
 	})
-	return pending, err
+	return held, err
 }
 
 // VerifyAudit walks the audit chain from seq 1 and returns nil if every record
@@ -717,7 +906,7 @@ func (s *Store) Compact() (err error) {
 	s.scrub.Go(func() {
 		s.scrubErr = errors.Join(zeroFile(old), old.Close())
 	})
-	db, oerr := openDB(s.path, s.opts)
+	db, _, oerr := openDB(s.path, s.opts)
 	if oerr != nil {
 		s.closed = true
 		errs = append(errs, fmt.Errorf("storage: compact: reopen failed, store closed: %w", oerr), s.waitScrub())

@@ -425,9 +425,9 @@ func TestOpenUnknownVersion(t *testing.T) {
 		corrupt func(tx *bolt.Tx) error
 		wantGot uint32
 	}{
-		{"version 4", func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 4))
-		}, 4},
+		{"version 5", func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 5))
+		}, 5},
 		{"version max", func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, math.MaxUint64))
 		}, math.MaxUint32},
@@ -437,9 +437,9 @@ func TestOpenUnknownVersion(t *testing.T) {
 		{"no version key", func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(metaFormat) }, 0},
 		{"no meta bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketMeta) }, 0},
 		{"garbled version", func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaFormat, []byte{1, 2, 3}) }, 0},
-		{"missing bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketOutbox) }, 3},
-		{"version 3 without pending", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPending) }, 3},
-		{"version 3 without poolpoints", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPoolPts) }, 3},
+		{"missing bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketOutbox) }, 4},
+		{"version 4 without pending", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPending) }, 4},
+		{"version 4 without poolpoints", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPoolPts) }, 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -833,32 +833,19 @@ func TestOutboxReady(t *testing.T) {
 	}
 }
 
-func TestOutboxHeldUntilCompact(t *testing.T) {
-	s, _ := openTemp(t)
-	err := s.Apply(func(tx *Tx) error {
-		if err := tx.PutPoint(samplePoint("x", 4)); err != nil {
-			return err
+func TestOutboxHeldUntilErased(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	var failErase atomic.Bool
+	opts := Options{NoSync: true, Faults: func(site string) error {
+		if site == "erase" && failErase.Load() {
+			return syscall.EIO
 		}
-		_, err := tx.Enqueue("cairn.attributions", []byte("before"), nil)
-		return err
-	})
+		return nil
+	}}
+	s, err := Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.Apply(func(tx *Tx) error {
-		if _, err := tx.Enqueue("cairn.status", []byte("same-tx-before-delete"), nil); err != nil {
-			return err
-		}
-		if ok, err := tx.DeletePoint("x"); err != nil || !ok {
-			return fmt.Errorf("DeletePoint = %v, %v", ok, err)
-		}
-		_, err := tx.Enqueue("cairn.audits", []byte("audit"), nil)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Apply(func(tx *Tx) error { _, err := tx.Enqueue("cairn.attributions", []byte("after"), nil); return err })
 	keys := func() []string {
 		es, err := s.Pending(0)
 		if err != nil {
@@ -870,30 +857,73 @@ func TestOutboxHeldUntilCompact(t *testing.T) {
 		}
 		return out
 	}
-	if got, want := keys(), []string{"before"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("Pending before Compact = %q, want %q", got, want)
+	deleteWithOutputs := func(id string) error {
+		return s.Apply(func(tx *Tx) error {
+			if _, err := tx.Enqueue("cairn.status", []byte("same-tx-before-delete"), nil); err != nil {
+				return err
+			}
+			if ok, err := tx.DeletePoint(id); err != nil || !ok {
+				return fmt.Errorf("DeletePoint = %v, %v", ok, err)
+			}
+			_, err := tx.Enqueue("cairn.audits", []byte("audit"), nil)
+			return err
+		})
 	}
-	if held, _ := s.ScrubPending(); !held {
-		t.Error("ScrubPending = false after a deletion")
+	slotCount := func() int {
+		ids, _, err := slotFiles(slotsDir(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ids)
 	}
-	// The hold survives a restart.
-	s = reopen(t, s)
-	if got, want := keys(), []string{"before"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("Pending after reopen = %q, want %q", got, want)
+	for _, id := range []string{"x", "y"} {
+		if err := s.Apply(func(tx *Tx) error { return tx.PutPoint(samplePoint(id, 4)) }); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := s.Compact(); err != nil {
+	if err := s.Apply(func(tx *Tx) error { _, err := tx.Enqueue("cairn.attributions", []byte("before"), nil); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := keys(), []string{"before", "same-tx-before-delete", "audit", "after"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("Pending after Compact = %q, want %q", got, want)
+	// A deletion erases the slot before Apply returns, and holds nothing after it.
+	if err := deleteWithOutputs("x"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := keys(), []string{"before", "same-tx-before-delete", "audit"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Pending after a deletion = %q, want %q", got, want)
+	}
+	if n := slotCount(); n != 1 {
+		t.Errorf("%d slots after deleting one of two points, want 1", n)
+	}
+	if err := s.Ack(1, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	// An erasure that fails keeps everything from the deletion on held, and the slot.
+	failErase.Store(true)
+	if err := deleteWithOutputs("y"); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("deletion with a failing erasure: %v, want the EIO", err)
+	}
+	s.Apply(func(tx *Tx) error { _, err := tx.Enqueue("cairn.attributions", []byte("after"), nil); return err })
+	if got := keys(); len(got) != 0 {
+		t.Errorf("Pending with the erasure undone = %q, want nothing", got)
+	}
+	if n := slotCount(); n != 1 {
+		t.Errorf("%d slots, want the deleted point's still there", n)
+	}
+	// The next Open erases it and releases the hold.
+	failErase.Store(false)
+	s.Close()
+	if s, err = Open(path, opts); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n := slotCount(); n != 0 {
+		t.Errorf("%d slots after reopening, want 0", n)
+	}
+	if got, want := keys(), []string{"same-tx-before-delete", "audit", "after"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Pending after reopening = %q, want %q", got, want)
 	}
 	if held, _ := s.ScrubPending(); held {
-		t.Error("ScrubPending = true after Compact")
-	}
-	// Deleting an absent id erases nothing and holds nothing.
-	s.Apply(func(tx *Tx) error { _, err := tx.DeletePoint("absent"); return err })
-	if held, _ := s.ScrubPending(); held {
-		t.Error("ScrubPending = true after deleting an absent id")
+		t.Error("still held after reopening")
 	}
 }
 
@@ -987,6 +1017,18 @@ func countMarkers(t *testing.T, path string, x []float64) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// And every slot file: the state is the file and its slots.
+	ids, _, err := slotFiles(slotsDir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		b, err := os.ReadFile(filepath.Join(slotsDir(path), slotName(id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = append(raw, b...)
+	}
 	n := 0
 	for _, v := range x {
 		var b [8]byte
@@ -1028,11 +1070,10 @@ func TestErasureScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// This is why Compact exists: bbolt keeps the bytes on freed pages.
-	afterDelete := countMarkers(t, path, secret)
-	t.Logf("after DeletePoint without Compact: %d of %d marker values still in the file", afterDelete, len(secret))
-	if afterDelete == 0 {
-		t.Errorf("after plain delete no marker remains; the test no longer shows the freed-page leak it guards against")
+	// The input lived in a slot, which the deletion zeroed and unlinked before Apply
+	// returned: no Compact, no rewrite of the file.
+	if got := countMarkers(t, path, secret); got != 0 {
+		t.Errorf("after DeletePoint: %d of %d marker values still in the file or its slots, want 0", got, len(secret))
 	}
 	// A descriptor opened before Compact still reaches the old inode after the
 	// rename; Compact overwrites it with zeros.
@@ -1324,7 +1365,12 @@ func TestInjectedFaults(t *testing.T) {
 	if n, _ := s.OutboxSpan(); n != 1 {
 		t.Errorf("a failed ack removed the entry (span %d)", n)
 	}
-	// A deletion holds later outputs until Compact; a failed Compact keeps them held.
+	// A deletion whose erasure fails holds later outputs (TestOutboxHeldUntilErased);
+	// a failed Compact leaves the store as it was and usable.
+	fail("compact")
+	if err := s.Compact(); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("Compact under a fault: %v", err)
+	}
 	fail("none")
 	if err := s.Apply(func(tx *Tx) error {
 		if _, err := tx.DeletePoint("a"); err != nil {
@@ -1335,18 +1381,7 @@ func TestInjectedFaults(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	fail("compact")
-	if err := s.Compact(); !errors.Is(err, syscall.ENOSPC) {
-		t.Errorf("Compact under a fault: %v", err)
-	}
-	if es, _ := s.Pending(0); len(es) != 1 {
-		t.Errorf("after a failed Compact %d entries are publishable, want only the one before the deletion", len(es))
-	}
-	fail("none")
-	if err := s.Compact(); err != nil {
-		t.Fatal(err)
-	}
 	if es, _ := s.Pending(0); len(es) != 2 {
-		t.Errorf("after Compact %d entries are publishable, want 2", len(es))
+		t.Errorf("after the deletion %d entries are publishable, want 2", len(es))
 	}
 }

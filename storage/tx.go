@@ -15,8 +15,21 @@ import (
 // A ReadTx is not safe for concurrent use and is invalid after its function
 // returns (methods then return ErrTxDone).
 type ReadTx struct {
-	tx   *bolt.Tx
-	done bool
+	tx    *bolt.Tx
+	slots string // the slot directory (slots.go)
+	done  bool
+}
+
+// point decodes the value v of point key, reading its input from its slot.
+func (r *ReadTx) point(k, v []byte) (Point, error) {
+	p, ref, why := decodePoint(k, v)
+	if why == "" && ref != nil {
+		p.X, why = readSlot(r.slots, *ref)
+	}
+	if why != "" {
+		return Point{}, corrupt(bucketPoints, k, why)
+	}
+	return p, nil
 }
 
 func (r *ReadTx) check() error {
@@ -52,9 +65,9 @@ func (r *ReadTx) Point(id string) (p Point, ok bool, err error) {
 	if v == nil {
 		return Point{}, false, nil
 	}
-	p, why := decodePoint(k, v)
-	if why != "" {
-		return Point{}, false, corrupt(bucketPoints, k, why)
+	p, err = r.point(k, v)
+	if err != nil {
+		return Point{}, false, err
 	}
 	return p, true, nil
 }
@@ -68,9 +81,9 @@ func (r *ReadTx) ForEachPoint(fn func(Point) error) error {
 	}
 	c := r.tx.Bucket(bucketPoints).Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
-		p, why := decodePoint(k, v)
-		if why != "" {
-			return corrupt(bucketPoints, k, why)
+		p, err := r.point(k, v)
+		if err != nil {
+			return err
 		}
 		if err := fn(p); err != nil {
 			return err
@@ -369,7 +382,39 @@ type Tx struct {
 	points       uint64
 	pointsDirty  bool
 
-	deleted bool // a point was deleted: hold the outbox until Compact
+	// Slots (slots.go): the last allocated id, the slots this transaction wrote
+	// (removed if it does not commit) and those it dropped (erased once it commits;
+	// the outbox is held from this transaction on until they are).
+	slotLast    uint64
+	slotsLoaded bool
+	created     []uint64
+	dropped     []uint64
+}
+
+// dropOld schedules the erasure of the slot of the stored value v of point k (every
+// value of a format 4 file has one: migrate3to4 moved the inline ones).
+func (t *Tx) dropOld(k, v []byte) {
+	if _, ref, why := decodePoint(k, v); why == "" && ref != nil {
+		t.dropped = append(t.dropped, ref.id)
+	}
+}
+
+// newSlot writes x to a fresh slot of this transaction.
+func (t *Tx) newSlot(x []float64) (slotRef, error) {
+	if !t.slotsLoaded {
+		last, err := t.metaU64(metaSlotLast)
+		if err != nil {
+			return slotRef{}, err
+		}
+		t.slotLast, t.slotsLoaded = last, true
+	}
+	t.slotLast++
+	ref, err := writeSlot(t.slots, t.slotLast, x)
+	if err != nil {
+		return slotRef{}, err
+	}
+	t.created = append(t.created, t.slotLast)
+	return ref, nil
 }
 
 func validTopic(field, topic string) error {
@@ -430,20 +475,26 @@ func (t *Tx) PutPoint(p Point) error {
 	}
 	k := []byte(p.ID)
 	b := t.tx.Bucket(bucketPoints)
-	if b.Get(k) == nil {
+	if old := b.Get(k); old == nil {
 		t.points++
 		t.pointsDirty = true
+	} else {
+		t.dropOld(k, old)
 	}
-	if err := b.Put(k, encodePoint(k, &p)); err != nil {
+	ref, err := t.newSlot(p.X)
+	if err != nil {
+		return err
+	}
+	if err := b.Put(k, encodePoint(k, &p, &ref)); err != nil {
 		return fmt.Errorf("storage: put point %q: %w", p.ID, err)
 	}
 	return nil
 }
 
 // DeletePoint removes a point, and its pool record if it has one
-// (PutPoolPoint), and reports whether it existed. Its bytes remain
-// on bbolt's freed pages until Compact; outbox entries enqueued from this
-// transaction on are held back from Pending until then.
+// (PutPoolPoint), and reports whether it existed. Its input is erased from its slot
+// once the transaction commits (Apply); outbox entries enqueued from this transaction
+// on are held back from Pending until it is.
 func (t *Tx) DeletePoint(id string) (existed bool, err error) {
 	if err := t.check(); err != nil {
 		return false, err
@@ -456,9 +507,11 @@ func (t *Tx) DeletePoint(id string) (existed bool, err error) {
 	}
 	k := []byte(id)
 	b := t.tx.Bucket(bucketPoints)
-	if b.Get(k) == nil {
+	old := b.Get(k)
+	if old == nil {
 		return false, nil
 	}
+	t.dropOld(k, old)
 	if err := b.Delete(k); err != nil {
 		return false, fmt.Errorf("storage: delete point %q: %w", id, err)
 	}
@@ -467,7 +520,6 @@ func (t *Tx) DeletePoint(id string) (existed bool, err error) {
 	}
 	t.points--
 	t.pointsDirty = true
-	t.deleted = true
 	return true, nil
 }
 
@@ -698,7 +750,27 @@ func (t *Tx) finish() error {
 			return err
 		}
 	}
-	if t.deleted {
+	if t.slotsLoaded {
+		if err := meta.Put(metaSlotLast, encodeMetaU64(metaSlotLast, t.slotLast)); err != nil {
+			return err
+		}
+	}
+	if len(t.created) > 0 {
+		if err := syncSlots(t.slots); err != nil {
+			return err
+		}
+	}
+	if len(t.dropped) > 0 {
+		var dropped []uint64
+		if v := meta.Get(metaSlotDropped); v != nil {
+			var why string
+			if dropped, why = decodeMetaU64s(metaSlotDropped, v); why != "" {
+				return corrupt(bucketMeta, metaSlotDropped, why)
+			}
+		}
+		if err := meta.Put(metaSlotDropped, encodeMetaU64s(metaSlotDropped, append(dropped, t.dropped...))); err != nil {
+			return err
+		}
 		hold, err := t.metaU64(metaScrubHold)
 		if err != nil {
 			return err

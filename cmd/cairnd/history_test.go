@@ -116,7 +116,7 @@ func produceAll(ctx context.Context, addr string, msgs []stream.Message) error {
 // content, per partition in offset order).
 func readTopics(t *testing.T, addr string, topics ...string) map[string][]stream.Message {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	kcfg := stream.Config{Brokers: []string{addr}}
 	out := map[string][]stream.Message{}
@@ -142,13 +142,15 @@ func readTopics(t *testing.T, addr string, topics ...string) map[string][]stream
 			t.Fatal(err)
 		}
 		rctx, stop := context.WithCancel(ctx)
+		done := map[int]bool{}
 		err = r.Run(rctx, func(_ context.Context, batch []stream.Message) error {
 			for _, m := range batch {
 				if m.Offset >= ends[m.Partition] {
 					continue
 				}
 				out[topic] = append(out[topic], m)
-				if m.Offset == ends[m.Partition]-1 {
+				if m.Offset == ends[m.Partition]-1 && !done[m.Partition] {
+					done[m.Partition] = true
 					remaining--
 				}
 			}

@@ -37,10 +37,12 @@
 //     (PutPoolPoint; see "Pool state"). Offsets therefore never
 //     advance without the state they describe, and a crash before the commit leaves
 //     the batch unconsumed; batches amortize the commit's fsync.
-//  5. After a commit that deleted stored points, Store.Compact erases their raw bytes
-//     (storage holds back every later outbox entry until then; on start, New
-//     compacts a deletion committed just before a crash). Deletions also write their
-//     pending audit records in step 4 and call the hooks (Hooks; the daemon's doc.go "Deletions and audits").
+//  5. The commit of a batch that deleted or replaced stored points erases their raw
+//     inputs from their slot files before it returns (storage; it holds back every
+//     later outbox entry until then, and New finishes an erasure a crash or a failure
+//     interrupted, Store.ScrubPending), and each deletion enqueues a tombstone for its
+//     id on its topic. Deletions also write their pending audit records in step 4 and
+//     call the hooks (Hooks; the daemon's doc.go "Deletions and audits").
 //
 // Apply returns an error only for failures of the daemon (store, context, an internal
 // inconsistency), never for bad input, and then the batch counts as not consumed. A

@@ -166,7 +166,7 @@ func TrainLimits(cfg config.Config, inputDim int) (stream.Limits, error) {
 // stored pool state when there is one (checked against the configured model and pool,
 // and against the number of stored points), else an empty pool, which requires an
 // empty store. A deletion committed before a crash but not yet erased is erased now
-// (Store.Compact), so held outbox entries flow again. cfg is assumed validated
+// (Store.ScrubPending), so held outbox entries flow again. cfg is assumed validated
 // (config.Validate); what only the daemon can check is checked here. st stays owned
 // by the caller and must outlive the State.
 func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, error) {
@@ -189,13 +189,10 @@ func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, erro
 		store: st, feat: feat, pcfg: pcfg, lim: lim, dlq: cfg.Kafka.Topics.DLQ,
 		stale: cfg.Pool.SyncStaleFraction, log: log, dlqRaw: cfg.Kafka.DLQKeepRaw, last: map[partition]int64{}, tombs: map[partition]int64{},
 	}
-	if hold, err := st.ScrubPending(); err != nil {
-		return nil, err
-	} else if hold {
-		log.Info().Msg("erasing deletions committed before the last stop")
-		if err := st.Compact(); err != nil {
-			return nil, fmt.Errorf("ingest: compact held deletions: %w", err)
-		}
+	if erased, err := st.ScrubPending(); err != nil {
+		return nil, fmt.Errorf("ingest: erase deletions committed before: %w", err)
+	} else if erased {
+		log.Info().Msg("erased deletions committed before the last failure or stop")
 	}
 	var (
 		ps     storage.PoolState
@@ -428,16 +425,6 @@ func (in *State) Apply(ctx context.Context, batch []stream.Message) (res BatchRe
 	}
 	in.passTombstones()
 	res = in.count(len(batch))
-	// 6. Erase deleted raw bytes now (the audit machinery will take this over): until
-	// Compact runs, the store holds back every later outbox entry.
-	if res.Deletes > 0 {
-		if err := in.store.Compact(); err != nil {
-			// The batch is committed; its erasure is not, and until it is the store
-			// holds back every later output. New compacts such a store, so the owner's
-			// rebuild retries the erasure.
-			return res, in.breakWith(fmt.Errorf("erase deleted points: %w", err))
-		}
-	}
 	return res, nil
 }
 
