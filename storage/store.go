@@ -787,15 +787,6 @@ func (s *Store) ScrubPending() (pending bool, err error) {
 	return s.scrubSlots()
 }
 
-// held reports whether outbox entries are held back since a deletion.
-func (s *Store) held() (held bool, err error) {
-	err = s.View(func(tx *ReadTx) error {
-		hold, err := tx.metaU64(metaScrubHold)
-		held = hold != 0
-		return err
-	})
-	return held, err
-}
 
 // VerifyAudit walks the audit chain from seq 1 and returns nil if every record
 // verifies: seqs are 1, 2, 3… without gaps, each PrevHash equals the previous
