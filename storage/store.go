@@ -787,7 +787,6 @@ func (s *Store) ScrubPending() (pending bool, err error) {
 	return s.scrubSlots()
 }
 
-
 // VerifyAudit walks the audit chain from seq 1 and returns nil if every record
 // verifies: seqs are 1, 2, 3… without gaps, each PrevHash equals the previous
 // Hash (32 zero bytes for seq 1), and each Hash equals SHA-256(PrevHash || Body).
