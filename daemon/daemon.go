@@ -66,6 +66,12 @@ type Daemon struct {
 	outbox atomic.Int64
 	// embedded is the in-process broker, nil with external brokers.
 	embedded *stream.Broker
+	// tombs are where the deletions' tombstones landed (recorded as the writer sees
+	// them acknowledged, kept until their audits are written); trainPolicy is the
+	// training topic's cleanup.policy, as the cluster describes it at start.
+	tombMu      sync.Mutex
+	tombs       map[string]ingest.Tombstone
+	trainPolicy string
 	// signer signs every audit record (DataDir/audit.key, internal/auditsig).
 	signer *auditsig.Signer
 	// storeFaults is storage.Options.Faults of the state file (fault-injection tests).
@@ -340,7 +346,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return diagnose(st, err)
 	}
 	d.emitStatus("audit_key", d.AuditKey())
-	w, err := stream.NewWriter(stream.WriterConfig{Kafka: d.kafka})
+	w, err := stream.NewWriter(stream.WriterConfig{Kafka: d.kafka, OnWritten: d.tombstonesWritten})
 	if err != nil {
 		return err
 	}
@@ -415,9 +421,20 @@ func (d *Daemon) connect(ctx context.Context) (closeBroker func() error, err err
 	d.kafka = KafkaConfig(cfg)
 	topics := []string{cfg.Kafka.Topics.Train, cfg.Kafka.Topics.Queries, cfg.Kafka.Topics.Attributions,
 		cfg.Kafka.Topics.Audits, cfg.Kafka.Topics.DLQ, cfg.Kafka.Topics.Status}
+	d.tombs = map[string]ingest.Tombstone{}
 	if len(cfg.Kafka.Brokers) > 0 {
-		return func() error { return nil }, d.waitTopics(ctx, topics)
+		if err := d.waitTopics(ctx, topics); err != nil {
+			return nil, err
+		}
+		policy, err := stream.TopicSetting(ctx, d.kafka, cfg.Kafka.Topics.Train, "cleanup.policy")
+		if err != nil {
+			d.log.Warn().Err(err).Msg("cleanup.policy of the training topic unknown")
+			policy = "unknown"
+		}
+		d.trainPolicy = policy
+		return func() error { return nil }, nil
 	}
+	d.trainPolicy = "compact"
 	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: cfg.Kafka.EmbeddedBroker, Topics: topics,
 		Partitions: cfg.Kafka.Partitions, DataDir: filepath.Join(cfg.DataDir, "kafka"), TopicConfigs: d.topicConfigs()})
 	if err != nil {
@@ -491,6 +508,32 @@ func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, pub
 		err = errors.Join(err, e)
 	}
 	return err
+}
+
+// tombstonesWritten records where the deletions' tombstones landed (the writer's
+// OnWritten).
+func (d *Daemon) tombstonesWritten(msgs []stream.Message) {
+	d.tombMu.Lock()
+	defer d.tombMu.Unlock()
+	for _, m := range msgs {
+		if m.Topic == d.cfg.Kafka.Topics.Train && m.Value == nil {
+			if _, dup := d.tombs[string(m.Key)]; !dup { // the first copy is the one compaction keeps
+				d.tombs[string(m.Key)] = ingest.Tombstone{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Policy: d.trainPolicy}
+			}
+		}
+	}
+}
+
+// tombstoneOf is the erasure record of a deleted id for its audit, and forgets it.
+func (d *Daemon) tombstoneOf(id string) *ingest.Tombstone {
+	d.tombMu.Lock()
+	defer d.tombMu.Unlock()
+	t, ok := d.tombs[id]
+	if !ok {
+		t = ingest.Tombstone{Topic: d.cfg.Kafka.Topics.Train, Partition: -1, Offset: -1, Policy: d.trainPolicy}
+	}
+	delete(d.tombs, id)
+	return &t
 }
 
 // eraseFromBroker makes the embedded broker drop the upserts of deleted points: it

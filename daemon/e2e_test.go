@@ -450,6 +450,20 @@ func TestEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(ua.Body), &ub); err != nil || ub.Known || ua.Known || ua.ModelAfter != ua.ModelBefore {
 		t.Errorf("unknown-id audit %+v (body %v): want known=false and no refit", ua, err)
 	}
+	if ub.Tombstone != nil {
+		t.Errorf("unknown-id audit names a tombstone %+v", ub.Tombstone)
+	}
+	// The audits of stored points say where their tombstones landed, and the policy.
+	for _, a := range []stream.Audit{la, pa} {
+		var body ingest.AuditBody
+		if err := json.Unmarshal([]byte(a.Body), &body); err != nil {
+			t.Fatal(err)
+		}
+		tb := body.Tombstone
+		if tb == nil || tb.Topic != tp.Train || tb.Partition < 0 || tb.Offset < 0 || tb.Policy != "compact" {
+			t.Errorf("audit of %s: tombstone %+v, want its topic, partition, offset and policy compact", a.ID, tb)
+		}
+	}
 	checkSignedAudits(t, r, tp.Audits, tp.Status)
 	// The chain verifies from the events alone: hash = SHA-256(prev_hash ‖ body).
 	evs := r.messages(tp.Audits)

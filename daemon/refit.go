@@ -381,6 +381,9 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 			}
 		}
 		for _, rec := range snap.Pending {
+			if rec.Known && rec.Tombstone == nil {
+				rec.Tombstone = d.tombstoneOf(rec.ID)
+			}
 			a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, ft.serv, done, d.signer)
 			if err != nil {
 				return err

@@ -222,6 +222,9 @@ func (d *Daemon) auditWithoutModel(snap *job) error {
 	err := d.store.Apply(func(tx *storage.Tx) error {
 		var last stream.Audit
 		for _, rec := range snap.Pending {
+			if rec.Known && rec.Tombstone == nil {
+				rec.Tombstone = d.tombstoneOf(rec.ID)
+			}
 			a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, nil, done, d.signer)
 			if err != nil {
 				return err

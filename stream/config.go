@@ -390,3 +390,32 @@ func EnsureTopicsWithConfigs(ctx context.Context, cfg Config, partitions, replic
 	}
 	return errors.Join(errs...)
 }
+
+// TopicSetting returns the value of one setting of topic (for example
+// cleanup.policy) as the cluster describes it.
+func TopicSetting(ctx context.Context, cfg Config, topic, name string) (string, error) {
+	tctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr, err := cfg.transport(tctx)
+	if err != nil {
+		return "", err
+	}
+	defer tr.CloseIdleConnections()
+	cl := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: tr}
+	resp, err := cl.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{
+		{ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{name}}}})
+	if err != nil {
+		return "", fmt.Errorf("stream: describe %s of topic %q: %w", name, topic, err)
+	}
+	for _, r := range resp.Resources {
+		if r.Error != nil {
+			return "", fmt.Errorf("stream: describe %s of topic %q: %w", name, topic, r.Error)
+		}
+		for _, e := range r.ConfigEntries {
+			if e.ConfigName == name {
+				return e.ConfigValue, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("stream: topic %q does not describe %s", topic, name)
+}

@@ -521,4 +521,7 @@ func TestTopicConfigs(t *testing.T) {
 	if got["kept.retention.ms"] != "-1" || got["kept.retention.bytes"] != "-1" || got["plain.retention.ms"] == "-1" {
 		t.Errorf("topic configs %v, want retention -1 on kept only", got)
 	}
+	if v, err := TopicSetting(ctx, Config{Brokers: []string{b.Addr()}}, "kept", "retention.ms"); err != nil || v != "-1" {
+		t.Errorf("TopicSetting(kept, retention.ms) = %q, %v; want -1", v, err)
+	}
 }

@@ -36,6 +36,10 @@ type WriterConfig struct {
 	Linger time.Duration
 	// Timeout bounds one produce round trip. Default 10s.
 	Timeout time.Duration
+	// OnWritten, if set, is called with the messages the brokers acknowledged, their
+	// Partition and Offset set, before the Write that sent them returns. It must be
+	// quick and safe for concurrent use.
+	OnWritten func(msgs []Message)
 }
 
 func (c WriterConfig) withDefaults() WriterConfig {
@@ -123,6 +127,18 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		ReadTimeout:  cfg.Timeout,
 		WriteTimeout: cfg.Timeout,
 		Transport:    tr,
+	}
+	if on := cfg.OnWritten; on != nil {
+		w.Completion = func(ms []kafka.Message, err error) {
+			if err != nil {
+				return
+			}
+			out := make([]Message, len(ms))
+			for i, m := range ms {
+				out[i] = Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value, Time: m.Time}
+			}
+			on(out)
+		}
 	}
 	return &Writer{cfg: cfg, w: w, cancel: cancel}, nil
 }

@@ -38,6 +38,8 @@ type Deletion struct {
 	// Source names the delete message: topic/partition/offset.
 	Source string `json:"source"`
 
+	// Tombstone is filled in by the owner before the audit is written (AuditBody).
+	Tombstone *Tombstone `json:"-"`
 	// before is the serving model the deletion was applied to (nil after a restart:
 	// the audit then uses the model serving at audit time and says which), and effect
 	// the deletion effect computed on it before the audit is written.
@@ -87,6 +89,22 @@ type AuditBody struct {
 	Applied        time.Time           `json:"applied"`
 	RefitDone      time.Time           `json:"refit_done"`
 	Source         string              `json:"source"`
+	// Tombstone is where the deletion's tombstone landed on the training topic and
+	// that topic's cleanup policy (absent for an id that was not stored).
+	Tombstone *Tombstone `json:"tombstone,omitempty"`
+}
+
+// Tombstone is the erasure of a deleted point from the training topic: the tombstone
+// (its id as key, a null value) the deletion wrote there, at Partition and Offset
+// (-1 when not known: the daemon restarted between publishing it and the audit), and
+// the topic's cleanup.policy, which decides whether the broker drops the point's
+// upserts ("compact": at its next compaction; with the embedded broker, before this
+// audit was published).
+type Tombstone struct {
+	Topic     string `json:"topic"`
+	Partition int    `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Policy    string `json:"policy"`
 }
 
 // AppendAudit writes the audit of rec into tx: the hash-chained record and the
@@ -100,7 +118,7 @@ func AppendAudit(tx *storage.Tx, topic string, rec *Deletion, after *serving.Mod
 		PoolLandmark: rec.PoolLandmark, ModelBefore: rec.ModelBefore,
 		ResidualBefore: [2]certify.Residual{serving.ResidualOf(rec.ResidualBefore[0]), serving.ResidualOf(rec.ResidualBefore[1])},
 		ResidualAfter:  [2]certify.Residual{serving.ResidualOf(rec.ResidualAfter[0]), serving.ResidualOf(rec.ResidualAfter[1])},
-		Requested:      rec.Requested, Applied: rec.Applied, RefitDone: done.UTC(), Source: rec.Source,
+		Requested:      rec.Requested, Applied: rec.Applied, RefitDone: done.UTC(), Source: rec.Source, Tombstone: rec.Tombstone,
 		Percentile: -1, PValue: 1,
 	}
 	if after != nil {
