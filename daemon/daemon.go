@@ -513,18 +513,29 @@ func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, pub
 // tombstonesWritten records where the deletions' tombstones landed (the writer's
 // OnWritten).
 func (d *Daemon) tombstonesWritten(msgs []stream.Message) {
+	at := map[string]ingest.Tombstone{}
 	d.tombMu.Lock()
-	defer d.tombMu.Unlock()
 	for _, m := range msgs {
 		if m.Topic == d.cfg.Kafka.Topics.Train && m.Value == nil {
 			if _, dup := d.tombs[string(m.Key)]; !dup { // the first copy is the one compaction keeps
-				d.tombs[string(m.Key)] = ingest.Tombstone{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Policy: d.trainPolicy}
+				t := ingest.Tombstone{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Policy: d.trainPolicy}
+				d.tombs[string(m.Key)], at[string(m.Key)] = t, t
 			}
 		}
 	}
+	d.tombMu.Unlock()
+	if len(at) == 0 {
+		return
+	}
+	// Also in the pending deletion records, so that an audit written after a restart
+	// states it too (best effort: the in-memory copy serves this process).
+	if err := d.store.Apply(func(tx *storage.Tx) error { return ingest.RecordTombstones(tx, at) }); err != nil {
+		d.log.Warn().Err(err).Int("tombstones", len(at)).Msg("tombstone positions not stored")
+	}
 }
 
-// tombstoneOf is the erasure record of a deleted id for its audit, and forgets it.
+// tombstoneOf is the erasure record of a deleted id for its audit (one the pending
+// record carries, stored before a restart, wins), and forgets it.
 func (d *Daemon) tombstoneOf(id string) *ingest.Tombstone {
 	d.tombMu.Lock()
 	defer d.tombMu.Unlock()

@@ -38,8 +38,9 @@ type Deletion struct {
 	// Source names the delete message: topic/partition/offset.
 	Source string `json:"source"`
 
-	// Tombstone is filled in by the owner before the audit is written (AuditBody).
-	Tombstone *Tombstone `json:"-"`
+	// Tombstone is where the deletion's tombstone landed, once the broker acknowledged
+	// it (RecordTombstones); the audit states it (AuditBody).
+	Tombstone *Tombstone `json:"tombstone,omitempty"`
 	// before is the serving model the deletion was applied to (nil after a restart:
 	// the audit then uses the model serving at audit time and says which), and effect
 	// the deletion effect computed on it before the audit is written.
@@ -96,7 +97,7 @@ type AuditBody struct {
 
 // Tombstone is the erasure of a deleted point from the training topic: the tombstone
 // (its id as key, a null value) the deletion wrote there, at Partition and Offset
-// (-1 when not known: the daemon restarted between publishing it and the audit), and
+// (-1 when not known: the position could not be stored before a restart), and
 // the topic's cleanup.policy, which decides whether the broker drops the point's
 // upserts ("compact": at its next compaction; with the embedded broker, before this
 // audit was published).
@@ -161,4 +162,41 @@ func AppendAudit(tx *storage.Tx, topic string, rec *Deletion, after *serving.Mod
 		return ev, err
 	}
 	return ev, nil
+}
+
+// RecordTombstones stores in tx where the tombstones of pending deletions landed
+// (keyed by id), so that their audits state it even after a restart. A record that
+// already has one keeps it (a re-published tombstone lands again, later).
+func RecordTombstones(tx *storage.Tx, at map[string]Tombstone) error {
+	type upd struct {
+		seq  uint64
+		body []byte
+	}
+	var upds []upd
+	err := tx.ForEachPending(func(seq uint64, body []byte) error {
+		rec, err := decodeDeletion(body)
+		if err != nil || rec.Tombstone != nil {
+			return nil
+		}
+		t, ok := at[rec.ID]
+		if !ok {
+			return nil
+		}
+		rec.Tombstone = &t
+		b, err := rec.encode()
+		if err != nil {
+			return err
+		}
+		upds = append(upds, upd{seq, b})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, u := range upds {
+		if err := tx.PutPending(u.seq, u.body); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -525,3 +525,39 @@ func TestTombstones(t *testing.T) {
 		t.Errorf("stored offset %d, want 6", off)
 	}
 }
+
+// TestRecordTombstones: the position of a deletion's tombstone is stored in its pending
+// record (so an audit after a restart states it), the first one recorded stays, and
+// records of other ids are untouched; New restores it with the record.
+func TestRecordTombstones(t *testing.T) {
+	cfg := testConfig()
+	st := tempStore(t)
+	in := newTestIngest(t, cfg, st)
+	g := newGen(t, 5, 6)
+	topic := cfg.Kafka.Topics.Train
+	ms := msgs(topic, []event{g.upsert("a"), g.upsert("b"), g.del("a"), g.del("b")})
+	for i := range ms {
+		ms[i].Offset = int64(i)
+	}
+	if _, err := in.Apply(t.Context(), ms); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []int64{17, 99} {
+		if err := st.Apply(func(tx *storage.Tx) error {
+			return RecordTombstones(tx, map[string]Tombstone{"a": {Topic: topic, Partition: 1, Offset: off, Policy: "compact"}})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in2 := newTestIngest(t, cfg, st)
+	got := map[string]*Tombstone{}
+	for _, rec := range in2.pending {
+		got[rec.ID] = rec.Tombstone
+	}
+	if a := got["a"]; a == nil || a.Offset != 17 || a.Partition != 1 || a.Policy != "compact" {
+		t.Errorf("restored tombstone of a %+v, want partition 1 offset 17 (the first recorded)", a)
+	}
+	if b, ok := got["b"]; !ok || b != nil {
+		t.Errorf("pending b: present %v, tombstone %+v; want present without one", ok, b)
+	}
+}
