@@ -66,12 +66,10 @@ type Daemon struct {
 	outbox atomic.Int64
 	// embedded is the in-process broker, nil with external brokers.
 	embedded *stream.Broker
-	// tombs are where the deletions' tombstones landed (recorded as the writer sees
-	// them acknowledged, kept until their audits are written); trainPolicy is the
-	// training topic's cleanup.policy, as the cluster describes it at start.
-	tombMu      sync.Mutex
-	tombs       map[string]ingest.Tombstone
+	// trainPolicy is the training topic's cleanup.policy, as the cluster describes it
+	// at start; box publishes the outputs and the deletions' tombstones.
 	trainPolicy string
+	box         *ingest.Outbox
 	// signer signs every audit record (DataDir/audit.key, internal/auditsig).
 	signer *auditsig.Signer
 	// storeFaults is storage.Options.Faults of the state file (fault-injection tests).
@@ -266,57 +264,6 @@ func KafkaConfig(cfg config.Config) stream.Config {
 	}
 }
 
-// storeOutbox adapts the store to stream.Outbox (the entry types have equal fields).
-type storeOutbox struct {
-	s *storage.Store
-	// train is the training topic: an entry on it with an empty value is a deletion's
-	// tombstone, published with a null value.
-	train string
-	// erase, when set (the embedded broker), runs after tombstones were written and
-	// before they are acknowledged: it writes each tombstone's key once more (so that the
-	// first copy leaves the partition's last batch, which compaction never cleans) and
-	// compacts the broker, so the deleted points' upserts are gone from its files before
-	// any later output, their audits included, goes out.
-	erase func(keys [][]byte) error
-	// tombs are the tombstone keys by seq of the last Pending call (the publisher's
-	// goroutine only).
-	tombs map[uint64][]byte
-}
-
-func (o *storeOutbox) Pending(limit int) ([]stream.OutboxEntry, error) {
-	es, err := o.s.Pending(limit)
-	if err != nil {
-		return nil, err
-	}
-	clear(o.tombs)
-	out := make([]stream.OutboxEntry, len(es))
-	for i, e := range es {
-		out[i] = stream.OutboxEntry(e)
-		if e.Topic == o.train && len(e.Value) == 0 {
-			out[i].Value = nil
-			o.tombs[e.Seq] = e.Key
-		}
-	}
-	return out, nil
-}
-
-func (o *storeOutbox) Ack(seqs ...uint64) error {
-	if o.erase != nil {
-		var keys [][]byte
-		for _, s := range seqs {
-			if k, ok := o.tombs[s]; ok {
-				keys = append(keys, k)
-			}
-		}
-		if len(keys) > 0 {
-			if err := o.erase(keys); err != nil {
-				return fmt.Errorf("daemon: erase deleted points from the broker: %w", err)
-			}
-		}
-	}
-	return o.s.Ack(seqs...)
-}
-
 // Run serves until ctx is done, then shuts down: the readers and any refit stop, the
 // outbox is drained to Kafka for at most cfg.ShutdownTimeout, HTTP stops, the embedded
 // broker and the store close. It returns only after every goroutine it started has
@@ -350,12 +297,13 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, w.Close()) }()
-	box := &storeOutbox{s: st, train: d.cfg.Kafka.Topics.Train, tombs: map[uint64][]byte{}}
+	var erase func([][]byte) error
 	if d.embedded != nil {
-		box.erase = func(keys [][]byte) error { return d.eraseFromBroker(w, keys) }
+		erase = func(keys [][]byte) error { return d.eraseFromBroker(w, keys) }
 	}
-	pub, err := stream.NewPublisher(w, box, stream.PublisherConfig{Ready: st.OutboxReady(),
+	d.box = ingest.NewOutbox(st, d.cfg.Kafka.Topics.Train, d.trainPolicy, erase)
+	defer func() { err = errors.Join(err, w.Close()) }()
+	pub, err := stream.NewPublisher(w, d.box, stream.PublisherConfig{Ready: st.OutboxReady(),
 		RetryMin: retryMin, RetryMax: retryMax, OnError: d.publishFailed})
 	if err != nil {
 		return err
@@ -421,7 +369,6 @@ func (d *Daemon) connect(ctx context.Context) (closeBroker func() error, err err
 	d.kafka = KafkaConfig(cfg)
 	topics := []string{cfg.Kafka.Topics.Train, cfg.Kafka.Topics.Queries, cfg.Kafka.Topics.Attributions,
 		cfg.Kafka.Topics.Audits, cfg.Kafka.Topics.DLQ, cfg.Kafka.Topics.Status}
-	d.tombs = map[string]ingest.Tombstone{}
 	if len(cfg.Kafka.Brokers) > 0 {
 		if err := d.waitTopics(ctx, topics); err != nil {
 			return nil, err
@@ -510,46 +457,17 @@ func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, pub
 	return err
 }
 
-// tombstonesWritten records where the deletions' tombstones landed (the writer's
-// OnWritten).
+// tombstonesWritten is the writer's OnWritten: the outbox records where tombstones
+// landed (a failure to store it is logged; the audits of this process still state it).
 func (d *Daemon) tombstonesWritten(msgs []stream.Message) {
-	at := map[string]ingest.Tombstone{}
-	d.tombMu.Lock()
-	for _, m := range msgs {
-		if m.Topic == d.cfg.Kafka.Topics.Train && m.Value == nil {
-			if _, dup := d.tombs[string(m.Key)]; !dup { // the first copy is the one compaction keeps
-				t := ingest.Tombstone{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Policy: d.trainPolicy}
-				d.tombs[string(m.Key)], at[string(m.Key)] = t, t
-			}
-		}
+	if err := d.box.Written(msgs); err != nil {
+		d.log.Warn().Err(err).Msg("tombstone positions not stored")
 	}
-	d.tombMu.Unlock()
-	if len(at) == 0 {
-		return
-	}
-	// Also in the pending deletion records, so that an audit written after a restart
-	// states it too (best effort: the in-memory copy serves this process).
-	if err := d.store.Apply(func(tx *storage.Tx) error { return ingest.RecordTombstones(tx, at) }); err != nil {
-		d.log.Warn().Err(err).Int("tombstones", len(at)).Msg("tombstone positions not stored")
-	}
-}
-
-// tombstoneOf is the erasure record of a deleted id for its audit (one the pending
-// record carries, stored before a restart, wins), and forgets it.
-func (d *Daemon) tombstoneOf(id string) *ingest.Tombstone {
-	d.tombMu.Lock()
-	defer d.tombMu.Unlock()
-	t, ok := d.tombs[id]
-	if !ok {
-		t = ingest.Tombstone{Topic: d.cfg.Kafka.Topics.Train, Partition: -1, Offset: -1, Policy: d.trainPolicy}
-	}
-	delete(d.tombs, id)
-	return &t
 }
 
 // eraseFromBroker makes the embedded broker drop the upserts of deleted points: it
 // writes each tombstone key once more (the first copy must leave the last batch of its
-// partition, which compaction keeps whole) and compacts (storeOutbox.erase).
+// partition, which compaction keeps whole) and compacts (the outbox's erasure).
 func (d *Daemon) eraseFromBroker(w *stream.Writer, keys [][]byte) error {
 	msgs := make([]stream.Message, len(keys))
 	for i, k := range keys {

@@ -79,7 +79,7 @@
 // when it cannot be computed (the point was no landmark, or no labelled audit points),
 // and the body's effect.reason says why. Raw inputs of deleted points are erased from
 // their slot files (storage) before any later output is published, and with the
-// embedded broker from its files too (tombstones and a compaction, storeOutbox).
+// embedded broker from its files too (tombstones and a compaction, ingest.Outbox).
 //
 // # Refits and model versions
 //

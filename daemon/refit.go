@@ -382,7 +382,7 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 		}
 		for _, rec := range snap.Pending {
 			if rec.Known && rec.Tombstone == nil {
-				rec.Tombstone = d.tombstoneOf(rec.ID)
+				rec.Tombstone = d.box.TombstoneOf(rec.ID)
 			}
 			a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, ft.serv, done, d.signer)
 			if err != nil {

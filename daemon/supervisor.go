@@ -223,7 +223,7 @@ func (d *Daemon) auditWithoutModel(snap *job) error {
 		var last stream.Audit
 		for _, rec := range snap.Pending {
 			if rec.Known && rec.Tombstone == nil {
-				rec.Tombstone = d.tombstoneOf(rec.ID)
+				rec.Tombstone = d.box.TombstoneOf(rec.ID)
 			}
 			a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, nil, done, d.signer)
 			if err != nil {
