@@ -844,8 +844,9 @@ func compactTempPath(path string) string { return path + ".compact.tmp" }
 // Compact rewrites the file so that it holds only live data, which erases every
 // byte of deleted or overwritten values, including those bbolt left on freed
 // pages (bbolt is copy-on-write and never zeroes a freed page). Steps: copy all
-// buckets into path+".compact.tmp" with bbolt.Compact, clear the scrub hold in
-// the copy, fsync it, rename it over path, fsync the directory, overwrite the old
+// buckets into path+".compact.tmp" with bbolt.Compact (the outbox hold and the
+// dropped slots are copied as they are: only their erasure releases the hold), fsync
+// it, rename it over path, fsync the directory, overwrite the old
 // file's blocks with zeros through a descriptor kept open across the rename,
 // and reopen. A crash at any point leaves either the old or the new file at
 // path, both complete; the temp file is removed by the next Open. The overwrite
@@ -926,11 +927,6 @@ func (s *Store) writeCompactCopy(tmp string) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	if err := bolt.Compact(dst, s.db, compactTxMaxSize); err != nil {
 		return fmt.Errorf("storage: compact: copy: %w", err)
-	}
-	if err := dst.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put(metaScrubHold, encodeMetaU64(metaScrubHold, 0))
-	}); err != nil {
-		return fmt.Errorf("storage: compact: clear scrub hold: %w", err)
 	}
 	if err := dst.Sync(); err != nil {
 		return fmt.Errorf("storage: compact: fsync %s: %w", tmp, err)
