@@ -36,6 +36,14 @@ type Config struct {
 	// page check and every record), before anything is written to it, and refuses a
 	// damaged file. It reads the file once more than the restore does. Default true.
 	CheckOnStart bool `yaml:"check_on_start"`
+	// Role is what this daemon does in a deployment of several (DESIGN.md section 6,
+	// the daemon package's doc "Roles"): "primary" (the default: ingestion, the pool,
+	// refits, deletions, audits, and the model versions on the models topic), "replica"
+	// (answers queries from the models topic, in one consumer group with the other
+	// replicas; no ingestion) or "standby" (consumes the training topic as the primary
+	// does, publishes nothing, and leads when the primary is gone). A replica or standby
+	// needs kafka.brokers: the embedded broker belongs to one primary.
+	Role string `yaml:"role"`
 
 	Kafka  Kafka    `yaml:"kafka"`
 	Model  Backbone `yaml:"model"`
@@ -65,6 +73,15 @@ type Kafka struct {
 	TLS        TLS    `yaml:"tls"`
 	SASL       SASL   `yaml:"sasl"`
 	Topics     Topics `yaml:"topics"`
+	// Group is the consumer group the replicas share on the query topic (Kafka spreads
+	// its partitions between them). Default "cairn.replicas".
+	Group string `yaml:"group"`
+	// LeaderGroup is the consumer group on the leader topic whose one partition decides
+	// which of the primary and its standbys leads. Default "cairn.leader".
+	LeaderGroup string `yaml:"leader_group"`
+	// SessionTimeout is how long the broker waits for a silent group member (a replica
+	// or the leader) before moving its partitions to the others. Default 10s.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
 }
 
 // TLS configures the connection to an external broker.
@@ -92,6 +109,11 @@ type Topics struct {
 	Audits       string `yaml:"audits"`
 	DLQ          string `yaml:"dlq"`
 	Status       string `yaml:"status"`
+	// Models is the compacted topic of model versions and deletion masks the primary
+	// writes and replicas read.
+	Models string `yaml:"models"`
+	// Leader is the one-partition topic whose consumer group elects the leader.
+	Leader string `yaml:"leader"`
 }
 
 // Backbone configures the frozen backbone (YAML section "model").
@@ -214,7 +236,11 @@ func Default() Config {
 		ShutdownTimeout: 10 * time.Second,
 		LogLevel:        "info",
 		CheckOnStart:    true,
+		Role:            "primary",
 		Kafka: Kafka{
+			Group:          "cairn.replicas",
+			LeaderGroup:    "cairn.leader",
+			SessionTimeout: 10 * time.Second,
 			EmbeddedBroker: "127.0.0.1:9092",
 			Partitions:     4,
 			Topics: Topics{
@@ -224,6 +250,8 @@ func Default() Config {
 				Audits:       "cairn.audits",
 				DLQ:          "cairn.dlq",
 				Status:       "cairn.status",
+				Models:       "cairn.models",
+				Leader:       "cairn.leader",
 			},
 		},
 		Model:  Backbone{Arch: "convnet:1x28x28-16-32-10", Seed: 1},
@@ -479,6 +507,15 @@ func (c *Config) validateServer(p *problems) {
 	default:
 		p.bad("log_level", c.LogLevel, "must be debug, info, warn or error")
 	}
+	switch c.Role {
+	case "primary":
+	case "replica", "standby":
+		if len(c.Kafka.Brokers) == 0 {
+			p.bad("role", c.Role, "needs kafka.brokers (--brokers): the embedded broker belongs to one primary")
+		}
+	default:
+		p.bad("role", c.Role, `must be "primary", "replica" or "standby"`)
+	}
 }
 
 // validateKafka checks the brokers, partitions, TLS, SASL and the six topics (valid
@@ -503,6 +540,12 @@ func (c *Config) validateKafka(p *problems) {
 	default:
 		p.bad("kafka.sasl.mechanism", k.SASL.Mechanism, `must be "", "plain", "scram-sha-256" or "scram-sha-512"`)
 	}
+	if k.Group == "" || k.LeaderGroup == "" || k.Group == k.LeaderGroup {
+		p.bad("kafka.group", k.Group+","+k.LeaderGroup, "group and leader_group must be set and differ")
+	}
+	if k.SessionTimeout < time.Second || k.SessionTimeout > 5*time.Minute {
+		p.bad("kafka.session_timeout", k.SessionTimeout, "must be in [1s, 5m]")
+	}
 	if (k.TLS.CertFile == "") != (k.TLS.KeyFile == "") {
 		p.bad("kafka.tls", k.TLS.CertFile+","+k.TLS.KeyFile, "cert_file and key_file go together")
 	}
@@ -514,6 +557,8 @@ func (c *Config) validateKafka(p *problems) {
 		{"kafka.topics.audits", k.Topics.Audits},
 		{"kafka.topics.dlq", k.Topics.DLQ},
 		{"kafka.topics.status", k.Topics.Status},
+		{"kafka.topics.models", k.Topics.Models},
+		{"kafka.topics.leader", k.Topics.Leader},
 	} {
 		if !validTopic(t.name) {
 			p.bad(t.path, t.name, "must be 1-249 characters of [a-zA-Z0-9._-]")

@@ -16,6 +16,7 @@ type Flags struct {
 	Arch           string
 	Weights        string
 	Untrained      bool
+	Role           string
 }
 
 // RegisterFlags defines cairnd's flags on fs with the documented defaults.
@@ -29,6 +30,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.Brokers, "brokers", "", "comma-separated bootstrap servers of an external Kafka (disables the embedded broker)")
 	fs.StringVar(&f.Arch, "arch", d.Model.Arch, "backbone architecture spec, e.g. mlp:784-256-10")
 	fs.StringVar(&f.Weights, "weights", "", "safetensors file with the backbone's PyTorch state_dict, or shipped:NAME (default: the shipped trained weights for --arch)")
+	fs.StringVar(&f.Role, "role", d.Role, "primary (ingestion, refits, deletions, audits, model versions), replica (answers queries from the models topic) or standby (follows the training topic; leads when the primary is gone)")
 	fs.BoolVar(&f.Untrained, "untrained", false, "use the seeded untrained network instead of trained weights (a test fixture)")
 	return f
 }
@@ -60,6 +62,8 @@ func (f *Flags) Load(fs *flag.FlagSet, environ []string) (Config, error) {
 			c.Model.Arch = f.Arch
 		case "weights":
 			c.Model.Weights = f.Weights
+		case "role":
+			c.Role = f.Role
 		case "untrained":
 			c.Model.Untrained = f.Untrained
 		}

@@ -1,0 +1,160 @@
+package modelbus
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// DefaultMaxPending bounds the bytes of incomplete versions an Assembler holds.
+const DefaultMaxPending = 1 << 30
+
+// Assembler rebuilds versions and masks from the models topic read in order, as a
+// replica does. It is not safe for concurrent use.
+type Assembler struct {
+	// Features is the reader's pipeline fingerprint; a version fitted under another is
+	// refused with ErrFeatures.
+	Features string
+	// MaxPending bounds the chunk bytes of incomplete versions; when a chunk would
+	// exceed it, the oldest incomplete version is dropped. DefaultMaxPending when 0.
+	MaxPending int
+
+	chunks  map[uint64]map[int][]byte
+	held    int
+	latest  uint64
+	masks   map[uint64][]string
+	waiting map[uint64]Decoded // manifests whose chunks have not all arrived
+}
+
+// Latest is the newest version Add has returned (0: none).
+func (a *Assembler) Latest() uint64 { return a.latest }
+
+// Add applies one message. It returns the version it completes when that version is
+// newer than Latest (nil otherwise), and an error for a message that does not decode,
+// a version whose checksum fails, or one fitted under another pipeline; the Assembler
+// stays usable after any error.
+func (a *Assembler) Add(key, value []byte) (*Version, error) {
+	d, err := Decode(key, value)
+	if err != nil {
+		return nil, err
+	}
+	if a.chunks == nil {
+		a.chunks, a.masks, a.waiting = map[uint64]map[int][]byte{}, map[uint64][]string{}, map[uint64]Decoded{}
+	}
+	switch d.Kind {
+	case KindTombstone:
+		switch {
+		case string(key) == string(MaskKey(d.Version)):
+			delete(a.masks, d.Version)
+		case string(key) == string(ManifestKey(d.Version)):
+			a.drop(d.Version)
+		default:
+			if c := a.chunks[d.Version]; c != nil {
+				a.held -= len(c[d.Index])
+				delete(c, d.Index)
+			}
+		}
+		return nil, nil
+	case KindMask:
+		a.masks[d.Version] = d.IDs
+		return nil, nil
+	case KindChunk:
+		if d.Version <= a.latest {
+			return nil, nil
+		}
+		a.hold(d)
+		if m, ok := a.waiting[d.Version]; ok {
+			return a.complete(m)
+		}
+		return nil, nil
+	}
+	if d.Version <= a.latest { // a manifest
+		return nil, nil
+	}
+	return a.complete(d)
+}
+
+// hold keeps a chunk's bytes, dropping the oldest incomplete versions over MaxPending.
+func (a *Assembler) hold(d Decoded) {
+	limit := a.MaxPending
+	if limit <= 0 {
+		limit = DefaultMaxPending
+	}
+	for a.held+len(d.Data) > limit && len(a.chunks) > 0 {
+		oldest := slices.Min(slices.Collect(maps.Keys(a.chunks)))
+		if oldest == d.Version && len(a.chunks) == 1 {
+			break // the only version in flight: hold it regardless, up to one version
+		}
+		a.drop(oldest)
+	}
+	c := a.chunks[d.Version]
+	if c == nil {
+		c = map[int][]byte{}
+		a.chunks[d.Version] = c
+	}
+	a.held += len(d.Data) - len(c[d.Index])
+	c[d.Index] = d.Data
+}
+
+// drop forgets an incomplete version.
+func (a *Assembler) drop(v uint64) {
+	for _, b := range a.chunks[v] {
+		a.held -= len(b)
+	}
+	delete(a.chunks, v)
+	delete(a.waiting, v)
+}
+
+// complete assembles the version of manifest m when every chunk is there.
+func (a *Assembler) complete(m Decoded) (*Version, error) {
+	c := a.chunks[m.Version]
+	if len(c) < m.Count {
+		a.waiting[m.Version] = m
+		return nil, nil
+	}
+	p := make([]byte, 0, m.Length)
+	for i := range m.Count {
+		b, ok := c[i]
+		if !ok || len(p)+len(b) > m.Length {
+			a.drop(m.Version)
+			return nil, fmt.Errorf("%w: version %d: chunk %d missing or too long", ErrMessage, m.Version, i)
+		}
+		p = append(p, b...)
+	}
+	a.drop(m.Version)
+	if len(p) != m.Length || sha256.Sum256(p) != m.Sum {
+		return nil, fmt.Errorf("%w: version %d: checksum or length mismatch (%d bytes, manifest says %d)",
+			ErrMessage, m.Version, len(p), m.Length)
+	}
+	v, err := DecodeVersion(p)
+	if err != nil {
+		return nil, err
+	}
+	if v.Version != m.Version {
+		return nil, fmt.Errorf("%w: manifest %d holds version %d", ErrMessage, m.Version, v.Version)
+	}
+	if a.Features != "" && v.Features != a.Features {
+		return nil, fmt.Errorf("%w: version %d has features %.12s…, this reader %.12s…", ErrFeatures, v.Version, v.Features, a.Features)
+	}
+	a.latest = v.Version
+	for old := range a.chunks {
+		if old < v.Version {
+			a.drop(old)
+		}
+	}
+	return &v, nil
+}
+
+// MaskFor returns every id masked in a model of version v: the union of the masks of
+// versions v and newer (package doc, "The deletion fence"), sorted.
+func (a *Assembler) MaskFor(v uint64) []string {
+	var ids []string
+	for mv, m := range a.masks {
+		if mv >= v {
+			ids = append(ids, m...)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}

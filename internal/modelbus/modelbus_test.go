@@ -1,0 +1,228 @@
+package modelbus
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/cairnhq/cairn/certify"
+)
+
+// sample is a version of m landmarks of dimension d, k columns, random entries.
+func sample(version uint64, m, d, k int) Version {
+	r := rand.New(rand.NewPCG(version, 7))
+	f := func(n int) []float64 {
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = r.NormFloat64()
+		}
+		return x
+	}
+	v := Version{Features: "feat", Version: version, ID: "model-id", Points: 1000, Rows: m, Cols: k,
+		X: f(m * d), A: f(m * k), B: f(k), Scale: 0.5, Omega: f(m), OmegaMean: f(m), Tau2: f(m),
+		Residual: [2]certify.Residual{{TraceR: 1, TraceK: 10, Exact: true}, {TraceR: 2, TraceK: 20}}}
+	for l := range m {
+		v.LandmarkIDs = append(v.LandmarkIDs, string(rune('a'+l%26))+string(rune('0'+l/26)))
+		v.Views = append(v.Views, "AB"[l%2])
+		v.Masked = append(v.Masked, l == 3)
+	}
+	return v
+}
+
+func TestVersionRoundTrip(t *testing.T) {
+	v := sample(5, 40, 17, 6)
+	got, err := DecodeVersion(v.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, v) {
+		t.Fatalf("decoded version differs from the encoded one")
+	}
+	// One fit: no ω̄ or τ²; they come back nil.
+	v.OmegaMean, v.Tau2 = nil, nil
+	if got, err = DecodeVersion(v.Encode()); err != nil || got.OmegaMean != nil || got.Tau2 != nil {
+		t.Fatalf("without ω̄, τ²: %v, %v, %v", err, got.OmegaMean, got.Tau2)
+	}
+}
+
+func TestVersionRejects(t *testing.T) {
+	for name, edit := range map[string]func(v *Version){
+		"no version":   func(v *Version) { v.Version = 0 },
+		"views":        func(v *Version) { v.Views = v.Views[1:] },
+		"view letter":  func(v *Version) { v.Views[0] = 'C' },
+		"omega":        func(v *Version) { v.Omega = v.Omega[1:] },
+		"shape of A":   func(v *Version) { v.Rows, v.A = v.Rows-1, v.A[v.Cols:] },
+		"b":            func(v *Version) { v.B = v.B[1:] },
+		"x":            func(v *Version) { v.X = v.X[1:] },
+		"scale":        func(v *Version) { v.Scale = 0 },
+		"nan":          func(v *Version) { v.A[2] = math.NaN() },
+		"inf in omega": func(v *Version) { v.Omega[0] = math.Inf(1) },
+		"tau2":         func(v *Version) { v.Tau2 = v.Tau2[:2] },
+	} {
+		v := sample(2, 8, 3, 2)
+		edit(&v)
+		if _, err := DecodeVersion(v.Encode()); !errors.Is(err, ErrMessage) {
+			t.Errorf("%s: got %v, want ErrMessage", name, err)
+		}
+	}
+	b := sample(2, 8, 3, 2)
+	p := b.Encode()
+	if _, err := DecodeVersion(append(p, 0)); !errors.Is(err, ErrMessage) {
+		t.Errorf("trailing byte: %v", err)
+	}
+	if _, err := DecodeVersion(p[:len(p)-1]); !errors.Is(err, ErrMessage) {
+		t.Errorf("truncated: %v", err)
+	}
+}
+
+// feed adds msgs to a and returns the versions completed.
+func feed(t *testing.T, a *Assembler, msgs []Message) []*Version {
+	t.Helper()
+	var out []*Version
+	for _, m := range msgs {
+		v, err := a.Add(m.Key, m.Value)
+		if err != nil {
+			t.Fatalf("add %q: %v", m.Key, err)
+		}
+		if v != nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func TestAssembleChunks(t *testing.T) {
+	v := sample(3, 50, 20, 8)
+	msgs := Chunks(&v, 1000)
+	if n := len(msgs); n < 10 {
+		t.Fatalf("%d messages; want the encoding cut into many 1000-byte chunks", n)
+	}
+	for _, m := range msgs[:len(msgs)-1] {
+		if len(m.Value) > 1000+64 {
+			t.Fatalf("chunk %q is %d bytes", m.Key, len(m.Value))
+		}
+	}
+	// Manifest first, chunks shuffled with a duplicate: the version completes once.
+	r := rand.New(rand.NewPCG(1, 2))
+	order := append([]Message{msgs[len(msgs)-1]}, msgs[:len(msgs)-1]...)
+	r.Shuffle(len(order)-1, func(i, j int) { order[i+1], order[j+1] = order[j+1], order[i+1] })
+	order = append(order, msgs[2])
+	a := &Assembler{Features: "feat"}
+	got := feed(t, a, order)
+	if len(got) != 1 || !reflect.DeepEqual(*got[0], v) {
+		t.Fatalf("got %d versions (want 1, equal to the published one)", len(got))
+	}
+	if a.Latest() != 3 || a.held != 0 {
+		t.Fatalf("latest %d, held %d bytes; want 3, 0", a.Latest(), a.held)
+	}
+	// An older version arriving late is ignored.
+	old := sample(2, 5, 20, 8)
+	if got := feed(t, a, Chunks(&old, 0)); len(got) != 0 {
+		t.Fatalf("an older version was installed")
+	}
+}
+
+func TestAssembleRefuses(t *testing.T) {
+	v := sample(4, 10, 5, 3)
+	msgs := Chunks(&v, 200)
+	// A chunk with a flipped byte inside a valid frame: the checksum fails.
+	bad := append([]Message(nil), msgs...)
+	bad[1].Value = bytes.Clone(bad[1].Value)
+	bad[1].Value[len(bad[1].Value)-1] ^= 1
+	a := &Assembler{}
+	var err error
+	for _, m := range bad {
+		if _, e := a.Add(m.Key, m.Value); e != nil {
+			err = e
+		}
+	}
+	if !errors.Is(err, ErrMessage) || a.Latest() != 0 {
+		t.Fatalf("corrupt chunk: err %v, latest %d", err, a.Latest())
+	}
+	// The intact copy, re-sent, still completes.
+	if got := feed(t, a, msgs); len(got) != 1 {
+		t.Fatalf("intact version after a corrupt one: %d versions", len(got))
+	}
+	// Another feature pipeline.
+	b := &Assembler{Features: "other"}
+	for _, m := range msgs {
+		_, err = b.Add(m.Key, m.Value)
+	}
+	if !errors.Is(err, ErrFeatures) {
+		t.Fatalf("features mismatch: %v", err)
+	}
+	// A key that does not name its value.
+	if _, err := a.Add([]byte("v/9/0"), msgs[0].Value); !errors.Is(err, ErrMessage) {
+		t.Fatalf("misnamed chunk: %v", err)
+	}
+}
+
+func TestMaskFence(t *testing.T) {
+	a := &Assembler{}
+	feed(t, a, []Message{Mask(3, []string{"x", "y"}), Mask(5, []string{"z"}), Mask(4, []string{"y", "w"})})
+	for _, c := range []struct {
+		v    uint64
+		want []string
+	}{{2, []string{"w", "x", "y", "z"}}, {3, []string{"w", "x", "y", "z"}}, {4, []string{"w", "y", "z"}}, {5, []string{"z"}}, {6, nil}} {
+		if got := a.MaskFor(c.v); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("MaskFor(%d) = %v, want %v", c.v, got, c.want)
+		}
+	}
+	// A tombstone of mask/3 removes it; the chunks' tombstones are accepted.
+	feed(t, a, Tombstones(3, 2))
+	if got := a.MaskFor(3); !reflect.DeepEqual(got, []string{"w", "y", "z"}) {
+		t.Errorf("after the tombstone: %v", got)
+	}
+}
+
+func TestDecodeKeys(t *testing.T) {
+	for _, k := range []string{"", "v/", "v/0", "v/01", "v/1/", "v/1/x", "mask/", "mask/0", "w/1", "v/-1", "v/1/99999999999"} {
+		if _, err := Decode([]byte(k), nil); !errors.Is(err, ErrMessage) {
+			t.Errorf("key %q: %v, want ErrMessage", k, err)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	v := sample(2, 4, 3, 2)
+	for _, m := range append(Chunks(&v, 64), Mask(2, []string{"a"})) {
+		f.Add(m.Key, m.Value)
+	}
+	f.Add([]byte("v/1"), []byte(nil))
+	f.Fuzz(func(t *testing.T, key, value []byte) {
+		d, err := Decode(key, value)
+		if err != nil {
+			if !errors.Is(err, ErrMessage) {
+				t.Fatalf("error %v does not match ErrMessage", err)
+			}
+			return
+		}
+		if d.Kind == KindChunk && d.Index >= d.Count {
+			t.Fatalf("accepted chunk %d of %d", d.Index, d.Count)
+		}
+		var a Assembler
+		_, _ = a.Add(key, value)
+	})
+}
+
+func FuzzDecodeVersion(f *testing.F) {
+	v := sample(2, 4, 3, 2)
+	f.Add(v.Encode())
+	f.Fuzz(func(t *testing.T, p []byte) {
+		v, err := DecodeVersion(p)
+		if err != nil {
+			if !errors.Is(err, ErrMessage) {
+				t.Fatalf("error %v does not match ErrMessage", err)
+			}
+			return
+		}
+		// Accepted: re-encoding gives the same bytes, and the shapes are usable.
+		if !bytes.Equal(v.Encode(), p) {
+			t.Fatalf("re-encoding differs")
+		}
+		_ = v.Input()
+	})
+}
