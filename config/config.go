@@ -202,6 +202,11 @@ type Query struct {
 	// ExactRowsCap is, on the sketched path, the most landmarks whose intervals cross the
 	// cut that get an exact kernel row (one exact Jacobian each) before ranking again.
 	ExactRowsCap int `yaml:"exact_rows_cap"`
+	// OnPrimary makes the primary answer the query topic itself, with its offsets in its
+	// own state (default true: one daemon does everything). A deployment with replicas
+	// sets it false, so that only the replicas' consumer group answers and no query is
+	// answered twice.
+	OnPrimary bool `yaml:"on_primary"`
 }
 
 // Audit configures the deletion audit (paper appendix D).
@@ -265,7 +270,7 @@ func Default() Config {
 			PointsChanged: 5000, PoolChangeFraction: 0.1, ResidualIncrease: 0.1,
 			OnDelete: true, DeleteDebounce: 250 * time.Millisecond, Idle: time.Second, MinPoints: 64,
 		},
-		Query:  Query{K: 10, Delta: 0.05, DrawQueries: 10000, ExactMemoryBytes: 256 << 20, ExactRowsCap: 32},
+		Query:  Query{K: 10, Delta: 0.05, DrawQueries: 10000, ExactMemoryBytes: 256 << 20, ExactRowsCap: 32, OnPrimary: true},
 		Audit:  Audit{Random: 30, Reference: 1000, Test: 250},
 		Limits: Limits{MaxMessageBytes: 1 << 20, MaxIDBytes: 256, MaxK: 100, BatchEvents: 256, MaxOutbox: 100_000},
 	}

@@ -72,6 +72,11 @@ type Daemon struct {
 	box         *ingest.Outbox
 	// signer signs every audit record (DataDir/audit.key, internal/auditsig).
 	signer *auditsig.Signer
+	// models is the models topic (models.go); leading says whether this daemon is the
+	// deployment's writer now: a primary from its start (or once elected, with external
+	// brokers), a standby once elected (leader.go), a replica never.
+	models  modelsState
+	leading atomic.Bool
 	// storeFaults is storage.Options.Faults of the state file (fault-injection tests).
 	storeFaults func(site string) error
 }
@@ -194,6 +199,7 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 		cfg: cfg, log: log, feat: feat, pcfg: pcfg, metrics: metrics.New(), ready: make(chan struct{}),
 		serve: serveState{modelReady: make(chan struct{})}, lag: map[string]int64{},
 		refits: refitCounter{kick: make(chan struct{}, 1)},
+		models: modelsState{kick: make(chan struct{}, 1), advance: make(chan struct{}, 1)},
 		query:  queryState{last: map[partition]int64{}, lim: qlim},
 	}, nil
 }
@@ -596,7 +602,7 @@ func (d *Daemon) restore() error {
 	if err != nil {
 		return err
 	}
-	in.SetHooks(ingest.Hooks{Removing: d.removing, Describe: d.describe, Unknown: d.auditUnknown})
+	in.SetHooks(ingest.Hooks{Removing: d.removing, Describe: d.describe, Unknown: d.auditUnknown, Commit: d.commitMask})
 	d.train.ingest = in
 	d.train.cache.Store(in.Points())
 	offs, err := d.store.Offsets()
@@ -716,6 +722,7 @@ func (d *Daemon) handleTrain(ctx context.Context, batch []stream.Message) error 
 	}
 	d.train.mu.Lock()
 	res, err := d.train.ingest.Apply(ctx, batch)
+	d.models.maskDirty = false // enqueued with the batch, or the batch did not commit
 	if err == nil {
 		d.train.changes += res.Upserts + res.Deletes
 		if res.Upserts+res.Deletes > 0 {
@@ -786,6 +793,9 @@ func (d *Daemon) removing(ids []string) {
 	defer d.serve.mu.Unlock()
 	d.serve.removals = append(d.serve.removals, ids...)
 	if s := d.serve.model.Load(); s != nil {
+		// The mask goes on the models topic in this batch's transaction (commitMask),
+		// also when a retried batch finds the model masked already.
+		d.models.maskDirty = true
 		if ns := s.WithMask(ids); ns != s {
 			d.serve.model.Store(ns)
 			d.metrics.SetModel(ns.Version, ns.MaskedCount())
@@ -797,6 +807,9 @@ func (d *Daemon) removing(ids []string) {
 // auditUnknown writes the audit of a deletion of an id that is not stored (ingest hook,
 // inside the batch transaction): nothing changed, so no refit is needed.
 func (d *Daemon) auditUnknown(tx *storage.Tx, rec *ingest.Deletion) error {
+	if !d.leading.Load() {
+		return nil // a standby adopts the leader's audit of it (adopt.go)
+	}
 	a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, d.serve.model.Load(), rec.Applied, d.signer)
 	if err != nil {
 		return err

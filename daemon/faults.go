@@ -155,6 +155,9 @@ func (d *Daemon) rebuildIngest() error {
 // back-pressure on the readers instead of an outbox that grows without bound. It
 // returns ctx's error if ctx ends first.
 func (d *Daemon) waitOutbox(ctx context.Context) error {
+	if !d.leading.Load() {
+		return nil // a standby publishes nothing; its outbox waits for its leadership
+	}
 	for {
 		n, err := d.store.OutboxSpan()
 		if err == nil {

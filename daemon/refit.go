@@ -326,7 +326,8 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 	if err != nil {
 		return err
 	}
-	version := latest + 1
+	// Above every version on the models topic too: replicas install only newer ones.
+	version := max(latest, d.models.floor.Load()) + 1
 	sy, err := d.syncSnapshot(ctx, snap)
 	if err != nil {
 		return err
@@ -362,9 +363,16 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 	if err != nil {
 		return err
 	}
-	var audits []stream.Audit
+	var (
+		audits  []stream.Audit
+		audited []*ingest.Deletion
+	)
+	// Only the leader audits, serves and announces; a standby's refit stores the model
+	// (its state stays the leader's) and leaves the deletions pending until it adopts
+	// the leader's audits of them (adopt.go).
+	leading := d.leading.Load()
 	err = d.store.Apply(func(tx *storage.Tx) error {
-		audits = audits[:0]
+		audits, audited = audits[:0], audited[:0]
 		m, ok, err := tx.LatestModel()
 		if err != nil {
 			return err
@@ -381,6 +389,17 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 			}
 		}
 		for _, rec := range snap.Pending {
+			if !leading {
+				break
+			}
+			// A deletion whose audit was adopted meanwhile (a standby that just took
+			// over) is audited already.
+			if existed, err := tx.DeletePending(rec.Seq); err != nil || !existed {
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			if rec.Known && rec.Tombstone == nil {
 				rec.Tombstone = d.box.TombstoneOf(rec.ID)
 			}
@@ -388,15 +407,15 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 			if err != nil {
 				return err
 			}
-			audits = append(audits, a)
-			if _, err := tx.DeletePending(rec.Seq); err != nil {
-				return err
-			}
+			audits, audited = append(audits, a), append(audited, rec)
 		}
 		if len(audits) > 0 {
 			if err := d.checkpoint(tx, audits[len(audits)-1]); err != nil {
 				return err
 			}
+		}
+		if !leading {
+			return nil
 		}
 		_, err = tx.Enqueue(d.cfg.Kafka.Topics.Status, []byte("model"), sval)
 		return err
@@ -404,9 +423,12 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 	if err != nil {
 		return fmt.Errorf("daemon: commit model %d: %w", version, err)
 	}
-	d.install(ft.serv, snap.mark)
+	if leading {
+		d.install(ft.serv, snap.mark)
+		d.kickModels()
+	}
 	d.train.mu.Lock()
-	d.train.ingest.DropPending(snap.Pending)
+	d.train.ingest.DropPending(audited)
 	d.publishPool()
 	d.train.lastFit = fitBaseline{points: len(snap.IDs), landmarks: ft.model.Landmarks}
 	if k := ft.meta.Residual[0].TraceK + ft.meta.Residual[1].TraceK; k > 0 {
@@ -416,7 +438,7 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 	d.refits.count.Add(1)
 	d.refits.secs.Store(math.Float64bits(secs))
 	d.metrics.ObserveRefit(secs, nil)
-	for _, rec := range snap.Pending {
+	for _, rec := range audited {
 		d.metrics.ObserveAudit(time.Since(rec.Applied).Seconds())
 	}
 	d.log.Info().Uint64("model", version).Str("model_id", ft.meta.ID).Int("points", ft.meta.Points).

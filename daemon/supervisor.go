@@ -218,6 +218,9 @@ func (d *Daemon) caughtUp(ctx context.Context) bool {
 // auditWithoutModel answers pending deletions when too few points are left to fit:
 // the audits say model_after 0 and the serving model is withdrawn.
 func (d *Daemon) auditWithoutModel(snap *job) error {
+	if !d.leading.Load() {
+		return nil // a standby adopts the leader's audits (adopt.go)
+	}
 	done := time.Now()
 	err := d.store.Apply(func(tx *storage.Tx) error {
 		var last stream.Audit

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -84,6 +85,9 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
 		}),
 		kfake.DefaultNumPartitions(cfg.Partitions),
 		kfake.ClusterID("cairn-embedded"),
+		// Kafka's default minimum is 6 s; the embedded broker accepts the 1 s that
+		// kafka.session_timeout allows, so tests and demos fail over quickly.
+		kfake.GroupMinSessionTimeout(time.Second),
 	}
 	if cfg.DataDir != "" {
 		opts = append(opts, kfake.DataDir(cfg.DataDir))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -49,6 +50,12 @@ type PublisherConfig struct {
 	// OnError, if set, is called on Run's goroutine after every failed round with the
 	// error, the number of consecutive failures and the wait before the next round.
 	OnError func(err error, failures int, retryIn time.Duration)
+	// First names fence topics: in every round, the entries for these topics are written,
+	// and acknowledged by the brokers, before any other entry of the round is written. The
+	// daemon names the models topic, so that a deletion's mask is on it before the
+	// deletion's audit, committed later, goes out (internal/modelbus, "The deletion
+	// fence"). Entries keep their outbox order within each group.
+	First []string
 }
 
 // Publisher drains an Outbox to Kafka: it reads pending entries, writes them
@@ -209,11 +216,33 @@ func (p *Publisher) Drain(ctx context.Context) (int, error) {
 		msgs[i] = Message{Topic: e.Topic, Key: e.Key, Value: e.Value}
 		seqs[i] = e.Seq
 	}
-	if err := p.w.Write(ctx, msgs...); err != nil {
-		return 0, fmt.Errorf("stream: publish outbox seqs %d..%d: %w", seqs[0], seqs[len(seqs)-1], err)
+	for _, group := range p.fenced(msgs) {
+		if err := p.w.Write(ctx, group...); err != nil {
+			return 0, fmt.Errorf("stream: publish outbox seqs %d..%d: %w", seqs[0], seqs[len(seqs)-1], err)
+		}
 	}
 	if err := p.box.Ack(seqs...); err != nil {
 		return 0, fmt.Errorf("stream: outbox ack seqs %d..%d: %w", seqs[0], seqs[len(seqs)-1], err)
 	}
 	return len(entries), nil
+}
+
+// fenced splits a round into the entries of the First topics and the others, in this
+// order, each in outbox order (one group when the round has only one kind).
+func (p *Publisher) fenced(msgs []Message) [][]Message {
+	if len(p.cfg.First) == 0 {
+		return [][]Message{msgs}
+	}
+	var first, rest []Message
+	for _, m := range msgs {
+		if slices.Contains(p.cfg.First, m.Topic) {
+			first = append(first, m)
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	if len(first) == 0 || len(rest) == 0 {
+		return [][]Message{msgs}
+	}
+	return [][]Message{first, rest}
 }

@@ -200,3 +200,38 @@ func RecordTombstones(tx *storage.Tx, at map[string]Tombstone) error {
 	}
 	return nil
 }
+
+// AdoptAudit is how a standby follows the leader's audit chain: in one transaction it
+// appends body, an audit record's body as the leader published it, to the store's
+// chain, and removes the pending deletion it reports (same request and id; none for
+// an unknown id). It returns the new link, whose hash the caller compares with the
+// published one: equal hashes mean equal chains, since each hash covers its
+// predecessor. The caller holds the lock it applies batches under.
+func (in *State) AdoptAudit(body []byte, request, id string) (storage.AuditLink, error) {
+	var (
+		link storage.AuditLink
+		done []*Deletion
+	)
+	err := in.store.Apply(func(tx *storage.Tx) error {
+		done = done[:0]
+		var err error
+		if link, err = tx.AppendAudit(body); err != nil {
+			return err
+		}
+		for _, r := range in.pending {
+			if r.Request == request && r.ID == id {
+				if _, err := tx.DeletePending(r.Seq); err != nil {
+					return err
+				}
+				done = append(done, r)
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return link, fmt.Errorf("ingest: adopt audit of %q: %w", request, err)
+	}
+	in.DropPending(done)
+	return link, nil
+}

@@ -92,6 +92,11 @@ type Hooks struct {
 	// Unknown writes, inside the batch transaction, the audit of a deletion of an id
 	// that is not stored (nothing to refit, so it is answered at once).
 	Unknown func(tx *storage.Tx, rec *Deletion) error
+	// Commit is called last inside every batch transaction that writes state, after
+	// Removing: the owner enqueues what the batch's hooks prepared (the daemon: the
+	// serving model's new deletion mask, in the transaction of the deletion itself).
+	// An error aborts the batch.
+	Commit func(tx *storage.Tx) error
 }
 
 type op struct {
@@ -318,6 +323,15 @@ func (in *State) LastPending() *Deletion {
 		return nil
 	}
 	return in.pending[len(in.pending)-1]
+}
+
+// PendingIDs are the ids of the deletions applied and not yet audited, in order.
+func (in *State) PendingIDs() []string {
+	ids := make([]string, len(in.pending))
+	for i, r := range in.pending {
+		ids[i] = r.ID
+	}
+	return ids
 }
 
 // Applied returns the last applied offset of a topic partition, as committed.
@@ -613,6 +627,11 @@ func (in *State) commit(ps storage.PoolState, poolChanged bool) error {
 				return err
 			}
 			if err := tx.SetOffset(o.msg.Topic, int32(o.msg.Partition), o.msg.Offset); err != nil {
+				return err
+			}
+		}
+		if in.hooks.Commit != nil {
+			if err := in.hooks.Commit(tx); err != nil {
 				return err
 			}
 		}

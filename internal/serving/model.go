@@ -485,6 +485,18 @@ func (s *Model) Export(src weights.Source) (ModelExport, error) {
 	return NewExport(s.Version, s.ID, s.Backbone.Arch(), src, s.Scale, s.LandmarkIDs, s.Views, s.LandmarkX, s.masked, s.Omega)
 }
 
+// MaskedIDs returns the ids of s's masked landmarks, in model row order (an id that is
+// a landmark of both views appears twice).
+func (s *Model) MaskedIDs() []string {
+	var ids []string
+	for l, id := range s.LandmarkIDs {
+		if s.masked[l] {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // IsLandmark reports whether id is an unmasked landmark of s (either view).
 func (s *Model) IsLandmark(id string) bool {
 	for l, lid := range s.LandmarkIDs {
