@@ -77,6 +77,12 @@ type Daemon struct {
 	// brokers), a standby once elected (leader.go), a replica never.
 	models  modelsState
 	leading atomic.Bool
+	// adopt is a standby's progress through the leader's audits (adopt.go).
+	adopt adoptState
+	// drainAtStop says the daemon led when asked to stop: its outbox is drained then.
+	drainAtStop atomic.Bool
+	// direct writes a replica's outputs (it has no store, so no outbox).
+	direct *stream.Writer
 	// storeFaults is storage.Options.Faults of the state file (fault-injection tests).
 	storeFaults func(site string) error
 }
@@ -149,6 +155,10 @@ type poolStatus struct {
 // StatusReport is the daemon's state as /status and `cairnctl status` show it.
 type StatusReport struct {
 	Ready bool `json:"ready"`
+	// Role is the configured role; Leading says whether the daemon is the deployment's
+	// writer now (a primary, or a standby that took over).
+	Role    string `json:"role"`
+	Leading bool   `json:"leading"`
 	// Points is the number of stored training points; Landmarks the served pool size.
 	Points    int `json:"points"`
 	Landmarks int `json:"landmarks"`
@@ -200,6 +210,7 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 		serve: serveState{modelReady: make(chan struct{})}, lag: map[string]int64{},
 		refits: refitCounter{kick: make(chan struct{}, 1)},
 		models: modelsState{kick: make(chan struct{}, 1), advance: make(chan struct{}, 1)},
+		adopt:  adoptState{next: map[int]int64{}, buf: map[uint64]stream.Audit{}, advance: make(chan struct{}, 1)},
 		query:  queryState{last: map[partition]int64{}, lim: qlim},
 	}, nil
 }
@@ -225,7 +236,8 @@ func (d *Daemon) Metrics() *metrics.Set { return d.metrics }
 // Status reports the current state; safe for concurrent use.
 func (d *Daemon) Status() StatusReport {
 	st := StatusReport{Refits: d.refits.count.Load(), RefitRunning: d.refits.running.Load(),
-		RefitSeconds: math.Float64frombits(d.refits.secs.Load()), Queries: d.query.count.Load()}
+		RefitSeconds: math.Float64frombits(d.refits.secs.Load()), Queries: d.query.count.Load(),
+		Role: d.cfg.Role, Leading: d.leading.Load()}
 	select {
 	case <-d.ready:
 		st.Ready = !d.stopping.Load()
@@ -275,6 +287,9 @@ func KafkaConfig(cfg config.Config) stream.Config {
 // broker and the store close. It returns only after every goroutine it started has
 // exited; the error is the first failure of a component (nil after a clean shutdown).
 func (d *Daemon) Run(ctx context.Context) (err error) {
+	if d.cfg.Role == "replica" {
+		return d.runReplica(ctx)
+	}
 	st, err := d.openState()
 	if err != nil {
 		return err
@@ -310,7 +325,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.box = ingest.NewOutbox(st, d.cfg.Kafka.Topics.Train, d.trainPolicy, erase)
 	defer func() { err = errors.Join(err, w.Close()) }()
 	pub, err := stream.NewPublisher(w, d.box, stream.PublisherConfig{Ready: st.OutboxReady(),
-		RetryMin: retryMin, RetryMax: retryMax, OnError: d.publishFailed})
+		RetryMin: retryMin, RetryMax: retryMax, OnError: d.publishFailed, First: []string{d.cfg.Kafka.Topics.Models}})
 	if err != nil {
 		return err
 	}
@@ -319,7 +334,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	err = d.runComponents(ctx, h.failed, pub, trainR, queryR)
+	err = d.runComponents(ctx, h.failed, leader{pub: pub, w: w, queries: queryR}, trainR)
+	if !d.drainAtStop.Load() {
+		d.log.Info().Err(err).Msg("cairnd stopped (not leading: outbox kept)")
+		return err
+	}
 	// Final drain: everything committed so far goes out, within the deadline.
 	dctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
 	defer cancel()
@@ -385,6 +404,9 @@ func (d *Daemon) connect(ctx context.Context) (closeBroker func() error, err err
 			policy = "unknown"
 		}
 		d.trainPolicy = policy
+		if err := d.ensureSingle(ctx); err != nil {
+			return nil, err
+		}
 		return func() error { return nil }, nil
 	}
 	d.trainPolicy = "compact"
@@ -395,6 +417,10 @@ func (d *Daemon) connect(ctx context.Context) (closeBroker func() error, err err
 	}
 	d.kafka.Brokers = []string{b.Addr()}
 	d.embedded = b
+	d.leading.Store(true) // nobody else can lead on this daemon's own broker
+	if err := d.ensureSingle(ctx); err != nil {
+		return nil, errors.Join(err, b.Close())
+	}
 	d.log.Info().Str("addr", b.Addr()).Msg("embedded broker started")
 	return b.Close, nil
 }
@@ -416,10 +442,13 @@ func (d *Daemon) readers() (train, queries *stream.Reader, err error) {
 	return train, queries, err
 }
 
-// runComponents runs the components until ctx ends or one fails, in two groups: work (readers,
-// refits, lag) stops first; serve (the publisher) keeps running until work has
-// stopped. It returns after every goroutine it started has exited.
-func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, pub *stream.Publisher, trainR, queryR *stream.Reader) (err error) {
+// runComponents runs the components until ctx ends or one fails, in two groups: work
+// (readers, refits, lag, the leader's components) stops first; serve (the publisher of
+// a daemon that leads from its start) keeps running until work has stopped. A primary
+// on the embedded broker leads from its start; with external brokers the primary and
+// its standbys elect the leader (leader.go). It returns after every goroutine it
+// started has exited.
+func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, l leader, trainR *stream.Reader) (err error) {
 	work, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
 	serve, stopServe := context.WithCancel(context.Background())
@@ -436,12 +465,31 @@ func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, pub
 	spawn(&workWG, work, "train", func(c context.Context) error {
 		return d.keepReading(c, "train", trainR, d.handleTrain, d.rebuildIngest)
 	})
-	spawn(&workWG, work, "queries", func(c context.Context) error { return d.keepReading(c, "queries", queryR, d.handleQueries, nil) })
 	spawn(&workWG, work, "refit", d.runRefits)
 	spawn(&workWG, work, "lag", d.runLag)
-	spawn(&serveWG, serve, "publisher", pub.Run)
+	if d.embedded != nil {
+		d.log.Info().Msg("leading: primary on the embedded broker")
+		spawn(&workWG, work, "lead", func(c context.Context) error { return d.lead(c, l, false) })
+		spawn(&serveWG, serve, "publisher", l.pub.Run)
+	} else {
+		el, err := stream.NewElection(stream.ElectionConfig{Kafka: d.kafka, Group: d.cfg.Kafka.LeaderGroup,
+			Topic: d.cfg.Kafka.Topics.Leader, SessionTimeout: d.cfg.Kafka.SessionTimeout, Preferred: d.cfg.Role == "primary"})
+		if err != nil {
+			return err
+		}
+		spawn(&workWG, work, "models", d.runFollow)
+		spawn(&workWG, work, "adopt", d.runAdopt)
+		spawn(&workWG, work, "election", func(c context.Context) error {
+			return el.Run(c, func(lc context.Context) {
+				if err := d.lead(lc, l, true); err != nil {
+					d.log.Error().Err(err).Msg("leading failed; stepping down")
+				}
+			})
+		})
+	}
 	close(d.ready)
-	d.log.Info().Str("data_dir", d.cfg.DataDir).Strs("brokers", d.kafka.Brokers).Str("http", d.httpAddr).Msg("cairnd serving")
+	d.log.Info().Str("role", d.cfg.Role).Str("data_dir", d.cfg.DataDir).Strs("brokers", d.kafka.Brokers).
+		Str("http", d.httpAddr).Msg("cairnd serving")
 
 	select {
 	case <-ctx.Done():
@@ -451,6 +499,7 @@ func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, pub
 		err = fmt.Errorf("daemon: http: %w", herr)
 		d.log.Error().Err(err).Msg("component failed; shutting down")
 	}
+	d.drainAtStop.Store(d.leading.Load())
 	d.stopping.Store(true)
 	stopWork()
 	workWG.Wait()
@@ -486,6 +535,19 @@ func (d *Daemon) eraseFromBroker(w *stream.Writer, keys [][]byte) error {
 	}
 	d.embedded.Compact()
 	return nil
+}
+
+// ensureSingle creates the one-partition topics: the models topic (compacted: one
+// partition keeps its chunks, manifests, masks and tombstones in order) and the
+// election topic.
+func (d *Daemon) ensureSingle(ctx context.Context) error {
+	t := d.cfg.Kafka.Topics
+	rf := 1
+	if d.embedded != nil {
+		rf = -1
+	}
+	return stream.EnsureTopicsWithConfigs(ctx, d.kafka, 1, rf, map[string]map[string]string{
+		t.Models: {"cleanup.policy": "compact"}}, t.Models, t.Leader)
 }
 
 // topicConfigs are the settings of the topics cairnd creates: the audit topic keeps
@@ -681,12 +743,17 @@ func (d *Daemon) readyErr() error {
 	return d.readiness()
 }
 
+// reader is what keepReading runs: a stream.Reader, or a replica's stream.GroupReader.
+type reader interface {
+	Run(ctx context.Context, h stream.Handler) error
+}
+
 // keepReading runs reader r with handler h until ctx ends. A failure (a commit the
 // store refused, an ingest left broken, a broker that stopped answering) never ends it:
 // repair (if set) runs until it succeeds, then the reader restarts after a doubling
 // wait, resuming after the last committed offset, so nothing is lost or applied twice.
 // The fault is reported under component until h next succeeds.
-func (d *Daemon) keepReading(ctx context.Context, component string, r *stream.Reader, h stream.Handler, repair func() error) error {
+func (d *Daemon) keepReading(ctx context.Context, component string, r reader, h stream.Handler, repair func() error) error {
 	var b backoff
 	for {
 		err := r.Run(ctx, h)
@@ -806,15 +873,15 @@ func (d *Daemon) removing(ids []string) {
 
 // auditUnknown writes the audit of a deletion of an id that is not stored (ingest hook,
 // inside the batch transaction): nothing changed, so no refit is needed.
-func (d *Daemon) auditUnknown(tx *storage.Tx, rec *ingest.Deletion) error {
+func (d *Daemon) auditUnknown(tx *storage.Tx, rec *ingest.Deletion) (bool, error) {
 	if !d.leading.Load() {
-		return nil // a standby adopts the leader's audit of it (adopt.go)
+		return false, nil // pending: the leader's audit of it is adopted, or this daemon audits it once it leads
 	}
 	a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, d.serve.model.Load(), rec.Applied, d.signer)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return d.checkpoint(tx, a)
+	return true, d.checkpoint(tx, a)
 }
 
 // Checkpoint is a signed chain head (an audit_checkpoint status event): the last
@@ -906,14 +973,19 @@ func (d *Daemon) runLag(ctx context.Context) error {
 
 // statusEvent enqueues a cairn.status event of kind with data (JSON) in tx.
 func statusEvent(tx *storage.Tx, topic, kind string, data any) error {
-	b, err := json.Marshal(data)
-	if err != nil {
-		return err
-	}
-	v, err := stream.Status{Kind: kind, Time: time.Now().UTC(), Data: b}.Encode()
+	v, err := statusValue(kind, data)
 	if err != nil {
 		return err
 	}
 	_, err = tx.Enqueue(topic, []byte(kind), v)
 	return err
+}
+
+// statusValue encodes a cairn.status event of kind with data (JSON), stamped now.
+func statusValue(kind string, data any) ([]byte, error) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return nil, err
+	}
+	return stream.Status{Kind: kind, Time: time.Now().UTC(), Data: b}.Encode()
 }

@@ -336,6 +336,7 @@ func TestOutboxBackPressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.store.Close()
+	d.leading.Store(true) // back-pressure is the leader's: a standby's outbox waits for its leadership
 	var seqs []uint64
 	for range 3 {
 		if err := d.store.Apply(func(tx *storage.Tx) error {

@@ -58,11 +58,16 @@ func (d *Daemon) commitMask(tx *storage.Tx) error {
 // older versions (erased from the embedded broker's files at once by compaction). A
 // failed write is retried with a doubling wait; the version is published whole again.
 func (d *Daemon) runModels(ctx context.Context, w *stream.Writer) error {
-	live, err := d.scanModels(ctx)
-	if err != nil {
-		return err
-	}
 	var b backoff
+	live, err := d.scanModels(ctx)
+	for err != nil {
+		wait := b.next()
+		d.fail("models", err, wait)
+		if !sleep(ctx, wait) {
+			return nil
+		}
+		live, err = d.scanModels(ctx)
+	}
 	for {
 		s := d.serve.model.Load()
 		if s != nil && s.Version > d.models.floor.Load() {
@@ -192,6 +197,14 @@ func (d *Daemon) runFollow(ctx context.Context) error {
 func (d *Daemon) handleModels(_ context.Context, batch []stream.Message) error {
 	asm := &d.models.asm
 	for _, m := range batch {
+		if d.leading.Load() {
+			// A leader serves its own versions; it reads the topic only for the floor.
+			if dm, err := modelbus.Decode(m.Key, m.Value); err == nil && dm.Kind == modelbus.KindManifest && dm.Version > d.models.floor.Load() {
+				d.models.floor.Store(dm.Version)
+			}
+			d.models.next.Store(m.Offset + 1)
+			continue
+		}
 		v, err := asm.Add(m.Key, m.Value)
 		if err != nil {
 			d.metrics.AddReject("models_record", 1)

@@ -162,7 +162,12 @@ type attributionExtra struct {
 func (d *Daemon) attribute(w *serving.Workspace, s *serving.Model, ev stream.QueryEvent) (stream.Attribution, error) {
 	x := ev.X
 	if ev.ID != "" {
-		e := d.train.cache.Load().Get(ev.ID)
+		cache := d.train.cache.Load()
+		if cache == nil { // a replica stores no points
+			return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "id",
+				Msg: "a replica holds no stored points: ask by input, or let the primary answer queries by id (query.on_primary)"}
+		}
+		e := cache.Get(ev.ID)
 		if e == nil {
 			return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnknownID, Field: "id",
 				Msg: fmt.Sprintf("no stored point %q", ev.ID)}

@@ -424,7 +424,17 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 		return fmt.Errorf("daemon: commit model %d: %w", version, err)
 	}
 	if leading {
-		d.install(ft.serv, snap.mark)
+		// Deletions still pending (applied after the snapshot, or before a takeover) stay
+		// masked in the new model too.
+		d.train.mu.Lock()
+		var still []string
+		for _, id := range d.train.ingest.PendingIDs() {
+			if !slices.ContainsFunc(audited, func(r *ingest.Deletion) bool { return r.ID == id }) {
+				still = append(still, id)
+			}
+		}
+		d.train.mu.Unlock()
+		d.install(ft.serv.WithMask(still), snap.mark)
 		d.kickModels()
 	}
 	d.train.mu.Lock()

@@ -145,6 +145,13 @@ func (d *Daemon) certificateStatus(why string) map[string]any {
 // emitStatus commits one cairn.status event through the outbox; a failure is logged,
 // not fatal (status events are informational).
 func (d *Daemon) emitStatus(kind string, data any) {
+	if d.store == nil { // a replica: no outbox, written at once
+		d.emitDirect(kind, data)
+		return
+	}
+	if !d.leading.Load() {
+		return // a standby publishes nothing
+	}
 	err := d.store.Apply(func(tx *storage.Tx) error { return statusEvent(tx, d.cfg.Kafka.Topics.Status, kind, data) })
 	if err != nil {
 		d.log.Warn().Err(err).Str("kind", kind).Msg("status event not written")
@@ -155,7 +162,9 @@ func (d *Daemon) emitStatus(kind string, data any) {
 // d.train.mu is held.
 func (d *Daemon) refitReason(ctx context.Context) string {
 	r, in, now := d.cfg.Refit, d.train.ingest, time.Now()
-	if last := in.LastPending(); last != nil && r.OnDelete && now.Sub(last.Applied) >= r.DeleteDebounce {
+	// Deletions are the leader's to audit: a standby leaves them to the leader's
+	// refit (its own state follows through the other triggers).
+	if last := in.LastPending(); last != nil && r.OnDelete && d.leading.Load() && now.Sub(last.Applied) >= r.DeleteDebounce {
 		return "deletion" // deletions within the debounce share this refit
 	}
 	if in.Len() < r.MinPoints {

@@ -204,10 +204,10 @@ func RecordTombstones(tx *storage.Tx, at map[string]Tombstone) error {
 // AdoptAudit is how a standby follows the leader's audit chain: in one transaction it
 // appends body, an audit record's body as the leader published it, to the store's
 // chain, and removes the pending deletion it reports (same request and id; none for
-// an unknown id). It returns the new link, whose hash the caller compares with the
-// published one: equal hashes mean equal chains, since each hash covers its
-// predecessor. The caller holds the lock it applies batches under.
-func (in *State) AdoptAudit(body []byte, request, id string) (storage.AuditLink, error) {
+// an unknown id). It returns the new link, whose hash must equal the
+// published one (want): equal hashes mean equal chains, since each hash covers its
+// predecessor; a different one aborts the transaction with ErrAuditDiverged. The caller holds the lock it applies batches under.
+func (in *State) AdoptAudit(body []byte, request, id string, want [32]byte) (storage.AuditLink, error) {
 	var (
 		link storage.AuditLink
 		done []*Deletion
@@ -217,6 +217,9 @@ func (in *State) AdoptAudit(body []byte, request, id string) (storage.AuditLink,
 		var err error
 		if link, err = tx.AppendAudit(body); err != nil {
 			return err
+		}
+		if link.Hash != want {
+			return fmt.Errorf("%w: record %d hashes to %x here, %x as published", ErrAuditDiverged, link.Seq, link.Hash[:8], want[:8])
 		}
 		for _, r := range in.pending {
 			if r.Request == request && r.ID == id {

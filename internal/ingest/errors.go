@@ -28,3 +28,7 @@ var (
 	// points.
 	ErrChanged = errors.New("ingest: the points changed since the sync's snapshot")
 )
+
+// ErrAuditDiverged is returned by AdoptAudit when the leader's audit record does not
+// extend this store's chain to the same hash: the two chains differ.
+var ErrAuditDiverged = errors.New("ingest: audit chain diverged from the leader's")

@@ -90,8 +90,10 @@ type Hooks struct {
 	// (its version, whether the id is one of its unmasked landmarks).
 	Describe func(rec *Deletion)
 	// Unknown writes, inside the batch transaction, the audit of a deletion of an id
-	// that is not stored (nothing to refit, so it is answered at once).
-	Unknown func(tx *storage.Tx, rec *Deletion) error
+	// that is not stored (nothing to refit, so it is answered at once), and reports
+	// whether it did: a daemon that does not lead leaves it (audited false), and the
+	// deletion is then stored as pending like any other, for the leader's audit.
+	Unknown func(tx *storage.Tx, rec *Deletion) (audited bool, err error)
 	// Commit is called last inside every batch transaction that writes state, after
 	// Removing: the owner enqueues what the batch's hooks prepared (the daemon: the
 	// serving model's new deletion mask, in the transaction of the deletion itself).
@@ -108,6 +110,9 @@ type op struct {
 	rej  error          // why it was rejected
 	had  bool           // delete: the pool held the id
 	rec  *Deletion      // delete: the audit record
+	// deferred: a delete of an unknown id whose audit the Unknown hook left to the
+	// leader, stored as pending
+	deferred bool
 }
 
 // Stats are cumulative counts since the State was built.
@@ -675,10 +680,15 @@ func (in *State) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) error
 			return fmt.Errorf("ingest: delete %q: store had it %v, pool had it %v", o.ev.ID, existed, o.had)
 		}
 		if !o.had {
-			if in.hooks.Unknown != nil {
-				return in.hooks.Unknown(tx, o.rec)
+			o.deferred = false
+			if in.hooks.Unknown == nil {
+				return nil
 			}
-			return nil
+			audited, err := in.hooks.Unknown(tx, o.rec)
+			if err != nil || audited {
+				return err
+			}
+			o.deferred = true
 		}
 		*seq++
 		o.rec.Seq = *seq
@@ -688,6 +698,9 @@ func (in *State) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) error
 		}
 		if err := tx.PutPending(*seq, body); err != nil {
 			return err
+		}
+		if o.deferred {
+			return nil // nothing stored under the id: nothing to erase
 		}
 		// A tombstone for the id on its own topic (an outbox entry with an empty value,
 		// published as a null value), so that log compaction erases its upserts.
@@ -713,6 +726,8 @@ func (in *State) cacheCommitted() {
 		case opDelete:
 			if o.had {
 				in.cache.del(o.ev.ID)
+			}
+			if o.had || o.deferred {
 				in.pending = append(in.pending, o.rec)
 			}
 		}

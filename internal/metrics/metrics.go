@@ -53,6 +53,9 @@ type Set struct {
 	publishRetries prometheus.Counter
 	brokerUp       prometheus.Gauge
 	faultRetries   *prometheus.CounterVec
+
+	leading   prometheus.Gauge
+	takeovers prometheus.Histogram
 }
 
 // New returns a Set with every counter at zero, registered in a registry of its own
@@ -95,12 +98,15 @@ func New() *Set {
 	s.publishRetries = prometheus.NewCounter(prometheus.CounterOpts{Name: "cairn_publish_retries_total", Help: "Failed rounds of publishing the outbox, each retried."})
 	s.brokerUp = gauge("cairn_broker_up", "1 while the broker answers, 0 while it does not.")
 	s.faultRetries = counterVec("cairn_fault_retries_total", "Retries after a fault (a failed commit, a broken ingest, an unreachable broker), by component.", "component")
+	s.leading = gauge("cairn_leading", "1 while this daemon is the deployment's writer (primary or elected standby), 0 otherwise.")
+	s.takeovers = histogram("cairn_takeover_seconds", "Time an elected standby took to take over (adopt the audits, mask pending deletions).", AuditBuckets)
 	for _, r := range []string{"cancelled", "error", "ok"} {
 		s.refits.WithLabelValues(r)
 	}
 	s.reg.MustRegister(s.events, s.rejects, s.lag, s.poolPoints, s.poolLandmarks, s.residual, s.kernel, s.exact,
 		s.modelVersion, s.modelMasked, s.refits, s.refitSeconds, s.queries, s.querySeconds, deletions, s.unknownDels, s.audits,
 		s.auditSeconds, s.outbox, s.publishRetries, s.brokerUp, s.faultRetries,
+		s.leading, s.takeovers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return s
 }
@@ -227,3 +233,15 @@ func label(v string) string {
 	}
 	return strings.ToValidUTF8(v, "\uFFFD")
 }
+
+// SetLeading sets cairn_leading.
+func (s *Set) SetLeading(on bool) {
+	v := 0.0
+	if on {
+		v = 1
+	}
+	s.leading.Set(v)
+}
+
+// ObserveTakeover records one takeover's duration.
+func (s *Set) ObserveTakeover(seconds float64) { s.takeovers.Observe(seconds) }

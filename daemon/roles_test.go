@@ -1,0 +1,219 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/storage"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// roleConfig is e2eConfig for one daemon of a deployment on the external broker at addr.
+func roleConfig(dir, addr, role string) config.Config {
+	c := e2eConfig(dir)
+	c.Role = role
+	c.Kafka.Brokers = []string{addr}
+	c.Kafka.SessionTimeout = 2 * time.Second
+	c.Query.OnPrimary = false
+	return c
+}
+
+// copyKey gives dir the audit key of from (a standby signs as its primary does).
+func copyKey(t *testing.T, from, dir string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(from, AuditKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, AuditKeyFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// quiescent: every training message applied, no refit running, nothing pending.
+func quiescent(d *Daemon, train string) bool {
+	s := d.Status()
+	if s.RefitRunning || s.PendingDeletions > 0 {
+		return false
+	}
+	for k, lag := range s.Lag {
+		if len(k) > len(train) && k[:len(train)] == train && lag > 0 {
+			return false
+		}
+	}
+	return len(s.Lag) > 0
+}
+
+// TestRoles runs a deployment over TCP against one broker: a primary, a standby with
+// its own data directory, and a replica that answers every query.
+//
+//   - The replica installs the primary's model versions from the models topic and
+//     answers the queries (the primary answers none: query.on_primary is off).
+//   - After a landmark's deletion is audited, no answer names it (the deletion fence).
+//   - At quiescence the standby's replayable state is byte-identical to the primary's
+//     (ingest.StateHash: points, offsets, pool, latest model), and its audit chain is
+//     the published one.
+//   - When the primary stops, the standby takes over: its next audit continues the
+//     chain, the replica installs its model, and no event is lost or applied twice.
+func TestRoles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("deployment test")
+	}
+	const n = 160
+	set, err := dataset.Open("mnist", "train", n)
+	if err != nil {
+		t.Skipf("MNIST not available: %v", err)
+	}
+	test, err := dataset.Open("mnist", "test", 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 2,
+		DataDir: filepath.Join(t.TempDir(), "kafka")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	dirP, dirS, dirR := t.TempDir(), t.TempDir(), t.TempDir()
+	cfgP := roleConfig(dirP, b.Addr(), "primary")
+	tp := cfgP.Kafka.Topics
+	p := startDaemon(t, cfgP)
+	waitFor(t, "the primary to lead", 30*time.Second, p.d.leading.Load)
+	copyKey(t, dirP, dirS)
+	cfgS := roleConfig(dirS, b.Addr(), "standby")
+	s := startDaemon(t, cfgS)
+	r := startDaemon(t, roleConfig(dirR, b.Addr(), "replica"))
+
+	rows := make([]int, n)
+	for i := range rows {
+		rows[i] = i
+	}
+	produceMsgs(t, p.d.Brokers(), upserts(t, tp.Train, set, rows))
+	waitFor(t, "the primary's model on all points", 120*time.Second, func() bool {
+		st := p.d.Status()
+		return st.Model > 0 && st.ModelPoints == n && !st.RefitRunning
+	})
+	waitFor(t, "the replica to install it", 30*time.Second, func() bool { return r.d.Status().Model == p.d.Status().Model })
+	if s.d.leading.Load() {
+		t.Fatal("the standby leads while the primary runs")
+	}
+
+	// Queries: the replica answers them all, the primary none.
+	var qs []stream.Message
+	for i := range 10 {
+		qs = append(qs, queryMsg(t, tp.Queries, stream.QueryEvent{Request: fmt.Sprintf("q%d", i), X: test.Row(i)}, set.D))
+	}
+	produceMsgs(t, p.d.Brokers(), qs)
+	waitFor(t, "10 answers", 30*time.Second, func() bool { return len(keyed[stream.Attribution](t, p, tp.Attributions)) == 10 })
+	if rq, pq := r.d.Status().Queries, p.d.Status().Queries; rq < 10 || pq != 0 {
+		t.Fatalf("replica answered %d, primary %d; want 10 and 0", rq, pq)
+	}
+
+	// Delete a landmark of the replica's serving model; once its audit is out, no answer
+	// names it.
+	victim := r.d.serve.model.Load().LandmarkIDs[0]
+	produceMsgs(t, p.d.Brokers(), []stream.Message{deleteMsg(t, tp.Train, victim, "del-1")})
+	waitFor(t, "the audit of del-1", 60*time.Second, func() bool { _, ok := keyed[stream.Audit](t, p, tp.Audits)["del-1"]; return ok })
+	qs = qs[:0]
+	for i := range 10 {
+		qs = append(qs, queryMsg(t, tp.Queries, stream.QueryEvent{Request: fmt.Sprintf("after%d", i), X: test.Row(i), K: 20}, set.D))
+	}
+	produceMsgs(t, p.d.Brokers(), qs)
+	waitFor(t, "10 more answers", 30*time.Second, func() bool { return len(keyed[stream.Attribution](t, p, tp.Attributions)) == 20 })
+	for req, a := range keyed[stream.Attribution](t, p, tp.Attributions) {
+		for _, e := range a.TopK {
+			if e.ID == victim && strings.HasPrefix(req, "after") {
+				t.Fatalf("answer %s after the audit names the deleted %s (model %d)", req, victim, a.Model)
+			}
+		}
+	}
+
+	// Quiescence: the standby holds the primary's state, and the published audit chain.
+	waitFor(t, "both quiescent", 120*time.Second, func() bool {
+		return quiescent(p.d, tp.Train) && quiescent(s.d, tp.Train) && p.d.Status().ModelPoints == n-1 &&
+			s.d.Status().Points == n-1
+	})
+	time.Sleep(2 * cfgP.Refit.Idle) // a last idle refit of either would show as RefitRunning
+	waitFor(t, "both quiescent again", 60*time.Second, func() bool { return quiescent(p.d, tp.Train) && quiescent(s.d, tp.Train) })
+	hp, err := ingest.StateHash(cfgP, p.d.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := ingest.StateHash(cfgS, s.d.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hp != hs {
+		t.Fatalf("state hashes differ: primary %s, standby %s", hp, hs)
+	}
+	headP, headS := chainHead(t, p.d), chainHead(t, s.d)
+	if headP != headS || headP == "" {
+		t.Fatalf("audit chain heads: primary %q, standby %q", headP, headS)
+	}
+
+	// Takeover: the primary stops; the standby leads, audits the next deletion on the
+	// chain's continuation, and the replica installs its next model.
+	before := p.d.Status().Model
+	p.stop(t)
+	t0 := time.Now()
+	waitFor(t, "the standby to lead", 30*time.Second, s.d.leading.Load)
+	t.Logf("takeover after the primary's clean stop: %v", time.Since(t0))
+	victim2 := set.IDs[n-1]
+	produceMsgs(t, s.d.Brokers(), []stream.Message{deleteMsg(t, tp.Train, victim2, "del-2")})
+	waitFor(t, "the audit of del-2", 60*time.Second, func() bool { _, ok := keyed[stream.Audit](t, s, tp.Audits)["del-2"]; return ok })
+	audits := keyed[stream.Audit](t, s, tp.Audits)
+	a1, a2 := audits["del-1"], audits["del-2"]
+	if a2.Seq != a1.Seq+1 || a2.PrevHash != a1.Hash {
+		t.Fatalf("del-2's audit seq %d prev %s; want %d after %s", a2.Seq, a2.PrevHash, a1.Seq+1, a1.Hash)
+	}
+	if a2.KeyID != a1.KeyID {
+		t.Errorf("del-2 signed by %s, del-1 by %s", a2.KeyID, a1.KeyID)
+	}
+	waitFor(t, "the replica on the new leader's model", 60*time.Second, func() bool {
+		st := r.d.Status()
+		return st.Model > before && st.ModelPoints == n-2
+	})
+	st := s.d.Status()
+	if st.Points != n-2 || st.Ingest.Upserts != n {
+		t.Fatalf("new leader: %d points, %d upserts applied; want %d and %d (nothing lost or applied twice)",
+			st.Points, st.Ingest.Upserts, n-2, n)
+	}
+	seqs := []uint64{}
+	for _, a := range keyed[stream.Audit](t, s, tp.Audits) {
+		seqs = append(seqs, a.Seq)
+	}
+	slices.Sort(seqs)
+	if !slices.Equal(seqs, []uint64{1, 2}) {
+		t.Fatalf("audit seqs %v, want [1 2]", seqs)
+	}
+}
+
+// chainHead is the hash of d's last stored audit record, hex ("" for none).
+func chainHead(t *testing.T, d *Daemon) string {
+	t.Helper()
+	var h string
+	err := d.store.View(func(tx *storage.ReadTx) error {
+		l, ok, err := tx.AuditHead()
+		if ok {
+			h = fmt.Sprintf("%x", l.Hash)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+
