@@ -215,5 +215,3 @@ func chainHead(t *testing.T, d *Daemon) string {
 	}
 	return h
 }
-
-

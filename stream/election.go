@@ -70,10 +70,10 @@ func NewElection(cfg ElectionConfig) (*Election, error) {
 func (e *Election) Run(ctx context.Context, lead func(ctx context.Context)) error {
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID: e.cfg.Group, Brokers: e.cfg.Kafka.Brokers, Dialer: e.dialer, Topics: []string{e.cfg.Topic},
-		GroupBalancers:    []kafka.GroupBalancer{balancer{e}},
-		SessionTimeout:    e.cfg.SessionTimeout, RebalanceTimeout: e.cfg.SessionTimeout,
+		GroupBalancers: []kafka.GroupBalancer{balancer{e}},
+		SessionTimeout: e.cfg.SessionTimeout, RebalanceTimeout: e.cfg.SessionTimeout,
 		HeartbeatInterval: e.cfg.SessionTimeout / 5, JoinGroupBackoff: 200 * time.Millisecond,
-		Timeout:           e.cfg.SessionTimeout / 2,
+		Timeout: e.cfg.SessionTimeout / 2,
 	})
 	if err != nil {
 		return fmt.Errorf("stream: election: %w", err)
