@@ -431,6 +431,12 @@ func setField(f reflect.Value, s string) error {
 			return err
 		}
 		f.SetInt(int64(n))
+	case f.Kind() == reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return err
+		}
+		f.SetInt(n)
 	case f.Kind() == reflect.Uint64:
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {

@@ -54,6 +54,12 @@ func TestValidateTable(t *testing.T) {
 		{"budget bad", func(c *Config) { c.Pool.Budget = "deff:-1" }, "pool.budget"},
 		{"budget word", func(c *Config) { c.Pool.Budget = "lots" }, "pool.budget"},
 		{"external brokers", func(c *Config) { c.Kafka.Brokers = []string{"k1:9092", "k2:9092"} }, ""},
+		{"role unknown", func(c *Config) { c.Role = "leader" }, "role"},
+		{"replica on the embedded broker", func(c *Config) { c.Role = "replica" }, "role"},
+		{"standby with brokers", func(c *Config) { c.Role, c.Kafka.Brokers = "standby", []string{"k:9092"} }, ""},
+		{"same groups", func(c *Config) { c.Kafka.LeaderGroup = c.Kafka.Group }, "kafka.group"},
+		{"session timeout", func(c *Config) { c.Kafka.SessionTimeout = 10 * time.Millisecond }, "kafka.session_timeout"},
+		{"models topic is the train topic", func(c *Config) { c.Kafka.Topics.Models = c.Kafka.Topics.Train }, "kafka.topics.models"},
 		{"broker without port", func(c *Config) { c.Kafka.Brokers = []string{"k1"} }, "kafka.brokers[0]"},
 		{"sasl unknown", func(c *Config) { c.Kafka.SASL.Mechanism = "gssapi" }, "kafka.sasl.mechanism"},
 		{"sasl without user", func(c *Config) { c.Kafka.SASL.Mechanism = "plain" }, "kafka.sasl.username"},
@@ -124,10 +130,11 @@ func TestLayers(t *testing.T) {
 	}
 	fs := flag.NewFlagSet("cairnd", flag.ContinueOnError)
 	f := RegisterFlags(fs)
-	if err := fs.Parse([]string{"--config", path, "--http", "127.0.0.1:9999"}); err != nil {
+	if err := fs.Parse([]string{"--config", path, "--http", "127.0.0.1:9999", "--role", "standby"}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := f.Load(fs, []string{"CAIRN_SKETCH_H=16", "HOME=/root", "CAIRN_QUERY_DELTA=0.01"})
+	c, err := f.Load(fs, []string{"CAIRN_SKETCH_H=16", "HOME=/root", "CAIRN_QUERY_DELTA=0.01",
+		"CAIRN_QUERY_EXACT_MEMORY_BYTES=1024", "CAIRN_KAFKA_SESSION_TIMEOUT=3s", "CAIRN_QUERY_ON_PRIMARY=false"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +147,10 @@ func TestLayers(t *testing.T) {
 		{"sketch.h env over file", c.Sketch.H, 16},
 		{"query.delta from env", c.Query.Delta, 0.01},
 		{"http from flag", c.HTTP, "127.0.0.1:9999"},
+		{"role from flag", c.Role, "standby"},
+		{"int64 from env", c.Query.ExactMemoryBytes, int64(1024)},
+		{"duration from env", c.Kafka.SessionTimeout, 3 * time.Second},
+		{"bool from env", c.Query.OnPrimary, false},
 		{"debounce from file", c.Refit.DeleteDebounce, 2 * time.Second},
 		{"brokers from file", strings.Join(c.Kafka.Brokers, ","), "a:1,b:2"},
 		{"embedded default kept (flag not set)", c.Kafka.EmbeddedBroker, "127.0.0.1:9092"},

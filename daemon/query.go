@@ -54,10 +54,7 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 			}
 			continue
 		}
-		outs := make([]queryOut, len(batch))
-		for i, m := range batch {
-			outs[i] = d.answerMessage(w, s, m)
-		}
+		outs := d.answerAll(w, s, batch)
 		seen := map[partition]int64{}
 		err := d.store.Apply(func(tx *storage.Tx) error {
 			if d.serve.model.Load() != s {
@@ -103,41 +100,84 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 	}
 }
 
-// answerMessage decodes and answers one query message on s.
-func (d *Daemon) answerMessage(w *serving.Workspace, s *serving.Model, m stream.Message) queryOut {
-	o := queryOut{msg: m}
-	if last, ok := d.query.last[partition{m.Topic, m.Partition}]; ok && m.Offset <= last {
-		o.skip = true
-		return o
-	}
+// answerAll decodes and answers one batch of query messages on s: every valid query is
+// certified in one s.AnswerBatch (the exact rows read once for the batch), every invalid
+// one and every failure becomes a dead letter, and re-deliveries of answered offsets are
+// skipped.
+func (d *Daemon) answerAll(w *serving.Workspace, s *serving.Model, batch []stream.Message) []queryOut {
 	t0 := time.Now()
-	ev, err := stream.DecodeQuery(m.Value, d.query.lim)
-	var a stream.Attribution
-	if err == nil {
-		a, err = d.attribute(w, s, ev)
-	}
-	if err != nil {
-		dm, derr := stream.DeadLetterMessage(d.cfg.Kafka.Topics.DLQ, m, err, d.cfg.Kafka.DLQKeepRaw)
-		if derr != nil { // the dead letter itself does not encode: a daemon bug
-			d.log.Error().Err(derr).Msg("dead letter for a query")
-			o.skip = true
-			return o
+	outs := make([]queryOut, len(batch))
+	var (
+		idx    []int
+		evs    []stream.QueryEvent
+		xs     [][]float64
+		ks     []int
+		deltas []float64
+	)
+	for i, m := range batch {
+		outs[i].msg = m
+		if last, ok := d.query.last[partition{m.Topic, m.Partition}]; ok && m.Offset <= last {
+			outs[i].skip = true
+			continue
 		}
-		d.metrics.AddReject(string(stream.ReasonOf(err)), 1)
-		d.log.Warn().Str("topic", m.Topic).Int("partition", m.Partition).Int64("offset", m.Offset).
-			Str("reason", string(stream.ReasonOf(err))).Err(err).Msg("dead-lettered a query")
-		o.topic, o.key, o.value = dm.Topic, dm.Key, dm.Value
-		return o
+		ev, err := stream.DecodeQuery(m.Value, d.query.lim)
+		var x []float64
+		if err == nil {
+			x, err = d.queryInput(s, ev)
+		}
+		if err != nil {
+			d.deadLetter(&outs[i], err)
+			continue
+		}
+		k, delta := ev.K, ev.Delta
+		if k == 0 {
+			k = d.cfg.Query.K
+		}
+		if delta == 0 {
+			delta = d.cfg.Query.Delta
+		}
+		idx, evs, xs, ks, deltas = append(idx, i), append(evs, ev), append(xs, x), append(ks, k), append(deltas, delta)
 	}
-	v, err := a.Encode()
-	if err != nil {
-		d.log.Error().Err(err).Str("request", ev.Request).Msg("attribution does not encode")
+	if len(idx) == 0 {
+		return outs
+	}
+	certs, errs := make([]certify.Certificate, len(idx)), make([]error, len(idx))
+	s.AnswerBatch(w, certs, errs, xs, ks, deltas)
+	secs := time.Since(t0).Seconds()
+	for j, i := range idx {
+		o := &outs[i]
+		if errs[j] != nil {
+			d.deadLetter(o, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "model", Msg: errs[j].Error()})
+			continue
+		}
+		a, err := d.attribution(s, evs[j], deltas[j], &certs[j])
+		var v []byte
+		if err == nil {
+			v, err = a.Encode()
+		}
+		if err != nil {
+			d.log.Error().Err(err).Str("request", evs[j].Request).Msg("attribution does not encode")
+			o.skip = true
+			continue
+		}
+		o.topic, o.key, o.value, o.verdict, o.secs = d.cfg.Kafka.Topics.Attributions, []byte(evs[j].Request), v, a.Verdict, secs
+	}
+	return outs
+}
+
+// deadLetter makes o the dead letter of its message for err.
+func (d *Daemon) deadLetter(o *queryOut, err error) {
+	m := o.msg
+	dm, derr := stream.DeadLetterMessage(d.cfg.Kafka.Topics.DLQ, m, err, d.cfg.Kafka.DLQKeepRaw)
+	if derr != nil { // the dead letter itself does not encode: a daemon bug
+		d.log.Error().Err(derr).Msg("dead letter for a query")
 		o.skip = true
-		return o
+		return
 	}
-	o.topic, o.key, o.value, o.verdict = d.cfg.Kafka.Topics.Attributions, []byte(ev.Request), v, a.Verdict
-	o.secs = time.Since(t0).Seconds()
-	return o
+	d.metrics.AddReject(string(stream.ReasonOf(err)), 1)
+	d.log.Warn().Str("topic", m.Topic).Int("partition", m.Partition).Int64("offset", m.Offset).
+		Str("reason", string(stream.ReasonOf(err))).Err(err).Msg("dead-lettered a query")
+	o.topic, o.key, o.value = dm.Topic, dm.Key, dm.Value
 }
 
 // attributionExtra is the "extra" object of an attribution event: the rest of the
@@ -158,25 +198,35 @@ type attributionExtra struct {
 	QueriesPerDraw int                 `json:"queries_per_draw"`
 }
 
-// attribute answers one decoded query on s.
-func (d *Daemon) attribute(w *serving.Workspace, s *serving.Model, ev stream.QueryEvent) (stream.Attribution, error) {
+// queryInput is the input a query asks about: its x, or the stored point's raw input
+// for a query by id; an error when there is no such point or no model.
+func (d *Daemon) queryInput(s *serving.Model, ev stream.QueryEvent) ([]float64, error) {
 	x := ev.X
 	if ev.ID != "" {
 		cache := d.train.cache.Load()
 		if cache == nil { // a replica stores no points
-			return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "id",
+			return nil, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "id",
 				Msg: "a replica holds no stored points: ask by input, or let the primary answer queries by id (query.on_primary)"}
 		}
 		e := cache.Get(ev.ID)
 		if e == nil {
-			return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnknownID, Field: "id",
+			return nil, &stream.RejectError{Reason: stream.ReasonUnknownID, Field: "id",
 				Msg: fmt.Sprintf("no stored point %q", ev.ID)}
 		}
 		x = e.X
 	}
 	if s == nil {
-		return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "model",
+		return nil, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "model",
 			Msg: "no model: fewer stored points than refit.min_points"}
+	}
+	return x, nil
+}
+
+// attribute answers one decoded query on s.
+func (d *Daemon) attribute(w *serving.Workspace, s *serving.Model, ev stream.QueryEvent) (stream.Attribution, error) {
+	x, err := d.queryInput(s, ev)
+	if err != nil {
+		return stream.Attribution{}, err
 	}
 	k, delta := ev.K, ev.Delta
 	if k == 0 {
@@ -189,6 +239,11 @@ func (d *Daemon) attribute(w *serving.Workspace, s *serving.Model, ev stream.Que
 	if err != nil {
 		return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "model", Msg: err.Error()}
 	}
+	return d.attribution(s, ev, delta, &c)
+}
+
+// attribution is the attribution event of certificate c, the answer to ev on s.
+func (d *Daemon) attribution(s *serving.Model, ev stream.QueryEvent, delta float64, c *certify.Certificate) (stream.Attribution, error) {
 	scored := func(e certify.Entry) stream.Scored {
 		return stream.Scored{ID: s.LandmarkIDs[e.Index], View: string(s.Views[e.Index]), Score: e.Score, Radius: e.Radius}
 	}
@@ -214,6 +269,7 @@ func (d *Daemon) attribute(w *serving.Workspace, s *serving.Model, ev stream.Que
 		ex.ResidualViews = [2]certify.Residual{serving.ResidualOf(p.residual[0]), serving.ResidualOf(p.residual[1])}
 		a.Residual = p.residual[0].Trace + p.residual[1].Trace
 	}
+	var err error
 	if a.Extra, err = json.Marshal(ex); err != nil {
 		return a, err
 	}

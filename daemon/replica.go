@@ -100,12 +100,10 @@ func (d *Daemon) handleReplicaQueries(ctx context.Context, batch []stream.Messag
 		}
 		s = d.serve.model.Load()
 	}
-	w := &d.query.work
+	outs := d.answerAll(&d.query.work, s, batch)
 	msgs := make([]stream.Message, 0, len(batch))
-	outs := make([]queryOut, len(batch))
-	for i, m := range batch {
-		outs[i] = d.answerMessage(w, s, m)
-		if o := outs[i]; !o.skip {
+	for _, o := range outs {
+		if !o.skip {
 			msgs = append(msgs, stream.Message{Topic: o.topic, Key: o.key, Value: o.value})
 		}
 	}

@@ -260,6 +260,10 @@ type Workspace struct {
 	cands []crossing
 	full  []float64
 	kerr  []float64
+	// AnswerBatch's: the queries' φ, exact diagonals, full rows and lane scratch.
+	phis        [][]float64
+	ktts, fulls []float64
+	lanes       []float64
 }
 
 // answer certifies the top-k landmarks for x. With exact rows (s.Exact) the kernel row
@@ -270,6 +274,13 @@ type Workspace struct {
 // fit floor of Thm. fit-floor is attached when the model has τ²; it never changes a
 // certified verdict. k is clamped to the active landmarks minus one.
 func (s *Model) Answer(w *Workspace, x []float64, k int, delta float64) (certify.Certificate, error) {
+	if s.Exact != nil {
+		s.exactWork(w)
+		ktt := w.eq.ExactTo(w.phi, x)
+		w.full = grow(w.full, len(s.LandmarkIDs))
+		entk.ExactRowTo(w.full, s.Exact.lf, w.phi)
+		return s.answerExact(w, w.full, ktt, k, delta)
+	}
 	var c certify.Certificate
 	m := len(s.active)
 	if m < 2 {
@@ -282,55 +293,76 @@ func (s *Model) Answer(w *Workspace, x []float64, k int, delta float64) (certify
 	if err != nil {
 		return c, err
 	}
-	plugIn := true // κ from the evaluation draw is a plug-in estimate
-	if s.Exact != nil {
-		if w.eb != s.Backbone {
-			w.eb, w.eq = s.Backbone, entk.NewExactQuery(s.Backbone)
-			w.phi = make([]float64, s.Exact.dim)
-		}
-		ktt := w.eq.ExactTo(w.phi, x)
-		w.full = grow(w.full, len(s.LandmarkIDs))
-		w.kerr = grow(w.kerr, m)
-		entk.ExactRowTo(w.full, s.Exact.lf, w.phi)
-		for i, l := range s.active {
-			w.row[i] = w.full[l]
-			w.kerr[i] = entk.ExactRowError(s.Exact.diag[l], ktt, s.Exact.dim)
-		}
-		if err := w.rk.CertifyBoundedTo(&c, w.row, s.om, w.kerr, k, delta); err != nil {
-			return c, err
-		}
-		clear(w.vbar) // the floor's kernel variance: none
-		c.VarianceModel = certify.VarianceExactKernel
-		c.Budget = certify.Budget{M: m, Pool: len(s.LandmarkIDs)}
-		plugIn = false
-	} else {
-		sk := s.Draw.sketch
-		if w.sk != sk {
-			w.sk, w.q, w.qf = sk, sk.NewQuery(), make([]float64, sk.Dim())
-		}
-		kqq := w.q.FeaturesDiagTo(w.qf, x)
-		entk.KernelRowTo(w.row, s.lf, w.qf)
-		certify.ConservativeRowTo(w.vbar, s.diag, kqq, s.h, s.s, s.padded)
-		if err := w.rk.CertifyTo(&c, w.row, s.om, w.vbar, k, alloc); err != nil {
-			return c, err
-		}
-		if c.Verdict != certify.Certified && s.exactCap > 0 {
-			if err := s.refineCrossing(w, &c, x, k, alloc); err != nil {
-				return c, err
-			}
-		}
-		c.VarianceModel = certify.VarianceConservative
-		c.Budget = certify.Budget{H: s.h, S: s.s, M: m, Pool: len(s.LandmarkIDs), PaddedP: s.padded}
-		c.EvalSeed = s.Draw.Seed
-		c.EvalDraw = "eval"
+	sk := s.Draw.sketch
+	if w.sk != sk {
+		w.sk, w.q, w.qf = sk, sk.NewQuery(), make([]float64, sk.Dim())
 	}
+	kqq := w.q.FeaturesDiagTo(w.qf, x)
+	entk.KernelRowTo(w.row, s.lf, w.qf)
+	certify.ConservativeRowTo(w.vbar, s.diag, kqq, s.h, s.s, s.padded)
+	if err := w.rk.CertifyTo(&c, w.row, s.om, w.vbar, k, alloc); err != nil {
+		return c, err
+	}
+	if c.Verdict != certify.Certified && s.exactCap > 0 {
+		if err := s.refineCrossing(w, &c, x, k, alloc); err != nil {
+			return c, err
+		}
+	}
+	c.VarianceModel = certify.VarianceConservative
+	c.Budget = certify.Budget{H: s.h, S: s.s, M: m, Pool: len(s.LandmarkIDs), PaddedP: s.padded}
+	c.EvalSeed = s.Draw.Seed
+	c.EvalDraw = "eval"
+	// κ from the evaluation draw is a plug-in estimate.
+	return c, s.finish(w, &c, k, alloc, true)
+}
+
+// exactWork readies w's exact-path buffers for s's backbone.
+func (s *Model) exactWork(w *Workspace) {
+	if w.eb != s.Backbone {
+		w.eb, w.eq = s.Backbone, entk.NewExactQuery(s.Backbone)
+		w.phi = make([]float64, s.Exact.dim)
+	}
+}
+
+// answerExact certifies the top-k on the exact path from the query's full exact row
+// (every landmark, masked ones included) and its exact diagonal ktt.
+func (s *Model) answerExact(w *Workspace, full []float64, ktt float64, k int, delta float64) (certify.Certificate, error) {
+	var c certify.Certificate
+	m := len(s.active)
+	if m < 2 {
+		return c, fmt.Errorf("%w: %d unmasked landmarks", ErrNoModel, m)
+	}
+	k = min(k, m-1)
+	w.row = grow(w.row, m)
+	w.vbar = grow(w.vbar, m)
+	alloc, err := certify.UniformAllocation(delta, m, 1)
+	if err != nil {
+		return c, err
+	}
+	w.kerr = grow(w.kerr, m)
+	for i, l := range s.active {
+		w.row[i] = full[l]
+		w.kerr[i] = entk.ExactRowError(s.Exact.diag[l], ktt, s.Exact.dim)
+	}
+	if err := w.rk.CertifyBoundedTo(&c, w.row, s.om, w.kerr, k, delta); err != nil {
+		return c, err
+	}
+	clear(w.vbar) // the floor's kernel variance: none
+	c.VarianceModel = certify.VarianceExactKernel
+	c.Budget = certify.Budget{M: m, Pool: len(s.LandmarkIDs)}
+	return c, s.finish(w, &c, k, alloc, false)
+}
+
+// finish attaches the fit floor and maps the certificate's indices from active
+// landmarks to model rows.
+func (s *Model) finish(w *Workspace, c *certify.Certificate, k int, alloc certify.Allocation, plugIn bool) error {
 	if s.t2 != nil {
 		// Thm. fit-floor: κ is the exact row on the exact path and the evaluation draw's
 		// plug-in otherwise; ω̄ and τ² come from R fits, so the floor is diagnostic either way
 		// unless R is large (plug_in marks it).
 		fl, err := certify.FitFloor(w.row, w.vbar, s.omMean, s.t2, k, alloc, plugIn || s.fits < floorExactFits)
 		if err != nil {
-			return c, err
+			return err
 		}
 		c.ApplyFloor(fl)
 	}
@@ -339,7 +371,35 @@ func (s *Model) Answer(w *Workspace, x []float64, k int, delta float64) (certify
 	}
 	c.RunnerUp.Index = s.active[c.RunnerUp.Index]
 	c.ModelVersion = s.Version
-	return c, nil
+	return nil
+}
+
+// AnswerBatch answers every query of a batch, out[i] and errs[i] being what
+// Answer(w, xs[i], ks[i], deltas[i]) returns, bit for bit. On the exact path the
+// landmarks' exact rows are read once for the whole batch (vec.Dots32BatchTo) instead
+// of once per query, which is what bounds a query's cost by memory bandwidth; the
+// sketched path answers one query after the other. out and errs have len(xs) entries.
+func (s *Model) AnswerBatch(w *Workspace, out []certify.Certificate, errs []error, xs [][]float64, ks []int, deltas []float64) {
+	if s.Exact == nil || len(xs) < 2 {
+		for i, x := range xs {
+			out[i], errs[i] = s.Answer(w, x, ks[i], deltas[i])
+		}
+		return
+	}
+	s.exactWork(w)
+	mm, e := len(s.LandmarkIDs), s.Exact.dim
+	for len(w.phis) < len(xs) {
+		w.phis = append(w.phis, make([]float64, e))
+	}
+	w.ktts = grow(w.ktts, len(xs))
+	for i, x := range xs {
+		w.ktts[i] = w.eq.ExactTo(w.phis[i], x)
+	}
+	w.fulls = grow(w.fulls, len(xs)*mm)
+	w.lanes = vec.Dots32BatchTo(w.fulls, w.phis[:len(xs)], s.Exact.lf, e, e, mm, w.lanes)
+	for i := range xs {
+		out[i], errs[i] = s.answerExact(w, w.fulls[i*mm:(i+1)*mm], w.ktts[i], ks[i], deltas[i])
+	}
 }
 
 // refineCrossing is the sketched path's second pass: the landmarks whose intervals cross

@@ -153,3 +153,38 @@ func TestModelIDAndErrors(t *testing.T) {
 		t.Errorf("effect of a non-landmark: %+v, want a reason and no landmarks", e)
 	}
 }
+
+// TestAnswerBatch: AnswerBatch gives every query Answer's certificate, bit for bit (the
+// same scores, radii, verdict and indices), on the exact path (rows read once for the
+// batch) and on the sketched one, with a masked landmark and per-query k and δ.
+func TestAnswerBatch(t *testing.T) {
+	for _, exact := range []int64{1 << 30, 0} {
+		s, b := testModel(t, 13, exact)
+		s = s.WithMask([]string{"p01"})
+		r := rand.New(rand.NewPCG(4, 4))
+		var (
+			xs     [][]float64
+			ks     []int
+			deltas []float64
+		)
+		for i := range 7 {
+			x := make([]float64, b.InDim())
+			for j := range x {
+				x[j] = r.NormFloat64()
+			}
+			xs, ks, deltas = append(xs, x), append(ks, 1+i%4), append(deltas, 0.01*float64(1+i))
+		}
+		out, errs := make([]certify.Certificate, len(xs)), make([]error, len(xs))
+		var wb, w1 Workspace
+		s.AnswerBatch(&wb, out, errs, xs, ks, deltas)
+		for i, x := range xs {
+			want, werr := s.Answer(&w1, x, ks[i], deltas[i])
+			if (errs[i] == nil) != (werr == nil) {
+				t.Fatalf("exact=%v query %d: batch error %v, single %v", exact > 0, i, errs[i], werr)
+			}
+			if got, wantS := fmt.Sprintf("%+v", out[i]), fmt.Sprintf("%+v", want); got != wantS {
+				t.Fatalf("exact=%v query %d:\nbatch  %s\nsingle %s", exact > 0, i, got, wantS)
+			}
+		}
+	}
+}

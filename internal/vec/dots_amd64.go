@@ -14,3 +14,6 @@ func dotLanes1x4(lanes, f, z []float64, ldz, n int)
 
 //go:noescape
 func dot32Lanes1x4(lanes, f []float64, z []float32, ldz, n int)
+
+//go:noescape
+func dot32Lanes1x4Acc(lanes, f []float64, z []float32, ldz, n int)

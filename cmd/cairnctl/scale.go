@@ -1,0 +1,712 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/daemon"
+	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/internal/cli"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// scaleReport is the output of `cairnctl bench-scale`: a deployment of cairnd
+// processes on one broker (run inside cairnctl), measured in one run.
+type scaleReport struct {
+	Data    string `json:"data"`
+	N       int    `json:"n"`
+	Queries int    `json:"queries"`
+	// ReplicaGOMAXPROCS is each replica's GOMAXPROCS (one core each by default).
+	ReplicaGOMAXPROCS int `json:"replica_gomaxprocs"`
+	Cores             int `json:"cores"`
+	// Rounds: query throughput with 1, 2, 3… replicas, each round on a fresh query
+	// topic and consumer group; Speedup[i] is round i's rate over round 0's.
+	Rounds  []scaleRound `json:"rounds"`
+	Speedup []float64    `json:"speedup"`
+	// Kill: a replica killed (SIGKILL) under load.
+	Kill *killReport `json:"kill,omitempty"`
+	// Takeover: the primary killed (SIGKILL) with a standby running.
+	Takeover   *takeoverReport `json:"takeover,omitempty"`
+	TargetsMet map[string]bool `json:"targets_met"`
+	Note       string          `json:"note"`
+}
+
+type scaleRound struct {
+	Replicas         int      `json:"replicas"`
+	Answered         int      `json:"answered"`
+	Seconds          float64  `json:"seconds"`
+	QueriesPerSecond float64  `json:"queries_per_second"`
+	PerReplica       []uint64 `json:"per_replica"`
+	// CPUSeconds each replica process used during the round (/proc, user + system):
+	// near Seconds·GOMAXPROCS means the replicas were the bottleneck.
+	CPUSeconds []float64 `json:"cpu_seconds"`
+	// BrokerCPUSeconds is this process's (broker, producer, reader) CPU in the round,
+	// PrimaryCPUSeconds the primary's.
+	BrokerCPUSeconds  float64 `json:"broker_cpu_seconds"`
+	PrimaryCPUSeconds float64 `json:"primary_cpu_seconds"`
+}
+
+type killReport struct {
+	Replicas   int `json:"replicas"`
+	Queries    int `json:"queries"`
+	KilledAt   int `json:"killed_after_answers"`
+	Lost       int `json:"lost"`
+	Duplicated int `json:"duplicated"`
+	// RecoverySeconds: from the kill until every query had an answer.
+	RecoverySeconds float64 `json:"recovery_seconds"`
+}
+
+type takeoverReport struct {
+	// Seconds: from the primary's SIGKILL until the standby reports leading.
+	Seconds float64 `json:"seconds"`
+	// DeletionToAuditSeconds: a deletion written right after the kill, until its audit.
+	DeletionToAuditSeconds float64 `json:"deletion_to_audit_seconds"`
+	// What the new leader applied: every upsert once (Upserts == N) and the points left.
+	Upserts uint64 `json:"upserts"`
+	Points  int    `json:"points"`
+	// AuditSeqs are the audit records' seqs in order of arrival (re-sent copies
+	// included); ChainOK says they continue one chain with no gap or fork.
+	AuditSeqs []uint64 `json:"audit_seqs"`
+	ChainOK   bool     `json:"chain_ok"`
+	Lost      bool     `json:"events_lost"`
+	Twice     bool     `json:"events_applied_twice"`
+}
+
+// benchScaleCmd is `cairnctl bench-scale`: see scaleReport.
+func benchScaleCmd(fs *flag.FlagSet) cli.Func {
+	n := fs.Int("n", 2000, "training rows the primary ingests")
+	queries := fs.Int("queries", 3000, "queries per throughput round (test-split rows, repeated)")
+	data := fs.String("data", "mnist", "data set: mnist, fashion-mnist, adult:DIR or csv:FILE (with {split})")
+	replicas := fs.String("replicas", "1,2,3", "replica counts of the throughput rounds")
+	procs := fs.Int("gomaxprocs", 1, "GOMAXPROCS of each replica")
+	bin := fs.String("cairnd", "", "the cairnd binary (default: cairnd next to cairnctl, else on PATH)")
+	kill := fs.Bool("kill", true, "kill a replica under load")
+	takeover := fs.Bool("takeover", true, "kill the primary with a standby running")
+	cfgFile := fs.String("config", "", "cairnd YAML configuration the deployment starts from (optional)")
+	timeout := fs.Duration("timeout", time.Hour, "bound on the whole run")
+	keep := fs.Bool("keep", false, "keep the deployment's directory (data, logs) and print its path on stderr")
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		counts, err := parseInts("--replicas", *replicas)
+		if err != nil {
+			return err
+		}
+		if *n < 1 || *queries < 1 || *procs < 1 || len(counts) == 0 {
+			return fmt.Errorf("--n %d, --queries %d, --gomaxprocs %d, --replicas %q: each must be at least 1", *n, *queries, *procs, *replicas)
+		}
+		for _, c := range counts {
+			if c < 1 || c > 16 {
+				return fmt.Errorf("--replicas %q: counts must be in [1, 16]", *replicas)
+			}
+		}
+		path, err := cairndPath(*bin)
+		if err != nil {
+			return err
+		}
+		cfg, err := config.Load(*cfgFile, os.Environ())
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		s := &scaleRun{bin: path, cfg: cfg, cfgFile: *cfgFile, keep: *keep, data: *data, n: *n, queries: *queries, procs: *procs, stderr: stdio.Err}
+		rep, err := s.run(ctx, counts, *kill, *takeover)
+		if werr := writeJSON(stdio.Out, rep); err == nil {
+			err = werr
+		}
+		return err
+	}
+}
+
+// cairndPath finds the cairnd binary: the flag, next to this executable, or on PATH.
+func cairndPath(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "cairnd")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("cairnd")
+	if err != nil {
+		return "", fmt.Errorf("--cairnd: no cairnd next to cairnctl or on PATH (go build -o DIR ./cmd/... puts both in DIR)")
+	}
+	return p, nil
+}
+
+type scaleRun struct {
+	bin     string
+	cfg     config.Config
+	cfgFile string
+	keep    bool
+	data    string
+	n       int
+	queries int
+	procs   int
+	stderr  io.Writer
+
+	dir    string
+	broker string
+	kc     stream.Config
+	train  *dataset.Set
+	test   *dataset.Set
+	lim    stream.Limits
+	w      *stream.Writer
+	procsU []*cairnd
+}
+
+// cairnd is one daemon process of the deployment.
+type cairnd struct {
+	name string
+	cmd  *exec.Cmd
+	http string
+	done chan error
+}
+
+func (s *scaleRun) run(ctx context.Context, counts []int, kill, takeover bool) (rep scaleReport, err error) {
+	rep = scaleReport{Data: s.data, N: s.n, Queries: s.queries, ReplicaGOMAXPROCS: s.procs, Cores: runtime.NumCPU(),
+		TargetsMet: map[string]bool{},
+		Note: "every process shares this machine's cores with the broker (in cairnctl) and the producer; " +
+			"rates are measured in the same run, so the speedups compare like with like"}
+	if s.train, err = dataset.Open(s.data, "train", s.n); err != nil {
+		return rep, fmt.Errorf("--data: %w", err)
+	}
+	if s.test, err = dataset.Open(s.data, "test", 500); err != nil {
+		return rep, fmt.Errorf("--data (test split): %w", err)
+	}
+	if s.dir, err = os.MkdirTemp("", "cairn-scale-"); err != nil {
+		return rep, err
+	}
+	if s.keep {
+		fmt.Fprintf(s.stderr, "cairnctl: deployment in %s (kept)\n", s.dir)
+	} else {
+		defer os.RemoveAll(s.dir)
+	}
+	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 6, DataDir: filepath.Join(s.dir, "kafka")})
+	if err != nil {
+		return rep, err
+	}
+	defer b.Close()
+	s.broker = b.Addr()
+	s.kc = stream.Config{Brokers: []string{s.broker}}
+	if s.w, err = openWriter(s.kc); err != nil {
+		return rep, err
+	}
+	defer s.w.Close()
+	defer s.stopAll()
+	s.lim = stream.Limits{InputDim: s.train.D, MaxIDBytes: s.cfg.Limits.MaxIDBytes, MaxK: s.cfg.Limits.MaxK}
+
+	primary, err := s.start(ctx, "primary", "primary", "", 0)
+	if err != nil {
+		return rep, err
+	}
+	if err := s.produceTrain(ctx, 0, s.n); err != nil {
+		return rep, err
+	}
+	model, err := s.waitModel(ctx, primary, s.n)
+	if err != nil {
+		return rep, err
+	}
+	fmt.Fprintf(s.stderr, "cairnctl: primary serves model %d on %d points\n", model, s.n)
+	for i, c := range counts {
+		round, err := s.throughput(ctx, i, c, model)
+		if err != nil {
+			return rep, err
+		}
+		rep.Rounds = append(rep.Rounds, round)
+		rep.Speedup = append(rep.Speedup, round.QueriesPerSecond/rep.Rounds[0].QueriesPerSecond)
+		fmt.Fprintf(s.stderr, "cairnctl: %d replicas: %.0f queries/s\n", c, round.QueriesPerSecond)
+	}
+	for i, r := range rep.Rounds {
+		if r.Replicas == 2 && rep.Rounds[0].Replicas == 1 {
+			rep.TargetsMet["two_replicas_1.8x"] = rep.Speedup[i] >= 1.8
+		}
+	}
+	if kill {
+		if rep.Kill, err = s.killReplica(ctx, len(counts), model); err != nil {
+			return rep, err
+		}
+		rep.TargetsMet["kill_no_query_lost"] = rep.Kill.Lost == 0
+	}
+	if takeover {
+		if rep.Takeover, err = s.takeover(ctx, primary); err != nil {
+			return rep, err
+		}
+		t := rep.Takeover
+		rep.TargetsMet["takeover_nothing_lost_or_twice"] = t.ChainOK && !t.Lost && !t.Twice
+	}
+	return rep, nil
+}
+
+// start runs one cairnd process with role, on the deployment's broker; a replica's
+// query topic and group are those of round.
+func (s *scaleRun) start(ctx context.Context, name, role, queries string, round int) (*cairnd, error) {
+	dir := filepath.Join(s.dir, name)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, err
+	}
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	// The deployment's settings go in the environment, over --config.
+	args := []string{"--role", role, "--data-dir", dir, "--http", addr, "--brokers", s.broker}
+	if s.cfgFile != "" {
+		args = append(args, "--config", s.cfgFile)
+	}
+	m := weightsForData(s.cfg.Model, s.train.Name)
+	cmd := exec.CommandContext(ctx, s.bin, args...)
+	cmd.Env = append(os.Environ(), "CAIRN_LOG_LEVEL=warn", "CAIRN_KAFKA_PARTITIONS=6", "CAIRN_KAFKA_SESSION_TIMEOUT=2s",
+		fmt.Sprintf("CAIRN_KAFKA_GROUP=cairn.replicas.%d", round), "CAIRN_QUERY_ON_PRIMARY=false",
+		"CAIRN_MODEL_ARCH="+m.Arch, "CAIRN_MODEL_WEIGHTS="+m.Weights, fmt.Sprintf("CAIRN_MODEL_UNTRAINED=%v", m.Untrained))
+	if queries != "" {
+		cmd.Env = append(cmd.Env, "CAIRN_KAFKA_TOPICS_QUERIES="+queries)
+	}
+	if role == "replica" {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", s.procs))
+	}
+	logf, err := os.Create(filepath.Join(dir, "cairnd.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("starting %s: %w", s.bin, err)
+	}
+	p := &cairnd{name: name, cmd: cmd, http: addr, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait(); logf.Close() }()
+	s.procsU = append(s.procsU, p)
+	return p, nil
+}
+
+// stop ends p with SIGTERM (SIGKILL after 20 s) and waits for it.
+func (p *cairnd) stop() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	p.done <- nil // later stops return at once
+}
+
+func (s *scaleRun) stopAll() {
+	for _, p := range s.procsU {
+		select {
+		case err := <-p.done:
+			p.done <- err
+		default:
+			p.stop()
+		}
+	}
+}
+
+// status reads p's /status.
+func (p *cairnd) status(ctx context.Context) (daemon.StatusReport, error) {
+	var st daemon.StatusReport
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.http+"/status", nil)
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// pollUntil calls cond every 100 ms until it holds, ctx ends or limit passes.
+func pollUntil(ctx context.Context, what string, limit time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not after %v", what, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (s *scaleRun) produceTrain(ctx context.Context, from, to int) error {
+	p := producer{w: s.w, topic: s.cfg.Kafka.Topics.Train, lim: s.lim, batch: 500}
+	_, err := p.produce(ctx, s.train, from, to, newProgress(io.Discard, "", to-from))
+	return err
+}
+
+// waitModel waits until p serves a model fitted on points points and returns its version.
+func (s *scaleRun) waitModel(ctx context.Context, p *cairnd, points int) (uint64, error) {
+	var model uint64
+	err := pollUntil(ctx, p.name+" model on all points", 30*time.Minute, func() bool {
+		st, err := p.status(ctx)
+		model = st.Model
+		return err == nil && st.Model > 0 && st.ModelPoints == points && !st.RefitRunning
+	})
+	return model, err
+}
+
+// queryBatch encodes count queries (test rows, repeated) with request ids prefix-i.
+func (s *scaleRun) queryBatch(topic, prefix string, count int) ([]stream.Message, error) {
+	out := make([]stream.Message, count)
+	for i := range out {
+		req := fmt.Sprintf("%s-%d", prefix, i)
+		v, err := stream.EncodeQuery(stream.QueryEvent{Request: req, X: s.test.Row(i % s.test.N)}, s.lim)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = stream.Message{Topic: topic, Key: []byte(req), Value: v}
+	}
+	return out, nil
+}
+
+// startReplicas starts count replicas on topic and group round, waits until each
+// serves model and has answered part of a warm-up (so the group has settled with
+// every member holding partitions).
+func (s *scaleRun) startReplicas(ctx context.Context, round, count int, model uint64) ([]*cairnd, string, error) {
+	topic := fmt.Sprintf("bench.queries.%d", round)
+	if err := stream.EnsureTopics(ctx, s.kc, 6, -1, topic); err != nil {
+		return nil, "", err
+	}
+	var reps []*cairnd
+	for i := range count {
+		p, err := s.start(ctx, fmt.Sprintf("replica-%d-%d", round, i), "replica", topic, round)
+		if err != nil {
+			return nil, "", err
+		}
+		reps = append(reps, p)
+	}
+	for _, p := range reps {
+		if err := pollUntil(ctx, p.name+" model", 5*time.Minute, func() bool {
+			st, err := p.status(ctx)
+			return err == nil && st.Model >= model
+		}); err != nil {
+			return nil, "", err
+		}
+	}
+	warm := 0
+	err := pollUntil(ctx, "every replica answering", 2*time.Minute, func() bool {
+		msgs, err := s.queryBatch(topic, fmt.Sprintf("warm%d-%d", round, warm), 24)
+		if err != nil || s.w.Write(ctx, msgs...) != nil {
+			return false
+		}
+		warm++
+		time.Sleep(300 * time.Millisecond)
+		for _, p := range reps {
+			if st, err := p.status(ctx); err != nil || st.Queries == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	return reps, topic, err
+}
+
+// collect reads the attribution topic from its end now and returns a function that
+// waits until want distinct requests with prefix have answers, returning the time of
+// the last and every answer's request in order of arrival.
+func (s *scaleRun) collect(ctx context.Context) (*tail, error) {
+	return newTail(ctx, s.kc, s.stderr, s.cfg.Kafka.Topics.Attributions)
+}
+
+// await reads t until want distinct requests starting with prefix have an answer.
+func await(ctx context.Context, t *tail, prefix string, want int, seen map[string]int, onAnswer func(distinct int)) error {
+	distinct := 0
+	for _, c := range seen {
+		if c > 0 {
+			distinct++
+		}
+	}
+	for distinct < want {
+		m, err := t.next(ctx)
+		if err != nil {
+			return fmt.Errorf("%d of %d answers: %w", distinct, want, err)
+		}
+		req := string(m.Key)
+		if !strings.HasPrefix(req, prefix) {
+			continue
+		}
+		if seen[req]++; seen[req] == 1 {
+			distinct++
+			if onAnswer != nil {
+				onAnswer(distinct)
+			}
+		}
+	}
+	return nil
+}
+
+// throughput is one round: count replicas answer s.queries queries.
+func (s *scaleRun) throughput(ctx context.Context, round, count int, model uint64) (scaleRound, error) {
+	r := scaleRound{Replicas: count}
+	reps, topic, err := s.startReplicas(ctx, round, count, model)
+	if err != nil {
+		return r, err
+	}
+	defer func() {
+		for _, p := range reps {
+			p.stop()
+		}
+	}()
+	var (
+		before []uint64
+		cpu0   []float64
+	)
+	for _, p := range reps {
+		st, _ := p.status(ctx)
+		before = append(before, st.Queries)
+		cpu0 = append(cpu0, cpuSeconds(p.cmd.Process.Pid))
+	}
+	self0, prim0 := cpuSeconds(os.Getpid()), cpuSeconds(s.procsU[0].cmd.Process.Pid)
+	t, err := s.collect(ctx)
+	if err != nil {
+		return r, err
+	}
+	defer t.Close()
+	prefix := fmt.Sprintf("r%d", round)
+	msgs, err := s.queryBatch(topic, prefix, s.queries)
+	if err != nil {
+		return r, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	if err := s.w.Write(wctx, msgs...); err != nil {
+		return r, err
+	}
+	if err := await(wctx, t, prefix+"-", s.queries, map[string]int{}, nil); err != nil {
+		return r, err
+	}
+	r.Seconds = time.Since(t0).Seconds()
+	r.Answered = s.queries
+	r.QueriesPerSecond = float64(s.queries) / r.Seconds
+	for i, p := range reps {
+		st, _ := p.status(ctx)
+		r.PerReplica = append(r.PerReplica, st.Queries-before[i])
+		r.CPUSeconds = append(r.CPUSeconds, cpuSeconds(p.cmd.Process.Pid)-cpu0[i])
+	}
+	r.BrokerCPUSeconds = cpuSeconds(os.Getpid()) - self0
+	r.PrimaryCPUSeconds = cpuSeconds(s.procsU[0].cmd.Process.Pid) - prim0
+	return r, nil
+}
+
+// killReplica: count replicas answer s.queries queries; one is killed (SIGKILL) after
+// a third of the answers; every query must still be answered, by the others.
+func (s *scaleRun) killReplica(ctx context.Context, round int, model uint64) (*killReport, error) {
+	const count = 2
+	k := &killReport{Replicas: count, Queries: s.queries}
+	reps, topic, err := s.startReplicas(ctx, round, count, model)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, p := range reps {
+			p.stop()
+		}
+	}()
+	t, err := s.collect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	prefix := fmt.Sprintf("kill%d", round)
+	msgs, err := s.queryBatch(topic, prefix, s.queries)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	if err := s.w.Write(wctx, msgs...); err != nil {
+		return nil, err
+	}
+	seen := map[string]int{}
+	var killedAt time.Time
+	err = await(wctx, t, prefix+"-", s.queries/3, seen, nil)
+	if err != nil {
+		return nil, err
+	}
+	victim := reps[1]
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return nil, err
+	}
+	killedAt = time.Now()
+	k.KilledAt = len(seen)
+	if err := await(wctx, t, prefix+"-", s.queries, seen, nil); err != nil {
+		return nil, err
+	}
+	k.RecoverySeconds = time.Since(killedAt).Seconds()
+	// Late duplicates: answers re-sent for batches the victim answered but had not
+	// committed arrive within a few seconds of the takeover of its partitions.
+	late, lcancel := context.WithTimeout(ctx, 3*time.Second)
+	for {
+		m, err := t.next(late)
+		if err != nil {
+			break
+		}
+		if req := string(m.Key); strings.HasPrefix(req, prefix+"-") {
+			seen[req]++
+		}
+	}
+	lcancel()
+	for _, c := range seen {
+		k.Duplicated += c - 1
+	}
+	k.Lost = s.queries - len(seen)
+	return k, nil
+}
+
+// takeover starts a standby next to primary, waits until it has caught up, kills the
+// primary (SIGKILL) and measures the standby's takeover and a deletion's audit.
+func (s *scaleRun) takeover(ctx context.Context, primary *cairnd) (*takeoverReport, error) {
+	r := &takeoverReport{}
+	// The standby signs with the primary's key, so the chain verifies under one key.
+	key, err := os.ReadFile(filepath.Join(s.dir, "primary", daemon.AuditKeyFile))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(s.dir, "standby"), 0o750); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, "standby", daemon.AuditKeyFile), key, 0o600); err != nil {
+		return nil, err
+	}
+	standby, err := s.start(ctx, "standby", "standby", "", 0)
+	if err != nil {
+		return nil, err
+	}
+	audits, err := newTail(ctx, s.kc, s.stderr, s.cfg.Kafka.Topics.Audits)
+	if err != nil {
+		return nil, err
+	}
+	defer audits.Close()
+	// One deletion while both run: the standby adopts its audit.
+	if err := s.w.Write(ctx, deleteEvent(s, s.train.IDs[0], "scale-del-1")); err != nil {
+		return nil, err
+	}
+	if err := pollUntil(ctx, "the standby caught up", 30*time.Minute, func() bool {
+		st, err := standby.status(ctx)
+		pst, perr := primary.status(ctx)
+		return err == nil && perr == nil && st.Ingest.Upserts == uint64(s.n) && st.PendingDeletions == 0 &&
+			pst.PendingDeletions == 0 && !st.Leading
+	}); err != nil {
+		return nil, err
+	}
+	if err := primary.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	if err := s.w.Write(ctx, deleteEvent(s, s.train.IDs[1], "scale-del-2")); err != nil {
+		return nil, err
+	}
+	if err := pollUntil(ctx, "the standby leading", 2*time.Minute, func() bool {
+		st, err := standby.status(ctx)
+		return err == nil && st.Leading
+	}); err != nil {
+		return nil, err
+	}
+	r.Seconds = time.Since(t0).Seconds()
+	seqs := map[string][]uint64{}
+	hashes := map[uint64]string{}
+	r.ChainOK = true
+	for {
+		m, err := audits.next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var a stream.Audit
+		if err := json.Unmarshal(m.Value, &a); err != nil {
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+		r.AuditSeqs = append(r.AuditSeqs, a.Seq)
+		if h, ok := hashes[a.Seq]; ok && h != a.Hash {
+			r.ChainOK = false // two different records with one seq: a fork
+		}
+		hashes[a.Seq] = a.Hash
+		if p, ok := hashes[a.Seq-1]; a.Seq > 1 && ok && p != a.PrevHash {
+			r.ChainOK = false
+		}
+		if !contains(seqs[a.Request], a.Seq) {
+			seqs[a.Request] = append(seqs[a.Request], a.Seq)
+		}
+		if a.Request == "scale-del-2" {
+			r.DeletionToAuditSeconds = time.Since(t0).Seconds()
+			break
+		}
+	}
+	for _, ss := range seqs {
+		if len(ss) > 1 {
+			r.Twice = true // one deletion audited under two seqs
+		}
+	}
+	st, err := standby.status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.Upserts, r.Points = st.Ingest.Upserts, st.Points
+	r.Lost = st.Points != s.n-2 || st.Ingest.Upserts < uint64(s.n)
+	r.Twice = r.Twice || st.Ingest.Upserts > uint64(s.n)
+	return r, nil
+}
+
+func contains(s []uint64, v uint64) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// deleteEvent is the delete message of id under request.
+func deleteEvent(s *scaleRun, id, request string) stream.Message {
+	v, _ := stream.EncodeTrain(stream.TrainEvent{Op: stream.OpDelete, ID: id, Request: request}, s.lim)
+	return stream.Message{Topic: s.cfg.Kafka.Topics.Train, Key: []byte(id), Value: v}
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// cpuSeconds is the user + system CPU time of process pid from /proc (0 where there
+// is no /proc), at the kernel's 100 ticks per second.
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	var ut, st float64
+	fmt.Sscan(f[11], &ut)
+	fmt.Sscan(f[12], &st)
+	return (ut + st) / 100
+}
