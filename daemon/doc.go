@@ -23,6 +23,63 @@
 // during a fit); serve.mu serializes changes of the serving model, which readers load
 // lock-free (an atomic pointer to an immutable serving value).
 //
+// # Roles (DESIGN.md section 6)
+//
+// config.Role (cairnd --role) chooses what Run does:
+//
+//   - primary (the default): everything above. With the embedded broker it leads from its
+//     start. With external brokers it is a candidate of the leader election (leader.go,
+//     stream.Election: the consumer group kafka.leader_group on the one-partition topic
+//     kafka.topics.leader), preferred when nobody led before, and leads once elected.
+//   - standby: the same ingest and refits as a primary, on its own data directory, and no
+//     output at all while it does not lead: no publisher, no audits (deletions stay
+//     pending), no status events, no model versions. It follows the models topic for the
+//     serving model (runFollow) and the audit topic (adopt.go), appending each of the
+//     leader's audit records to its own chain once the deletion it reports is applied here
+//     (ingest.State.AdoptAudit, which refuses a record that does not extend the chain to
+//     the published hash), so its chain is the published one. Determinism makes its
+//     replayable state (ingest.StateHash) byte-identical to the leader's at the same
+//     offsets; TestRoles checks it. A standby should hold the primary's audit.key (copy it),
+//     so that the chain verifies under one pinned key after a takeover.
+//   - replica: no store and no ingestion (replica.go). It installs every model version
+//     and mask from the models topic and answers the query topic in the consumer group
+//     kafka.group with the other replicas; Kafka spreads the partitions and moves a dead
+//     replica's partitions to the others. A batch's answers are written to Kafka before the
+//     batch's offsets are committed: at least once, a repeat carrying the same request id
+//     (the key). A replica answers queries by input only (it has no stored points).
+//
+// Takeover (takeOver): an elected standby first adopts every audit on the topic, then
+// masks every pending deletion in its serving model and enqueues that mask, then leads:
+// publisher, model publisher, refits that audit, and (query.on_primary) the query reader.
+// Its model versions are numbered above every version on the models topic. The leader
+// steps down when a new generation of the election group does not confirm it within half
+// the session timeout after the last ended, so two leaders overlap by less than the
+// session timeout only when the old one is cut off from the broker and cannot publish.
+// A deletion applied while nobody leads (an id that is not stored included) stays pending
+// and is audited by the next leader. With query.on_primary (default true) the leader
+// answers queries with offsets in its own store; a deployment with replicas sets it
+// false, else every query is answered twice.
+//
+// # The models topic and the deletion fence
+//
+// The leader publishes every model version it serves on kafka.topics.models (compacted,
+// one partition; internal/modelbus): chunks of at most 256 KiB, each with the version's
+// SHA-256, then a manifest, then tombstones for every older version's keys (the
+// embedded broker compacts at once). Every change of the serving model's mask goes into
+// the outbox as a mask record in the transaction of the deletion itself (commitMask), and
+// the publisher writes the models topic's entries of each round, acknowledged, before the
+// others (stream.PublisherConfig.First).
+//
+// The fence, precisely: let D be a deletion of a landmark and A its audit. D's mask record
+// is committed with D, A later, so the broker acknowledges the mask before A is written.
+// A replica, before each batch, reads the models topic's end offset from the broker and
+// answers only after applying every record below it (Daemon.fence). Hence every answer
+// whose batch a replica began after A was acknowledged is computed on a model with D's
+// mask and does not name D's point; an answer begun before may, as an answer of the
+// primary committed before D may. A replica never answers with a model older than the
+// newest mask it has applied: a mask of version V applies to every model of version ≤ V,
+// and a newer version carries its own mask.
+//
 // # Queries
 //
 // A query (by input or by stored id) is answered on the serving model in one of two

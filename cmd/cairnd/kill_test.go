@@ -57,7 +57,17 @@ func startCairnd(t *testing.T, bin, cfgPath, http string) *proc {
 		t.Fatal(err)
 	}
 	p := &proc{cmd: cmd, done: make(chan error, 1), http: http}
-	go func() { p.done <- cmd.Wait(); logf.Close() }()
+	exited := make(chan struct{})
+	go func() { p.done <- cmd.Wait(); logf.Close(); close(exited) }()
+	// A test that fails while the daemon runs must not leave it running.
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
 	return p
 }
 
