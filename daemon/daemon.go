@@ -865,6 +865,7 @@ func (d *Daemon) removing(ids []string) {
 		d.models.maskDirty = true
 		if ns := s.WithMask(ids); ns != s {
 			d.serve.model.Store(ns)
+			d.kickModels() // republish the version without the deleted rows
 			d.metrics.SetModel(ns.Version, ns.MaskedCount())
 			d.log.Info().Uint64("model", ns.Version).Int("masked", ns.MaskedCount()).Msg("deleted landmarks left the serving encoder")
 		}

@@ -58,7 +58,11 @@ func (d *Daemon) commitMask(tx *storage.Tx) error {
 // older versions (erased from the embedded broker's files at once by compaction). A
 // failed write is retried with a doubling wait; the version is published whole again.
 func (d *Daemon) runModels(ctx context.Context, w *stream.Writer) error {
-	var b backoff
+	var (
+		b      backoff
+		pubVer uint64 // the version last published by this leader, and its masked count
+		pubMsk int
+	)
 	live, err := d.scanModels(ctx)
 	for err != nil {
 		wait := b.next()
@@ -70,7 +74,10 @@ func (d *Daemon) runModels(ctx context.Context, w *stream.Writer) error {
 	}
 	for {
 		s := d.serve.model.Load()
-		if s != nil && s.Version > d.models.floor.Load() {
+		// A new version, or the published one with more landmarks masked: republished
+		// under the same keys with the deleted points' rows zeroed, so that compaction
+		// drops the copies that held them.
+		if s != nil && (s.Version > d.models.floor.Load() || (s.Version == pubVer && s.MaskedCount() != pubMsk)) {
 			if err := d.publishModel(ctx, w, s, live); err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -84,6 +91,7 @@ func (d *Daemon) runModels(ctx context.Context, w *stream.Writer) error {
 			}
 			b.reset()
 			d.recovered("models")
+			pubVer, pubMsk = s.Version, s.MaskedCount()
 		}
 		select {
 		case <-ctx.Done():
@@ -122,7 +130,7 @@ func (d *Daemon) publishModel(ctx context.Context, w *stream.Writer, s *serving.
 	for _, m := range msgs {
 		live[string(m.Key)] = s.Version
 	}
-	if d.embedded != nil && len(stones) > 0 {
+	if d.embedded != nil {
 		d.embedded.Compact()
 	}
 	d.log.Info().Uint64("model", s.Version).Int("chunks", len(msgs)-1).Int("tombstones", len(stones)).

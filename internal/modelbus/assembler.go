@@ -65,7 +65,11 @@ func (a *Assembler) Add(key, value []byte) (*Version, error) {
 		}
 		a.hold(d)
 		if m, ok := a.waiting[d.Version]; ok {
-			return a.complete(m)
+			v, err := a.complete(m)
+			if err != nil {
+				return nil, nil // more chunks may come: only a manifest reports a mismatch
+			}
+			return v, nil
 		}
 		return nil, nil
 	}
@@ -113,20 +117,24 @@ func (a *Assembler) complete(m Decoded) (*Version, error) {
 		a.waiting[m.Version] = m
 		return nil, nil
 	}
+	// A mismatch keeps the chunks and the manifest waiting: the leader rewrites a
+	// version under the same keys (its deleted rows zeroed), and a reader may meet old
+	// and new chunks side by side until the rewrite's chunks and manifest arrive.
 	p := make([]byte, 0, m.Length)
 	for i := range m.Count {
 		b, ok := c[i]
 		if !ok || len(p)+len(b) > m.Length {
-			a.drop(m.Version)
+			a.waiting[m.Version] = m
 			return nil, fmt.Errorf("%w: version %d: chunk %d missing or too long", ErrMessage, m.Version, i)
 		}
 		p = append(p, b...)
 	}
-	a.drop(m.Version)
 	if len(p) != m.Length || sha256.Sum256(p) != m.Sum {
+		a.waiting[m.Version] = m
 		return nil, fmt.Errorf("%w: version %d: checksum or length mismatch (%d bytes, manifest says %d)",
 			ErrMessage, m.Version, len(p), m.Length)
 	}
+	a.drop(m.Version)
 	v, err := DecodeVersion(p)
 	if err != nil {
 		return nil, err

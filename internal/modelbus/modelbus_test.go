@@ -146,6 +146,22 @@ func TestAssembleRefuses(t *testing.T) {
 	if got := feed(t, a, msgs); len(got) != 1 {
 		t.Fatalf("intact version after a corrupt one: %d versions", len(got))
 	}
+	// A version rewritten under the same keys (a deleted row zeroed): a reader that
+	// met old chunks with the new manifest completes once the new chunks arrive.
+	w := sample(8, 10, 5, 3)
+	old := Chunks(&w, 200)
+	clear(w.X[:5])
+	w.Masked[0] = true
+	rewritten := Chunks(&w, 200)
+	c := &Assembler{}
+	feed(t, c, old[:len(old)-1]) // every old chunk, not its manifest
+	if _, err := c.Add(rewritten[len(rewritten)-1].Key, rewritten[len(rewritten)-1].Value); !errors.Is(err, ErrMessage) {
+		t.Fatalf("mixed chunks: %v", err)
+	}
+	got := feed(t, c, rewritten[:len(rewritten)-1])
+	if len(got) != 1 || !reflect.DeepEqual(*got[0], w) {
+		t.Fatalf("rewritten version: %d versions", len(got))
+	}
 	// Another feature pipeline.
 	b := &Assembler{Features: "other"}
 	for _, m := range msgs {

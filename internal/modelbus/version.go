@@ -151,7 +151,7 @@ func (v *Version) check() error {
 	case len(v.X)%mm != 0 || len(v.X) == 0:
 		return fmt.Errorf("%d inputs for %d landmarks", len(v.X), mm)
 	case v.Rows != mm || v.Cols < 1 || len(v.B) != v.Cols:
-		return fmt.Errorf("Ã is %d×%d and b has %d entries for %d landmarks", v.Rows, v.Cols, len(v.B), mm)
+		return fmt.Errorf("the coefficients Ã are %d×%d and b has %d entries for %d landmarks", v.Rows, v.Cols, len(v.B), mm)
 	case len(v.OmegaMean) != 0 && len(v.OmegaMean) != mm, len(v.Tau2) != 0 && len(v.Tau2) != mm:
 		return fmt.Errorf("ω̄ or τ² of the wrong length")
 	case !(v.Scale > 0) || math.IsInf(v.Scale, 0):
