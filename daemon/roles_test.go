@@ -1,8 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,8 +83,8 @@ func TestRoles(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 2,
-		DataDir: filepath.Join(t.TempDir(), "kafka")})
+	kafkaDir := filepath.Join(t.TempDir(), "kafka")
+	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 2, DataDir: kafkaDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +126,20 @@ func TestRoles(t *testing.T) {
 
 	// Delete a landmark of the replica's serving model; once its audit is out, no answer
 	// names it.
-	victim := r.d.serve.model.Load().LandmarkIDs[0]
+	rs := r.d.serve.model.Load()
+	victim := rs.LandmarkIDs[0]
+	// The victim's augmented input as the models topic carries it (8 floats from the
+	// middle of its row), and a surviving landmark's, for the erasure scan below.
+	window := func(l int) []byte {
+		dim := len(rs.LandmarkX) / len(rs.LandmarkIDs)
+		var b []byte
+		for _, v := range rs.LandmarkX[l*dim+dim/2 : l*dim+dim/2+8] {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		}
+		return b
+	}
+	goneView := window(0)
+	keptView := window(slices.IndexFunc(rs.LandmarkIDs, func(id string) bool { return id != victim }))
 	produceMsgs(t, p.d.Brokers(), []stream.Message{deleteMsg(t, tp.Train, victim, "del-1")})
 	waitFor(t, "the audit of del-1", 60*time.Second, func() bool { _, ok := keyed[stream.Audit](t, p, tp.Audits)["del-1"]; return ok })
 	qs = qs[:0]
@@ -157,6 +174,13 @@ func TestRoles(t *testing.T) {
 	if hp != hs {
 		t.Fatalf("state hashes differ: primary %s, standby %s", hp, hs)
 	}
+	// The deleted landmark's row left cairn.models: the version was republished with it
+	// zeroed, and compaction dropped the old copies.
+	waitFor(t, "the republished version", 30*time.Second, func() bool {
+		b.Compact()
+		return !dirHolds(t, kafkaDir, goneView)
+	})
+	scanFiles(t, kafkaDir, map[string][]byte{victim: goneView}, keptView)
 	headP, headS := chainHead(t, p.d), chainHead(t, s.d)
 	if headP != headS || headP == "" {
 		t.Fatalf("audit chain heads: primary %q, standby %q", headP, headS)
@@ -214,4 +238,22 @@ func chainHead(t *testing.T, d *Daemon) string {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// dirHolds says whether a file under dir contains b.
+func dirHolds(t *testing.T, dir string, b []byte) bool {
+	t.Helper()
+	found := false
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		found = found || bytes.Contains(data, b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
 }
