@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"os"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -8,8 +9,13 @@ import (
 	"github.com/cairnhq/cairn/storage"
 )
 
+// testLogger logs errors into the test's log; CAIRN_TEST_LOG=info (or debug) shows more.
 func testLogger(t testing.TB) zerolog.Logger {
-	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel)
+	level := zerolog.ErrorLevel
+	if l, err := zerolog.ParseLevel(os.Getenv("CAIRN_TEST_LOG")); err == nil && l != zerolog.NoLevel {
+		level = l
+	}
+	return zerolog.New(zerolog.NewTestWriter(t)).Level(level)
 }
 
 func openStore(t testing.TB, path string) *storage.Store {

@@ -2,10 +2,12 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 
 	"github.com/cairnhq/cairn/internal/modelbus"
+	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -74,6 +76,12 @@ func (d *Daemon) takeOver(ctx context.Context) error {
 	}
 	d.train.mu.Lock()
 	ids := d.train.ingest.PendingIDs()
+	// The serving model came from the models topic (or from before the leadership was
+	// lost); when the store's own latest fit differs from it, a refit brings the served
+	// model up to the stored points and publishes it (the idle trigger).
+	if s := d.serve.model.Load(); s == nil || d.latestStoredID() != s.ID {
+		d.train.changes = max(d.train.changes, 1)
+	}
 	d.train.mu.Unlock()
 	d.serve.mu.Lock()
 	s := d.serve.model.Load()
@@ -94,4 +102,18 @@ func (d *Daemon) takeOver(ctx context.Context) error {
 	d.metrics.ObserveTakeover(time.Since(t0).Seconds())
 	d.log.Info().Dur("took", time.Since(t0)).Int("pending", len(ids)).Uint64("floor", d.models.floor.Load()).Msg("took over as leader")
 	return nil
+}
+
+// latestStoredID is the model id of the store's latest model ("" for none or unreadable).
+func (d *Daemon) latestStoredID() string {
+	var id string
+	_ = d.store.View(func(tx *storage.ReadTx) error {
+		m, ok, err := tx.LatestModel()
+		var meta serving.Meta
+		if ok && json.Unmarshal(m.Meta, &meta) == nil {
+			id = meta.ID
+		}
+		return err
+	})
+	return id
 }

@@ -388,6 +388,7 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 				return err
 			}
 		}
+		leading = leading && d.leading.Load() // as late as possible: a leader may have stepped down
 		for _, rec := range snap.Pending {
 			if !leading {
 				break
