@@ -282,14 +282,7 @@ func (s *Model) Answer(w *Workspace, x []float64, k int, delta float64) (certify
 		return s.answerExact(w, w.full, ktt, k, delta)
 	}
 	var c certify.Certificate
-	m := len(s.active)
-	if m < 2 {
-		return c, fmt.Errorf("%w: %d unmasked landmarks", ErrNoModel, m)
-	}
-	k = min(k, m-1)
-	w.row = grow(w.row, m)
-	w.vbar = grow(w.vbar, m)
-	alloc, err := certify.UniformAllocation(delta, m, 1)
+	m, k, alloc, err := s.start(w, k, delta)
 	if err != nil {
 		return c, err
 	}
@@ -324,18 +317,24 @@ func (s *Model) exactWork(w *Workspace) {
 	}
 }
 
+// start checks that two landmarks or more are unmasked, clamps k to their number minus
+// one, sizes w's rows and splits δ over them.
+func (s *Model) start(w *Workspace, k int, delta float64) (m, kk int, alloc certify.Allocation, err error) {
+	m = len(s.active)
+	if m < 2 {
+		return m, k, alloc, fmt.Errorf("%w: %d unmasked landmarks", ErrNoModel, m)
+	}
+	w.row = grow(w.row, m)
+	w.vbar = grow(w.vbar, m)
+	alloc, err = certify.UniformAllocation(delta, m, 1)
+	return m, min(k, m-1), alloc, err
+}
+
 // answerExact certifies the top-k on the exact path from the query's full exact row
 // (every landmark, masked ones included) and its exact diagonal ktt.
 func (s *Model) answerExact(w *Workspace, full []float64, ktt float64, k int, delta float64) (certify.Certificate, error) {
 	var c certify.Certificate
-	m := len(s.active)
-	if m < 2 {
-		return c, fmt.Errorf("%w: %d unmasked landmarks", ErrNoModel, m)
-	}
-	k = min(k, m-1)
-	w.row = grow(w.row, m)
-	w.vbar = grow(w.vbar, m)
-	alloc, err := certify.UniformAllocation(delta, m, 1)
+	m, k, alloc, err := s.start(w, k, delta)
 	if err != nil {
 		return c, err
 	}

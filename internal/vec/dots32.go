@@ -49,7 +49,8 @@ func Dots32To(dst []float64, f []float64, z []float32, ldz, n int) {
 		var lanes [16]float64
 		n4 := n &^ 3
 		for ; j+4 <= nz; j += 4 {
-			dot32Lanes1x4(lanes[:], f, z[j*ldz:], ldz, n4)
+			clear(lanes[:])
+			dot32Lanes1x4Acc(lanes[:], f, z[j*ldz:], ldz, n4)
 			for b := 0; b < 4; b++ {
 				s := lanes[b*4 : b*4+4]
 				dst[j+b] = dot32Tail(z[(j+b)*ldz+n4:(j+b)*ldz+n], f[n4:], s[0], s[1], s[2], s[3])

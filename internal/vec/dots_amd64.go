@@ -13,7 +13,4 @@ func dotLanes4x3(lanes, f []float64, ldf int, z []float64, ldz, n int)
 func dotLanes1x4(lanes, f, z []float64, ldz, n int)
 
 //go:noescape
-func dot32Lanes1x4(lanes, f []float64, z []float32, ldz, n int)
-
-//go:noescape
 func dot32Lanes1x4Acc(lanes, f []float64, z []float32, ldz, n int)

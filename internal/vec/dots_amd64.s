@@ -116,55 +116,12 @@ d14store:
 	VZEROUPPER
 	RET
 
-// func dot32Lanes1x4(lanes, f []float64, z []float32, ldz, n int)
-//
-// For j < 4, l < 4: lanes[j·4+l] = fma chain over t < n/4 of f[4t+l]·float64(z[j·ldz+4t+l]).
-// VCVTPS2PD widens four float32 exactly, so each chain is Dot32's lane l.
-TEXT ·dot32Lanes1x4(SB), NOSPLIT, $0-88
-	MOVQ lanes_base+0(FP), DI
-	MOVQ f_base+24(FP), SI
-	MOVQ z_base+48(FP), DX
-	MOVQ ldz+72(FP), R9
-	SHLQ $2, R9
-	MOVQ n+80(FP), CX
-	SHRQ $2, CX
-	LEAQ (DX)(R9*2), R11
-	VXORPD Y0, Y0, Y0
-	VXORPD Y1, Y1, Y1
-	VXORPD Y2, Y2, Y2
-	VXORPD Y3, Y3, Y3
-	TESTQ  CX, CX
-	JE     d32store
-
-d32loop:
-	VMOVUPD     (SI), Y15
-	VCVTPS2PD   (DX), Y4
-	VCVTPS2PD   (DX)(R9*1), Y5
-	VCVTPS2PD   (R11), Y6
-	VCVTPS2PD   (R11)(R9*1), Y7
-	VFMADD231PD Y4, Y15, Y0
-	VFMADD231PD Y5, Y15, Y1
-	VFMADD231PD Y6, Y15, Y2
-	VFMADD231PD Y7, Y15, Y3
-	ADDQ        $32, SI
-	ADDQ        $16, DX
-	ADDQ        $16, R11
-	DECQ        CX
-	JNE         d32loop
-
-d32store:
-	VMOVUPD Y0, 0(DI)
-	VMOVUPD Y1, 32(DI)
-	VMOVUPD Y2, 64(DI)
-	VMOVUPD Y3, 96(DI)
-	VZEROUPPER
-	RET
-
 // func dot32Lanes1x4Acc(lanes, f []float64, z []float32, ldz, n int)
 //
-// dot32Lanes1x4 continuing from the chains already in lanes: for j < 4, l < 4,
-// lanes[j·4+l] = fma chain over t < n/4 of f[4t+l]·float64(z[j·ldz+4t+l]), starting at
-// lanes[j·4+l]. A chain cut into pieces this way has the bits of the uncut chain.
+// For j < 4, l < 4: lanes[j·4+l] = fma chain over t < n/4 of f[4t+l]·float64(z[j·ldz+4t+l]),
+// continuing from the value already in lanes[j·4+l] (zero: Dot32's lane l). VCVTPS2PD
+// widens four float32 exactly. A chain cut into pieces this way has the bits of the
+// uncut chain.
 TEXT ·dot32Lanes1x4Acc(SB), NOSPLIT, $0-88
 	MOVQ lanes_base+0(FP), DI
 	MOVQ f_base+24(FP), SI
