@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -422,15 +423,25 @@ func (s *scaleRun) startReplicas(ctx context.Context, round, count int, model ui
 	return reps, topic, err
 }
 
-// collect reads the attribution topic from its end now and returns a function that
-// waits until want distinct requests with prefix have answers, returning the time of
-// the last and every answer's request in order of arrival.
-func (s *scaleRun) collect(ctx context.Context) (*tail, error) {
-	return newTail(ctx, s.kc, s.stderr, s.cfg.Kafka.Topics.Attributions)
+// send starts reading the attribution topic at its end, then writes s.queries queries
+// with request ids prefix-i to topic; the caller closes the tail.
+func (s *scaleRun) send(ctx context.Context, topic, prefix string) (*tail, error) {
+	t, err := newTail(ctx, s.kc, s.stderr, s.cfg.Kafka.Topics.Attributions)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := s.queryBatch(topic, prefix, s.queries)
+	if err == nil {
+		err = s.w.Write(ctx, msgs...)
+	}
+	if err != nil {
+		return nil, errors.Join(err, t.Close())
+	}
+	return t, nil
 }
 
 // await reads t until want distinct requests starting with prefix have an answer.
-func await(ctx context.Context, t *tail, prefix string, want int, seen map[string]int, onAnswer func(distinct int)) error {
+func await(ctx context.Context, t *tail, prefix string, want int, seen map[string]int) error {
 	distinct := 0
 	for _, c := range seen {
 		if c > 0 {
@@ -448,9 +459,6 @@ func await(ctx context.Context, t *tail, prefix string, want int, seen map[strin
 		}
 		if seen[req]++; seen[req] == 1 {
 			distinct++
-			if onAnswer != nil {
-				onAnswer(distinct)
-			}
 		}
 	}
 	return nil
@@ -478,23 +486,16 @@ func (s *scaleRun) throughput(ctx context.Context, round, count int, model uint6
 		cpu0 = append(cpu0, cpuSeconds(p.cmd.Process.Pid))
 	}
 	self0, prim0 := cpuSeconds(os.Getpid()), cpuSeconds(s.procsU[0].cmd.Process.Pid)
-	t, err := s.collect(ctx)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	prefix := fmt.Sprintf("r%d", round)
+	t0 := time.Now()
+	t, err := s.send(wctx, topic, prefix)
 	if err != nil {
 		return r, err
 	}
 	defer t.Close()
-	prefix := fmt.Sprintf("r%d", round)
-	msgs, err := s.queryBatch(topic, prefix, s.queries)
-	if err != nil {
-		return r, err
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	t0 := time.Now()
-	if err := s.w.Write(wctx, msgs...); err != nil {
-		return r, err
-	}
-	if err := await(wctx, t, prefix+"-", s.queries, map[string]int{}, nil); err != nil {
+	if err := await(wctx, t, prefix+"-", s.queries, map[string]int{}); err != nil {
 		return r, err
 	}
 	r.Seconds = time.Since(t0).Seconds()
@@ -524,24 +525,17 @@ func (s *scaleRun) killReplica(ctx context.Context, round int, model uint64) (*k
 			p.stop()
 		}
 	}()
-	t, err := s.collect(ctx)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	prefix := fmt.Sprintf("kill%d", round)
+	t, err := s.send(wctx, topic, prefix)
 	if err != nil {
 		return nil, err
 	}
 	defer t.Close()
-	prefix := fmt.Sprintf("kill%d", round)
-	msgs, err := s.queryBatch(topic, prefix, s.queries)
-	if err != nil {
-		return nil, err
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	if err := s.w.Write(wctx, msgs...); err != nil {
-		return nil, err
-	}
 	seen := map[string]int{}
 	var killedAt time.Time
-	err = await(wctx, t, prefix+"-", s.queries/3, seen, nil)
+	err = await(wctx, t, prefix+"-", s.queries/3, seen)
 	if err != nil {
 		return nil, err
 	}
@@ -551,7 +545,7 @@ func (s *scaleRun) killReplica(ctx context.Context, round int, model uint64) (*k
 	}
 	killedAt = time.Now()
 	k.KilledAt = len(seen)
-	if err := await(wctx, t, prefix+"-", s.queries, seen, nil); err != nil {
+	if err := await(wctx, t, prefix+"-", s.queries, seen); err != nil {
 		return nil, err
 	}
 	k.RecoverySeconds = time.Since(killedAt).Seconds()

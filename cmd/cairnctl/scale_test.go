@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/config"
+)
+
+// TestBenchScale runs bench-scale on cairnd processes with a small model: every round
+// answers every query, each replica answers some, a killed replica loses no query, and
+// the standby's takeover keeps one audit chain with nothing lost or applied twice.
+func TestBenchScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs cairnd processes")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "cairnd")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cairnd").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cfgFile := filepath.Join(dir, "small.yaml")
+	if err := os.WriteFile(cfgFile, []byte(`model: {arch: "mlp:784-32-10", seed: 3, untrained: true}
+sketch: {h: 2, s: 128}
+pool: {m: 16}
+fit: {k: 16, epochs: 3, batch: 64, fits: 2}
+refit: {idle: 300ms, delete_debounce: 100ms, min_points: 32}
+audit: {random: 10, reference: 100, test: 30}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s := &scaleRun{bin: bin, cfg: cfg, cfgFile: cfgFile, data: "mnist", n: 120, queries: 90, procs: 1, stderr: io.Discard}
+	rep, err := s.run(ctx, []int{1, 2}, true, true)
+	if err != nil {
+		t.Fatalf("bench-scale: %v", err)
+	}
+	if len(rep.Rounds) != 2 || len(rep.Speedup) != 2 || rep.Speedup[0] != 1 {
+		t.Fatalf("rounds %+v, speedup %v", rep.Rounds, rep.Speedup)
+	}
+	for _, r := range rep.Rounds {
+		var sum uint64
+		for _, n := range r.PerReplica {
+			if n == 0 {
+				t.Errorf("%d replicas: one answered nothing (%v)", r.Replicas, r.PerReplica)
+			}
+			sum += n
+		}
+		if len(r.PerReplica) != r.Replicas || r.Answered != 90 || sum < 90 || !(r.QueriesPerSecond > 0) {
+			t.Errorf("round %+v: want every query answered, split over %d replicas", r, r.Replicas)
+		}
+	}
+	if k := rep.Kill; k == nil || k.Lost != 0 || k.KilledAt < 30 {
+		t.Errorf("kill: %+v; want no query lost, killed after a third", k)
+	}
+	tk := rep.Takeover
+	if tk == nil || !tk.ChainOK || tk.Lost || tk.Twice || tk.Points != 118 || tk.Upserts != 120 || !(tk.Seconds > 0) {
+		t.Errorf("takeover: %+v; want one chain, 120 upserts once, 118 points", tk)
+	}
+	if len(tk.AuditSeqs) < 2 || tk.AuditSeqs[len(tk.AuditSeqs)-1] != 2 {
+		t.Errorf("takeover audit seqs %v; want the chain 1, 2", tk.AuditSeqs)
+	}
+}
