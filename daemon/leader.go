@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
@@ -27,11 +28,20 @@ type leader struct {
 // owns its publisher, so that the outbox drains after the readers stop.
 func (d *Daemon) lead(ctx context.Context, l leader, elected bool) error {
 	if elected {
-		if err := d.takeOver(ctx); err != nil {
-			if ctx.Err() != nil {
+		// The group gave this daemon the leadership: a failed takeover (the broker not
+		// answering) is retried, never abandoned, or nobody would lead.
+		var b backoff
+		for {
+			err := d.takeOver(ctx)
+			if err == nil {
+				d.recovered("leader")
+				break
+			}
+			wait := b.next()
+			d.fail("leader", fmt.Errorf("take over: %w", err), wait)
+			if !sleep(ctx, wait) {
 				return nil
 			}
-			return err
 		}
 		d.leading.Store(true)
 		defer d.leading.Store(false)
