@@ -117,11 +117,16 @@ func (g *GroupReader) Run(ctx context.Context, handle Handler) (err error) {
 			}
 			return err
 		}
-		if err := kr.CommitMessages(ctx, batch...); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		// A handled batch is committed even when ctx ended meanwhile (a clean shutdown),
+		// so that no other member handles it again.
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.SessionTimeout)
+		err = kr.CommitMessages(cctx, batch...)
+		ccancel()
+		if err != nil {
 			return fmt.Errorf("stream: group %s: commit: %w", g.cfg.Group, err)
+		}
+		if ctx.Err() != nil {
+			return nil
 		}
 	}
 }
