@@ -334,6 +334,19 @@ func (p *cairnd) status(ctx context.Context) (daemon.StatusReport, error) {
 	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
+// statusRetry is status, tried up to five times: a count read must not silently be zero.
+func (p *cairnd) statusRetry(ctx context.Context) (daemon.StatusReport, error) {
+	var err error
+	for range 5 {
+		var st daemon.StatusReport
+		if st, err = p.status(ctx); err == nil {
+			return st, nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return daemon.StatusReport{}, fmt.Errorf("%s /status: %w", p.name, err)
+}
+
 // pollUntil calls cond every 100 ms until it holds, ctx ends or limit passes.
 func pollUntil(ctx context.Context, what string, limit time.Duration, cond func() bool) error {
 	deadline := time.Now().Add(limit)
@@ -481,7 +494,10 @@ func (s *scaleRun) throughput(ctx context.Context, round, count int, model uint6
 		cpu0   []float64
 	)
 	for _, p := range reps {
-		st, _ := p.status(ctx)
+		st, err := p.statusRetry(ctx)
+		if err != nil {
+			return r, err
+		}
 		before = append(before, st.Queries)
 		cpu0 = append(cpu0, cpuSeconds(p.cmd.Process.Pid))
 	}
@@ -501,10 +517,24 @@ func (s *scaleRun) throughput(ctx context.Context, round, count int, model uint6
 	r.Seconds = time.Since(t0).Seconds()
 	r.Answered = s.queries
 	r.QueriesPerSecond = float64(s.queries) / r.Seconds
-	for i, p := range reps {
-		st, _ := p.status(ctx)
-		r.PerReplica = append(r.PerReplica, st.Queries-before[i])
-		r.CPUSeconds = append(r.CPUSeconds, cpuSeconds(p.cmd.Process.Pid)-cpu0[i])
+	// A replica counts an answer just after the broker acknowledged it: read the counts
+	// until they cover every answer seen (or for 10 s).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		r.PerReplica, r.CPUSeconds = r.PerReplica[:0], r.CPUSeconds[:0]
+		var sum uint64
+		for i, p := range reps {
+			st, err := p.statusRetry(ctx)
+			if err != nil {
+				return r, err
+			}
+			r.PerReplica = append(r.PerReplica, st.Queries-before[i])
+			r.CPUSeconds = append(r.CPUSeconds, cpuSeconds(p.cmd.Process.Pid)-cpu0[i])
+			sum += st.Queries - before[i]
+		}
+		if sum >= uint64(s.queries) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	r.BrokerCPUSeconds = cpuSeconds(os.Getpid()) - self0
 	r.PrimaryCPUSeconds = cpuSeconds(s.procsU[0].cmd.Process.Pid) - prim0
