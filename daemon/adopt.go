@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -23,7 +24,7 @@ type adoptState struct {
 	run     sync.Mutex // serializes adoptBuffered
 	mu      sync.Mutex
 	next    map[int]int64
-	buf     map[uint64]stream.Audit
+	buf     map[uint64][]stream.Audit // candidates per seq: a forged record may share a seq
 	advance chan struct{}
 }
 
@@ -55,7 +56,7 @@ func (d *Daemon) handleAudits(ctx context.Context, batch []stream.Message) error
 			if err := json.Unmarshal(m.Value, &a); err != nil || a.Seq == 0 {
 				d.log.Warn().Err(err).Int("partition", m.Partition).Int64("offset", m.Offset).Msg("audit topic: record not adoptable")
 			} else {
-				d.adopt.buf[a.Seq] = a
+				d.adopt.buf[a.Seq] = append(d.adopt.buf[a.Seq], a)
 			}
 		}
 		d.adopt.next[m.Partition] = m.Offset + 1
@@ -88,28 +89,70 @@ func (d *Daemon) adoptBuffered(ctx context.Context) error {
 				delete(d.adopt.buf, seq)
 			}
 		}
-		a, ok := d.adopt.buf[head.Seq+1]
+		cands := d.adopt.buf[head.Seq+1]
+		delete(d.adopt.buf, head.Seq+1)
 		d.adopt.mu.Unlock()
-		if !ok {
+		if len(cands) == 0 {
 			return nil
 		}
-		if err := d.adoptOne(ctx, a); err != nil {
-			return err
+		// The first candidate that extends the chain is the leader's; the others (or all,
+		// when none does) are logged and dropped.
+		adopted := false
+		for _, a := range cands {
+			err := d.adoptOne(ctx, a)
+			if err == nil {
+				adopted = true
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !errors.Is(err, errNotAdoptable) && !errors.Is(err, ingest.ErrAuditDiverged) {
+				// A store failure: keep the candidates for the next try.
+				d.adopt.mu.Lock()
+				d.adopt.buf[head.Seq+1] = append(cands, d.adopt.buf[head.Seq+1]...)
+				d.adopt.mu.Unlock()
+				return err
+			}
+			d.metrics.AddReject("audit_not_adoptable", 1)
+			d.log.Error().Err(err).Uint64("seq", a.Seq).Str("request", a.Request).Msg("audit topic: record not adopted")
+		}
+		if !adopted {
+			return nil // no record extends the chain at this seq: wait for one
 		}
 	}
 	return nil
 }
+
+// errNotAdoptable marks an audit record a standby cannot adopt: its body or source
+// does not decode, its hashes are malformed, or its signature fails under this
+// daemon's key.
+var errNotAdoptable = errors.New("audit record not adoptable")
 
 // adoptOne waits until the deletion audit a reports is applied here, checks its
 // signature when it is signed with this daemon's key, and adopts it.
 func (d *Daemon) adoptOne(ctx context.Context, a stream.Audit) error {
 	var body ingest.AuditBody
 	if err := json.Unmarshal([]byte(a.Body), &body); err != nil {
-		return fmt.Errorf("adopt audit %d: body: %w", a.Seq, err)
+		return fmt.Errorf("%w: %d: body: %v", errNotAdoptable, a.Seq, err)
 	}
 	topic, part, off, err := parseSource(body.Source)
+	if err == nil && topic != d.cfg.Kafka.Topics.Train {
+		err = fmt.Errorf("source %q is not on the training topic", body.Source)
+	}
 	if err != nil {
-		return fmt.Errorf("adopt audit %d: %w", a.Seq, err)
+		return fmt.Errorf("%w: %d: %v", errNotAdoptable, a.Seq, err)
+	}
+	want, err := hex.DecodeString(a.Hash)
+	prev, perr := hex.DecodeString(a.PrevHash)
+	if err != nil || perr != nil || len(want) != 32 || len(prev) != 32 {
+		return fmt.Errorf("%w: %d: hashes %q, %q", errNotAdoptable, a.Seq, a.PrevHash, a.Hash)
+	}
+	if a.KeyID == d.signer.KeyID() {
+		sig, err := hex.DecodeString(a.Sig)
+		if err != nil || !auditsig.VerifyRecord(d.signer.PublicKey(), a.Seq, [32]byte(prev), [32]byte(want), sig) {
+			return fmt.Errorf("%w: %d: signed with our key id, and the signature fails", errNotAdoptable, a.Seq)
+		}
 	}
 	for {
 		d.train.mu.Lock()
@@ -120,21 +163,6 @@ func (d *Daemon) adoptOne(ctx context.Context, a stream.Audit) error {
 		}
 		if !sleep(ctx, 20*time.Millisecond) {
 			return ctx.Err()
-		}
-	}
-	want, err := hex.DecodeString(a.Hash)
-	prev, perr := hex.DecodeString(a.PrevHash)
-	if err != nil || perr != nil || len(want) != 32 || len(prev) != 32 {
-		return fmt.Errorf("adopt audit %d: hashes %q, %q", a.Seq, a.PrevHash, a.Hash)
-	}
-	if a.KeyID == d.signer.KeyID() {
-		sig, err := hex.DecodeString(a.Sig)
-		if err != nil || !auditsig.VerifyRecord(d.signer.PublicKey(), a.Seq, [32]byte(prev), [32]byte(want), sig) {
-			d.log.Error().Uint64("seq", a.Seq).Msg("audit topic: record signed with our key id fails its signature; not adopted")
-			d.adopt.mu.Lock()
-			delete(d.adopt.buf, a.Seq)
-			d.adopt.mu.Unlock()
-			return nil
 		}
 	}
 	d.train.mu.Lock()

@@ -210,7 +210,7 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 		serve: serveState{modelReady: make(chan struct{})}, lag: map[string]int64{},
 		refits: refitCounter{kick: make(chan struct{}, 1)},
 		models: modelsState{kick: make(chan struct{}, 1), advance: make(chan struct{}, 1)},
-		adopt:  adoptState{next: map[int]int64{}, buf: map[uint64]stream.Audit{}, advance: make(chan struct{}, 1)},
+		adopt:  adoptState{next: map[int]int64{}, buf: map[uint64][]stream.Audit{}, advance: make(chan struct{}, 1)},
 		query:  queryState{last: map[partition]int64{}, lim: qlim},
 	}, nil
 }
