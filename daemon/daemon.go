@@ -863,6 +863,7 @@ func (d *Daemon) removing(ids []string) {
 		// The mask goes on the models topic in this batch's transaction (commitMask),
 		// also when a retried batch finds the model masked already.
 		d.models.maskDirty = true
+		d.models.eraseDue.Store(true)
 		if ns := s.WithMask(ids); ns != s {
 			d.serve.model.Store(ns)
 			d.kickModels() // republish the version without the deleted rows

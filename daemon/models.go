@@ -23,9 +23,12 @@ type modelsState struct {
 	// version above it, so that replicas (which ignore older versions) install it.
 	floor atomic.Uint64
 	// next is the offset after the last models-topic message a follower applied.
-	next    atomic.Int64
-	advance chan struct{} // signalled when next moves
-	asm     modelbus.Assembler
+	next atomic.Int64
+	// eraseDue says points left the serving model since the models topic was last
+	// compacted (the leader's removing hook sets it).
+	eraseDue atomic.Bool
+	advance  chan struct{} // signalled when next moves
+	asm      modelbus.Assembler
 }
 
 // kickModels wakes the model publisher.
@@ -130,7 +133,9 @@ func (d *Daemon) publishModel(ctx context.Context, w *stream.Writer, s *serving.
 	for _, m := range msgs {
 		live[string(m.Key)] = s.Version
 	}
-	if d.embedded != nil {
+	// Compaction erases the older copies of rows of points that left since they were
+	// written: run it (embedded broker) only then, not at every version.
+	if d.embedded != nil && d.models.eraseDue.Swap(false) {
 		d.embedded.Compact()
 	}
 	d.log.Info().Uint64("model", s.Version).Int("chunks", len(msgs)-1).Int("tombstones", len(stones)).
