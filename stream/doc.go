@@ -29,7 +29,7 @@
 //
 // # Processing semantics
 //
-// Offsets live in the caller's store, never in Kafka: a Reader has no
+// A Reader's offsets live in the caller's store, never in Kafka: a Reader has no
 // consumer group and commits nothing. It asks StartFunc for the last
 // applied offset of each partition and starts at that offset + 1, so a
 // caller that stores offsets in the same transaction as the state they
@@ -39,6 +39,12 @@
 // kafka-go partition readers retry fetch errors internally (reported to
 // ReaderConfig.OnError); note that kafka-go skips forward to the earliest
 // retained offset if the stored offset has fallen out of retention.
+//
+// Two readers use Kafka's groups instead, where the caller has no store or wants
+// Kafka to spread partitions: a GroupReader (the replicas' query reader) commits each
+// batch's offsets to its consumer group after the handler returns (at least once), and
+// an Election assigns the one partition of a leader topic to one member of a group
+// (leadership, with no offsets at all).
 //
 // Writer.Write returns nil only when every message was acknowledged by all
 // in-sync replicas, else an error after WriterConfig.Attempts tries or when

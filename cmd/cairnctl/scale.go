@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -669,7 +670,7 @@ func (s *scaleRun) takeover(ctx context.Context, primary *cairnd) (*takeoverRepo
 		if p, ok := hashes[a.Seq-1]; a.Seq > 1 && ok && p != a.PrevHash {
 			r.ChainOK = false
 		}
-		if !contains(seqs[a.Request], a.Seq) {
+		if !slices.Contains(seqs[a.Request], a.Seq) {
 			seqs[a.Request] = append(seqs[a.Request], a.Seq)
 		}
 		if a.Request == "scale-del-2" {
@@ -690,15 +691,6 @@ func (s *scaleRun) takeover(ctx context.Context, primary *cairnd) (*takeoverRepo
 	r.Lost = st.Points != s.n-2 || st.Ingest.Upserts < uint64(s.n)
 	r.Twice = r.Twice || st.Ingest.Upserts > uint64(s.n)
 	return r, nil
-}
-
-func contains(s []uint64, v uint64) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // deleteEvent is the delete message of id under request.
