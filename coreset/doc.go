@@ -18,7 +18,12 @@
 // largest residual is at most Tol·max_j K_jj (relative tolerance, DefaultTol = 1e-10:
 // ~500× the rounding noise of 1000 pivot updates), which bounds the positive pivots by the
 // numerical rank (Prop. greedy iii). It never holds an n×m factor (Gram–Schmidt in feature
-// space, O(m q + n) memory) unless asked for the Gram matrix the Pool needs.
+// space, O(m q + n) memory) unless asked for the Gram matrix the Pool needs. Residuals
+// are updated lazily (a stale residual bounds the current one, so a step reads only the
+// rows whose bound beats the current maximum) and a final blocked sweep on two cores
+// gives every residual and trace: the same bits as updating all n rows at every step,
+// without reading the n×q matrix m times. GreedyRows32 runs on float32 rows in place
+// (the daemon's point cache), widened exactly, with GreedyContext's bits.
 //
 // Top-up rule (paper appendix F "Selectors": on Adult the surrogate kernel has rank 96 and
 // the remaining landmarks come from a top-up rule the paper does not spell out). Ours:
@@ -63,7 +68,9 @@
 //     not a bound on what the next Sync will report, which may select other landmarks.
 //   - Sync(src) is the only operation whose cost grows with n: it asks src for the
 //     features of every stored point (the Pool keeps features only of its landmarks) and
-//     reruns batch greedy: O(n q m) time, O(n q + n m) transient memory. With a fixed
+//     reruns batch greedy: O(n q m) time, O(n q + n m) transient memory (the daemon
+//     uses Config.PlanRows32, GreedyRows32 and Pool.AdoptRows32 on its cached rows
+//     instead: O(n m) transient memory). With a fixed
 //     budget and nothing stale or inexact it returns at once. With the budget rule
 //     deff:λ it re-estimates m = ⌈d_eff(λ)⌉ by SLQ (seeded by Config.Seed) whenever
 //     points changed.

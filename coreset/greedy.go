@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"strconv"
+	"sync"
 
 	"github.com/cairnhq/cairn/internal/rng"
 	"github.com/cairnhq/cairn/internal/vec"
@@ -80,21 +82,82 @@ func TopUpKeys(seed uint64, n int) []uint64 {
 // basis b_1..b_t of the selected rows' span,
 //
 //	b_t  = (g_p − Σ_{i<t} (b_i·g_p) b_i) / ||·||   (classical Gram–Schmidt, applied twice)
-//	L_jt = b_t·g_j,   δ_j −= L_jt²
+//	L_jt = b_t·g_j,   δ_j^{(t)} = max(0, δ_j^{(t−1)} − L_jt²)
 //
-// which equals the Schur-complement recursion on K in exact arithmetic, costs
-// O(n q + t q) per step and needs O(m q + n) memory (no n×m factor) unless KeepGram.
+// which equals the Schur-complement recursion on K in exact arithmetic. The residuals
+// are brought up to date lazily (see lazyGreedy): every δ_j only falls, so a stale δ_j
+// bounds the current one from above, and the argmax is found by updating rows in the
+// order of their stale values until the largest is current. Every number is the one the
+// eager recursion (all n rows updated at every step) computes, bit for bit: each L_jt is
+// vec.Dot(b_t, g_j) and each δ_j^{(t)} the same sequence of subtractions. Total work is
+// O(n q m) as in the eager form, but a pivot step reads only the rows whose stale bound
+// beats the current maximum; a final blocked sweep over all rows (on all cores) gives
+// the residuals and the traces. Memory is O(m q + n) (no n×m factor) unless KeepGram.
 func Greedy(g []float64, n, q, m int, opt GreedyOptions) (*GreedyResult, error) {
 	return GreedyContext(context.Background(), g, n, q, m, opt)
 }
 
 // GreedyContext is Greedy that gives up with ctx.Err() when ctx ends: it checks ctx
-// before every pivot step (O(n q) apart), so a daemon shutting down does not wait for
-// an O(n q m) selection.
+// before every pivot step and every block of the final sweep, so a daemon shutting down
+// does not wait for an O(n q m) selection.
 func GreedyContext(ctx context.Context, g []float64, n, q, m int, opt GreedyOptions) (*GreedyResult, error) {
 	if n < 0 || q < 1 || len(g) != n*q {
 		panic(fmt.Sprintf("coreset: Greedy: len(g)=%d, n=%d, q=%d", len(g), n, q))
 	}
+	return lazyGreedy(ctx, rows{n: n, q: q, f64: g}, m, opt)
+}
+
+// GreedyRows32 is GreedyContext on n rows stored in single precision (each of length q),
+// read in place and widened exactly to float64: its result is bit for bit
+// GreedyContext's on the widened matrix, and nothing of size n×q is allocated. The rows
+// are not modified.
+func GreedyRows32(ctx context.Context, g [][]float32, q, m int, opt GreedyOptions) (*GreedyResult, error) {
+	if q < 1 {
+		panic(fmt.Sprintf("coreset: GreedyRows32: q=%d", q))
+	}
+	for j, r := range g {
+		if len(r) != q {
+			panic(fmt.Sprintf("coreset: GreedyRows32: row %d has length %d, want %d", j, len(r), q))
+		}
+	}
+	return lazyGreedy(ctx, rows{n: len(g), q: q, f32: g}, m, opt)
+}
+
+// rows is the matrix a greedy selection reads: n rows of length q, either contiguous in
+// float64 (f64, row-major) or one float32 slice per row (f32), widened on reading.
+type rows struct {
+	n, q int
+	f64  []float64
+	f32  [][]float32
+}
+
+// row returns row j in float64: a view of f64, or f32's row widened into buf (len q).
+func (a rows) row(buf []float64, j int) []float64 {
+	if a.f32 == nil {
+		return a.f64[j*a.q : (j+1)*a.q]
+	}
+	for i, v := range a.f32[j] {
+		buf[i] = float64(v)
+	}
+	return buf
+}
+
+// block returns rows j0..j1−1 as one (j1−j0)×q float64 matrix: a view of f64, or the
+// widened rows in buf (len ≥ (j1−j0)·q).
+func (a rows) block(buf []float64, j0, j1 int) []float64 {
+	q := a.q
+	if a.f32 == nil {
+		return a.f64[j0*q : j1*q]
+	}
+	for j := j0; j < j1; j++ {
+		a.row(buf[(j-j0)*q:(j-j0+1)*q], j)
+	}
+	return buf[:(j1-j0)*q]
+}
+
+// lazyGreedy is the selection behind Greedy and GreedyRows32.
+func lazyGreedy(ctx context.Context, a rows, m int, opt GreedyOptions) (*GreedyResult, error) {
+	n, q := a.n, a.q
 	if opt.TopUpKeys != nil && len(opt.TopUpKeys) != n {
 		panic("coreset: Greedy: len(TopUpKeys) != n")
 	}
@@ -106,18 +169,15 @@ func GreedyContext(ctx context.Context, g []float64, n, q, m int, opt GreedyOpti
 		tol = DefaultTol
 	}
 	m = min(m, n)
-	res := &GreedyResult{Residual: make([]float64, n)}
-	dmax, err := initResidual(res, g, n, q)
+	res := &GreedyResult{}
+	st := &greedyState{a: a, res: res, selAt: make([]int32, n), done: make([]int32, n),
+		basis: make([]float64, 0, m*q), coef: make([]float64, m), v: make([]float64, q),
+		buf: make([]float64, q), dots: make([]float64, m)}
+	dmax, err := st.init()
 	if err != nil {
 		return nil, err
 	}
 	res.Threshold = tol * dmax
-	st := &greedyState{g: g, n: n, q: q, res: res, keepGram: opt.KeepGram,
-		selected: make([]bool, n), basis: make([]float64, 0, m*q), coef: make([]float64, m),
-		v: make([]float64, q), lrow: make([]float64, n)}
-	if opt.KeepGram {
-		st.cols = make([]float64, 0, n*m)
-	}
 	for t := 0; t < m; t++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -128,6 +188,9 @@ func GreedyContext(ctx context.Context, g []float64, n, q, m int, opt GreedyOpti
 	}
 	k := len(res.Pivots)
 	res.Greedy = k
+	if err := st.sweep(ctx, opt.KeepGram); err != nil {
+		return nil, err
+	}
 	st.factor()
 	if opt.KeepGram {
 		st.gram()
@@ -138,60 +201,121 @@ func GreedyContext(ctx context.Context, g []float64, n, q, m int, opt GreedyOpti
 	return res, nil
 }
 
-// initResidual sets res.Residual to the diagonal δ_j = ||g_j||² and res.Trace to its
-// sum, and returns max δ_j; a non-finite δ_j is ErrNotFinite.
-func initResidual(res *GreedyResult, g []float64, n, q int) (dmax float64, err error) {
+// greedyState is lazyGreedy's working memory: the squared row norms (diag), each row's
+// residual δ_j (delta) after done[j] basis vectors, the step at which a row was selected
+// (selAt, −1 if not), the max-heap of unselected rows by (δ_j, −j), the orthonormal
+// basis of the pivots' span (row-major, t×q), scratch for Gram–Schmidt (coef, v), for a
+// widened row (buf) and for one row's products (dots), and with KeepGram the n×k
+// column-major L (cols).
+type greedyState struct {
+	a           rows
+	res         *GreedyResult
+	diag, delta []float64
+	done, selAt []int32
+	heap        []int32
+	basis       []float64
+	coef, v     []float64
+	buf, dots   []float64
+	cols        []float64
+}
+
+// init sets diag and delta to δ_j = ||g_j||², res.Trace to their sum and builds the
+// heap; it returns max δ_j. A non-finite δ_j is ErrNotFinite.
+func (st *greedyState) init() (dmax float64, err error) {
+	n := st.a.n
+	st.diag, st.delta = make([]float64, n), make([]float64, n)
 	var trace float64
 	for j := 0; j < n; j++ {
-		d := dot(g[j*q:(j+1)*q], g[j*q:(j+1)*q])
+		g := st.a.row(st.buf, j)
+		d := dot(g, g)
 		if math.IsNaN(d) || math.IsInf(d, 0) {
 			return 0, fmt.Errorf("%w: row %d has squared norm %v", ErrNotFinite, j, d)
 		}
-		res.Residual[j] = d
+		st.diag[j], st.delta[j] = d, d
+		st.selAt[j] = -1
 		trace += d
 		dmax = math.Max(dmax, d)
 	}
-	res.Trace = trace
+	st.res.Trace = trace
+	st.heap = make([]int32, n)
+	for j := range st.heap {
+		st.heap[j] = int32(j)
+	}
+	for i := n/2 - 1; i >= 0; i-- {
+		st.down(i)
+	}
 	return dmax, nil
 }
 
-// greedyState is GreedyContext's working memory, allocated once: the residual δ (in
-// res.Residual), the selected rows, the orthonormal basis of their span (row-major,
-// t×q), scratch for Gram–Schmidt (coef, v) and for one step's products (lrow), and with
-// KeepGram the n×t column-major L (cols).
-type greedyState struct {
-	g        []float64
-	n, q     int
-	res      *GreedyResult
-	keepGram bool
-	selected []bool
-	basis    []float64
-	coef, v  []float64
-	lrow     []float64
-	cols     []float64
+// above reports whether row i comes before row j in the heap: larger δ, then lower index.
+func (st *greedyState) above(i, j int32) bool {
+	if st.delta[i] != st.delta[j] {
+		return st.delta[i] > st.delta[j]
+	}
+	return i < j
 }
 
-// step runs pivot step t: the unselected row of largest δ above the threshold becomes
-// b_t (Gram–Schmidt against b_1..b_{t-1}, twice), and every δ_j drops by (b_t·g_j)².
-// It reports false when no row is left to select (all δ_j at most the threshold, or
-// the pivot lies in the span already).
-func (st *greedyState) step(t int) bool {
-	g, n, q, res, delta := st.g, st.n, st.q, st.res, st.res.Residual
-	p, best := -1, res.Threshold
-	for j := 0; j < n; j++ {
-		if !st.selected[j] && delta[j] > best {
-			p, best = j, delta[j]
+func (st *greedyState) down(i int) {
+	h := st.heap
+	for {
+		l, r, top := 2*i+1, 2*i+2, i
+		if l < len(h) && st.above(h[l], h[top]) {
+			top = l
+		}
+		if r < len(h) && st.above(h[r], h[top]) {
+			top = r
+		}
+		if top == i {
+			return
+		}
+		h[i], h[top] = h[top], h[i]
+		i = top
+	}
+}
+
+// refresh brings δ_j up to date with the first t basis vectors.
+func (st *greedyState) refresh(j int32, t int) {
+	u, q := int(st.done[j]), st.a.q
+	if u >= t {
+		return
+	}
+	dots := st.dots[:t-u]
+	// dots[i] = Dot(b_{u+i}, g_j), the same bits as the eager sweep's vec.DotsTo.
+	vec.DotsTo(dots, 1, st.a.row(st.buf, int(j)), q, 1, st.basis[u*q:], q, t-u, q)
+	d := st.delta[j]
+	for _, l := range dots {
+		d -= l * l
+		if d < 0 {
+			d = 0
 		}
 	}
-	if p < 0 {
+	st.delta[j], st.done[j] = d, int32(t)
+}
+
+// step runs pivot step t: the unselected row of largest δ^{(t−1)} above the threshold
+// (found on the heap, refreshing stale rows until the top is current) becomes b_t by
+// Gram–Schmidt against b_1..b_{t-1}, twice. It reports false when no row is left to
+// select (all δ_j at most the threshold, or the pivot lies in the span already).
+func (st *greedyState) step(t int) bool {
+	res, q := st.res, st.a.q
+	for len(st.heap) > 0 {
+		top := st.heap[0]
+		if int(st.done[top]) == t {
+			break
+		}
+		st.refresh(top, t)
+		st.down(0)
+	}
+	if len(st.heap) == 0 || !(st.delta[st.heap[0]] > res.Threshold) {
 		return false
 	}
+	p := st.heap[0]
+	best := st.delta[p]
 	v := st.v
-	copy(v, g[p*q:(p+1)*q])
+	copy(v, st.a.row(st.buf, int(p)))
 	for pass := 0; pass < 2; pass++ {
 		for i := 0; i < t; i++ {
-			b := st.basis[i*q : (i+1)*q]
-			st.coef[i] = dot(b, v)
+			st.coef[i] = dot(st.basis[i*q:(i+1)*q], v)
 		}
 		for i := 0; i < t; i++ {
 			axpy(v, -st.coef[i], st.basis[i*q:(i+1)*q])
@@ -205,65 +329,107 @@ func (st *greedyState) step(t int) bool {
 		v[k] /= nv
 	}
 	st.basis = append(st.basis, v...)
-	b := st.basis[t*q : (t+1)*q]
-	st.selected[p] = true
-	res.Pivots = append(res.Pivots, p)
+	last := len(st.heap) - 1
+	st.heap[0] = st.heap[last]
+	st.heap = st.heap[:last]
+	st.down(0)
+	st.selAt[p] = int32(t)
+	res.Pivots = append(res.Pivots, int(p))
 	res.PivotValues = append(res.PivotValues, best)
-	if st.keepGram {
-		st.cols = st.cols[:(t+1)*n]
-	}
-	res.ResidualTrace = append(res.ResidualTrace, st.update(t, p, b))
 	return true
 }
 
-// update lowers δ_j by (b·g_j)² for every unselected row (clamped at 0), zeroes the
-// pivot's, records the column L_{·t} with KeepGram, and returns the new residual trace,
-// summed afresh over δ (O(n), the update's order) so it does not accumulate
-// subtraction error.
-func (st *greedyState) update(t, p int, b []float64) float64 {
-	n, q, delta, lrow := st.n, st.q, st.res.Residual, st.lrow
-	var tr float64
-	// lrow[j] = dot(b, g_j) (vec.DotsTo gives dot's bits), the selected rows' too.
-	vec.DotsTo(lrow, 1, b, q, 1, st.g, q, n, q)
-	for j := 0; j < n; j++ {
-		if st.selected[j] {
-			if j == p {
-				delta[j] = 0
-			}
-			if st.keepGram {
-				st.cols[t*n+j] = lrow[j]
-			}
-			continue
-		}
-		l := lrow[j]
-		if st.keepGram {
-			st.cols[t*n+j] = l
-		}
-		d := delta[j] - l*l
-		if d < 0 {
-			d = 0
-		}
-		delta[j] = d
-		tr += d
+// sweepRows is how many rows the final sweep multiplies against the basis at once: the
+// widened block (64×q float64, 2 MiB at q = 4096) stays in L2 while the basis passes.
+const sweepRows = 64
+
+// sweep computes, for the k = len(Pivots) greedy steps, every L_jt = Dot(b_t, g_j) in
+// blocks of sweepRows rows (two blocks at a time on two goroutines, joined, when
+// GOMAXPROCS allows), and from them in row order the eager recursion's numbers: the
+// final residuals (0 on pivots), ResidualTrace[t] = Σ over rows unselected after step t
+// of δ_j^{(t)}, summed in increasing j as the eager sweep sums, and with keepGram the
+// columns of L.
+func (st *greedyState) sweep(ctx context.Context, keepGram bool) error {
+	res, n, q := st.res, st.a.n, st.a.q
+	k := len(res.Pivots)
+	res.Residual = st.delta
+	tr := make([]float64, k)
+	res.ResidualTrace = tr
+	if keepGram {
+		st.cols = make([]float64, n*k)
 	}
-	return tr
+	if k == 0 {
+		return nil
+	}
+	workers := 1
+	if runtime.GOMAXPROCS(0) > 1 && n > sweepRows {
+		workers = 2
+	}
+	type part struct{ buf, l []float64 }
+	parts := make([]part, workers)
+	for w := range parts {
+		parts[w] = part{buf: make([]float64, sweepRows*q), l: make([]float64, sweepRows*k)}
+	}
+	compute := func(w, j0, j1 int) {
+		g := st.a.block(parts[w].buf, j0, j1)
+		// l[r*k+t] = Dot(b_t, g_{j0+r}): vec.DotsTo gives Dot's bits for every pair.
+		vec.DotsTo(parts[w].l, k, g, q, j1-j0, st.basis, q, k, q)
+	}
+	for j0 := 0; j0 < n; j0 += workers * sweepRows {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var wg sync.WaitGroup
+		for w := 1; w < workers; w++ {
+			if lo := j0 + w*sweepRows; lo < n {
+				wg.Add(1)
+				go func() { defer wg.Done(); compute(w, lo, min(lo+sweepRows, n)) }()
+			}
+		}
+		compute(0, j0, min(j0+sweepRows, n))
+		wg.Wait()
+		for w := range workers {
+			lo := j0 + w*sweepRows
+			for j := lo; j < min(lo+sweepRows, n); j++ {
+				l := parts[w].l[(j-lo)*k : (j-lo+1)*k]
+				d, sel := st.diag[j], int(st.selAt[j])
+				for t, v := range l {
+					if keepGram {
+						st.cols[t*n+j] = v
+					}
+					if sel >= 0 && t >= sel {
+						d = 0
+						continue
+					}
+					d -= v * v
+					if d < 0 {
+						d = 0
+					}
+					tr[t] += d
+				}
+				st.delta[j] = d
+			}
+		}
+	}
+	return nil
 }
 
 // factor sets res.Factor: the pivots' coordinates in the basis, L_st = b_t·g_{p_s}.
 func (st *greedyState) factor() {
-	res, q := st.res, st.q
+	res, q := st.res, st.a.q
 	k := len(res.Pivots)
 	res.Factor = make([]float64, k*k)
 	for s, p := range res.Pivots {
+		g := st.a.row(st.buf, p)
 		for t := 0; t <= s; t++ {
-			res.Factor[s*k+t] = dot(st.basis[t*q:(t+1)*q], st.g[p*q:(p+1)*q])
+			res.Factor[s*k+t] = dot(st.basis[t*q:(t+1)*q], g)
 		}
 	}
 }
 
 // gram sets res.Gram = LᵀL from the kept columns (KeepGram).
 func (st *greedyState) gram() {
-	res, n := st.res, st.n
+	res, n := st.res, st.a.n
 	k := len(res.Pivots)
 	res.Gram = make([]float64, k*k)
 	for a := 0; a < k; a++ {
@@ -278,6 +444,10 @@ func (st *greedyState) gram() {
 // at the residual trace the greedy steps ended with.
 func (st *greedyState) topUp(keys []uint64, m int) {
 	res := st.res
+	selected := make([]bool, st.a.n)
+	for j, s := range st.selAt {
+		selected[j] = s >= 0
+	}
 	k := len(res.Pivots)
 	last := 0.0
 	if k > 0 {
@@ -287,7 +457,7 @@ func (st *greedyState) topUp(keys []uint64, m int) {
 			last += d
 		}
 	}
-	for _, j := range topUpOrder(keys, st.selected, m-k) {
+	for _, j := range topUpOrder(keys, selected, m-k) {
 		res.Pivots = append(res.Pivots, j)
 		res.ResidualTrace = append(res.ResidualTrace, last)
 	}

@@ -1,0 +1,103 @@
+package coreset
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"runtime"
+	"testing"
+)
+
+// TestLazyGreedyMatchesEager: the lazy selection gives the eager recursion's result bit
+// for bit (pivots, pivot values, residuals, traces, factor, Gram, threshold), on full-rank
+// and rank-deficient matrices, with exact ties, with top-up and KeepGram, on one and on
+// two cores, and GreedyRows32 on float32 rows gives the same as Greedy on the widened
+// matrix. Sizes straddle the sweep's block of sweepRows rows and the 4-row kernels.
+func TestLazyGreedyMatchesEager(t *testing.T) {
+	tests := []struct {
+		n, q, rank, m int
+		keep, topUp   bool
+	}{
+		{1, 4, 1, 3, false, false},
+		{30, 10, 10, 7, true, false},
+		{30, 10, 4, 8, true, true}, // rank-deficient: stops at 4, tops up
+		{63, 17, 17, 20, false, true},
+		{129, 33, 33, 40, true, false},
+		{200, 12, 12, 12, true, true}, // every direction taken
+		{257, 64, 64, 50, true, false},
+	}
+	for _, tc := range tests {
+		for _, procs := range []int{1, 2} {
+			name := fmt.Sprintf("n%d_q%d_r%d_m%d_keep%v_topup%v_procs%d", tc.n, tc.q, tc.rank, tc.m, tc.keep, tc.topUp, procs)
+			t.Run(name, func(t *testing.T) {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+				r := rand.New(rand.NewPCG(uint64(tc.n), uint64(tc.q)))
+				g := randMatrix(r, tc.n, tc.q, tc.rank)
+				// Round to float32 so that the float32 rows hold the same matrix.
+				for i, v := range g {
+					g[i] = float64(float32(v))
+				}
+				if tc.n > 3 { // exact ties: the lower index must win
+					copy(g[(tc.n-1)*tc.q:], g[0:tc.q])
+					copy(g[(tc.n-2)*tc.q:], g[tc.q:2*tc.q])
+				}
+				opt := GreedyOptions{KeepGram: tc.keep}
+				if tc.topUp {
+					opt.TopUpKeys = TopUpKeys(7, tc.n)
+				}
+				want, err := eagerGreedy(context.Background(), g, tc.n, tc.q, tc.m, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := Greedy(g, tc.n, tc.q, tc.m, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameResult(t, "Greedy", got, want)
+				rows := make([][]float32, tc.n)
+				for j := range rows {
+					rows[j] = make([]float32, tc.q)
+					for i := range rows[j] {
+						rows[j][i] = float32(g[j*tc.q+i])
+					}
+				}
+				got32, err := GreedyRows32(context.Background(), rows, tc.q, tc.m, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sameResult(t, "GreedyRows32", got32, want)
+			})
+		}
+	}
+}
+
+// sameResult fails unless got and want hold the same bits in every field.
+func sameResult(t *testing.T, what string, got, want *GreedyResult) {
+	t.Helper()
+	if !reflect.DeepEqual(got.Pivots, want.Pivots) || got.Greedy != want.Greedy {
+		t.Fatalf("%s: pivots %v (greedy %d), want %v (greedy %d)", what, got.Pivots, got.Greedy, want.Pivots, want.Greedy)
+	}
+	for _, f := range []struct {
+		name      string
+		got, want []float64
+	}{
+		{"PivotValues", got.PivotValues, want.PivotValues},
+		{"ResidualTrace", got.ResidualTrace, want.ResidualTrace},
+		{"Residual", got.Residual, want.Residual},
+		{"Factor", got.Factor, want.Factor},
+		{"Gram", got.Gram, want.Gram},
+		{"Trace", []float64{got.Trace}, []float64{want.Trace}},
+		{"Threshold", []float64{got.Threshold}, []float64{want.Threshold}},
+	} {
+		if len(f.got) != len(f.want) {
+			t.Fatalf("%s: %s has %d entries, want %d", what, f.name, len(f.got), len(f.want))
+		}
+		for i := range f.got {
+			if math.Float64bits(f.got[i]) != math.Float64bits(f.want[i]) {
+				t.Fatalf("%s: %s[%d] = %v, want %v (bits differ)", what, f.name, i, f.got[i], f.want[i])
+			}
+		}
+	}
+}
