@@ -535,9 +535,40 @@ func (c Config) Plan(ids []string, g []float64) (int, GreedyOptions, error) {
 			return 0, GreedyOptions{}, fmt.Errorf("%w: features of %q contain %v", ErrNotFinite, ids[i/q], v)
 		}
 	}
+	return c.plan(ids, func() []float64 { return g })
+}
+
+// PlanRows32 is Plan for features stored in float32, one row per id (the input of
+// GreedyRows32). Under the deff rule the SLQ estimate needs the rows as one float64
+// matrix, which it builds for the call (n×q); the fixed budget reads nothing but the
+// rows' finiteness.
+func (c Config) PlanRows32(ids []string, g [][]float32) (int, GreedyOptions, error) {
+	if len(g) != len(ids) {
+		panic(fmt.Sprintf("coreset: PlanRows32: %d rows for %d ids", len(g), len(ids)))
+	}
+	for i, r := range g {
+		if len(r) != c.Dim {
+			panic(fmt.Sprintf("coreset: PlanRows32: row %d has length %d, want %d", i, len(r), c.Dim))
+		}
+		for _, v := range r {
+			if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+				return 0, GreedyOptions{}, fmt.Errorf("%w: features of %q contain %v", ErrNotFinite, ids[i], v)
+			}
+		}
+	}
+	return c.plan(ids, func() []float64 {
+		a := rows{n: len(g), q: c.Dim, f32: g}
+		return a.block(make([]float64, len(g)*c.Dim), 0, len(g))
+	})
+}
+
+// plan is Plan after the features were checked; dense gives them as one n×q matrix,
+// asked for only under the deff rule.
+func (c Config) plan(ids []string, dense func() []float64) (int, GreedyOptions, error) {
+	n, q := len(ids), c.Dim
 	m := c.Budget.M
 	if c.Budget.Lambda > 0 {
-		est, err := DeffSLQ(g, n, q, c.Budget.Lambda, c.Seed, "coreset/pool/deff", c.SLQ)
+		est, err := DeffSLQ(dense(), n, q, c.Budget.Lambda, c.Seed, "coreset/pool/deff", c.SLQ)
 		if err != nil {
 			return 0, GreedyOptions{}, err
 		}
@@ -563,6 +594,26 @@ func (p *Pool) Adopt(ids []string, g []float64, m int, res *GreedyResult) error 
 	if len(g) != n*q || len(res.Residual) != n {
 		panic(fmt.Sprintf("coreset: Adopt: len(g)=%d, %d residuals for %d ids of dim %d", len(g), len(res.Residual), n, q))
 	}
+	return p.adopt(ids, rows{n: n, q: q, f64: g}, m, res)
+}
+
+// AdoptRows32 is Adopt for a sync over float32 rows (GreedyRows32 with PlanRows32):
+// row i is the features of ids[i]. The rows are not retained.
+func (p *Pool) AdoptRows32(ids []string, g [][]float32, m int, res *GreedyResult) error {
+	n, q := len(ids), p.cfg.Dim
+	if len(g) != n || len(res.Residual) != n {
+		panic(fmt.Sprintf("coreset: AdoptRows32: %d rows, %d residuals for %d ids", len(g), len(res.Residual), n))
+	}
+	for i, r := range g {
+		if len(r) != q {
+			panic(fmt.Sprintf("coreset: AdoptRows32: row %d has length %d, want %d", i, len(r), q))
+		}
+	}
+	return p.adopt(ids, rows{n: n, q: q, f32: g}, m, res)
+}
+
+func (p *Pool) adopt(ids []string, g rows, m int, res *GreedyResult) error {
+	n, q := len(ids), p.cfg.Dim
 	if n != len(p.points) {
 		return fmt.Errorf("%w: adopt a sync over %d points, the pool holds %d", ErrUnknownID, n, len(p.points))
 	}
@@ -581,7 +632,7 @@ func (p *Pool) Adopt(ids []string, g []float64, m int, res *GreedyResult) error 
 	p.feats = make([]float64, len(res.Pivots)*q)
 	for i, r := range res.Pivots {
 		p.ids[i] = ids[r]
-		copy(p.feats[i*q:(i+1)*q], g[r*q:(r+1)*q])
+		copy(p.feats[i*q:(i+1)*q], g.row(p.feats[i*q:(i+1)*q], r))
 		if i >= res.Greedy {
 			topUp = append(topUp, TopUpKey(p.cfg.Seed, ids[r]))
 		}
@@ -590,8 +641,10 @@ func (p *Pool) Adopt(ids []string, g []float64, m int, res *GreedyResult) error 
 	p.piv, p.l, p.gram = res.PivotValues, res.Factor, res.Gram
 	p.thr = res.Threshold
 	p.cert, p.certC, p.traceK, p.traceKC = 0, 0, 0, 0
+	buf := make([]float64, q)
 	for i, id := range ids {
-		pt := point{diag: dot(g[i*q:(i+1)*q], g[i*q:(i+1)*q]), res: res.Residual[i]}
+		row := g.row(buf, i)
+		pt := point{diag: dot(row, row), res: res.Residual[i]}
 		p.points[id] = pt
 		neumaier(&p.cert, &p.certC, pt.res)
 		neumaier(&p.traceK, &p.traceKC, pt.diag)
