@@ -218,6 +218,10 @@ func (ws *lossWS) barlow(ga, gb *mat.Dense, lam float64, za, zb *mat.Dense) floa
 	return on/kf + off*offSum
 }
 
+// symTile is the tile of simclr's in-place symmetrization: 64×64 float64 (32 KiB) of the
+// rows and as much of the columns stay in L1/L2 while the tile is walked.
+const symTile = 64
+
 // simclr is NT-Xent over the 2B rows u = [z_A; z_B] normalized to unit length, with
 // positives i ↔ i±B and every other row a negative:
 //
@@ -253,15 +257,16 @@ func (ws *lossWS) simclr(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) floa
 		}
 	}
 	ws.s.Mul(ws.u, ws.u.T())
-	ws.s.Scale(1/tau, ws.s)
 	var total float64
-	scale := 1 / float64(n)
+	scale, invTau := 1/float64(n), 1/tau
 	for i := range n {
 		p := (i + br) % n
 		srow := ws.s.RawRowView(i)
 		wrow := ws.w.RawRowView(i)
 		mx := math.Inf(-1)
-		for j, v := range srow {
+		for j, v := range srow { // S ← S/τ in the same pass as its row maximum
+			v *= invTau
+			srow[j] = v
 			if j != i && v > mx {
 				mx = v
 			}
@@ -285,12 +290,17 @@ func (ws *lossWS) simclr(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) floa
 		}
 		wrow[p] -= scale
 	}
-	// W ← W + Wᵀ in place (upper and lower halves together).
-	for i := range n {
-		for j := i + 1; j < n; j++ {
-			v := ws.w.At(i, j) + ws.w.At(j, i)
-			ws.w.Set(i, j, v)
-			ws.w.Set(j, i, v)
+	// W ← W + Wᵀ in place (upper and lower halves together), on the raw rows in tiles
+	// of symTile×symTile so both the row and the column walk stay in cache.
+	wd, ld := ws.w.RawMatrix().Data, ws.w.RawMatrix().Stride
+	for i0 := 0; i0 < n; i0 += symTile {
+		for j0 := i0; j0 < n; j0 += symTile {
+			for i := i0; i < min(i0+symTile, n); i++ {
+				for j := max(j0, i+1); j < min(j0+symTile, n); j++ {
+					v := wd[i*ld+j] + wd[j*ld+i]
+					wd[i*ld+j], wd[j*ld+i] = v, v
+				}
+			}
 		}
 	}
 	ws.gu.Mul(ws.w, ws.u)
