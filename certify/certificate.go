@@ -69,11 +69,15 @@ type Budget struct {
 }
 
 // Residual is the pool's residual certificate (Prop. greedy): tr R of unexplained kernel
-// mass; Exact is false when it is a valid upper bound between quiescent points.
+// mass; Exact is false when it is a valid upper bound between quiescent points. TraceR
+// and TraceK are those of the kernel of the stored features (fit-draw ψ rounded to
+// float32); UnroundedBound, when set (a model's certificate, from its greedy factor),
+// bounds tr R of the same landmarks under the unrounded features (RoundingBound).
 type Residual struct {
-	TraceR float64 `json:"trace_r"`
-	TraceK float64 `json:"trace_k"`
-	Exact  bool    `json:"exact"`
+	TraceR         float64 `json:"trace_r"`
+	TraceK         float64 `json:"trace_k"`
+	Exact          bool    `json:"exact"`
+	UnroundedBound float64 `json:"trace_r_unrounded_bound,omitempty"`
 }
 
 // Entry is one ranked landmark: its index in the kernel row, an optional id the caller

@@ -25,6 +25,13 @@
 //     guarantee (paper §3.2). The package cannot check this: it is the caller's protocol.
 //   - Ranking order is score descending with ties broken by the lower index, everywhere
 //     (T̂, T*, κ_C). Separation is strict: tied scores at the cut never certify.
+//   - Residual certificate and rounding. The pool is selected on the stored fit-draw
+//     features ψ̃ = fl32(ψ) (float32, see internal/pipeline), and Residual.TraceR is
+//     tr R of the kernel of ψ̃, exact for it. RoundingBound turns it into an upper bound
+//     on tr R of the same landmarks under the unrounded ψ, from the greedy factor alone;
+//     a model's Residual carries it as UnroundedBound. The answers' kernel rows are exact
+//     eNTK rows or a fresh evaluation draw, never ψ̃; ψ̃ enters only through the fitted
+//     coefficients, which are the served model the top-K certificate is about.
 //   - Verdicts: certified iff eq. observed-separation holds; otherwise fit_limited when an
 //     attached Floor shows eq. floor-overlap, else uncertified. A separating certificate
 //     stays certified whatever the floor says, because Thm. topk is about the fixed fit.

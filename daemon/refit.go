@@ -45,23 +45,27 @@ func isVal(seed uint64, id string, frac float64) bool {
 	return float64(rng.Seed(seed, "daemon/val/"+id)>>11)/(1<<53) < frac
 }
 
-// synced is batch greedy pivoted Cholesky of both views over a snapshot (coreset
-// Config.Plan and Greedy), computed without any lock: the features g (n×q per view,
-// rows in snapshot order), the budgets and the results.
+// synced is batch greedy pivoted Cholesky of both views over a snapshot
+// (ingest.Select, computed without any lock): the features g (one float32 row per point
+// and view, in snapshot order: the point cache's own rows, not copies), the budgets and
+// the results.
 type synced struct {
-	g   [2][]float64
-	m   [2]int
-	res [2]*coreset.GreedyResult
+	*ingest.Selection
 }
 
-// residual is the exact certificate of view v's greedy landmarks over the snapshot.
-func (sy *synced) residual(v int) certify.Residual {
-	r := sy.res[v]
+// residual is the exact certificate of view v's greedy landmarks over the snapshot, with
+// the bound for the unrounded features (certify.RoundingBound from the greedy factor).
+func (sy *synced) residual(v int) (certify.Residual, error) {
+	r := sy.Res[v]
 	c := certify.Residual{TraceR: r.Trace, TraceK: r.Trace, Exact: true}
 	if len(r.ResidualTrace) > 0 {
 		c.TraceR = r.ResidualTrace[len(r.ResidualTrace)-1]
 	}
-	return c
+	b, err := certify.RoundingBound(c.TraceR, c.TraceK, r.Factor, r.Greedy, certify.Float32Unit)
+	if !math.IsInf(b, 0) { // a singular factor bounds nothing: the field stays unset
+		c.UnroundedBound = b
+	}
+	return c, err
 }
 
 // syncSnapshot selects both views' landmarks over snap by batch greedy, outside any
@@ -69,30 +73,16 @@ func (sy *synced) residual(v int) certify.Residual {
 // if no point was applied since the snapshot (Ingest.adopt); otherwise the pool stays
 // as it is (a valid bound) and a later sync catches up.
 func (d *Daemon) syncSnapshot(ctx context.Context, snap *job) (*synced, error) {
-	n, q := len(snap.IDs), d.feat.Dim()
-	sy := &synced{}
-	for v := range 2 {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		var err error
-		if sy.g[v], err = ingest.FeatureRows(ctx, d.feat, snap.IDs, snap.Entries, v); err != nil {
-			return nil, err
-		}
-		m, opt, err := d.pcfg.Plan(snap.IDs, sy.g[v])
-		if err != nil {
-			return nil, err
-		}
-		sy.m[v] = m
-		if sy.res[v], err = coreset.GreedyContext(ctx, sy.g[v], n, q, m, opt); err != nil {
-			return nil, err
-		}
+	sel, err := ingest.Select(ctx, d.feat, d.pcfg, snap.IDs, snap.Entries, d.train.cache.Load())
+	if err != nil {
+		return nil, err
 	}
+	sy := &synced{sel}
 	d.train.mu.Lock()
 	defer d.train.mu.Unlock()
-	switch err := d.train.ingest.Adopt(snap.Version, snap.IDs, sy.g, sy.m, sy.res); {
+	switch err := d.train.ingest.Adopt(snap.Version, snap.IDs, sel); {
 	case err == nil:
-		d.train.lastSyncN = n
+		d.train.lastSyncN = len(snap.IDs)
 		d.publishPool()
 		d.emitStatus("certificate", d.certificateStatus("sync"))
 	case errors.Is(err, ingest.ErrChanged):
@@ -108,11 +98,13 @@ func (d *Daemon) syncSnapshot(ctx context.Context, snap *job) (*synced, error) {
 // L (M×q, row-major).
 func (sy *synced) landmarks(ids []string, q int) (lids []string, views []byte, lrows [2][]int, lf []float64) {
 	for v := range 2 {
-		for _, r := range sy.res[v].Pivots {
+		for _, r := range sy.Res[v].Pivots {
 			lids = append(lids, ids[r])
 			views = append(views, "AB"[v])
 			lrows[v] = append(lrows[v], r)
-			lf = append(lf, sy.g[v][r*q:(r+1)*q]...)
+			for _, x := range sy.G[v][r] {
+				lf = append(lf, float64(x))
+			}
 		}
 	}
 	return lids, views, lrows, lf
@@ -155,13 +147,14 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *job, sy *synced, version
 	if len(tr) < 2 {
 		return nil, fmt.Errorf("daemon: refit: %d training points, need at least 2", len(tr))
 	}
+	// Kernel blocks straight from the cached float32 rows: no copy of the features.
 	against := func(rows []int, v int) *mat.Dense {
-		g := make([]float64, 0, len(rows)*q)
-		for _, r := range rows {
-			g = append(g, sy.g[v][r*q:(r+1)*q]...)
+		g := make([][]float32, len(rows))
+		for i, r := range rows {
+			g[i] = sy.G[v][r]
 		}
 		k := mat.NewDense(len(rows), mm, nil)
-		k.Mul(mat.NewDense(len(rows), q, g), lm.T())
+		pipeline.KernelTo(k, g, lm)
 		return k
 	}
 	trIDs, _ := pick(snap.IDs, snap.Entries, tr)
@@ -188,12 +181,18 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *job, sy *synced, version
 	rep, scale := ft.Fits, ft.KernelScale
 	f0 := rep.Fits[0]
 
+	var res [2]certify.Residual
+	for v := range res {
+		if res[v], err = sy.residual(v); err != nil {
+			return nil, err
+		}
+	}
 	out := &fitted{}
 	out.meta = serving.Meta{
 		ViewA: len(lrows[0]), KernelScale: scale, Points: len(snap.IDs), Train: len(tr), Val: len(va),
 		Loss: rec.Loss.String(), Init: rec.Init.String(), Fits: cfg.Fit.Fits, SelectedBy: f0.SelectedBy,
 		BestEpoch: f0.BestEpoch, Epochs: f0.Epochs,
-		Residual: [2]certify.Residual{sy.residual(0), sy.residual(1)},
+		Residual: res,
 		ID:       serving.ModelID(lids, views, f0.A, f0.B), PointsHash: ingest.PointsHash(snap.IDs, snap.Entries),
 	}
 	meta, err := json.Marshal(out.meta)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
@@ -321,7 +322,9 @@ func (d *Daemon) loadServing() (*serving.Model, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		lf = append(lf, row...)
+		for _, x := range row[0] {
+			lf = append(lf, float64(x))
+		}
 	}
 	// Audit blocks from the points stored now, as a refit picks them.
 	snap := ingest.SnapshotOf(cache)
@@ -342,7 +345,7 @@ func (d *Daemon) loadServing() (*serving.Model, string, error) {
 			rid, ren := pick(ids, snap.Entries, rows)
 			g, _ := ingest.FeatureRows(context.Background(), d.feat, rid, ren, 0) // no ctx: cannot fail
 			k := mat.NewDense(len(rows), mm, nil)
-			k.Mul(mat.NewDense(len(rows), d.feat.Dim(), g), lm.T())
+			pipeline.KernelTo(k, g, lm)
 			k.Scale(meta.KernelScale, k)
 			return k
 		}

@@ -229,14 +229,18 @@ func (r *benchRun) ingest(ctx context.Context) error {
 		return err
 	}
 	rep.ProduceEventsPerSecond = float64(sent) / time.Since(t0).Seconds()
-	if err := poll(ctx, r.h, func(st daemon.StatusReport) bool { return st.Ingest.Upserts >= uint64(train.N) }); err != nil {
-		return fmt.Errorf("waiting for %d upserts: %w", train.N, err)
+	// The client's copy of the rows is not needed once they are on the broker: drop it,
+	// so that the process's resident memory is the daemon's and the broker's.
+	n := train.N
+	r.train, train = nil, nil
+	if err := poll(ctx, r.h, func(st daemon.StatusReport) bool { return st.Ingest.Upserts >= uint64(n) }); err != nil {
+		return fmt.Errorf("waiting for %d upserts: %w", n, err)
 	}
-	rep.IngestEventsPerSecond = float64(train.N) / time.Since(t0).Seconds()
+	rep.IngestEventsPerSecond = float64(n) / time.Since(t0).Seconds()
 	rep.IngestVsFeaturesRatio = rep.IngestEventsPerSecond / rep.FeaturesPerSecondReference
 
-	fmt.Fprintf(r.o.stderr, "cairnctl bench: waiting for the model on %d points\n", train.N)
-	st, err := r.h.waitModel(ctx, train.N, r.o.stderr)
+	fmt.Fprintf(r.o.stderr, "cairnctl bench: waiting for the model on %d points\n", n)
+	st, err := r.h.waitModel(ctx, n, r.o.stderr)
 	if err != nil {
 		return err
 	}

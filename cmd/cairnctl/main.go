@@ -13,11 +13,13 @@ import (
 
 	"gonum.org/v1/gonum/blas/blas64"
 
+	"github.com/cairnhq/cairn/internal/gcpace"
 	"github.com/cairnhq/cairn/internal/gemm"
 )
 
 func main() {
 	blas64.Use(gemm.Implementation{}) // the fits' matrix products (internal/gemm)
+	gcpace.Set()                      // GOGC=25 unless set: see internal/gcpace
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

@@ -17,11 +17,13 @@ import (
 
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/daemon"
+	"github.com/cairnhq/cairn/internal/gcpace"
 	"github.com/cairnhq/cairn/internal/gemm"
 )
 
 func main() {
 	blas64.Use(gemm.Implementation{}) // the fits' matrix products (internal/gemm)
+	gcpace.Set()                      // GOGC=25 unless set: see internal/gcpace
 	fs := flag.NewFlagSet("cairnd", flag.ContinueOnError)
 	flags := config.RegisterFlags(fs)
 	fs.Usage = func() { usage(fs) }

@@ -15,8 +15,11 @@ import (
 // read it. It is an optimization only: a missing entry is recomputed from the stored
 // point, bit-identically (Features is deterministic per (id, x)).
 //
-// Memory is 8·(D + 2q) bytes per point (about 70 KB for MNIST at h=4, s=1024); entries
-// beyond cacheBudget bytes are not kept, so a very large store degrades to recomputing.
+// The features are kept in float32, the stored precision of the fit-draw features
+// (pipeline.Features: every ψ is already fl32(ψ), so keeping it in float32 is exact).
+// Memory is 8·D + 4·2q bytes per point (about 39 KB for MNIST at h=4, s=1024, 2.4 GB
+// for 60,000 points); features beyond cacheBudget bytes are not kept, so a very large
+// store degrades to recomputing.
 type Points struct {
 	mu    sync.RWMutex
 	m     map[string]*Entry
@@ -28,7 +31,7 @@ type Entry struct {
 	X        []float64 // the raw input
 	Label    int64
 	HasLabel bool
-	fa, fb   []float64 // nil when features are not Entry (over budget)
+	fa, fb   []float32 // nil when the features are not kept (over budget)
 }
 
 // cacheBudget bounds the feature bytes the cache keeps.
@@ -36,7 +39,7 @@ const cacheBudget = 4 << 30
 
 func newPoints() *Points { return &Points{m: map[string]*Entry{}} }
 
-func entryBytes(e *Entry) int { return 8 * (len(e.X) + len(e.fa) + len(e.fb)) }
+func entryBytes(e *Entry) int { return 8*len(e.X) + 4*(len(e.fa)+len(e.fb)) }
 
 // put stores e for id, replacing any earlier entry. Features are dropped when the
 // budget is exhausted.
@@ -50,6 +53,20 @@ func (c *Points) put(id string, e *Entry) {
 		e.fa, e.fb = nil, nil
 	}
 	c.bytes += entryBytes(e)
+	c.m[id] = e
+}
+
+// keep replaces old, id's entry without features, by a copy with the features fa and fb
+// (each point's fit-draw features, recomputed) if old is still id's entry: a point
+// deleted or replaced meanwhile is left as it is. The budget applies as in put.
+func (c *Points) keep(id string, old *Entry, fa, fb []float32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[id] != old || c.bytes+4*(len(fa)+len(fb)) > cacheBudget {
+		return
+	}
+	e := &Entry{X: old.X, Label: old.Label, HasLabel: old.HasLabel, fa: fa, fb: fb}
+	c.bytes += entryBytes(e) - entryBytes(old)
 	c.m[id] = e
 }
 
@@ -109,7 +126,9 @@ func (s *cacheSource) FeaturesTo(dst []float64, id string) error {
 		return fmt.Errorf("%w: %q", ErrSyncSource, id)
 	}
 	if f := e.View(s.view); f != nil {
-		copy(dst, f)
+		for i, v := range f {
+			dst[i] = float64(v)
+		}
 		return nil
 	}
 	s.views = grow(s.views, s.f.InputDim())
@@ -118,8 +137,9 @@ func (s *cacheSource) FeaturesTo(dst []float64, id string) error {
 	return nil
 }
 
-// view returns the Entry features of view v (0 or 1), or nil.
-func (e *Entry) View(v int) []float64 {
+// View returns the kept features of view v (0 or 1) in float32, or nil. The slice is
+// shared and must not be modified.
+func (e *Entry) View(v int) []float32 {
 	if v == 0 {
 		return e.fa
 	}
@@ -130,6 +150,15 @@ func (e *Entry) View(v int) []float64 {
 // to keep both cores busy, small enough that the buffer (chunk×q) stays far below the
 // n×q matrices a refit builds anyway.
 const syncChunk = 256
+
+// to32 returns x in float32 (exact for the fit-draw features, which are fl32(ψ)).
+func to32(x []float64) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = float32(v)
+	}
+	return out
+}
 
 // grow returns s resized to n, reusing its array when large enough.
 func grow(s []float64, n int) []float64 {

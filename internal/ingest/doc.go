@@ -74,21 +74,29 @@
 //
 // # Sync
 //
-// State.Sync re-selects both pools by batch greedy over all stored points
-// (coreset.Pool.Sync) and persists the result (the core and every point's record). Its coreset.FeatureSource (cacheSource)
-// serves the features cached at ingest and recomputes the others from the cached raw
-// inputs (bit-identical). It is the only O(n) operation. The daemon does not call it:
-// its supervisor computes the same sync in the background from a Snapshot and installs
-// it with Adopt, unless points were applied since (ErrChanged). Between syncs the certificate is a valid bound; the served
-// landmarks after a sync are batch greedy over the stored points, whatever the schedule
-// was.
+// State.Sync re-selects both pools by batch greedy over all stored points (Select:
+// coreset.GreedyRows32 on the cached float32 rows, read in place) and persists the result
+// (the core and every point's record). Features missing from the cache are recomputed
+// from the cached raw inputs (bit-identical) and kept. It is the only O(n) operation.
+// The daemon does not call it: its supervisor runs the same Select in the background
+// from a Snapshot and installs it with Adopt, unless points were applied since
+// (ErrChanged). Between syncs the certificate is a valid bound; the served landmarks
+// after a sync are batch greedy over the stored points, whatever the schedule was.
 //
 // # Point cache
 //
 // The State keeps every stored point's input and label in memory, and the features of
 // both views computed at ingest (Points, up to cacheBudget bytes): syncs and refits
-// need them for all points, and recomputing ψ is the expensive part. After a restart the
-// features are recomputed lazily. Memory is 8·(D + 2q) bytes per point.
+// need them for all points, and recomputing ψ is the expensive part. The features are
+// kept in float32, which is exact: pipeline.Features returns fl32(ψ), the stored
+// precision of the fit-draw features, on every path. FeatureRows hands out the cached
+// rows themselves, so a sync or refit copies no features. After a restart the features
+// are recomputed by the first sync and kept. Memory is 8·D + 4·2q bytes per point
+// (39 KB for MNIST at h = 4, s = 1024).
+//
+// A pool stored under the previous feature algorithm (fingerprint v2, features in
+// float64) holds the same points: New re-selects it on the current features
+// (rebuildPool, O(n) backbone passes once) instead of refusing it.
 //
 // # Pool state
 //

@@ -15,6 +15,7 @@ import (
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -183,6 +184,7 @@ func referenceLandmarks(t testing.TB, cfg config.Config, pts map[string]event, v
 	for i, id := range ids {
 		aug.ViewTo(v, pts[id].x, id, view)
 		sk.FeaturesTo(g[i*q:(i+1)*q], v, ws)
+		pipeline.RoundTo32(g[i*q : (i+1)*q]) // the stored precision
 		keys[i] = coreset.TopUpKey(cfg.Model.Seed, id)
 	}
 	res, err := coreset.Greedy(g, len(ids), q, cfg.Pool.M, coreset.GreedyOptions{TopUpKeys: keys})

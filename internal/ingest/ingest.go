@@ -250,8 +250,15 @@ func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, erro
 	if err := checkRecords(havePS, ps, recs, count, in.cache); err != nil {
 		return nil, err
 	}
+	rebuilt := false
 	if havePS {
-		if in.pool, err = decodePool(ps, recs, feat.Fingerprint(), pcfg, [2]coreset.FeatureSource{newCacheSource(feat, in.cache, 0), newCacheSource(feat, in.cache, 1)}); err != nil {
+		if fp, ferr := Fingerprint(ps); ferr == nil && fp == feat.PreviousFingerprint() {
+			if in.pool, err = in.rebuildPool(); err != nil {
+				return nil, fmt.Errorf("ingest: re-select the pool on the current features: %w", err)
+			}
+			rebuilt = true
+			log.Info().Int("points", count).Msg("the stored pool was selected on float64 features (feature algorithm v2); re-selected it on the stored float32 features (v3)")
+		} else if in.pool, err = decodePool(ps, recs, feat.Fingerprint(), pcfg, [2]coreset.FeatureSource{newCacheSource(feat, in.cache, 0), newCacheSource(feat, in.cache, 1)}); err != nil {
 			return nil, err
 		}
 	} else {
@@ -262,7 +269,11 @@ func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, erro
 	if in.pool.A.Len() != count {
 		return nil, fmt.Errorf("%w: the pool holds %d points, the store %d", ErrPoolState, in.pool.A.Len(), count)
 	}
-	if havePS && ps.Schema != PoolSchema {
+	if rebuilt {
+		if err := in.persistPool(true); err != nil {
+			return nil, fmt.Errorf("ingest: persist the re-selected pool: %w", err)
+		}
+	} else if havePS && ps.Schema != PoolSchema {
 		// An older schema (2: the records inside the blob): move the records into the
 		// store's poolpoints bucket now, in one transaction, so that a stored schema 3
 		// blob always comes with every point's record. O(n), once.
@@ -717,8 +728,8 @@ func (in *State) cacheCommitted() {
 		o := &in.ops[i]
 		switch o.kind {
 		case opUpsert:
-			e := &Entry{X: o.ev.X, fa: slices.Clone(in.feats[2*o.row*q : (2*o.row+1)*q]),
-				fb: slices.Clone(in.feats[(2*o.row+1)*q : (2*o.row+2)*q])}
+			e := &Entry{X: o.ev.X, fa: to32(in.feats[2*o.row*q : (2*o.row+1)*q]),
+				fb: to32(in.feats[(2*o.row+1)*q : (2*o.row+2)*q])}
 			if o.ev.Label != nil {
 				e.Label, e.HasLabel = *o.ev.Label, true
 			}
@@ -946,21 +957,55 @@ func checkRecords(havePS bool, ps storage.PoolState, recs []storedRecord, count 
 	return nil
 }
 
-// adopt installs a sync computed in the background (coreset.Config.Plan + Greedy on
-// both views' features of the points ids, taken at ingest version) and persists the
+// rebuildPool makes the pool anew over the stored points, for a pool stored under a
+// superseded feature algorithm (pipeline.Features.PreviousFingerprint): every point's
+// features computed on all cores and kept in the cache, every point inserted, then one batch
+// greedy selection per view over all of them, which is what the pool equals at
+// quiescence (DESIGN.md section 4). O(n) backbone passes, once per data directory.
+func (in *State) rebuildPool() (*coreset.Pair, error) {
+	pr, err := coreset.NewPair(in.pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	snap := SnapshotOf(in.cache)
+	ids, q := snap.IDs, in.feat.Dim()
+	sel, err := Select(context.Background(), in.feat, in.pcfg, ids, snap.Entries, in.cache)
+	if err != nil {
+		return nil, err
+	}
+	g := sel.G
+	fa, fb := make([]float64, q), make([]float64, q)
+	for i, id := range ids {
+		for j := range q {
+			fa[j], fb[j] = float64(g[0][i][j]), float64(g[1][i][j])
+		}
+		if err := pr.Insert(id, fa, fb); err != nil {
+			return nil, fmt.Errorf("%w: point %q: %w", ErrPoolState, id, err)
+		}
+	}
+	for v, p := range []*coreset.Pool{pr.A, pr.B} {
+		if err := p.AdoptRows32(ids, g[v], sel.M[v], sel.Res[v]); err != nil {
+			return nil, err
+		}
+	}
+	return pr, nil
+}
+
+// Adopt installs a sync computed in the background (Select over the points ids, taken
+// at ingest version) and persists the
 // pool, or returns ErrChanged when points were applied since. A failure after view A
 // was adopted breaks the State.
-func (in *State) Adopt(version uint64, ids []string, g [2][]float64, m [2]int, res [2]*coreset.GreedyResult) error {
+func (in *State) Adopt(version uint64, ids []string, sel *Selection) error {
 	if in.broken != nil {
 		return fmt.Errorf("%w: %w", ErrBroken, in.broken)
 	}
 	if version != in.version {
 		return ErrChanged
 	}
-	if err := in.pool.A.Adopt(ids, g[0], m[0], res[0]); err != nil {
+	if err := in.pool.A.AdoptRows32(ids, sel.G[0], sel.M[0], sel.Res[0]); err != nil {
 		return fmt.Errorf("ingest: adopt view A: %w", err)
 	}
-	if err := in.pool.B.Adopt(ids, g[1], m[1], res[1]); err != nil {
+	if err := in.pool.B.AdoptRows32(ids, sel.G[1], sel.M[1], sel.Res[1]); err != nil {
 		return in.breakWith(fmt.Errorf("adopt view B: %w", err))
 	}
 	if err := in.persistPool(true); err != nil {
@@ -990,11 +1035,18 @@ func (in *State) Sync(ctx context.Context) error {
 	if n != in.pool.A.Len() {
 		return in.breakWith(fmt.Errorf("%w: the store holds %d points, the pool %d", ErrPoolState, n, in.pool.A.Len()))
 	}
-	// Pair.Sync may fail in view B after view A was re-selected; the in-memory pair
+	// Adopting may fail in view B after view A was re-selected; the in-memory pair
 	// then matches no persisted state, so a failure breaks the State.
 	gen := in.pool.A.Generation() + in.pool.B.Generation()
-	if err := in.pool.Sync(newCacheSource(in.feat, in.cache, 0), newCacheSource(in.feat, in.cache, 1)); err != nil {
-		return in.breakWith(fmt.Errorf("sync: %w", err))
+	snap := SnapshotOf(in.cache)
+	sel, err := Select(ctx, in.feat, in.pcfg, snap.IDs, snap.Entries, in.cache)
+	if err != nil {
+		return err
+	}
+	for v, p := range []*coreset.Pool{in.pool.A, in.pool.B} {
+		if err := p.AdoptRows32(snap.IDs, sel.G[v], sel.M[v], sel.Res[v]); err != nil {
+			return in.breakWith(fmt.Errorf("sync: view %s: %w", "AB"[v:v+1], err))
+		}
 	}
 	if err := in.persistPool(in.pool.A.Generation()+in.pool.B.Generation() != gen); err != nil {
 		return in.breakWith(fmt.Errorf("persist synced pool: %w", err))

@@ -461,3 +461,59 @@ func TestStateHashCoversRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreReselectsPreviousPool: a pool stored under the previous feature algorithm
+// (the v2 fingerprint: features in float64) is re-selected at restore on the stored
+// float32 features: the restored pool is batch greedy over the stored points
+// (checkAgainstReference) and the stored blob carries the current fingerprint. A pool
+// of another model is still refused.
+func TestRestoreReselectsPreviousPool(t *testing.T) {
+	cfg := testConfig()
+	evs := script(t, 40, "prev")
+	ms := numbered(msgs(cfg.Kafka.Topics.Train, evs))
+	setFP := func(st *storage.Store, fp string) {
+		t.Helper()
+		raw, err := hex.DecodeString(fp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Apply(func(tx *storage.Tx) error {
+			ps, _, err := tx.PoolState()
+			if err != nil {
+				return err
+			}
+			copy(ps.Data, raw)
+			return tx.PutPoolState(ps)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := tempStore(t)
+	in := newTestIngest(t, cfg, st)
+	applyInBatches(t, in, ms, 8)
+	setFP(st, in.feat.PreviousFingerprint())
+	re := newTestIngest(t, cfg, st)
+	var ps storage.PoolState
+	if err := st.View(func(tx *storage.ReadTx) error {
+		var err error
+		ps, _, err = tx.PoolState()
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fp, err := Fingerprint(ps); err != nil || fp != re.feat.Fingerprint() {
+		t.Fatalf("stored fingerprint after restore %.12s (%v), want the current %.12s", fp, err, re.feat.Fingerprint())
+	}
+	checkAgainstReference(t, cfg, re, st, expect(evs).points)
+
+	other := cfg
+	other.Model.Seed++
+	f2, err := pipeline.NewFeatures(other.Model, other.Sketch, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	setFP(st, f2.PreviousFingerprint())
+	if _, err := New(cfg, st, testLogger(t)); !errors.Is(err, ErrPoolState) {
+		t.Fatalf("another model's v2 pool: %v, want ErrPoolState", err)
+	}
+}

@@ -60,36 +60,76 @@ func SnapshotOf(c *Points) *Snapshot {
 	return s
 }
 
-// FeatureRows returns the fit-draw features of view v of the given entries (rows×q),
-// from the cache when present, else recomputed (bit-identically) on all cores, checking
-// ctx between chunks of syncChunk rows.
-func FeatureRows(ctx context.Context, f *pipeline.Features, ids []string, entries []*Entry, v int) ([]float64, error) {
+// FeatureRows returns the fit-draw features of view v of the given entries, one float32
+// row per entry: the cached rows themselves where kept (shared, never to be modified),
+// else recomputed (bit-identically, as every ψ is fl32(ψ)) on all cores, checking ctx
+// between chunks of syncChunk rows. Nothing of size rows×q is copied for cached rows.
+func FeatureRows(ctx context.Context, f *pipeline.Features, ids []string, entries []*Entry, v int) ([][]float32, error) {
 	q, d := f.Dim(), f.InputDim()
-	out := make([]float64, len(ids)*q)
+	out := make([][]float32, len(ids))
 	var miss []int
 	for i, e := range entries {
-		if fv := e.View(v); fv != nil {
-			copy(out[i*q:(i+1)*q], fv)
-		} else {
+		if out[i] = e.View(v); out[i] == nil {
 			miss = append(miss, i)
 		}
 	}
+	var views, buf []float64
 	for lo := 0; lo < len(miss); lo += syncChunk {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		hi := min(lo+syncChunk, len(miss))
-		views := make([]float64, (hi-lo)*d)
-		buf := make([]float64, (hi-lo)*q)
+		views, buf = grow(views, (hi-lo)*d), grow(buf, (hi-lo)*q)
 		for r, i := range miss[lo:hi] {
 			f.ViewTo(views[r*d:(r+1)*d], entries[i].X, ids[i], v)
 		}
 		f.FeaturesTo(buf, views, hi-lo)
 		for r, i := range miss[lo:hi] {
-			copy(out[i*q:(i+1)*q], buf[r*q:(r+1)*q])
+			out[i] = to32(buf[r*q : (r+1)*q])
 		}
 	}
 	return out, nil
+}
+
+// Selection is batch greedy pivoted Cholesky of both views over a set of points
+// (coreset.Config.PlanRows32 and GreedyRows32 on FeatureRows): the rows it read (the
+// point cache's own where kept), the budgets and the results, ready for State.Adopt.
+type Selection struct {
+	G   [2][][]float32
+	M   [2]int
+	Res [2]*coreset.GreedyResult
+}
+
+// Select computes the Selection of the points ids (sorted) with their entries, without
+// any lock and without copying cached features: the O(n q m) work of a sync (DESIGN.md
+// section 4). Features it had to recompute (entries without them, as after a restart)
+// are kept in keep when it is not nil (Points.keep), so the next sync reads them. It
+// gives up with ctx.Err() when ctx ends.
+func Select(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, ids []string, entries []*Entry, keep *Points) (*Selection, error) {
+	s := &Selection{}
+	for v := range 2 {
+		var (
+			err error
+			opt coreset.GreedyOptions
+		)
+		if s.G[v], err = FeatureRows(ctx, f, ids, entries, v); err != nil {
+			return nil, err
+		}
+		if s.M[v], opt, err = pcfg.PlanRows32(ids, s.G[v]); err != nil {
+			return nil, err
+		}
+		if s.Res[v], err = coreset.GreedyRows32(ctx, s.G[v], f.Dim(), s.M[v], opt); err != nil {
+			return nil, err
+		}
+	}
+	if keep != nil {
+		for i, e := range entries {
+			if e.fa == nil {
+				keep.keep(ids[i], e, s.G[0][i], s.G[1][i])
+			}
+		}
+	}
+	return s, nil
 }
 
 // PointsHash identifies a set of points: SHA-256 over the sorted ids with their inputs

@@ -23,7 +23,7 @@ func sample(version uint64, m, d, k int) Version {
 	}
 	v := Version{Features: "feat", Version: version, ID: "model-id", Points: 1000, Rows: m, Cols: k,
 		X: f(m * d), A: f(m * k), B: f(k), Scale: 0.5, Omega: f(m), OmegaMean: f(m), Tau2: f(m),
-		Residual: [2]certify.Residual{{TraceR: 1, TraceK: 10, Exact: true}, {TraceR: 2, TraceK: 20}}}
+		Residual: [2]certify.Residual{{TraceR: 1, TraceK: 10, Exact: true, UnroundedBound: 1.5}, {TraceR: 2, TraceK: 20}}}
 	for l := range m {
 		v.LandmarkIDs = append(v.LandmarkIDs, string(rune('a'+l%26))+string(rune('0'+l/26)))
 		v.Views = append(v.Views, "AB"[l%2])

@@ -96,6 +96,7 @@ func (v *Version) Encode() []byte {
 		b = binenc.AppendF64(b, r.TraceR)
 		b = binenc.AppendF64(b, r.TraceK)
 		b = binenc.AppendBool(b, r.Exact)
+		b = binenc.AppendF64(b, r.UnroundedBound)
 	}
 	return b
 }
@@ -120,7 +121,8 @@ func DecodeVersion(p []byte) (Version, error) {
 	v.OmegaMean = r.Floats("omega mean")
 	v.Tau2 = r.Floats("tau2")
 	for i := range v.Residual {
-		v.Residual[i] = certify.Residual{TraceR: r.F64("trace r"), TraceK: r.F64("trace k"), Exact: r.Bool("exact")}
+		v.Residual[i] = certify.Residual{TraceR: r.F64("trace r"), TraceK: r.F64("trace k"), Exact: r.Bool("exact"),
+			UnroundedBound: r.F64("trace r unrounded bound")}
 	}
 	if err := r.End(); err != nil {
 		return Version{}, fmt.Errorf("%w: version: %w", ErrMessage, err)

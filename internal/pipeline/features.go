@@ -20,12 +20,24 @@ const FitSketch = "fit"
 // Features is the fit-draw feature pipeline of the configured model: the frozen
 // backbone, the sketch named FitSketch, and the augmenter that makes a point's two
 // views. It is immutable and safe for concurrent use; callers bring their own buffers.
+//
+// Its features are stored in single precision: every ψ it returns is fl32(ψ), the
+// float64 ψ of the sketch rounded to the nearest float32 (and held in float64, where
+// the widening is exact). The pool, its certificate, the fit and the point cache all
+// work on these ψ̃ = fl32(ψ), so the cache keeps them in float32 at half the memory and
+// every path that reads them, from the cache or recomputed, sees the same numbers. The
+// kernel of the stored features, K̃ = ⟨ψ̃_i, ψ̃_j⟩, is what the pool selects on and the
+// residual certificate is exact for; it differs from the float64 kernel by
+// |K̃_ij − K_ij| ≤ (2u + u²)‖ψ_i‖‖ψ_j‖ with u = 2⁻²⁴ (each entry of ψ̃ is within u of
+// the entry's magnitude), so tr K̃ is within 2⁻²³ of tr K, relatively.
 type Features struct {
 	backbone    entk.Backbone
 	source      weights.Source
 	sketch      *entk.Sketch
 	aug         *dataset.Augmenter
 	shape       [3]int
+	sk          config.Sketch
+	seed        uint64
 	fingerprint string
 }
 
@@ -53,7 +65,7 @@ func NewFeatures(m config.Backbone, sk config.Sketch, data string) (*Features, e
 	if arch.Kind == "convnet" {
 		shape = [3]int{arch.C, arch.H, arch.W}
 	}
-	f := &Features{backbone: b, source: src, sketch: s, aug: dataset.NewAugmenter(b.InDim(), shape, m.Seed), shape: shape}
+	f := &Features{backbone: b, source: src, sketch: s, aug: dataset.NewAugmenter(b.InDim(), shape, m.Seed), shape: shape, sk: sk, seed: m.Seed}
 	f.fingerprint = fingerprint(b, sk, m.Seed, shape)
 	return f, nil
 }
@@ -63,12 +75,19 @@ func NewFeatures(m config.Backbone, sk config.Sketch, data string) (*Features, e
 // pool carries it, and a daemon restarted with another model refuses that pool instead
 // of mixing features of two models. The version names the feature algorithm: v2 is ψ
 // from the ConvNet's multi-head backward and the pruned SRHT, equal to v1 to rounding
-// but not bit for bit.
+// but not bit for bit; v3 is v2 rounded to float32 (fl32(ψ), see Features).
 func fingerprint(b entk.Backbone, sk config.Sketch, seed uint64, shape [3]int) string {
+	return fingerprintVersion(featuresVersion, b, sk, seed, shape)
+}
+
+// featuresVersion is the current feature algorithm's version (see fingerprint).
+const featuresVersion = 3
+
+func fingerprintVersion(version int, b entk.Backbone, sk config.Sketch, seed uint64, shape [3]int) string {
 	h := sha256.New()
 	var w [8]byte
 	u := func(v uint64) { binary.BigEndian.PutUint64(w[:], v); h.Write(w[:]) }
-	h.Write([]byte("cairn/daemon/features/v2\x00"))
+	fmt.Fprintf(h, "cairn/daemon/features/v%d\x00", version)
 	h.Write([]byte(b.Arch()))
 	h.Write([]byte{0})
 	u(uint64(sk.H))
@@ -91,6 +110,14 @@ func (f *Features) Dim() int { return f.sketch.Dim() }
 
 // Fingerprint is the hex SHA-256 identity of the pipeline (see fingerprint).
 func (f *Features) Fingerprint() string { return f.fingerprint }
+
+// PreviousFingerprint is the fingerprint this pipeline had under the previous feature
+// algorithm (v2: ψ in float64) with everything else the same. A pool stored under it
+// holds the same points and only needs its selection redone on the current features;
+// any other fingerprint means another model.
+func (f *Features) PreviousFingerprint() string {
+	return fingerprintVersion(2, f.backbone, f.sk, f.seed, f.shape)
+}
 
 // Backbone returns the frozen network.
 func (f *Features) Backbone() entk.Backbone { return f.backbone }
@@ -121,6 +148,16 @@ func (f *Features) BothViewsTo(dst, views, xs []float64, ids []string) {
 	}
 	if n > 0 {
 		f.sketch.FeaturesBatchTo(dst, views, 2*n)
+		RoundTo32(dst)
+	}
+}
+
+// RoundTo32 rounds every entry of x to the nearest float32 in place: the stored
+// precision of the fit-draw features (see Features). A value beyond float32's range
+// becomes ±Inf, which the callers' finiteness checks reject.
+func RoundTo32(x []float64) {
+	for i, v := range x {
+		x[i] = float64(float32(v))
 	}
 }
 
@@ -147,5 +184,6 @@ func (f *Features) ViewsTo(a, b, xs []float64, ids []string) {
 func (f *Features) FeaturesTo(dst, views []float64, n int) {
 	if n > 0 {
 		f.sketch.FeaturesBatchTo(dst, views, n)
+		RoundTo32(dst[:n*f.Dim()])
 	}
 }

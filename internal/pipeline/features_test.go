@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/cairnhq/cairn/config"
@@ -36,8 +37,9 @@ func randPoints(r *rand.Rand, n, d int) ([]string, []float64) {
 }
 
 // TestBothViewsToMatchesSequential: the parallel batch path must give, bit for bit, the
-// features of a plain sequential computation straight from dataset and entk, for any
-// batch size (so a point's features do not depend on the batch it arrives in).
+// features of a plain sequential computation straight from dataset and entk rounded to
+// float32, for any batch size (so a point's features do not depend on the batch it
+// arrives in), and FeaturesTo the same.
 func TestBothViewsToMatchesSequential(t *testing.T) {
 	for _, arch := range []string{"mlp:6-8-4", "convnet:1x6x6-2-3"} {
 		cfg := testConfig()
@@ -64,7 +66,15 @@ func TestBothViewsToMatchesSequential(t *testing.T) {
 				for view := range 2 {
 					aug.ViewTo(v, xs[i*d:(i+1)*d], ids[i], view)
 					sk.FeaturesTo(want, v, ws)
+					for j, w := range want {
+						want[j] = float64(float32(w))
+					}
 					row := got[(2*i+view)*q : (2*i+view+1)*q]
+					one := make([]float64, q)
+					f.FeaturesTo(one, v, 1)
+					if !slices.Equal(one, row) {
+						t.Fatalf("%s n=%d point %d view %d: FeaturesTo differs from BothViewsTo", arch, n, i, view)
+					}
 					for j := range want {
 						if math.Float64bits(row[j]) != math.Float64bits(want[j]) {
 							t.Fatalf("%s n=%d point %d view %d feature %d: got %v, want %v", arch, n, i, view, j, row[j], want[j])
@@ -118,5 +128,29 @@ func TestNewFeaturesWeights(t *testing.T) {
 		} else if tc.param0 == 0 && p0 == seeded.Params()[0] {
 			t.Errorf("%s: the seeded initialization's first parameter", tc.name)
 		}
+	}
+}
+
+// TestPreviousFingerprint: the v2 fingerprint of the same model is the previous one (a
+// stored pool needs only a new selection); the current one, another seed's v2 and
+// garbage are not.
+func TestPreviousFingerprint(t *testing.T) {
+	cfg := testConfig()
+	f, err := NewFeatures(cfg.Model, cfg.Sketch, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := fingerprintVersion(2, f.backbone, cfg.Sketch, cfg.Model.Seed, f.shape)
+	other := fingerprintVersion(2, f.backbone, cfg.Sketch, cfg.Model.Seed+1, f.shape)
+	for _, tc := range []struct {
+		fp   string
+		want bool
+	}{{v2, true}, {f.Fingerprint(), false}, {other, false}, {"", false}} {
+		if got := f.PreviousFingerprint() == tc.fp; got != tc.want {
+			t.Errorf("PreviousFingerprint() == %.12s: got %v, want %v", tc.fp, got, tc.want)
+		}
+	}
+	if v2 == f.Fingerprint() {
+		t.Fatal("v2 and v3 fingerprints are equal")
 	}
 }
