@@ -18,10 +18,21 @@ const (
 	SelPCNTK   = "pc-ntk"   // greedy pivoted Cholesky on the sketched eNTK features (default)
 	SelDPP     = "dpp"      // projection DPP on the sketched features
 	SelKCenter = "kcenter"  // farthest-point search on the sketched features
+	// SelLeverage samples by ridge leverage scores of the sketched kernel (KREPES Alg.
+	// krepes line 1): exact scores up to LeverageExactMax points, recursive RLS above.
+	SelLeverage = "leverage"
 )
 
+// LeverageExactMax is the largest N whose ridge leverage scores the leverage selector
+// computes exactly (RidgeLeverage); above it, RidgeLeverageRLS estimates them.
+const LeverageExactMax = 2000
+
+// LeverageRidge is the leverage selector's default ridge relative to the mean diagonal:
+// λ = LeverageRidge·tr K/N, so the selection does not depend on the kernel's scale.
+const LeverageRidge = 1e-3
+
 // Selectors lists the selector names.
-var Selectors = []string{SelPCNTK, SelPC, SelRandom, SelKMeans, SelDPP, SelKCenter}
+var Selectors = []string{SelPCNTK, SelPC, SelRandom, SelKMeans, SelDPP, SelKCenter, SelLeverage}
 
 // SelectInput holds the data a selector may use. X (N×D) is the input space, G (N×Q) the
 // sketch features; either may be nil when no selector that needs it is asked for. Nothing is
@@ -34,6 +45,8 @@ type SelectInput struct {
 	Q    int
 	Tol  float64 // pivot tolerance of the PC selectors; 0 means DefaultTol
 	Seed uint64
+	// Lambda is the ridge λ of the leverage selector; 0 means LeverageRidge·tr K/N.
+	Lambda float64
 }
 
 // Selection is a selector's result.
@@ -52,6 +65,11 @@ type Selection struct {
 	ResidualTrace []float64
 	// Trace is tr K of the sketch kernel, set with ResidualTrace.
 	Trace float64
+	// Leverage are the ridge leverage scores the leverage selector sampled by (exact or
+	// recursive RLS estimates, see SelLeverage) and Lambda their ridge; nil and 0 for the
+	// other selectors.
+	Leverage []float64
+	Lambda   float64
 }
 
 // Select runs the named selector for m landmarks. Every random draw comes from the stream
@@ -69,7 +87,7 @@ func Select(name string, in SelectInput, m int) (*Selection, error) {
 		m = in.N
 	}
 	needX := name == SelKMeans || name == SelPC
-	needG := name == SelPCNTK || name == SelDPP || name == SelKCenter
+	needG := name == SelPCNTK || name == SelDPP || name == SelKCenter || name == SelLeverage
 	if needX && (in.D < 1 || len(in.X) != in.N*in.D) {
 		return nil, fmt.Errorf("%w: selector %q needs input-space rows (have %d values for N=%d, D=%d)", ErrSelector, name, len(in.X), in.N, in.D)
 	}
@@ -87,6 +105,29 @@ func Select(name string, in SelectInput, m int) (*Selection, error) {
 	case SelKCenter:
 		idx := kCenter(in.G, in.N, in.Q, m, in.Seed)
 		return &Selection{Indices: idx, Greedy: len(idx)}, nil
+	case SelLeverage:
+		lambda := in.Lambda
+		if lambda == 0 {
+			var tr float64
+			for _, v := range in.G {
+				tr += v * v
+			}
+			lambda = LeverageRidge * tr / float64(in.N)
+		}
+		var (
+			tau []float64
+			err error
+		)
+		if in.N <= LeverageExactMax {
+			tau, err = RidgeLeverage(in.G, in.N, in.Q, lambda)
+		} else {
+			tau, err = RidgeLeverageRLS(in.G, in.N, in.Q, lambda, in.Seed, "coreset/select/leverage", RLSOptions{})
+		}
+		if err != nil {
+			return nil, err
+		}
+		idx := LeverageSample(tau, m, in.Seed)
+		return &Selection{Indices: idx, Greedy: len(idx), Leverage: tau, Lambda: lambda}, nil
 	case SelPCNTK:
 		res, err := Greedy(in.G, in.N, in.Q, m, GreedyOptions{Tol: in.Tol, TopUpKeys: TopUpKeys(in.Seed, in.N)})
 		if err != nil {

@@ -28,6 +28,15 @@ type selectView struct {
 	Deff          *deffJSON        `json:"deff,omitempty"`
 	Coverage      *coverageJSON    `json:"coverage,omitempty"`
 	Bandwidth     float64          `json:"rbf_bandwidth,omitempty"`
+	// Leverage summarizes the ridge leverage scores the leverage selector sampled by.
+	Leverage *leverageJSON `json:"leverage,omitempty"`
+}
+
+type leverageJSON struct {
+	Lambda float64 `json:"lambda"`
+	Method string  `json:"method"` // "exact" or "rls"
+	Sum    float64 `json:"sum"`    // Σ τ_i: d_eff(λ), estimated under rls
+	Max    float64 `json:"max"`
 }
 
 type residualFitJSON struct {
@@ -112,7 +121,7 @@ func (f *selectFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.features, "features", "", "CSV of feature vectors, one per row (linear kernel); replaces --data")
 	fs.StringVar(&f.budget, "budget", "", "budget rule: an integer m, or deff:λ for m = ⌈d_eff(λ)⌉ (overrides --m)")
 	fs.StringVar(&f.selector, "selector", coreset.SelPCNTK, fmt.Sprintf("selector: one of %v", coreset.Selectors))
-	fs.Float64Var(&f.lambda, "lambda", 0, "ridge λ > 0: report d_eff(λ) (exact when n ≤ 5000, and SLQ)")
+	fs.Float64Var(&f.lambda, "lambda", 0, "ridge λ > 0: report d_eff(λ) (exact when n ≤ 5000, and SLQ); also the leverage selector's ridge (default 1e-3·tr K/n)")
 	fs.IntVar(&f.views, "views", 2, "number of augmented views to select on (1 or 2; --features has 1)")
 	fs.IntVar(&f.probes, "slq-probes", 64, "SLQ probe vectors")
 	fs.IntVar(&f.steps, "slq-steps", 40, "Lanczos steps per SLQ probe")
@@ -229,12 +238,23 @@ func (f *selectFlags) selectView(in *selectInput, vd selectViewData, bud coreset
 	}
 
 	t0 := time.Now()
-	sel, err := coreset.Select(f.selector, coreset.SelectInput{N: n, X: vd.x, D: vd.d, G: vd.g, Q: q, Seed: f.pf.seed}, m)
+	sel, err := coreset.Select(f.selector, coreset.SelectInput{N: n, X: vd.x, D: vd.d, G: vd.g, Q: q, Seed: f.pf.seed, Lambda: f.lambda}, m)
 	if err != nil {
 		return sv, m, fmt.Errorf("view %s: %w", vd.name, err)
 	}
 	secs[phase("select")] = time.Since(t0).Seconds()
 	sv.Greedy, sv.Bandwidth = sel.Greedy, sel.Bandwidth
+	if sel.Leverage != nil {
+		lj := &leverageJSON{Lambda: sel.Lambda, Method: "exact"}
+		if n > coreset.LeverageExactMax {
+			lj.Method = "rls"
+		}
+		for _, v := range sel.Leverage {
+			lj.Sum += v
+			lj.Max = math.Max(lj.Max, v)
+		}
+		sv.Leverage = lj
+	}
 
 	t0 = time.Now()
 	if sel.ResidualTrace != nil {
