@@ -54,6 +54,21 @@ type Config struct {
 	Query  Query    `yaml:"query"`
 	Audit  Audit    `yaml:"audit"`
 	Limits Limits   `yaml:"limits"`
+	UI     UI       `yaml:"ui"`
+}
+
+// UI configures the read-only explanation and monitoring pages served under /ui on the
+// HTTP address (package internal/ui; they bind where the HTTP server binds).
+type UI struct {
+	// Enabled serves /ui. Default true.
+	Enabled bool `yaml:"enabled"`
+	// Answers is how many recent answers the daemon keeps in memory for /ui/answer/REQ.
+	// Default 1000.
+	Answers int `yaml:"answers"`
+	// SampleInterval is the period of the overview's time series. Default 5s.
+	SampleInterval time.Duration `yaml:"sample_interval"`
+	// Samples is how many samples each series keeps (a ring). Default 720: an hour at 5 s.
+	Samples int `yaml:"samples"`
 }
 
 // Kafka selects the broker and names the topics (DESIGN.md section 3).
@@ -273,6 +288,7 @@ func Default() Config {
 		Query:  Query{K: 10, Delta: 0.05, DrawQueries: 10000, ExactMemoryBytes: 256 << 20, ExactRowsCap: 32, OnPrimary: true},
 		Audit:  Audit{Random: 30, Reference: 1000, Test: 250},
 		Limits: Limits{MaxMessageBytes: 1 << 20, MaxIDBytes: 256, MaxK: 100, BatchEvents: 256, MaxOutbox: 100_000},
+		UI:     UI{Enabled: true, Answers: 1000, SampleInterval: 5 * time.Second, Samples: 720},
 	}
 }
 
@@ -473,7 +489,16 @@ func (c *Config) Validate() error {
 	c.validateRefit(&p)
 	c.validateQuery(&p)
 	c.validateLimits(&p)
+	c.validateUI(&p)
 	return errors.Join(p...)
+}
+
+func (c *Config) validateUI(p *problems) {
+	u := c.UI
+	p.atLeast1(intField{"ui.answers", u.Answers}, intField{"ui.samples", u.Samples})
+	if u.SampleInterval < 100*time.Millisecond || u.SampleInterval > time.Hour {
+		p.bad("ui.sample_interval", u.SampleInterval, "must be in [100ms, 1h]")
+	}
 }
 
 // problems collects the *FieldErrors of one Validate.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -343,4 +344,32 @@ func orthonormalizeRows(b []float64, k, dim int) error {
 		}
 	}
 	return nil
+}
+
+// NystromDeff is the effective dimension d_eff(λ) = Σ_i μ_i/(μ_i + λ) of the Nyström
+// approximation K_nZ K_ZZ⁺ K_Zn of greedy landmarks, whose nonzero eigenvalues μ_i are
+// those of gram (k×k, row-major: GreedyResult.Gram, Σ_j y_j y_jᵀ over the points'
+// coordinates in the pivots' orthonormal basis). It never exceeds k, and it is at most
+// the d_eff(λ) of K itself (the approximation is below K in the Loewner order).
+func NystromDeff(gram []float64, k int, lambda float64) (float64, error) {
+	if len(gram) != k*k {
+		panic(fmt.Sprintf("coreset: NystromDeff: len(gram)=%d for k=%d", len(gram), k))
+	}
+	if !(lambda > 0) || math.IsInf(lambda, 0) {
+		return 0, fmt.Errorf("%w: lambda=%v must be positive and finite", ErrBudget, lambda)
+	}
+	if k == 0 {
+		return 0, nil
+	}
+	var es mat.EigenSym
+	if !es.Factorize(mat.NewSymDense(k, slices.Clone(gram)), false) {
+		return 0, fmt.Errorf("%w: the eigendecomposition of the %d×%d Gram matrix did not converge", ErrNotFinite, k, k)
+	}
+	var d float64
+	for _, mu := range es.Values(nil) {
+		if mu > 0 {
+			d += mu / (mu + lambda)
+		}
+	}
+	return d, nil
 }

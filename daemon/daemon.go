@@ -26,6 +26,7 @@ import (
 	"github.com/cairnhq/cairn/internal/metrics"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/serving"
+	"github.com/cairnhq/cairn/internal/ui"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -42,6 +43,8 @@ type Daemon struct {
 	pcfg    coreset.Config
 	metrics *metrics.Set
 	ready   chan struct{}
+	ui      *ui.Recorder  // recent answers and the overview's series (ui.go)
+	deff    atomic.Uint64 // float64 bits of view A's d_eff at the last sync (NaN before)
 
 	// Set by Run before its goroutines start, read-only afterwards.
 	store    *storage.Store
@@ -205,14 +208,17 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Daemon{
+	d := &Daemon{
 		cfg: cfg, log: log, feat: feat, pcfg: pcfg, metrics: metrics.New(), ready: make(chan struct{}),
+		ui:    ui.NewRecorder(cfg.UI.Answers, cfg.UI.Samples),
 		serve: serveState{modelReady: make(chan struct{})}, lag: map[string]int64{},
 		refits: refitCounter{kick: make(chan struct{}, 1)},
 		models: modelsState{kick: make(chan struct{}, 1), advance: make(chan struct{}, 1)},
 		adopt:  adoptState{next: map[int]int64{}, buf: map[uint64][]stream.Audit{}, advance: make(chan struct{}, 1)},
 		query:  queryState{last: map[partition]int64{}, lim: qlim},
-	}, nil
+	}
+	d.deff.Store(math.Float64bits(math.NaN()))
+	return d, nil
 }
 
 // SetStoreFaults installs a fault injector on the state file's write sites
@@ -365,9 +371,13 @@ type httpServer struct {
 
 // startHTTP binds and serves the admin endpoint until stop.
 func (d *Daemon) startHTTP() (*httpServer, error) {
-	h, err := admin.Listen(d.cfg.HTTP, d.metrics.Handler(), admin.Checks{Live: d.live, Ready: d.readyErr,
+	checks := admin.Checks{Live: d.live, Ready: d.readyErr,
 		Status: func() any { return d.Status() }, Model: func(v uint64) (any, error) { return d.Export(v) }, ModelStatus: modelStatus,
-		AuditKey: func() any { return d.AuditKey() }}, d.log)
+		AuditKey: func() any { return d.AuditKey() }}
+	if d.cfg.UI.Enabled {
+		checks.UI = d.uiHandler()
+	}
+	h, err := admin.Listen(d.cfg.HTTP, d.metrics.Handler(), checks, d.log)
 	if err != nil {
 		return nil, err
 	}
@@ -467,6 +477,7 @@ func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, l l
 	})
 	spawn(&workWG, work, "refit", d.runRefits)
 	spawn(&workWG, work, "lag", d.runLag)
+	spawn(&workWG, work, "ui", d.runUISamples)
 	if d.embedded != nil {
 		d.log.Info().Msg("leading: primary on the embedded broker")
 		spawn(&workWG, work, "lead", func(c context.Context) error { return d.lead(c, l, false) })

@@ -171,6 +171,17 @@
 // whose point is no longer stored is left out), one function for both. ExportStored
 // refuses a configuration whose feature fingerprint differs from the stored pool's.
 //
+// # UI
+//
+// /ui on the HTTP address serves internal/ui's pages over the daemon (ui.go: uiSource).
+// The daemon records every committed answer in a ui.Recorder (at most ui.answers, by
+// request id) and samples a ui.Reading every ui.sample_interval (runUISamples, a work
+// component on primaries and standbys, a goroutine of runReplica on replicas): event
+// counts, points, pool size, tr R per view, and view A's d_eff from the last sync
+// (coreset.NystromDeff with λ = deffRidge·tr K̃/n, or the configured deff λ). A point is
+// rendered only while it is stored: from the point cache, or on a replica from the
+// serving model's unmasked landmarks.
+//
 // # Training path
 //
 // Package internal/ingest holds the training state (ingest.State: the stored points'

@@ -62,13 +62,13 @@ type running struct {
 	wg     sync.WaitGroup
 }
 
-func startDaemon(t *testing.T, cfg config.Config) *running {
+func startDaemon(t testing.TB, cfg config.Config) *running {
 	t.Helper()
 	return startDaemonWith(t, cfg, nil)
 }
 
 // startDaemonWith is startDaemon with setup applied to the daemon before Run.
-func startDaemonWith(t *testing.T, cfg config.Config, setup func(*Daemon)) *running {
+func startDaemonWith(t testing.TB, cfg config.Config, setup func(*Daemon)) *running {
 	t.Helper()
 	d, err := New(cfg, testLogger(t))
 	if err != nil {
@@ -113,7 +113,7 @@ func startDaemonWith(t *testing.T, cfg config.Config, setup func(*Daemon)) *runn
 }
 
 // stop shuts the daemon down gracefully and checks Run's error.
-func (r *running) stop(t *testing.T) {
+func (r *running) stop(t testing.TB) {
 	t.Helper()
 	if r.cancel == nil {
 		return
@@ -140,7 +140,7 @@ func (r *running) messages(topic string) []stream.Message {
 }
 
 // waitFor polls cond every 50 ms until it holds or the timeout passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -152,7 +152,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 }
 
 // produceMsgs writes raw messages to topic through a stream.Writer.
-func produceMsgs(t *testing.T, brokers []string, msgs []stream.Message) {
+func produceMsgs(t testing.TB, brokers []string, msgs []stream.Message) {
 	t.Helper()
 	w, err := stream.NewWriter(stream.WriterConfig{Kafka: stream.Config{Brokers: brokers}})
 	if err != nil {
@@ -165,7 +165,7 @@ func produceMsgs(t *testing.T, brokers []string, msgs []stream.Message) {
 }
 
 // upserts encodes the rows of set as upsert messages.
-func upserts(t *testing.T, topic string, set *dataset.Set, rows []int) []stream.Message {
+func upserts(t testing.TB, topic string, set *dataset.Set, rows []int) []stream.Message {
 	t.Helper()
 	lim := stream.Limits{InputDim: set.D}
 	var out []stream.Message
@@ -180,7 +180,7 @@ func upserts(t *testing.T, topic string, set *dataset.Set, rows []int) []stream.
 	return out
 }
 
-func deleteMsg(t *testing.T, topic, id, request string) stream.Message {
+func deleteMsg(t testing.TB, topic, id, request string) stream.Message {
 	v, err := stream.EncodeTrain(stream.TrainEvent{Op: stream.OpDelete, ID: id, Request: request}, stream.Limits{InputDim: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func deleteMsg(t *testing.T, topic, id, request string) stream.Message {
 	return stream.Message{Topic: topic, Key: []byte(id), Value: v}
 }
 
-func queryMsg(t *testing.T, topic string, ev stream.QueryEvent, dim int) stream.Message {
+func queryMsg(t testing.TB, topic string, ev stream.QueryEvent, dim int) stream.Message {
 	v, err := stream.EncodeQuery(ev, stream.Limits{InputDim: dim})
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func queryMsg(t *testing.T, topic string, ev stream.QueryEvent, dim int) stream.
 }
 
 // keyed returns the decoded events of topic keyed by request (the last one wins).
-func keyed[T any](t *testing.T, r *running, topic string) map[string]T {
+func keyed[T any](t testing.TB, r *running, topic string) map[string]T {
 	out := map[string]T{}
 	for _, m := range r.messages(topic) {
 		var v T

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/internal/serving"
+	"github.com/cairnhq/cairn/internal/ui"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -28,6 +29,7 @@ type queryOut struct {
 	value   []byte
 	verdict string
 	secs    float64
+	ui      ui.Answer // what /ui/answer shows, recorded once the answer is committed
 }
 
 // handleQueries answers one batch of cairn.queries: each valid query gets a certified
@@ -92,6 +94,7 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 				s.CountDraw() // an answer implies s != nil
 				d.metrics.ObserveQuery(o.secs, o.verdict)
 				d.metrics.AddEvents(o.msg.Topic, "applied", 1)
+				d.ui.Answered(o.ui)
 			default:
 				d.metrics.AddEvents(o.msg.Topic, "dead_letter", 1)
 			}
@@ -150,7 +153,7 @@ func (d *Daemon) answerAll(w *serving.Workspace, s *serving.Model, batch []strea
 			d.deadLetter(o, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "model", Msg: errs[j].Error()})
 			continue
 		}
-		a, err := d.attribution(s, evs[j], deltas[j], &certs[j])
+		a, ex, err := d.attributionOf(s, evs[j], deltas[j], &certs[j])
 		var v []byte
 		if err == nil {
 			v, err = a.Encode()
@@ -161,6 +164,7 @@ func (d *Daemon) answerAll(w *serving.Workspace, s *serving.Model, batch []strea
 			continue
 		}
 		o.topic, o.key, o.value, o.verdict, o.secs = d.cfg.Kafka.Topics.Attributions, []byte(evs[j].Request), v, a.Verdict, secs
+		o.ui = uiAnswer(a, ex, evs[j], secs)
 	}
 	return outs
 }
@@ -244,6 +248,12 @@ func (d *Daemon) attribute(w *serving.Workspace, s *serving.Model, ev stream.Que
 
 // attribution is the attribution event of certificate c, the answer to ev on s.
 func (d *Daemon) attribution(s *serving.Model, ev stream.QueryEvent, delta float64, c *certify.Certificate) (stream.Attribution, error) {
+	a, _, err := d.attributionOf(s, ev, delta, c)
+	return a, err
+}
+
+// attributionOf is attribution with the extra fields it encodes.
+func (d *Daemon) attributionOf(s *serving.Model, ev stream.QueryEvent, delta float64, c *certify.Certificate) (stream.Attribution, attributionExtra, error) {
 	scored := func(e certify.Entry) stream.Scored {
 		return stream.Scored{ID: s.LandmarkIDs[e.Index], View: string(s.Views[e.Index]), Score: e.Score, Radius: e.Radius}
 	}
@@ -271,9 +281,9 @@ func (d *Daemon) attribution(s *serving.Model, ev stream.QueryEvent, delta float
 	}
 	var err error
 	if a.Extra, err = json.Marshal(ex); err != nil {
-		return a, err
+		return a, ex, err
 	}
-	return a, nil
+	return a, ex, nil
 }
 
 // Answer computes the certified attribution of one query on the serving model, in

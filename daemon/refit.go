@@ -78,6 +78,7 @@ func (d *Daemon) syncSnapshot(ctx context.Context, snap *job) (*synced, error) {
 		return nil, err
 	}
 	sy := &synced{sel}
+	d.recordDeff(sel, len(snap.IDs))
 	d.train.mu.Lock()
 	defer d.train.mu.Unlock()
 	switch err := d.train.ingest.Adopt(snap.Version, snap.IDs, sel); {

@@ -60,6 +60,7 @@ func (d *Daemon) runReplica(ctx context.Context) (err error) {
 			errc <- fmt.Errorf("daemon: queries: %w", err)
 		}
 	})
+	wg.Go(func() { _ = d.runUISamples(work) }) // returns nil when work ends
 	close(d.ready)
 	d.log.Info().Str("role", "replica").Strs("brokers", d.kafka.Brokers).Str("group", d.cfg.Kafka.Group).
 		Str("http", d.httpAddr).Msg("cairnd serving")
@@ -118,6 +119,7 @@ func (d *Daemon) handleReplicaQueries(ctx context.Context, batch []stream.Messag
 			d.query.count.Add(1)
 			s.CountDraw()
 			d.metrics.ObserveQuery(o.secs, o.verdict)
+			d.ui.Answered(o.ui)
 			d.metrics.AddEvents(o.msg.Topic, "applied", 1)
 		default:
 			d.metrics.AddEvents(o.msg.Topic, "dead_letter", 1)

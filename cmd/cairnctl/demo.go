@@ -44,9 +44,10 @@ func demoCmd(fs *flag.FlagSet) cli.Func {
 	timeout := fs.Duration("timeout", time.Hour, "bound on the whole demo")
 	logLevel := fs.String("log-level", "warn", "daemon log level on stderr: debug, info, warn, error")
 	untrained := fs.Bool("untrained", false, "the seeded untrained network (model.untrained) instead of the trained weights shipped for --data")
+	hold := fs.Duration("hold", 0, "after the deletion, keep the daemon serving this long (or until interrupted) so its UI (/ui on --http) can be browsed")
 	return func(ctx context.Context, stdio cli.Stdio) error {
-		if *n < 1 || *queries < 1 {
-			return fmt.Errorf("--n %d, --queries %d: each must be at least 1", *n, *queries)
+		if *n < 1 || *queries < 1 || *hold < 0 {
+			return fmt.Errorf("--n %d, --queries %d, --hold %v: n and queries must be at least 1, hold not negative", *n, *queries, *hold)
 		}
 		cfg, err := config.Load(*cfgFile, os.Environ())
 		if err != nil {
@@ -63,7 +64,7 @@ func demoCmd(fs *flag.FlagSet) cli.Func {
 		}
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
-		return demo(ctx, demoOptions{cfg: cfg, dataDir: *dataDir, data: *data, n: *n, queries: *queries, log: log, stderr: stdio.Err}, stdio.Out)
+		return demo(ctx, demoOptions{cfg: cfg, dataDir: *dataDir, data: *data, n: *n, queries: *queries, hold: *hold, log: log, stderr: stdio.Err}, stdio.Out)
 	}
 }
 
@@ -82,6 +83,7 @@ type demoOptions struct {
 	data    string
 	n       int
 	queries int
+	hold    time.Duration // serve this long after the deletion (the UI)
 	log     zerolog.Logger
 	stderr  io.Writer
 }
@@ -178,6 +180,17 @@ func demo(ctx context.Context, o demoOptions, stdout io.Writer) (err error) {
 		return err
 	}
 
+	if o.hold > 0 {
+		if err := r.emit(demoLine{Event: "status", Data: map[string]any{
+			"stage": "holding", "ui": "http://" + h.d.HTTPAddr() + "/ui", "seconds": o.hold.Seconds(),
+		}}); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(o.hold):
+		}
+	}
 	final := h.d.Status()
 	if err := h.close(); err != nil {
 		return err

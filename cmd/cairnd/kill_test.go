@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -42,6 +43,14 @@ type proc struct {
 	cmd  *exec.Cmd
 	done chan error
 	http string
+	log  string // the file its stderr and stdout are appended to
+}
+
+// logTail is the end of the daemon's log (its last 40 lines), for failure messages.
+func (p *proc) logTail() string {
+	b, _ := os.ReadFile(p.log)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-40):], "\n")
 }
 
 func startCairnd(t *testing.T, bin, cfgPath, http string) *proc {
@@ -56,7 +65,7 @@ func startCairnd(t *testing.T, bin, cfgPath, http string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, done: make(chan error, 1), http: http}
+	p := &proc{cmd: cmd, done: make(chan error, 1), http: http, log: cfgPath + ".log"}
 	exited := make(chan struct{})
 	go func() { p.done <- cmd.Wait(); logf.Close(); close(exited) }()
 	// A test that fails while the daemon runs must not leave it running.
@@ -108,7 +117,7 @@ func waitQuiet(t *testing.T, p *proc, want int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not quiescent after 3 minutes: %+v (answering %v)", s, ok)
+			t.Fatalf("not quiescent after 3 minutes: %+v (answering %v); the end of its log:\n%s", s, ok, p.logTail())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

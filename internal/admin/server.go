@@ -39,6 +39,8 @@ type Checks struct {
 	// ModelStatus maps an error of Model to an HTTP status (the daemon: 404 for a
 	// version that is not stored, 503 before the first model).
 	ModelStatus func(error) int
+	// UI serves /ui and everything under it (internal/ui). Nil makes /ui answer 404.
+	UI http.Handler
 }
 
 // Bounds of the HTTP server. Every endpoint answers from memory, so requests are small
@@ -174,6 +176,10 @@ func (h *Server) routes() http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { h.check(w, r, h.checks.Ready) })
 	mux.Handle("GET /metrics", h.metrics)
 	mux.HandleFunc("GET /status", h.status)
+	if h.checks.UI != nil {
+		mux.Handle("GET /ui", h.checks.UI)
+		mux.Handle("GET /ui/", h.checks.UI)
+	}
 	mux.HandleFunc("GET /model", h.model)
 	mux.HandleFunc("GET /audit/key", func(w http.ResponseWriter, r *http.Request) {
 		if h.checks.AuditKey == nil {

@@ -493,15 +493,7 @@ func TestRestoreReselectsPreviousPool(t *testing.T) {
 	applyInBatches(t, in, ms, 8)
 	setFP(st, in.feat.PreviousFingerprint())
 	re := newTestIngest(t, cfg, st)
-	var ps storage.PoolState
-	if err := st.View(func(tx *storage.ReadTx) error {
-		var err error
-		ps, _, err = tx.PoolState()
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if fp, err := Fingerprint(ps); err != nil || fp != re.feat.Fingerprint() {
+	if fp, err := Fingerprint(storedPool(t, st)); err != nil || fp != re.feat.Fingerprint() {
 		t.Fatalf("stored fingerprint after restore %.12s (%v), want the current %.12s", fp, err, re.feat.Fingerprint())
 	}
 	checkAgainstReference(t, cfg, re, st, expect(evs).points)

@@ -126,6 +126,9 @@ func (f *Features) Backbone() entk.Backbone { return f.backbone }
 // their SHA-256.
 func (f *Features) Source() weights.Source { return f.source }
 
+// Shape is the (C, H, W) of image inputs, or zeros for tabular inputs.
+func (f *Features) Shape() [3]int { return f.shape }
+
 // Sketch returns the fit draw.
 func (f *Features) Sketch() *entk.Sketch { return f.sketch }
 

@@ -211,6 +211,19 @@ func (s *Model) compact() {
 // MaskedCount is the number of masked landmarks.
 func (s *Model) MaskedCount() int { return len(s.masked) - len(s.active) }
 
+// LandmarkInput returns the augmented input of the first unmasked landmark term of id
+// (a row of LandmarkX, shared: do not modify), or false when id is not an unmasked
+// landmark: a masked (deleted) landmark is never handed out.
+func (s *Model) LandmarkInput(id string) ([]float64, bool) {
+	d := s.Backbone.InDim()
+	for l, lid := range s.LandmarkIDs {
+		if lid == id && !s.masked[l] {
+			return s.LandmarkX[l*d : (l+1)*d], true
+		}
+	}
+	return nil, false
+}
+
 // modelID names a fitted encoder by content: "sha256:" and the first 16 hex digits of
 // the hash of the landmark ids and views, Ã and b (float64 bits, little-endian), so the
 // same fit on the same points always has the same id, whatever its version number.

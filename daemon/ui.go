@@ -1,0 +1,157 @@
+package daemon
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/internal/auditsig"
+	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/internal/ui"
+	"github.com/cairnhq/cairn/storage"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// deffRidge is the overview's ridge for d_eff when the pool budget is a fixed m (with
+// pool.budget "deff:λ" the configured λ is used): λ = deffRidge·tr K̃/n, a thousandth
+// of the mean diagonal, so the number does not depend on the kernel's scale.
+const deffRidge = 1e-3
+
+// uiHandler is the /ui handler over the daemon (uiSource).
+func (d *Daemon) uiHandler() http.Handler {
+	sh := d.feat.Shape()
+	return ui.New(uiSource{d}, ui.Shape{C: sh[0], H: sh[1], W: sh[2]}, d.log)
+}
+
+// runUISamples records one ui.Reading every ui.sample_interval until ctx ends.
+func (d *Daemon) runUISamples(ctx context.Context) error {
+	t := time.NewTicker(d.cfg.UI.SampleInterval)
+	defer t.Stop()
+	for {
+		d.ui.Record(d.uiReading())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// uiReading is the current ui.Reading from Status.
+func (d *Daemon) uiReading() ui.Reading {
+	st := d.Status()
+	return ui.Reading{At: time.Now(), Events: st.Ingest.Upserts + st.Ingest.Deletes + st.Ingest.Missing,
+		Points: st.Points, Pool: st.Landmarks, TraceR: [2]float64{st.Residual[0].TraceR, st.Residual[1].TraceR},
+		Deff: math.Float64frombits(d.deff.Load()), Refits: st.Refits, Deletions: st.Ingest.Deletes}
+}
+
+// recordDeff stores view A's d_eff of a sync (coreset.NystromDeff of its greedy
+// landmarks) for the overview; a failure leaves the last value.
+func (d *Daemon) recordDeff(sel *ingest.Selection, n int) {
+	r := sel.Res[0]
+	if r.Gram == nil || n == 0 {
+		return
+	}
+	lambda := d.pcfg.Budget.Lambda
+	if !(lambda > 0) {
+		lambda = deffRidge * r.Trace / float64(n)
+	}
+	if v, err := coreset.NystromDeff(r.Gram, r.Greedy, lambda); err == nil {
+		d.deff.Store(math.Float64bits(v))
+	}
+}
+
+// uiAnswer is what /ui/answer shows of one committed answer.
+func uiAnswer(a stream.Attribution, ex attributionExtra, ev stream.QueryEvent, secs float64) ui.Answer {
+	u := ui.Answer{Request: a.Request, At: time.Now(), Model: a.Model, ModelID: ex.ModelID, Verdict: a.Verdict,
+		K: ex.K, Lower: a.Lower, Upper: a.Upper, Separation: ex.Separation, VarianceModel: a.VarianceModel,
+		Delta: a.Delta, QueryID: ev.ID, LatencyMS: secs * 1e3}
+	if ev.ID == "" {
+		u.QueryX = ev.X
+	}
+	for _, s := range a.TopK {
+		u.Top = append(u.Top, ui.Scored{ID: s.ID, View: s.View, Score: s.Score, Radius: s.Radius})
+	}
+	if ex.RunnerUp.View != "" {
+		r := ex.RunnerUp
+		u.RunnerUp = &ui.Scored{ID: r.ID, View: r.View, Score: r.Score, Radius: r.Radius}
+	}
+	if f := ex.FitFloor; f != nil {
+		u.Floor = fmt.Sprintf("floor separation %.4g: %s", f.FloorSeparation, map[bool]string{
+			true: "fit-limited (refits alone could change the top-K)", false: "not limiting"}[f.FitLimited])
+		if f.RadiusOverGap != nil {
+			u.Floor += fmt.Sprintf(", fit radius over the gap at the cut %.3g", *f.RadiusOverGap)
+		}
+	}
+	return u
+}
+
+// uiSource is the daemon as the UI reads it (ui.Source).
+type uiSource struct{ d *Daemon }
+
+// Overview implements ui.Source.
+func (s uiSource) Overview() ui.Overview {
+	st := s.d.Status()
+	return ui.Overview{Role: st.Role, Leading: st.Leading, Ready: st.Ready, Model: st.Model, ModelID: st.ModelID,
+		ModelPoints: st.ModelPoints, Points: st.Points, Landmarks: st.Landmarks, Masked: st.Masked,
+		PendingDeletions: st.PendingDeletions, Refits: st.Refits, Queries: st.Queries,
+		Samples: s.d.ui.Samples(), Recent: s.d.ui.Recent(20)}
+}
+
+// Answer implements ui.Source.
+func (s uiSource) Answer(request string) (ui.Answer, bool) { return s.d.ui.Answer(request) }
+
+// Point implements ui.Source: a stored point's raw input from the point cache, or on a
+// replica (no cache) an unmasked landmark's augmented input from the serving model.
+// A deleted point is in neither.
+func (s uiSource) Point(id string) ([]float64, bool) {
+	if c := s.d.train.cache.Load(); c != nil {
+		if e := c.Get(id); e != nil {
+			return e.X, true
+		}
+		return nil, false
+	}
+	if m := s.d.serve.model.Load(); m != nil {
+		return m.LandmarkInput(id)
+	}
+	return nil, false
+}
+
+// Audits implements ui.Source: the stored audit chain, each record checked against its
+// predecessor (prev_hash) and the chain as a whole (storage.Store.VerifyAudit), and its
+// signature under the daemon's audit key verified as published (auditsig).
+func (s uiSource) Audits() ([]ui.Audit, error) {
+	d := s.d
+	if d.store == nil {
+		return nil, fmt.Errorf("a %s keeps no audit chain", d.cfg.Role)
+	}
+	chainErr := d.store.VerifyAudit()
+	var out []ui.Audit
+	var prev [32]byte
+	err := d.store.View(func(tx *storage.ReadTx) error {
+		return tx.ForEachAudit(1, func(r storage.AuditRecord) error {
+			var b ingest.AuditBody
+			if err := json.Unmarshal(r.Body, &b); err != nil {
+				return fmt.Errorf("audit %d: %w", r.Seq, err)
+			}
+			a := ui.Audit{Seq: r.Seq, Hash: hex.EncodeToString(r.Hash[:]), PrevHash: hex.EncodeToString(r.PrevHash[:]),
+				ChainOK: chainErr == nil && r.PrevHash == prev, Request: b.Request, ID: b.ID, Known: b.Known,
+				WasLandmark: b.WasLandmark, ModelBefore: b.ModelBefore, ModelAfter: b.ModelAfter,
+				Percentile: b.Percentile, PValue: b.PValue, Requested: b.Requested, RefitDone: b.RefitDone}
+			if d.signer != nil {
+				a.KeyID = d.signer.KeyID()
+				a.SignatureOK = auditsig.VerifyRecord(d.signer.PublicKey(), r.Seq, r.PrevHash, r.Hash,
+					d.signer.SignRecord(r.Seq, r.PrevHash, r.Hash))
+			}
+			prev = r.Hash
+			out = append(out, a)
+			return nil
+		})
+	})
+	return out, err
+}
