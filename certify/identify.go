@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 
 	"github.com/cairnhq/cairn/internal/knn"
 	"gonum.org/v1/gonum/mat"
@@ -182,4 +183,94 @@ func vecNorm(v []float64) float64 {
 		s += x * x
 	}
 	return math.Sqrt(s)
+}
+
+// ReselectionTo writes the Latent-Space Reselection ranking of the landmarks into dst
+// (len M) as scores, higher first: the paper's "reselection in coefficient space" (Fig.
+// acc-del (b)), which it does not spell out. Our definition: greedy pivoted Cholesky
+// (Prop. greedy, the rule the pool itself is selected by) on the rows of the coefficient
+// displacement D = A − A₀ (M×k), instead of on the feature rows. The first pick is the
+// landmark of largest ω = ‖D_ℓ‖ (the displacement ranking's top-1); each next pick is the
+// landmark whose displacement has the largest part orthogonal to the picks so far, ties
+// to the lower index, so the set spans distinct directions of the latent displacement
+// instead of repeating one. Landmarks left when that part is zero (beyond the rank of D,
+// at most k) follow in decreasing ω. dst[ℓ] = M − (position of ℓ), so TopKIndices(dst, K)
+// is the first K picks. a and a0 are not modified.
+func ReselectionTo(dst []float64, a, a0 *mat.Dense) {
+	m, k := a.Dims()
+	if r, c := a0.Dims(); r != m || c != k || len(dst) != m {
+		panic(fmt.Sprintf("certify: ReselectionTo: A %d×%d, A0 %d×%d, dst %d", m, k, r, c, len(dst)))
+	}
+	d := mat.NewDense(m, k, nil)
+	d.Sub(a, a0)
+	res := make([]float64, m) // squared norm of each row's part orthogonal to the basis
+	omega := make([]float64, m)
+	var dmax float64
+	for l := range m {
+		row := d.RawRowView(l)
+		res[l] = floats64Dot(row, row)
+		omega[l] = math.Sqrt(res[l])
+		dmax = math.Max(dmax, res[l])
+	}
+	picked := make([]bool, m)
+	order := make([]int, 0, m)
+	var basis [][]float64
+	tol := 1e-12 * dmax
+	for len(order) < m {
+		p, best := -1, tol
+		for l := range m {
+			if !picked[l] && res[l] > best {
+				p, best = l, res[l]
+			}
+		}
+		if p < 0 {
+			break
+		}
+		// b = the pick's part orthogonal to the basis (Gram–Schmidt twice), normalized.
+		b := append([]float64(nil), d.RawRowView(p)...)
+		for range 2 {
+			for _, q := range basis {
+				c := floats64Dot(q, b)
+				for i := range b {
+					b[i] -= c * q[i]
+				}
+			}
+		}
+		nb := math.Sqrt(floats64Dot(b, b))
+		if !(nb > 0) {
+			break
+		}
+		for i := range b {
+			b[i] /= nb
+		}
+		basis = append(basis, b)
+		picked[p] = true
+		order = append(order, p)
+		for l := range m {
+			if !picked[l] {
+				c := floats64Dot(b, d.RawRowView(l))
+				res[l] = math.Max(0, res[l]-c*c)
+			}
+		}
+	}
+	rest := make([]int, 0, m-len(order))
+	for l := range m {
+		if !picked[l] {
+			rest = append(rest, l)
+		}
+	}
+	sort.SliceStable(rest, func(i, j int) bool { return omega[rest[i]] > omega[rest[j]] })
+	order = append(order, rest...)
+	for pos, l := range order {
+		dst[l] = float64(m - pos)
+	}
+}
+
+// floats64Dot is Σ a_i b_i.
+func floats64Dot(a, b []float64) float64 {
+	var s float64
+	for i, v := range a {
+		s += v * b[i]
+	}
+	return s
 }

@@ -3,6 +3,7 @@ package certify
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 
@@ -190,6 +191,88 @@ func TestTopKIndices(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("TopKIndices = %v, want %v", got, want)
+		}
+	}
+}
+
+// TestReselection: Latent-Space Reselection against a reference that recomputes every
+// candidate's distance to the span of the picks by least squares (gonum QR) at each step:
+// the same order while the distances are well separated; the first pick is the top-1
+// by ω; rows beyond the rank of D = A − A₀ follow in decreasing ω; and on a displacement
+// with two copies of the largest row, the copy is not picked second.
+func TestReselection(t *testing.T) {
+	r := rand.New(rand.NewPCG(12, 3))
+	const m, k = 30, 6
+	a, a0 := mat.NewDense(m, k, nil), mat.NewDense(m, k, nil)
+	for i := range m {
+		for j := range k {
+			a.Set(i, j, r.NormFloat64()*(1+float64(i%5)))
+			a0.Set(i, j, 0.1*r.NormFloat64())
+		}
+	}
+	// Row 7 duplicates the largest displacement row.
+	var d mat.Dense
+	d.Sub(a, a0)
+	omega := make([]float64, m)
+	top := 0
+	for i := range m {
+		omega[i] = mat.Norm(d.RowView(i), 2)
+		if omega[i] > omega[top] {
+			top = i
+		}
+	}
+	if top == 7 {
+		t.Fatal("fixture: the largest row is the copy")
+	}
+	for j := range k {
+		a.Set(7, j, a.At(top, j))
+		a0.Set(7, j, a0.At(top, j))
+	}
+	d.Sub(a, a0)
+	for i := range m {
+		omega[i] = mat.Norm(d.RowView(i), 2)
+	}
+	got := make([]float64, m)
+	ReselectionTo(got, a, a0)
+	order := TopKIndices(got, m)
+	// Reference: k greedy picks by least-squares distance to the span of the picks.
+	var ref []int
+	for len(ref) < k {
+		best, bd := -1, 0.0
+		for l := range m {
+			if slices.Contains(ref, l) {
+				continue
+			}
+			dist := omega[l] * omega[l]
+			if len(ref) > 0 {
+				z := mat.NewDense(k, len(ref), nil)
+				for c, p := range ref {
+					z.SetCol(c, d.RawRowView(p))
+				}
+				var x, proj mat.VecDense
+				y := mat.NewVecDense(k, append([]float64(nil), d.RawRowView(l)...))
+				if err := x.SolveVec(z, y); err != nil {
+					t.Fatal(err)
+				}
+				proj.MulVec(z, &x)
+				proj.SubVec(y, &proj)
+				dist = mat.Dot(&proj, &proj)
+			}
+			if dist > bd*(1+1e-9) {
+				best, bd = l, dist
+			}
+		}
+		ref = append(ref, best)
+	}
+	if !slices.Equal(order[:k], ref) {
+		t.Fatalf("first %d picks %v, reference %v", k, order[:k], ref)
+	}
+	if first, copy := min(top, 7), max(top, 7); order[0] != first || slices.Index(order[:k], copy) >= 0 {
+		t.Errorf("first pick %d, want %d (the top-1 by ω, lower index of it and its copy); the copy %d among the first %d: %v", order[0], first, copy, k, order)
+	}
+	for i := k + 1; i < m; i++ { // past the rank: decreasing ω
+		if omega[order[i]] > omega[order[i-1]] {
+			t.Errorf("beyond the rank, position %d has ω %v above position %d's %v", i, omega[order[i]], i-1, omega[order[i-1]])
 		}
 	}
 }

@@ -44,7 +44,8 @@ type auditReport struct {
 }
 
 // auditCmd is `cairnctl audit`: fit the model once per seed (fits differing only in the
-// fit seed), then for each ranking (displacement ||A−A_0||, contribution, leave-one-out)
+// fit seed), then for each ranking (displacement ||A−A_0||, contribution, leave-one-out,
+// and Latent-Space Reselection, certify.ReselectionTo)
 // measure the deletion effect of its top-K landmarks against --random random K-sets (the
 // same sets for every ranking), on the validation split as the labelled reference and the
 // test split as queries.
@@ -95,10 +96,12 @@ func auditCmd(fs *flag.FlagSet) cli.Func {
 			certify.ContributionTo(contrib, enc, fm.prob.KA)
 			loo := make([]float64, m)
 			certify.LeaveOneOutTo(loo, enc, fm.prob.KA)
+			lsr := make([]float64, m)
+			certify.ReselectionTo(lsr, f.A, f.A0)
 			for _, rk := range []struct {
 				name   string
 				scores []float64
-			}{{"displacement", f.Omega}, {"contribution", contrib}, {"leave_one_out", loo}} {
+			}{{"displacement", f.Omega}, {"contribution", contrib}, {"leave_one_out", loo}, {"reselection", lsr}} {
 				row := rep.Rankings[rk.name]
 				if row == nil {
 					row = &auditRanking{}

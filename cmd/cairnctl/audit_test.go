@@ -26,7 +26,7 @@ func TestAuditTableConsistent(t *testing.T) {
 	if len(r.RandomEffects) != 2 || len(r.Confidence) != 2 {
 		t.Fatalf("got %d random-effect rows and %d confidences, want 2 (one per seed)", len(r.RandomEffects), len(r.Confidence))
 	}
-	for _, name := range []string{"displacement", "contribution", "leave_one_out"} {
+	for _, name := range []string{"displacement", "contribution", "leave_one_out", "reselection"} {
 		row := r.Rankings[name]
 		if row == nil || len(row.Effects) != 2 {
 			t.Fatalf("ranking %s missing or incomplete: %+v", name, row)
@@ -53,6 +53,11 @@ func TestAuditTableConsistent(t *testing.T) {
 			if len(row.TopK[s]) != 3 {
 				t.Errorf("%s seed %d: top-K has %d ids, want 3", name, s, len(row.TopK[s]))
 			}
+		}
+	}
+	for s := range 2 { // Latent-Space Reselection's first pick is the top-1 by ω
+		if d, l := r.Rankings["displacement"].TopK[s][0], r.Rankings["reselection"].TopK[s][0]; d != l {
+			t.Errorf("seed %d: reselection starts with %s, displacement with %s", s, l, d)
 		}
 	}
 	if !(r.SeedStability >= 0 && r.SeedStability <= 1) {
