@@ -544,8 +544,7 @@ func (d *Daemon) eraseFromBroker(w *stream.Writer, keys [][]byte) error {
 	if err := w.Write(ctx, msgs...); err != nil {
 		return err
 	}
-	d.embedded.Compact()
-	return nil
+	return d.embedded.Compact()
 }
 
 // ensureSingle creates the one-partition topics: the models topic (compacted: one

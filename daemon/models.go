@@ -136,7 +136,10 @@ func (d *Daemon) publishModel(ctx context.Context, w *stream.Writer, s *serving.
 	// Compaction erases the older copies of rows of points that left since they were
 	// written: run it (embedded broker) only then, not at every version.
 	if d.embedded != nil && d.models.eraseDue.Swap(false) {
-		d.embedded.Compact()
+		if err := d.embedded.Compact(); err != nil {
+			d.models.eraseDue.Store(true) // not compacted: the next publish tries again
+			return err
+		}
 	}
 	d.log.Info().Uint64("model", s.Version).Int("chunks", len(msgs)-1).Int("tombstones", len(stones)).
 		Dur("took", time.Since(t0)).Msg("model published on the models topic")

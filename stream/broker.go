@@ -58,8 +58,9 @@ func (c BrokerConfig) Validate() error {
 // single-machine mode and for tests; see the package documentation for
 // what it keeps across restarts.
 type Broker struct {
-	c    *kfake.Cluster
-	addr string
+	c       *kfake.Cluster
+	addr    string
+	dataDir string // "" without persistence
 
 	once sync.Once
 }
@@ -72,6 +73,7 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
 	}
 	host, port, _ := net.SplitHostPort(cfg.Addr)
 	p, _ := strconv.Atoi(port)
+	restored := false
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.Ports(p),
@@ -90,6 +92,9 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
 		kfake.GroupMinSessionTimeout(time.Second),
 	}
 	if cfg.DataDir != "" {
+		if restored, err = restoreGuard(cfg.DataDir); err != nil {
+			return nil, fmt.Errorf("stream: embedded broker: undo an interrupted compaction in %s: %w", cfg.DataDir, err)
+		}
 		opts = append(opts, kfake.DataDir(cfg.DataDir))
 		if cfg.SyncWrites {
 			opts = append(opts, kfake.SyncWrites())
@@ -99,7 +104,7 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream: start embedded broker on %s: %w", cfg.Addr, err)
 	}
-	b := &Broker{c: c, addr: c.ListenAddrs()[0]}
+	b := &Broker{c: c, addr: c.ListenAddrs()[0], dataDir: cfg.DataDir}
 	defer func() {
 		if err != nil {
 			b.Close()
@@ -115,14 +120,34 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
 			return nil, err
 		}
 	}
+	if restored {
+		// The interrupted compaction was erasing records (a deletion's upserts): finish
+		// it before anyone reads the restored partitions.
+		if err := b.Compact(); err != nil {
+			return nil, err
+		}
+	}
 	return b, nil
 }
 
 // Compact runs log compaction now on every topic whose cleanup.policy is compact: of
 // each key only the newest record stays (a null value, a tombstone, for
 // delete.retention.ms), except in each partition's last batch, which is kept whole.
-// The partition files are rewritten, so superseded records leave them.
-func (b *Broker) Compact() { b.c.Compact() }
+// The partition files are rewritten, so superseded records leave them. With a DataDir
+// the rewrite is guarded (compactguard.go): a process killed during it restarts with the
+// partitions as they were before, not empty. A guard that cannot be made is returned
+// and nothing is compacted.
+func (b *Broker) Compact() error {
+	if b.dataDir == "" {
+		b.c.Compact()
+		return nil
+	}
+	if err := guardPartitions(b.dataDir); err != nil {
+		return err
+	}
+	b.c.Compact()
+	return releaseGuard(b.dataDir)
+}
 
 // Addr is the address the broker listens on (with the chosen port when the
 // configured port was 0).
