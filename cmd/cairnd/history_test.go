@@ -136,15 +136,22 @@ func readTopics(t *testing.T, addr string, topics ...string) map[string][]stream
 		if remaining == 0 {
 			continue
 		}
+		// kafka-go gives the broker MaxWait to start its answer to a fetch, and the test's
+		// broker (in this process, slow under -race) assembles a megabyte-sized answer
+		// first: a 20 ms MaxWait timed out every fetch and read nothing in 120 s. The
+		// broker answers as soon as it has data (MinBytes 1), so a long MaxWait costs
+		// nothing here.
 		r, err := stream.NewReader(stream.ReaderConfig{Kafka: kcfg, Topics: []string{topic},
-			Start: func(string, int) (int64, bool, error) { return 0, false, nil }, MaxWait: 20 * time.Millisecond})
+			Start: func(string, int) (int64, bool, error) { return 0, false, nil }, MaxWait: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rctx, stop := context.WithCancel(ctx)
 		done := map[int]bool{}
+		last := map[int]int64{} // the highest offset read per partition, for the failure message
 		err = r.Run(rctx, func(_ context.Context, batch []stream.Message) error {
 			for _, m := range batch {
+				last[m.Partition] = max(last[m.Partition], m.Offset)
 				if m.Offset >= ends[m.Partition] {
 					continue
 				}
@@ -161,7 +168,7 @@ func readTopics(t *testing.T, addr string, topics ...string) map[string][]stream
 		})
 		stop()
 		if err != nil || remaining > 0 {
-			t.Fatalf("read %s: %d partitions not read to their ends %v (%v)", topic, remaining, ends, err)
+			t.Fatalf("read %s: %d partitions not read to their ends %v, highest offsets read %v (%v)", topic, remaining, ends, last, err)
 		}
 		slices.SortStableFunc(out[topic], func(a, b stream.Message) int {
 			if a.Partition != b.Partition {
