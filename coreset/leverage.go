@@ -76,7 +76,9 @@ type RLSOptions struct {
 	// (default 256).
 	Base int
 	// Oversample is β in p_i = min(1, β·l̃_i), the sampling probability of a point from
-	// its estimated score (default 4·ln(n)).
+	// its estimated score (default 3: a sample of about 3·d_eff(λ) points per level;
+	// Musco & Musco's proof takes β = O(log(d_eff/δ)), which keeps nearly every point
+	// when d_eff is a sizable part of n, at O(n² q) cost).
 	Oversample float64
 }
 
@@ -106,7 +108,7 @@ func RidgeLeverageRLS(g []float64, n, q int, lambda float64, seed uint64, name s
 		opt.Base = 256
 	}
 	if opt.Oversample <= 0 {
-		opt.Oversample = 4 * math.Log(float64(max(n, 3)))
+		opt.Oversample = 3
 	}
 	perm := rng.New(seed, name+"/perm").Perm(n)
 	sizes := []int{n}

@@ -158,7 +158,7 @@ func TestLeverageSample(t *testing.T) {
 }
 
 // TestLeverageSelector: the leverage selector draws m distinct rows by the exact ridge
-// leverage scores at the default ridge (LeverageRidge·tr K/N) and reports them; a given
+// leverage scores at the default ridge (tr K/m, so d_eff ≤ m) and reports them; a given
 // λ is used as given.
 func TestLeverageSelector(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
@@ -172,8 +172,15 @@ func TestLeverageSelector(t *testing.T) {
 	for _, v := range g {
 		tr += v * v
 	}
-	lambda := LeverageRidge * tr / n
+	lambda := tr / m
 	tau, _ := RidgeLeverage(g, n, q, lambda)
+	var deff float64
+	for _, v := range tau {
+		deff += v
+	}
+	if deff > m {
+		t.Errorf("d_eff at the default ridge %v exceeds m = %d", deff, m)
+	}
 	if sel.Lambda != lambda || !slices.Equal(sel.Leverage, tau) || !slices.Equal(sel.Indices, LeverageSample(tau, m, 4)) {
 		t.Fatalf("selection %v (λ %v), want LeverageSample of the exact scores at λ %v", sel.Indices, sel.Lambda, lambda)
 	}

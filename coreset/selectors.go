@@ -27,9 +27,10 @@ const (
 // computes exactly (RidgeLeverage); above it, RidgeLeverageRLS estimates them.
 const LeverageExactMax = 2000
 
-// LeverageRidge is the leverage selector's default ridge relative to the mean diagonal:
-// λ = LeverageRidge·tr K/N, so the selection does not depend on the kernel's scale.
-const LeverageRidge = 1e-3
+// The leverage selector's default ridge is λ = tr K/m for a budget of m landmarks: then
+// d_eff(λ) = Σ μ_i/(μ_i + λ) ≤ tr K/λ = m, so the scores describe about as many
+// directions as there are landmarks to draw, and the recursive estimate's samples stay
+// near m points. It does not depend on the kernel's scale.
 
 // Selectors lists the selector names.
 var Selectors = []string{SelPCNTK, SelPC, SelRandom, SelKMeans, SelDPP, SelKCenter, SelLeverage}
@@ -45,7 +46,7 @@ type SelectInput struct {
 	Q    int
 	Tol  float64 // pivot tolerance of the PC selectors; 0 means DefaultTol
 	Seed uint64
-	// Lambda is the ridge λ of the leverage selector; 0 means LeverageRidge·tr K/N.
+	// Lambda is the ridge λ of the leverage selector; 0 means tr K/m.
 	Lambda float64
 }
 
@@ -112,7 +113,7 @@ func Select(name string, in SelectInput, m int) (*Selection, error) {
 			for _, v := range in.G {
 				tr += v * v
 			}
-			lambda = LeverageRidge * tr / float64(in.N)
+			lambda = tr / float64(m)
 		}
 		var (
 			tau []float64

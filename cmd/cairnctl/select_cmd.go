@@ -121,7 +121,7 @@ func (f *selectFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.features, "features", "", "CSV of feature vectors, one per row (linear kernel); replaces --data")
 	fs.StringVar(&f.budget, "budget", "", "budget rule: an integer m, or deff:λ for m = ⌈d_eff(λ)⌉ (overrides --m)")
 	fs.StringVar(&f.selector, "selector", coreset.SelPCNTK, fmt.Sprintf("selector: one of %v", coreset.Selectors))
-	fs.Float64Var(&f.lambda, "lambda", 0, "ridge λ > 0: report d_eff(λ) (exact when n ≤ 5000, and SLQ); also the leverage selector's ridge (default 1e-3·tr K/n)")
+	fs.Float64Var(&f.lambda, "lambda", 0, "ridge λ > 0: report d_eff(λ) (exact when n ≤ 5000, and SLQ); also the leverage selector's ridge (default tr K/m)")
 	fs.IntVar(&f.views, "views", 2, "number of augmented views to select on (1 or 2; --features has 1)")
 	fs.IntVar(&f.probes, "slq-probes", 64, "SLQ probe vectors")
 	fs.IntVar(&f.steps, "slq-steps", 40, "Lanczos steps per SLQ probe")
