@@ -68,15 +68,22 @@ func NewElection(cfg ElectionConfig) (*Election, error) {
 // leading (or ctx ends); Run returns only after lead has returned. Errors of the group
 // protocol are retried; Run returns nil when ctx ends.
 func (e *Election) Run(ctx context.Context, lead func(ctx context.Context)) error {
-	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID: e.cfg.Group, Brokers: e.cfg.Kafka.Brokers, Dialer: e.dialer, Topics: []string{e.cfg.Topic},
-		GroupBalancers: []kafka.GroupBalancer{balancer{e}},
-		SessionTimeout: e.cfg.SessionTimeout, RebalanceTimeout: e.cfg.SessionTimeout,
-		HeartbeatInterval: e.cfg.SessionTimeout / 5, JoinGroupBackoff: 200 * time.Millisecond,
-		Timeout: e.cfg.SessionTimeout / 2,
-	})
+	newGroup := func() (*kafka.ConsumerGroup, error) {
+		cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+			ID: e.cfg.Group, Brokers: e.cfg.Kafka.Brokers, Dialer: e.dialer, Topics: []string{e.cfg.Topic},
+			GroupBalancers: []kafka.GroupBalancer{balancer{e}},
+			SessionTimeout: e.cfg.SessionTimeout, RebalanceTimeout: e.cfg.SessionTimeout,
+			HeartbeatInterval: e.cfg.SessionTimeout / 5, JoinGroupBackoff: 200 * time.Millisecond,
+			Timeout: e.cfg.SessionTimeout / 2,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("stream: election: %w", err)
+		}
+		return cg, nil
+	}
+	cg, err := newGroup()
 	if err != nil {
-		return fmt.Errorf("stream: election: %w", err)
+		return err
 	}
 	var (
 		stop context.CancelFunc
@@ -93,53 +100,81 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context)) erro
 		stepDown()
 		cg.Close()
 	}()
-	var ended chan struct{} // closed when the current generation ends
+	var ended chan struct{} // closed when the current generation ends; nil before the first
 	for {
-		nctx, cancel := ctx, context.CancelFunc(func() {})
-		if stop != nil {
-			// Leading: wait for the generation to end, then confirm the next in time.
+		if ended != nil {
+			// A member: wait for the generation to end (a rebalance), then join the next.
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-ended:
 			}
-			nctx, cancel = context.WithTimeout(ctx, e.cfg.SessionTimeout/2)
 		}
+		// The leader must confirm the next generation within half a session timeout. A
+		// member that does not lead gets one within a few session timeouts (a rebalance
+		// waits at most one for silent members); kafka-go's group can hang for good when
+		// its broker restarts mid-rebalance (seen: a daemon that never led again), so
+		// past rejoinAfter session timeouts the group is made anew.
+		wait := rejoinAfter * e.cfg.SessionTimeout
+		if stop != nil {
+			wait = e.cfg.SessionTimeout / 2
+		}
+		nctx, cancel := context.WithTimeout(ctx, wait)
 		gen, err := cg.Next(nctx)
+		timedOut := nctx.Err() != nil
 		cancel()
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
+			leading := stop != nil
 			stepDown() // leadership not confirmed in time: step down before anyone else may lead
+			ended = nil
+			if !leading && timedOut {
+				cg.Close()
+				if cg, err = newGroup(); err != nil {
+					return err
+				}
+				continue
+			}
 			if !sleepCtx(ctx, 200*time.Millisecond) {
 				return nil
 			}
 			continue
 		}
-		if len(gen.Assignments[e.cfg.Topic]) == 0 {
-			e.led.Store(false)
-			stepDown()
-			continue
-		}
-		e.led.Store(true)
 		end := make(chan struct{})
 		ended = end
 		gen.Start(func(gctx context.Context) {
 			<-gctx.Done()
 			close(end)
 		})
+		if len(gen.Assignments[e.cfg.Topic]) == 0 {
+			e.led.Store(false)
+			stepDown()
+			continue
+		}
+		e.led.Store(true)
 		if stop == nil {
-			var lctx context.Context
-			lctx, stop = context.WithCancel(ctx)
-			done = make(chan struct{})
-			go func() {
-				defer close(done)
-				lead(lctx)
-			}()
+			stop, done = startLead(ctx, lead)
 		}
 	}
 }
+
+// startLead runs lead on a goroutine of its own with a context of its own, returning
+// that context's cancel and a channel closed when lead has returned.
+func startLead(ctx context.Context, lead func(ctx context.Context)) (context.CancelFunc, chan struct{}) {
+	lctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lead(lctx)
+	}()
+	return stop, done
+}
+
+// rejoinAfter is how many session timeouts a member that does not lead waits for a
+// generation before it makes its consumer group anew.
+const rejoinAfter = 3
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
