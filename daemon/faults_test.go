@@ -257,7 +257,9 @@ func TestRidesBrokerOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b2.Close()
+	// The daemon stops (its final outbox drain needs the broker) before the broker:
+	// a deferred Close would run before startDaemon's cleanup stops it.
+	defer func() { r.stop(t); b2.Close() }()
 	back := time.Now()
 	total := first + second
 	waitFor(t, "catching up after the outage", 180*time.Second, func() bool {
