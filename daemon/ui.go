@@ -123,8 +123,10 @@ func (s uiSource) Point(id string) ([]float64, bool) {
 }
 
 // Audits implements ui.Source: the stored audit chain, each record checked against its
-// predecessor (prev_hash) and the chain as a whole (storage.Store.VerifyAudit), and its
-// signature under the daemon's audit key verified as published (auditsig).
+// predecessor (prev_hash) and the chain as a whole (storage.Store.VerifyAudit). The store
+// keeps no signatures (the publisher signs, deterministically), so a record's signature
+// is recomputed under the daemon's key and verified: this says which key signs it and
+// that the key works, not what is on the topic (cairnctl audit verify checks that).
 func (s uiSource) Audits() ([]ui.Audit, error) {
 	d := s.d
 	if d.store == nil {

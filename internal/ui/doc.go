@@ -12,7 +12,10 @@
 //     interval and view, the best landmark below the cut, the verdict, the separation
 //     and the fit floor, and a bar chart of the scores with their intervals and the cut.
 //   - /ui/audits, the audit chain: each deletion with its model before and after, its
-//     percentile and p-value, and the status of the chain and of the signature.
+//     percentile and p-value, the status of the chain, and the key that signs each record
+//     (Audit.SignatureOK is the signature as the daemon publishes it, recomputed and
+//     verified under its key; the records on the topic are checked by cairnctl audit
+//     verify).
 //
 // # Contract
 //
