@@ -62,6 +62,8 @@ type Broker struct {
 	addr    string
 	dataDir string // "" without persistence
 
+	compactMu sync.Mutex // one compaction at a time: they share the guard directory
+
 	once sync.Once
 }
 
@@ -136,8 +138,10 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
 // The partition files are rewritten, so superseded records leave them. With a DataDir
 // the rewrite is guarded (compactguard.go): a process killed during it restarts with the
 // partitions as they were before, not empty. A guard that cannot be made is returned
-// and nothing is compacted.
+// and nothing is compacted. Concurrent calls run one after the other.
 func (b *Broker) Compact() error {
+	b.compactMu.Lock()
+	defer b.compactMu.Unlock()
 	if b.dataDir == "" {
 		b.c.Compact()
 		return nil

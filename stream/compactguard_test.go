@@ -33,8 +33,16 @@ func TestCompactGuard(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := b.Compact(); err != nil {
-		t.Fatal(err)
+	// Two callers at once (the daemon's outbox erasure and its models publisher) must
+	// not collide on the guard.
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- b.Compact() }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent Compact: %v", err)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, guardDir)); !os.IsNotExist(err) {
 		t.Fatalf("a completed compaction left its guard: %v", err)
