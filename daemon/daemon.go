@@ -84,6 +84,8 @@ type Daemon struct {
 	adopt adoptState
 	// drainAtStop says the daemon led when asked to stop: its outbox is drained then.
 	drainAtStop atomic.Bool
+	// electionFailing says the election reported an error since its last generation.
+	electionFailing atomic.Bool
 	// direct writes a replica's outputs (it has no store, so no outbox).
 	direct *stream.Writer
 	// storeFaults is storage.Options.Faults of the state file (fault-injection tests).
@@ -484,7 +486,8 @@ func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, l l
 		spawn(&serveWG, serve, "publisher", l.pub.Run)
 	} else {
 		el, err := stream.NewElection(stream.ElectionConfig{Kafka: d.kafka, Group: d.cfg.Kafka.LeaderGroup,
-			Topic: d.cfg.Kafka.Topics.Leader, SessionTimeout: d.cfg.Kafka.SessionTimeout, Preferred: d.cfg.Role == "primary"})
+			Topic: d.cfg.Kafka.Topics.Leader, SessionTimeout: d.cfg.Kafka.SessionTimeout, Preferred: d.cfg.Role == "primary",
+			Observe: d.observeElection})
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/stream"
+	"github.com/rs/zerolog"
 )
 
 // The daemon rides out faults instead of exiting (DESIGN.md section 4): a broker
@@ -221,4 +223,28 @@ func (d *Daemon) readiness() error {
 	}
 	errs = append(errs, d.faults.err())
 	return errors.Join(errs...)
+}
+
+// observeElection logs the election's steps: each generation at info, the first error
+// after a generation at warn and the rest at debug (kafka-go's own messages say where
+// a join or a sync failed), a consumer group made anew at warn. Election errors are
+// not faults: a rebalance, which a replica joining causes, reports one.
+func (d *Daemon) observeElection(ev stream.ElectionEvent) {
+	switch ev.Kind {
+	case stream.EventGeneration:
+		d.electionFailing.Store(false)
+		d.log.Info().Int("generation", ev.Generation).Str("member", ev.Member).Bool("leads", ev.Leads).Msg("election generation")
+	case stream.EventRejoin:
+		d.log.Warn().Err(ev.Err).Msg("election: making the consumer group anew")
+	default:
+		err := ev.Err
+		if ev.Kind == stream.EventClient {
+			err = errors.New(ev.Client)
+		}
+		lvl := zerolog.DebugLevel
+		if !d.electionFailing.Swap(true) {
+			lvl = zerolog.WarnLevel
+		}
+		d.log.WithLevel(lvl).Err(err).Msg("election: retrying")
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,53 @@ type ElectionConfig struct {
 	// Preferred candidates (the configured primary) lead when no member led the
 	// previous generation.
 	Preferred bool
+	// Observe, if set, is called with each step of the election: a generation joined,
+	// an error of the group protocol, a consumer group made anew. It is called from
+	// Run's goroutine and from kafka-go's (EventClient), so it must be safe for
+	// concurrent use, and return promptly.
+	Observe func(ElectionEvent)
+}
+
+// ElectionEvent is one step of an Election, for logs and status.
+type ElectionEvent struct {
+	Kind       ElectionEventKind
+	Generation int    // the generation joined (EventGeneration)
+	Member     string // this member's id in it (EventGeneration)
+	Leads      bool   // whether it leads that generation (EventGeneration)
+	Err        error  // what failed (EventError, EventRejoin)
+	// Client is a message of kafka-go's consumer group (EventClient): it says
+	// where a join or a sync failed.
+	Client string
+}
+
+// ElectionEventKind says what an ElectionEvent reports.
+type ElectionEventKind int
+
+const (
+	// EventGeneration: a generation was joined.
+	EventGeneration ElectionEventKind = iota + 1
+	// EventError: the group reported an error, or no generation came in time while
+	// leading; the member steps down if it led, and tries again.
+	EventError
+	// EventRejoin: no generation came for rejoinAfter session timeouts; the consumer
+	// group is made anew.
+	EventRejoin
+	// EventClient: kafka-go's consumer group logged an error.
+	EventClient
+)
+
+func (k ElectionEventKind) String() string {
+	switch k {
+	case EventGeneration:
+		return "generation"
+	case EventError:
+		return "error"
+	case EventRejoin:
+		return "rejoin"
+	case EventClient:
+		return "client"
+	}
+	return fmt.Sprintf("ElectionEventKind(%d)", int(k))
 }
 
 // Election decides, with Kafka's group membership and nothing of cairn's own, which of
@@ -35,6 +83,11 @@ type ElectionConfig struct {
 // assigns the partition to someone else, and also when it cannot confirm a new
 // generation within half the session timeout after the last one ended, which is
 // before the coordinator could give the partition to another member.
+//
+// Liveness: the leader commits a changing offset of the election topic under its
+// generation (its beat); a member that does not lead and sees the beat stand still for
+// rejoinAfter session timeouts rejoins with a new consumer group, which makes the
+// coordinator drop members that are gone but still hold the partition (see beat).
 type Election struct {
 	cfg    ElectionConfig
 	dialer *kafka.Dialer
@@ -68,13 +121,24 @@ func NewElection(cfg ElectionConfig) (*Election, error) {
 // leading (or ctx ends); Run returns only after lead has returned. Errors of the group
 // protocol are retried; Run returns nil when ctx ends.
 func (e *Election) Run(ctx context.Context, lead func(ctx context.Context)) error {
+	observe := func(ev ElectionEvent) {
+		if e.cfg.Observe != nil {
+			e.cfg.Observe(ev)
+		}
+	}
+	var clientLog kafka.Logger
+	if e.cfg.Observe != nil {
+		clientLog = kafka.LoggerFunc(func(format string, args ...any) {
+			observe(ElectionEvent{Kind: EventClient, Client: fmt.Sprintf(format, args...)})
+		})
+	}
 	newGroup := func() (*kafka.ConsumerGroup, error) {
 		cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 			ID: e.cfg.Group, Brokers: e.cfg.Kafka.Brokers, Dialer: e.dialer, Topics: []string{e.cfg.Topic},
 			GroupBalancers: []kafka.GroupBalancer{balancer{e}},
 			SessionTimeout: e.cfg.SessionTimeout, RebalanceTimeout: e.cfg.SessionTimeout,
 			HeartbeatInterval: e.cfg.SessionTimeout / 5, JoinGroupBackoff: 200 * time.Millisecond,
-			Timeout: e.cfg.SessionTimeout / 2,
+			Timeout: e.cfg.SessionTimeout / 2, ErrorLogger: clientLog,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("stream: election: %w", err)
@@ -100,14 +164,33 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context)) erro
 		stepDown()
 		cg.Close()
 	}()
+	tctx, stopTransport := context.WithCancel(context.Background())
+	defer stopTransport()
+	tr, err := e.cfg.Kafka.transport(tctx)
+	if err != nil {
+		return err
+	}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(e.cfg.Kafka.Brokers...), Transport: tr, Timeout: e.cfg.SessionTimeout / 2}
+	watch := beatWatch{value: math.MinInt64}
+	ticker := time.NewTicker(e.cfg.SessionTimeout)
+	defer ticker.Stop()
 	var ended chan struct{} // closed when the current generation ends; nil before the first
 	for {
 		if ended != nil {
-			// A member: wait for the generation to end (a rebalance), then join the next.
-			select {
-			case <-ctx.Done():
+			// A member: wait for the generation to end (a rebalance), then join the next;
+			// a member that does not lead also watches the leader's beat.
+			switch e.waitEnd(ctx, ended, stop == nil, ticker.C, client, &watch) {
+			case waitDone:
 				return nil
-			case <-ended:
+			case waitStale:
+				observe(ElectionEvent{Kind: EventRejoin, Err: fmt.Errorf("the leader's beat on %s has not changed for %v", e.cfg.Topic, time.Since(watch.since).Round(time.Second))})
+				cg.Close()
+				if cg, err = newGroup(); err != nil {
+					return err
+				}
+				watch.since = time.Now()
+				ended = nil
 			}
 		}
 		// The leader must confirm the next generation within half a session timeout. A
@@ -131,12 +214,14 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context)) erro
 			stepDown() // leadership not confirmed in time: step down before anyone else may lead
 			ended = nil
 			if !leading && timedOut {
+				observe(ElectionEvent{Kind: EventRejoin, Err: fmt.Errorf("no generation within %v", wait)})
 				cg.Close()
 				if cg, err = newGroup(); err != nil {
 					return err
 				}
 				continue
 			}
+			observe(ElectionEvent{Kind: EventError, Err: err})
 			if !sleepCtx(ctx, 200*time.Millisecond) {
 				return nil
 			}
@@ -148,7 +233,13 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context)) erro
 			<-gctx.Done()
 			close(end)
 		})
-		if len(gen.Assignments[e.cfg.Topic]) == 0 {
+		leads := len(gen.Assignments[e.cfg.Topic]) > 0
+		observe(ElectionEvent{Kind: EventGeneration, Generation: int(gen.ID), Member: gen.MemberID, Leads: leads})
+		watch.since = time.Now()
+		if leads {
+			gen.Start(func(gctx context.Context) { e.beat(gctx, gen) })
+		}
+		if !leads {
 			e.led.Store(false)
 			stepDown()
 			continue
@@ -173,8 +264,83 @@ func startLead(ctx context.Context, lead func(ctx context.Context)) (context.Can
 }
 
 // rejoinAfter is how many session timeouts a member that does not lead waits for a
-// generation before it makes its consumer group anew.
+// generation, or for a change of the leader's beat, before it makes its consumer group
+// anew.
 const rejoinAfter = 3
+
+// The leader's beat. Group membership alone does not show that the member a generation
+// gave the partition to is alive: a broker may keep a member that died while its join
+// was parked (kfake does: a join response it cannot deliver arms no session timer, and
+// the leader's sync then clears the barrier that would have removed it). Such a member
+// holds the partition forever, nobody leads, and the live members' heartbeats keep the
+// generation stable. So the leader commits an ever-changing offset of the election
+// topic's partition under its generation (a commit needs the current generation and
+// member id: a dead or fenced member cannot make one) every half session timeout, and
+// a member that does not lead reads the group's committed offset every session
+// timeout. When it has not changed for rejoinAfter session timeouts, the member makes
+// its consumer group anew: its join starts a rebalance, which removes every member
+// that does not rejoin, and the sticky assignment keeps a live leader leading.
+
+// beat commits the leader's beat until gctx ends (the generation is over). Failed
+// commits are retried at the next tick; a leader that cannot commit for long loses
+// its generation anyway.
+func (e *Election) beat(gctx context.Context, gen *kafka.Generation) {
+	t := time.NewTicker(e.cfg.SessionTimeout / 2)
+	defer t.Stop()
+	for {
+		_ = gen.CommitOffsets(map[string]map[int]int64{e.cfg.Topic: {0: time.Now().UnixNano()}})
+		select {
+		case <-gctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// beatWatch is what a member that does not lead has seen of the leader's beat.
+type beatWatch struct {
+	value int64     // the last committed offset read
+	since time.Time // when it last changed, or the member last joined a generation
+}
+
+type waitResult int
+
+const (
+	waitEnded waitResult = iota // the generation ended
+	waitDone                    // ctx ended
+	waitStale                   // the leader's beat did not change for rejoinAfter session timeouts
+)
+
+// waitEnd waits for the generation to end. A member that does not lead reads the
+// leader's beat at every tick meanwhile; failed reads are ignored (a broker that does
+// not answer ends the generation by itself).
+func (e *Election) waitEnd(ctx context.Context, ended <-chan struct{}, watching bool, tick <-chan time.Time,
+	client *kafka.Client, w *beatWatch) waitResult {
+	for {
+		select {
+		case <-ctx.Done():
+			return waitDone
+		case <-ended:
+			return waitEnded
+		case <-tick:
+			if !watching {
+				continue
+			}
+			resp, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: e.cfg.Group,
+				Topics: map[string][]int{e.cfg.Topic: {0}}})
+			if err != nil || resp.Error != nil || len(resp.Topics[e.cfg.Topic]) != 1 || resp.Topics[e.cfg.Topic][0].Error != nil {
+				continue
+			}
+			if v := resp.Topics[e.cfg.Topic][0].CommittedOffset; v != w.value {
+				w.value, w.since = v, time.Now()
+				continue
+			}
+			if time.Since(w.since) >= rejoinAfter*e.cfg.SessionTimeout {
+				return waitStale
+			}
+		}
+	}
+}
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -46,19 +47,45 @@ type proc struct {
 	log  string // the file its stderr and stdout are appended to
 }
 
-// logTail is the end of the daemon's log (its last 40 lines), for failure messages.
+// startMark begins each start's part of the shared log.
+const startMark = "=== cairnd started by the test ==="
+
+// logTail is the end of this start's part of the daemon's log, for failure messages:
+// its first 20 lines and its last 60, broker fetch retries counted instead of shown.
+// With TEST_CAIRND_LOGS set to a directory, the whole log is copied there too.
 func (p *proc) logTail() string {
 	b, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	return strings.Join(lines[max(0, len(lines)-40):], "\n")
+	if dir := os.Getenv("TEST_CAIRND_LOGS"); dir != "" {
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d.log", filepath.Base(p.log), time.Now().UnixNano())), b, 0o644)
+	}
+	s := string(b)
+	if i := strings.LastIndex(s, startMark); i >= 0 {
+		s = s[i:]
+	}
+	var lines []string
+	fetches := 0
+	for l := range strings.SplitSeq(strings.TrimSpace(s), "\n") {
+		if strings.Contains(l, "fetch error (retrying)") {
+			fetches++
+			continue
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) > 80 {
+		lines = append(append(lines[:20:20], "[…]"), lines[len(lines)-60:]...)
+	}
+	return fmt.Sprintf("(%d fetch retries not shown)\n%s", fetches, strings.Join(lines, "\n"))
 }
 
 func startCairnd(t *testing.T, bin, cfgPath, http string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, "--config", cfgPath)
-	cmd.Env = append(os.Environ(), "CAIRN_LOG_LEVEL=warn")
+	cmd.Env = append(os.Environ(), "CAIRN_LOG_LEVEL=info")
 	logf, err := os.OpenFile(cfgPath+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintln(logf, startMark); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Stderr, cmd.Stdout = logf, logf
