@@ -163,6 +163,7 @@ type Pool struct {
 
 // Fit configures stage 2 (paper Table hparams).
 type Fit struct {
+	// Loss is the self-supervised objective: bt, simclr, vicreg or byol (fit.ParseLoss).
 	Loss         string  `yaml:"loss"`
 	Init         string  `yaml:"init"`
 	K            int     `yaml:"k"`
@@ -638,9 +639,9 @@ func (c *Config) validateModel(p *problems) {
 func (c *Config) validateFit(p *problems) {
 	f := c.Fit
 	switch f.Loss {
-	case "bt", "simclr", "vicreg":
+	case "bt", "simclr", "vicreg", "byol":
 	default:
-		p.bad("fit.loss", f.Loss, "must be bt, simclr or vicreg")
+		p.bad("fit.loss", f.Loss, "must be bt, simclr, vicreg or byol")
 	}
 	switch f.Init {
 	case "kaiming", "pci", "pci-lanczos", "csi", "aui", "krepes-pci":

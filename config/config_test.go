@@ -3,13 +3,16 @@ package config
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/fit"
 )
 
 func TestDefaultValid(t *testing.T) {
@@ -44,6 +47,37 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	}
 }
 
+// TestFitLossNames: fit.loss accepts exactly the names fit.ParseLoss accepts, found by
+// walking the fit.Loss values until String falls back to "Loss(n)", so a loss added to
+// fit without config (or the reverse) fails here.
+func TestFitLossNames(t *testing.T) {
+	var names []string
+	for l := fit.Loss(1); l.String() != fmt.Sprintf("Loss(%d)", int(l)); l++ {
+		names = append(names, l.String())
+	}
+	if !slices.Contains(names, "byol") {
+		t.Fatalf("fit losses %v do not include byol", names)
+	}
+	for _, name := range names {
+		c := Default()
+		c.Fit.Loss = name
+		if err := c.Validate(); err != nil {
+			t.Errorf("fit.loss %q: %v, want valid", name, err)
+		}
+		if _, err := fit.ParseLoss(name); err != nil {
+			t.Errorf("fit.ParseLoss(%q): %v", name, err)
+		}
+	}
+	c := Default()
+	c.Fit.Loss = "mse"
+	err := c.Validate()
+	for _, name := range names {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("the fit.loss error %v does not list %q", err, name)
+		}
+	}
+}
+
 func TestValidateTable(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -71,6 +105,10 @@ func TestValidateTable(t *testing.T) {
 		{"s negative", func(c *Config) { c.Sketch.S = -4 }, "sketch.s"},
 		{"k above max", func(c *Config) { c.Query.K = 1000 }, "query.k"},
 		{"init", func(c *Config) { c.Fit.Init = "xavier" }, "fit.init"},
+		{"loss bt", func(c *Config) { c.Fit.Loss = "bt" }, ""},
+		{"loss vicreg", func(c *Config) { c.Fit.Loss = "vicreg" }, ""},
+		{"loss byol", func(c *Config) { c.Fit.Loss = "byol" }, ""},
+		{"loss upper case", func(c *Config) { c.Fit.Loss = "BYOL" }, "fit.loss"},
 		{"lr nan", func(c *Config) { c.Fit.LearningRate = nan() }, "fit.learning_rate"},
 		{"untrained", func(c *Config) { c.Model.Untrained = true }, ""},
 		{"shipped weights by name", func(c *Config) { c.Model.Weights = "shipped:fashion-mnist" }, ""},

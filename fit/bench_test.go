@@ -41,7 +41,7 @@ func BenchmarkEpoch(b *testing.B) {
 		}
 	}
 	floor := gemmFloor(p, a0, 512)
-	for _, loss := range []Loss{BarlowTwins, SimCLR, VICReg} {
+	for _, loss := range []Loss{BarlowTwins, SimCLR, VICReg, BYOL} {
 		b.Run(loss.String(), func(b *testing.B) {
 			opt := DefaultOptions(loss)
 			opt.Epochs = 1
@@ -57,6 +57,47 @@ func BenchmarkEpoch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBYOLEpoch times one Adam epoch of BYOL and one of SimCLR on the same
+// MNIST-shaped blocks as BenchmarkEpoch, alternating within each iteration so both see the
+// same machine state, and reports the ratio of their times. BYOL adds the target's forward
+// product ([K_A;K_B]Ã_t, as large as the online one), three 2B×k×k predictor products and
+// the O(Mk) EMA; SimCLR's extra is its two 2B×2B×k similarity products.
+func BenchmarkBYOLEpoch(b *testing.B) {
+	const n, m, k = 4096, 512, 256
+	p := benchProblem(n, m)
+	a0 := mat.NewDense(m, k, nil)
+	for i := range m {
+		for j := range k {
+			a0.Set(i, j, 0.01*float64((i*7+j*13)%17-8))
+		}
+	}
+	var tb, ts time.Duration
+	var sink float64
+	for b.Loop() {
+		for _, loss := range []Loss{SimCLR, BYOL} {
+			opt := DefaultOptions(loss)
+			opt.Epochs = 1
+			t0 := time.Now()
+			r, err := Adam(p, a0, opt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if loss == BYOL {
+				tb += time.Since(t0)
+			} else {
+				ts += time.Since(t0)
+			}
+			sink += r.History[0].TrainLoss
+		}
+	}
+	benchSink = sink
+	b.ReportMetric(tb.Seconds()/float64(b.N), "byol_s/epoch")
+	b.ReportMetric(ts.Seconds()/float64(b.N), "simclr_s/epoch")
+	b.ReportMetric(tb.Seconds()/ts.Seconds(), "byol/simclr")
+}
+
+var benchSink float64
 
 func gemmFloor(p *Problem, a *mat.Dense, bs int) float64 {
 	n, m := p.KA.Dims()

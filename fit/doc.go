@@ -5,7 +5,7 @@
 //	z(x) = Σ_ℓ k(x, x_ℓ) Ã_ℓ + b,   Ã ∈ R^{M×k}, b ∈ R^k   (paper eq. app-encoder)
 //
 // on two augmented views K_A, K_B ∈ R^{n×M} of n points against M landmarks, with a
-// self-supervised loss (Barlow Twins, SimCLR, VICReg), from one of the initializers of
+// self-supervised loss (Barlow Twins, SimCLR, VICReg, BYOL), from one of the initializers of
 // paper section "Initialization" (Kaiming, PCI dense or by Lanczos, CSI, AUI, KREPES's own
 // PCI), by minibatch Adam (Adam, Repeat) or by the KREPES baseline's single damped
 // Gauss–Newton step solved by conjugate gradients (Krepes). It evaluates encoders by k-NN
@@ -25,7 +25,8 @@
 //     or arrival order: permuting the rows of K_A, K_B and IDs together gives a
 //     bit-identical fit. Batches are n/nb rows (±1) with nb = max(1, n/BatchSize).
 //     Kaiming and the Lanczos start vector have their own streams ("fit/init/kaiming",
-//     "fit/init/pci/lanczos") so no initializer changes the training trajectory. The only
+//     "fit/init/pci/lanczos") so no initializer changes the training trajectory; BYOL's
+//     predictor is drawn from "fit/byol/predictor" of Seed, its only random draw. The only
 //     non-deterministic outputs are the wall-clock fields (KrepesResult's, Epoch.Seconds).
 //   - Adam (paper Table hparams): lr 1.25e-2 at the peak of a per-step cosine schedule to
 //     0 over Epochs·nb steps; the loss gradient is clipped to global norm 1 over (Ã, b);
@@ -67,6 +68,26 @@
 //     is NT-Xent over 2B rows, τ = 0.107; VICReg follows the reference code with
 //     (λ, μ, ν) = (1.85, 1.61, 0.161). Every gradient is analytic and checked by central
 //     differences in the tests.
+//   - BYOL (Grill et al. 2020) is the one loss with parameters of its own. During an Adam
+//     fit the trained vector is (Ã, b) followed by a linear predictor q(z) = zW + 1cᵀ
+//     (W k×k, started at I + 0.1·R with R BYOL's truncated-normal draw, c = 0), and an EMA
+//     target (Ã_t, b_t), started at (Ã₀, b₀), follows the online encoder after every
+//     step with BYOL's cosine decay from τ_base = 0.996 (LossParams.BYOLTauBase) toward 1
+//     over the planned Epochs·nb steps. The loss is the symmetrized 2 − 2cos(q(z_A),
+//     sg(t_B)) + 2 − 2cos(q(z_B), sg(t_A)), mean over the batch (range [0, 8]);
+//     clipping and weight decay cover the predictor too. Predictor and target are owned by
+//     the fit and dropped when it returns: Result's Ã, b are the online encoder's, and
+//     checkpoints, ω and every evaluation use only them. The validation-loss criterion
+//     evaluates BYOL with the fit's current predictor and target, so successive epochs
+//     are scored against a target that moves (slowly, at the default τ_base); labels,
+//     when present, take precedence as for every loss. byol.go gives the reasons for the
+//     linear predictor, its initialization and τ_base, with measurements. BYOL is not a
+//     function of (z_A, z_B) alone, so LossGradTo panics on it. Krepes returns
+//     ErrUnsupported for it: BYOL's step is a semi-gradient whose target tracks θ, not
+//     the gradient of one objective of θ, so there is no loss Hessian H_b to solve with;
+//     freezing the target at θ₀ and the predictor at its start would make one, but a
+//     Gauss–Newton step on it regresses the latents onto the initial encoder's through
+//     a fixed map, which is not BYOL (and its hvp would be a different method's).
 //   - Initializers: PCI double-centers and symmetrizes K_mm, ε = 1e-6·max|λ|, and keeps
 //     the k algebraically largest eigenpairs. The spectral initializers return only
 //     usable eigenpairs, so Ã₀ may have fewer than k columns and the encoder's output
@@ -81,7 +102,8 @@
 //     steps of internal/lanczos with full reorthogonalization; its accuracy is reported
 //     as LanczosError (distance of the retained subspaces' projectors to dense PCI) and
 //     the explicitly recomputed Ritz residuals.
-//   - KREPES (paper Alg. krepes) starts from the same (Ã₀, b₀) as Adam and solves
+//   - KREPES (paper Alg. krepes; Barlow Twins, SimCLR and VICReg only) starts from the
+//     same (Ã₀, b₀) as Adam and solves
 //     (Σ_b J_bᵀ H_b J_b + λI)Δ = −Σ_b ∇L_b over the epoch-0 batches. J is applied exactly
 //     (z is linear in (Ã, b)) and so is the loss Hessian in z, H_b: its products are the
 //     forward-mode derivatives of the analytic gradients, derived by hand per loss

@@ -21,6 +21,9 @@ var (
 	ErrEigen = errors.New("fit: eigendecomposition failed")
 	// ErrIDs reports missing or duplicated point ids.
 	ErrIDs = errors.New("fit: bad point ids")
+	// ErrUnsupported reports a solver that does not apply to the chosen loss (KREPES
+	// with BYOL).
+	ErrUnsupported = errors.New("fit: solver does not support this loss")
 )
 
 func errorf(sentinel error, format string, args ...any) error {

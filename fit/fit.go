@@ -118,7 +118,8 @@ func (p *Problem) Validate() error {
 type Options struct {
 	Loss   Loss
 	Params LossParams
-	// Seed drives the minibatch order (stream "fit/minibatch/<epoch>").
+	// Seed drives the minibatch order (stream "fit/minibatch/<epoch>") and, under BYOL,
+	// the predictor's initialization (stream "fit/byol/predictor").
 	Seed        uint64
 	Epochs      int     // 20
 	Patience    int     // 7
@@ -159,7 +160,7 @@ func DefaultOptions(l Loss) Options {
 // Validate reports every invalid option at once.
 func (o *Options) Validate() error {
 	var bad []string
-	if o.Loss < BarlowTwins || o.Loss > VICReg {
+	if o.Loss < BarlowTwins || o.Loss > BYOL {
 		bad = append(bad, fmt.Sprintf("Loss = %d", int(o.Loss)))
 	}
 	if o.Epochs < 1 {
@@ -188,6 +189,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Loss == SimCLR && !(o.Params.Temperature > 0) {
 		bad = append(bad, fmt.Sprintf("Params.Temperature = %v", o.Params.Temperature))
+	}
+	if o.Loss == BYOL && !(o.Params.BYOLTauBase >= 0 && o.Params.BYOLTauBase <= 1) {
+		bad = append(bad, fmt.Sprintf("Params.BYOLTauBase = %v", o.Params.BYOLTauBase))
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: %s", ErrOption, strings.Join(bad, ", "))
@@ -329,8 +333,10 @@ func batchBounds(n, size int) []int {
 	return b
 }
 
-// model is the encoder's parameters as one flat vector θ = (vec Ã row-major, b) with the
-// matrix view A over the same storage, plus the buffers of one batch step.
+// model is the trained parameters as one flat vector θ = (vec Ã row-major, b) with the
+// matrix view A over the same storage, plus the buffers of one batch step. Under BYOL θ
+// continues with the predictor (vec W, c) and byol holds it and the target (byol.go); the
+// optimizer, clipping and checkpoints then cover the predictor too.
 type model struct {
 	m, k  int
 	theta []float64
@@ -341,6 +347,7 @@ type model struct {
 	grad       []float64
 	ga         *mat.Dense
 	loss       lossWS
+	byol       *byolState // nil unless the loss is BYOL
 }
 
 func newModel(m, k int) *model {
@@ -376,20 +383,29 @@ func (md *model) gather(p *Problem, rows []int) {
 //
 //	[z_A; z_B] = [K_A; K_B] Ã + 1bᵀ,  ∂L/∂Ã = [K_A; K_B]ᵀ [G_A; G_B],  ∂L/∂b = 1ᵀ[G_A; G_B]
 //
-// The batch rows must have been gathered.
+// with G = ∂L/∂z; under BYOL G comes through the predictor, which also receives its
+// gradient (byolState.gradTo). The batch rows must have been gathered.
 func (md *model) lossGrad(loss Loss, lp LossParams) float64 {
 	r, _ := md.kcat.Dims()
 	bs := r / 2
 	md.z = ensure(md.z, r, md.k)
 	md.g = ensure(md.g, r, md.k)
 	embedTo(md.z, md.kcat, md.a, md.b)
-	za := md.z.Slice(0, bs, 0, md.k).(*mat.Dense)
-	zb := md.z.Slice(bs, r, 0, md.k).(*mat.Dense)
-	ga := md.g.Slice(0, bs, 0, md.k).(*mat.Dense)
-	gb := md.g.Slice(bs, r, 0, md.k).(*mat.Dense)
-	l := md.loss.grad(ga, gb, loss, lp, za, zb)
+	var l float64
+	if loss == BYOL {
+		if md.byol == nil {
+			panic("fit: BYOL loss on a model without predictor and target")
+		}
+		l = md.byol.gradTo(md.g, md.kcat, md.z)
+	} else {
+		za := md.z.Slice(0, bs, 0, md.k).(*mat.Dense)
+		zb := md.z.Slice(bs, r, 0, md.k).(*mat.Dense)
+		ga := md.g.Slice(0, bs, 0, md.k).(*mat.Dense)
+		gb := md.g.Slice(bs, r, 0, md.k).(*mat.Dense)
+		l = md.loss.grad(ga, gb, loss, lp, za, zb)
+	}
 	md.ga.Mul(md.kcat.T(), md.g)
-	gbias := md.grad[md.m*md.k:]
+	gbias := md.grad[md.m*md.k : md.m*md.k+md.k]
 	for j := range gbias {
 		gbias[j] = 0
 	}
@@ -397,6 +413,17 @@ func (md *model) lossGrad(loss Loss, lp LossParams) float64 {
 		floats64AddTo(gbias, md.g.RawRowView(i))
 	}
 	return l
+}
+
+// update takes optimizer step t of total from the gradient in md.grad (which it clips in
+// place): clip to global norm opt.ClipNorm, one Adam step at the cosine-scheduled rate,
+// then, under BYOL, the target's EMA step toward the new online parameters.
+func (md *model) update(ad *adam, opt Options, t, total int) {
+	clipNorm(md.grad, opt.ClipNorm)
+	ad.step(md.theta, md.grad, cosineLR(opt.LR, t, total))
+	if md.byol != nil {
+		md.byol.follow(md.theta, emaTau(opt.Params.BYOLTauBase, t, total))
+	}
 }
 
 func floats64AddTo(dst, s []float64) {
@@ -413,6 +440,9 @@ type evaluator struct {
 	zvb      *mat.Dense
 	loss     lossWS
 	gva, gvb *mat.Dense
+	// byol is the fit's predictor and target, which the BYOL validation loss needs (set
+	// by AdamContext; nil otherwise).
+	byol *byolState
 }
 
 func newEvaluator(p *Problem, opt Options, k int) *evaluator {
@@ -463,6 +493,9 @@ func (e *evaluator) score(a *mat.Dense, b []float64, crit string) (float64, erro
 	case SelectedByValLoss:
 		embedTo(e.zv, e.p.Val.K, a, b)
 		embedTo(e.zvb, e.p.Val.KB, a, b)
+		if e.opt.Loss == BYOL {
+			return -e.byol.valLoss(e.gva, e.gvb, e.p.Val.K, e.p.Val.KB, e.zv, e.zvb), nil
+		}
 		return -e.loss.grad(e.gva, e.gvb, e.opt.Loss, e.opt.Params, e.zv, e.zvb), nil
 	}
 	return math.NaN(), nil
@@ -576,10 +609,14 @@ func AdamContext(ctx context.Context, p *Problem, a0 *mat.Dense, opt Options) (*
 	if err != nil {
 		return nil, err
 	}
+	if opt.Loss == BYOL {
+		md.addBYOL(opt.Seed)
+	}
 	start := time.Now()
 	n, _ := p.KA.Dims()
 	res := &Result{A0: mat.DenseCopyOf(a0), B0: slices.Clone(md.b)}
 	ev := newEvaluator(p, opt, k)
+	ev.byol = md.byol
 	crit := ev.criterion()
 	res.SelectedBy = crit
 	if res.InitEval, err = ev.test(md.a, md.b); err != nil {
@@ -617,8 +654,7 @@ func AdamContext(ctx context.Context, p *Problem, a0 *mat.Dense, opt Options) (*
 				return nil, fmt.Errorf("%w: loss %v at epoch %d batch %d", ErrNotFinite, l, epoch, bi)
 			}
 			sum += l
-			clipNorm(md.grad, opt.ClipNorm)
-			opt2.step(md.theta, md.grad, cosineLR(opt.LR, step, total))
+			md.update(opt2, opt, step, total)
 			step++
 			if opt.TraceEvery > 0 && step%opt.TraceEvery == 0 {
 				t0 := time.Now()

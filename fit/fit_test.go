@@ -82,14 +82,19 @@ func syntheticP(seed uint64, n, m, nv, nt int, nuis, bw float64) *Problem {
 }
 
 // TestParamGradient checks ∂L/∂Ã and ∂L/∂b of the batch step (chain rule through
-// z = KÃ + 1bᵀ) against central differences; tolerance as in TestLossGradients.
+// z = KÃ + 1bᵀ) against central differences; tolerance as in TestLossGradients. Under
+// BYOL θ also holds the predictor (W, c), checked the same way, and the target is an
+// independent random draw held fixed by the differences: the stop-gradient derivative.
 func TestParamGradient(t *testing.T) {
 	p := synthetic(3, 6, 5, 2, 2)
-	for _, loss := range []Loss{BarlowTwins, SimCLR, VICReg} {
+	for _, loss := range []Loss{BarlowTwins, SimCLR, VICReg, BYOL} {
 		md := newModel(5, 3)
 		rnd := rand.New(rand.NewPCG(4, 4))
 		for i := range md.theta {
 			md.theta[i] = rnd.NormFloat64()
+		}
+		if loss == BYOL {
+			md = byolModel(5, 3, 4)
 		}
 		rows := []int{4, 0, 2, 5}
 		md.gather(p, rows)
@@ -257,7 +262,7 @@ func TestAdamDeterministicAndRowOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, loss := range []Loss{BarlowTwins, SimCLR, VICReg} {
+	for _, loss := range []Loss{BarlowTwins, SimCLR, VICReg, BYOL} {
 		opt := smallOptions(loss)
 		r1, err := Adam(p, in.A0, opt)
 		if err != nil {
@@ -298,7 +303,7 @@ func TestAdamBeatsInit(t *testing.T) {
 	for _, seed := range []uint64{2, 3, 4} {
 		p := syntheticP(seed, 400, 64, 120, 200, 0.7, 4)
 		const k = 8
-		for _, loss := range []Loss{BarlowTwins, SimCLR, VICReg} {
+		for _, loss := range []Loss{BarlowTwins, SimCLR, VICReg, BYOL} {
 			in, err := Initialize(Kaiming, p, k, 3)
 			if err != nil {
 				t.Fatal(err)

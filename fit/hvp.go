@@ -19,7 +19,8 @@ type hvpWS struct {
 // hessVecTo writes H·(da, db) into (ha, hb), H the Hessian of the batch loss in (z_A, z_B),
 // exactly: each is the forward-mode derivative (directional derivative along (da, db)) of
 // the analytic gradient of loss.go, differentiated by hand line by line. Inputs are not
-// modified; ha, hb must not alias them.
+// modified; ha, hb must not alias them. BYOL is not accepted (panic): Krepes, the only
+// caller, returns ErrUnsupported for it first.
 func (ws *hvpWS) hessVecTo(ha, hb *mat.Dense, loss Loss, p LossParams, za, zb, da, db *mat.Dense) {
 	br, k := za.Dims()
 	ws.ga, ws.gb = ensure(ws.ga, br, k), ensure(ws.gb, br, k)
@@ -30,6 +31,8 @@ func (ws *hvpWS) hessVecTo(ha, hb *mat.Dense, loss Loss, p LossParams, za, zb, d
 		ws.simclrHVP(ha, hb, p.Temperature, za, zb, da, db)
 	case VICReg:
 		ws.vicregHVP(ha, hb, p, za, zb, da, db)
+	case BYOL:
+		panic("fit: BYOL has no Hessian in z (stop-gradient target); Krepes rejects it")
 	default:
 		panic(fmt.Sprintf("fit: unknown loss %d", int(loss)))
 	}

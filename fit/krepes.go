@@ -105,9 +105,18 @@ func (o *gn) apply(dst, v []float64) {
 // minibatches of the epoch-0 order, solve (JᵀHJ + λI)Δ = −g by conjugate gradients with
 // the matrix-free operator of gn, and return θ₀ + Δ of the final CG iterate (as KREPES
 // reports it), with the relative residual and test evaluation of every iterate.
+// Loss BYOL is an ErrUnsupported error, returned before any work: it has no loss Hessian
+// to solve with (package doc, the BYOL item).
 func Krepes(p *Problem, a0 *mat.Dense, opt KrepesOptions) (*KrepesResult, error) {
 	if err := opt.Options.Validate(); err != nil {
 		return nil, err
+	}
+	if opt.Loss == BYOL {
+		// BYOL's step is the semi-gradient ∂L(θ, φ; ξ)/∂(θ, φ) with the target ξ tracking θ:
+		// not the gradient of one objective of θ, so there is no H_b. Freezing ξ = θ₀ and
+		// the predictor φ₀ would give one, but Gauss–Newton on it regresses the latents onto
+		// the initial encoder's through a fixed map: another method, not KREPES on BYOL.
+		return nil, fmt.Errorf("%w: KREPES needs a loss Hessian in z and loss %v has none (stop-gradient EMA target, learned predictor); use Adam", ErrUnsupported, opt.Loss)
 	}
 	if !(opt.Damping >= 0) || opt.MaxIter < 1 || !(opt.Tol >= 0) {
 		return nil, errorf(ErrOption, "Damping = %v, MaxIter = %d, Tol = %v", opt.Damping, opt.MaxIter, opt.Tol)

@@ -10,6 +10,8 @@ import (
 )
 
 // Loss names a self-supervised objective on the two views' latents z_A, z_B (B×k each).
+// BYOL's also depends on a predictor and a target encoder that live inside an Adam fit
+// (byol.go), so it is not a function of (z_A, z_B) alone.
 type Loss int
 
 const (
@@ -19,6 +21,10 @@ const (
 	SimCLR
 	// VICReg is the variance–invariance–covariance objective of Bardes et al. (2022).
 	VICReg
+	// BYOL is the bootstrap objective of Grill et al. (2020): a predictor on the online
+	// encoder regresses an EMA target encoder's latent of the other view (byol.go). Adam
+	// fits it; Krepes and LossGradTo do not accept it.
+	BYOL
 )
 
 // String returns the command-line name of l.
@@ -30,18 +36,20 @@ func (l Loss) String() string {
 		return "simclr"
 	case VICReg:
 		return "vicreg"
+	case BYOL:
+		return "byol"
 	}
 	return fmt.Sprintf("Loss(%d)", int(l))
 }
 
-// ParseLoss maps "bt", "simclr" and "vicreg" to a Loss.
+// ParseLoss maps "bt", "simclr", "vicreg" and "byol" to a Loss.
 func ParseLoss(s string) (Loss, error) {
-	for _, l := range []Loss{BarlowTwins, SimCLR, VICReg} {
+	for _, l := range []Loss{BarlowTwins, SimCLR, VICReg, BYOL} {
 		if l.String() == s {
 			return l, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: %q (want bt, simclr or vicreg)", ErrLoss, s)
+	return 0, fmt.Errorf("%w: %q (want bt, simclr, vicreg or byol)", ErrLoss, s)
 }
 
 // LossParams are the objectives' constants (paper Table hparams).
@@ -53,11 +61,16 @@ type LossParams struct {
 	// VICLambda, VICMu, VICNu are VICReg's invariance, variance and covariance weights
 	// (1.85, 1.61, 0.161).
 	VICLambda, VICMu, VICNu float64
+	// BYOLTauBase is BYOL's base target decay τ_base in [0, 1] (0.996, Grill et al. 2020;
+	// the paper's Table hparams has no BYOL row): the target's EMA rate starts there and
+	// rises to 1 along a cosine over the fit's steps (emaTau). 1 freezes the target at the
+	// initialization.
+	BYOLTauBase float64
 }
 
-// DefaultLossParams returns the values of paper Table hparams.
+// DefaultLossParams returns the values of paper Table hparams, and BYOL's own τ_base.
 func DefaultLossParams() LossParams {
-	return LossParams{BTOffDiag: 35, Temperature: 0.107, VICLambda: 1.85, VICMu: 1.61, VICNu: 0.161}
+	return LossParams{BTOffDiag: 35, Temperature: 0.107, VICLambda: 1.85, VICMu: 1.61, VICNu: 0.161, BYOLTauBase: 0.996}
 }
 
 const (
@@ -97,7 +110,9 @@ func ensureVec(v []float64, n int) []float64 {
 
 // LossGradTo writes ∂L/∂z_A into ga and ∂L/∂z_B into gb and returns L(z_A, z_B) for one
 // batch. za and zb are B×k and are not modified; ga and gb must be B×k and must not alias
-// them. It allocates its workspace; the fitting loop uses a reused one.
+// them. It allocates its workspace; the fitting loop uses a reused one. loss must be
+// BarlowTwins, SimCLR or VICReg: BYOL's loss needs the predictor and target of a running
+// fit, and LossGradTo panics on it (a programmer error, like a wrong shape).
 func LossGradTo(ga, gb *mat.Dense, loss Loss, p LossParams, za, zb *mat.Dense) float64 {
 	var ws lossWS
 	return ws.grad(ga, gb, loss, p, za, zb)
@@ -120,6 +135,8 @@ func (ws *lossWS) grad(ga, gb *mat.Dense, loss Loss, p LossParams, za, zb *mat.D
 		return ws.simclr(ga, gb, p.Temperature, za, zb)
 	case VICReg:
 		return ws.vicreg(ga, gb, p, za, zb)
+	case BYOL:
+		panic("fit: the BYOL loss depends on the fit's predictor and target, not on (z_A, z_B) alone")
 	}
 	panic(fmt.Sprintf("fit: unknown loss %d", int(loss)))
 }

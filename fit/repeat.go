@@ -10,8 +10,8 @@ import (
 // Repeated is the outcome of R fits that differ only in the fit seed.
 type Repeated struct {
 	Fits []*Result
-	// Seeds[r] is the minibatch seed of fit r: opt.Seed for r = 0, then
-	// rng.Seed(opt.Seed, "fit/repeat/<r>").
+	// Seeds[r] is the fit seed of fit r (minibatch order and, under BYOL, the predictor's
+	// draw): opt.Seed for r = 0, then rng.Seed(opt.Seed, "fit/repeat/<r>").
 	Seeds []uint64
 	// Scales[r] = c_r, the mean of fit r's ω over the landmarks.
 	Scales []float64

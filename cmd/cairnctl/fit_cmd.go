@@ -86,9 +86,9 @@ type fitFlags struct {
 func (f *fitFlags) register(fs *flag.FlagSet) {
 	d := fit.DefaultOptions(fit.SimCLR)
 	f.pf.register(fs)
-	fs.StringVar(&f.loss, "loss", "simclr", "objective: bt | simclr | vicreg")
+	fs.StringVar(&f.loss, "loss", "simclr", "objective: bt | simclr | vicreg | byol")
 	fs.StringVar(&f.init, "init", "pci", "initializer: kaiming | pci | pci-lanczos | csi | aui | krepes-pci")
-	fs.StringVar(&f.solver, "solver", "adam", "solver: adam | krepes")
+	fs.StringVar(&f.solver, "solver", "adam", "solver: adam | krepes (not with --loss byol)")
 	fs.IntVar(&f.fits, "fits", 1, "number R of repeated Adam fits differing only in the fit seed")
 	fs.IntVar(&f.k, "k", 256, "output dimension of the encoder")
 	fs.IntVar(&f.epochs, "epochs", 20, "Adam epochs")
@@ -116,6 +116,9 @@ func (f *fitFlags) recipe() (pipeline.Recipe, error) {
 	}
 	if f.solver == "krepes" && f.fits != 1 {
 		return pipeline.Recipe{}, fmt.Errorf("--fits: %d (1 for the deterministic krepes solver)", f.fits)
+	}
+	if f.solver == "krepes" && f.loss == "byol" {
+		return pipeline.Recipe{}, fmt.Errorf("--solver krepes --loss byol: %w (BYOL's step has no loss Hessian to solve with)", fit.ErrUnsupported)
 	}
 	if !(f.valFrac > 0 && f.valFrac < 1) {
 		return pipeline.Recipe{}, fmt.Errorf("--val-frac: %v must be in (0, 1)", f.valFrac)

@@ -39,7 +39,7 @@ func TestRunFitRejectsBadKernelScale(t *testing.T) {
 func TestRunFitDecayFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--weight-decay", "-1e-5"}, {"--weight-decay", "NaN"}, {"--weight-decay", "Inf"}, {"--decay", "adamw"}, {"--decay", ""}, {"--knn", "0"},
-		{"--trace-every", "-1"}, {"--trace-every", "2", "--solver", "krepes"},
+		{"--trace-every", "-1"}, {"--trace-every", "2", "--solver", "krepes"}, {"--solver", "krepes", "--loss", "byol"},
 	} {
 		err := cmdRun("fit", append([]string{"--data", "mnist"}, args...), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), args[0]) {

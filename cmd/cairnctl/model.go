@@ -26,7 +26,7 @@ type modelFlags struct {
 
 func (f *modelFlags) register(fs *flag.FlagSet) {
 	f.pipeline.register(fs)
-	fs.StringVar(&f.loss, "loss", "simclr", "objective: bt | simclr | vicreg")
+	fs.StringVar(&f.loss, "loss", "simclr", "objective: bt | simclr | vicreg | byol")
 	fs.StringVar(&f.init, "init", "pci", "initializer: kaiming | pci | pci-lanczos | csi | aui | krepes-pci")
 	fs.IntVar(&f.dim, "dim", 256, "output dimension k of the encoder")
 	fs.IntVar(&f.epochs, "epochs", 20, "Adam epochs")
