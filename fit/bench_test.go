@@ -27,6 +27,17 @@ func benchProblem(n, m int) *Problem {
 	return p
 }
 
+// benchA0 is the benchmarks' fixed m×k start.
+func benchA0(m, k int) *mat.Dense {
+	a0 := mat.NewDense(m, k, nil)
+	for i := range m {
+		for j := range k {
+			a0.Set(i, j, 0.01*float64((i*7+j*13)%17-8))
+		}
+	}
+	return a0
+}
+
 // BenchmarkEpoch times one Adam epoch (no validation) per loss and reports ns per sample
 // and the ratio to the epoch's GEMM floor: the time, measured in the same run, of the
 // two products per batch that any implementation needs ([K_A;K_B]Ã and its transpose
@@ -34,12 +45,7 @@ func benchProblem(n, m int) *Problem {
 func BenchmarkEpoch(b *testing.B) {
 	const n, m, k = 4096, 512, 256
 	p := benchProblem(n, m)
-	a0 := mat.NewDense(m, k, nil)
-	for i := range m {
-		for j := range k {
-			a0.Set(i, j, 0.01*float64((i*7+j*13)%17-8))
-		}
-	}
+	a0 := benchA0(m, k)
 	floor := gemmFloor(p, a0, 512)
 	for _, loss := range []Loss{BarlowTwins, SimCLR, VICReg, BYOL} {
 		b.Run(loss.String(), func(b *testing.B) {
@@ -66,12 +72,7 @@ func BenchmarkEpoch(b *testing.B) {
 func BenchmarkBYOLEpoch(b *testing.B) {
 	const n, m, k = 4096, 512, 256
 	p := benchProblem(n, m)
-	a0 := mat.NewDense(m, k, nil)
-	for i := range m {
-		for j := range k {
-			a0.Set(i, j, 0.01*float64((i*7+j*13)%17-8))
-		}
-	}
+	a0 := benchA0(m, k)
 	var tb, ts time.Duration
 	var sink float64
 	for b.Loop() {
@@ -130,12 +131,7 @@ func gemmFloor(p *Problem, a *mat.Dense, bs int) float64 {
 func BenchmarkKrepesIteration(b *testing.B) {
 	const n, m, k = 2048, 512, 256
 	p := benchProblem(n, m)
-	a0 := mat.NewDense(m, k, nil)
-	for i := range m {
-		for j := range k {
-			a0.Set(i, j, 0.01*float64((i*7+j*13)%17-8))
-		}
-	}
+	a0 := benchA0(m, k)
 	for _, loss := range []Loss{BarlowTwins, SimCLR, VICReg} {
 		b.Run(loss.String(), func(b *testing.B) {
 			opt := DefaultOptions(loss)
