@@ -144,6 +144,38 @@ type loadStats struct {
 	SendLagMax float64 `json:"send_lag_max_ms"` // worst delay of a write behind its schedule
 }
 
+// loadPairs pairs the load's query records with their answers by request id. The tail
+// reads two topics, so an answer may be read before its query record: whichever of the
+// pair comes second completes it. A record seen twice (answers are at least once) counts
+// once.
+type loadPairs struct {
+	prefix, queries    string
+	sentAt, answeredAt map[string]time.Time
+	lat                []float64 // milliseconds from a query record to its answer, Kafka timestamps
+}
+
+func newLoadPairs(prefix, queriesTopic string) *loadPairs {
+	return &loadPairs{prefix: prefix, queries: queriesTopic, sentAt: map[string]time.Time{}, answeredAt: map[string]time.Time{}}
+}
+
+func (p *loadPairs) add(m stream.Message) {
+	req := string(m.Key)
+	if !strings.HasPrefix(req, p.prefix) {
+		return
+	}
+	mine, other := p.sentAt, p.answeredAt
+	if m.Topic != p.queries {
+		mine, other = p.answeredAt, p.sentAt
+	}
+	if _, dup := mine[req]; dup {
+		return
+	}
+	mine[req] = m.Time
+	if _, ok := other[req]; ok {
+		p.lat = append(p.lat, p.answeredAt[req].Sub(p.sentAt[req]).Seconds()*1e3)
+	}
+}
+
 // openLoad sends rate queries per second for dur (cycling through xs) on one writer
 // goroutine, joined before it returns, and collects the attributions from a tail of the
 // query and attribution topics.
@@ -180,27 +212,17 @@ func openLoad(ctx context.Context, c client, w *stream.Writer, lim stream.Limits
 			}
 		}
 	}()
-	sentAt := map[string]time.Time{}
-	var lat []float64
+	pairs := newLoadPairs(base+"-load-", c.topics.Queries)
 	deadline, cancel := context.WithTimeout(ctx, dur+time.Minute)
 	defer cancel()
-	for len(lat) < n {
+	for len(pairs.lat) < n {
 		m, err := t.next(deadline)
 		if err != nil {
 			break
 		}
-		req := string(m.Key)
-		if !strings.HasPrefix(req, base+"-load-") {
-			continue
-		}
-		if m.Topic == c.topics.Queries {
-			sentAt[req] = m.Time
-			continue
-		}
-		if q, ok := sentAt[req]; ok {
-			lat = append(lat, m.Time.Sub(q).Seconds()*1e3)
-		}
+		pairs.add(m)
 	}
+	lat := pairs.lat
 	wg.Wait()
 	if sendErr != nil {
 		return ls, sendErr
