@@ -434,6 +434,9 @@ func (d *Daemon) connect(ctx context.Context) (closeBroker func() error, err err
 		return nil, errors.Join(err, b.Close())
 	}
 	d.log.Info().Str("addr", b.Addr()).Msg("embedded broker started")
+	if b.RestoredCompaction() {
+		d.log.Warn().Msg("embedded broker: a compaction interrupted by a crash was undone and run again")
+	}
 	return b.Close, nil
 }
 

@@ -63,9 +63,15 @@ type Broker struct {
 	dataDir string // "" without persistence
 
 	compactMu sync.Mutex // one compaction at a time: they share the guard directory
+	// restored says StartBroker found an interrupted compaction and undid it.
+	restored bool
 
 	once sync.Once
 }
+
+// RestoredCompaction says StartBroker found a compaction interrupted by a crash and put
+// the partitions back as they were before it (then compacted again).
+func (b *Broker) RestoredCompaction() bool { return b.restored }
 
 // StartBroker starts the broker and creates the configured topics that do
 // not exist yet. On failure nothing is left running.
@@ -106,7 +112,7 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream: start embedded broker on %s: %w", cfg.Addr, err)
 	}
-	b := &Broker{c: c, addr: c.ListenAddrs()[0], dataDir: cfg.DataDir}
+	b := &Broker{c: c, addr: c.ListenAddrs()[0], dataDir: cfg.DataDir, restored: restored}
 	defer func() {
 		if err != nil {
 			b.Close()

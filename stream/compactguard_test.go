@@ -80,6 +80,9 @@ func TestCompactGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b2.Close()
+	if !b2.RestoredCompaction() || b.RestoredCompaction() {
+		t.Errorf("RestoredCompaction: %v after the interrupted compaction, %v on the first start; want true, false", b2.RestoredCompaction(), b.RestoredCompaction())
+	}
 	for _, g := range []string{guardDir, guardTmpDir} {
 		if _, err := os.Stat(filepath.Join(dir, g)); !os.IsNotExist(err) {
 			t.Errorf("%s left after the restart: %v", g, err)

@@ -144,7 +144,7 @@ func waitQuiet(t *testing.T, p *proc, want int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not quiescent after 3 minutes: %+v (answering %v); the end of its log:\n%s", s, ok, p.logTail())
+			t.Fatalf("not quiescent after 3 minutes: %+v (answering %v; want %d points); the end of its log:\n%s", s, ok, want, p.logTail())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
