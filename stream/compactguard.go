@@ -18,15 +18,21 @@ import (
 //     DataDir/compact-guard.tmp, which is then renamed to DataDir/compact-guard (the
 //     marker that a compaction is in progress; the links keep the old contents, since
 //     kfake removes and recreates files rather than writing into them);
-//  2. after Compact returns, the guard is removed;
+//  2. after Compact returns, the guard is renamed to DataDir/compact-guard.done and that
+//     is removed: the rename retires the guard at once, since removing a directory
+//     tree is not atomic, and a kill in the middle of it left a partial guard, which
+//     step 3 then "restored", losing the segment files already removed from it (seen:
+//     a partition restarting empty after a kill during the release);
 //  3. StartBroker, finding a guard, restores every partition directory of the guard to
 //     the guarded contents (the state before the interrupted compaction; the erasure
 //     it was for runs again, as the daemon compacts before publishing the audits) and
-//     removes the guard; a leftover compact-guard.tmp means the compaction never
-//     started and is removed.
+//     retires the guard the same way; a leftover compact-guard.tmp means the
+//     compaction never started, a leftover compact-guard.done that it finished, and
+//     both are removed.
 const (
-	guardDir    = "compact-guard"
-	guardTmpDir = "compact-guard.tmp"
+	guardDir     = "compact-guard"
+	guardTmpDir  = "compact-guard.tmp"
+	guardDoneDir = "compact-guard.done"
 )
 
 // guardPartitions links DataDir/partitions into the guard (step 1).
@@ -58,13 +64,21 @@ func guardPartitions(dataDir string) error {
 	return os.Rename(tmp, guard)
 }
 
-// releaseGuard removes the guard after a compaction returned (step 2).
-func releaseGuard(dataDir string) error { return os.RemoveAll(filepath.Join(dataDir, guardDir)) }
+// releaseGuard retires the guard after a compaction returned (step 2).
+func releaseGuard(dataDir string) error {
+	done := filepath.Join(dataDir, guardDoneDir)
+	if err := os.Rename(filepath.Join(dataDir, guardDir), done); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return os.RemoveAll(done)
+}
 
 // restoreGuard undoes an interrupted compaction (step 3). It reports whether it did.
 func restoreGuard(dataDir string) (bool, error) {
-	if err := os.RemoveAll(filepath.Join(dataDir, guardTmpDir)); err != nil {
-		return false, err
+	for _, d := range []string{guardTmpDir, guardDoneDir} {
+		if err := os.RemoveAll(filepath.Join(dataDir, d)); err != nil {
+			return false, err
+		}
 	}
 	guard := filepath.Join(dataDir, guardDir)
 	parts, err := os.ReadDir(guard)
@@ -95,5 +109,5 @@ func restoreGuard(dataDir string) (bool, error) {
 			}
 		}
 	}
-	return true, os.RemoveAll(guard)
+	return true, releaseGuard(dataDir)
 }
