@@ -64,95 +64,107 @@ func auditCmd(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		m := fm.info.m
-		if *k >= m {
-			return fmt.Errorf("--k %d: must be below the pool size %d", *k, m)
+		rep, err := auditModel(fm, mf.pipeline.data, *k, *random, mf.pipeline.seed)
+		if err != nil {
+			return err
 		}
-		ref, test, labels := fm.prob.Val.K, fm.prob.Test.K, fm.prob.Val.Labels
-		nr, _ := ref.Dims()
-		nt, _ := test.Dims()
-		rep := &auditReport{
-			Data: mf.pipeline.data, K: *k, Random: *random, Seeds: *seeds, Landmarks: m,
-			Reference: nr, Test: nt, Rankings: map[string]*auditRanking{}, Seconds: fm.secs,
-		}
-		t0 := time.Now()
-		sets := randomSets(rng.New(mf.pipeline.seed, "cairnctl/audit/random"), m, *k, *random)
-		var topDisp [][]int
-		for _, f := range fm.fits.Fits {
-			enc := certify.Encoder{A: f.A, B: f.B}
-			full, err := certify.Confidence(enc, ref, test, labels, nil)
-			if err != nil {
-				return err
-			}
-			rep.Confidence = append(rep.Confidence, full)
-			effects := make([]float64, len(sets))
-			for t, s := range sets {
-				if effects[t], err = certify.DeletionEffect(full, enc, ref, test, labels, s); err != nil {
-					return err
-				}
-			}
-			rep.RandomEffects = append(rep.RandomEffects, effects)
-			contrib := make([]float64, m)
-			certify.ContributionTo(contrib, enc, fm.prob.KA)
-			loo := make([]float64, m)
-			certify.LeaveOneOutTo(loo, enc, fm.prob.KA)
-			lsr := make([]float64, m)
-			certify.ReselectionTo(lsr, f.A, f.A0)
-			for _, rk := range []struct {
-				name   string
-				scores []float64
-			}{{"displacement", f.Omega}, {"contribution", contrib}, {"leave_one_out", loo}, {"reselection", lsr}} {
-				row := rep.Rankings[rk.name]
-				if row == nil {
-					row = &auditRanking{}
-					rep.Rankings[rk.name] = row
-				}
-				top := certify.TopKIndices(rk.scores, *k)
-				if rk.name == "displacement" {
-					topDisp = append(topDisp, top)
-				}
-				eff, err := certify.DeletionEffect(full, enc, ref, test, labels, top)
-				if err != nil {
-					return err
-				}
-				pct, err := certify.Percentile(eff, effects)
-				if err != nil {
-					return err
-				}
-				pv, err := certify.PermutationPValue(eff, effects)
-				if err != nil {
-					return err
-				}
-				row.Effects = append(row.Effects, eff)
-				row.Percentiles = append(row.Percentiles, pct)
-				row.PValues = append(row.PValues, pv)
-				ids := make([]string, len(top))
-				for i, l := range top {
-					ids[i] = fm.info.landmarkIDs[l]
-				}
-				row.TopK = append(row.TopK, ids)
-				if fm.info.landmarkLab != nil {
-					cov, err := certify.CoverageNumber(rk.scores, fm.info.landmarkLab, fm.info.classes)
-					if err != nil {
-						return err
-					}
-					row.Coverage = append(row.Coverage, cov)
-				}
-			}
-		}
-		for _, row := range rep.Rankings {
-			row.PercentileMedian = median(row.Percentiles)
-		}
-		if len(topDisp) >= 2 {
-			if rep.SeedStability, err = certify.SeedStability(topDisp); err != nil {
-				return err
-			}
-		} else {
-			rep.SeedStability = 1 // one seed agrees with itself; reported for a complete table
-		}
-		rep.Seconds["audit"] = time.Since(t0).Seconds()
 		return writeJSON(stdio.Out, rep)
 	}
+}
+
+// auditModel measures the identifiability table of fm's fits (every fit in fm.fits, one
+// per seed): the deletion effect of each ranking's top-k landmarks against random k-sets
+// drawn under seed (the same sets for every ranking and every fit).
+func auditModel(fm *fittedModel, data string, k, random int, seed uint64) (*auditReport, error) {
+	m := fm.info.m
+	if k >= m {
+		return nil, fmt.Errorf("--k %d: must be below the pool size %d", k, m)
+	}
+	ref, test, labels := fm.prob.Val.K, fm.prob.Test.K, fm.prob.Val.Labels
+	nr, _ := ref.Dims()
+	nt, _ := test.Dims()
+	rep := &auditReport{
+		Data: data, K: k, Random: random, Seeds: len(fm.fits.Fits), Landmarks: m,
+		Reference: nr, Test: nt, Rankings: map[string]*auditRanking{}, Seconds: fm.secs,
+	}
+	t0 := time.Now()
+	sets := randomSets(rng.New(seed, "cairnctl/audit/random"), m, k, random)
+	var topDisp [][]int
+	for _, f := range fm.fits.Fits {
+		enc := certify.Encoder{A: f.A, B: f.B}
+		full, err := certify.Confidence(enc, ref, test, labels, nil)
+		if err != nil {
+			return nil, err
+		}
+		rep.Confidence = append(rep.Confidence, full)
+		effects := make([]float64, len(sets))
+		for t, s := range sets {
+			if effects[t], err = certify.DeletionEffect(full, enc, ref, test, labels, s); err != nil {
+				return nil, err
+			}
+		}
+		rep.RandomEffects = append(rep.RandomEffects, effects)
+		contrib := make([]float64, m)
+		certify.ContributionTo(contrib, enc, fm.prob.KA)
+		loo := make([]float64, m)
+		certify.LeaveOneOutTo(loo, enc, fm.prob.KA)
+		lsr := make([]float64, m)
+		certify.ReselectionTo(lsr, f.A, f.A0)
+		for _, rk := range []struct {
+			name   string
+			scores []float64
+		}{{"displacement", f.Omega}, {"contribution", contrib}, {"leave_one_out", loo}, {"reselection", lsr}} {
+			row := rep.Rankings[rk.name]
+			if row == nil {
+				row = &auditRanking{}
+				rep.Rankings[rk.name] = row
+			}
+			top := certify.TopKIndices(rk.scores, k)
+			if rk.name == "displacement" {
+				topDisp = append(topDisp, top)
+			}
+			eff, err := certify.DeletionEffect(full, enc, ref, test, labels, top)
+			if err != nil {
+				return nil, err
+			}
+			pct, err := certify.Percentile(eff, effects)
+			if err != nil {
+				return nil, err
+			}
+			pv, err := certify.PermutationPValue(eff, effects)
+			if err != nil {
+				return nil, err
+			}
+			row.Effects = append(row.Effects, eff)
+			row.Percentiles = append(row.Percentiles, pct)
+			row.PValues = append(row.PValues, pv)
+			ids := make([]string, len(top))
+			for i, l := range top {
+				ids[i] = fm.info.landmarkIDs[l]
+			}
+			row.TopK = append(row.TopK, ids)
+			if fm.info.landmarkLab != nil {
+				cov, err := certify.CoverageNumber(rk.scores, fm.info.landmarkLab, fm.info.classes)
+				if err != nil {
+					return nil, err
+				}
+				row.Coverage = append(row.Coverage, cov)
+			}
+		}
+	}
+	for _, row := range rep.Rankings {
+		row.PercentileMedian = median(row.Percentiles)
+	}
+	if len(topDisp) >= 2 {
+		var err error
+		if rep.SeedStability, err = certify.SeedStability(topDisp); err != nil {
+			return nil, err
+		}
+	} else {
+		rep.SeedStability = 1 // one seed agrees with itself; reported for a complete table
+	}
+	rep.Seconds["audit"] = time.Since(t0).Seconds()
+	return rep, nil
 }
 
 // randomSets draws n sets of k distinct landmark indices out of m, each uniform without

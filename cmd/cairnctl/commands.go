@@ -40,6 +40,7 @@ func root() *cli.Command {
 			}},
 			{Name: "check", Synopsis: "check a stopped daemon's state file: pages, records, audit chain", Flags: checkCmd},
 			{Name: "demo", Synopsis: "run the daemon and its main job in process (NDJSON events, then a summary)", Flags: demoCmd},
+			{Name: "reproduce", Synopsis: "regenerate a table of the paper from cairn's code, the paper's number beside cairn's in every cell", Flags: reproduceCmd},
 			{Name: "bench", Synopsis: "ingest rate, query latency, certified rate and resident memory of an in-process daemon", Flags: benchCmd},
 			{Name: "bench-scale", Synopsis: "a deployment of cairnd processes: replica query throughput, a replica killed under load, a standby's takeover", Flags: benchScaleCmd},
 		},

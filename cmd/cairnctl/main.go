@@ -1,8 +1,8 @@
 // Command cairnctl is cairn's operator CLI: the offline tools (verify, entk, select, fit,
-// explain, audit, bench) that run the same code as the daemon, and the Kafka-facing
-// commands. Every command prints one JSON object on stdout; diagnostics go to stderr;
-// exit 1 means the command failed, 2 that it was invoked wrongly. The commands are in
-// commands.go.
+// explain, audit, reproduce, bench) that run the same code as the daemon, and the
+// Kafka-facing commands. Every command prints one JSON object on stdout (reproduce: one
+// per table, or Markdown with --format markdown); diagnostics go to stderr; exit 1 means
+// the command failed, 2 that it was invoked wrongly. The commands are in commands.go.
 package main
 
 import (

@@ -1,0 +1,418 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairnhq/cairn/internal/cli"
+)
+
+// reproTables lists the tables of cairnctl reproduce in the order --table all runs them,
+// each with the paper label it regenerates and its runner. A runner fills cairn's value
+// of the table's paper cells (paperTables) from cairn's own code: the verify commands
+// run in process, and the fit, audit and select code called as functions.
+//
+// A function, not a variable: the runners reach root() (runCommand), whose command
+// tree names reproduceCmd, which lists the tables.
+func reproTables() []reproSpec {
+	return []reproSpec{
+		{"srht", "Thm. srht-exact, fig:theory(a)", reproSRHT},
+		{"two-axis", "Prop. two-axis, fig:2b", reproTwoAxis},
+		{"deff", "app. additional: SLQ vs exact d_eff", reproDeff},
+		{"coverage", "tab:kappa-matched", reproCoverage},
+		{"d3-merged", "tab:d3-merged", reproInit},
+		{"cairn-vs-krepes", "tab:cairn-vs-krepes", reproKrepes},
+		{"table1-all", "tab:table1-all", reproTable1},
+		{"deletion", "fig:acc-del(b)", reproDeletion},
+	}
+}
+
+// reproSpec names a table, the paper label it regenerates, and its runner.
+type reproSpec struct {
+	name, label string
+	run         func(ctx context.Context, r *reproRun, t *reproTable) error
+}
+
+func reproNames() []string {
+	var names []string
+	for _, t := range reproTables() {
+		names = append(names, t.name)
+	}
+	return names
+}
+
+// reproduceCmd is `cairnctl reproduce --table NAME [--quick]`: regenerate a table of the
+// paper from cairn's code and print the paper's number beside cairn's in every cell.
+func reproduceCmd(fs *flag.FlagSet) cli.Func {
+	table := fs.String("table", "", "table to regenerate: "+strings.Join(reproNames(), " | ")+" | all")
+	quick := fs.Bool("quick", false, "reduced sizes (minutes per table on 2 cores) instead of the paper's settings (tab:hparams)")
+	format := fs.String("format", "json", "output: json (one indented object per table) | markdown (the paper's number beside cairn's in every cell)")
+	adult := fs.String("adult", "", "directory with adult.data/adult.test; without it the Adult rows are not run (cairn null)")
+	seed := fs.Uint64("seed", 1, "seed of every draw and fit")
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		names, err := reproSelect(*table)
+		if err != nil {
+			return err
+		}
+		if *format != "json" && *format != "markdown" {
+			return fmt.Errorf("--format: %q, want json or markdown", *format)
+		}
+		for _, name := range names {
+			size := reproFull()
+			if *quick {
+				size = reproQuick(name)
+			}
+			t, err := reproduceTable(ctx, name, size, *adult, *seed, stdio.Err)
+			if err != nil {
+				return fmt.Errorf("--table %s: %w", name, err)
+			}
+			if *format == "markdown" {
+				err = writeReproMarkdown(stdio.Out, t)
+			} else {
+				err = writeJSON(stdio.Out, t)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// reproSelect checks --table and returns the tables it names.
+func reproSelect(table string) ([]string, error) {
+	switch {
+	case table == "all":
+		return reproNames(), nil
+	case slices.Contains(reproNames(), table):
+		return []string{table}, nil
+	case table == "":
+		return nil, fmt.Errorf("--table is required: one of %s, or all", strings.Join(reproNames(), ", "))
+	}
+	return nil, fmt.Errorf("--table: unknown table %q, want one of %s, or all", table, strings.Join(reproNames(), ", "))
+}
+
+// reproSize is the size of a run. Full follows the paper where it states a setting
+// (tab:hparams, Sec. 4 Setup); quick shrinks the data and the budgets.
+type reproSize struct {
+	Quick bool           `json:"quick"`
+	N     map[string]int `json:"n"`      // training rows loaded per data set (0: all)
+	M     map[string]int `json:"m"`      // landmarks per view (pool M = 2m)
+	TestN map[string]int `json:"test_n"` // test rows
+	H     int            `json:"h"`
+	S     int            `json:"s"`
+	K     int            `json:"k"`
+	// Epochs of Adam (patience is the fit package's default).
+	Epochs int `json:"epochs"`
+	// SRHTDraws and TwoAxisDraws are the draws of verify srht and verify two-axis.
+	SRHTDraws    int `json:"srht_draws"`
+	TwoAxisDraws int `json:"two_axis_draws"`
+	// Seeds are the Adam fits of cairn-vs-krepes; Random the random deletion sets.
+	Seeds  int `json:"seeds"`
+	Random int `json:"random"`
+}
+
+func reproFull() reproSize {
+	return reproSize{
+		N:     map[string]int{"mnist": 0, "adult": 0},
+		M:     map[string]int{"mnist": 256, "adult": 1000},
+		TestN: map[string]int{"mnist": 10000, "adult": 16281},
+		H:     4, S: 4096, K: 256, Epochs: 20, SRHTDraws: 20000, TwoAxisDraws: 96, Seeds: 3, Random: 30,
+	}
+}
+
+// reproQuick is the reduced size of table name: the tables of 30 and more fits
+// (coverage, d3-merged) and cairn-vs-krepes (whose KREPES solves take most of its
+// time) load 1,500 training rows, the two tables of six single fits 5,000, so each stays
+// within about three minutes on two cores.
+func reproQuick(name string) reproSize {
+	n := 1500
+	if name == "table1-all" || name == "deletion" {
+		n = 5000
+	}
+	return reproSize{
+		Quick: true,
+		N:     map[string]int{"mnist": n, "adult": n},
+		M:     map[string]int{"mnist": 64, "adult": 64},
+		TestN: map[string]int{"mnist": 2000, "adult": 2000},
+		H:     2, S: 256, K: 256, Epochs: 20, SRHTDraws: 4000, TwoAxisDraws: 96, Seeds: 3, Random: 30,
+	}
+}
+
+// reproRun is what a table runner reads: the size, the data, the seed, and where to
+// report progress.
+type reproRun struct {
+	size     reproSize
+	adultDir string
+	seed     uint64
+	progress io.Writer
+}
+
+// dataSpec returns the --data value of a data set flag name ("mnist", "adult"), or ""
+// when the data set is not available (Adult without --adult).
+func (r *reproRun) dataSpec(name string) string {
+	if name == "adult" {
+		if r.adultDir == "" {
+			return ""
+		}
+		return "adult:" + r.adultDir
+	}
+	return name
+}
+
+// pipeline returns the pipeline flags of a data set at the run's size, with the shipped
+// trained weights (pipelineFlags' default).
+func (r *reproRun) pipeline(name string) pipelineFlags {
+	return pipelineFlags{data: r.dataSpec(name), h: r.size.H, s: r.size.S, m: r.size.M[name], n: r.size.N[name], seed: r.seed}
+}
+
+func (r *reproRun) logf(format string, args ...any) {
+	fmt.Fprintf(r.progress, "reproduce: "+format+"\n", args...)
+}
+
+// reproCell is one cell of a reproduced table.
+type reproCell struct {
+	Row    string `json:"row"`
+	Column string `json:"column"`
+	// Paper is the paper's number as printed; PaperRange the value or range it states.
+	Paper      string     `json:"paper"`
+	PaperRange [2]float64 `json:"paper_range"`
+	Source     string     `json:"source"`
+	// Cairn is cairn's value (null: not computed, see Note); Noise its standard error or
+	// seed standard deviation where one is measured.
+	Cairn *float64 `json:"cairn"`
+	Noise *float64 `json:"noise,omitempty"`
+	// Tolerance is the allowance Match used: |cairn − paper range| ≤ tolerance.
+	Tolerance float64 `json:"tolerance"`
+	Match     bool    `json:"match"`
+	Note      string  `json:"note,omitempty"`
+	passFail  bool
+}
+
+// reproTable is the JSON object of one table.
+type reproTable struct {
+	Name     string         `json:"name"`
+	Label    string         `json:"label"`
+	Settings map[string]any `json:"settings"`
+	Seconds  float64        `json:"seconds"`
+	Matched  int            `json:"matched"`
+	Cells    []reproCell    `json:"cells"`
+}
+
+// cell returns the table's cell (row, column); it panics when the paper has no such cell
+// (a runner filling a cell the paper table lacks is a programming error).
+func (t *reproTable) cell(row, col string) *reproCell {
+	for i := range t.Cells {
+		if t.Cells[i].Row == row && t.Cells[i].Column == col {
+			return &t.Cells[i]
+		}
+	}
+	panic(fmt.Sprintf("reproduce: table %s has no paper cell (%q, %q)", t.Name, row, col))
+}
+
+// set records cairn's value v of cell (row, col) with its noise (NaN: none measured)
+// and matches it against the paper: within the paper's range widened by
+// max(tol, 2·noise, half a unit of the paper's last digit). A NaN or infinite v is recorded as null and does not match.
+func (t *reproTable) set(row, col string, v, noise, tol float64, note string) {
+	c := t.cell(row, col)
+	c.Note = note
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		c.Cairn, c.Match = nil, false
+		return
+	}
+	c.Cairn = &v
+	if !c.passFail {
+		// The paper's rounding: half a unit of its last printed digit.
+		tol = math.Max(tol, 0.5*math.Pow(10, -float64(decimals(c.Paper))))
+	}
+	if !math.IsNaN(noise) && !math.IsInf(noise, 0) {
+		c.Noise = &noise
+		tol = math.Max(tol, 2*noise)
+	}
+	c.Tolerance = tol
+	c.Match = v >= c.PaperRange[0]-tol && v <= c.PaperRange[1]+tol
+}
+
+// skip marks every cell of row as not run, with the reason.
+func (t *reproTable) skip(row, why string) {
+	for i := range t.Cells {
+		if t.Cells[i].Row == row {
+			t.Cells[i].Note = why
+		}
+	}
+}
+
+// reproduceTable runs one table at size and returns it with its cells.
+func reproduceTable(ctx context.Context, name string, size reproSize, adultDir string, seed uint64, progress io.Writer) (*reproTable, error) {
+	specs := reproTables()
+	i := slices.IndexFunc(specs, func(t reproSpec) bool { return t.name == name })
+	if i < 0 {
+		return nil, fmt.Errorf("unknown table %q, want one of %s", name, strings.Join(reproNames(), ", "))
+	}
+	pcs, ok := paperTables[name]
+	if !ok || len(pcs) == 0 {
+		return nil, fmt.Errorf("table %s: not implemented yet (no paper numbers transcribed)", name)
+	}
+	t := &reproTable{Name: name, Label: specs[i].label, Settings: map[string]any{
+		"size": size, "seed": seed, "weights": "shipped trained (entk/weights) for mnist and adult",
+	}}
+	for _, p := range pcs {
+		c := reproCell{Row: p.Row, Column: p.Column, Paper: p.Text, PaperRange: [2]float64{p.Lo, p.Hi}, Source: p.Label,
+			Note: "not computed"}
+		c.passFail = p.Text == "pass" || p.Text == "fail"
+		t.Cells = append(t.Cells, c)
+	}
+	if adultDir == "" {
+		t.Settings["adult"] = "not given (--adult): Adult rows not run"
+	} else {
+		t.Settings["adult"] = adultDir
+	}
+	r := &reproRun{size: size, adultDir: adultDir, seed: seed, progress: progress}
+	if r.progress == nil {
+		r.progress = io.Discard
+	}
+	t0 := time.Now()
+	if err := specs[i].run(ctx, r, t); err != nil {
+		return nil, err
+	}
+	t.Seconds = time.Since(t0).Seconds()
+	for _, c := range t.Cells {
+		if c.Match {
+			t.Matched++
+		}
+	}
+	return t, nil
+}
+
+// runCommand runs `cairnctl ARGS...` in process and decodes its JSON output into v.
+func runCommand(ctx context.Context, args []string, v any) error {
+	var out bytes.Buffer
+	if err := root().Run(ctx, args, cli.Stdio{Out: &out, Err: io.Discard}); err != nil {
+		return err
+	}
+	return json.Unmarshal(out.Bytes(), v)
+}
+
+// writeReproMarkdown writes t as a Markdown heading, its settings line and a grid of its
+// cells: rows and columns in the paper's order, each cell "paper / cairn", cairn's
+// noise after ±, and ✓ or ✗ for the match.
+func writeReproMarkdown(w io.Writer, t *reproTable) error {
+	var rows, cols []string
+	for _, c := range t.Cells {
+		if !slices.Contains(rows, c.Row) {
+			rows = append(rows, c.Row)
+		}
+		if !slices.Contains(cols, c.Column) {
+			cols = append(cols, c.Column)
+		}
+	}
+	var b strings.Builder
+	mode := "full"
+	if sz, ok := t.Settings["size"].(reproSize); ok && sz.Quick {
+		mode = "quick"
+	}
+	fmt.Fprintf(&b, "### %s (%s)\n\n", t.Name, t.Label)
+	fmt.Fprintf(&b, "%s run, %.0f s; %d of %d cells match. Each cell: paper / cairn.\n\n", mode, t.Seconds, t.Matched, len(t.Cells))
+	b.WriteString("| |")
+	for _, c := range cols {
+		b.WriteString(" " + mdEscape(c) + " |")
+	}
+	b.WriteString("\n| --- |")
+	for range cols {
+		b.WriteString(" --- |")
+	}
+	b.WriteString("\n")
+	var notes []string
+	for _, r := range rows {
+		b.WriteString("| " + mdEscape(r) + " |")
+		for _, col := range cols {
+			i := slices.IndexFunc(t.Cells, func(c reproCell) bool { return c.Row == r && c.Column == col })
+			if i < 0 {
+				b.WriteString(" |")
+				continue
+			}
+			c := t.Cells[i]
+			b.WriteString(" " + mdEscape(c.Paper) + " / " + mdEscape(formatCairn(c)) + " |")
+			if c.Note != "" && !slices.Contains(notes, c.Note) {
+				notes = append(notes, c.Note)
+			}
+		}
+		b.WriteString("\n")
+	}
+	if len(notes) > 0 {
+		b.WriteString("\n")
+		for _, n := range notes {
+			b.WriteString("* " + n + "\n")
+		}
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// formatCairn renders cairn's value of c with as many decimals as the paper prints
+// (pass/fail for a pass-or-fail cell), its noise, and ✓/✗.
+func formatCairn(c reproCell) string {
+	mark := " ✗"
+	if c.Match {
+		mark = " ✓"
+	}
+	if c.Cairn == nil {
+		if c.Match {
+			return "—" + mark // matched without a number: see the cell's note
+		}
+		return "—"
+	}
+	if c.passFail {
+		if *c.Cairn == passValue {
+			return "pass" + mark
+		}
+		return "fail" + mark
+	}
+	d := decimals(c.Paper)
+	s := strconv.FormatFloat(*c.Cairn, 'f', d, 64)
+	if c.Noise != nil {
+		s += " ± " + strconv.FormatFloat(*c.Noise, 'f', max(d, 2), 64)
+	}
+	return s + mark
+}
+
+// decimals returns the decimals of the first number in s ("84.10 ± 0.01" → 2), at least
+// 2 for numbers printed as integers below 10 (ratios such as "up to 2.5" keep theirs).
+func decimals(s string) int {
+	start := strings.IndexFunc(s, func(r rune) bool { return r >= '0' && r <= '9' })
+	if start < 0 {
+		return 2
+	}
+	end := start
+	for end < len(s) && (s[end] == '.' || (s[end] >= '0' && s[end] <= '9')) {
+		end++
+	}
+	num := s[start:end]
+	if i := strings.IndexByte(num, '.'); i >= 0 {
+		return len(num) - i - 1
+	}
+	return 0
+}
+
+func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+func ftoa(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// atof parses a transcribed paper number; a malformed one is a programming error.
+func atof(s string) float64 {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		panic(fmt.Sprintf("reproduce: paper number %q: %v", s, err))
+	}
+	return v
+}

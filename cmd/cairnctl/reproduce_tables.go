@@ -1,0 +1,418 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/cairnhq/cairn/certify"
+	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/fit"
+	"github.com/cairnhq/cairn/internal/pipeline"
+)
+
+// reproSRHT runs cairnctl verify srht at the paper's P = 256, s = 32 (fig:theory(a)).
+func reproSRHT(ctx context.Context, r *reproRun, t *reproTable) error {
+	args := []string{"verify", "srht", "--P", "256", "--s", "32", "--draws", strconv.Itoa(r.size.SRHTDraws), "--seed", strconv.FormatUint(r.seed, 10)}
+	t.Settings["command"] = "cairnctl " + joinArgs(args)
+	r.logf("srht: %s", joinArgs(args))
+	var rep srhtReport
+	if err := runCommand(ctx, args, &rep); err != nil {
+		return err
+	}
+	jl := math.Inf(-1)
+	for _, c := range rep.Cases {
+		if c.Ratio == nil || c.RatioSE == nil {
+			note := fmt.Sprintf("predicted variance is 0 (Φ = 0: the estimate is exact); measured %.2g", c.Measured)
+			t.set(c.Name, "measured/predicted", math.NaN(), math.NaN(), 0, note)
+			if c.Measured < 1e-20 {
+				// The paper's own example: u = v = e_j gives Φ = 0 and an exact estimate.
+				t.cell(c.Name, "measured/predicted").Match = true
+			}
+			continue
+		}
+		t.set(c.Name, "measured/predicted", *c.Ratio, *c.RatioSE, 0, "noise: standard error of the ratio from the empirical fourth moment")
+		if c.JLRatio != nil && *c.JLRatio > 0 {
+			jl = math.Max(jl, 1 / *c.JLRatio)
+		}
+	}
+	// "Up to 2.5×" is a maximum over inputs the paper does not list; cairn's eight inputs
+	// differ, so the allowance is 20% of the paper's value.
+	t.set("max over inputs", "JL predicted/measured", jl, math.NaN(), 0.5,
+		"the maximum over cairn's eight inputs of jl_predicted/measured; the paper's inputs are not listed (allowance 0.5)")
+	return nil
+}
+
+// reproTwoAxis runs cairnctl verify two-axis on the paper's d = 8, 1864-parameter
+// backbone with h = 1, 4, 16 and s = 20 and ∞, 96 draws per cell (fig:2b).
+func reproTwoAxis(ctx context.Context, r *reproRun, t *reproTable) error {
+	args := []string{"verify", "two-axis", "--arch", "mlp:16-32-32-8", "--h", "1,4,16", "--s", "20,0",
+		"--draws", strconv.Itoa(r.size.TwoAxisDraws), "--seed", strconv.FormatUint(r.seed, 10)}
+	t.Settings["command"] = "cairnctl " + joinArgs(args)
+	r.logf("two-axis: %s", joinArgs(args))
+	var rep twoAxisReport
+	if err := runCommand(ctx, args, &rep); err != nil {
+		return err
+	}
+	const pair = "cairn's pair is two seeded Gaussian inputs of the seeded mlp:16-32-32-8 network; the paper's is a pair of a real eNTK block"
+	k2 := rep.KStar * rep.KStar
+	for _, c := range rep.Cells {
+		switch {
+		case c.S == 0 && c.Ratio != nil && c.RatioSE != nil:
+			// Both the paper's ratio and cairn's are 96-draw estimates: the allowance is two
+			// standard errors of their difference, 2·√2·se.
+			row := fmt.Sprintf("h=%d, s=∞", c.H)
+			t.set(row, "measured/predicted", *c.Ratio, *c.RatioSE*math.Sqrt2, 0,
+				"noise: √2 × the ratio's standard error (the paper's ratio is a 96-draw estimate too)")
+		case c.S == 20:
+			row := fmt.Sprintf("h=%d, s=20", c.H)
+			se := math.NaN()
+			if c.RatioSE != nil {
+				se = *c.RatioSE * c.Predicted / k2 * math.Sqrt2
+			}
+			t.set(row, "relative excess over output term", (c.Measured-c.Output)/k2, se, 0, pair)
+		}
+	}
+	rtr := math.NaN()
+	if rep.RTrace != nil {
+		rtr = *rep.RTrace
+	}
+	t.set("pair", "r_tr(M̄)", rtr, math.NaN(), 0, pair)
+	return nil
+}
+
+// reproDeff compares SLQ with the exact d_eff (select's deff: the same estimator options
+// as cairnctl select) on the landmark kernel K_mm of each selector's two-view pool, at
+// the paper's ridge 10⁻³ (tab:hparams) relative to the mean of diag K_mm (the fit's
+// diagonal kernel scaling; d_eff is scale-invariant, Lemma deff (iii)).
+func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
+	const ridge = 1e-3
+	t.Settings["ridge"] = "1e-3 × mean diag K_mm"
+	sf := selectFlags{probes: 64, steps: 40, deflate: 64}
+	for _, d := range reproDatasets {
+		pf := r.pipeline(d.flag)
+		if pf.data == "" {
+			t.skip(d.name, "not run: give --adult DIR")
+			continue
+		}
+		r.logf("deff: %s: features", d.name)
+		prep, err := prepare(&pf)
+		if err != nil {
+			return err
+		}
+		sf.pf = pf
+		for _, s := range reproSelector {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			vs, err := selectViews(prep, s.flag, pf.m, pf.seed)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", d.name, s.name, err)
+			}
+			var diag float64
+			for l := 0; l < vs.M; l++ {
+				row := vs.Landmarks[l*vs.Q : (l+1)*vs.Q]
+				for _, v := range row {
+					diag += v * v
+				}
+			}
+			lam := ridge * diag / float64(vs.M)
+			dj, err := sf.deff(selectViewData{g: vs.Landmarks, name: "pool"}, vs.M, vs.Q, lam, map[string]float64{})
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", d.name, s.name, err)
+			}
+			rel := 100 * math.Abs(dj.SLQ-*dj.Exact) / *dj.Exact
+			r.logf("deff: %s %s: exact %.3f slq %.3f ± %.3f", d.name, s.name, *dj.Exact, dj.SLQ, dj.SLQError)
+			t.set(d.name, s.name, rel, 100*dj.SLQError / *dj.Exact, 0,
+				"cairn: 100·|SLQ − exact|/exact on the pool kernel (M = 2m); noise: SLQ's standard error in %")
+		}
+	}
+	return nil
+}
+
+// reproModel fits a model the way cairnctl audit and explain do (fitModel: the daemon's
+// recipe at the run's size) with the given loss, initializer, selector and fits.
+func (r *reproRun) model(ctx context.Context, data, loss, init, selector string, fits int, withTest bool) (*fittedModel, error) {
+	mf := modelFlags{pipeline: r.pipeline(data), loss: loss, init: init, dim: r.size.K, epochs: r.size.Epochs,
+		selector: selector, valFrac: 0.2}
+	testN := 0
+	if withTest {
+		testN = r.size.TestN[data]
+	}
+	t0 := time.Now()
+	fm, err := fitModel(ctx, &mf, fits, testN)
+	if err != nil {
+		return nil, fmt.Errorf("%s --loss %s --init %s --selector %s: %w", data, loss, init, selector, err)
+	}
+	r.logf("fit %s %s %s %s: %d fit(s) in %.1f s", data, loss, init, selector, fits, time.Since(t0).Seconds())
+	return fm, nil
+}
+
+// kappaTolerance is the allowance of a κ_C cell: κ_C counts landmarks in a pool of a
+// different size than the paper's in quick runs and jumps with one landmark's rank, so a
+// cell matches within a quarter of the paper's value or 2 landmarks, whichever is larger.
+func kappaTolerance(paper float64) float64 { return math.Max(2, 0.25*paper) }
+
+// accuracyTolerance is the allowance of an accuracy cell in points: the paper's own
+// allowance for Adam against KREPES is 0.3 points; its seed s.d. are 0.01–0.03, so
+// 0.5 points is generous for a same-size run.
+const accuracyTolerance = 0.5
+
+// kappa returns κ_C of fit f's ω ranking over fm's landmarks, and the classes the pool
+// holds.
+func kappa(fm *fittedModel, f *fit.Result) (certify.Coverage, int, error) {
+	cov, err := certify.CoverageNumber(f.Omega, fm.info.landmarkLab, fm.info.classes)
+	return cov, fm.info.classes - len(cov.Missing), err
+}
+
+// reproCoverage is tab:kappa-matched: κ_C of the ω ranking by selector and loss, with
+// the PCI-Lanczos initializer (fig:acc-del(a): "across selectors (PCI-Lanczos fixed)").
+func reproCoverage(ctx context.Context, r *reproRun, t *reproTable) error {
+	t.Settings["init"] = "pci-lanczos"
+	for _, d := range []string{"MNIST", "Adult"} {
+		flag := map[string]string{"MNIST": "mnist", "Adult": "adult"}[d]
+		for _, l := range reproLosses {
+			row := d + " " + l.name
+			if r.dataSpec(flag) == "" {
+				t.skip(row, "not run: give --adult DIR")
+				continue
+			}
+			for _, s := range reproSelector {
+				fm, err := r.model(ctx, flag, l.flag, "pci-lanczos", s.flag, 1, false)
+				if err != nil {
+					return err
+				}
+				cov, _, err := kappa(fm, fm.fits.Fits[0])
+				if err != nil {
+					return err
+				}
+				p := t.cell(row, s.name).PaperRange[0]
+				if !cov.Covered {
+					t.set(row, s.name, math.NaN(), math.NaN(), 0, fmt.Sprintf("cairn: classes %v absent from the pool", cov.Missing))
+					continue
+				}
+				t.set(row, s.name, float64(cov.Kappa), math.NaN(), kappaTolerance(p), "κ_C allowance: max(2, 25% of the paper's value)")
+			}
+		}
+	}
+	return nil
+}
+
+// reproInit is tab:d3-merged: test k-NN accuracy (%) by initializer, k-means++ landmarks
+// (fig:acc-del(a): "initializers (k-means++ fixed)").
+func reproInit(ctx context.Context, r *reproRun, t *reproTable) error {
+	t.Settings["selector"] = "kmeans++"
+	for _, d := range []string{"MNIST", "Adult"} {
+		flag := map[string]string{"MNIST": "mnist", "Adult": "adult"}[d]
+		for _, l := range reproLosses {
+			row := d + " " + l.name
+			if r.dataSpec(flag) == "" {
+				t.skip(row, "not run: give --adult DIR")
+				continue
+			}
+			for _, in := range reproInits {
+				fm, err := r.model(ctx, flag, l.flag, in.flag, "kmeans++", 1, true)
+				if err != nil {
+					return err
+				}
+				acc := 100 * fm.fits.Fits[0].TestEval.Accuracy
+				t.set(row, in.name, acc, math.NaN(), accuracyTolerance, accuracyNote)
+			}
+		}
+	}
+	return nil
+}
+
+const accuracyNote = "cairn: plain k-NN test accuracy of the selected checkpoint (50 neighbours; validation-selected, balanced on Adult)"
+
+// reproTable1 is tab:table1-all: Kaiming initializer, k-means++ landmarks: accuracy, κ_C
+// and the classes the pool holds.
+func reproTable1(ctx context.Context, r *reproRun, t *reproTable) error {
+	t.Settings["init"], t.Settings["selector"] = "kaiming", "kmeans++"
+	for _, d := range reproDatasets {
+		for _, l := range reproLosses {
+			row := d.name + " " + l.name
+			if r.dataSpec(d.flag) == "" {
+				t.skip(row, "not run: give --adult DIR")
+				continue
+			}
+			fm, err := r.model(ctx, d.flag, l.flag, "kaiming", "kmeans++", 1, true)
+			if err != nil {
+				return err
+			}
+			f := fm.fits.Fits[0]
+			t.set(row, "Acc (%)", 100*f.TestEval.Accuracy, math.NaN(), accuracyTolerance, accuracyNote)
+			cov, seen, err := kappa(fm, f)
+			if err != nil {
+				return err
+			}
+			if cov.Covered {
+				p := t.cell(row, "κ_C").PaperRange[0]
+				t.set(row, "κ_C", float64(cov.Kappa), math.NaN(), kappaTolerance(p), "κ_C allowance: max(2, 25% of the paper's value)")
+			} else {
+				t.set(row, "κ_C", math.NaN(), math.NaN(), 0, fmt.Sprintf("cairn: classes %v absent from the pool", cov.Missing))
+			}
+			t.set(row, "classes seen", float64(seen), math.NaN(), 0, "")
+		}
+	}
+	return nil
+}
+
+// reproKrepes is tab:cairn-vs-krepes: Adam (r.size.Seeds fits) and the KREPES final CG
+// iterate from the same PCI start on the same blocks (cairnctl fit --solver krepes's
+// code), their k-NN accuracy, the speed-up (KREPES solve time including its setup over
+// Adam's time to its selected checkpoint), and identifiability: the best of the three
+// rankings' median percentiles (cairnctl audit's code) for the Adam fits and for the
+// KREPES solution against the same random deletions.
+func reproKrepes(ctx context.Context, r *reproRun, t *reproTable) error {
+	t.Settings["init"], t.Settings["selector"] = "pci", "pc-ntk"
+	t.Settings["krepes"] = map[string]any{"damping": 1e-3, "cg_iters": 150}
+	for _, d := range reproDatasets {
+		for _, l := range reproLosses {
+			row := d.name + " " + l.name
+			if r.dataSpec(d.flag) == "" {
+				t.skip(row, "not run: give --adult DIR")
+				continue
+			}
+			fm, err := r.model(ctx, d.flag, l.flag, "pci", "pc-ntk", r.size.Seeds, true)
+			if err != nil {
+				return err
+			}
+			var accs, toBest []float64
+			for _, f := range fm.fits.Fits {
+				accs = append(accs, 100*f.TestEval.Accuracy)
+				if f.BestEpoch >= 1 {
+					toBest = append(toBest, f.History[f.BestEpoch-1].Seconds)
+				}
+			}
+			mean, sd := meanSD(accs)
+			t.set(row, "CAIRN acc (%)", mean, sd, accuracyTolerance, fmt.Sprintf("cairn: mean ± s.d. over %d Adam fits; %s", len(accs), accuracyNote))
+			// KREPES from the same started problem: fitModel scaled the blocks and
+			// initialized; the fit command's krepes path runs on exactly these.
+			c := config.Default().Fit
+			c.Loss = l.flag
+			rec, err := pipeline.RecipeOf(c)
+			if err != nil {
+				return err
+			}
+			ff := fitFlags{pf: r.pipeline(d.flag), damping: 1e-3, cgIters: 150, knn: fit.DefaultOptions(rec.Loss).KNN}
+			secs := map[string]float64{}
+			kr, err := ff.krepes(fm.prob, fm.init, rec.Loss, fm.info.balanced, secs)
+			if err != nil {
+				return fmt.Errorf("%s krepes: %w", row, err)
+			}
+			kacc := 100 * kr.TestEval.Accuracy
+			r.logf("krepes %s: %.2f%% in %.1f s", row, kacc, secs["fit"])
+			t.set(row, "KREPES acc (%)", kacc, math.NaN(), accuracyTolerance, "cairn: KREPES final CG iterate, same blocks and PCI start")
+			t.set(row, "Δ (points)", mean-kacc, sd, accuracyTolerance, "")
+			speed := math.NaN()
+			if len(toBest) > 0 {
+				speed = secs["fit"] / median(toBest)
+			}
+			t.set(row, "speed-up", speed, math.NaN(), 0,
+				fmt.Sprintf("%s speed-up: KREPES %.2f s (setup included) over Adam's median %.2f s to its checkpoint, on 2 CPU cores (the paper: one GPU, float32); matches when ≥ the paper's", row, secs["fit"], median(toBest)))
+			if c := t.cell(row, "speed-up"); c.Cairn != nil {
+				c.Match = *c.Cairn >= c.PaperRange[0]
+			}
+			rep, err := auditModel(fm, d.flag, 10, r.size.Random, r.seed)
+			if err != nil {
+				return fmt.Errorf("%s audit: %w", row, err)
+			}
+			t.set(row, "identifiability CAIRN", bestRanking(rep), math.NaN(), 100.0/float64(r.size.Random),
+				fmt.Sprintf("best of the three rankings' percentiles (median over %d seeds) against %d random top-10 deletions; allowance one random set", len(fm.fits.Fits), r.size.Random))
+			kfm := *fm
+			kfm.fits = &fit.Repeated{Fits: []*fit.Result{&kr.Result}}
+			kfm.secs = maps.Clone(fm.secs)
+			krep, err := auditModel(&kfm, d.flag, 10, r.size.Random, r.seed)
+			if err != nil {
+				return fmt.Errorf("%s audit krepes: %w", row, err)
+			}
+			t.set(row, "identifiability KREPES", bestRanking(krep), math.NaN(), 100.0/float64(r.size.Random),
+				"the same audit of the KREPES solution (deterministic: one fit), same random sets")
+		}
+	}
+	return nil
+}
+
+// bestRanking is the best of the displacement, contribution and leave-one-out median
+// percentiles of rep, in %.
+func bestRanking(rep *auditReport) float64 {
+	best := math.Inf(-1)
+	for _, name := range []string{"displacement", "contribution", "leave_one_out"} {
+		if row := rep.Rankings[name]; row != nil {
+			best = math.Max(best, row.PercentileMedian)
+		}
+	}
+	return 100 * best
+}
+
+// reproDeletion is fig:acc-del(b): the top-10 landmarks by ω and by Latent-Space
+// Reselection pass when deleting them lowers the 50-NN confidence more than every one
+// of 20 random deletions of 10 landmarks (cairnctl audit's code, one fit).
+func reproDeletion(ctx context.Context, r *reproRun, t *reproTable) error {
+	const random = 20
+	t.Settings["random"], t.Settings["k"], t.Settings["init"], t.Settings["selector"] = random, 10, "pci", "pc-ntk"
+	for _, d := range reproDatasets {
+		for _, l := range reproLosses {
+			row := d.name + " " + l.name
+			if r.dataSpec(d.flag) == "" {
+				t.skip(row, "not run: give --adult DIR")
+				continue
+			}
+			fm, err := r.model(ctx, d.flag, l.flag, "pci", "pc-ntk", 1, true)
+			if err != nil {
+				return err
+			}
+			rep, err := auditModel(fm, d.flag, 10, random, r.seed)
+			if err != nil {
+				return fmt.Errorf("%s audit: %w", row, err)
+			}
+			worst := slices.Max(rep.RandomEffects[0])
+			for _, rk := range []struct{ name, col string }{{"displacement", "top-10 by ω"}, {"reselection", "Latent-Space Reselection"}} {
+				row2 := rep.Rankings[rk.name]
+				pass := float64(failValue)
+				if row2.Percentiles[0] == 1 {
+					pass = passValue
+				}
+				t.set(row, rk.col, pass, math.NaN(), 0, "")
+				note := fmt.Sprintf("%s, %s: deletion effect %.4g vs the most harmful random deletion's %.4g", row, rk.col, row2.Effects[0], worst)
+				if worst > 0 {
+					note += fmt.Sprintf(" (%.2f×)", row2.Effects[0]/worst)
+				}
+				t.cell(row, rk.col).Note = note + fmt.Sprintf("; percentile %.2f", row2.Percentiles[0])
+			}
+		}
+	}
+	return nil
+}
+
+// meanSD returns the mean and the sample standard deviation of xs (NaN s.d. for fewer
+// than two values).
+func meanSD(xs []float64) (mean, sd float64) {
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	if len(xs) < 2 {
+		return mean, math.NaN()
+	}
+	for _, x := range xs {
+		sd += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(sd / float64(len(xs)-1))
+}
+
+func joinArgs(args []string) string {
+	s := ""
+	for i, a := range args {
+		if i > 0 {
+			s += " "
+		}
+		s += a
+	}
+	return s
+}

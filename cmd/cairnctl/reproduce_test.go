@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReproduceFlags checks that a bad --table or --format fails at once, naming the
+// valid values, before any table runs.
+func TestReproduceFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--table", "nope"}, append(reproNames(), `"nope"`, "all")},
+		{nil, append(reproNames(), "--table is required")},
+		{[]string{"--table", "SRHT"}, reproNames()},
+		{[]string{"--table", "srht", "--format", "csv"}, []string{"--format", "json", "markdown"}},
+	} {
+		t0 := time.Now()
+		var out bytes.Buffer
+		err := cmdRun("reproduce", tc.args, &out)
+		if err == nil {
+			t.Errorf("reproduce %v: no error", tc.args)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("reproduce %v: error %q does not name %q", tc.args, err, w)
+			}
+		}
+		if out.Len() != 0 || time.Since(t0) > time.Second {
+			t.Errorf("reproduce %v: wrote %d bytes in %v before failing; want nothing, at once", tc.args, out.Len(), time.Since(t0))
+		}
+	}
+}
+
+// TestReproducePaperComplete checks the transcribed paper numbers: every table has
+// them, every cell has a printed value and a range, no cell repeats, and the tables that
+// are grids in the paper have every (row, column) cell.
+func TestReproducePaperComplete(t *testing.T) {
+	wantCells := map[string]int{ // rows × columns of the paper's table
+		"srht": 9, "two-axis": 7, "deff": 2 * 6, "coverage": 6 * 6, "d3-merged": 6 * 5,
+		"cairn-vs-krepes": 6 * 6, "table1-all": 6 * 3, "deletion": 6 * 2,
+	}
+	for _, name := range reproNames() {
+		cells := paperTables[name]
+		if len(cells) != wantCells[name] {
+			t.Errorf("table %s: %d paper cells, want %d", name, len(cells), wantCells[name])
+		}
+		var rows, cols []string
+		seen := map[[2]string]bool{}
+		for _, c := range cells {
+			key := [2]string{c.Row, c.Column}
+			if seen[key] {
+				t.Errorf("table %s: cell %v twice", name, key)
+			}
+			seen[key] = true
+			if c.Text == "" || c.Label == "" || !(c.Lo <= c.Hi) || math.IsNaN(c.Lo) {
+				t.Errorf("table %s: cell %v: text %q, label %q, range [%v, %v]; want a printed value, its source and a range", name, key, c.Text, c.Label, c.Lo, c.Hi)
+			}
+			if !slices.Contains(rows, c.Row) {
+				rows = append(rows, c.Row)
+			}
+			if !slices.Contains(cols, c.Column) {
+				cols = append(cols, c.Column)
+			}
+		}
+		if name != "srht" && name != "two-axis" && len(rows)*len(cols) != len(cells) {
+			t.Errorf("table %s: %d rows × %d columns but %d cells: the grid has holes", name, len(rows), len(cols), len(cells))
+		}
+	}
+}
+
+// TestReproduceMarkdown renders a fixed two-cell table.
+func TestReproduceMarkdown(t *testing.T) {
+	v, noise := 0.987, 0.0123
+	tb := &reproTable{Name: "demo", Label: "tab:demo", Seconds: 1.4, Matched: 1,
+		Settings: map[string]any{"size": reproSize{Quick: true}},
+		Cells: []reproCell{
+			{Row: "a|b", Column: "ratio", Paper: "0.96–1.03", Cairn: &v, Noise: &noise, Match: true, Note: "a note"},
+			{Row: "c", Column: "pass?", Paper: "pass", Note: "not run"},
+		}}
+	var b strings.Builder
+	if err := writeReproMarkdown(&b, tb); err != nil {
+		t.Fatal(err)
+	}
+	want := "### demo (tab:demo)\n\n" +
+		"quick run, 1 s; 1 of 2 cells match. Each cell: paper / cairn.\n\n" +
+		"| | ratio | pass? |\n" +
+		"| --- | --- | --- |\n" +
+		"| a\\|b | 0.96–1.03 / 0.99 ± 0.01 ✓ | |\n" +
+		"| c | | pass / — |\n\n" +
+		"* a note\n* not run\n\n"
+	if got := b.String(); got != want {
+		t.Errorf("markdown:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestReproduceSRHT runs the cheapest tables end to end through the command (quick
+// srht and two-axis: well under a second each) and checks the JSON shape and that every
+// number is finite.
+func TestReproduceSRHT(t *testing.T) {
+	for _, name := range []string{"srht", "two-axis"} {
+		var out bytes.Buffer
+		if err := cmdRun("reproduce", []string{"--table", name, "--quick"}, &out); err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Name     string           `json:"name"`
+			Settings map[string]any   `json:"settings"`
+			Seconds  *float64         `json:"seconds"`
+			Matched  int              `json:"matched"`
+			Cells    []map[string]any `json:"cells"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out.String())
+		}
+		if got.Name != name || got.Settings == nil || got.Seconds == nil || len(got.Cells) != len(paperTables[name]) {
+			t.Fatalf("%s: name %q, settings %v, seconds %v, %d cells; want %d cells", name, got.Name, got.Settings, got.Seconds, len(got.Cells), len(paperTables[name]))
+		}
+		for _, c := range got.Cells {
+			for _, k := range []string{"row", "column", "paper", "paper_range", "cairn", "match"} {
+				if _, ok := c[k]; !ok {
+					t.Errorf("%s: cell %v lacks %q", name, c, k)
+				}
+			}
+			v, ok := c["cairn"].(float64)
+			if c["row"] == "u=v=e_j" {
+				// Φ = 0: predicted and measured variance are both 0, the ratio undefined.
+				if c["cairn"] != nil || c["match"] != true {
+					t.Errorf("%s: u=v=e_j cell %v; want cairn null and a match", name, c)
+				}
+				continue
+			}
+			if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+				t.Errorf("%s: cell %v: cairn not a finite number", name, c)
+			}
+		}
+	}
+}
+
+// TestReproduceTableUnknown checks the function behind the command.
+func TestReproduceTableUnknown(t *testing.T) {
+	_, err := reproduceTable(context.Background(), "nope", reproQuick("nope"), "", 1, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "srht") {
+		t.Errorf("reproduceTable(nope): %v; want an error naming the tables", err)
+	}
+}
