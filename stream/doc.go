@@ -44,7 +44,9 @@
 // Kafka to spread partitions: a GroupReader (the replicas' query reader) commits each
 // batch's offsets to its consumer group after the handler returns (at least once), and
 // an Election assigns the one partition of a leader topic to one member of a group
-// (leadership, with no offsets at all).
+// (leadership; its only offsets are the leader's beat, a changing offset the leader
+// commits under its generation so that the other members can tell a live leader from a
+// dead member the coordinator still lists, see Election).
 //
 // Writer.Write returns nil only when every message was acknowledged by all
 // in-sync replicas, else an error after WriterConfig.Attempts tries or when
