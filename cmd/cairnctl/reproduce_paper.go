@@ -31,15 +31,21 @@ const (
 	failValue = 0
 )
 
+// reproItem is a data set, loss, selector or initializer: the name the paper's tables
+// use for it and cairnctl's flag value.
+type reproItem struct{ name, flag string }
+
 // The data sets, losses, selectors and initializers in the paper's order, with the
 // names the paper's tables use for them and cairnctl's flag values.
 var (
-	reproDatasets = []struct{ name, flag string }{{"Adult", "adult"}, {"MNIST", "mnist"}}
-	reproLosses   = []struct{ name, flag string }{{"BT", "bt"}, {"SimCLR", "simclr"}, {"VICReg", "vicreg"}}
-	reproSelector = []struct{ name, flag string }{
+	reproDatasets = []reproItem{{"Adult", "adult"}, {"MNIST", "mnist"}}
+	// reproDatasetsMNISTFirst is the order of the paper's coverage and initializer tables.
+	reproDatasetsMNISTFirst = []reproItem{{"MNIST", "mnist"}, {"Adult", "adult"}}
+	reproLosses             = []reproItem{{"BT", "bt"}, {"SimCLR", "simclr"}, {"VICReg", "vicreg"}}
+	reproSelector           = []reproItem{
 		{"Random", "random"}, {"k-means++", "kmeans++"}, {"DPP", "dpp"}, {"k-center", "kcenter"}, {"PC-NTK", "pc-ntk"}, {"PC", "pc"},
 	}
-	reproInits = []struct{ name, flag string }{
+	reproInits = []reproItem{
 		{"Kaiming", "kaiming"}, {"PCI-D", "pci"}, {"PCI-L", "pci-lanczos"}, {"CSI", "csi"}, {"AUI", "aui"},
 	}
 )

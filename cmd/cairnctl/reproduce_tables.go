@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cairnhq/cairn/certify"
@@ -18,8 +19,8 @@ import (
 // reproSRHT runs cairnctl verify srht at the paper's P = 256, s = 32 (fig:theory(a)).
 func reproSRHT(ctx context.Context, r *reproRun, t *reproTable) error {
 	args := []string{"verify", "srht", "--P", "256", "--s", "32", "--draws", strconv.Itoa(r.size.SRHTDraws), "--seed", strconv.FormatUint(r.seed, 10)}
-	t.Settings["command"] = "cairnctl " + joinArgs(args)
-	r.logf("srht: %s", joinArgs(args))
+	t.Settings["command"] = "cairnctl " + strings.Join(args, " ")
+	r.logf("srht: %s", strings.Join(args, " "))
 	var rep srhtReport
 	if err := runCommand(ctx, args, &rep); err != nil {
 		return err
@@ -52,8 +53,8 @@ func reproSRHT(ctx context.Context, r *reproRun, t *reproTable) error {
 func reproTwoAxis(ctx context.Context, r *reproRun, t *reproTable) error {
 	args := []string{"verify", "two-axis", "--arch", "mlp:16-32-32-8", "--h", "1,4,16", "--s", "20,0",
 		"--draws", strconv.Itoa(r.size.TwoAxisDraws), "--seed", strconv.FormatUint(r.seed, 10)}
-	t.Settings["command"] = "cairnctl " + joinArgs(args)
-	r.logf("two-axis: %s", joinArgs(args))
+	t.Settings["command"] = "cairnctl " + strings.Join(args, " ")
+	r.logf("two-axis: %s", strings.Join(args, " "))
 	var rep twoAxisReport
 	if err := runCommand(ctx, args, &rep); err != nil {
 		return err
@@ -173,58 +174,44 @@ func kappa(fm *fittedModel, f *fit.Result) (certify.Coverage, int, error) {
 // the PCI-Lanczos initializer (fig:acc-del(a): "across selectors (PCI-Lanczos fixed)").
 func reproCoverage(ctx context.Context, r *reproRun, t *reproTable) error {
 	t.Settings["init"] = "pci-lanczos"
-	for _, d := range []string{"MNIST", "Adult"} {
-		flag := map[string]string{"MNIST": "mnist", "Adult": "adult"}[d]
-		for _, l := range reproLosses {
-			row := d + " " + l.name
-			if r.dataSpec(flag) == "" {
-				t.skip(row, "not run: give --adult DIR")
+	return eachRow(r, t, reproDatasetsMNISTFirst, func(d, l reproItem, row string) error {
+		flag := d.flag
+		for _, s := range reproSelector {
+			fm, err := r.model(ctx, flag, l.flag, "pci-lanczos", s.flag, 1, false)
+			if err != nil {
+				return err
+			}
+			cov, _, err := kappa(fm, fm.fits.Fits[0])
+			if err != nil {
+				return err
+			}
+			p := t.cell(row, s.name).PaperRange[0]
+			if !cov.Covered {
+				t.set(row, s.name, math.NaN(), math.NaN(), 0, fmt.Sprintf("cairn: classes %v absent from the pool", cov.Missing))
 				continue
 			}
-			for _, s := range reproSelector {
-				fm, err := r.model(ctx, flag, l.flag, "pci-lanczos", s.flag, 1, false)
-				if err != nil {
-					return err
-				}
-				cov, _, err := kappa(fm, fm.fits.Fits[0])
-				if err != nil {
-					return err
-				}
-				p := t.cell(row, s.name).PaperRange[0]
-				if !cov.Covered {
-					t.set(row, s.name, math.NaN(), math.NaN(), 0, fmt.Sprintf("cairn: classes %v absent from the pool", cov.Missing))
-					continue
-				}
-				t.set(row, s.name, float64(cov.Kappa), math.NaN(), kappaTolerance(p), "κ_C allowance: max(2, 25% of the paper's value)")
-			}
+			t.set(row, s.name, float64(cov.Kappa), math.NaN(), kappaTolerance(p), "κ_C allowance: max(2, 25% of the paper's value)")
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // reproInit is tab:d3-merged: test k-NN accuracy (%) by initializer, k-means++ landmarks
 // (fig:acc-del(a): "initializers (k-means++ fixed)").
 func reproInit(ctx context.Context, r *reproRun, t *reproTable) error {
 	t.Settings["selector"] = "kmeans++"
-	for _, d := range []string{"MNIST", "Adult"} {
-		flag := map[string]string{"MNIST": "mnist", "Adult": "adult"}[d]
-		for _, l := range reproLosses {
-			row := d + " " + l.name
-			if r.dataSpec(flag) == "" {
-				t.skip(row, "not run: give --adult DIR")
-				continue
+	return eachRow(r, t, reproDatasetsMNISTFirst, func(d, l reproItem, row string) error {
+		flag := d.flag
+		for _, in := range reproInits {
+			fm, err := r.model(ctx, flag, l.flag, in.flag, "kmeans++", 1, true)
+			if err != nil {
+				return err
 			}
-			for _, in := range reproInits {
-				fm, err := r.model(ctx, flag, l.flag, in.flag, "kmeans++", 1, true)
-				if err != nil {
-					return err
-				}
-				acc := 100 * fm.fits.Fits[0].TestEval.Accuracy
-				t.set(row, in.name, acc, math.NaN(), accuracyTolerance, accuracyNote)
-			}
+			acc := 100 * fm.fits.Fits[0].TestEval.Accuracy
+			t.set(row, in.name, acc, math.NaN(), accuracyTolerance, accuracyNote)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 const accuracyNote = "cairn: plain k-NN test accuracy of the selected checkpoint (50 neighbours; validation-selected, balanced on Adult)"
@@ -233,33 +220,26 @@ const accuracyNote = "cairn: plain k-NN test accuracy of the selected checkpoint
 // and the classes the pool holds.
 func reproTable1(ctx context.Context, r *reproRun, t *reproTable) error {
 	t.Settings["init"], t.Settings["selector"] = "kaiming", "kmeans++"
-	for _, d := range reproDatasets {
-		for _, l := range reproLosses {
-			row := d.name + " " + l.name
-			if r.dataSpec(d.flag) == "" {
-				t.skip(row, "not run: give --adult DIR")
-				continue
-			}
-			fm, err := r.model(ctx, d.flag, l.flag, "kaiming", "kmeans++", 1, true)
-			if err != nil {
-				return err
-			}
-			f := fm.fits.Fits[0]
-			t.set(row, "Acc (%)", 100*f.TestEval.Accuracy, math.NaN(), accuracyTolerance, accuracyNote)
-			cov, seen, err := kappa(fm, f)
-			if err != nil {
-				return err
-			}
-			if cov.Covered {
-				p := t.cell(row, "κ_C").PaperRange[0]
-				t.set(row, "κ_C", float64(cov.Kappa), math.NaN(), kappaTolerance(p), "κ_C allowance: max(2, 25% of the paper's value)")
-			} else {
-				t.set(row, "κ_C", math.NaN(), math.NaN(), 0, fmt.Sprintf("cairn: classes %v absent from the pool", cov.Missing))
-			}
-			t.set(row, "classes seen", float64(seen), math.NaN(), 0, "")
+	return eachRow(r, t, reproDatasets, func(d, l reproItem, row string) error {
+		fm, err := r.model(ctx, d.flag, l.flag, "kaiming", "kmeans++", 1, true)
+		if err != nil {
+			return err
 		}
-	}
-	return nil
+		f := fm.fits.Fits[0]
+		t.set(row, "Acc (%)", 100*f.TestEval.Accuracy, math.NaN(), accuracyTolerance, accuracyNote)
+		cov, seen, err := kappa(fm, f)
+		if err != nil {
+			return err
+		}
+		if cov.Covered {
+			p := t.cell(row, "κ_C").PaperRange[0]
+			t.set(row, "κ_C", float64(cov.Kappa), math.NaN(), kappaTolerance(p), "κ_C allowance: max(2, 25% of the paper's value)")
+		} else {
+			t.set(row, "κ_C", math.NaN(), math.NaN(), 0, fmt.Sprintf("cairn: classes %v absent from the pool", cov.Missing))
+		}
+		t.set(row, "classes seen", float64(seen), math.NaN(), 0, "")
+		return nil
+	})
 }
 
 // reproKrepes is tab:cairn-vs-krepes: Adam (r.size.Seeds fits) and the KREPES final CG
@@ -271,71 +251,64 @@ func reproTable1(ctx context.Context, r *reproRun, t *reproTable) error {
 func reproKrepes(ctx context.Context, r *reproRun, t *reproTable) error {
 	t.Settings["init"], t.Settings["selector"] = "pci", "pc-ntk"
 	t.Settings["krepes"] = map[string]any{"damping": 1e-3, "cg_iters": 150}
-	for _, d := range reproDatasets {
-		for _, l := range reproLosses {
-			row := d.name + " " + l.name
-			if r.dataSpec(d.flag) == "" {
-				t.skip(row, "not run: give --adult DIR")
-				continue
-			}
-			fm, err := r.model(ctx, d.flag, l.flag, "pci", "pc-ntk", r.size.Seeds, true)
-			if err != nil {
-				return err
-			}
-			var accs, toBest []float64
-			for _, f := range fm.fits.Fits {
-				accs = append(accs, 100*f.TestEval.Accuracy)
-				if f.BestEpoch >= 1 {
-					toBest = append(toBest, f.History[f.BestEpoch-1].Seconds)
-				}
-			}
-			mean, sd := meanSD(accs)
-			t.set(row, "CAIRN acc (%)", mean, sd, accuracyTolerance, fmt.Sprintf("cairn: mean ± s.d. over %d Adam fits; %s", len(accs), accuracyNote))
-			// KREPES from the same started problem: fitModel scaled the blocks and
-			// initialized; the fit command's krepes path runs on exactly these.
-			c := config.Default().Fit
-			c.Loss = l.flag
-			rec, err := pipeline.RecipeOf(c)
-			if err != nil {
-				return err
-			}
-			ff := fitFlags{pf: r.pipeline(d.flag), damping: 1e-3, cgIters: 150, knn: fit.DefaultOptions(rec.Loss).KNN}
-			secs := map[string]float64{}
-			kr, err := ff.krepes(fm.prob, fm.init, rec.Loss, fm.info.balanced, secs)
-			if err != nil {
-				return fmt.Errorf("%s krepes: %w", row, err)
-			}
-			kacc := 100 * kr.TestEval.Accuracy
-			r.logf("krepes %s: %.2f%% in %.1f s", row, kacc, secs["fit"])
-			t.set(row, "KREPES acc (%)", kacc, math.NaN(), accuracyTolerance, "cairn: KREPES final CG iterate, same blocks and PCI start")
-			t.set(row, "Δ (points)", mean-kacc, sd, accuracyTolerance, "")
-			speed := math.NaN()
-			if len(toBest) > 0 {
-				speed = secs["fit"] / median(toBest)
-			}
-			t.set(row, "speed-up", speed, math.NaN(), 0,
-				fmt.Sprintf("%s speed-up: KREPES %.2f s (setup included) over Adam's median %.2f s to its checkpoint, on 2 CPU cores (the paper: one GPU, float32); matches when ≥ the paper's", row, secs["fit"], median(toBest)))
-			if c := t.cell(row, "speed-up"); c.Cairn != nil {
-				c.Match = *c.Cairn >= c.PaperRange[0]
-			}
-			rep, err := auditModel(fm, d.flag, 10, r.size.Random, r.seed)
-			if err != nil {
-				return fmt.Errorf("%s audit: %w", row, err)
-			}
-			t.set(row, "identifiability CAIRN", bestRanking(rep), math.NaN(), 100.0/float64(r.size.Random),
-				fmt.Sprintf("best of the three rankings' percentiles (median over %d seeds) against %d random top-10 deletions; allowance one random set", len(fm.fits.Fits), r.size.Random))
-			kfm := *fm
-			kfm.fits = &fit.Repeated{Fits: []*fit.Result{&kr.Result}}
-			kfm.secs = maps.Clone(fm.secs)
-			krep, err := auditModel(&kfm, d.flag, 10, r.size.Random, r.seed)
-			if err != nil {
-				return fmt.Errorf("%s audit krepes: %w", row, err)
-			}
-			t.set(row, "identifiability KREPES", bestRanking(krep), math.NaN(), 100.0/float64(r.size.Random),
-				"the same audit of the KREPES solution (deterministic: one fit), same random sets")
+	return eachRow(r, t, reproDatasets, func(d, l reproItem, row string) error {
+		fm, err := r.model(ctx, d.flag, l.flag, "pci", "pc-ntk", r.size.Seeds, true)
+		if err != nil {
+			return err
 		}
-	}
-	return nil
+		var accs, toBest []float64
+		for _, f := range fm.fits.Fits {
+			accs = append(accs, 100*f.TestEval.Accuracy)
+			if f.BestEpoch >= 1 {
+				toBest = append(toBest, f.History[f.BestEpoch-1].Seconds)
+			}
+		}
+		mean, sd := meanSD(accs)
+		t.set(row, "CAIRN acc (%)", mean, sd, accuracyTolerance, fmt.Sprintf("cairn: mean ± s.d. over %d Adam fits; %s", len(accs), accuracyNote))
+		// KREPES from the same started problem: fitModel scaled the blocks and
+		// initialized; the fit command's krepes path runs on exactly these.
+		c := config.Default().Fit
+		c.Loss = l.flag
+		rec, err := pipeline.RecipeOf(c)
+		if err != nil {
+			return err
+		}
+		ff := fitFlags{pf: r.pipeline(d.flag), damping: 1e-3, cgIters: 150, knn: fit.DefaultOptions(rec.Loss).KNN}
+		secs := map[string]float64{}
+		kr, err := ff.krepes(fm.prob, fm.init, rec.Loss, fm.info.balanced, secs)
+		if err != nil {
+			return fmt.Errorf("%s krepes: %w", row, err)
+		}
+		kacc := 100 * kr.TestEval.Accuracy
+		r.logf("krepes %s: %.2f%% in %.1f s", row, kacc, secs["fit"])
+		t.set(row, "KREPES acc (%)", kacc, math.NaN(), accuracyTolerance, "cairn: KREPES final CG iterate, same blocks and PCI start")
+		t.set(row, "Δ (points)", mean-kacc, sd, accuracyTolerance, "")
+		speed := math.NaN()
+		if len(toBest) > 0 {
+			speed = secs["fit"] / median(toBest)
+		}
+		t.set(row, "speed-up", speed, math.NaN(), 0,
+			fmt.Sprintf("%s speed-up: KREPES %.2f s (setup included) over Adam's median %.2f s to its checkpoint, on 2 CPU cores (the paper: one GPU, float32); matches when ≥ the paper's", row, secs["fit"], median(toBest)))
+		if c := t.cell(row, "speed-up"); c.Cairn != nil {
+			c.Match = *c.Cairn >= c.PaperRange[0]
+		}
+		rep, err := auditModel(fm, d.flag, 10, r.size.Random, r.seed)
+		if err != nil {
+			return fmt.Errorf("%s audit: %w", row, err)
+		}
+		t.set(row, "identifiability CAIRN", bestRanking(rep), math.NaN(), 100.0/float64(r.size.Random),
+			fmt.Sprintf("best of the three rankings' percentiles (median over %d seeds) against %d random top-10 deletions; allowance one random set", len(fm.fits.Fits), r.size.Random))
+		kfm := *fm
+		kfm.fits = &fit.Repeated{Fits: []*fit.Result{&kr.Result}}
+		kfm.secs = maps.Clone(fm.secs)
+		krep, err := auditModel(&kfm, d.flag, 10, r.size.Random, r.seed)
+		if err != nil {
+			return fmt.Errorf("%s audit krepes: %w", row, err)
+		}
+		t.set(row, "identifiability KREPES", bestRanking(krep), math.NaN(), 100.0/float64(r.size.Random),
+			"the same audit of the KREPES solution (deterministic: one fit), same random sets")
+		return nil
+	})
 }
 
 // bestRanking is the best of the displacement, contribution and leave-one-out median
@@ -356,34 +329,46 @@ func bestRanking(rep *auditReport) float64 {
 func reproDeletion(ctx context.Context, r *reproRun, t *reproTable) error {
 	const random = 20
 	t.Settings["random"], t.Settings["k"], t.Settings["init"], t.Settings["selector"] = random, 10, "pci", "pc-ntk"
-	for _, d := range reproDatasets {
+	return eachRow(r, t, reproDatasets, func(d, l reproItem, row string) error {
+		fm, err := r.model(ctx, d.flag, l.flag, "pci", "pc-ntk", 1, true)
+		if err != nil {
+			return err
+		}
+		rep, err := auditModel(fm, d.flag, 10, random, r.seed)
+		if err != nil {
+			return fmt.Errorf("%s audit: %w", row, err)
+		}
+		worst := slices.Max(rep.RandomEffects[0])
+		for _, rk := range []struct{ name, col string }{{"displacement", "top-10 by ω"}, {"reselection", "Latent-Space Reselection"}} {
+			row2 := rep.Rankings[rk.name]
+			pass := float64(failValue)
+			if row2.Percentiles[0] == 1 {
+				pass = passValue
+			}
+			t.set(row, rk.col, pass, math.NaN(), 0, "")
+			note := fmt.Sprintf("%s, %s: deletion effect %.4g vs the most harmful random deletion's %.4g", row, rk.col, row2.Effects[0], worst)
+			if worst > 0 {
+				note += fmt.Sprintf(" (%.2f×)", row2.Effects[0]/worst)
+			}
+			t.cell(row, rk.col).Note = note + fmt.Sprintf("; percentile %.2f", row2.Percentiles[0])
+		}
+		return nil
+	})
+}
+
+// eachRow calls row for every data set of ds and every loss, in that order, with the
+// row's name ("MNIST SimCLR"); a data set that was not given (Adult without --adult)
+// has its rows marked as not run instead.
+func eachRow(r *reproRun, t *reproTable, ds []reproItem, row func(d, l reproItem, name string) error) error {
+	for _, d := range ds {
 		for _, l := range reproLosses {
-			row := d.name + " " + l.name
+			name := d.name + " " + l.name
 			if r.dataSpec(d.flag) == "" {
-				t.skip(row, "not run: give --adult DIR")
+				t.skip(name, "not run: give --adult DIR")
 				continue
 			}
-			fm, err := r.model(ctx, d.flag, l.flag, "pci", "pc-ntk", 1, true)
-			if err != nil {
+			if err := row(d, l, name); err != nil {
 				return err
-			}
-			rep, err := auditModel(fm, d.flag, 10, random, r.seed)
-			if err != nil {
-				return fmt.Errorf("%s audit: %w", row, err)
-			}
-			worst := slices.Max(rep.RandomEffects[0])
-			for _, rk := range []struct{ name, col string }{{"displacement", "top-10 by ω"}, {"reselection", "Latent-Space Reselection"}} {
-				row2 := rep.Rankings[rk.name]
-				pass := float64(failValue)
-				if row2.Percentiles[0] == 1 {
-					pass = passValue
-				}
-				t.set(row, rk.col, pass, math.NaN(), 0, "")
-				note := fmt.Sprintf("%s, %s: deletion effect %.4g vs the most harmful random deletion's %.4g", row, rk.col, row2.Effects[0], worst)
-				if worst > 0 {
-					note += fmt.Sprintf(" (%.2f×)", row2.Effects[0]/worst)
-				}
-				t.cell(row, rk.col).Note = note + fmt.Sprintf("; percentile %.2f", row2.Percentiles[0])
 			}
 		}
 	}
@@ -404,15 +389,4 @@ func meanSD(xs []float64) (mean, sd float64) {
 		sd += (x - mean) * (x - mean)
 	}
 	return mean, math.Sqrt(sd / float64(len(xs)-1))
-}
-
-func joinArgs(args []string) string {
-	s := ""
-	for i, a := range args {
-		if i > 0 {
-			s += " "
-		}
-		s += a
-	}
-	return s
 }
