@@ -76,8 +76,8 @@ func TestEmbeddedBrokerKill9(t *testing.T) {
 						t.Fatalf("start %d: the partition ends at %d after a kill; %d records were acknowledged before it; files:\n%s",
 							k+1, end, acked, listFiles(dir))
 					}
-				} else if n, _ := fmt.Sscanf(l, "acked end=%d", &end); n == 1 {
-					acked = max(acked, end)
+				} else {
+					acked = max(acked, ackedEnd(l))
 				}
 			case <-killAt:
 				if started {
@@ -91,16 +91,22 @@ func TestEmbeddedBrokerKill9(t *testing.T) {
 		}
 		_ = cmd.Wait()
 		for l := range lines { // acknowledgements printed before the kill count too
-			var end int64
-			if n, _ := fmt.Sscanf(l, "acked end=%d", &end); n == 1 {
-				acked = max(acked, end)
-			}
+			acked = max(acked, ackedEnd(l))
 		}
 	}
 	if acked == 0 {
 		t.Fatal("no write was acknowledged")
 	}
 	t.Logf("%d kills; %d records acknowledged in all", kills, acked)
+}
+
+// ackedEnd is the end offset of a child's "acked end=N" line, else 0.
+func ackedEnd(line string) int64 {
+	var end int64
+	if n, _ := fmt.Sscanf(line, "acked end=%d", &end); n == 1 {
+		return end
+	}
+	return 0
 }
 
 // brokerChild is the child's side: start the broker on dir, report its end offset, then

@@ -59,20 +59,6 @@ const (
 	EventClient
 )
 
-func (k ElectionEventKind) String() string {
-	switch k {
-	case EventGeneration:
-		return "generation"
-	case EventError:
-		return "error"
-	case EventRejoin:
-		return "rejoin"
-	case EventClient:
-		return "client"
-	}
-	return fmt.Sprintf("ElectionEventKind(%d)", int(k))
-}
-
 // Election decides, with Kafka's group membership and nothing of cairn's own, which of
 // several candidates leads: the member the group coordinator's generation assigns the
 // election topic's one partition. The assignment is sticky: the member that led the
@@ -173,6 +159,17 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context)) erro
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(e.cfg.Kafka.Brokers...), Transport: tr, Timeout: e.cfg.SessionTimeout / 2}
 	watch := beatWatch{value: math.MinInt64}
+	// rejoin makes the consumer group anew (EventRejoin), for why.
+	rejoin := func(why error) error {
+		observe(ElectionEvent{Kind: EventRejoin, Err: why})
+		cg.Close()
+		var err error
+		if cg, err = newGroup(); err != nil {
+			return err
+		}
+		watch.since = time.Now()
+		return nil
+	}
 	ticker := time.NewTicker(e.cfg.SessionTimeout)
 	defer ticker.Stop()
 	var ended chan struct{} // closed when the current generation ends; nil before the first
@@ -184,12 +181,9 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context)) erro
 			case waitDone:
 				return nil
 			case waitStale:
-				observe(ElectionEvent{Kind: EventRejoin, Err: fmt.Errorf("the leader's beat on %s has not changed for %v", e.cfg.Topic, time.Since(watch.since).Round(time.Second))})
-				cg.Close()
-				if cg, err = newGroup(); err != nil {
+				if err := rejoin(fmt.Errorf("the leader's beat on %s has not changed for %v", e.cfg.Topic, time.Since(watch.since).Round(time.Second))); err != nil {
 					return err
 				}
-				watch.since = time.Now()
 				ended = nil
 			}
 		}
@@ -214,9 +208,7 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context)) erro
 			stepDown() // leadership not confirmed in time: step down before anyone else may lead
 			ended = nil
 			if !leading && timedOut {
-				observe(ElectionEvent{Kind: EventRejoin, Err: fmt.Errorf("no generation within %v", wait)})
-				cg.Close()
-				if cg, err = newGroup(); err != nil {
+				if err := rejoin(fmt.Errorf("no generation within %v", wait)); err != nil {
 					return err
 				}
 				continue
@@ -236,14 +228,12 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context)) erro
 		leads := len(gen.Assignments[e.cfg.Topic]) > 0
 		observe(ElectionEvent{Kind: EventGeneration, Generation: int(gen.ID), Member: gen.MemberID, Leads: leads})
 		watch.since = time.Now()
-		if leads {
-			gen.Start(func(gctx context.Context) { e.beat(gctx, gen) })
-		}
 		if !leads {
 			e.led.Store(false)
 			stepDown()
 			continue
 		}
+		gen.Start(func(gctx context.Context) { e.beat(gctx, gen) })
 		e.led.Store(true)
 		if stop == nil {
 			stop, done = startLead(ctx, lead)
