@@ -9,43 +9,94 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 )
 
-// Implementation is gonum's pure-Go BLAS with Dgemm replaced, on AVX2/FMA machines and
-// for products of at least smallWork multiply-adds, by a blocked GEMM with an AVX2/FMA
-// micro-kernel. Every other routine, and Dgemm elsewhere, is gonum's.
+// Implementation is gonum's pure-Go BLAS with Dgemm and Sgemm replaced, on AVX2/FMA
+// machines and for products of at least smallWork multiply-adds, by a blocked GEMM with an
+// AVX-512 or AVX2/FMA micro-kernel. Every other routine, and both elsewhere, are gonum's.
 type Implementation struct{ gonum.Implementation }
 
 // Block sizes (Goto's algorithm as in BLIS): a kc×nc block of op(B) is packed into
-// panels of nr columns (kc·nc·8 bytes = 4 MiB, for the large shared cache), an mc×kc
-// block of op(A) into panels of mr rows (240 KiB, for L2), and the mr×nr micro-kernel
-// keeps its 48 sums in 12 vector registers while it streams one panel of each (kc·(mr+nr)·8
-// bytes = 28 KiB, for L1).
+// panels of nr columns (kc·nc·8 bytes = 4 MiB in float64, for the large shared cache), an
+// mc×kc block of op(A) into panels of mr rows (240 KiB in float64, for L2), and the mr×nr
+// micro-kernel keeps its sums in 12 vector registers while it streams one panel of each
+// (kc·(mr+nr) entries, 28 to 44 KiB, for L1).
 const (
-	mr, nr    = 6, 8
+	mr        = 6
+	maxNR     = 32 // the widest tile: float32 in AVX-512 registers
 	kc        = 256
 	mc        = 20 * mr
-	nc        = 256 * nr
-	smallWork = 1 << 18 // m·n·k below this: gonum's Dgemm (packing would dominate)
+	nc        = 2048    // a multiple of every nr
+	smallWork = 1 << 18 // m·n·k below this: gonum's routine (packing would dominate)
 )
+
+// scalar is the element type of a product: Dgemm's float64 or Sgemm's float32.
+type scalar interface{ float32 | float64 }
+
+// micro is one micro-kernel: its tile width nr (mr = 6 rows in all) and its code. For
+// i < mr, j < nr it sets c[i·ldc+j] = fma(Σ_{p<kc} a[p·mr+i]·b[p·nr+j], alpha, c[i·ldc+j]),
+// the sum over p in order by fused multiply-adds from 0 (a and b packed as packA and
+// packB pack them). Every C entry thus gets the same operations in the same order
+// whatever the kernel, so the kernels of one type give the same bits (tested).
+type micro[T scalar] struct {
+	nr   int
+	kern func(kc int, a, b, c []T, ldc int, alpha T)
+}
+
+var (
+	avx2    = micro[float64]{nr: 8, kern: kern6x8}    // 6×8 tiles in 256-bit registers
+	avx512  = micro[float64]{nr: 16, kern: kern6x16}  // 6×16 tiles in 512-bit registers: twice the work per instruction
+	avx2s   = micro[float32]{nr: 16, kern: kern6x16s} // float32: 6×16 tiles in 256-bit registers
+	avx512s = micro[float32]{nr: 32, kern: kern6x32s} // float32: 6×32 tiles in 512-bit registers
+)
+
+// best and bestS are the widest micro-kernels the machine runs (only called when
+// hasAVX2FMA).
+func best() micro[float64] {
+	if hasAVX512 {
+		return avx512
+	}
+	return avx2
+}
+
+func bestS() micro[float32] {
+	if hasAVX512 {
+		return avx512s
+	}
+	return avx2s
+}
 
 // Dgemm computes C = alpha·op(A)·op(B) + beta·C (row-major, as blas.Float64 documents)
 // and panics, as gonum does, on invalid arguments.
 //
 // Each C entry is first scaled by beta (set to 0 when beta = 0), then, for each block of
 // kc indices p in order, gets alpha·Σ_p op(A)_ip·op(B)_pj added, the sum formed in order by
-// fused multiply-adds. Which entries lie on the matrix's partial edge tiles (added through
-// a scratch tile) depends only on m and n, so the result is a function of the arguments:
-// independent of GOMAXPROCS and of how the row blocks are shared among goroutines.
+// fused multiply-adds, and that sum enters as fma(sum, alpha, C_ij), on edge tiles too
+// (macro). So the result is a function of the arguments: independent of GOMAXPROCS, of
+// how the row blocks are shared among goroutines, and of the micro-kernel.
 func (impl Implementation) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
 	if !hasAVX2FMA || m*n*k < smallWork {
 		impl.Implementation.Dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
-	dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, runtime.GOMAXPROCS(0))
+	gemm(best(), &pools64, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, runtime.GOMAXPROCS(0))
 }
 
-// dgemm is Dgemm's blocked path on up to workers goroutines (joined before it returns).
-func dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int, workers int) {
-	check(tA, tB, m, n, k, a, lda, b, ldb, c, ldc)
+// Sgemm is Dgemm in float32 (as blas.Float32 documents): the same blocked algorithm with
+// float32 micro-kernels of twice the lanes, so about twice Dgemm's multiply-adds per
+// second, and the same guarantees: every sum formed in order by fused multiply-adds in
+// float32, a function of the arguments alone. Below the size threshold and on machines
+// without AVX2/FMA it is gonum's Sgemm.
+func (impl Implementation) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if !hasAVX2FMA || m*n*k < smallWork {
+		impl.Implementation.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	gemm(bestS(), &pools32, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, runtime.GOMAXPROCS(0))
+}
+
+// gemm is the blocked path of Dgemm and Sgemm with micro-kernel mk on up to workers
+// goroutines (joined before it returns).
+func gemm[T scalar](mk micro[T], pool *sync.Pool, tA, tB blas.Transpose, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int, workers int) {
+	check(tA, tB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
 	if m == 0 || n == 0 {
 		return
 	}
@@ -65,22 +116,27 @@ func dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda i
 		return
 	}
 	aT, bT := tA != blas.NoTrans, tB != blas.NoTrans
-	nblk := (m + mc - 1) / mc
-	w := max(1, min(workers, nblk))
-	ws := getWorkspace(w)
-	defer putWorkspace(ws)
+	// Goroutine wi takes the rows [lo(wi), lo(wi+1)): equal shares in whole mr-row
+	// panels, each walked in blocks of up to mc rows.
+	panels := (m + mr - 1) / mr
+	w := max(1, min(workers, panels))
+	lo := func(wi int) int { return min(m, wi*panels/w*mr) }
+	ws := pool.Get().(*workspace[T])
+	defer pool.Put(ws)
+	for len(ws.a) < w {
+		ws.a = append(ws.a, make([]T, mc*kc))
+	}
 	for jc := 0; jc < n; jc += nc {
 		nb := min(nc, n-jc)
 		for pc := 0; pc < k; pc += kc {
 			kb := min(kc, k-pc)
-			packB(ws.b, b, ldb, bT, pc, kb, jc, nb)
+			packB(ws.b, b, ldb, bT, pc, kb, jc, nb, mk.nr)
 			block := func(wi int) {
 				ap := ws.a[wi]
-				for ib := wi; ib < nblk; ib += w {
-					ic := ib * mc
-					mb := min(mc, m-ic)
+				for ic := lo(wi); ic < lo(wi+1); ic += mc {
+					mb := min(mc, lo(wi+1)-ic)
 					packA(ap, a, lda, aT, ic, mb, pc, kb)
-					macro(c, ldc, ap, ws.b, ic, mb, jc, nb, kb, alpha)
+					macro(mk, c, ldc, ap, ws.b, ic, mb, jc, nb, kb, alpha)
 				}
 			}
 			if w == 1 {
@@ -98,25 +154,31 @@ func dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda i
 }
 
 // macro multiplies the packed mb×kb block of op(A) by the packed kb×nb block of op(B) into
-// C[ic:ic+mb, jc:jc+nb], tile by tile.
-func macro(c []float64, ldc int, ap, bp []float64, ic, mb, jc, nb, kb int, alpha float64) {
-	var tile [mr * nr]float64
+// C[ic:ic+mb, jc:jc+nb], tile by tile with mk. A tile on the partial edge of the block is
+// copied to a scratch tile, updated there by the same kernel and copied back, so its
+// entries get the same operations as interior ones.
+func macro[T scalar](mk micro[T], c []T, ldc int, ap, bp []T, ic, mb, jc, nb, kb int, alpha T) {
+	nr := mk.nr
+	var tile [mr * maxNR]T
 	for jr := 0; jr < nb; jr += nr {
 		bpan := bp[(jr/nr)*kb*nr : (jr/nr+1)*kb*nr]
 		for ir := 0; ir < mb; ir += mr {
 			apan := ap[(ir/mr)*kb*mr : (ir/mr+1)*kb*mr]
 			if ir+mr <= mb && jr+nr <= nb {
 				off := (ic+ir)*ldc + jc + jr
-				kern6x8(kb, apan, bpan, c[off:off+(mr-1)*ldc+nr], ldc, alpha)
+				mk.kern(kb, apan, bpan, c[off:off+(mr-1)*ldc+nr], ldc, alpha)
 				continue
 			}
+			rows, cols := min(mr, mb-ir), min(nr, nb-jr)
 			clear(tile[:])
-			kern6x8(kb, apan, bpan, tile[:], nr, alpha)
-			for i := 0; i < min(mr, mb-ir); i++ {
-				row := c[(ic+ir+i)*ldc+jc+jr:]
-				for j := 0; j < min(nr, nb-jr); j++ {
-					row[j] += tile[i*nr+j]
-				}
+			for i := range rows {
+				off := (ic+ir+i)*ldc + jc + jr
+				copy(tile[i*nr:i*nr+cols], c[off:off+cols])
+			}
+			mk.kern(kb, apan, bpan, tile[:mr*nr], nr, alpha)
+			for i := range rows {
+				off := (ic+ir+i)*ldc + jc + jr
+				copy(c[off:off+cols], tile[i*nr:i*nr+cols])
 			}
 		}
 	}
@@ -124,20 +186,31 @@ func macro(c []float64, ldc int, ap, bp []float64, ic, mb, jc, nb, kb int, alpha
 
 // packA writes the mb×kb block of op(A) at (ic, pc) as panels of mr rows, each k-major
 // (ap[panel·kb·mr + p·mr + i] = op(A)[ic+panel·mr+i, pc+p]), rows past mb as zeros.
-func packA(ap, a []float64, lda int, aT bool, ic, mb, pc, kb int) {
+func packA[T scalar](ap, a []T, lda int, aT bool, ic, mb, pc, kb int) {
 	for r := 0; r < mb; r += mr {
 		pan := ap[(r/mr)*kb*mr : (r/mr+1)*kb*mr]
 		rows := min(mr, mb-r)
 		if rows < mr {
 			clear(pan)
 		}
-		for i := 0; i < rows; i++ {
-			if aT {
-				for p := 0; p < kb; p++ {
-					pan[p*mr+i] = a[(pc+p)*lda+ic+r+i]
-				}
-				continue
+		if aT { // op(A)'s rows are A's columns: read A's rows, mr entries at a time
+			for p := 0; p < kb; p++ {
+				off := (pc+p)*lda + ic + r
+				copy(pan[p*mr:p*mr+rows], a[off:off+rows])
 			}
+			continue
+		}
+		if rows == mr { // six rows read side by side, the panel written in order
+			off := (ic+r)*lda + pc
+			r0, r1, r2 := a[off:off+kb], a[off+lda:off+lda+kb], a[off+2*lda:off+2*lda+kb]
+			r3, r4, r5 := a[off+3*lda:off+3*lda+kb], a[off+4*lda:off+4*lda+kb], a[off+5*lda:off+5*lda+kb]
+			for p := range kb {
+				d := pan[p*mr : p*mr+mr : p*mr+mr]
+				d[0], d[1], d[2], d[3], d[4], d[5] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p]
+			}
+			continue
+		}
+		for i := 0; i < rows; i++ {
 			src := a[(ic+r+i)*lda+pc : (ic+r+i)*lda+pc+kb]
 			for p, v := range src {
 				pan[p*mr+i] = v
@@ -149,7 +222,7 @@ func packA(ap, a []float64, lda int, aT bool, ic, mb, pc, kb int) {
 // packB writes the kb×nb block of op(B) at (pc, jc) as panels of nr columns, each
 // k-major (bp[panel·kb·nr + p·nr + j] = op(B)[pc+p, jc+panel·nr+j]), columns past nb as
 // zeros.
-func packB(bp, b []float64, ldb int, bT bool, pc, kb, jc, nb int) {
+func packB[T scalar](bp, b []T, ldb int, bT bool, pc, kb, jc, nb, nr int) {
 	for s := 0; s < nb; s += nr {
 		pan := bp[(s/nr)*kb*nr : (s/nr+1)*kb*nr]
 		cols := min(nr, nb-s)
@@ -171,27 +244,20 @@ func packB(bp, b []float64, ldb int, bT bool, pc, kb, jc, nb int) {
 	}
 }
 
-// workspace holds the packing buffers of one dgemm call: one op(B) block, and one
-// op(A) block per goroutine.
-type workspace struct {
-	b []float64
-	a [][]float64
+// workspace holds the packing buffers of one call: one op(B) block, and one op(A) block
+// per goroutine; pools64 and pools32 keep them between calls.
+type workspace[T scalar] struct {
+	b []T
+	a [][]T
 }
 
-var workspaces = sync.Pool{New: func() any { return &workspace{b: make([]float64, kc*nc)} }}
-
-func getWorkspace(w int) *workspace {
-	ws := workspaces.Get().(*workspace)
-	for len(ws.a) < w {
-		ws.a = append(ws.a, make([]float64, mc*kc))
-	}
-	return ws
-}
-
-func putWorkspace(ws *workspace) { workspaces.Put(ws) }
+var (
+	pools64 = sync.Pool{New: func() any { return &workspace[float64]{b: make([]float64, kc*nc)} }}
+	pools32 = sync.Pool{New: func() any { return &workspace[float32]{b: make([]float32, kc*nc)} }}
+)
 
 // check panics on the arguments gonum's Dgemm rejects, with its kind of message.
-func check(tA, tB blas.Transpose, m, n, k int, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
+func check(tA, tB blas.Transpose, m, n, k int, la, lda, lb, ldb, lc, ldc int) {
 	okT := func(t blas.Transpose) bool { return t == blas.NoTrans || t == blas.Trans || t == blas.ConjTrans }
 	switch {
 	case !okT(tA):
@@ -216,11 +282,11 @@ func check(tA, tB blas.Transpose, m, n, k int, a []float64, lda int, b []float64
 		panic(fmt.Sprintf("gemm: bad ldb %d for %d columns", ldb, bc))
 	case ldc < max(1, n):
 		panic(fmt.Sprintf("gemm: bad ldc %d for %d columns", ldc, n))
-	case ar > 0 && ac > 0 && len(a) < (ar-1)*lda+ac:
-		panic(fmt.Sprintf("gemm: short A: len %d for %d×%d, lda %d", len(a), ar, ac, lda))
-	case br > 0 && bc > 0 && len(b) < (br-1)*ldb+bc:
-		panic(fmt.Sprintf("gemm: short B: len %d for %d×%d, ldb %d", len(b), br, bc, ldb))
-	case m > 0 && n > 0 && len(c) < (m-1)*ldc+n:
-		panic(fmt.Sprintf("gemm: short C: len %d for %d×%d, ldc %d", len(c), m, n, ldc))
+	case ar > 0 && ac > 0 && la < (ar-1)*lda+ac:
+		panic(fmt.Sprintf("gemm: short A: len %d for %d×%d, lda %d", la, ar, ac, lda))
+	case br > 0 && bc > 0 && lb < (br-1)*ldb+bc:
+		panic(fmt.Sprintf("gemm: short B: len %d for %d×%d, ldb %d", lb, br, bc, ldb))
+	case m > 0 && n > 0 && lc < (m-1)*ldc+n:
+		panic(fmt.Sprintf("gemm: short C: len %d for %d×%d, ldc %d", lc, m, n, ldc))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -51,8 +52,38 @@ func randSlice(r *rand.Rand, n int) []float64 {
 	return v
 }
 
-// TestDgemm checks the blocked path against the triple loop on every transpose pair,
-// sizes straddling the 6×8 tiles and the kc, mc and nc blocks, leading dimensions larger
+// opDims returns the stored shapes of A (ar×ac) and B (br×bc) of an m×n×k product with
+// transposes tA and tB.
+func opDims(m, n, k int, tA, tB blas.Transpose) (ar, ac, br, bc int) {
+	ar, ac, br, bc = m, k, k, n
+	if tA != blas.NoTrans {
+		ar, ac = k, m
+	}
+	if tB != blas.NoTrans {
+		br, bc = n, k
+	}
+	return ar, ac, br, bc
+}
+
+// kernels lists the micro-kernels this machine runs.
+func kernels() []micro[float64] {
+	if hasAVX512 {
+		return []micro[float64]{avx2, avx512}
+	}
+	return []micro[float64]{avx2}
+}
+
+// kernelsS lists the float32 micro-kernels this machine runs.
+func kernelsS() []micro[float32] {
+	if hasAVX512 {
+		return []micro[float32]{avx2s, avx512s}
+	}
+	return []micro[float32]{avx2s}
+}
+
+// TestDgemm checks the blocked path with each micro-kernel against the triple loop on
+// every transpose pair, sizes straddling the 6×8 and 6×16 tiles and the kc, mc and nc
+// blocks, leading dimensions larger
 // than the rows, and alpha/beta cases (beta = 0 must clear NaNs in C, as BLAS does).
 // Tolerance: both sums of k products carry at most γ_k relative error on the sum of
 // magnitudes, plus one rounding each for alpha, beta and the final addition:
@@ -62,41 +93,36 @@ func TestDgemm(t *testing.T) {
 		t.Skip("no AVX2/FMA: Dgemm is gonum's")
 	}
 	r := rand.New(rand.NewPCG(1, 2))
-	shapes := [][3]int{{1, 1, 1}, {6, 8, 1}, {7, 9, 3}, {13, 17, 257}, {121, 8, 30}, {5, 2049, 9}, {130, 70, 600}}
-	for _, sh := range shapes {
-		m, n, k := sh[0], sh[1], sh[2]
-		for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans} {
-			for _, tB := range []blas.Transpose{blas.NoTrans, blas.Trans} {
-				for _, ab := range [][2]float64{{1, 0}, {0.7, 1}, {-1.3, 0.5}, {0, 2}} {
-					name := fmt.Sprintf("%dx%dx%d/%c%c/alpha=%v/beta=%v", m, n, k, tA, tB, ab[0], ab[1])
-					ar, ac := m, k
-					if tA != blas.NoTrans {
-						ar, ac = k, m
-					}
-					br, bc := k, n
-					if tB != blas.NoTrans {
-						br, bc = n, k
-					}
-					lda, ldb, ldc := ac+3, bc+1, n+2
-					a, b := randSlice(r, (ar-1)*lda+ac), randSlice(r, (br-1)*ldb+bc)
-					c := randSlice(r, (m-1)*ldc+n)
-					if ab[1] == 0 {
-						c[0] = math.NaN()
-					}
-					want, mag := naive(tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], c, ldc)
-					got := slices.Clone(c)
-					dgemm(tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], got, ldc, 2)
-					for i := 0; i < m; i++ {
-						for j := 0; j < n; j++ {
-							g, w := got[i*ldc+j], want[i*ldc+j]
-							if tol := 2 * float64(k+3) * 0x1p-53 * mag[i*ldc+j]; !(math.Abs(g-w) <= tol) {
-								t.Fatalf("%s: C[%d,%d] = %v, want %v (tol %g)", name, i, j, g, w, tol)
-							}
+	shapes := [][3]int{{1, 1, 1}, {6, 8, 1}, {6, 16, 2}, {7, 9, 3}, {13, 17, 257}, {121, 8, 30}, {5, 2049, 9}, {130, 70, 600}, {12, 4100, 5}}
+	for _, mk := range kernels() {
+		for _, sh := range shapes {
+			m, n, k := sh[0], sh[1], sh[2]
+			for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+				for _, tB := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+					for _, ab := range [][2]float64{{1, 0}, {0.7, 1}, {-1.3, 0.5}, {0, 2}} {
+						name := fmt.Sprintf("nr=%d/%dx%dx%d/%c%c/alpha=%v/beta=%v", mk.nr, m, n, k, tA, tB, ab[0], ab[1])
+						ar, ac, br, bc := opDims(m, n, k, tA, tB)
+						lda, ldb, ldc := ac+3, bc+1, n+2
+						a, b := randSlice(r, (ar-1)*lda+ac), randSlice(r, (br-1)*ldb+bc)
+						c := randSlice(r, (m-1)*ldc+n)
+						if ab[1] == 0 {
+							c[0] = math.NaN()
 						}
-						// Padding between rows is never touched.
-						for j := n; j < ldc && i < m-1; j++ {
-							if got[i*ldc+j] != c[i*ldc+j] {
-								t.Fatalf("%s: padding C[%d,%d] written", name, i, j)
+						want, mag := naive(tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], c, ldc)
+						got := slices.Clone(c)
+						gemm(mk, &pools64, tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], got, ldc, 2)
+						for i := 0; i < m; i++ {
+							for j := 0; j < n; j++ {
+								g, w := got[i*ldc+j], want[i*ldc+j]
+								if tol := 2 * float64(k+3) * 0x1p-53 * mag[i*ldc+j]; !(math.Abs(g-w) <= tol) {
+									t.Fatalf("%s: C[%d,%d] = %v, want %v (tol %g)", name, i, j, g, w, tol)
+								}
+							}
+							// Padding between rows is never touched.
+							for j := n; j < ldc && i < m-1; j++ {
+								if got[i*ldc+j] != c[i*ldc+j] {
+									t.Fatalf("%s: padding C[%d,%d] written", name, i, j)
+								}
 							}
 						}
 					}
@@ -106,22 +132,106 @@ func TestDgemm(t *testing.T) {
 	}
 }
 
-// TestDgemmSplitIndependent: the result is the same bits on 1, 2 and 5 goroutines.
+// TestDgemmSplitIndependent: the result is the same bits on 1, 2 and 5 goroutines and
+// with either micro-kernel, on every transpose pair, with alpha and beta not 1 and sizes
+// whose edge tiles differ between the kernels (90 = 11·8 + 2 = 5·16 + 10 columns).
 func TestDgemmSplitIndependent(t *testing.T) {
 	if !hasAVX2FMA {
 		t.Skip("no AVX2/FMA: Dgemm is gonum's")
 	}
+	if !hasAVX512 {
+		t.Log("no AVX-512 here: only the 6×8 kernel is compared across goroutine counts")
+	}
 	r := rand.New(rand.NewPCG(3, 2))
 	m, n, k := 500, 90, 700
 	a, b, c := randSlice(r, m*k), randSlice(r, n*k), randSlice(r, m*n)
-	var first []float64
-	for _, w := range []int{1, 2, 5} {
-		got := slices.Clone(c)
-		dgemm(blas.NoTrans, blas.Trans, m, n, k, 1, a, k, b, k, 1, got, n, w)
-		if first == nil {
-			first = got
-		} else if !slices.Equal(got, first) {
-			t.Fatalf("%d goroutines: result differs from 1 goroutine", w)
+	for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+		for _, tB := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+			lda, ldb := k, n
+			if tA != blas.NoTrans {
+				lda = m
+			}
+			if tB != blas.NoTrans {
+				ldb = k
+			}
+			var first []float64
+			for _, mk := range kernels() {
+				for _, w := range []int{1, 2, 5} {
+					got := slices.Clone(c)
+					gemm(mk, &pools64, tA, tB, m, n, k, -0.7, a, lda, b, ldb, 1.3, got, n, w)
+					if first == nil {
+						first = got
+					} else if !slices.Equal(got, first) {
+						t.Fatalf("%c%c, nr = %d, %d goroutines: result differs from nr = 8 on 1 goroutine", tA, tB, mk.nr, w)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestSgemm checks the float32 path with each micro-kernel against the float64 triple
+// loop of the same float32 inputs, on every transpose pair, the shapes of TestDgemm and
+// alpha/beta cases, within the float32 form of TestDgemm's bound,
+// 2·(k+3)·2⁻²⁴·mag; and that its bits do not depend on the kernel or on the goroutines.
+func TestSgemm(t *testing.T) {
+	if !hasAVX2FMA {
+		t.Skip("no AVX2/FMA: Sgemm is gonum's")
+	}
+	r := rand.New(rand.NewPCG(7, 2))
+	f32 := func(v []float64) []float32 {
+		out := make([]float32, len(v))
+		for i, x := range v {
+			out[i] = float32(x)
+		}
+		return out
+	}
+	f64 := func(v []float32) []float64 {
+		out := make([]float64, len(v))
+		for i, x := range v {
+			out[i] = float64(x)
+		}
+		return out
+	}
+	shapes := [][3]int{{1, 1, 1}, {6, 16, 2}, {7, 33, 3}, {13, 17, 257}, {121, 32, 30}, {5, 2049, 9}, {130, 70, 600}}
+	for _, sh := range shapes {
+		m, n, k := sh[0], sh[1], sh[2]
+		for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+			for _, tB := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+				for _, ab := range [][2]float32{{1, 0}, {0.7, 1}, {-1.3, 0.5}} {
+					name := fmt.Sprintf("%dx%dx%d/%c%c/alpha=%v/beta=%v", m, n, k, tA, tB, ab[0], ab[1])
+					ar, ac, br, bc := opDims(m, n, k, tA, tB)
+					lda, ldb, ldc := ac+3, bc+1, n+2
+					a, b := f32(randSlice(r, (ar-1)*lda+ac)), f32(randSlice(r, (br-1)*ldb+bc))
+					c := f32(randSlice(r, (m-1)*ldc+n))
+					want, mag := naive(tA, tB, m, n, k, float64(ab[0]), f64(a), lda, f64(b), ldb, float64(ab[1]), f64(c), ldc)
+					var first []float32
+					for _, mk := range kernelsS() {
+						for _, w := range []int{1, 2, 5} {
+							got := slices.Clone(c)
+							gemm(mk, &pools32, tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], got, ldc, w)
+							if first == nil {
+								first = got
+								for i := 0; i < m; i++ {
+									for j := 0; j < n; j++ {
+										g, w := float64(got[i*ldc+j]), want[i*ldc+j]
+										if tol := 2 * float64(k+3) * 0x1p-24 * mag[i*ldc+j]; !(math.Abs(g-w) <= tol) {
+											t.Fatalf("%s: C[%d,%d] = %v, want %v (tol %g)", name, i, j, g, w, tol)
+										}
+									}
+									for j := n; j < ldc && i < m-1; j++ {
+										if got[i*ldc+j] != c[i*ldc+j] {
+											t.Fatalf("%s: padding C[%d,%d] written", name, i, j)
+										}
+									}
+								}
+							} else if !slices.Equal(got, first) {
+								t.Fatalf("%s: nr = %d on %d goroutines differs from nr = 16 on 1", name, mk.nr, w)
+							}
+						}
+					}
+				}
+			}
 		}
 	}
 }
@@ -149,43 +259,92 @@ func TestImplementation(t *testing.T) {
 	impl.Dgemm(blas.NoTrans, blas.NoTrans, 80, 80, 80, 1, make([]float64, 6400), 80, make([]float64, 6400), 80, 0, make([]float64, 100), 80)
 }
 
-// BenchmarkDgemm times the fit's typical products with this Dgemm and gonum's in the same
-// loop; x_gonum is the ratio of the times.
+// BenchmarkDgemm times the fit's typical products with this Dgemm (the widest kernel the
+// machine runs), with the 6×8 AVX2 kernel and with gonum's Dgemm in the same loop;
+// x_gonum and x_avx2 are the ratios of the times.
 func BenchmarkDgemm(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 2))
 	for _, sh := range []struct {
 		m, n, k int
 		tA, tB  blas.Transpose
 	}{
-		{1024, 256, 512, blas.NoTrans, blas.NoTrans}, // latents of a batch: [K_A; K_B]·Ã
-		{512, 256, 1024, blas.Trans, blas.NoTrans},   // their gradient: Kᵀ·G
-		{1600, 512, 4096, blas.NoTrans, blas.Trans},  // kernel block: features · landmarksᵀ
+		{1024, 256, 512, blas.NoTrans, blas.NoTrans},  // latents of a batch: [K_A; K_B]·Ã
+		{512, 256, 1024, blas.Trans, blas.NoTrans},    // their gradient: Kᵀ·G
+		{1024, 1024, 256, blas.NoTrans, blas.Trans},   // SimCLR's similarities U·Uᵀ
+		{1024, 256, 1024, blas.NoTrans, blas.NoTrans}, // SimCLR's gradient W·U
+		{1600, 512, 4096, blas.NoTrans, blas.Trans},   // kernel block: features · landmarksᵀ
 	} {
 		b.Run(fmt.Sprintf("%dx%dx%d", sh.m, sh.n, sh.k), func(b *testing.B) {
-			ar, ac := sh.m, sh.k
-			if sh.tA != blas.NoTrans {
-				ar, ac = sh.k, sh.m
+			if !hasAVX2FMA {
+				b.Skip("no AVX2/FMA: Dgemm is gonum's")
 			}
-			br, bc := sh.k, sh.n
-			if sh.tB != blas.NoTrans {
-				br, bc = sh.n, sh.k
-			}
+			ar, ac, br, bc := opDims(sh.m, sh.n, sh.k, sh.tA, sh.tB)
 			a, bb, c := randSlice(r, ar*ac), randSlice(r, br*bc), make([]float64, sh.m*sh.n)
 			var fast, ref Implementation
-			var tf, tg float64
+			var tf, t2, tg float64
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				t0 := nowSeconds()
 				fast.Dgemm(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a, ac, bb, bc, 0, c, sh.n)
 				t1 := nowSeconds()
+				gemm(avx2, &pools64, sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a, ac, bb, bc, 0, c, sh.n, runtime.GOMAXPROCS(0))
+				t2s := nowSeconds()
 				ref.Implementation.Dgemm(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a, ac, bb, bc, 0, c, sh.n)
-				tg += nowSeconds() - t1
+				tg += nowSeconds() - t2s
+				t2 += t2s - t1
 				tf += t1 - t0
 			}
 			flops := 2 * float64(sh.m*sh.n*sh.k) * float64(b.N)
 			b.ReportMetric(flops/tf/1e9, "GFLOPS")
+			b.ReportMetric(flops/t2/1e9, "avx2-GFLOPS")
 			b.ReportMetric(flops/tg/1e9, "gonum-GFLOPS")
 			b.ReportMetric(tf/tg, "x_gonum")
+			b.ReportMetric(tf/t2, "x_avx2")
+		})
+	}
+}
+
+// BenchmarkSgemm times the fit's products in float32 against the same products in
+// float64 (Dgemm) in the same loop; x_dgemm is the ratio of the times.
+func BenchmarkSgemm(b *testing.B) {
+	r := rand.New(rand.NewPCG(6, 2))
+	for _, sh := range []struct {
+		m, n, k int
+		tA, tB  blas.Transpose
+	}{
+		{1024, 256, 512, blas.NoTrans, blas.NoTrans},
+		{512, 256, 1024, blas.Trans, blas.NoTrans},
+		{1024, 1024, 256, blas.NoTrans, blas.Trans},
+		{1024, 256, 1024, blas.NoTrans, blas.NoTrans},
+	} {
+		b.Run(fmt.Sprintf("%dx%dx%d", sh.m, sh.n, sh.k), func(b *testing.B) {
+			if !hasAVX2FMA {
+				b.Skip("no AVX2/FMA: Sgemm is gonum's")
+			}
+			ar, ac, br, bc := opDims(sh.m, sh.n, sh.k, sh.tA, sh.tB)
+			a, bb, c := randSlice(r, ar*ac), randSlice(r, br*bc), make([]float64, sh.m*sh.n)
+			a32, b32, c32 := make([]float32, len(a)), make([]float32, len(bb)), make([]float32, len(c))
+			for i, v := range a {
+				a32[i] = float32(v)
+			}
+			for i, v := range bb {
+				b32[i] = float32(v)
+			}
+			var impl Implementation
+			var ts, td float64
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := nowSeconds()
+				impl.Sgemm(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a32, ac, b32, bc, 0, c32, sh.n)
+				t1 := nowSeconds()
+				impl.Dgemm(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a, ac, bb, bc, 0, c, sh.n)
+				td += nowSeconds() - t1
+				ts += t1 - t0
+			}
+			flops := 2 * float64(sh.m*sh.n*sh.k) * float64(b.N)
+			b.ReportMetric(flops/ts/1e9, "GFLOPS")
+			b.ReportMetric(flops/td/1e9, "dgemm-GFLOPS")
+			b.ReportMetric(ts/td, "x_dgemm")
 		})
 	}
 }

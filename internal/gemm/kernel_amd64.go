@@ -2,9 +2,22 @@ package gemm
 
 import "golang.org/x/sys/cpu"
 
-// hasAVX2FMA says whether kern6x8 may run. A variable so that tests can take the
-// portable path on the same machine.
-var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+// hasAVX2FMA says whether kern6x8 may run, and hasAVX512 whether kern6x16 may (the
+// AVX-512 foundation instructions, with the operating system saving ZMM state). Variables
+// so that tests can take the other paths on the same machine.
+var (
+	hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	hasAVX512  = hasAVX2FMA && cpu.X86.HasAVX512F
+)
 
 //go:noescape
 func kern6x8(kc int, a, b, c []float64, ldc int, alpha float64)
+
+//go:noescape
+func kern6x16(kc int, a, b, c []float64, ldc int, alpha float64)
+
+//go:noescape
+func kern6x16s(kc int, a, b, c []float32, ldc int, alpha float32)
+
+//go:noescape
+func kern6x32s(kc int, a, b, c []float32, ldc int, alpha float32)

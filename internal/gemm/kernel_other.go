@@ -2,7 +2,13 @@
 
 package gemm
 
-// hasAVX2FMA is false off amd64: Dgemm is gonum's.
-var hasAVX2FMA = false
+// hasAVX2FMA and hasAVX512 are false off amd64: Dgemm is gonum's.
+var hasAVX2FMA, hasAVX512 = false, false
 
 func kern6x8(kc int, a, b, c []float64, ldc int, alpha float64) { panic("gemm: no AVX2") }
+
+func kern6x16(kc int, a, b, c []float64, ldc int, alpha float64) { panic("gemm: no AVX-512") }
+
+func kern6x16s(kc int, a, b, c []float32, ldc int, alpha float32) { panic("gemm: no AVX2") }
+
+func kern6x32s(kc int, a, b, c []float32, ldc int, alpha float32) { panic("gemm: no AVX-512") }
