@@ -178,6 +178,10 @@ type Fit struct {
 	// point's role never depends on arrival order) held out of the training rows to
 	// select checkpoints: by k-NN accuracy when they carry labels, else by loss.
 	ValFraction float64 `yaml:"val_fraction"`
+	// Precision is the arithmetic of each Adam batch's matrix products: float32 (about
+	// half the time of a refit) or float64. Parameters, optimizer state and the loss are
+	// float64 either way (fit.Options.Float32). BYOL always uses float64.
+	Precision string `yaml:"precision"`
 }
 
 // Refit holds the drift triggers of DESIGN.md section 4; any one firing starts a refit.
@@ -280,7 +284,7 @@ func Default() Config {
 		Pool:   Pool{M: 256, SyncStaleFraction: 0.05},
 		Fit: Fit{
 			Loss: "simclr", Init: "pci", K: 256, Epochs: 20, Patience: 7, Batch: 512,
-			LearningRate: 1.25e-2, WeightDecay: 3e-5, Fits: 2, ValFraction: 0.1,
+			LearningRate: 1.25e-2, WeightDecay: 3e-5, Fits: 2, ValFraction: 0.1, Precision: "float32",
 		},
 		Refit: Refit{
 			PointsChanged: 5000, PoolChangeFraction: 0.1, ResidualIncrease: 0.1,
@@ -658,6 +662,9 @@ func (c *Config) validateFit(p *problems) {
 	}
 	if !(f.ValFraction > 0 && f.ValFraction < 0.5) {
 		p.bad("fit.val_fraction", f.ValFraction, "must be in (0, 0.5)")
+	}
+	if f.Precision != "float32" && f.Precision != "float64" {
+		p.bad("fit.precision", f.Precision, "must be float32 or float64")
 	}
 }
 

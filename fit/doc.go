@@ -28,6 +28,11 @@
 //     "fit/init/pci/lanczos") so no initializer changes the training trajectory; BYOL's
 //     predictor is drawn from "fit/byol/predictor" of Seed, its only random draw. The only
 //     non-deterministic outputs are the wall-clock fields (KrepesResult's, Epoch.Seconds).
+//   - Precision: θ, Adam's moments, the losses and every evaluation are float64. With
+//     Options.Float32 (the default) each batch's matrix products and SimCLR's softmax
+//     exponentials are float32 (f32.go: about half the time of a step; the gradient
+//     agrees with the float64 one to ~10⁻⁶), and the products' bits are those of the
+//     installed blas.Float32, fixed on a given machine.
 //   - Adam (paper Table hparams): lr 1.25e-2 at the peak of a per-step cosine schedule to
 //     0 over Epochs·nb steps; the loss gradient is clipped to global norm 1 over (Ã, b);
 //     then L2 weight decay 3e-5 is added to the gradient of both Ã and b (PyTorch's

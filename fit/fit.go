@@ -147,6 +147,10 @@ type Options struct {
 	// counterpart of KrepesResult.IterateEval. It changes nothing in the fit, and its
 	// evaluation time is excluded from every Seconds field (0: off).
 	TraceEvery int
+	// Float32 forms each batch's matrix products in float32 (f32.go): about half the time
+	// of a step, everything else float64. BYOL ignores it. DefaultOptions sets it; the
+	// exact-gradient tests and the KREPES solver use float64.
+	Float32 bool
 }
 
 // DefaultOptions returns the paper's Stage 2 settings for loss l.
@@ -154,6 +158,7 @@ func DefaultOptions(l Loss) Options {
 	return Options{
 		Loss: l, Params: DefaultLossParams(), Epochs: 20, Patience: 7, BatchSize: 512,
 		LR: 1.25e-2, WeightDecay: 3e-5, ClipNorm: 1, BiasInit: 0.1, KNN: knn.ConfidenceK,
+		Float32: true,
 	}
 }
 
@@ -348,6 +353,10 @@ type model struct {
 	ga         *mat.Dense
 	loss       lossWS
 	byol       *byolState // nil unless the loss is BYOL
+	// f32 forms the batch products in float32 (Options.Float32; never under BYOL), in
+	// p32 instead of kcat/ga.
+	f32 bool
+	p32 products32
 }
 
 func newModel(m, k int) *model {
@@ -371,6 +380,10 @@ func embedTo(dst, k, a *mat.Dense, b []float64) {
 
 // gather copies rows rows of KA then of KB into md.kcat (2B×M).
 func (md *model) gather(p *Problem, rows []int) {
+	if md.f32 {
+		md.gather32(p, rows)
+		return
+	}
 	bs := len(rows)
 	md.kcat = ensure(md.kcat, 2*bs, md.m)
 	for i, r := range rows {
@@ -386,6 +399,9 @@ func (md *model) gather(p *Problem, rows []int) {
 // with G = ∂L/∂z; under BYOL G comes through the predictor, which also receives its
 // gradient (byolState.gradTo). The batch rows must have been gathered.
 func (md *model) lossGrad(loss Loss, lp LossParams) float64 {
+	if md.f32 {
+		return md.lossGrad32(loss, lp)
+	}
 	r, _ := md.kcat.Dims()
 	bs := r / 2
 	md.z = ensure(md.z, r, md.k)
@@ -612,6 +628,7 @@ func AdamContext(ctx context.Context, p *Problem, a0 *mat.Dense, opt Options) (*
 	if opt.Loss == BYOL {
 		md.addBYOL(opt.Seed)
 	}
+	md.f32 = opt.Float32 && opt.Loss != BYOL
 	start := time.Now()
 	n, _ := p.KA.Dims()
 	res := &Result{A0: mat.DenseCopyOf(a0), B0: slices.Clone(md.b)}

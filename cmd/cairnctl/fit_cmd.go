@@ -81,6 +81,7 @@ type fitFlags struct {
 	testN              int
 	damping            float64
 	cgIters            int
+	precision          string
 }
 
 func (f *fitFlags) register(fs *flag.FlagSet) {
@@ -104,6 +105,7 @@ func (f *fitFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.testN, "test-n", 2000, "rows of the test split to evaluate on (0 = no test evaluation)")
 	fs.Float64Var(&f.damping, "damping", 1e-3, "KREPES Gauss–Newton damping λ")
 	fs.IntVar(&f.cgIters, "cg-iters", 150, "KREPES maximum CG iterations")
+	fs.StringVar(&f.precision, "precision", config.Default().Fit.Precision, "Adam batch products: float32 (about half the time) | float64 (parameters, optimizer and loss are float64 either way; byol always float64)")
 	fs.StringVar(&f.kscale, "kernel-scale", fit.ScaleDiag, "kernel normalization: diag (divide every block by the mean of diag K_mm) | none")
 }
 
@@ -136,7 +138,11 @@ func (f *fitFlags) recipe() (pipeline.Recipe, error) {
 	if f.testN < 0 {
 		return pipeline.Recipe{}, fmt.Errorf("--test-n: %d must be ≥ 0", f.testN)
 	}
+	if f.precision != "float32" && f.precision != "float64" {
+		return pipeline.Recipe{}, fmt.Errorf("--precision: %q (want float32 or float64)", f.precision)
+	}
 	c := config.Default().Fit
+	c.Precision = f.precision
 	c.Loss, c.Init, c.K, c.Epochs, c.Fits = f.loss, f.init, f.k, f.epochs, f.fits
 	c.LearningRate, c.WeightDecay = f.lr, f.wd
 	r, err := pipeline.RecipeOf(c)

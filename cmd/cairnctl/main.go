@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/blas/blas64"
 
 	"github.com/cairnhq/cairn/internal/gcpace"
@@ -19,6 +20,7 @@ import (
 
 func main() {
 	blas64.Use(gemm.Implementation{}) // the fits' matrix products (internal/gemm)
+	blas32.Use(gemm.Implementation{}) // and their float32 form (fit.Options.Float32)
 	gcpace.Set()                      // GOGC=25 unless set: see internal/gcpace
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)

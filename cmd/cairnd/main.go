@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/rs/zerolog"
+	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/blas/blas64"
 
 	"github.com/cairnhq/cairn/config"
@@ -23,6 +24,7 @@ import (
 
 func main() {
 	blas64.Use(gemm.Implementation{}) // the fits' matrix products (internal/gemm)
+	blas32.Use(gemm.Implementation{}) // and their float32 form (fit.Options.Float32)
 	gcpace.Set()                      // GOGC=25 unless set: see internal/gcpace
 	fs := flag.NewFlagSet("cairnd", flag.ContinueOnError)
 	flags := config.RegisterFlags(fs)

@@ -49,6 +49,7 @@ func RecipeOf(c config.Fit) (Recipe, error) {
 	opt := fit.DefaultOptions(loss)
 	opt.Epochs, opt.Patience, opt.BatchSize = c.Epochs, c.Patience, c.Batch
 	opt.LR, opt.WeightDecay = c.LearningRate, c.WeightDecay
+	opt.Float32 = c.Precision != "float64"
 	return Recipe{Loss: loss, Init: in, K: c.K, KernelScale: fit.ScaleDiag, InitScale: fit.DefaultInitScale,
 		Options: opt, Fits: c.Fits}, nil
 }
