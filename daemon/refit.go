@@ -37,6 +37,9 @@ type fitted struct {
 	stats *storage.FitStats
 	serv  *serving.Model
 	meta  serving.Meta
+	// seconds is the wall time of fitSnapshot's phases: "blocks" (the kernel blocks),
+	// "kernel" and "init" (pipeline.Started), "fit" (the Adam fits), "serving".
+	seconds map[string]float64
 }
 
 // isVal reports whether the point id is held out for checkpoint selection: a seeded
@@ -125,6 +128,7 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *job, sy *synced, version
 	for i, id := range snap.IDs {
 		index[id] = i
 	}
+	t0 := time.Now()
 	lids, views, lrows, lf := sy.landmarks(snap.IDs, q)
 	mm := len(lids)
 	if mm < 2 {
@@ -170,6 +174,7 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *job, sy *synced, version
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	blocks := time.Since(t0).Seconds()
 
 	rec, err := pipeline.RecipeOf(cfg.Fit)
 	if err != nil {
@@ -188,7 +193,11 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *job, sy *synced, version
 			return nil, err
 		}
 	}
-	out := &fitted{}
+	out := &fitted{seconds: map[string]float64{"blocks": blocks}}
+	for _, ph := range []string{"kernel", "init", "fit"} {
+		out.seconds[ph] = ft.Seconds[ph]
+	}
+	t1 := time.Now()
 	out.meta = serving.Meta{
 		ViewA: len(lrows[0]), KernelScale: scale, Points: len(snap.IDs), Train: len(tr), Val: len(va),
 		Loss: rec.Loss.String(), Init: rec.Init.String(), Fits: cfg.Fit.Fits, SelectedBy: f0.SelectedBy,
@@ -232,6 +241,7 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *job, sy *synced, version
 	if out.serv, err = d.newServing(si); err != nil {
 		return nil, err
 	}
+	out.seconds["serving"] = time.Since(t1).Seconds()
 	return out, nil
 }
 
@@ -332,6 +342,7 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 	if err != nil {
 		return err
 	}
+	syncSecs := time.Since(start).Seconds()
 	ft, err := d.fitSnapshot(ctx, snap, sy, version)
 	if err != nil {
 		return err
@@ -454,7 +465,9 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 	}
 	d.log.Info().Uint64("model", version).Str("model_id", ft.meta.ID).Int("points", ft.meta.Points).
 		Int("landmarks", len(ft.model.Landmarks)).Str("reason", snap.reason).Float64("seconds", secs).
-		Int("audits", len(audits)).Str("selected_by", ft.meta.SelectedBy).Msg("model installed")
+		Int("audits", len(audits)).Str("selected_by", ft.meta.SelectedBy).Float64("sync_seconds", syncSecs).
+		Float64("blocks_seconds", ft.seconds["blocks"]).Float64("init_seconds", ft.seconds["kernel"]+ft.seconds["init"]).
+		Int("epochs", ft.meta.Epochs).Int("best_epoch", ft.meta.BestEpoch).Float64("fit_seconds", ft.seconds["fit"]).Float64("serving_seconds", ft.seconds["serving"]).Msg("model installed")
 	return nil
 }
 

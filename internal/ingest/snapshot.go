@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cairnhq/cairn/coreset"
@@ -107,18 +108,25 @@ type Selection struct {
 // gives up with ctx.Err() when ctx ends.
 func Select(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, ids []string, entries []*Entry, keep *Points) (*Selection, error) {
 	s := &Selection{}
+	// The two views' selections are independent: they run side by side (joined here), so
+	// that each one's single-goroutine phase (the lazy refreshes) has a core of its own.
+	var errs [2]error
+	var wg sync.WaitGroup
 	for v := range 2 {
-		var (
-			err error
-			opt coreset.GreedyOptions
-		)
-		if s.G[v], err = FeatureRows(ctx, f, ids, entries, v); err != nil {
-			return nil, err
-		}
-		if s.M[v], opt, err = pcfg.PlanRows32(ids, s.G[v]); err != nil {
-			return nil, err
-		}
-		if s.Res[v], err = coreset.GreedyRows32(ctx, s.G[v], f.Dim(), s.M[v], opt); err != nil {
+		wg.Go(func() {
+			var opt coreset.GreedyOptions
+			if s.G[v], errs[v] = FeatureRows(ctx, f, ids, entries, v); errs[v] != nil {
+				return
+			}
+			if s.M[v], opt, errs[v] = pcfg.PlanRows32(ids, s.G[v]); errs[v] != nil {
+				return
+			}
+			s.Res[v], errs[v] = coreset.GreedyRows32(ctx, s.G[v], f.Dim(), s.M[v], opt)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return nil, err
 		}
 	}

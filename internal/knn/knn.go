@@ -131,11 +131,17 @@ func (c *Classifier) vote(u *mat.Dense, q, k int, self bool) Predictions {
 		for i := lo; i < hi; i++ {
 			row := s.RawRowView(i - lo)
 			best = best[:0]
+			// Once best is full, a candidate must beat its last value (insertTop's own
+			// test, kept in thr so most candidates cost one comparison).
+			full, thr := false, 0.0
 			for j, v := range row {
-				if self && j == i {
+				if (full && v <= thr) || (self && j == i) {
 					continue
 				}
 				best = insertTop(best, row, j, v, kk)
+				if len(best) == kk && kk > 0 {
+					full, thr = true, row[best[kk-1]]
+				}
 			}
 			for cl := range counts {
 				counts[cl] = 0

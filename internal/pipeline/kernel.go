@@ -8,10 +8,13 @@ import (
 	"gonum.org/v1/gonum/mat"
 )
 
-// kernelRows is how many float32 rows KernelTo widens per product: 256 rows of
-// q = 4096 are an 8 MiB float64 block, large enough for the blocked GEMM to run at
-// speed and small against the n×q features it never copies whole.
-const kernelRows = 256
+// kernelBytes is the size of the float64 block KernelTo widens per product: 8 MiB
+// (1,024 rows of q = 1,024), large enough for the blocked GEMM to run at speed and small
+// against the n×q features it never copies whole.
+const kernelBytes = 8 << 20
+
+// kernelRows is the number of rows of length q in one widened block.
+func kernelRows(q int) int { return max(1, kernelBytes/(8*max(q, 1))) }
 
 // KernelTo writes the kernel block dst[i][l] = ⟨g_i, z_l⟩ of the float32 rows g (each of
 // length q, widened exactly) against the rows of z (M×q) into dst (len(g)×M), with the
@@ -24,11 +27,15 @@ func KernelTo(dst *mat.Dense, g [][]float32, z *mat.Dense) {
 	if r, c := dst.Dims(); r != len(g) || c != m {
 		panic(fmt.Sprintf("pipeline: KernelTo: dst %d×%d for %d rows against %d", r, c, len(g), m))
 	}
-	zr := z.RawMatrix()
+	// zᵀ (q×M) once, so every block's product reads it row by row (the GEMM packs a
+	// transposed operand column by column, once per block); the products' bits are the
+	// same either way.
+	zt := mat.DenseCopyOf(z.T()).RawMatrix()
 	dr := dst.RawMatrix()
-	buf := make([]float64, min(kernelRows, len(g))*q)
-	for lo := 0; lo < len(g); lo += kernelRows {
-		hi := min(lo+kernelRows, len(g))
+	rows := kernelRows(q)
+	buf := make([]float64, min(rows, len(g))*q)
+	for lo := 0; lo < len(g); lo += rows {
+		hi := min(lo+rows, len(g))
 		for i := lo; i < hi; i++ {
 			if len(g[i]) != q {
 				panic(fmt.Sprintf("pipeline: KernelTo: row %d has length %d, want %d", i, len(g[i]), q))
@@ -40,6 +47,6 @@ func KernelTo(dst *mat.Dense, g [][]float32, z *mat.Dense) {
 		}
 		a := blas64.General{Rows: hi - lo, Cols: q, Stride: q, Data: buf[:(hi-lo)*q]}
 		c := blas64.General{Rows: hi - lo, Cols: m, Stride: dr.Stride, Data: dr.Data[lo*dr.Stride:]}
-		blas64.Gemm(blas.NoTrans, blas.Trans, 1, a, zr, 0, c)
+		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, a, zt, 0, c)
 	}
 }

@@ -10,11 +10,13 @@ import (
 
 // TestKernelTo: the blocked product of float32 rows against z equals a plain triple loop
 // over the widened rows, within the error bound of a sum of q products (γ_q·Σ|g||z| with
-// γ_q ≈ q·2⁻⁵³), for row counts that straddle the block of kernelRows.
+// γ_q ≈ q·2⁻⁵³), for row counts that straddle the widened block (kernelRows(q) = 510
+// rows at q = 2,053).
 func TestKernelTo(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
-	for _, n := range []int{1, kernelRows - 1, kernelRows, 2*kernelRows + 3} {
-		const q, m = 37, 11
+	const q, m = 2053, 11
+	br := kernelRows(q)
+	for _, n := range []int{1, br - 1, br, 2*br + 3} {
 		g := make([][]float32, n)
 		for i := range g {
 			g[i] = make([]float32, q)
