@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/cairnhq/cairn/internal/gemm"
 )
 
 // benchProblem is an MNIST-shaped stage-2 problem with synthetic kernel blocks: n = 4096
@@ -155,4 +159,39 @@ func BenchmarkKrepesIteration(b *testing.B) {
 			b.ReportMetric(iter/epoch, "cg_iter/adam_epoch")
 		})
 	}
+}
+
+// BenchmarkEpochPrecision times one SimCLR epoch with float32 and with float64 batch
+// products (Options.Float32), alternating within each iteration, on BenchmarkEpoch's
+// blocks, with the commands' BLAS (internal/gemm's Dgemm and Sgemm) installed as cairnd
+// and cairnctl install it; f32/f64 is the ratio of the times.
+func BenchmarkEpochPrecision(b *testing.B) {
+	blas64.Use(gemm.Implementation{})
+	blas32.Use(gemm.Implementation{})
+	const n, m, k = 4096, 512, 256
+	p := benchProblem(n, m)
+	a0 := benchA0(m, k)
+	var t32, t64 time.Duration
+	var sink float64
+	for b.Loop() {
+		for _, f32 := range []bool{true, false} {
+			opt := DefaultOptions(SimCLR)
+			opt.Epochs, opt.Float32 = 1, f32
+			t0 := time.Now()
+			r, err := Adam(p, a0, opt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if f32 {
+				t32 += time.Since(t0)
+			} else {
+				t64 += time.Since(t0)
+			}
+			sink += r.History[0].TrainLoss
+		}
+	}
+	benchSink = sink
+	b.ReportMetric(t32.Seconds()/float64(b.N), "f32_s/epoch")
+	b.ReportMetric(t64.Seconds()/float64(b.N), "f64_s/epoch")
+	b.ReportMetric(t32.Seconds()/t64.Seconds(), "f32/f64")
 }
