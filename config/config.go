@@ -179,7 +179,7 @@ type Fit struct {
 	// select checkpoints: by k-NN accuracy when they carry labels, else by loss.
 	ValFraction float64 `yaml:"val_fraction"`
 	// Precision is the arithmetic of each Adam batch's matrix products: float32 (about
-	// half the time of a refit) or float64. Parameters, optimizer state and the loss are
+	// half the time of a fit step) or float64. Parameters, optimizer state and the loss are
 	// float64 either way (fit.Options.Float32). BYOL always uses float64.
 	Precision string `yaml:"precision"`
 }

@@ -26,8 +26,8 @@ import (
 // multiply-adds, relative error about (terms)·2⁻²⁴ of the sum of magnitudes in the worst
 // case and √terms·2⁻²⁴ typically, so ~10⁻⁶ of the gradient. TestFloat32Gradient checks
 // the gradient of a batch against the float64 one to 10⁻⁴ of its norm, for every loss
-// that uses it; TestFloat32Fit checks that a whole fit in float32 reaches the float64
-// fit's validation accuracy. BYOL keeps float64 products: its target and predictor
+// that uses it; TestFloat32Fit checks that whole fits in float32 end within 3 points of
+// the float64 fits' test accuracy. BYOL keeps float64 products: its target and predictor
 // products read the float64 batch rows.
 
 // products32 is the float32 workspace of one model: the gathered batch rows, Ã, the

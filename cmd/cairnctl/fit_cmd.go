@@ -105,7 +105,7 @@ func (f *fitFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.testN, "test-n", 2000, "rows of the test split to evaluate on (0 = no test evaluation)")
 	fs.Float64Var(&f.damping, "damping", 1e-3, "KREPES Gauss–Newton damping λ")
 	fs.IntVar(&f.cgIters, "cg-iters", 150, "KREPES maximum CG iterations")
-	fs.StringVar(&f.precision, "precision", config.Default().Fit.Precision, "Adam batch products: float32 (about half the time) | float64 (parameters, optimizer and loss are float64 either way; byol always float64)")
+	fs.StringVar(&f.precision, "precision", config.Default().Fit.Precision, "Adam batch products: float32 (about half the time of a step) | float64 (parameters, optimizer and loss are float64 either way; byol always float64)")
 	fs.StringVar(&f.kscale, "kernel-scale", fit.ScaleDiag, "kernel normalization: diag (divide every block by the mean of diag K_mm) | none")
 }
 

@@ -1,5 +1,6 @@
 // Package vec holds the dot-product kernels shared by coreset (pool inserts, greedy
-// sweeps) and entk (the landmark kernel rows, sketched and exact).
+// sweeps) and entk (the landmark kernel rows, sketched and exact), and ExpShift32, the
+// float32 exponentials of a softmax row (fit's SimCLR).
 //
 // # Contract
 //
@@ -10,7 +11,8 @@
 // amd64 with AVX2/FMA (golang.org/x/sys/cpu) blocks of pairs run the same lane chains in
 // vector registers (dots_amd64.s), elsewhere the loops call Dot. Dot32 and Dots32To are
 // the same with the first factor stored in float32 and widened exactly (entk's exact
-// kernel rows), bit for bit the same between the AVX2 blocks and the loops. Functions never modify
-// their inputs, allocate nothing, are safe for concurrent use, and panic on lengths that
-// do not fit (programmer errors).
+// kernel rows), bit for bit the same between the AVX2 blocks and the loops. ExpShift32
+// gives the same bits with its AVX-512 loop and its portable one. Functions other than
+// ExpShift32 (which overwrites its row) never modify their inputs; all allocate nothing,
+// are safe for concurrent use, and panic on lengths that do not fit (programmer errors).
 package vec
