@@ -1,8 +1,10 @@
 package coreset
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"gonum.org/v1/gonum/mat"
@@ -39,10 +41,15 @@ var Selectors = []string{SelPCNTK, SelPC, SelRandom, SelKMeans, SelDPP, SelKCent
 // sketch features; either may be nil when no selector that needs it is asked for. Nothing is
 // modified.
 type SelectInput struct {
-	N    int
-	X    []float64
-	D    int
-	G    []float64
+	N int
+	X []float64
+	D int
+	G []float64
+	// G32 holds the sketch features in single precision instead of G (which must then be
+	// nil), one row of length Q per point, read in place and widened exactly: pc-ntk,
+	// kcenter and dpp then allocate nothing of size N×Q, and pc-ntk and kcenter select what
+	// they select on the widened G. leverage widens G32 into one float64 matrix.
+	G32  [][]float32
 	Q    int
 	Tol  float64 // pivot tolerance of the PC selectors; 0 means DefaultTol
 	Seed uint64
@@ -92,8 +99,12 @@ func Select(name string, in SelectInput, m int) (*Selection, error) {
 	if needX && (in.D < 1 || len(in.X) != in.N*in.D) {
 		return nil, fmt.Errorf("%w: selector %q needs input-space rows (have %d values for N=%d, D=%d)", ErrSelector, name, len(in.X), in.N, in.D)
 	}
-	if needG && (in.Q < 1 || len(in.G) != in.N*in.Q) {
-		return nil, fmt.Errorf("%w: selector %q needs sketch features (have %d values for N=%d, Q=%d)", ErrSelector, name, len(in.G), in.N, in.Q)
+	var g rows
+	if needG {
+		var err error
+		if g, err = in.features(name); err != nil {
+			return nil, err
+		}
 	}
 	switch name {
 	case SelRandom:
@@ -104,13 +115,17 @@ func Select(name string, in SelectInput, m int) (*Selection, error) {
 		idx := kmeansPP(in.X, in.N, in.D, m, in.Seed)
 		return &Selection{Indices: idx, Greedy: len(idx)}, nil
 	case SelKCenter:
-		idx := kCenter(in.G, in.N, in.Q, m, in.Seed)
+		idx := kCenter(g, m, in.Seed)
 		return &Selection{Indices: idx, Greedy: len(idx)}, nil
 	case SelLeverage:
+		G := in.G
+		if G == nil {
+			G = g.block(make([]float64, in.N*in.Q), 0, in.N)
+		}
 		lambda := in.Lambda
 		if lambda == 0 {
 			var tr float64
-			for _, v := range in.G {
+			for _, v := range G {
 				tr += v * v
 			}
 			lambda = tr / float64(m)
@@ -120,9 +135,9 @@ func Select(name string, in SelectInput, m int) (*Selection, error) {
 			err error
 		)
 		if in.N <= LeverageExactMax {
-			tau, err = RidgeLeverage(in.G, in.N, in.Q, lambda)
+			tau, err = RidgeLeverage(G, in.N, in.Q, lambda)
 		} else {
-			tau, err = RidgeLeverageRLS(in.G, in.N, in.Q, lambda, in.Seed, "coreset/select/leverage", RLSOptions{})
+			tau, err = RidgeLeverageRLS(G, in.N, in.Q, lambda, in.Seed, "coreset/select/leverage", RLSOptions{})
 		}
 		if err != nil {
 			return nil, err
@@ -130,7 +145,7 @@ func Select(name string, in SelectInput, m int) (*Selection, error) {
 		idx := LeverageSample(tau, m, in.Seed)
 		return &Selection{Indices: idx, Greedy: len(idx), Leverage: tau, Lambda: lambda}, nil
 	case SelPCNTK:
-		res, err := Greedy(in.G, in.N, in.Q, m, GreedyOptions{Tol: in.Tol, TopUpKeys: TopUpKeys(in.Seed, in.N)})
+		res, err := lazyGreedy(context.Background(), g, m, GreedyOptions{Tol: in.Tol, TopUpKeys: TopUpKeys(in.Seed, in.N)})
 		if err != nil {
 			return nil, err
 		}
@@ -147,7 +162,7 @@ func Select(name string, in SelectInput, m int) (*Selection, error) {
 		}
 		return &Selection{Indices: res.Pivots, Greedy: res.Greedy, Bandwidth: sigma}, nil
 	case SelDPP:
-		idx, rank, err := projectionDPP(in.G, in.N, in.Q, m, in.Seed)
+		idx, rank, err := projectionDPP(g, m, in.Seed)
 		if err != nil {
 			return nil, err
 		}
@@ -161,6 +176,92 @@ func Select(name string, in SelectInput, m int) (*Selection, error) {
 		return &Selection{Indices: idx, Greedy: rank}, nil
 	}
 	return nil, fmt.Errorf("%w: unknown selector %q (want one of %v)", ErrSelector, name, Selectors)
+}
+
+// features returns the sketch features of in as rows (G, or G32 when G is nil), after
+// checking their shape.
+func (in SelectInput) features(name string) (rows, error) {
+	if in.Q < 1 {
+		return rows{}, fmt.Errorf("%w: selector %q needs sketch features (Q=%d)", ErrSelector, name, in.Q)
+	}
+	if in.G != nil || in.G32 == nil {
+		if in.G32 != nil || len(in.G) != in.N*in.Q {
+			return rows{}, fmt.Errorf("%w: selector %q needs sketch features in G or G32 (have %d values and %d rows for N=%d, Q=%d)", ErrSelector, name, len(in.G), len(in.G32), in.N, in.Q)
+		}
+		return rows{n: in.N, q: in.Q, f64: in.G}, nil
+	}
+	if len(in.G32) != in.N {
+		return rows{}, fmt.Errorf("%w: selector %q needs sketch features (have %d rows for N=%d)", ErrSelector, name, len(in.G32), in.N)
+	}
+	for i, r := range in.G32 {
+		if len(r) != in.Q {
+			return rows{}, fmt.Errorf("%w: selector %q: feature row %d has %d values, want Q=%d", ErrSelector, name, i, len(r), in.Q)
+		}
+	}
+	return rows{n: in.N, q: in.Q, f32: in.G32}, nil
+}
+
+// rowProducts computes the products of a rows matrix G (n×q) that projectionDPP needs.
+// Contiguous float64 rows are one block, a view, so the products are single matrix
+// multiplications; float32 rows are widened in blocks of dppBlockBytes, so nothing of
+// size n×q is allocated.
+type rowProducts struct {
+	g     rows
+	block int // rows per block
+	buf   []float64
+}
+
+// dppBlockBytes is the size of one widened block of float32 rows.
+const dppBlockBytes = 16 << 20
+
+func newRowProducts(g rows) *rowProducts {
+	p := &rowProducts{g: g, block: max(g.n, 1)}
+	if g.f32 != nil {
+		p.block = max(1, min(g.n, dppBlockBytes/(8*g.q)))
+		p.buf = make([]float64, p.block*g.q)
+	}
+	return p
+}
+
+// each calls f on every block of rows [lo, hi) as a (hi−lo)×q matrix.
+func (p *rowProducts) each(f func(lo, hi int, blk *mat.Dense)) {
+	for lo := 0; lo < p.g.n; lo += p.block {
+		hi := min(lo+p.block, p.g.n)
+		f(lo, hi, mat.NewDense(hi-lo, p.g.q, p.g.block(p.buf, lo, hi)))
+	}
+}
+
+// mul sets dst = G·b (n×c for b q×c).
+func (p *rowProducts) mul(dst *mat.Dense, b mat.Matrix) {
+	_, c := b.Dims()
+	dst.ReuseAs(p.g.n, c)
+	p.each(func(lo, hi int, blk *mat.Dense) {
+		dst.Slice(lo, hi, 0, c).(*mat.Dense).Mul(blk, b)
+	})
+}
+
+// mulT sets dst = Gᵀ·y (q×c for y n×c), or yᵀ·G (c×q) when left is true, summing the
+// blocks' products in row order.
+func (p *rowProducts) mulT(dst *mat.Dense, y *mat.Dense, left bool) {
+	var part mat.Dense
+	first := true
+	p.each(func(lo, hi int, blk *mat.Dense) {
+		yb := y.Slice(lo, hi, 0, y.RawMatrix().Cols)
+		out := dst
+		if !first {
+			part.Reset()
+			out = &part
+		}
+		if left {
+			out.Mul(yb.T(), blk)
+		} else {
+			out.Mul(blk.T(), yb)
+		}
+		if !first {
+			dst.Add(dst, &part)
+		}
+		first = false
+	})
 }
 
 // sqDist returns ||a − b||².
@@ -245,7 +346,8 @@ func kmeansPP(x []float64, n, d, m int, seed uint64) []int {
 
 // kCenter is farthest-point search (Gonzalez 1985) on the sketch: a seeded uniform first
 // point, then repeatedly the row farthest from the chosen set (ties by lower index).
-func kCenter(g []float64, n, q, m int, seed uint64) []int {
+func kCenter(g rows, m int, seed uint64) []int {
+	n := g.n
 	r := rng.New(seed, "coreset/select/kcenter")
 	dist := make([]float64, n)
 	for i := range dist {
@@ -253,17 +355,18 @@ func kCenter(g []float64, n, q, m int, seed uint64) []int {
 	}
 	chosen := make([]bool, n)
 	out := make([]int, 0, m)
+	buf := make([]float64, g.q)
 	next := r.IntN(n)
 	for len(out) < m {
 		chosen[next] = true
 		out = append(out, next)
-		c := g[next*q : (next+1)*q]
+		c := slices.Clone(g.row(buf, next))
 		best, bi := -1.0, -1
 		for i := 0; i < n; i++ {
 			if chosen[i] {
 				continue
 			}
-			if dd := sqDist(g[i*q:(i+1)*q], c); dd < dist[i] {
+			if dd := sqDist(g.row(buf, i), c); dd < dist[i] {
 				dist[i] = dd
 			}
 			if dist[i] > best {
@@ -417,7 +520,8 @@ func GreedyKernel(diag []float64, col KernelColumn, n, m int, tol float64, topUp
 // orthogonal complement of its row i (one Householder-free Gram–Schmidt step). The
 // singular vectors come from a randomized range finder with two power iterations (Halko,
 // Martinsson & Tropp 2011, Alg. 4.4) and an exact SVD of the small projected matrix.
-func projectionDPP(g []float64, n, q, m int, seed uint64) ([]int, int, error) {
+func projectionDPP(g rows, m int, seed uint64) ([]int, int, error) {
+	n, q := g.n, g.q
 	l := m + 10
 	if l > n {
 		l = n
@@ -425,7 +529,7 @@ func projectionDPP(g []float64, n, q, m int, seed uint64) ([]int, int, error) {
 	if l > q {
 		l = q
 	}
-	G := mat.NewDense(n, q, g)
+	p := newRowProducts(g)
 	r := rng.New(seed, "coreset/select/dpp/range")
 	om := mat.NewDense(q, l, nil)
 	for i := 0; i < q; i++ {
@@ -434,7 +538,7 @@ func projectionDPP(g []float64, n, q, m int, seed uint64) ([]int, int, error) {
 		}
 	}
 	var y, z mat.Dense
-	y.Mul(G, om)
+	p.mul(&y, om)
 	orth := func(a *mat.Dense) *mat.Dense {
 		var qr mat.QR
 		qr.Factorize(a)
@@ -446,14 +550,14 @@ func projectionDPP(g []float64, n, q, m int, seed uint64) ([]int, int, error) {
 	}
 	Y := orth(&y)
 	for it := 0; it < 2; it++ {
-		z.Mul(G.T(), Y)
+		p.mulT(&z, Y, false)
 		Z := orth(&z)
 		y.Reset()
-		y.Mul(G, Z)
+		p.mul(&y, Z)
 		Y = orth(&y)
 	}
 	var b mat.Dense
-	b.Mul(Y.T(), G) // l×q
+	p.mulT(&b, Y, true) // l×q
 	var svd mat.SVD
 	if !svd.Factorize(&b, mat.SVDThin) {
 		return nil, 0, fmt.Errorf("%w: SVD of the %d×%d range projection", ErrEigen, l, q)

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"gonum.org/v1/gonum/mat"
 )
 
 func TestSelectorsValidDistinctDeterministic(t *testing.T) {
@@ -56,6 +58,98 @@ func TestSelectorsValidDistinctDeterministic(t *testing.T) {
 	}
 }
 
+// TestSelectG32 checks that every sketch selector reads float32 rows (G32) as the
+// widened float64 matrix: pc-ntk, kcenter and leverage select exactly what they select on
+// G; dpp, whose products are summed over blocks of rows in float32 mode, selects the same
+// rows; and a wrong shape is an error.
+func TestSelectG32(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 3))
+	n, q := 300, 24
+	g := randMatrix(r, n, q, 10)
+	g32 := make([][]float32, n)
+	for i := range g32 {
+		g32[i] = make([]float32, q)
+		for j := range g32[i] {
+			g32[i][j] = float32(g[i*q+j])
+			g[i*q+j] = float64(g32[i][j])
+		}
+	}
+	for _, name := range []string{SelPCNTK, SelKCenter, SelLeverage, SelDPP} {
+		for _, m := range []int{5, 20} {
+			a, err := Select(name, SelectInput{N: n, G: g, Q: q, Seed: 9}, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Select(name, SelectInput{N: n, G32: g32, Q: q, Seed: 9}, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("%s m=%d: G32 selected %v (greedy %d), G %v (greedy %d)", name, m, b.Indices, b.Greedy, a.Indices, a.Greedy)
+			}
+		}
+	}
+	bad := append([][]float32(nil), g32...)
+	bad[7] = bad[7][:q-1]
+	for _, in := range []SelectInput{{N: n, G32: bad, Q: q}, {N: n + 1, G32: g32, Q: q}, {N: n, G: g, G32: g32, Q: q}} {
+		if _, err := Select(SelKCenter, in, 3); err == nil {
+			t.Fatalf("bad features accepted: N=%d, %d rows, G %d values", in.N, len(in.G32), len(in.G))
+		}
+	}
+}
+
+// TestRowProductsBlocks checks projectionDPP's products over blocks of float32 rows
+// against the one-block float64 products of the same matrix (the sum over blocks differs
+// only by rounding: 1e-12 relative).
+func TestRowProductsBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	n, q, c := 1000, 4200, 3 // 4200·8 bytes a row: 499 rows per block, three blocks
+	g32 := make([][]float32, n)
+	g := make([]float64, n*q)
+	for i := range g32 {
+		g32[i] = make([]float32, q)
+		for j := range g32[i] {
+			g32[i][j] = float32(r.NormFloat64())
+			g[i*q+j] = float64(g32[i][j])
+		}
+	}
+	p32, p64 := newRowProducts(rows{n: n, q: q, f32: g32}), newRowProducts(rows{n: n, q: q, f64: g})
+	if p32.block >= n || p64.block != n {
+		t.Fatalf("blocks: float32 %d, float64 %d rows of %d", p32.block, p64.block, n)
+	}
+	b := mat.NewDense(q, c, nil)
+	y := mat.NewDense(n, c, nil)
+	for i := range q {
+		for j := range c {
+			b.Set(i, j, r.NormFloat64())
+		}
+	}
+	for i := range n {
+		for j := range c {
+			y.Set(i, j, r.NormFloat64())
+		}
+	}
+	near := func(what string, a, w *mat.Dense) {
+		t.Helper()
+		if !mat.EqualApprox(a, w, 1e-12*mat.Norm(w, math.Inf(1))) {
+			t.Fatalf("%s: blocked product differs from the one-block product", what)
+		}
+	}
+	var a1, w1, a2, w2, a3, w3 mat.Dense
+	p32.mul(&a1, b)
+	p64.mul(&w1, b)
+	near("G·b", &a1, &w1)
+	p32.mulT(&a2, y, false)
+	p64.mulT(&w2, y, false)
+	near("Gᵀ·y", &a2, &w2)
+	p32.mulT(&a3, y, true)
+	p64.mulT(&w3, y, true)
+	near("yᵀ·G", &a3, &w3)
+	var ref mat.Dense
+	ref.Mul(y.T(), mat.NewDense(n, q, g))
+	near("yᵀ·G against gonum", &w3, &ref)
+}
+
 // TestGreedyKernelMatchesGreedy: on the linear kernel both forms of pivoted Cholesky are
 // the same algorithm.
 func TestGreedyKernelMatchesGreedy(t *testing.T) {
@@ -89,7 +183,7 @@ func TestKCenterFarthest(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 9))
 	n, q := 50, 4
 	g := randMatrix(r, n, q, q)
-	idx := kCenter(g, n, q, 8, 1)
+	idx := kCenter(rows{n: n, q: q, f64: g}, 8, 1)
 	for t1 := 1; t1 < len(idx); t1++ {
 		best, bi := -1.0, -1
 		for i := 0; i < n; i++ {
@@ -123,7 +217,7 @@ func TestProjectionDPPMarginals(t *testing.T) {
 	counts := make([]float64, n)
 	const trials = 400
 	for s := 0; s < trials; s++ {
-		idx, rank, err := projectionDPP(g, n, q, k, uint64(s))
+		idx, rank, err := projectionDPP(rows{n: n, q: q, f64: g}, k, uint64(s))
 		if err != nil || rank != k || len(idx) != k {
 			t.Fatalf("seed %d: idx %v rank %d err %v", s, idx, rank, err)
 		}

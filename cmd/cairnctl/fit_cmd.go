@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -45,7 +46,7 @@ func fitCmd(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 		t0 := time.Now()
-		prob, info, err := fitBlocks(&f.pf, f.selector, f.valFrac, f.testN)
+		prob, info, err := fitBlocks(&f.pf, f.selector, f.valFrac, f.testN, nil)
 		if err != nil {
 			return err
 		}
@@ -343,47 +344,34 @@ type blockInfo struct {
 	traceK      float64
 }
 
-// fitBlocks builds the fit's kernel blocks with prepare's pipeline: prepare loads the rows
-// and computes both views' features; the validation rows are split off (valSplit); the
-// landmark pool is selected on the training rows only, so no validation point is a
-// landmark; K_A, K_B come from kernelBlocks, K_mm, K_val and K_test from the same landmark
-// features (validation and test points unaugmented, through the same sketch).
-func fitBlocks(pf *pipelineFlags, selector string, valFrac float64, testN int) (*fit.Problem, *blockInfo, error) {
-	prep, err := prepare(pf)
+// fitBlocks builds the fit's kernel blocks with prepare's pipeline: load loads the rows
+// and both views; the validation rows are split off (valSplit); the training rows'
+// features are computed (featurize: float32 rows, as the daemon keeps them); the landmark
+// pool is selected on the training rows only, so no validation point is a landmark;
+// K_A, K_B come from kernelBlocks, K_mm, K_val and K_test from the same landmark features
+// (validation and test points unaugmented, through the same sketch, featureChunk rows at
+// a time). With a cache, the loaded and featurized training rows are taken from it when
+// its flags and validation fraction match, and left in it otherwise.
+func fitBlocks(pf *pipelineFlags, selector string, valFrac float64, testN int, cache *blockCache) (*fit.Problem, *blockInfo, error) {
+	split, phases, err := cache.split(pf, valFrac)
 	if err != nil {
 		return nil, nil, err
 	}
+	prep, tr, valRows := split.all, split.train, split.val
 	set := prep.set
-	if set.Labels == nil {
-		return nil, nil, fmt.Errorf("--data %q: no labels; fit selects checkpoints by validation accuracy", pf.data)
-	}
-	trainRows, valRows := valSplit(set.IDs, valFrac, pf.seed)
-	if len(trainRows) < 2 || len(valRows) < 2 {
-		return nil, nil, fmt.Errorf("--n %d with --val-frac %v leaves %d training and %d validation rows", set.N, valFrac, len(trainRows), len(valRows))
-	}
 	t0 := time.Now()
-	tr := subsetPrepared(prep, trainRows)
 	vs, err := selectViews(tr, selector, pf.m, pf.seed)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--selector %q: %w", selector, err)
 	}
 	ka, kb := kernelBlocks(tr, vs)
-	phases := map[string]float64{"select_and_blocks": time.Since(t0).Seconds()}
-	for name, s := range prep.seconds {
-		phases[name] = s
-	}
+	phases["select_and_blocks"] = time.Since(t0).Seconds()
 	t0 = time.Now()
-	n, mm, q := len(trainRows), vs.M, vs.Q
+	n, mm, q := tr.set.N, vs.M, vs.Q
 	lm := mat.NewDense(mm, q, vs.Landmarks)
 	kmm := mat.NewDense(mm, mm, nil)
 	kmm.Mul(lm, lm.T())
-	against := func(x []float64, rows int) *mat.Dense {
-		feat := make([]float64, rows*q)
-		prep.features.FeaturesTo(feat, x, rows)
-		k := mat.NewDense(rows, mm, nil)
-		k.Mul(mat.NewDense(rows, q, feat), lm.T())
-		return k
-	}
+	against := func(x []float64, rows int) *mat.Dense { return kernelAgainst(prep.features, x, rows, lm) }
 	d := set.D
 	vx := make([]float64, 0, len(valRows)*d)
 	vl := make([]int, 0, len(valRows))
@@ -465,11 +453,12 @@ func valSplit(ids []string, frac float64, seed uint64) (train, val []int) {
 	return train, val
 }
 
-// subsetPrepared returns prep restricted to rows (copies; prep is not modified).
+// subsetPrepared returns prep restricted to rows: inputs and views copied (N×D), feature
+// rows (where computed) shared, not copied. prep is not modified.
 func subsetPrepared(prep *prepared, rows []int) *prepared {
-	s, d, q := prep.set, prep.set.D, prep.q
+	s, d := prep.set, prep.set.D
 	sub := &dataset.Set{Name: s.Name, N: len(rows), D: d, Shape: s.Shape, Classes: s.Classes}
-	out := &prepared{set: sub, features: prep.features, q: q, seconds: prep.seconds}
+	out := &prepared{set: sub, features: prep.features, q: prep.q, seconds: prep.seconds}
 	for _, r := range rows {
 		sub.X = append(sub.X, s.X[r*d:(r+1)*d]...)
 		sub.IDs = append(sub.IDs, s.IDs[r])
@@ -478,8 +467,70 @@ func subsetPrepared(prep *prepared, rows []int) *prepared {
 		}
 		out.viewA = append(out.viewA, prep.viewA[r*d:(r+1)*d]...)
 		out.viewB = append(out.viewB, prep.viewB[r*d:(r+1)*d]...)
-		out.featA = append(out.featA, prep.featA[r*q:(r+1)*q]...)
-		out.featB = append(out.featB, prep.featB[r*q:(r+1)*q]...)
+		if prep.featA != nil {
+			out.featA = append(out.featA, prep.featA[r])
+			out.featB = append(out.featB, prep.featB[r])
+		}
 	}
 	return out
+}
+
+// fitSplit is the part of fitBlocks that does not depend on the selector: the loaded
+// rows (all), the training rows with their features (train) and the validation rows'
+// indices into all (val).
+type fitSplit struct {
+	all, train *prepared
+	val        []int
+}
+
+// blockCache keeps the last fitSplit, so that a sequence of fits on the same data and
+// pipeline flags (cairnctl reproduce's tables) computes the training rows' features
+// once. It holds one split at a time: a new key drops the old split before the new one
+// is built, bounding the memory to one data set's features. A nil cache keeps nothing.
+type blockCache struct {
+	key  pipelineFlags
+	frac float64
+	held *fitSplit
+}
+
+// drop forgets the cached split (a nil cache holds none).
+func (c *blockCache) drop() {
+	if c != nil {
+		c.held = nil
+	}
+}
+
+// split returns the fitSplit of pf and valFrac (from the cache when it holds it) and
+// the phase times of building it (none on a cache hit).
+func (c *blockCache) split(pf *pipelineFlags, valFrac float64) (*fitSplit, map[string]float64, error) {
+	key := *pf
+	key.m = 0 // the budget is the selector's, not the split's
+	phases := map[string]float64{}
+	if c != nil && c.held != nil && c.key == key && c.frac == valFrac {
+		return c.held, phases, nil
+	}
+	c.drop()
+	prep, err := load(pf)
+	if err != nil {
+		return nil, nil, err
+	}
+	set := prep.set
+	if set.Labels == nil {
+		return nil, nil, fmt.Errorf("--data %q: no labels; fit selects checkpoints by validation accuracy", pf.data)
+	}
+	trainRows, valRows := valSplit(set.IDs, valFrac, pf.seed)
+	if len(trainRows) < 2 || len(valRows) < 2 {
+		return nil, nil, fmt.Errorf("--n %d with --val-frac %v leaves %d training and %d validation rows", set.N, valFrac, len(trainRows), len(valRows))
+	}
+	tr := subsetPrepared(prep, trainRows)
+	prep.viewA, prep.viewB = nil, nil // the training rows' views are tr's; nothing reads the rest
+	tr.seconds = map[string]float64{}
+	tr.featurize()
+	maps.Copy(phases, prep.seconds)
+	maps.Copy(phases, tr.seconds)
+	s := &fitSplit{all: prep, train: tr, val: valRows}
+	if c != nil {
+		c.key, c.frac, c.held = key, valFrac, s
+	}
+	return s, phases, nil
 }

@@ -22,6 +22,9 @@ type modelFlags struct {
 	epochs   int
 	selector string
 	valFrac  float64
+	// cache, when not nil, keeps the featurized training rows between fits on the same
+	// data (fitBlocks); the commands' flags leave it nil.
+	cache *blockCache
 }
 
 func (f *modelFlags) register(fs *flag.FlagSet) {
@@ -63,7 +66,7 @@ func fitModel(ctx context.Context, f *modelFlags, r, testN int) (*fittedModel, e
 		return nil, fmt.Errorf("--fits %d, --dim %d, --epochs %d: %w", r, f.dim, f.epochs, err)
 	}
 	t0 := time.Now()
-	prob, info, err := fitBlocks(&f.pipeline, f.selector, f.valFrac, testN)
+	prob, info, err := fitBlocks(&f.pipeline, f.selector, f.valFrac, testN, f.cache)
 	if err != nil {
 		return nil, err
 	}

@@ -57,18 +57,32 @@ type prepared struct {
 	q        int // feature dimension h·s
 	// viewA, viewB are the two augmented views of every point (N×D).
 	viewA, viewB []float64
-	// featA, featB are ψ of the two views (N×q).
-	featA, featB []float64
+	// featA, featB are ψ of the two views, one float32 row of length q per point (nil
+	// until featurize). The pipeline rounds every ψ to float32 (pipeline.FeaturesTo), so
+	// the rows hold its values exactly, in half the memory of float64, as the daemon's
+	// point cache does.
+	featA, featB [][]float32
 	// seconds is wall time by phase: load, backbone, views, features.
 	seconds map[string]float64
 }
 
 // prepare loads the training split (first --n rows) and runs it through the daemon's
-// feature pipeline (pipeline.NewFeatures: the backbone weights.Load resolves, the
-// sketch drawn under pipeline.FitSketch, the augmenter seeded by --seed): both views of
-// every point and their features, timing each phase. Memory: 2·N·q float64 for the
-// features.
+// feature pipeline (load, then featurize): both views of every point and their
+// features. Memory: 2·N·q float32 for the features.
 func prepare(p *pipelineFlags) (*prepared, error) {
+	out, err := load(p)
+	if err != nil {
+		return nil, err
+	}
+	out.featurize()
+	return out, nil
+}
+
+// load loads the training split (first --n rows), builds the daemon's feature pipeline
+// for the flags (pipeline.NewFeatures: the backbone weights.Load resolves, the sketch
+// drawn under pipeline.FitSketch, the augmenter seeded by --seed) and both augmented
+// views of every point, timing each phase; the features are left to featurize.
+func load(p *pipelineFlags) (*prepared, error) {
 	if p.data == "" {
 		return nil, fmt.Errorf("--data is required")
 	}
@@ -98,14 +112,69 @@ func prepare(p *pipelineFlags) (*prepared, error) {
 	out.viewB = make([]float64, n*d)
 	f.ViewsTo(out.viewA, out.viewB, set.X, set.IDs)
 	out.seconds["views"] = time.Since(t0).Seconds()
-
-	t0 = time.Now()
-	out.featA = make([]float64, n*out.q)
-	out.featB = make([]float64, n*out.q)
-	f.FeaturesTo(out.featA, out.viewA, n)
-	f.FeaturesTo(out.featB, out.viewB, n)
-	out.seconds["features"] = time.Since(t0).Seconds()
 	return out, nil
+}
+
+// featureChunk is the number of rows featureRows computes per call of the pipeline:
+// its float64 scratch is featureChunk·q values (128 MiB at q = 16,384).
+const featureChunk = 1024
+
+// featurize computes featA and featB, ψ of both views of every point (featureRows).
+func (p *prepared) featurize() {
+	t0 := time.Now()
+	p.featA = featureRows(p.features, p.viewA, p.set.N)
+	p.featB = featureRows(p.features, p.viewB, p.set.N)
+	p.seconds["features"] = time.Since(t0).Seconds()
+}
+
+// featureRows returns ψ of the n rows of x (n×D) as float32 rows backed by one
+// allocation, computed featureChunk rows at a time on all cores (pipeline.FeaturesTo,
+// which rounds to float32, so the conversion is exact).
+func featureRows(f *pipeline.Features, x []float64, n int) [][]float32 {
+	q, d := f.Dim(), f.InputDim()
+	flat := make([]float32, n*q)
+	out := make([][]float32, n)
+	buf := make([]float64, min(n, featureChunk)*q)
+	for lo := 0; lo < n; lo += featureChunk {
+		hi := min(lo+featureChunk, n)
+		f.FeaturesTo(buf[:(hi-lo)*q], x[lo*d:hi*d], hi-lo)
+		for i := lo; i < hi; i++ {
+			row := flat[i*q : (i+1)*q : (i+1)*q]
+			for j, v := range buf[(i-lo)*q : (i-lo+1)*q] {
+				row[j] = float32(v)
+			}
+			out[i] = row
+		}
+	}
+	return out
+}
+
+// kernelAgainst returns the kernel block K[i][l] = ⟨ψ(x_i), z_l⟩ (n×M) of the n rows of x
+// (n×D, unaugmented) against the landmark features z (M×q), computing the features
+// featureChunk rows at a time so that nothing of size n×q is held.
+func kernelAgainst(f *pipeline.Features, x []float64, n int, z *mat.Dense) *mat.Dense {
+	q, d := f.Dim(), f.InputDim()
+	mm, _ := z.Dims()
+	k := mat.NewDense(n, mm, nil)
+	buf := make([]float64, min(n, featureChunk)*q)
+	for lo := 0; lo < n; lo += featureChunk {
+		hi := min(lo+featureChunk, n)
+		f.FeaturesTo(buf[:(hi-lo)*q], x[lo*d:hi*d], hi-lo)
+		k.Slice(lo, hi, 0, mm).(*mat.Dense).Mul(mat.NewDense(hi-lo, q, buf[:(hi-lo)*q]), z.T())
+	}
+	return k
+}
+
+// widen returns rows as one row-major float64 matrix (len(rows)×q), for the commands
+// that read the features as a matrix (select's d_eff and residual curves).
+func widen(rows [][]float32, q int) []float64 {
+	out := make([]float64, 0, len(rows)*q)
+	for _, r := range rows {
+		for _, v := range r {
+			out = append(out, float64(v))
+		}
+	}
+	return out
 }
 
 // features builds the daemon's feature pipeline for the flags and the data set set
@@ -142,12 +211,12 @@ type viewSelection struct {
 // draws come from seed.
 func selectViews(p *prepared, selector string, m int, seed uint64) (*viewSelection, error) {
 	n, q := p.set.N, p.q
-	in := coreset.SelectInput{N: n, X: p.viewA, D: p.set.D, G: p.featA, Q: q, Seed: seed}
+	in := coreset.SelectInput{N: n, X: p.viewA, D: p.set.D, G32: p.featA, Q: q, Seed: seed}
 	a, err := coreset.Select(selector, in, m)
 	if err != nil {
 		return nil, fmt.Errorf("view A: %w", err)
 	}
-	in.X, in.G = p.viewB, p.featB
+	in.X, in.G32 = p.viewB, p.featB
 	b, err := coreset.Select(selector, in, m)
 	if err != nil {
 		return nil, fmt.Errorf("view B: %w", err)
@@ -155,23 +224,24 @@ func selectViews(p *prepared, selector string, m int, seed uint64) (*viewSelecti
 	vs := &viewSelection{A: a, B: b, Q: q, M: len(a.Indices) + len(b.Indices)}
 	vs.Landmarks = make([]float64, 0, vs.M*q)
 	for _, i := range a.Indices {
-		vs.Landmarks = append(vs.Landmarks, p.featA[i*q:(i+1)*q]...)
+		vs.Landmarks = append(vs.Landmarks, widen(p.featA[i:i+1], q)...)
 	}
 	for _, i := range b.Indices {
-		vs.Landmarks = append(vs.Landmarks, p.featB[i*q:(i+1)*q]...)
+		vs.Landmarks = append(vs.Landmarks, widen(p.featB[i:i+1], q)...)
 	}
 	return vs, nil
 }
 
 // kernelBlocks returns K_A and K_B (N×M, row-major) of paper Alg. cairn-stage2:
 // K_A[i][l] = <ψ(view A of point i), landmark l>, K_B likewise with view B, landmark l
-// being row l of vs.Landmarks. One matrix product each (gonum), O(N q M).
+// being row l of vs.Landmarks: the daemon's pipeline.KernelTo on the float32 rows, O(N q M),
+// with nothing of size N×q allocated.
 func kernelBlocks(p *prepared, vs *viewSelection) (ka, kb []float64) {
 	n, q := p.set.N, p.q
 	z := mat.NewDense(vs.M, q, vs.Landmarks)
 	ka = make([]float64, n*vs.M)
 	kb = make([]float64, n*vs.M)
-	mat.NewDense(n, vs.M, ka).Mul(mat.NewDense(n, q, p.featA), z.T())
-	mat.NewDense(n, vs.M, kb).Mul(mat.NewDense(n, q, p.featB), z.T())
+	pipeline.KernelTo(mat.NewDense(n, vs.M, ka), p.featA, z)
+	pipeline.KernelTo(mat.NewDense(n, vs.M, kb), p.featB, z)
 	return ka, kb
 }

@@ -155,6 +155,8 @@ type reproRun struct {
 	adultDir string
 	seed     uint64
 	progress io.Writer
+	// cache keeps one data set's featurized training rows between the fits of a run.
+	cache *blockCache
 }
 
 // dataSpec returns the --data value of a data set flag name ("mnist", "adult"), or ""
@@ -276,7 +278,7 @@ func reproduceTable(ctx context.Context, name string, size reproSize, adultDir s
 	} else {
 		t.Settings["adult"] = adultDir
 	}
-	r := &reproRun{size: size, adultDir: adultDir, seed: seed, progress: progress}
+	r := &reproRun{size: size, adultDir: adultDir, seed: seed, progress: progress, cache: &blockCache{}}
 	if r.progress == nil {
 		r.progress = io.Discard
 	}

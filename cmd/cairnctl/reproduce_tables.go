@@ -101,6 +101,7 @@ func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
 			continue
 		}
 		r.logf("deff: %s: features", d.name)
+		r.cache.drop() // one data set's features in memory at a time
 		prep, err := prepare(&pf)
 		if err != nil {
 			return err
@@ -139,7 +140,7 @@ func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
 // recipe at the run's size) with the given loss, initializer, selector and fits.
 func (r *reproRun) model(ctx context.Context, data, loss, init, selector string, fits int, withTest bool) (*fittedModel, error) {
 	mf := modelFlags{pipeline: r.pipeline(data), loss: loss, init: init, dim: r.size.K, epochs: r.size.Epochs,
-		selector: selector, valFrac: 0.2}
+		selector: selector, valFrac: 0.2, cache: r.cache}
 	testN := 0
 	if withTest {
 		testN = r.size.TestN[data]

@@ -200,10 +200,14 @@ func (f *selectFlags) load(res *selectResult) (*selectInput, error) {
 		if p.set.Name != "csv" {
 			in.ids = p.set.IDs
 		}
-		in.views = []selectViewData{{x: p.viewA, d: p.set.D, g: p.featA, name: "a"}}
+		// select reads the features as float64 matrices (d_eff, residual curves): each view
+		// is widened and its float32 rows dropped.
+		in.views = []selectViewData{{x: p.viewA, d: p.set.D, g: widen(p.featA, p.q), name: "a"}}
+		p.featA = nil
 		if f.views == 2 {
-			in.views = append(in.views, selectViewData{x: p.viewB, d: p.set.D, g: p.featB, name: "b"})
+			in.views = append(in.views, selectViewData{x: p.viewB, d: p.set.D, g: widen(p.featB, p.q), name: "b"})
 		}
+		p.featB = nil
 		res.Input = f.pf.data
 	}
 	res.N, res.Q = in.n, in.q
