@@ -360,7 +360,7 @@ func fitBlocks(pf *pipelineFlags, selector string, valFrac float64, testN int, c
 	prep, tr, valRows := split.all, split.train, split.val
 	set := prep.set
 	t0 := time.Now()
-	vs, err := selectViews(tr, selector, pf.m, pf.seed)
+	vs, err := split.selection(selector, pf.m, pf.seed)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--selector %q: %w", selector, err)
 	}
@@ -481,6 +481,34 @@ func subsetPrepared(prep *prepared, rows []int) *prepared {
 type fitSplit struct {
 	all, train *prepared
 	val        []int
+	// sels are the selections made on train, by selector, budget and seed: a selection
+	// does not depend on the loss or the initializer, so the fits of a table that differ
+	// only in those share it. The landmark features are rebuilt from the rows.
+	sels map[selKey][2]*coreset.Selection
+}
+
+type selKey struct {
+	selector string
+	m        int
+	seed     uint64
+}
+
+// selection returns selectViews(s.train, selector, m, seed), selecting only the first
+// time.
+func (s *fitSplit) selection(selector string, m int, seed uint64) (*viewSelection, error) {
+	k := selKey{selector, m, seed}
+	if ab, ok := s.sels[k]; ok {
+		return viewLandmarks(s.train, ab[0], ab[1]), nil
+	}
+	vs, err := selectViews(s.train, selector, m, seed)
+	if err != nil {
+		return nil, err
+	}
+	if s.sels == nil {
+		s.sels = map[selKey][2]*coreset.Selection{}
+	}
+	s.sels[k] = [2]*coreset.Selection{vs.A, vs.B}
+	return vs, nil
 }
 
 // blockCache keeps the last fitSplit, so that a sequence of fits on the same data and

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"sync"
 	"time"
 
 	"gonum.org/v1/gonum/mat"
@@ -208,19 +209,37 @@ type viewSelection struct {
 
 // selectViews runs the named selector (coreset.Selectors) with budget m on each view:
 // sketch-based selectors on featA / featB, input-space selectors on viewA / viewB. All
-// draws come from seed.
+// draws come from seed. The two views' selections are independent and run side by side
+// (joined here), as the daemon's do (ingest.Select).
 func selectViews(p *prepared, selector string, m int, seed uint64) (*viewSelection, error) {
 	n, q := p.set.N, p.q
-	in := coreset.SelectInput{N: n, X: p.viewA, D: p.set.D, G32: p.featA, Q: q, Seed: seed}
-	a, err := coreset.Select(selector, in, m)
-	if err != nil {
-		return nil, fmt.Errorf("view A: %w", err)
+	var (
+		sel  [2]*coreset.Selection
+		errs [2]error
+		wg   sync.WaitGroup
+	)
+	for v, view := range []struct {
+		x []float64
+		g [][]float32
+	}{{p.viewA, p.featA}, {p.viewB, p.featB}} {
+		wg.Go(func() {
+			in := coreset.SelectInput{N: n, X: view.x, D: p.set.D, G32: view.g, Q: q, Seed: seed}
+			sel[v], errs[v] = coreset.Select(selector, in, m)
+		})
 	}
-	in.X, in.G32 = p.viewB, p.featB
-	b, err := coreset.Select(selector, in, m)
-	if err != nil {
-		return nil, fmt.Errorf("view B: %w", err)
+	wg.Wait()
+	for v, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("view %c: %w", 'A'+v, err)
+		}
 	}
+	return viewLandmarks(p, sel[0], sel[1]), nil
+}
+
+// viewLandmarks returns the pool of the selections a (on view A) and b (on view B) of
+// p's rows, with the landmarks' features widened to float64.
+func viewLandmarks(p *prepared, a, b *coreset.Selection) *viewSelection {
+	q := p.q
 	vs := &viewSelection{A: a, B: b, Q: q, M: len(a.Indices) + len(b.Indices)}
 	vs.Landmarks = make([]float64, 0, vs.M*q)
 	for _, i := range a.Indices {
@@ -229,7 +248,7 @@ func selectViews(p *prepared, selector string, m int, seed uint64) (*viewSelecti
 	for _, i := range b.Indices {
 		vs.Landmarks = append(vs.Landmarks, widen(p.featB[i:i+1], q)...)
 	}
-	return vs, nil
+	return vs
 }
 
 // kernelBlocks returns K_A and K_B (N×M, row-major) of paper Alg. cairn-stage2:

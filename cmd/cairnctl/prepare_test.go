@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/cairnhq/cairn/fit"
 )
 
 // TestFeatureRowsChunks checks the float32 feature rows and the chunked kernel against
@@ -38,7 +40,8 @@ func TestFeatureRowsChunks(t *testing.T) {
 
 // TestFitBlocksCache checks that fits sharing a blockCache get the blocks a fit without
 // one gets, that a second fit on the same flags reuses the featurized rows (no features
-// phase), and that other flags replace them.
+// phase) and a third with the same selector its selection, and that other flags replace
+// them.
 func TestFitBlocksCache(t *testing.T) {
 	pf := pipelineFlags{data: "mnist", h: 2, s: 64, m: 8, n: 400, seed: 1}
 	c := &blockCache{}
@@ -61,12 +64,22 @@ func TestFitBlocksCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, pair := range map[string][2]*mat.Dense{
-		"K_A": {got.KA, want.KA}, "K_B": {got.KB, want.KB}, "K_mm": {got.Kmm, want.Kmm},
-		"K_val": {got.Val.K, want.Val.K}, "K_test": {got.Test.K, want.Test.K},
-	} {
-		if !mat.Equal(pair[0], pair[1]) {
-			t.Fatalf("%s with the cache differs from the block without it", name)
+	// A third fit with the same selector takes the cached selection.
+	again, _, err := fitBlocks(&pf, "kcenter", 0.2, 50, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held.sels) != 2 {
+		t.Fatalf("cached selections: %d, want 2 (pc-ntk, kcenter)", len(held.sels))
+	}
+	for _, p := range []*fit.Problem{got, again} {
+		for name, pair := range map[string][2]*mat.Dense{
+			"K_A": {p.KA, want.KA}, "K_B": {p.KB, want.KB}, "K_mm": {p.Kmm, want.Kmm},
+			"K_val": {p.Val.K, want.Val.K}, "K_test": {p.Test.K, want.Test.K},
+		} {
+			if !mat.Equal(pair[0], pair[1]) {
+				t.Fatalf("%s with the cache differs from the block without it", name)
+			}
 		}
 	}
 	pf2 := pf
