@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,13 +60,17 @@ func reproduceCmd(fs *flag.FlagSet) cli.Func {
 	format := fs.String("format", "json", "output: json (one indented object per table) | markdown (the paper's number beside cairn's in every cell)")
 	adult := fs.String("adult", "", "directory with adult.data/adult.test; without it the Adult rows are not run (cairn null)")
 	seed := fs.Uint64("seed", 1, "seed of every draw and fit")
+	from := fs.String("from", "", "render the tables of a saved JSON run (this command's json output) instead of running them; --table, when given, picks one")
 	return func(ctx context.Context, stdio cli.Stdio) error {
+		if *format != "json" && *format != "markdown" {
+			return fmt.Errorf("--format: %q, want json or markdown", *format)
+		}
+		if *from != "" {
+			return renderSaved(*from, *table, *format, stdio.Out)
+		}
 		names, err := reproSelect(*table)
 		if err != nil {
 			return err
-		}
-		if *format != "json" && *format != "markdown" {
-			return fmt.Errorf("--format: %q, want json or markdown", *format)
 		}
 		for _, name := range names {
 			size := reproFull()
@@ -86,6 +92,87 @@ func reproduceCmd(fs *flag.FlagSet) cli.Func {
 		}
 		return nil
 	}
+}
+
+// renderSaved writes the tables of the saved JSON run in file (a sequence of table
+// objects, as --format json writes them) in format, only table name when it is not "".
+func renderSaved(file, name, format string, w io.Writer) error {
+	if name != "" && name != "all" && !slices.Contains(reproNames(), name) {
+		_, err := reproSelect(name)
+		return err
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("--from: %w", err)
+	}
+	defer f.Close()
+	ts, err := readReproTables(f)
+	if err != nil {
+		return fmt.Errorf("--from %s: %w", file, err)
+	}
+	n := 0
+	for _, t := range ts {
+		if name != "" && name != "all" && t.Name != name {
+			continue
+		}
+		n++
+		if format == "markdown" {
+			err = writeReproMarkdown(w, t)
+		} else {
+			err = writeJSON(w, t)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("--from %s: no table %q in it", file, name)
+	}
+	return nil
+}
+
+// readReproTables decodes a sequence of table objects and restores what JSON does not
+// carry: the run's size (for the quick/full heading) and which cells are pass/fail. A
+// table that is not one of reproNames or a cell without row and column is an error.
+func readReproTables(r io.Reader) ([]*reproTable, error) {
+	dec := json.NewDecoder(r)
+	var out []*reproTable
+	for {
+		var t reproTable
+		err := dec.Decode(&t)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("table %d: %w", len(out)+1, err)
+		}
+		if !slices.Contains(reproNames(), t.Name) {
+			return nil, fmt.Errorf("table %d: unknown name %q", len(out)+1, t.Name)
+		}
+		if raw, ok := t.Settings["size"]; ok {
+			b, err := json.Marshal(raw)
+			var sz reproSize
+			if err == nil {
+				err = json.Unmarshal(b, &sz)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("table %s: settings.size: %w", t.Name, err)
+			}
+			t.Settings["size"] = sz
+		}
+		for i := range t.Cells {
+			c := &t.Cells[i]
+			if c.Row == "" || c.Column == "" {
+				return nil, fmt.Errorf("table %s: cell %d has no row or column", t.Name, i)
+			}
+			c.passFail = c.Paper == "pass" || c.Paper == "fail"
+		}
+		out = append(out, &t)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no tables")
+	}
+	return out, nil
 }
 
 // reproSelect checks --table and returns the tables it names.

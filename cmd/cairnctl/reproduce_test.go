@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -152,5 +153,72 @@ func TestReproduceTableUnknown(t *testing.T) {
 	_, err := reproduceTable(context.Background(), "nope", reproQuick("nope"), "", 1, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "srht") {
 		t.Errorf("reproduceTable(nope): %v; want an error naming the tables", err)
+	}
+}
+
+// TestReproduceFrom runs two quick tables to a saved JSON file and renders it with
+// --from: the Markdown must be what the run itself renders (pass/fail cells and the
+// quick heading included), --table picks one table, and a damaged file, an unknown table
+// name and a table absent from the file are errors.
+func TestReproduceFrom(t *testing.T) {
+	dir := t.TempDir()
+	var saved, direct bytes.Buffer
+	for _, name := range []string{"srht", "two-axis"} {
+		var js, md bytes.Buffer
+		if err := cmdRun("reproduce", []string{"--table", name, "--quick"}, &js); err != nil {
+			t.Fatal(err)
+		}
+		saved.Write(js.Bytes())
+		ts, err := readReproTables(bytes.NewReader(js.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writeReproMarkdown(&md, ts[0]); err != nil {
+			t.Fatal(err)
+		}
+		direct.Write(md.Bytes())
+	}
+	file := dir + "/run.json"
+	if err := os.WriteFile(file, saved.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := cmdRun("reproduce", []string{"--from", file, "--format", "markdown"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != direct.String() || !strings.Contains(out.String(), "quick run") {
+		t.Fatalf("--from markdown:\n%s\nwant:\n%s", out.String(), direct.String())
+	}
+	out.Reset()
+	if err := cmdRun("reproduce", []string{"--from", file, "--table", "two-axis"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := readReproTables(&out)
+	if err != nil || len(ts) != 1 || ts[0].Name != "two-axis" {
+		t.Fatalf("--table two-axis picked %d tables (%v)", len(ts), err)
+	}
+	// A pass/fail cell keeps its rendering after the round trip.
+	pf := &reproTable{Name: "deletion", Label: "x", Settings: map[string]any{"size": reproSize{}},
+		Cells: []reproCell{{Row: "r", Column: "c", Paper: "pass", Cairn: new(float64(passValue)), Match: true}}}
+	var js bytes.Buffer
+	if err := writeJSON(&js, pf); err != nil {
+		t.Fatal(err)
+	}
+	back, err := readReproTables(&js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md bytes.Buffer
+	if err := writeReproMarkdown(&md, back[0]); err != nil || !strings.Contains(md.String(), "pass / pass ✓") || !strings.Contains(md.String(), "full run") {
+		t.Fatalf("pass/fail round trip: %q (%v)", md.String(), err)
+	}
+	bad := dir + "/bad.json"
+	os.WriteFile(bad, append(saved.Bytes()[:saved.Len()/2:saved.Len()/2], '}'), 0o644)
+	for _, args := range [][]string{
+		{"--from", bad}, {"--from", file, "--table", "nope"}, {"--from", file, "--table", "deletion"}, {"--from", dir + "/missing.json"},
+	} {
+		if err := cmdRun("reproduce", args, io.Discard); err == nil {
+			t.Errorf("reproduce %v: no error", args)
+		}
 	}
 }
