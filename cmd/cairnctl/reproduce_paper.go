@@ -165,6 +165,19 @@ func kappaCells(v map[string][6]float64) []paperCell {
 			}
 		}
 	}
+	// The summary rows, derived in the paper from the cells above (summaryOf).
+	for _, r := range []struct {
+		row string
+		v   [6]string
+	}{
+		{summaryMeanRank, [6]string{"4.83", "4.58", "2.92", "3.08", "3.17", "2.42"}},
+		{summaryMeanRatio, [6]string{"2.73", "3.61", "1.39", "2.53", "2.11", "1.24"}},
+		{summaryWorstRatio, [6]string{"4.50", "8.50", "2.50", "7.50", "4.00", "1.55"}},
+	} {
+		for i, s := range reproSelector {
+			cs = append(cs, pt(r.row, s.name, r.v[i], atof(r.v[i]), "tab:kappa-matched"))
+		}
+	}
 	return cs
 }
 
@@ -177,6 +190,10 @@ func initCells(v map[string][5]string) []paperCell {
 				cs = append(cs, pt(row, in.name, v[row][i], atof(v[row][i]), "tab:d3-merged"))
 			}
 		}
+	}
+	for i, in := range reproInits {
+		r := [5]string{"2.17", "4.17", "4.17", "2.00", "2.50"}[i]
+		cs = append(cs, pt(summaryMeanRank, in.name, r, atof(r), "tab:d3-merged"))
 	}
 	return cs
 }

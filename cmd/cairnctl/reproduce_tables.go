@@ -175,7 +175,7 @@ func kappa(fm *fittedModel, f *fit.Result) (certify.Coverage, int, error) {
 // the PCI-Lanczos initializer (fig:acc-del(a): "across selectors (PCI-Lanczos fixed)").
 func reproCoverage(ctx context.Context, r *reproRun, t *reproTable) error {
 	t.Settings["init"] = "pci-lanczos"
-	return eachRow(r, t, reproDatasetsMNISTFirst, func(d, l reproItem, row string) error {
+	err := eachRow(r, t, reproDatasetsMNISTFirst, func(d, l reproItem, row string) error {
 		flag := d.flag
 		for _, s := range reproSelector {
 			fm, err := r.model(ctx, flag, l.flag, "pci-lanczos", s.flag, 1, false)
@@ -195,13 +195,18 @@ func reproCoverage(ctx context.Context, r *reproRun, t *reproTable) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	setSummary(t, tableRows(reproDatasetsMNISTFirst), reproSelector, true, true)
+	return nil
 }
 
 // reproInit is tab:d3-merged: test k-NN accuracy (%) by initializer, k-means++ landmarks
 // (fig:acc-del(a): "initializers (k-means++ fixed)").
 func reproInit(ctx context.Context, r *reproRun, t *reproTable) error {
 	t.Settings["selector"] = "kmeans++"
-	return eachRow(r, t, reproDatasetsMNISTFirst, func(d, l reproItem, row string) error {
+	err := eachRow(r, t, reproDatasetsMNISTFirst, func(d, l reproItem, row string) error {
 		flag := d.flag
 		for _, in := range reproInits {
 			fm, err := r.model(ctx, flag, l.flag, in.flag, "kmeans++", 1, true)
@@ -213,6 +218,11 @@ func reproInit(ctx context.Context, r *reproRun, t *reproTable) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	setSummary(t, tableRows(reproDatasetsMNISTFirst), reproInits, false, false)
+	return nil
 }
 
 const accuracyNote = "cairn: plain k-NN test accuracy of the selected checkpoint (50 neighbours; validation-selected, balanced on Adult)"
@@ -390,4 +400,111 @@ func meanSD(xs []float64) (mean, sd float64) {
 		sd += (x - mean) * (x - mean)
 	}
 	return mean, math.Sqrt(sd / float64(len(xs)-1))
+}
+
+// The summary rows of tab:kappa-matched and tab:d3-merged, derived from a table's cells
+// by summaryOf.
+const (
+	summaryMeanRank   = "Mean rank"
+	summaryMeanRatio  = "Mean ratio"
+	summaryWorstRatio = "Worst ratio"
+)
+
+// summaryOf computes the paper's summary rows of a grid vals[row][column]: each row's
+// values ranked (1 = best: the lowest when lowerBetter, else the highest; tied values
+// share the mean of their ranks), then per column the mean rank over rows, the mean
+// ratio to the row's best value and the worst (largest) such ratio. A +Inf value (a pool
+// that never covers every class) ranks last and makes its column's ratios +Inf.
+func summaryOf(vals [][]float64, lowerBetter bool) (meanRank, meanRatio, worstRatio []float64) {
+	if len(vals) == 0 {
+		return nil, nil, nil
+	}
+	cols := len(vals[0])
+	meanRank, meanRatio, worstRatio = make([]float64, cols), make([]float64, cols), make([]float64, cols)
+	for _, row := range vals {
+		better := func(a, b float64) bool { return a < b }
+		if !lowerBetter {
+			better = func(a, b float64) bool { return a > b }
+		}
+		best := row[0]
+		for _, v := range row {
+			if better(v, best) {
+				best = v
+			}
+		}
+		for j, v := range row {
+			// rank = 1 + #better + (#ties − 1)/2, ties counting v itself.
+			var nb, nt float64
+			for _, w := range row {
+				switch {
+				case better(w, v):
+					nb++
+				case w == v:
+					nt++
+				}
+			}
+			meanRank[j] += 1 + nb + (nt-1)/2
+			ratio := v / best
+			if !lowerBetter {
+				ratio = best / v
+			}
+			meanRatio[j] += ratio
+			worstRatio[j] = math.Max(worstRatio[j], ratio)
+		}
+	}
+	for j := range cols {
+		meanRank[j] /= float64(len(vals))
+		meanRatio[j] /= float64(len(vals))
+	}
+	return meanRank, meanRatio, worstRatio
+}
+
+// setSummary fills t's summary rows from its cells in rows × cols (summaryOf; rows
+// without any computed cell, such as Adult without --adult, are left out; a missing
+// cell of a computed row counts as the worst value, ±Inf). ratios also fills
+// the mean and worst ratio rows. Allowances: half a rank; a quarter of the paper's ratio.
+func setSummary(t *reproTable, rows []string, cols []reproItem, lowerBetter, ratios bool) {
+	var vals [][]float64
+	var used []string
+	for _, r := range rows {
+		row := make([]float64, len(cols))
+		computed := false
+		for j, c := range cols {
+			if v := t.cell(r, c.name).Cairn; v != nil {
+				row[j], computed = *v, true
+			} else if lowerBetter {
+				row[j] = math.Inf(1)
+			} else {
+				row[j] = math.Inf(-1)
+			}
+		}
+		if computed {
+			vals, used = append(vals, row), append(used, r)
+		}
+	}
+	if len(vals) == 0 {
+		return
+	}
+	rank, ratio, worst := summaryOf(vals, lowerBetter)
+	note := fmt.Sprintf("derived from cairn's rows %s as the paper derives its own", strings.Join(used, ", "))
+	for j, c := range cols {
+		t.set(summaryMeanRank, c.name, rank[j], math.NaN(), 0.5, note+" (allowance half a rank)")
+		if ratios {
+			p := t.cell(summaryMeanRatio, c.name).PaperRange[0]
+			t.set(summaryMeanRatio, c.name, ratio[j], math.NaN(), 0.25*p, note+" (allowance a quarter of the paper's ratio)")
+			p = t.cell(summaryWorstRatio, c.name).PaperRange[0]
+			t.set(summaryWorstRatio, c.name, worst[j], math.NaN(), 0.25*p, note+" (allowance a quarter of the paper's ratio)")
+		}
+	}
+}
+
+// tableRows returns the row names of ds × reproLosses ("MNIST BT", ...).
+func tableRows(ds []reproItem) []string {
+	var rows []string
+	for _, d := range ds {
+		for _, l := range reproLosses {
+			rows = append(rows, d.name+" "+l.name)
+		}
+	}
+	return rows
 }

@@ -48,7 +48,7 @@ func TestReproduceFlags(t *testing.T) {
 // are grids in the paper have every (row, column) cell.
 func TestReproducePaperComplete(t *testing.T) {
 	wantCells := map[string]int{ // rows × columns of the paper's table
-		"srht": 9, "two-axis": 7, "deff": 2 * 6, "coverage": 6 * 6, "d3-merged": 6 * 5,
+		"srht": 9, "two-axis": 7, "deff": 2 * 6, "coverage": 9 * 6, "d3-merged": 7 * 5, // with the summary rows
 		"cairn-vs-krepes": 6 * 6, "table1-all": 6 * 3, "deletion": 6 * 2,
 	}
 	for _, name := range reproNames() {
@@ -220,5 +220,82 @@ func TestReproduceFrom(t *testing.T) {
 		if err := cmdRun("reproduce", args, io.Discard); err == nil {
 			t.Errorf("reproduce %v: no error", args)
 		}
+	}
+}
+
+// TestSummaryOfPaper derives the summary rows of tab:kappa-matched and tab:d3-merged
+// from the paper's own cells and checks them against the paper's printed summary rows
+// (within its rounding, 0.005): the paper is the oracle for the rank and ratio rules
+// (ties share the mean rank; ratios to the row's best). A planted rule (ties taking the
+// lowest rank) is shown to fail the same check.
+func TestSummaryOfPaper(t *testing.T) {
+	grid := func(name string, cols []reproItem) (vals [][]float64, summary map[string][]float64) {
+		summary = map[string][]float64{}
+		for _, r := range tableRows(reproDatasetsMNISTFirst) {
+			row := make([]float64, len(cols))
+			for j, c := range cols {
+				i := slices.IndexFunc(paperTables[name], func(p paperCell) bool { return p.Row == r && p.Column == c.name })
+				row[j] = paperTables[name][i].Lo
+			}
+			vals = append(vals, row)
+		}
+		for _, p := range paperTables[name] {
+			if p.Row == summaryMeanRank || p.Row == summaryMeanRatio || p.Row == summaryWorstRatio {
+				j := slices.IndexFunc(cols, func(c reproItem) bool { return c.name == p.Column })
+				if summary[p.Row] == nil {
+					summary[p.Row] = make([]float64, len(cols))
+				}
+				summary[p.Row][j] = p.Lo
+			}
+		}
+		return vals, summary
+	}
+	// near reports whether got matches want in every column but skip (-1: none).
+	near := func(what string, got, want []float64, skip int) bool {
+		ok := true
+		for j := range want {
+			if j != skip && math.Abs(got[j]-want[j]) > 0.005+1e-12 {
+				t.Logf("%s column %d: derived %.4f, paper %.2f", what, j, got[j], want[j])
+				ok = false
+			}
+		}
+		return ok
+	}
+	vals, want := grid("coverage", reproSelector)
+	rank, ratio, worst := summaryOf(vals, true)
+	// The paper's DPP mean ratio, 1.39, does not follow from its own DPP column
+	// (96/55, 31/31, 68/42, 2/2, 5/2, 2/2: mean 1.477); the other 17 summary cells do.
+	dpp := slices.IndexFunc(reproSelector, func(c reproItem) bool { return c.flag == "dpp" })
+	if !near("coverage mean rank", rank, want[summaryMeanRank], -1) || !near("coverage mean ratio", ratio, want[summaryMeanRatio], dpp) ||
+		!near("coverage worst ratio", worst, want[summaryWorstRatio], -1) {
+		t.Error("coverage: derived summary rows differ from the paper's")
+	}
+	if math.Abs(ratio[dpp]-(96.0/55+1+68.0/42+1+2.5+1)/6) > 1e-12 || math.Abs(ratio[dpp]-want[summaryMeanRatio][dpp]) < 0.05 {
+		t.Errorf("DPP mean ratio %.4f: want 1.477 from the paper's cells, unlike its printed %.2f", ratio[dpp], want[summaryMeanRatio][dpp])
+	}
+	ivals, iwant := grid("d3-merged", reproInits)
+	if irank, _, _ := summaryOf(ivals, false); !near("d3-merged mean rank", irank, iwant[summaryMeanRank], -1) {
+		t.Error("d3-merged: derived mean rank differs from the paper's")
+	}
+	// Planted rule: ties take the lowest rank (subtract the tie bonus back out).
+	low := slices.Clone(rank)
+	for _, row := range vals {
+		for j, v := range row {
+			nt := 0.0
+			for _, w := range row {
+				if w == v {
+					nt++
+				}
+			}
+			low[j] -= (nt - 1) / 2 / float64(len(vals))
+		}
+	}
+	if near("planted", low, want[summaryMeanRank], -1) {
+		t.Error("the lowest-rank tie rule also matches the paper: the test cannot tell the rules apart")
+	}
+	// An uncovered pool (+Inf) ranks last and makes the column's ratios infinite.
+	r2, m2, w2 := summaryOf([][]float64{{3, math.Inf(1), 2}}, true)
+	if r2[1] != 3 || r2[2] != 1 || !math.IsInf(m2[1], 1) || !math.IsInf(w2[1], 1) || m2[0] != 1.5 {
+		t.Errorf("with +Inf: ranks %v, ratios %v, worst %v", r2, m2, w2)
 	}
 }
