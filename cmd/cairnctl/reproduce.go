@@ -60,13 +60,20 @@ func reproduceCmd(fs *flag.FlagSet) cli.Func {
 	format := fs.String("format", "json", "output: json (one indented object per table) | markdown (the paper's number beside cairn's in every cell)")
 	adult := fs.String("adult", "", "directory with adult.data/adult.test; without it the Adult rows are not run (cairn null)")
 	seed := fs.Uint64("seed", 1, "seed of every draw and fit")
-	from := fs.String("from", "", "render the tables of a saved JSON run (this command's json output) instead of running them; --table, when given, picks one")
+	from := fs.String("from", "", "render saved JSON runs (this command's json output; several files comma-separated, their tables merged) instead of running; --table, when given, picks one")
+	only := fs.String("data", "", "run only this data set's rows: mnist | adult (default both); merge the parts with --from")
 	return func(ctx context.Context, stdio cli.Stdio) error {
 		if *format != "json" && *format != "markdown" {
 			return fmt.Errorf("--format: %q, want json or markdown", *format)
 		}
 		if *from != "" {
 			return renderSaved(*from, *table, *format, stdio.Out)
+		}
+		if *only != "" && !slices.ContainsFunc(reproDatasets, func(d reproItem) bool { return d.flag == *only }) {
+			return fmt.Errorf("--data: %q, want mnist or adult", *only)
+		}
+		if *only == "adult" && *adult == "" {
+			return fmt.Errorf("--data adult needs --adult DIR")
 		}
 		names, err := reproSelect(*table)
 		if err != nil {
@@ -77,7 +84,7 @@ func reproduceCmd(fs *flag.FlagSet) cli.Func {
 			if *quick {
 				size = reproQuick(name)
 			}
-			t, err := reproduceTable(ctx, name, size, *adult, *seed, stdio.Err)
+			t, err := reproduceTable(ctx, name, size, *adult, *seed, stdio.Err, *only)
 			if err != nil {
 				return fmt.Errorf("--table %s: %w", name, err)
 			}
@@ -101,12 +108,20 @@ func renderSaved(file, name, format string, w io.Writer) error {
 		_, err := reproSelect(name)
 		return err
 	}
-	f, err := os.Open(file)
-	if err != nil {
-		return fmt.Errorf("--from: %w", err)
+	var all []*reproTable
+	for _, file := range strings.Split(file, ",") {
+		f, err := os.Open(file)
+		if err != nil {
+			return fmt.Errorf("--from: %w", err)
+		}
+		ts, err := readReproTables(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("--from %s: %w", file, err)
+		}
+		all = append(all, ts...)
 	}
-	defer f.Close()
-	ts, err := readReproTables(f)
+	ts, err := mergeTables(all)
 	if err != nil {
 		return fmt.Errorf("--from %s: %w", file, err)
 	}
@@ -129,6 +144,86 @@ func renderSaved(file, name, format string, w io.Writer) error {
 		return fmt.Errorf("--from %s: no table %q in it", file, name)
 	}
 	return nil
+}
+
+// computed reports whether a cell was computed by its run (not left "not computed" or
+// "not run" for a data set the run did not cover).
+func (c *reproCell) computed() bool {
+	return c.Note != "not computed" && !strings.HasPrefix(c.Note, "not run")
+}
+
+// isSummary reports whether row is a summary row derived from the other rows.
+func isSummary(row string) bool {
+	return row == summaryMeanRank || row == summaryMeanRatio || row == summaryWorstRatio
+}
+
+// mergeTables merges the tables of the same name (runs of disjoint data sets, --data)
+// into one, in the order names first appear: each cell comes from the run that computed
+// it, seconds add up, the summary rows are derived again from the merged cells, and the
+// matches are counted again. A cell computed by two runs is an error.
+func mergeTables(ts []*reproTable) ([]*reproTable, error) {
+	var out []*reproTable
+	byName := map[string]*reproTable{}
+	for _, t := range ts {
+		m, ok := byName[t.Name]
+		if !ok {
+			byName[t.Name] = t
+			out = append(out, t)
+			continue
+		}
+		if len(m.Cells) != len(t.Cells) {
+			return nil, fmt.Errorf("table %s: runs with %d and %d cells", t.Name, len(m.Cells), len(t.Cells))
+		}
+		for i := range t.Cells {
+			c, into := &t.Cells[i], &m.Cells[i]
+			if c.Row != into.Row || c.Column != into.Column {
+				return nil, fmt.Errorf("table %s: cell %d is (%s, %s) in one run and (%s, %s) in another", t.Name, i, into.Row, into.Column, c.Row, c.Column)
+			}
+			if isSummary(c.Row) || !c.computed() {
+				continue
+			}
+			if into.computed() {
+				return nil, fmt.Errorf("table %s: cell (%s, %s) computed by two runs", t.Name, c.Row, c.Column)
+			}
+			*into = *c
+		}
+		m.Seconds += t.Seconds
+		parts, _ := m.Settings["merged"].([]any)
+		if parts == nil {
+			parts = []any{m.Settings["data"]}
+		}
+		m.Settings["merged"] = append(parts, t.Settings["data"])
+		delete(m.Settings, "data")
+	}
+	for _, t := range out {
+		if _, ok := t.Settings["merged"]; !ok {
+			continue
+		}
+		switch t.Name {
+		case "coverage":
+			resetSummary(t)
+			setSummary(t, tableRows(reproDatasetsMNISTFirst), reproSelector, true, true)
+		case "d3-merged":
+			resetSummary(t)
+			setSummary(t, tableRows(reproDatasetsMNISTFirst), reproInits, false, false)
+		}
+		t.Matched = 0
+		for _, c := range t.Cells {
+			if c.Match {
+				t.Matched++
+			}
+		}
+	}
+	return out, nil
+}
+
+// resetSummary clears the summary cells of t before they are derived again.
+func resetSummary(t *reproTable) {
+	for i := range t.Cells {
+		if c := &t.Cells[i]; isSummary(c.Row) {
+			c.Cairn, c.Noise, c.Match, c.Tolerance, c.Note = nil, nil, false, 0, "not computed"
+		}
+	}
 }
 
 // readReproTables decodes a sequence of table objects and restores what JSON does not
@@ -244,11 +339,16 @@ type reproRun struct {
 	progress io.Writer
 	// cache keeps one data set's featurized training rows between the fits of a run.
 	cache *blockCache
+	// only, when not "", is the one data set (flag name) whose rows run (--data).
+	only string
 }
 
 // dataSpec returns the --data value of a data set flag name ("mnist", "adult"), or ""
-// when the data set is not available (Adult without --adult).
+// when the data set is not run (Adult without --adult, or not the one --data names).
 func (r *reproRun) dataSpec(name string) string {
+	if r.only != "" && r.only != name {
+		return ""
+	}
 	if name == "adult" {
 		if r.adultDir == "" {
 			return ""
@@ -256,6 +356,14 @@ func (r *reproRun) dataSpec(name string) string {
 		return "adult:" + r.adultDir
 	}
 	return name
+}
+
+// notRun is the note of a row whose data set dataSpec leaves out.
+func (r *reproRun) notRun(name string) string {
+	if r.only != "" && r.only != name {
+		return "not run: --data " + r.only
+	}
+	return "not run: give --adult DIR"
 }
 
 // pipeline returns the pipeline flags of a data set at the run's size, with the shipped
@@ -341,7 +449,7 @@ func (t *reproTable) skip(row, why string) {
 }
 
 // reproduceTable runs one table at size and returns it with its cells.
-func reproduceTable(ctx context.Context, name string, size reproSize, adultDir string, seed uint64, progress io.Writer) (*reproTable, error) {
+func reproduceTable(ctx context.Context, name string, size reproSize, adultDir string, seed uint64, progress io.Writer, only string) (*reproTable, error) {
 	specs := reproTables()
 	i := slices.IndexFunc(specs, func(t reproSpec) bool { return t.name == name })
 	if i < 0 {
@@ -365,7 +473,10 @@ func reproduceTable(ctx context.Context, name string, size reproSize, adultDir s
 	} else {
 		t.Settings["adult"] = adultDir
 	}
-	r := &reproRun{size: size, adultDir: adultDir, seed: seed, progress: progress, cache: &blockCache{}}
+	if only != "" {
+		t.Settings["data"] = only
+	}
+	r := &reproRun{size: size, adultDir: adultDir, seed: seed, progress: progress, cache: &blockCache{}, only: only}
 	if r.progress == nil {
 		r.progress = io.Discard
 	}

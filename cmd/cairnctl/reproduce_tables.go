@@ -97,7 +97,7 @@ func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
 	for _, d := range reproDatasets {
 		pf := r.pipeline(d.flag)
 		if pf.data == "" {
-			t.skip(d.name, "not run: give --adult DIR")
+			t.skip(d.name, r.notRun(d.flag))
 			continue
 		}
 		r.logf("deff: %s: features", d.name)
@@ -375,7 +375,7 @@ func eachRow(r *reproRun, t *reproTable, ds []reproItem, row func(d, l reproItem
 		for _, l := range reproLosses {
 			name := d.name + " " + l.name
 			if r.dataSpec(d.flag) == "" {
-				t.skip(name, "not run: give --adult DIR")
+				t.skip(name, r.notRun(d.flag))
 				continue
 			}
 			if err := row(d, l, name); err != nil {

@@ -24,6 +24,8 @@ func TestReproduceFlags(t *testing.T) {
 		{nil, append(reproNames(), "--table is required")},
 		{[]string{"--table", "SRHT"}, reproNames()},
 		{[]string{"--table", "srht", "--format", "csv"}, []string{"--format", "json", "markdown"}},
+		{[]string{"--table", "coverage", "--data", "cifar"}, []string{"--data", "mnist", "adult"}},
+		{[]string{"--table", "coverage", "--data", "adult"}, []string{"--adult DIR"}},
 	} {
 		t0 := time.Now()
 		var out bytes.Buffer
@@ -150,7 +152,7 @@ func TestReproduceSRHT(t *testing.T) {
 
 // TestReproduceTableUnknown checks the function behind the command.
 func TestReproduceTableUnknown(t *testing.T) {
-	_, err := reproduceTable(context.Background(), "nope", reproQuick("nope"), "", 1, io.Discard)
+	_, err := reproduceTable(context.Background(), "nope", reproQuick("nope"), "", 1, io.Discard, "")
 	if err == nil || !strings.Contains(err.Error(), "srht") {
 		t.Errorf("reproduceTable(nope): %v; want an error naming the tables", err)
 	}
@@ -297,5 +299,54 @@ func TestSummaryOfPaper(t *testing.T) {
 	r2, m2, w2 := summaryOf([][]float64{{3, math.Inf(1), 2}}, true)
 	if r2[1] != 3 || r2[2] != 1 || !math.IsInf(m2[1], 1) || !math.IsInf(w2[1], 1) || m2[0] != 1.5 {
 		t.Errorf("with +Inf: ranks %v, ratios %v, worst %v", r2, m2, w2)
+	}
+}
+
+// TestMergeTables merges two --data runs of coverage: each cell comes from the run that
+// computed it, the summary rows are derived again over all rows (not kept from either
+// part), matches are recounted, and a cell computed twice is an error.
+func TestMergeTables(t *testing.T) {
+	part := func(only string) *reproTable {
+		tb := &reproTable{Name: "coverage", Settings: map[string]any{"data": only}, Seconds: 10}
+		for _, p := range paperTables["coverage"] {
+			tb.Cells = append(tb.Cells, reproCell{Row: p.Row, Column: p.Column, Paper: p.Text, PaperRange: [2]float64{p.Lo, p.Hi}, Note: "not computed"})
+		}
+		r := &reproRun{only: only, adultDir: "adult"}
+		for _, row := range tableRows(reproDatasetsMNISTFirst) {
+			d := strings.ToLower(strings.Fields(row)[0])
+			if r.dataSpec(d) == "" {
+				tb.skip(row, r.notRun(d))
+				continue
+			}
+			for _, c := range reproSelector {
+				p := tb.cell(row, c.name).PaperRange[0]
+				tb.set(row, c.name, p, math.NaN(), kappaTolerance(p), "") // the paper's own values
+			}
+		}
+		setSummary(tb, tableRows(reproDatasetsMNISTFirst), reproSelector, true, true)
+		return tb
+	}
+	mn, ad := part("mnist"), part("adult")
+	if v := *mn.cell(summaryWorstRatio, "k-means++").Cairn; math.Abs(v-78.0/42) > 1e-12 {
+		t.Fatalf("MNIST-only worst ratio of k-means++: %v, want 78/42", v)
+	}
+	ts, err := mergeTables([]*reproTable{mn, ad})
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("merge: %d tables, %v", len(ts), err)
+	}
+	m := ts[0]
+	if v := m.cell(summaryWorstRatio, "k-means++").Cairn; v == nil || *v != 8.5 {
+		t.Fatalf("merged worst ratio of k-means++: %v, want 8.5 (Adult BT 17/2)", *v)
+	}
+	if v := m.cell("Adult BT", "PC").Cairn; v == nil || *v != 3 || m.Seconds != 20 {
+		t.Fatalf("merged Adult BT PC %v, seconds %v", v, m.Seconds)
+	}
+	// Every cell matches: the data cells are the paper's values, and the summary cells
+	// follow from them (DPP's mean ratio, 1.477 against the paper's 1.39, within a quarter).
+	if want := len(m.Cells); m.Matched != want {
+		t.Errorf("matched %d of %d cells, want %d", m.Matched, len(m.Cells), want)
+	}
+	if _, err := mergeTables([]*reproTable{part("mnist"), part("mnist")}); err == nil {
+		t.Error("two runs computing the same cells merged")
 	}
 }
