@@ -85,6 +85,13 @@ type Selection struct {
 // selectors and DPP fill a budget beyond the numerical rank by the top-up rule (TopUpKey on
 // the decimal row index, seeded by in.Seed).
 func Select(name string, in SelectInput, m int) (*Selection, error) {
+	return SelectContext(context.Background(), name, in, m)
+}
+
+// SelectContext is Select that gives up with ctx.Err() when ctx ends: pc-ntk, kcenter,
+// k-means++ and dpp check ctx at every landmark (dpp also between its products), so a
+// command interrupted during an O(N Q m) selection stops within one step.
+func SelectContext(ctx context.Context, name string, in SelectInput, m int) (*Selection, error) {
 	if m < 1 {
 		return nil, fmt.Errorf("%w: m=%d", ErrBudget, m)
 	}
@@ -112,10 +119,16 @@ func Select(name string, in SelectInput, m int) (*Selection, error) {
 		perm := r.Perm(in.N)
 		return &Selection{Indices: perm[:m], Greedy: m}, nil
 	case SelKMeans:
-		idx := kmeansPP(in.X, in.N, in.D, m, in.Seed)
+		idx, err := kmeansPP(ctx, in.X, in.N, in.D, m, in.Seed)
+		if err != nil {
+			return nil, err
+		}
 		return &Selection{Indices: idx, Greedy: len(idx)}, nil
 	case SelKCenter:
-		idx := kCenter(g, m, in.Seed)
+		idx, err := kCenter(ctx, g, m, in.Seed)
+		if err != nil {
+			return nil, err
+		}
 		return &Selection{Indices: idx, Greedy: len(idx)}, nil
 	case SelLeverage:
 		G := in.G
@@ -145,7 +158,7 @@ func Select(name string, in SelectInput, m int) (*Selection, error) {
 		idx := LeverageSample(tau, m, in.Seed)
 		return &Selection{Indices: idx, Greedy: len(idx), Leverage: tau, Lambda: lambda}, nil
 	case SelPCNTK:
-		res, err := lazyGreedy(context.Background(), g, m, GreedyOptions{Tol: in.Tol, TopUpKeys: TopUpKeys(in.Seed, in.N)})
+		res, err := lazyGreedy(ctx, g, m, GreedyOptions{Tol: in.Tol, TopUpKeys: TopUpKeys(in.Seed, in.N)})
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +175,7 @@ func Select(name string, in SelectInput, m int) (*Selection, error) {
 		}
 		return &Selection{Indices: res.Pivots, Greedy: res.Greedy, Bandwidth: sigma}, nil
 	case SelDPP:
-		idx, rank, err := projectionDPP(g, m, in.Seed)
+		idx, rank, err := projectionDPP(ctx, g, m, in.Seed)
 		if err != nil {
 			return nil, err
 		}
@@ -279,7 +292,7 @@ func sqDist(a, b []float64) float64 {
 // each next one with probability ∝ D(x)², the squared distance to the nearest chosen
 // center. Already-chosen rows have D = 0 and are never drawn again; when every remaining D
 // is 0 (duplicates), the rest is drawn uniformly among unchosen rows.
-func kmeansPP(x []float64, n, d, m int, seed uint64) []int {
+func kmeansPP(ctx context.Context, x []float64, n, d, m int, seed uint64) ([]int, error) {
 	r := rng.New(seed, "coreset/select/kmeans++")
 	dist := make([]float64, n)
 	for i := range dist {
@@ -289,6 +302,9 @@ func kmeansPP(x []float64, n, d, m int, seed uint64) []int {
 	out := make([]int, 0, m)
 	next := r.IntN(n)
 	for len(out) < m {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		chosen[next] = true
 		out = append(out, next)
 		c := x[next*d : (next+1)*d]
@@ -341,12 +357,12 @@ func kmeansPP(x []float64, n, d, m int, seed uint64) []int {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // kCenter is farthest-point search (Gonzalez 1985) on the sketch: a seeded uniform first
 // point, then repeatedly the row farthest from the chosen set (ties by lower index).
-func kCenter(g rows, m int, seed uint64) []int {
+func kCenter(ctx context.Context, g rows, m int, seed uint64) ([]int, error) {
 	n := g.n
 	r := rng.New(seed, "coreset/select/kcenter")
 	dist := make([]float64, n)
@@ -358,6 +374,9 @@ func kCenter(g rows, m int, seed uint64) []int {
 	buf := make([]float64, g.q)
 	next := r.IntN(n)
 	for len(out) < m {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		chosen[next] = true
 		out = append(out, next)
 		c := slices.Clone(g.row(buf, next))
@@ -378,7 +397,7 @@ func kCenter(g rows, m int, seed uint64) []int {
 		}
 		next = bi
 	}
-	return out
+	return out, nil
 }
 
 // medianBandwidth is the median heuristic σ = median_{i<j} ||x_i − x_j|| over the pairs of
@@ -520,7 +539,7 @@ func GreedyKernel(diag []float64, col KernelColumn, n, m int, tol float64, topUp
 // orthogonal complement of its row i (one Householder-free Gram–Schmidt step). The
 // singular vectors come from a randomized range finder with two power iterations (Halko,
 // Martinsson & Tropp 2011, Alg. 4.4) and an exact SVD of the small projected matrix.
-func projectionDPP(g rows, m int, seed uint64) ([]int, int, error) {
+func projectionDPP(ctx context.Context, g rows, m int, seed uint64) ([]int, int, error) {
 	n, q := g.n, g.q
 	l := m + 10
 	if l > n {
@@ -550,6 +569,9 @@ func projectionDPP(g rows, m int, seed uint64) ([]int, int, error) {
 	}
 	Y := orth(&y)
 	for it := 0; it < 2; it++ {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
 		p.mulT(&z, Y, false)
 		Z := orth(&z)
 		y.Reset()
@@ -585,6 +607,9 @@ func projectionDPP(g rows, m int, seed uint64) ([]int, int, error) {
 	// spanning the remaining subspace, stored in its first cols columns.
 	cols := k
 	for cols > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
 		var tot float64
 		for i := 0; i < n; i++ {
 			row := V[i*k : i*k+cols]

@@ -1,6 +1,8 @@
 package coreset
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -98,6 +100,27 @@ func TestSelectG32(t *testing.T) {
 	}
 }
 
+// TestSelectContextCanceled checks that every selector that can run for long gives up
+// with the context's error when the context has ended, and that a live context selects
+// what Select selects.
+func TestSelectContextCanceled(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	n, d, q := 200, 6, 12
+	in := SelectInput{N: n, X: randMatrix(r, n, d, d), D: d, G: randMatrix(r, n, q, q), Q: q, Seed: 2}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, name := range []string{SelPCNTK, SelKCenter, SelKMeans, SelDPP} {
+		if _, err := SelectContext(ctx, name, in, 10); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s on an ended context: %v, want context.Canceled", name, err)
+		}
+		a, err := SelectContext(context.Background(), name, in, 10)
+		b, _ := Select(name, in, 10)
+		if err != nil || !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: SelectContext %v (%v), Select %v", name, a, err, b)
+		}
+	}
+}
+
 // TestRowProductsBlocks checks projectionDPP's products over blocks of float32 rows
 // against the one-block float64 products of the same matrix (the sum over blocks differs
 // only by rounding: 1e-12 relative).
@@ -183,7 +206,7 @@ func TestKCenterFarthest(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 9))
 	n, q := 50, 4
 	g := randMatrix(r, n, q, q)
-	idx := kCenter(rows{n: n, q: q, f64: g}, 8, 1)
+	idx, _ := kCenter(context.Background(), rows{n: n, q: q, f64: g}, 8, 1)
 	for t1 := 1; t1 < len(idx); t1++ {
 		best, bi := -1.0, -1
 		for i := 0; i < n; i++ {
@@ -217,7 +240,7 @@ func TestProjectionDPPMarginals(t *testing.T) {
 	counts := make([]float64, n)
 	const trials = 400
 	for s := 0; s < trials; s++ {
-		idx, rank, err := projectionDPP(rows{n: n, q: q, f64: g}, k, uint64(s))
+		idx, rank, err := projectionDPP(context.Background(), rows{n: n, q: q, f64: g}, k, uint64(s))
 		if err != nil || rank != k || len(idx) != k {
 			t.Fatalf("seed %d: idx %v rank %d err %v", s, idx, rank, err)
 		}

@@ -46,7 +46,7 @@ func fitCmd(fs *flag.FlagSet) cli.Func {
 			return err
 		}
 		t0 := time.Now()
-		prob, info, err := fitBlocks(&f.pf, f.selector, f.valFrac, f.testN, nil)
+		prob, info, err := fitBlocks(ctx, &f.pf, f.selector, f.valFrac, f.testN, nil)
 		if err != nil {
 			return err
 		}
@@ -352,7 +352,7 @@ type blockInfo struct {
 // (validation and test points unaugmented, through the same sketch, featureChunk rows at
 // a time). With a cache, the loaded and featurized training rows are taken from it when
 // its flags and validation fraction match, and left in it otherwise.
-func fitBlocks(pf *pipelineFlags, selector string, valFrac float64, testN int, cache *blockCache) (*fit.Problem, *blockInfo, error) {
+func fitBlocks(ctx context.Context, pf *pipelineFlags, selector string, valFrac float64, testN int, cache *blockCache) (*fit.Problem, *blockInfo, error) {
 	split, phases, err := cache.split(pf, valFrac)
 	if err != nil {
 		return nil, nil, err
@@ -360,7 +360,7 @@ func fitBlocks(pf *pipelineFlags, selector string, valFrac float64, testN int, c
 	prep, tr, valRows := split.all, split.train, split.val
 	set := prep.set
 	t0 := time.Now()
-	vs, err := split.selection(selector, pf.m, pf.seed)
+	vs, err := split.selection(ctx, selector, pf.m, pf.seed)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--selector %q: %w", selector, err)
 	}
@@ -493,14 +493,14 @@ type selKey struct {
 	seed     uint64
 }
 
-// selection returns selectViews(s.train, selector, m, seed), selecting only the first
-// time.
-func (s *fitSplit) selection(selector string, m int, seed uint64) (*viewSelection, error) {
+// selection returns selectViews(ctx, s.train, selector, m, seed), selecting only the
+// first time.
+func (s *fitSplit) selection(ctx context.Context, selector string, m int, seed uint64) (*viewSelection, error) {
 	k := selKey{selector, m, seed}
 	if ab, ok := s.sels[k]; ok {
 		return viewLandmarks(s.train, ab[0], ab[1]), nil
 	}
-	vs, err := selectViews(s.train, selector, m, seed)
+	vs, err := selectViews(ctx, s.train, selector, m, seed)
 	if err != nil {
 		return nil, err
 	}

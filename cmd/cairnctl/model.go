@@ -66,7 +66,7 @@ func fitModel(ctx context.Context, f *modelFlags, r, testN int) (*fittedModel, e
 		return nil, fmt.Errorf("--fits %d, --dim %d, --epochs %d: %w", r, f.dim, f.epochs, err)
 	}
 	t0 := time.Now()
-	prob, info, err := fitBlocks(&f.pipeline, f.selector, f.valFrac, testN, f.cache)
+	prob, info, err := fitBlocks(ctx, &f.pipeline, f.selector, f.valFrac, testN, f.cache)
 	if err != nil {
 		return nil, err
 	}

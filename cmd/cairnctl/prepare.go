@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"sync"
@@ -210,8 +211,8 @@ type viewSelection struct {
 // selectViews runs the named selector (coreset.Selectors) with budget m on each view:
 // sketch-based selectors on featA / featB, input-space selectors on viewA / viewB. All
 // draws come from seed. The two views' selections are independent and run side by side
-// (joined here), as the daemon's do (ingest.Select).
-func selectViews(p *prepared, selector string, m int, seed uint64) (*viewSelection, error) {
+// (joined here), as the daemon's do (ingest.Select). They give up when ctx ends.
+func selectViews(ctx context.Context, p *prepared, selector string, m int, seed uint64) (*viewSelection, error) {
 	n, q := p.set.N, p.q
 	var (
 		sel  [2]*coreset.Selection
@@ -224,7 +225,7 @@ func selectViews(p *prepared, selector string, m int, seed uint64) (*viewSelecti
 	}{{p.viewA, p.featA}, {p.viewB, p.featB}} {
 		wg.Go(func() {
 			in := coreset.SelectInput{N: n, X: view.x, D: p.set.D, G32: view.g, Q: q, Seed: seed}
-			sel[v], errs[v] = coreset.Select(selector, in, m)
+			sel[v], errs[v] = coreset.SelectContext(ctx, selector, in, m)
 		})
 	}
 	wg.Wait()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -45,7 +46,7 @@ func TestFeatureRowsChunks(t *testing.T) {
 func TestFitBlocksCache(t *testing.T) {
 	pf := pipelineFlags{data: "mnist", h: 2, s: 64, m: 8, n: 400, seed: 1}
 	c := &blockCache{}
-	_, ph1, err := fitBlocks(&pf, "pc-ntk", 0.2, 50, c)
+	_, ph1, err := fitBlocks(context.Background(), &pf, "pc-ntk", 0.2, 50, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,19 +54,19 @@ func TestFitBlocksCache(t *testing.T) {
 	if _, ok := ph1.phases["features"]; !ok || held == nil {
 		t.Fatalf("first fit: phases %v, cache %v", ph1.phases, held)
 	}
-	got, ph2, err := fitBlocks(&pf, "kcenter", 0.2, 50, c)
+	got, ph2, err := fitBlocks(context.Background(), &pf, "kcenter", 0.2, 50, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := ph2.phases["features"]; ok || c.held != held {
 		t.Fatalf("second fit on the same flags recomputed the features: phases %v", ph2.phases)
 	}
-	want, _, err := fitBlocks(&pf, "kcenter", 0.2, 50, nil)
+	want, _, err := fitBlocks(context.Background(), &pf, "kcenter", 0.2, 50, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A third fit with the same selector takes the cached selection.
-	again, _, err := fitBlocks(&pf, "kcenter", 0.2, 50, c)
+	again, _, err := fitBlocks(context.Background(), &pf, "kcenter", 0.2, 50, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestFitBlocksCache(t *testing.T) {
 	}
 	pf2 := pf
 	pf2.seed = 2
-	if _, _, err := fitBlocks(&pf2, "kcenter", 0.2, 50, c); err != nil {
+	if _, _, err := fitBlocks(context.Background(), &pf2, "kcenter", 0.2, 50, c); err != nil {
 		t.Fatal(err)
 	}
 	if c.held == held || c.key.seed != 2 {

@@ -111,7 +111,7 @@ func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			vs, err := selectViews(prep, s.flag, pf.m, pf.seed)
+			vs, err := selectViews(ctx, prep, s.flag, pf.m, pf.seed)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", d.name, s.name, err)
 			}

@@ -91,7 +91,7 @@ func selectCmd(fs *flag.FlagSet) cli.Func {
 		}
 		var out []selectView
 		for _, vd := range in.views {
-			sv, m, err := f.selectView(in, vd, bud, res.Seconds)
+			sv, m, err := f.selectView(ctx, in, vd, bud, res.Seconds)
 			if err != nil {
 				return err
 			}
@@ -216,7 +216,7 @@ func (f *selectFlags) load(res *selectResult) (*selectInput, error) {
 
 // selectView selects the landmarks of one view under bud and returns its report and
 // the budget m used, timing each phase in secs.
-func (f *selectFlags) selectView(in *selectInput, vd selectViewData, bud coreset.LandmarkBudget, secs map[string]float64) (selectView, int, error) {
+func (f *selectFlags) selectView(ctx context.Context, in *selectInput, vd selectViewData, bud coreset.LandmarkBudget, secs map[string]float64) (selectView, int, error) {
 	var sv selectView
 	n, q := in.n, in.q
 	phase := func(name string) string { return name + "_" + vd.name }
@@ -242,7 +242,7 @@ func (f *selectFlags) selectView(in *selectInput, vd selectViewData, bud coreset
 	}
 
 	t0 := time.Now()
-	sel, err := coreset.Select(f.selector, coreset.SelectInput{N: n, X: vd.x, D: vd.d, G: vd.g, Q: q, Seed: f.pf.seed, Lambda: f.lambda}, m)
+	sel, err := coreset.SelectContext(ctx, f.selector, coreset.SelectInput{N: n, X: vd.x, D: vd.d, G: vd.g, Q: q, Seed: f.pf.seed, Lambda: f.lambda}, m)
 	if err != nil {
 		return sv, m, fmt.Errorf("view %s: %w", vd.name, err)
 	}
