@@ -20,6 +20,11 @@ type KrepesOptions struct {
 	MaxIter int
 	// Tol stops CG when ||r_i||/||g|| ≤ Tol (1e-6).
 	Tol float64
+	// SkipIterateEval leaves KrepesResult.IterateEval empty: the final iterate is still
+	// evaluated (TestEval), and the solve's bits and IterateSeconds do not change. For
+	// callers that need only the solution, such as reproduce's cairn-vs-krepes, where the
+	// per-iterate test evaluations cost as much as the solve.
+	SkipIterateEval bool
 }
 
 // DefaultKrepesOptions returns the baseline's settings for loss l.
@@ -182,14 +187,16 @@ func Krepes(p *Problem, a0 *mat.Dense, opt KrepesOptions) (*KrepesResult, error)
 		rel := math.Sqrt(rrNew) / res.GradNorm
 		res.CGResiduals = append(res.CGResiduals, rel)
 		res.IterateSeconds = append(res.IterateSeconds, (time.Since(start) - evalTime).Seconds())
-		t0 := time.Now()
-		floats.AddTo(md.theta, theta0, x)
-		e, err := ev.test(md.a, md.b)
-		if err != nil {
-			return nil, err
+		if !opt.SkipIterateEval {
+			t0 := time.Now()
+			floats.AddTo(md.theta, theta0, x)
+			e, err := ev.test(md.a, md.b)
+			if err != nil {
+				return nil, err
+			}
+			res.IterateEval = append(res.IterateEval, e)
+			evalTime += time.Since(t0)
 		}
-		res.IterateEval = append(res.IterateEval, e)
-		evalTime += time.Since(t0)
 		res.Epochs = it + 1
 		if rel <= opt.Tol {
 			break

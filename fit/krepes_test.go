@@ -2,6 +2,7 @@ package fit
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"gonum.org/v1/gonum/floats"
@@ -145,6 +146,18 @@ func TestKrepesSolvesDampedSystem(t *testing.T) {
 		}
 		if len(res.IterateEval) != len(res.CGResiduals) {
 			t.Errorf("%v: %d iterate evaluations for %d iterations", loss, len(res.IterateEval), len(res.CGResiduals))
+		}
+		// Without the per-iterate evaluations: the same solution, residuals and final
+		// evaluation, bit for bit.
+		skip := opt
+		skip.SkipIterateEval = true
+		res2, err := Krepes(p, a0, skip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res2.IterateEval) != 0 || !mat.Equal(res2.A, res.A) || !slices.Equal(res2.B, res.B) ||
+			!slices.Equal(res2.CGResiduals, res.CGResiduals) || res2.TestEval != res.TestEval || len(res2.IterateSeconds) != len(res.IterateSeconds) {
+			t.Errorf("%v: SkipIterateEval changed the solve (%d evaluations kept)", loss, len(res2.IterateEval))
 		}
 		g := make([]float64, 15)
 		md := newModel(4, 3)

@@ -83,6 +83,9 @@ type fitFlags struct {
 	damping            float64
 	cgIters            int
 	precision          string
+	// skipIterateEval leaves out KREPES's per-iterate test evaluations (reproduce sets
+	// it; the fit command reports them).
+	skipIterateEval bool
 }
 
 func (f *fitFlags) register(fs *flag.FlagSet) {
@@ -242,7 +245,7 @@ func (f *fitFlags) run(ctx context.Context, r *pipeline.Recipe, prob *fit.Proble
 func (f *fitFlags) krepes(prob *fit.Problem, init *fit.InitResult, loss fit.Loss, balanced bool, secs map[string]float64) (*fit.KrepesResult, error) {
 	opt := fit.DefaultKrepesOptions(loss)
 	opt.Seed, opt.Balanced, opt.Damping, opt.MaxIter = f.pf.seed, balanced, f.damping, f.cgIters
-	opt.Probe, opt.KNN = f.probe, f.knn
+	opt.Probe, opt.KNN, opt.SkipIterateEval = f.probe, f.knn, f.skipIterateEval
 	t0 := time.Now()
 	kr, err := fit.Krepes(prob, init.A0, opt)
 	if err != nil {

@@ -284,22 +284,29 @@ func reproKrepes(ctx context.Context, r *reproRun, t *reproTable) error {
 		if err != nil {
 			return err
 		}
-		ff := fitFlags{pf: r.pipeline(d.flag), damping: 1e-3, cgIters: 150, knn: fit.DefaultOptions(rec.Loss).KNN}
+		ff := fitFlags{pf: r.pipeline(d.flag), damping: 1e-3, cgIters: 150, knn: fit.DefaultOptions(rec.Loss).KNN, skipIterateEval: true}
 		secs := map[string]float64{}
 		kr, err := ff.krepes(fm.prob, fm.init, rec.Loss, fm.info.balanced, secs)
 		if err != nil {
 			return fmt.Errorf("%s krepes: %w", row, err)
 		}
+		// KREPES's time is its setup and CG iterations, without the evaluation of the
+		// final iterate (IterateSeconds; Adam's time to its checkpoint likewise has no
+		// test evaluation in it).
+		solve := kr.SetupSeconds // no CG iteration ran: a zero gradient
+		if n := len(kr.IterateSeconds); n > 0 {
+			solve = kr.IterateSeconds[n-1]
+		}
 		kacc := 100 * kr.TestEval.Accuracy
-		r.logf("krepes %s: %.2f%% in %.1f s", row, kacc, secs["fit"])
+		r.logf("krepes %s: %.2f%% in %.1f s (%.1f s with the final evaluation)", row, kacc, solve, secs["fit"])
 		t.set(row, "KREPES acc (%)", kacc, math.NaN(), accuracyTolerance, "cairn: KREPES final CG iterate, same blocks and PCI start")
 		t.set(row, "Δ (points)", mean-kacc, sd, accuracyTolerance, "")
 		speed := math.NaN()
 		if len(toBest) > 0 {
-			speed = secs["fit"] / median(toBest)
+			speed = solve / median(toBest)
 		}
 		t.set(row, "speed-up", speed, math.NaN(), 0,
-			fmt.Sprintf("%s speed-up: KREPES %.2f s (setup included) over Adam's median %.2f s to its checkpoint, on 2 CPU cores (the paper: one GPU, float32); matches when ≥ the paper's", row, secs["fit"], median(toBest)))
+			fmt.Sprintf("%s speed-up: KREPES %.2f s (setup and %d CG iterations, no evaluation) over Adam's median %.2f s to its checkpoint, on 2 CPU cores (the paper: one GPU, float32); matches when ≥ the paper's", row, solve, len(kr.IterateSeconds), median(toBest)))
 		if c := t.cell(row, "speed-up"); c.Cairn != nil {
 			c.Match = *c.Cairn >= c.PaperRange[0]
 		}
