@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 
+	"gonum.org/v1/gonum/lapack/lapack64"
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/internal/rng"
@@ -212,6 +213,27 @@ func (in SelectInput) features(name string) (rows, error) {
 		}
 	}
 	return rows{n: in.N, q: in.Q, f32: in.G32}, nil
+}
+
+// thinQ returns the r×c orthonormal factor Q of the QR factorization of a (r×c, r ≥ c)
+// by Householder reflections (LAPACK Dgeqrf, then Dorgqr for the first c columns only):
+// the r×r Q that mat.QR.QTo forms would take r² values, 8.5 GB for the 32,561 Adult rows.
+// a is not modified.
+func thinQ(a *mat.Dense) *mat.Dense {
+	r, c := a.Dims()
+	q := mat.DenseCopyOf(a)
+	g := q.RawMatrix()
+	tau := make([]float64, min(r, c))
+	work := make([]float64, 1)
+	lapack64.Geqrf(g, tau, work, -1)
+	work = make([]float64, max(int(work[0]), c))
+	lapack64.Geqrf(g, tau, work, len(work))
+	lapack64.Orgqr(g, tau, work[:1], -1)
+	if n := int(work[0]); n > len(work) {
+		work = make([]float64, n)
+	}
+	lapack64.Orgqr(g, tau, work, len(work))
+	return q
 }
 
 // rowProducts computes the products of a rows matrix G (n×q) that projectionDPP needs.
@@ -558,15 +580,7 @@ func projectionDPP(ctx context.Context, g rows, m int, seed uint64) ([]int, int,
 	}
 	var y, z mat.Dense
 	p.mul(&y, om)
-	orth := func(a *mat.Dense) *mat.Dense {
-		var qr mat.QR
-		qr.Factorize(a)
-		var qm mat.Dense
-		qr.QTo(&qm)
-		_, c := a.Dims()
-		rr, _ := qm.Dims()
-		return mat.DenseCopyOf(qm.Slice(0, rr, 0, c))
-	}
+	orth := thinQ
 	Y := orth(&y)
 	for it := 0; it < 2; it++ {
 		if err := ctx.Err(); err != nil {

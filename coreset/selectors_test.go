@@ -355,3 +355,32 @@ func TestCoverage(t *testing.T) {
 		}
 	}
 }
+
+// TestThinQ checks projectionDPP's thin QR factor against gonum's full QR: orthonormal
+// columns spanning a's columns, equal to the first columns of mat.QR's Q up to sign
+// (both are Householder QRs, unique up to the signs of R's diagonal).
+func TestThinQ(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 6))
+	a := mat.NewDense(40, 7, randMatrix(r, 40, 7, 7))
+	q := thinQ(a)
+	if rr, c := q.Dims(); rr != 40 || c != 7 {
+		t.Fatalf("thinQ is %d×%d, want 40×7", rr, c)
+	}
+	var qtq mat.Dense
+	qtq.Mul(q.T(), q)
+	var id mat.Dense
+	id.CloneFrom(mat.NewDiagDense(7, []float64{1, 1, 1, 1, 1, 1, 1}))
+	if !mat.EqualApprox(&qtq, &id, 1e-12) {
+		t.Fatal("QᵀQ ≠ I")
+	}
+	var full mat.QR
+	full.Factorize(a)
+	var qf mat.Dense
+	full.QTo(&qf)
+	for j := range 7 {
+		s := mat.Dot(q.ColView(j), qf.ColView(j))
+		if math.Abs(math.Abs(s)-1) > 1e-10 {
+			t.Fatalf("column %d: |⟨q, q_full⟩| = %v, want 1", j, math.Abs(s))
+		}
+	}
+}
