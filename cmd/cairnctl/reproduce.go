@@ -85,16 +85,20 @@ func reproduceCmd(fs *flag.FlagSet) cli.Func {
 				size = reproQuick(name)
 			}
 			t, err := reproduceTable(ctx, name, size, *adult, *seed, stdio.Err, *only)
-			if err != nil {
+			if err != nil && t == nil {
 				return fmt.Errorf("--table %s: %w", name, err)
 			}
+			// An interrupted table is still written: its computed cells are kept (merge
+			// them with a later run's through --from), the rest read "not computed".
+			werr := writeJSON
 			if *format == "markdown" {
-				err = writeReproMarkdown(stdio.Out, t)
-			} else {
-				err = writeJSON(stdio.Out, t)
+				werr = func(w io.Writer, v any) error { return writeReproMarkdown(w, v.(*reproTable)) }
+			}
+			if e := werr(stdio.Out, t); e != nil {
+				return e
 			}
 			if err != nil {
-				return err
+				return fmt.Errorf("--table %s: interrupted, computed cells written: %w", name, err)
 			}
 		}
 		return nil
@@ -190,10 +194,11 @@ func mergeTables(ts []*reproTable) ([]*reproTable, error) {
 		m.Seconds += t.Seconds
 		parts, _ := m.Settings["merged"].([]any)
 		if parts == nil {
-			parts = []any{m.Settings["data"]}
+			parts = []any{partOf(m)}
+			delete(m.Settings, "data")
+			delete(m.Settings, "interrupted")
 		}
-		m.Settings["merged"] = append(parts, t.Settings["data"])
-		delete(m.Settings, "data")
+		m.Settings["merged"] = append(parts, partOf(t))
 	}
 	for _, t := range out {
 		if _, ok := t.Settings["merged"]; !ok {
@@ -215,6 +220,15 @@ func mergeTables(ts []*reproTable) ([]*reproTable, error) {
 		}
 	}
 	return out, nil
+}
+
+// partOf describes a merged run: its --data and, when it was interrupted, why.
+func partOf(t *reproTable) map[string]any {
+	p := map[string]any{"data": t.Settings["data"], "seconds": t.Seconds}
+	if why, ok := t.Settings["interrupted"]; ok {
+		p["interrupted"] = why
+	}
+	return p
 }
 
 // resetSummary clears the summary cells of t before they are derived again.
@@ -481,14 +495,21 @@ func reproduceTable(ctx context.Context, name string, size reproSize, adultDir s
 		r.progress = io.Discard
 	}
 	t0 := time.Now()
-	if err := specs[i].run(ctx, r, t); err != nil {
-		return nil, err
-	}
+	err := specs[i].run(ctx, r, t)
 	t.Seconds = time.Since(t0).Seconds()
 	for _, c := range t.Cells {
 		if c.Match {
 			t.Matched++
 		}
+	}
+	if err != nil && ctx.Err() != nil {
+		// Interrupted (SIGINT, SIGTERM): the cells computed so far are returned with the
+		// error, for the caller to keep; the rest still read "not computed".
+		t.Settings["interrupted"] = err.Error()
+		return t, err
+	}
+	if err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -519,6 +540,9 @@ func writeReproMarkdown(w io.Writer, t *reproTable) error {
 	mode := "full"
 	if sz, ok := t.Settings["size"].(reproSize); ok && sz.Quick {
 		mode = "quick"
+	}
+	if _, ok := t.Settings["interrupted"]; ok {
+		mode += " (interrupted: cells not reached read \"not computed\")"
 	}
 	fmt.Fprintf(&b, "### %s (%s)\n\n", t.Name, t.Label)
 	fmt.Fprintf(&b, "%s run, %.0f s; %d of %d cells match. Each cell: paper / cairn.\n\n", mode, t.Seconds, t.Matched, len(t.Cells))

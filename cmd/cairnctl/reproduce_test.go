@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairnhq/cairn/internal/cli"
 )
 
 // TestReproduceFlags checks that a bad --table or --format fails at once, naming the
@@ -348,5 +350,35 @@ func TestMergeTables(t *testing.T) {
 	}
 	if _, err := mergeTables([]*reproTable{part("mnist"), part("mnist")}); err == nil {
 		t.Error("two runs computing the same cells merged")
+	}
+}
+
+// TestReproduceInterrupted checks that a table interrupted by its context (SIGINT or
+// SIGTERM in the command) is still written, marked interrupted, with the cells it did not
+// reach reading "not computed", and that the command reports the interruption.
+func TestReproduceInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out bytes.Buffer
+	err := root().Run(ctx, []string{"reproduce", "--table", "table1-all", "--quick"}, cli.Stdio{Out: &out, Err: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("reproduce on an ended context: %v; want an interruption error", err)
+	}
+	ts, rerr := readReproTables(&out)
+	if rerr != nil || len(ts) != 1 {
+		t.Fatalf("interrupted output: %d tables, %v\n%s", len(ts), rerr, out.String())
+	}
+	tb := ts[0]
+	if _, ok := tb.Settings["interrupted"]; !ok || len(tb.Cells) != len(paperTables["table1-all"]) {
+		t.Fatalf("settings %v, %d cells", tb.Settings, len(tb.Cells))
+	}
+	for _, c := range tb.Cells {
+		if c.computed() || c.Cairn != nil {
+			t.Fatalf("cell (%s, %s) computed on an ended context: %+v", c.Row, c.Column, c)
+		}
+	}
+	var md strings.Builder
+	if err := writeReproMarkdown(&md, tb); err != nil || !strings.Contains(md.String(), "interrupted") {
+		t.Fatalf("markdown does not say interrupted: %q (%v)", md.String(), err)
 	}
 }
