@@ -117,7 +117,7 @@ func load(p *pipelineFlags) (*prepared, error) {
 	return out, nil
 }
 
-// featureChunk is the number of rows featureRows computes per call of the pipeline:
+// featureChunk is the number of rows featureChunks computes per call of the pipeline:
 // its float64 scratch is featureChunk·q values (128 MiB at q = 16,384).
 const featureChunk = 1024
 
@@ -130,41 +130,49 @@ func (p *prepared) featurize() {
 }
 
 // featureRows returns ψ of the n rows of x (n×D) as float32 rows backed by one
-// allocation, computed featureChunk rows at a time on all cores (pipeline.FeaturesTo,
-// which rounds to float32, so the conversion is exact).
+// allocation (featureChunks; pipeline.FeaturesTo rounds to float32, so the conversion
+// is exact).
 func featureRows(f *pipeline.Features, x []float64, n int) [][]float32 {
-	q, d := f.Dim(), f.InputDim()
+	q := f.Dim()
 	flat := make([]float32, n*q)
 	out := make([][]float32, n)
-	buf := make([]float64, min(n, featureChunk)*q)
-	for lo := 0; lo < n; lo += featureChunk {
-		hi := min(lo+featureChunk, n)
-		f.FeaturesTo(buf[:(hi-lo)*q], x[lo*d:hi*d], hi-lo)
+	featureChunks(f, x, n, func(lo, hi int, feat []float64) {
 		for i := lo; i < hi; i++ {
 			row := flat[i*q : (i+1)*q : (i+1)*q]
-			for j, v := range buf[(i-lo)*q : (i-lo+1)*q] {
+			for j, v := range feat[(i-lo)*q : (i-lo+1)*q] {
 				row[j] = float32(v)
 			}
 			out[i] = row
 		}
-	}
+	})
 	return out
 }
 
 // kernelAgainst returns the kernel block K[i][l] = ⟨ψ(x_i), z_l⟩ (n×M) of the n rows of x
-// (n×D, unaugmented) against the landmark features z (M×q), computing the features
-// featureChunk rows at a time so that nothing of size n×q is held.
+// (n×D, unaugmented) against the landmark features z (M×q), a chunk of features at a
+// time (featureChunks), so that nothing of size n×q is held.
 func kernelAgainst(f *pipeline.Features, x []float64, n int, z *mat.Dense) *mat.Dense {
-	q, d := f.Dim(), f.InputDim()
+	q := f.Dim()
 	mm, _ := z.Dims()
 	k := mat.NewDense(n, mm, nil)
+	featureChunks(f, x, n, func(lo, hi int, feat []float64) {
+		k.Slice(lo, hi, 0, mm).(*mat.Dense).Mul(mat.NewDense(hi-lo, q, feat), z.T())
+	})
+	return k
+}
+
+// featureChunks computes ψ of the n rows of x (n×D) featureChunk rows at a time on all
+// cores (pipeline.FeaturesTo) and calls use with each chunk's rows [lo, hi) and their
+// features ((hi−lo)×q, scratch reused by the next chunk).
+func featureChunks(f *pipeline.Features, x []float64, n int, use func(lo, hi int, feat []float64)) {
+	q, d := f.Dim(), f.InputDim()
 	buf := make([]float64, min(n, featureChunk)*q)
 	for lo := 0; lo < n; lo += featureChunk {
 		hi := min(lo+featureChunk, n)
-		f.FeaturesTo(buf[:(hi-lo)*q], x[lo*d:hi*d], hi-lo)
-		k.Slice(lo, hi, 0, mm).(*mat.Dense).Mul(mat.NewDense(hi-lo, q, buf[:(hi-lo)*q]), z.T())
+		feat := buf[:(hi-lo)*q]
+		f.FeaturesTo(feat, x[lo*d:hi*d], hi-lo)
+		use(lo, hi, feat)
 	}
-	return k
 }
 
 // widen returns rows as one row-major float64 matrix (len(rows)×q), for the commands

@@ -90,11 +90,7 @@ func reproduceCmd(fs *flag.FlagSet) cli.Func {
 			}
 			// An interrupted table is still written: its computed cells are kept (merge
 			// them with a later run's through --from), the rest read "not computed".
-			werr := writeJSON
-			if *format == "markdown" {
-				werr = func(w io.Writer, v any) error { return writeReproMarkdown(w, v.(*reproTable)) }
-			}
-			if e := werr(stdio.Out, t); e != nil {
+			if e := writeRepro(stdio.Out, t, *format); e != nil {
 				return e
 			}
 			if err != nil {
@@ -108,9 +104,10 @@ func reproduceCmd(fs *flag.FlagSet) cli.Func {
 // renderSaved writes the tables of the saved JSON run in file (a sequence of table
 // objects, as --format json writes them) in format, only table name when it is not "".
 func renderSaved(file, name, format string, w io.Writer) error {
-	if name != "" && name != "all" && !slices.Contains(reproNames(), name) {
-		_, err := reproSelect(name)
-		return err
+	if name != "" {
+		if _, err := reproSelect(name); err != nil {
+			return err
+		}
 	}
 	var all []*reproTable
 	for _, file := range strings.Split(file, ",") {
@@ -135,12 +132,7 @@ func renderSaved(file, name, format string, w io.Writer) error {
 			continue
 		}
 		n++
-		if format == "markdown" {
-			err = writeReproMarkdown(w, t)
-		} else {
-			err = writeJSON(w, t)
-		}
-		if err != nil {
+		if err := writeRepro(w, t, format); err != nil {
 			return err
 		}
 	}
@@ -238,6 +230,14 @@ func resetSummary(t *reproTable) {
 			c.Cairn, c.Noise, c.Match, c.Tolerance, c.Note = nil, nil, false, 0, "not computed"
 		}
 	}
+}
+
+// writeRepro writes t in format: json (one indented object) or markdown.
+func writeRepro(w io.Writer, t *reproTable, format string) error {
+	if format == "markdown" {
+		return writeReproMarkdown(w, t)
+	}
+	return writeJSON(w, t)
 }
 
 // readReproTables decodes a sequence of table objects and restores what JSON does not
