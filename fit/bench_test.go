@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -163,6 +164,40 @@ func BenchmarkKrepesIteration(b *testing.B) {
 			b.ReportMetric(iter/epoch, "cg_iter/adam_epoch")
 		})
 	}
+}
+
+// BenchmarkGNSimclrCache times one SimCLR Gauss–Newton product over all batches (a CG
+// iteration's work) with the per-batch softmax and (W + Wᵀ)U kept from the first
+// application (gn.at, as Krepes runs) and with them recomputed by the forward pass in
+// every application (as before the cache), alternating within each iteration on
+// BenchmarkKrepesIteration's blocks, with the commands' BLAS (internal/gemm) installed as
+// cairnctl installs it; recomputed/cached is the ratio of the times.
+func BenchmarkGNSimclrCache(b *testing.B) {
+	blas64.Use(gemm.Implementation{})
+	const n, m, k = 2048, 512, 256
+	p := benchProblem(n, m)
+	opt := DefaultKrepesOptions(SimCLR)
+	o := newGN(p, benchA0(m, k), opt)
+	np := m*k + k
+	v, dst := make([]float64, np), make([]float64, np)
+	for i := range v {
+		v[i] = math.Sin(float64(i))
+	}
+	o.apply(dst, v) // fill the cache
+	var cached, recomputed time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		o.apply(dst, v)
+		cached += time.Since(t0)
+		keep := o.at
+		o.at = nil
+		t0 = time.Now()
+		o.apply(dst, v)
+		recomputed += time.Since(t0)
+		o.at = keep
+	}
+	b.ReportMetric(recomputed.Seconds()/cached.Seconds(), "recomputed/cached")
+	b.ReportMetric(cached.Seconds()/float64(b.N), "s/cached_product")
 }
 
 // BenchmarkEpochPrecision times one SimCLR epoch with float32 and with float64 batch

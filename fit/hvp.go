@@ -14,6 +14,19 @@ type hvpWS struct {
 	du, ds, dw, dgu                  *mat.Dense
 	dr                               []float64
 	tmp1, tmp2                       *mat.Dense // product scratch
+	p                                *mat.Dense // SimCLR's softmax P at z (zero diagonal)
+	// at, when not nil, holds SimCLR's P and (W + Wᵀ)U at this call's z: simclrHVP reads
+	// them instead of the forward pass, or stores them there on the first call. The
+	// caller (gn) keeps one per batch, since its z is fixed across the CG iterations.
+	at *simclrPoint
+}
+
+// simclrPoint is what simclrHVP needs of the loss at a fixed z beyond z itself: the
+// softmax P (2B×2B, zero diagonal) and (W + Wᵀ)U (2B×k). Everything else (U, r, W + Wᵀ,
+// the gradient) follows from them in O(B·k + B²) with the forward pass's own operations,
+// so a call that reads them returns the bits of one that recomputes them.
+type simclrPoint struct {
+	p, gu *mat.Dense
 }
 
 // hessVecTo writes H·(da, db) into (ha, hb), H the Hessian of the batch loss in (z_A, z_B),
@@ -117,14 +130,12 @@ func (ws *hvpWS) barlowHVP(ha, hb *mat.Dense, lam float64, za, zb, da, db *mat.D
 func (ws *hvpWS) simclrHVP(ha, hb *mat.Dense, tau float64, za, zb, da, db *mat.Dense) {
 	br, k := za.Dims()
 	n := 2 * br
-	ws.simclr(ws.ga, ws.gb, tau, za, zb) // leaves u, r, S/τ, W+Wᵀ
-	// Recover the softmax P from S (ws.s holds S; W was overwritten by W + Wᵀ).
+	ws.simclrAt(tau, za, zb)
 	ws.du = ensure(ws.du, n, k)
 	ws.ds = ensure(ws.ds, n, n)
 	ws.dw = ensure(ws.dw, n, n)
 	ws.dgu = ensure(ws.dgu, n, k)
 	ws.dr = ensureVec(ws.dr, n)
-	ws.tmp = ensureVec(ws.tmp, n)
 	for i := range n {
 		src, ii := da, i
 		if i >= br {
@@ -152,33 +163,21 @@ func (ws *hvpWS) simclrHVP(ha, hb *mat.Dense, tau float64, za, zb, da, db *mat.D
 	}
 	scale := 1 / float64(n)
 	for i := range n {
-		srow := ws.s.RawRowView(i)
+		prow := ws.p.RawRowView(i)
 		dsrow := ws.ds.RawRowView(i)
 		dwrow := ws.dw.RawRowView(i)
-		mx := math.Inf(-1)
-		for j, v := range srow {
-			if j != i && v > mx {
-				mx = v
-			}
-		}
-		var z float64
-		for j, v := range srow {
-			if j != i {
-				z += math.Exp(v - mx)
-			}
-		}
 		var pds float64
-		for j, v := range srow {
+		for j, pj := range prow {
 			if j != i {
-				pds += math.Exp(v-mx) / z * dsrow[j]
+				pds += pj * dsrow[j]
 			}
 		}
-		for j, v := range srow {
+		for j, pj := range prow {
 			if j == i {
 				dwrow[j] = 0
 				continue
 			}
-			dwrow[j] = math.Exp(v-mx) / z * (dsrow[j] - pds) * scale
+			dwrow[j] = pj * (dsrow[j] - pds) * scale
 		}
 	}
 	for i := range n {
@@ -211,6 +210,65 @@ func (ws *hvpWS) simclrHVP(ha, hb *mat.Dense, tau float64, za, zb, da, db *mat.D
 			dst.Set(ii, j, v-g.At(ii, j)*ws.dr[i]/ws.r[i])
 		}
 	}
+}
+
+// simclrAt sets ws.u, ws.r, ws.w = W + Wᵀ, ws.gu = (W + Wᵀ)U, ws.ga, ws.gb (the
+// gradient) and ws.p = P for SimCLR at z = [z_A; z_B]: from ws.at when it holds them,
+// else by the forward pass (then into ws.at, when set).
+func (ws *hvpWS) simclrAt(tau float64, za, zb *mat.Dense) {
+	br, k := za.Dims()
+	n := 2 * br
+	ws.p = ensure(ws.p, n, n)
+	if ws.at == nil || ws.at.p == nil {
+		ws.simclr(ws.ga, ws.gb, tau, za, zb) // leaves u, r, S/τ, W + Wᵀ, (W + Wᵀ)U
+		// P from S/τ, as simclr forms it: exp(S_ij − max_{l≠i} S_il) over its row sum.
+		for i := range n {
+			srow, prow := ws.s.RawRowView(i), ws.p.RawRowView(i)
+			mx := math.Inf(-1)
+			for j, v := range srow {
+				if j != i && v > mx {
+					mx = v
+				}
+			}
+			var z float64
+			for j, v := range srow {
+				if j != i {
+					e := math.Exp(v - mx)
+					prow[j] = e
+					z += e
+				}
+			}
+			for j := range prow {
+				if j == i {
+					prow[j] = 0
+					continue
+				}
+				prow[j] /= z
+			}
+		}
+		if ws.at != nil {
+			ws.at.p, ws.at.gu = mat.DenseCopyOf(ws.p), mat.DenseCopyOf(ws.gu)
+		}
+		return
+	}
+	ws.p.Copy(ws.at.p)
+	ws.u, ws.w, ws.gu = ensure(ws.u, n, k), ensure(ws.w, n, n), ensure(ws.gu, n, k)
+	ws.r = ensureVec(ws.r, n)
+	ws.normRows(za, zb)
+	// W as simclr forms it from P (wrow = P·(1/2B), minus 1/2B at the positive pair), then
+	// W + Wᵀ by the same additions.
+	scale := 1 / float64(n)
+	for i := range n {
+		prow, wrow := ws.p.RawRowView(i), ws.w.RawRowView(i)
+		for j, pj := range prow {
+			wrow[j] = pj * scale
+		}
+		wrow[i] = 0
+		wrow[(i+br)%n] -= scale
+	}
+	symmetrize(ws.w)
+	ws.gu.Copy(ws.at.gu)
+	ws.simclrGrad(ws.ga, ws.gb, tau)
 }
 
 // vicregHVP differentiates vicreg term by term: the invariance term is quadratic; the

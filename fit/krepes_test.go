@@ -113,6 +113,50 @@ func TestGNOperatorMatchesAssembled(t *testing.T) {
 	}
 }
 
+// TestGNSimclrCache: under SimCLR the operator keeps each batch's softmax and (W + Wᵀ)U
+// from its first application (gn.at) and reads them in every later one. The reads must
+// give the bits of the forward pass: the same v applied before and after the cache is
+// filled, and by an operator that never caches (fresh for each product), agree exactly.
+func TestGNSimclrCache(t *testing.T) {
+	p := synthetic(9, 8, 4, 2, 2)
+	rnd := newRand(11)
+	a0 := randDense(rnd, 4, 3, 0.7, 0)
+	opt := DefaultKrepesOptions(SimCLR)
+	opt.BatchSize = 4
+	np := 4*3 + 3
+	vs := make([][]float64, 3)
+	for i := range vs {
+		vs[i] = make([]float64, np)
+		for j := range vs[i] {
+			vs[i][j] = rnd.NormFloat64()
+		}
+	}
+	cached := newGN(p, a0, opt)
+	for round := range 2 {
+		for i, v := range vs {
+			got := make([]float64, np)
+			cached.apply(got, v)
+			want := make([]float64, np)
+			newGN(p, a0, opt).apply(want, v) // fills a cache it never reads
+			for j := range got {
+				if math.Float64bits(got[j]) != math.Float64bits(want[j]) {
+					t.Fatalf("round %d, v%d: (Av)[%d] = %v cached, %v recomputed", round, i, j, got[j], want[j])
+				}
+			}
+		}
+		if len(cached.at) != len(cached.batches) || cached.at[0].p == nil || cached.at[0].gu == nil {
+			t.Fatalf("round %d: the operator kept %d of %d batches' points", round, len(cached.at), len(cached.batches))
+		}
+	}
+	// The other losses keep nothing.
+	o := newGN(p, a0, DefaultKrepesOptions(VICReg))
+	o.opt.BatchSize = 4
+	o.apply(make([]float64, np), vs[0])
+	if o.at != nil {
+		t.Errorf("VICReg: the operator kept SimCLR points")
+	}
+}
+
 // TestKrepesSolvesDampedSystem: with a damping that makes the system SPD and well
 // conditioned, CG must reach its tolerance and its Δ must equal the dense solution of
 // (JᵀHJ + λI)Δ = −g (to 1e-6 relative: CG stops at residual 1e-10, condition ≤ 1e3,

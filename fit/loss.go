@@ -258,25 +258,7 @@ func (ws *lossWS) simclr(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) floa
 	ws.w = ensure(ws.w, n, n)
 	ws.gu = ensure(ws.gu, n, k)
 	ws.r = ensureVec(ws.r, n)
-	for i := range n {
-		src := za
-		ii := i
-		if i >= br {
-			src, ii = zb, i-br
-		}
-		row := ws.u.RawRowView(i)
-		var ss float64
-		for j := range k {
-			v := src.At(ii, j)
-			row[j] = v
-			ss += v * v
-		}
-		r := math.Max(math.Sqrt(ss), normEps)
-		ws.r[i] = r
-		for j := range row {
-			row[j] /= r
-		}
-	}
+	ws.normRows(za, zb)
 	ws.s.Mul(ws.u, ws.u.T())
 	var total float64
 	scale, invTau := 1/float64(n), 1/tau
@@ -311,9 +293,42 @@ func (ws *lossWS) simclr(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) floa
 		}
 		wrow[p] -= scale
 	}
-	// W ← W + Wᵀ in place (upper and lower halves together), on the raw rows in tiles
-	// of symTile×symTile so both the row and the column walk stay in cache.
-	wd, ld := ws.w.RawMatrix().Data, ws.w.RawMatrix().Stride
+	symmetrize(ws.w)
+	ws.gu.Mul(ws.w, ws.u)
+	ws.simclrGrad(ga, gb, tau)
+	return total * scale
+}
+
+// normRows writes the rows of z = [z_A; z_B] into ws.u, each divided by its norm
+// r_i = max(‖z_i‖, normEps), and r_i into ws.r (both sized by the caller).
+func (ws *lossWS) normRows(za, zb *mat.Dense) {
+	br, k := za.Dims()
+	for i := range 2 * br {
+		src := za
+		ii := i
+		if i >= br {
+			src, ii = zb, i-br
+		}
+		row := ws.u.RawRowView(i)
+		var ss float64
+		for j := range k {
+			v := src.At(ii, j)
+			row[j] = v
+			ss += v * v
+		}
+		r := math.Max(math.Sqrt(ss), normEps)
+		ws.r[i] = r
+		for j := range row {
+			row[j] /= r
+		}
+	}
+}
+
+// symmetrize sets W ← W + Wᵀ in place (upper and lower halves together), on the raw rows
+// in tiles of symTile×symTile so both the row and the column walk stay in cache.
+func symmetrize(w *mat.Dense) {
+	n, _ := w.Dims()
+	wd, ld := w.RawMatrix().Data, w.RawMatrix().Stride
 	for i0 := 0; i0 < n; i0 += symTile {
 		for j0 := i0; j0 < n; j0 += symTile {
 			for i := i0; i < min(i0+symTile, n); i++ {
@@ -324,8 +339,13 @@ func (ws *lossWS) simclr(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) floa
 			}
 		}
 	}
-	ws.gu.Mul(ws.w, ws.u)
-	for i := range n {
+}
+
+// simclrGrad writes SimCLR's gradient in z into (ga, gb) from ws.u, ws.r and
+// ws.gu = (W + Wᵀ)U: g_i = (gU_i − u_i(u_i·gU_i))/(τ r_i).
+func (ws *lossWS) simclrGrad(ga, gb *mat.Dense, tau float64) {
+	br, k := ga.Dims()
+	for i := range 2 * br {
 		dst := ga
 		ii := i
 		if i >= br {
@@ -342,7 +362,6 @@ func (ws *lossWS) simclr(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) floa
 			dst.Set(ii, j, (g[j]-u[j]*ug)*inv)
 		}
 	}
-	return total * scale
 }
 
 // vicreg follows the reference implementation of Bardes et al. (2022):
