@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -380,5 +381,66 @@ func TestReproduceInterrupted(t *testing.T) {
 	var md strings.Builder
 	if err := writeReproMarkdown(&md, tb); err != nil || !strings.Contains(md.String(), "interrupted") {
 		t.Fatalf("markdown does not say interrupted: %q (%v)", md.String(), err)
+	}
+}
+
+// TestReproduceDeff runs the deff table on a small MNIST subset (--data mnist) and checks
+// each cell against what its note reports: every selector's pool is scored at both
+// ridges, the cell is 100·|SLQ − exact|/exact of the reported values, SLQ lies within 5
+// standard errors (or 2 %) of exact, d_eff lies in (0, M] and falls as the ridge grows
+// (λ = 10 is above 10⁻³ × mean diag while the mean diag is below 10⁴), and the Adult
+// rows say they were not run.
+func TestReproduceDeff(t *testing.T) {
+	size := reproQuick("deff")
+	size.N["mnist"], size.M["mnist"], size.H, size.S = 600, 16, 1, 128
+	tb, err := reproduceTable(context.Background(), "deff", size, "", 1, io.Discard, "mnist")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct{ exact, slq, se, diag float64 }
+	parse := func(c reproCell) got {
+		var g got
+		var row, sel string
+		i := strings.Index(c.Note, ": exact d_eff ")
+		if i < 0 {
+			t.Fatalf("%s %s: note %q", c.Row, c.Column, c.Note)
+		}
+		row, sel = c.Row, c.Column
+		var m int
+		if _, err := fmt.Sscanf(c.Note[i:], ": exact d_eff %g of M = %d, SLQ %g ± %g", &g.exact, &m, &g.slq, &g.se); err != nil || m != 32 {
+			t.Fatalf("%s %s: note %q: %v (M %d)", row, sel, c.Note, err, m)
+		}
+		j := strings.LastIndex(c.Note, "mean diag K_mm ")
+		if _, err := fmt.Sscanf(c.Note[j:], "mean diag K_mm %g)", &g.diag); err != nil {
+			t.Fatalf("%s %s: note %q: %v", row, sel, c.Note, err)
+		}
+		return g
+	}
+	for _, s := range reproSelector {
+		byRow := map[string]got{}
+		for _, row := range []string{"MNIST", deffPaperRow("MNIST")} {
+			c := *tb.cell(row, s.name)
+			if c.Cairn == nil || c.Noise == nil {
+				t.Fatalf("%s %s: not computed: %q", row, s.name, c.Note)
+			}
+			g := parse(c)
+			// The note prints one decimal: the cell must agree with it to that rounding.
+			if want := 100 * math.Abs(g.slq-g.exact) / g.exact; math.Abs(*c.Cairn-want) > 100*0.1/g.exact {
+				t.Errorf("%s %s: cell %.4g, note gives %.4g", row, s.name, *c.Cairn, want)
+			}
+			if !(g.exact > 0 && g.exact <= 32+0.05) || math.Abs(g.slq-g.exact) > math.Max(5*g.se, 0.02*g.exact)+0.1 {
+				t.Errorf("%s %s: exact %.1f, SLQ %.1f ± %.1f", row, s.name, g.exact, g.slq, g.se)
+			}
+			byRow[row] = g
+		}
+		fitR, paperR := byRow["MNIST"], byRow[deffPaperRow("MNIST")]
+		if fitR.diag != paperR.diag || !(fitR.diag < 1e4) || !(paperR.exact < fitR.exact) {
+			t.Errorf("%s: d_eff %.1f at the fit's ridge, %.1f at λ = 10 (mean diag %g)", s.name, fitR.exact, paperR.exact, fitR.diag)
+		}
+	}
+	for _, row := range []string{"Adult", deffPaperRow("Adult")} {
+		if c := tb.cell(row, "Random"); c.Cairn != nil || !strings.Contains(c.Note, "not run") {
+			t.Errorf("%s: %v %q, want not run", row, c.Cairn, c.Note)
+		}
 	}
 }
