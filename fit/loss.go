@@ -304,11 +304,7 @@ func (ws *lossWS) simclr(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) floa
 func (ws *lossWS) normRows(za, zb *mat.Dense) {
 	br, k := za.Dims()
 	for i := range 2 * br {
-		src := za
-		ii := i
-		if i >= br {
-			src, ii = zb, i-br
-		}
+		src, ii := stackedRow(za, zb, br, i)
 		row := ws.u.RawRowView(i)
 		var ss float64
 		for j := range k {
@@ -322,6 +318,14 @@ func (ws *lossWS) normRows(za, zb *mat.Dense) {
 			row[j] /= r
 		}
 	}
+}
+
+// stackedRow returns the matrix and row index of row i of [a; b], a having br rows.
+func stackedRow(a, b *mat.Dense, br, i int) (*mat.Dense, int) {
+	if i >= br {
+		return b, i - br
+	}
+	return a, i
 }
 
 // symmetrize sets W ← W + Wᵀ in place (upper and lower halves together), on the raw rows
@@ -346,11 +350,7 @@ func symmetrize(w *mat.Dense) {
 func (ws *lossWS) simclrGrad(ga, gb *mat.Dense, tau float64) {
 	br, k := ga.Dims()
 	for i := range 2 * br {
-		dst := ga
-		ii := i
-		if i >= br {
-			dst, ii = gb, i-br
-		}
+		dst, ii := stackedRow(ga, gb, br, i)
 		g := ws.gu.RawRowView(i)
 		u := ws.u.RawRowView(i)
 		var ug float64
