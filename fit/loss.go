@@ -87,7 +87,7 @@ const (
 // allocates only when the batch shape grows.
 type lossWS struct {
 	xa, xb, gxa, gxb, c, d *mat.Dense
-	sa, sb, tmp            []float64
+	sa, sb                 []float64
 	u, s, w, gu            *mat.Dense
 	r                      []float64
 	// simclr32's: the per-row softmax scales and the float32 U, S (then W + Wᵀ) and
