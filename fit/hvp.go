@@ -14,7 +14,7 @@ type hvpWS struct {
 	du, ds, dw, dgu                  *mat.Dense
 	dr                               []float64
 	tmp1, tmp2                       *mat.Dense // product scratch
-	p                                *mat.Dense // SimCLR's softmax P at z (zero diagonal)
+	p                                *mat.Dense // SimCLR's softmax P at z (zero diagonal), when not kept in at
 	// at, when not nil, holds SimCLR's P and (W + Wᵀ)U at this call's z: simclrHVP reads
 	// them instead of the forward pass, or stores them there on the first call. The
 	// caller (gn) keeps one per batch, since its z is fixed across the CG iterations.
@@ -130,7 +130,7 @@ func (ws *hvpWS) barlowHVP(ha, hb *mat.Dense, lam float64, za, zb, da, db *mat.D
 func (ws *hvpWS) simclrHVP(ha, hb *mat.Dense, tau float64, za, zb, da, db *mat.Dense) {
 	br, k := za.Dims()
 	n := 2 * br
-	ws.simclrAt(tau, za, zb)
+	p := ws.simclrAt(tau, za, zb)
 	ws.du = ensure(ws.du, n, k)
 	ws.ds = ensure(ws.ds, n, n)
 	ws.dw = ensure(ws.dw, n, n)
@@ -163,7 +163,7 @@ func (ws *hvpWS) simclrHVP(ha, hb *mat.Dense, tau float64, za, zb, da, db *mat.D
 	}
 	scale := 1 / float64(n)
 	for i := range n {
-		prow := ws.p.RawRowView(i)
+		prow := p.RawRowView(i)
 		dsrow := ws.ds.RawRowView(i)
 		dwrow := ws.dw.RawRowView(i)
 		var pds float64
@@ -213,15 +213,15 @@ func (ws *hvpWS) simclrHVP(ha, hb *mat.Dense, tau float64, za, zb, da, db *mat.D
 }
 
 // simclrAt sets ws.u, ws.r, ws.w = W + Wᵀ, ws.gu = (W + Wᵀ)U, ws.ga, ws.gb (the
-// gradient) and ws.p = P for SimCLR at z = [z_A; z_B]: from ws.at when it holds them,
-// else by the forward pass (then into ws.at, when set).
-func (ws *hvpWS) simclrAt(tau float64, za, zb *mat.Dense) {
+// gradient) for SimCLR at z = [z_A; z_B] and returns the softmax P (read only): from
+// ws.at when it holds them, else by the forward pass (then kept in ws.at, when set).
+func (ws *hvpWS) simclrAt(tau float64, za, zb *mat.Dense) *mat.Dense {
 	br, k := za.Dims()
 	n := 2 * br
-	ws.p = ensure(ws.p, n, n)
 	if ws.at == nil || ws.at.p == nil {
 		ws.simclr(ws.ga, ws.gb, tau, za, zb) // leaves u, r, S/τ, W + Wᵀ, (W + Wᵀ)U
 		// P from S/τ, as simclr forms it: exp(S_ij − max_{l≠i} S_il) over its row sum.
+		ws.p = ensure(ws.p, n, n)
 		for i := range n {
 			srow, prow := ws.s.RawRowView(i), ws.p.RawRowView(i)
 			mx := math.Inf(-1)
@@ -230,28 +230,19 @@ func (ws *hvpWS) simclrAt(tau float64, za, zb *mat.Dense) {
 					mx = v
 				}
 			}
-			var z float64
-			for j, v := range srow {
-				if j != i {
-					e := math.Exp(v - mx)
-					prow[j] = e
-					z += e
-				}
-			}
+			z := expRow(prow, srow, i, mx)
 			for j := range prow {
-				if j == i {
-					prow[j] = 0
-					continue
-				}
 				prow[j] /= z
 			}
+			prow[i] = 0
 		}
-		if ws.at != nil {
-			ws.at.p, ws.at.gu = mat.DenseCopyOf(ws.p), mat.DenseCopyOf(ws.gu)
+		if ws.at == nil {
+			return ws.p
 		}
-		return
+		ws.at.p, ws.at.gu = mat.DenseCopyOf(ws.p), mat.DenseCopyOf(ws.gu)
+		return ws.at.p
 	}
-	ws.p.Copy(ws.at.p)
+	p := ws.at.p
 	ws.u, ws.w, ws.gu = ensure(ws.u, n, k), ensure(ws.w, n, n), ensure(ws.gu, n, k)
 	ws.r = ensureVec(ws.r, n)
 	ws.normRows(za, zb)
@@ -259,7 +250,7 @@ func (ws *hvpWS) simclrAt(tau float64, za, zb *mat.Dense) {
 	// W + Wᵀ by the same additions.
 	scale := 1 / float64(n)
 	for i := range n {
-		prow, wrow := ws.p.RawRowView(i), ws.w.RawRowView(i)
+		prow, wrow := p.RawRowView(i), ws.w.RawRowView(i)
 		for j, pj := range prow {
 			wrow[j] = pj * scale
 		}
@@ -269,6 +260,7 @@ func (ws *hvpWS) simclrAt(tau float64, za, zb *mat.Dense) {
 	symmetrize(ws.w)
 	ws.gu.Copy(ws.at.gu)
 	ws.simclrGrad(ws.ga, ws.gb, tau)
+	return p
 }
 
 // vicregHVP differentiates vicreg term by term: the invariance term is quadratic; the

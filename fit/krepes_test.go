@@ -149,8 +149,9 @@ func TestGNSimclrCache(t *testing.T) {
 		}
 	}
 	// The other losses keep nothing.
-	o := newGN(p, a0, DefaultKrepesOptions(VICReg))
-	o.opt.BatchSize = 4
+	vo := DefaultKrepesOptions(VICReg)
+	vo.BatchSize = 4
+	o := newGN(p, a0, vo)
 	o.apply(make([]float64, np), vs[0])
 	if o.at != nil {
 		t.Errorf("VICReg: the operator kept SimCLR points")

@@ -274,15 +274,7 @@ func (ws *lossWS) simclr(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) floa
 				mx = v
 			}
 		}
-		var z float64
-		for j, v := range srow {
-			if j == i {
-				continue
-			}
-			e := math.Exp(v - mx)
-			wrow[j] = e
-			z += e
-		}
+		z := expRow(wrow, srow, i, mx)
 		total += -srow[p] + mx + math.Log(z)
 		for j := range wrow {
 			if j == i {
@@ -318,6 +310,23 @@ func (ws *lossWS) normRows(za, zb *mat.Dense) {
 			row[j] /= r
 		}
 	}
+}
+
+// expRow writes exp(s_j − mx) into dst[j] for every j ≠ i and returns their sum (dst[i]
+// is left as it was): the softmax numerators of row i of S/τ without its diagonal. simclr
+// and the HVP's softmax (simclrAt) both form them here, so P = dst/sum has the forward
+// pass's bits.
+func expRow(dst, s []float64, i int, mx float64) float64 {
+	var z float64
+	for j, v := range s {
+		if j == i {
+			continue
+		}
+		e := math.Exp(v - mx)
+		dst[j] = e
+		z += e
+	}
+	return z
 }
 
 // stackedRow returns the matrix and row index of row i of [a; b], a having br rows.

@@ -400,19 +400,17 @@ func TestReproduceDeff(t *testing.T) {
 	type got struct{ exact, slq, se, diag float64 }
 	parse := func(c reproCell) got {
 		var g got
-		var row, sel string
 		i := strings.Index(c.Note, ": exact d_eff ")
-		if i < 0 {
+		j := strings.LastIndex(c.Note, "mean diag K_mm ")
+		if i < 0 || j < 0 {
 			t.Fatalf("%s %s: note %q", c.Row, c.Column, c.Note)
 		}
-		row, sel = c.Row, c.Column
 		var m int
 		if _, err := fmt.Sscanf(c.Note[i:], ": exact d_eff %g of M = %d, SLQ %g ± %g", &g.exact, &m, &g.slq, &g.se); err != nil || m != 32 {
-			t.Fatalf("%s %s: note %q: %v (M %d)", row, sel, c.Note, err, m)
+			t.Fatalf("%s %s: note %q: %v (M %d)", c.Row, c.Column, c.Note, err, m)
 		}
-		j := strings.LastIndex(c.Note, "mean diag K_mm ")
 		if _, err := fmt.Sscanf(c.Note[j:], "mean diag K_mm %g)", &g.diag); err != nil {
-			t.Fatalf("%s %s: note %q: %v", row, sel, c.Note, err)
+			t.Fatalf("%s %s: note %q: %v", c.Row, c.Column, c.Note, err)
 		}
 		return g
 	}
