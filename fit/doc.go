@@ -113,8 +113,10 @@
 //     (z is linear in (Ã, b)) and so is the loss Hessian in z, H_b: its products are the
 //     forward-mode derivatives of the analytic gradients, derived by hand per loss
 //     (hvp.go) and checked against differences of the gradient; no finite differences
-//     in the solver. The final CG iterate is returned, with the relative residual, test
-//     accuracy and elapsed time of every iterate.
+//     in the solver. Under SimCLR each batch's softmax and (W + Wᵀ)U at θ₀ are kept from
+//     the first product (3 MiB per batch at B = k = 256) and read by every later one,
+//     with the bits of recomputing them. The final CG iterate is returned, with the
+//     relative residual, test accuracy and elapsed time of every iterate.
 //   - Errors: data-dependent failures (bad shapes of caller blocks, duplicate ids,
 //     non-finite values, failed eigensolvers, non-finite losses) are returned wrapping
 //     the sentinels of errors.go; length mismatches inside the package's own helpers
