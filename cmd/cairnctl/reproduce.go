@@ -62,11 +62,15 @@ func reproduceCmd(fs *flag.FlagSet) cli.Func {
 	seed := fs.Uint64("seed", 1, "seed of every draw and fit")
 	from := fs.String("from", "", "render saved JSON runs (this command's json output; several files comma-separated, their tables merged) instead of running; --table, when given, picks one")
 	only := fs.String("data", "", "run only this data set's rows: mnist | adult (default both); merge the parts with --from")
+	resume := fs.String("resume", "", "continue a saved JSON run (this command's json output) of the same --table, size, --seed and --data: the cells it computed are kept and their fits skipped, a table it completed is kept whole")
 	return func(ctx context.Context, stdio cli.Stdio) error {
 		if *format != "json" && *format != "markdown" {
 			return fmt.Errorf("--format: %q, want json or markdown", *format)
 		}
 		if *from != "" {
+			if *resume != "" {
+				return errors.New("--resume runs a table, --from renders saved ones: give one of them")
+			}
 			return renderSaved(*from, *table, *format, stdio.Out)
 		}
 		if *only != "" && !slices.ContainsFunc(reproDatasets, func(d reproItem) bool { return d.flag == *only }) {
@@ -79,12 +83,18 @@ func reproduceCmd(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
+		priors := map[string]*reproTable{}
+		if *resume != "" {
+			if priors, err = readPriors(*resume, names); err != nil {
+				return err
+			}
+		}
 		for _, name := range names {
 			size := reproFull()
 			if *quick {
 				size = reproQuick(name)
 			}
-			t, err := reproduceTable(ctx, name, size, *adult, *seed, stdio.Err, *only)
+			t, err := reproduceTable(ctx, name, size, *adult, *seed, stdio.Err, *only, priors[name])
 			if err != nil && t == nil {
 				return fmt.Errorf("--table %s: %w", name, err)
 			}
@@ -99,6 +109,55 @@ func reproduceCmd(fs *flag.FlagSet) cli.Func {
 		}
 		return nil
 	}
+}
+
+// readPriors reads the saved run of --resume: a sequence of table objects, at most one
+// per name, at least one of names among them (a table the file lacks runs from the start).
+func readPriors(file string, names []string) (map[string]*reproTable, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("--resume: %w", err)
+	}
+	defer f.Close()
+	ts, err := readReproTables(f)
+	if err != nil {
+		return nil, fmt.Errorf("--resume %s: %w", file, err)
+	}
+	priors := map[string]*reproTable{}
+	for _, t := range ts {
+		if _, ok := priors[t.Name]; ok {
+			return nil, fmt.Errorf("--resume %s: table %s twice (resume one run; merge runs with --from)", file, t.Name)
+		}
+		if _, ok := t.Settings["merged"]; ok {
+			return nil, fmt.Errorf("--resume %s: table %s is a merge of runs, not one run", file, t.Name)
+		}
+		priors[t.Name] = t
+	}
+	if !slices.ContainsFunc(names, func(n string) bool { return priors[n] != nil }) {
+		return nil, fmt.Errorf("--resume %s: no table %s in it", file, strings.Join(names, ", "))
+	}
+	return priors, nil
+}
+
+// checkPrior reports why the saved run prior cannot be resumed as table t (same name,
+// cells, size, seed and --data), or nil.
+func checkPrior(prior, t *reproTable) error {
+	if len(prior.Cells) != len(t.Cells) {
+		return fmt.Errorf("it has %d cells, this table %d", len(prior.Cells), len(t.Cells))
+	}
+	for i, c := range prior.Cells {
+		if c.Row != t.Cells[i].Row || c.Column != t.Cells[i].Column {
+			return fmt.Errorf("its cell %d is (%s, %s), this table's (%s, %s)", i, c.Row, c.Column, t.Cells[i].Row, t.Cells[i].Column)
+		}
+	}
+	for _, k := range []string{"size", "seed", "data"} {
+		a, _ := json.Marshal(prior.Settings[k])
+		b, _ := json.Marshal(t.Settings[k])
+		if !bytes.Equal(a, b) {
+			return fmt.Errorf("its %s is %s, this run's %s", k, a, b)
+		}
+	}
+	return nil
 }
 
 // renderSaved writes the tables of the saved JSON run in file (a sequence of table
@@ -355,6 +414,50 @@ type reproRun struct {
 	cache *blockCache
 	// only, when not "", is the one data set (flag name) whose rows run (--data).
 	only string
+	// prior is the interrupted run being continued (--resume), or nil; kept counts the
+	// cells copied from it.
+	prior *reproTable
+	kept  int
+}
+
+// keep copies from the resumed run (prior) into t the non-summary cells that match
+// selects, when that run computed every one of them, and reports whether it did: the
+// caller then skips the work that computes them. Nothing is copied when one of them
+// was not computed (an interrupted row is computed again whole), or without a prior.
+func (r *reproRun) keep(t *reproTable, what string, selects func(c *reproCell) bool) bool {
+	if r.prior == nil {
+		return false
+	}
+	var idx []int
+	for i := range t.Cells {
+		c := &r.prior.Cells[i]
+		if isSummary(c.Row) || !selects(c) {
+			continue
+		}
+		if !c.computed() {
+			return false
+		}
+		idx = append(idx, i)
+	}
+	if len(idx) == 0 {
+		return false
+	}
+	for _, i := range idx {
+		t.Cells[i] = r.prior.Cells[i]
+	}
+	r.kept += len(idx)
+	r.logf("%s: %d cell(s) kept from --resume", what, len(idx))
+	return true
+}
+
+// keepRow is keep for every cell of row.
+func (r *reproRun) keepRow(t *reproTable, row string) bool {
+	return r.keep(t, row, func(c *reproCell) bool { return c.Row == row })
+}
+
+// keepCell is keep for cell (row, col).
+func (r *reproRun) keepCell(t *reproTable, row, col string) bool {
+	return r.keep(t, row+" "+col, func(c *reproCell) bool { return c.Row == row && c.Column == col })
 }
 
 // dataSpec returns the --data value of a data set flag name ("mnist", "adult"), or ""
@@ -463,7 +566,11 @@ func (t *reproTable) skip(row, why string) {
 }
 
 // reproduceTable runs one table at size and returns it with its cells.
-func reproduceTable(ctx context.Context, name string, size reproSize, adultDir string, seed uint64, progress io.Writer, only string) (*reproTable, error) {
+//
+// prior, when not nil, is a saved run of the table to continue (--resume): a completed
+// one is returned whole; an interrupted one's computed cells are copied in and the
+// runner skips their work (reproRun.keep), so only the rest is computed.
+func reproduceTable(ctx context.Context, name string, size reproSize, adultDir string, seed uint64, progress io.Writer, only string, prior *reproTable) (*reproTable, error) {
 	specs := reproTables()
 	i := slices.IndexFunc(specs, func(t reproSpec) bool { return t.name == name })
 	if i < 0 {
@@ -490,13 +597,28 @@ func reproduceTable(ctx context.Context, name string, size reproSize, adultDir s
 	if only != "" {
 		t.Settings["data"] = only
 	}
-	r := &reproRun{size: size, adultDir: adultDir, seed: seed, progress: progress, cache: &blockCache{}, only: only}
+	r := &reproRun{size: size, adultDir: adultDir, seed: seed, progress: progress, cache: &blockCache{}, only: only, prior: prior}
 	if r.progress == nil {
 		r.progress = io.Discard
+	}
+	if prior != nil {
+		if err := checkPrior(prior, t); err != nil {
+			return nil, fmt.Errorf("--resume: table %s: %w", name, err)
+		}
+		if _, ok := prior.Settings["interrupted"]; !ok {
+			r.logf("%s: kept whole from --resume (that run completed it)", name)
+			return prior, nil
+		}
+		// Seconds add up over the runs; the settings say what was kept.
+		t.Settings["resumed"] = map[string]any{"seconds": prior.Seconds, "interrupted": prior.Settings["interrupted"]}
 	}
 	t0 := time.Now()
 	err := specs[i].run(ctx, r, t)
 	t.Seconds = time.Since(t0).Seconds()
+	if prior != nil {
+		t.Seconds += prior.Seconds
+		t.Settings["resumed"].(map[string]any)["kept_cells"] = r.kept
+	}
 	for _, c := range t.Cells {
 		if c.Match {
 			t.Matched++
@@ -541,11 +663,15 @@ func writeReproMarkdown(w io.Writer, t *reproTable) error {
 	if sz, ok := t.Settings["size"].(reproSize); ok && sz.Quick {
 		mode = "quick"
 	}
+	mode += " run"
+	if _, ok := t.Settings["resumed"]; ok {
+		mode += ", resumed from an interrupted run (--resume)"
+	}
 	if _, ok := t.Settings["interrupted"]; ok {
 		mode += " (interrupted: cells not reached read \"not computed\")"
 	}
 	fmt.Fprintf(&b, "### %s (%s)\n\n", t.Name, t.Label)
-	fmt.Fprintf(&b, "%s run, %.0f s; %d of %d cells match. Each cell: paper / cairn.\n\n", mode, t.Seconds, t.Matched, len(t.Cells))
+	fmt.Fprintf(&b, "%s, %.0f s; %d of %d cells match. Each cell: paper / cairn.\n\n", mode, t.Seconds, t.Matched, len(t.Cells))
 	b.WriteString("| |")
 	for _, c := range cols {
 		b.WriteString(" " + mdEscape(c) + " |")

@@ -103,6 +103,10 @@ func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
 			t.skip(deffPaperRow(d.name), r.notRun(d.flag))
 			continue
 		}
+		rows := []string{d.name, deffPaperRow(d.name)}
+		if r.keep(t, d.name, func(c *reproCell) bool { return slices.Contains(rows, c.Row) }) {
+			continue
+		}
 		r.logf("deff: %s: features", d.name)
 		r.cache.drop() // one data set's features in memory at a time
 		prep, err := prepare(&pf)
@@ -113,6 +117,9 @@ func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
 		for _, s := range reproSelector {
 			if err := ctx.Err(); err != nil {
 				return err
+			}
+			if r.keep(t, d.name+" "+s.name, func(c *reproCell) bool { return slices.Contains(rows, c.Row) && c.Column == s.name }) {
+				continue
 			}
 			vs, err := selectViews(ctx, prep, s.flag, pf.m, pf.seed)
 			if err != nil {
@@ -200,6 +207,9 @@ func reproCoverage(ctx context.Context, r *reproRun, t *reproTable) error {
 	err := eachRow(r, t, reproDatasetsMNISTFirst, func(d, l reproItem, row string) error {
 		flag := d.flag
 		for _, s := range reproSelector {
+			if r.keepCell(t, row, s.name) {
+				continue
+			}
 			fm, err := r.model(ctx, flag, l.flag, "pci-lanczos", s.flag, 1, false)
 			if err != nil {
 				return err
@@ -231,6 +241,9 @@ func reproInit(ctx context.Context, r *reproRun, t *reproTable) error {
 	err := eachRow(r, t, reproDatasetsMNISTFirst, func(d, l reproItem, row string) error {
 		flag := d.flag
 		for _, in := range reproInits {
+			if r.keepCell(t, row, in.name) {
+				continue
+			}
 			fm, err := r.model(ctx, flag, l.flag, in.flag, "kmeans++", 1, true)
 			if err != nil {
 				return err
@@ -405,6 +418,9 @@ func eachRow(r *reproRun, t *reproTable, ds []reproItem, row func(d, l reproItem
 			name := d.name + " " + l.name
 			if r.dataSpec(d.flag) == "" {
 				t.skip(name, r.notRun(d.flag))
+				continue
+			}
+			if r.keepRow(t, name) {
 				continue
 			}
 			if err := row(d, l, name); err != nil {

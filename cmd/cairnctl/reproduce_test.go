@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,9 +17,18 @@ import (
 	"github.com/cairnhq/cairn/internal/cli"
 )
 
-// TestReproduceFlags checks that a bad --table or --format fails at once, naming the
-// valid values, before any table runs.
+// TestReproduceFlags checks that a bad --table, --format, --data or --resume fails at
+// once, naming the valid values or the file's fault, before any table runs.
 func TestReproduceFlags(t *testing.T) {
+	srhtRun := filepath.Join(t.TempDir(), "srht.json")
+	saved := &reproTable{Name: "srht", Settings: map[string]any{}, Cells: []reproCell{{Row: "r", Column: "c"}}}
+	var b bytes.Buffer
+	if err := writeJSON(&b, saved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(srhtRun, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want []string
@@ -29,6 +39,9 @@ func TestReproduceFlags(t *testing.T) {
 		{[]string{"--table", "srht", "--format", "csv"}, []string{"--format", "json", "markdown"}},
 		{[]string{"--table", "coverage", "--data", "cifar"}, []string{"--data", "mnist", "adult"}},
 		{[]string{"--table", "coverage", "--data", "adult"}, []string{"--adult DIR"}},
+		{[]string{"--table", "deff", "--from", "a.json", "--resume", "b.json"}, []string{"--resume", "--from"}},
+		{[]string{"--table", "deff", "--resume", filepath.Join(t.TempDir(), "none.json")}, []string{"--resume", "none.json"}},
+		{[]string{"--table", "deff", "--resume", srhtRun}, []string{"--resume", "no table deff"}},
 	} {
 		t0 := time.Now()
 		var out bytes.Buffer
@@ -155,7 +168,7 @@ func TestReproduceSRHT(t *testing.T) {
 
 // TestReproduceTableUnknown checks the function behind the command.
 func TestReproduceTableUnknown(t *testing.T) {
-	_, err := reproduceTable(context.Background(), "nope", reproQuick("nope"), "", 1, io.Discard, "")
+	_, err := reproduceTable(context.Background(), "nope", reproQuick("nope"), "", 1, io.Discard, "", nil)
 	if err == nil || !strings.Contains(err.Error(), "srht") {
 		t.Errorf("reproduceTable(nope): %v; want an error naming the tables", err)
 	}
@@ -393,7 +406,7 @@ func TestReproduceInterrupted(t *testing.T) {
 func TestReproduceDeff(t *testing.T) {
 	size := reproQuick("deff")
 	size.N["mnist"], size.M["mnist"], size.H, size.S = 600, 16, 1, 128
-	tb, err := reproduceTable(context.Background(), "deff", size, "", 1, io.Discard, "mnist")
+	tb, err := reproduceTable(context.Background(), "deff", size, "", 1, io.Discard, "mnist", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,6 +452,126 @@ func TestReproduceDeff(t *testing.T) {
 	for _, row := range []string{"Adult", deffPaperRow("Adult")} {
 		if c := tb.cell(row, "Random"); c.Cairn != nil || !strings.Contains(c.Note, "not run") {
 			t.Errorf("%s: %v %q, want not run", row, c.Cairn, c.Note)
+		}
+	}
+}
+
+// TestReproduceResume continues an interrupted run (--resume) of table1-all and of deff
+// on a small MNIST subset. The resumed run keeps the cells the saved run computed (a
+// kept value altered in the saved run stays altered: it was not computed again), runs
+// only the work of the rest (one fit for one missing row, the row whose cells were
+// partly computed whole again), and computes those cells bit for bit as a run from the
+// start does. A completed saved run is returned whole, and a saved run of another seed
+// or size is refused.
+func TestReproduceResume(t *testing.T) {
+	ctx := context.Background()
+	size := reproQuick("table1-all")
+	size.N["mnist"], size.M["mnist"], size.TestN["mnist"], size.H, size.S, size.K, size.Epochs = 600, 16, 300, 1, 128, 32, 3
+	// save writes tb as --format json does and reads it back as --resume does.
+	save := func(tb *reproTable) *reproTable {
+		var b bytes.Buffer
+		if err := writeRepro(&b, tb, "json"); err != nil {
+			t.Fatal(err)
+		}
+		ts, err := readReproTables(&b)
+		if err != nil || len(ts) != 1 {
+			t.Fatalf("read back: %d tables, %v", len(ts), err)
+		}
+		return ts[0]
+	}
+	fits := func(log string) int { return strings.Count(log, "reproduce: fit ") }
+	val := func(p *float64) any {
+		if p == nil {
+			return nil
+		}
+		return *p
+	}
+
+	full, err := reproduceTable(ctx, "table1-all", size, "", 1, io.Discard, "mnist", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, missing, partial := "MNIST BT", "MNIST SimCLR", "MNIST VICReg"
+	prior := save(full)
+	prior.Settings["interrupted"] = "test"
+	prior.Seconds = 1000
+	const sentinel = 12.5
+	for i := range prior.Cells {
+		c := &prior.Cells[i]
+		switch {
+		case c.Row == kept && c.Column == "Acc (%)":
+			v := sentinel
+			c.Cairn = &v
+		case c.Row == missing, c.Row == partial && c.Column == "κ_C":
+			c.Cairn, c.Match, c.Note = nil, false, "not computed"
+		}
+	}
+	var log bytes.Buffer
+	res, err := reproduceTable(ctx, "table1-all", size, "", 1, &log, "mnist", prior)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := fits(log.String()); n != 2 {
+		t.Errorf("resumed run: %d fits, want 2 (rows %s and %s)\n%s", n, missing, partial, log.String())
+	}
+	if v := res.cell(kept, "Acc (%)").Cairn; v == nil || *v != sentinel {
+		t.Errorf("%s Acc: %v, want the saved run's %v kept", kept, val(v), sentinel)
+	}
+	for i, c := range res.Cells {
+		want := full.Cells[i]
+		if c.Row == kept && c.Column == "Acc (%)" {
+			continue
+		}
+		if (c.Cairn == nil) != (want.Cairn == nil) || c.Cairn != nil && *c.Cairn != *want.Cairn || c.Note != want.Note || c.Match != want.Match {
+			t.Errorf("(%s, %s): resumed %v %q, from the start %v %q", c.Row, c.Column, val(c.Cairn), c.Note, val(want.Cairn), want.Note)
+		}
+	}
+	rs, _ := res.Settings["resumed"].(map[string]any)
+	if _, ok := res.Settings["interrupted"]; ok || rs == nil || rs["kept_cells"] != 3 || res.Seconds < 1000 {
+		t.Errorf("settings %v, seconds %v; want resumed with 3 kept cells, not interrupted, seconds ≥ 1000", res.Settings, res.Seconds)
+	}
+
+	// A completed run is kept whole; another seed's or size's run is refused.
+	log.Reset()
+	whole, err := reproduceTable(ctx, "table1-all", size, "", 1, &log, "mnist", save(full))
+	if err != nil || fits(log.String()) != 0 || *whole.cell(kept, "Acc (%)").Cairn != *full.cell(kept, "Acc (%)").Cairn {
+		t.Errorf("resume of a completed run: %v, %d fits", err, fits(log.String()))
+	}
+	if _, err := reproduceTable(ctx, "table1-all", size, "", 2, io.Discard, "mnist", prior); err == nil || !strings.Contains(err.Error(), "seed") {
+		t.Errorf("resume of seed 1's run with seed 2: %v; want an error naming the seed", err)
+	}
+	other := size
+	other.Epochs++
+	if _, err := reproduceTable(ctx, "table1-all", other, "", 1, io.Discard, "mnist", prior); err == nil || !strings.Contains(err.Error(), "size") {
+		t.Errorf("resume at another size: %v; want an error naming the size", err)
+	}
+
+	// deff: one selector's two cells missing → only that selector's pool is scored.
+	dsize := reproQuick("deff")
+	dsize.N["mnist"], dsize.M["mnist"], dsize.H, dsize.S = 600, 16, 1, 128
+	dfull, err := reproduceTable(ctx, "deff", dsize, "", 1, io.Discard, "mnist", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dprior := save(dfull)
+	dprior.Settings["interrupted"] = "test"
+	for i := range dprior.Cells {
+		if c := &dprior.Cells[i]; c.Column == "DPP" && c.Cairn != nil {
+			c.Cairn, c.Note = nil, "not computed"
+		}
+	}
+	log.Reset()
+	dres, err := reproduceTable(ctx, "deff", dsize, "", 1, &log, "mnist", dprior)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(log.String(), "exact "); n != 2 || !strings.Contains(log.String(), "MNIST DPP: λ") {
+		t.Errorf("resumed deff scored %d pools, want DPP's 2:\n%s", n, log.String())
+	}
+	for i, c := range dres.Cells {
+		want := dfull.Cells[i]
+		if (c.Cairn == nil) != (want.Cairn == nil) || c.Cairn != nil && *c.Cairn != *want.Cairn || c.Note != want.Note {
+			t.Errorf("deff (%s, %s): resumed %v %q, from the start %v %q", c.Row, c.Column, val(c.Cairn), c.Note, val(want.Cairn), want.Note)
 		}
 	}
 }
