@@ -142,13 +142,8 @@ func readPriors(file string, names []string) (map[string]*reproTable, error) {
 // checkPrior reports why the saved run prior cannot be resumed as table t (same name,
 // cells, size, seed and --data), or nil.
 func checkPrior(prior, t *reproTable) error {
-	if len(prior.Cells) != len(t.Cells) {
-		return fmt.Errorf("it has %d cells, this table %d", len(prior.Cells), len(t.Cells))
-	}
-	for i, c := range prior.Cells {
-		if c.Row != t.Cells[i].Row || c.Column != t.Cells[i].Column {
-			return fmt.Errorf("its cell %d is (%s, %s), this table's (%s, %s)", i, c.Row, c.Column, t.Cells[i].Row, t.Cells[i].Column)
-		}
+	if err := sameCells(prior, t); err != nil {
+		return err
 	}
 	for _, k := range []string{"size", "seed", "data"} {
 		a, _ := json.Marshal(prior.Settings[k])
@@ -226,14 +221,11 @@ func mergeTables(ts []*reproTable) ([]*reproTable, error) {
 			out = append(out, t)
 			continue
 		}
-		if len(m.Cells) != len(t.Cells) {
-			return nil, fmt.Errorf("table %s: runs with %d and %d cells", t.Name, len(m.Cells), len(t.Cells))
+		if err := sameCells(m, t); err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.Name, err)
 		}
 		for i := range t.Cells {
 			c, into := &t.Cells[i], &m.Cells[i]
-			if c.Row != into.Row || c.Column != into.Column {
-				return nil, fmt.Errorf("table %s: cell %d is (%s, %s) in one run and (%s, %s) in another", t.Name, i, into.Row, into.Column, c.Row, c.Column)
-			}
 			if isSummary(c.Row) || !c.computed() {
 				continue
 			}
@@ -271,6 +263,20 @@ func mergeTables(ts []*reproTable) ([]*reproTable, error) {
 		}
 	}
 	return out, nil
+}
+
+// sameCells reports how runs a and b of a table differ in their cells' (row, column)
+// order, or nil when they hold the same cells in the same order.
+func sameCells(a, b *reproTable) error {
+	if len(a.Cells) != len(b.Cells) {
+		return fmt.Errorf("runs with %d and %d cells", len(a.Cells), len(b.Cells))
+	}
+	for i, c := range b.Cells {
+		if into := a.Cells[i]; c.Row != into.Row || c.Column != into.Column {
+			return fmt.Errorf("cell %d is (%s, %s) in one run and (%s, %s) in another", i, into.Row, into.Column, c.Row, c.Column)
+		}
+	}
+	return nil
 }
 
 // partOf describes a merged run: its --data and, when it was interrupted, why.
