@@ -26,8 +26,15 @@ import (
 type Config struct {
 	// DataDir holds the bbolt state file and the embedded broker's data. Default ./cairn-data.
 	DataDir string `yaml:"data_dir"`
-	// HTTP is the listen address for /healthz, /readyz, /metrics and /status.
+	// HTTP is the listen address for /healthz, /readyz, /metrics, /status, /model,
+	// /audit/key and /ui. Off loopback it needs http_tls and http_auth (DESIGN.md
+	// section 6): Validate refuses an address that is not 127.0.0.0/8, ::1 or localhost
+	// (an empty host, "0.0.0.0" and any other name count as beyond loopback) unless
+	// both are set.
 	HTTP string `yaml:"http"`
+	// HTTPTLS and HTTPAuth guard the HTTP surface (YAML sections http_tls, http_auth).
+	HTTPTLS  HTTPTLS  `yaml:"http_tls"`
+	HTTPAuth HTTPAuth `yaml:"http_auth"`
 	// ShutdownTimeout bounds graceful shutdown after SIGINT/SIGTERM.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// LogLevel is the least severe log level written: debug, info, warn or error.
@@ -56,6 +63,52 @@ type Config struct {
 	Limits Limits   `yaml:"limits"`
 	UI     UI       `yaml:"ui"`
 }
+
+// HTTPTLS is the HTTP server's certificate (YAML section http_tls; environment
+// CAIRN_HTTP_TLS_CERT_FILE, CAIRN_HTTP_TLS_KEY_FILE; flags --http-cert-file,
+// --http-key-file). Both set: the server speaks HTTPS only (TLS 1.2 or later). Both
+// empty (the default): plain HTTP, which Validate allows on loopback only.
+type HTTPTLS struct {
+	// CertFile is the PEM certificate chain the server presents, KeyFile its PEM
+	// private key; both or neither. They are read once, at start.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// HTTPAuth says who may use the HTTP surface (YAML section http_auth; package
+// internal/admin enforces it). With neither TokenFile nor ClientCAFile every path is
+// open, which Validate allows on loopback only; with either, every path but OpenPaths
+// (and the UI's login page) needs a bearer token, a verified client certificate or,
+// under /ui, a login session. With both, either one suffices: browsers log in with the
+// token, machines may present a certificate instead.
+type HTTPAuth struct {
+	// TokenFile holds the bearer token (environment CAIRN_HTTP_AUTH_TOKEN_FILE, flag
+	// --http-token-file): at least 16 printable ASCII characters without spaces,
+	// surrounding whitespace ignored. The file must be a regular file that only its
+	// owner may read (mode 0600 or stricter), else cairnd refuses to start. Requests
+	// send "Authorization: Bearer TOKEN" (cairnctl --token-file); a browser posts it to
+	// /ui/login once for a session cookie.
+	TokenFile string `yaml:"token_file"`
+	// ClientCAFile is a PEM bundle of the CAs whose client certificates authenticate
+	// (mutual TLS; environment CAIRN_HTTP_AUTH_CLIENT_CA_FILE, flag
+	// --http-client-ca-file). It needs http_tls. A client certificate is asked for, not
+	// required, in the handshake, so that OpenPaths stay open to probes without one; one
+	// that is presented must verify (an expired one, or one of another CA, fails the
+	// handshake).
+	ClientCAFile string `yaml:"client_ca_file"`
+	// OpenPaths are served without authentication: any of /healthz, /readyz and
+	// /metrics (the others serve training inputs or the daemon's state). Default all
+	// three; empty closes them too (CAIRN_HTTP_AUTH_OPEN_PATHS= with nothing after the
+	// "=", or open_paths: []).
+	OpenPaths []string `yaml:"open_paths"`
+	// SessionTTL is how long a UI login lasts (the cookie's Max-Age and the server-side
+	// session's expiry), in [1m, 168h]. Default 12h. Sessions live in the daemon's
+	// memory: a restart logs every browser out.
+	SessionTTL time.Duration `yaml:"session_ttl"`
+}
+
+// OpenablePaths are the paths http_auth.open_paths may name.
+var OpenablePaths = []string{"/healthz", "/readyz", "/metrics"}
 
 // UI configures the read-only explanation and monitoring pages served under /ui on the
 // HTTP address (package internal/ui; they bind where the HTTP server binds).
@@ -88,6 +141,18 @@ type Kafka struct {
 	TLS        TLS    `yaml:"tls"`
 	SASL       SASL   `yaml:"sasl"`
 	Topics     Topics `yaml:"topics"`
+	// AllowPlaintextSASL lets a SASL mechanism run without kafka.tls.enabled (environment
+	// CAIRN_KAFKA_ALLOW_PLAINTEXT_SASL), for a network trusted not to be read: the
+	// credentials (PLAIN's password itself, SCRAM's exchange open to offline guessing)
+	// and every record then cross it unencrypted. Default false: Validate refuses SASL
+	// without TLS, and cairnd logs a warning at every start when this allows it.
+	AllowPlaintextSASL bool `yaml:"allow_plaintext_sasl"`
+	// TopicPolicy is what cairnd does at start when the cluster's settings of the
+	// training, models, audits or erasures topic cannot keep erasure or the audit chain
+	// (the rules are stream.CheckTopics's; environment CAIRN_KAFKA_TOPIC_POLICY):
+	// "enforce" (the default) refuses to start and names each setting; "warn" starts,
+	// logs each one and answers /readyz 503 with them until a restart finds them fixed.
+	TopicPolicy string `yaml:"topic_policy"`
 	// Group is the consumer group the replicas share on the query topic (Kafka spreads
 	// its partitions between them). Default "cairn.replicas".
 	Group string `yaml:"group"`
@@ -258,6 +323,7 @@ func Default() Config {
 	return Config{
 		DataDir:         "./cairn-data",
 		HTTP:            "127.0.0.1:8080",
+		HTTPAuth:        HTTPAuth{OpenPaths: slices.Clone(OpenablePaths), SessionTTL: 12 * time.Hour},
 		ShutdownTimeout: 10 * time.Second,
 		LogLevel:        "info",
 		CheckOnStart:    true,
@@ -268,6 +334,7 @@ func Default() Config {
 			SessionTimeout: 10 * time.Second,
 			EmbeddedBroker: "127.0.0.1:9092",
 			Partitions:     4,
+			TopicPolicy:    "enforce",
 			Topics: Topics{
 				Train:        "cairn.train",
 				Queries:      "cairn.queries",
@@ -488,6 +555,7 @@ func setField(f reflect.Value, s string) error {
 func (c *Config) Validate() error {
 	var p problems
 	c.validateServer(&p)
+	c.validateHTTP(&p)
 	c.validateKafka(&p)
 	c.validateModel(&p)
 	c.validateFit(&p)
@@ -559,6 +627,53 @@ func (c *Config) validateServer(p *problems) {
 	}
 }
 
+// validateHTTP checks the guard of the HTTP surface: off loopback both TLS and
+// authentication (DESIGN.md section 6). It reads no file; internal/admin reads them at
+// start (and checks the token file's mode there).
+func (c *Config) validateHTTP(p *problems) {
+	t, a := c.HTTPTLS, c.HTTPAuth
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		p.bad("http_tls", t.CertFile+","+t.KeyFile, "cert_file and key_file go together")
+	}
+	if a.ClientCAFile != "" && t.CertFile == "" {
+		p.bad("http_auth.client_ca_file", a.ClientCAFile, "client certificates need TLS: set http_tls.cert_file and http_tls.key_file")
+	}
+	for _, path := range a.OpenPaths {
+		if !slices.Contains(OpenablePaths, path) {
+			p.bad("http_auth.open_paths", path, "only /healthz, /readyz and /metrics may stay open; the other paths serve training inputs and the daemon's state")
+		}
+	}
+	if a.SessionTTL < time.Minute || a.SessionTTL > 7*24*time.Hour {
+		p.bad("http_auth.session_ttl", a.SessionTTL, "must be in [1m, 168h]")
+	}
+	if _, _, err := net.SplitHostPort(c.HTTP); err != nil || LoopbackAddr(c.HTTP) {
+		return
+	}
+	if a.TokenFile == "" && a.ClientCAFile == "" {
+		p.bad("http", c.HTTP, "listens beyond loopback without authentication: set http_auth.token_file "+
+			"(--http-token-file) or http_auth.client_ca_file (--http-client-ca-file)")
+	}
+	if t.CertFile == "" {
+		p.bad("http", c.HTTP, "listens beyond loopback without TLS: set http_tls.cert_file and http_tls.key_file "+
+			"(--http-cert-file, --http-key-file)")
+	}
+}
+
+// LoopbackAddr says whether the host of addr (host:port) is loopback: localhost, or an
+// IP address in 127.0.0.0/8 or ::1. An empty host (every interface) and any other name
+// are not: a name may resolve anywhere.
+func LoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // validateKafka checks the brokers, partitions, TLS, SASL and the six topics (valid
 // names, all different).
 func (c *Config) validateKafka(p *problems) {
@@ -580,6 +695,13 @@ func (c *Config) validateKafka(p *problems) {
 		}
 	default:
 		p.bad("kafka.sasl.mechanism", k.SASL.Mechanism, `must be "", "plain", "scram-sha-256" or "scram-sha-512"`)
+	}
+	if k.SASL.Mechanism != "" && !k.TLS.Enabled && !k.AllowPlaintextSASL {
+		p.bad("kafka.sasl.mechanism", k.SASL.Mechanism, "sends its credentials without TLS: set kafka.tls.enabled, "+
+			"or kafka.allow_plaintext_sasl: true for a network trusted not to be read")
+	}
+	if k.TopicPolicy != "enforce" && k.TopicPolicy != "warn" {
+		p.bad("kafka.topic_policy", k.TopicPolicy, `must be "enforce" or "warn"`)
 	}
 	if k.Group == "" || k.LeaderGroup == "" || k.Group == k.LeaderGroup {
 		p.bad("kafka.group", k.Group+","+k.LeaderGroup, "group and leader_group must be set and differ")

@@ -25,6 +25,18 @@
 // YAML path and the offending value. Loading never validates: callers validate once, after
 // the last layer.
 //
+// # Security rules Validate enforces
+//
+//   - An HTTP address beyond loopback (LoopbackAddr false: "0.0.0.0", an empty host, any
+//     name but localhost) needs both http_tls (cert_file, key_file) and http_auth
+//     (token_file, client_ca_file or both); on loopback neither is needed, and whichever
+//     is set applies there too. http_auth.open_paths may name only /healthz, /readyz and
+//     /metrics. The files themselves (the token file's mode 0600 or stricter, the PEM
+//     contents) are checked by internal/admin when cairnd starts.
+//   - A SASL mechanism needs kafka.tls.enabled, unless kafka.allow_plaintext_sasl is set
+//     (cairnd then warns at start).
+//   - kafka.topic_policy is "enforce" or "warn"; what it enforces is stream.CheckTopics.
+//
 // Config values are plain data, safe to copy; nothing here reads the environment or the
 // file system except Load (given its arguments).
 package config

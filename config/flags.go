@@ -17,6 +17,11 @@ type Flags struct {
 	Weights        string
 	Untrained      bool
 	Role           string
+	// The guard of the HTTP surface (http_tls, http_auth).
+	HTTPCertFile     string
+	HTTPKeyFile      string
+	HTTPTokenFile    string
+	HTTPClientCAFile string
 }
 
 // RegisterFlags defines cairnd's flags on fs with the documented defaults.
@@ -26,12 +31,16 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.Config, "config", "", "YAML configuration file (optional; defaults are the embedded mode)")
 	fs.StringVar(&f.DataDir, "data-dir", d.DataDir, "directory for the bbolt state and the embedded broker")
 	fs.StringVar(&f.EmbeddedBroker, "embedded-broker", d.Kafka.EmbeddedBroker, "listen address of the embedded Kafka broker (used when --brokers is empty)")
-	fs.StringVar(&f.HTTP, "http", d.HTTP, "listen address for /healthz, /readyz, /metrics and /status")
+	fs.StringVar(&f.HTTP, "http", d.HTTP, "listen address of the HTTP surface (/healthz, /readyz, /metrics, /status, /model, /audit/key, /ui); beyond loopback it needs --http-cert-file and --http-token-file or --http-client-ca-file")
 	fs.StringVar(&f.Brokers, "brokers", "", "comma-separated bootstrap servers of an external Kafka (disables the embedded broker)")
 	fs.StringVar(&f.Arch, "arch", d.Model.Arch, "backbone architecture spec, e.g. mlp:784-256-10")
 	fs.StringVar(&f.Weights, "weights", "", "safetensors file with the backbone's PyTorch state_dict, or shipped:NAME (default: the shipped trained weights for --arch)")
 	fs.StringVar(&f.Role, "role", d.Role, "primary (ingestion, refits, deletions, audits, model versions), replica (answers queries from the models topic) or standby (follows the training topic; leads when the primary is gone)")
 	fs.BoolVar(&f.Untrained, "untrained", false, "use the seeded untrained network instead of trained weights (a test fixture)")
+	fs.StringVar(&f.HTTPCertFile, "http-cert-file", "", "PEM certificate chain of the HTTP server (http_tls.cert_file; with --http-key-file the server speaks HTTPS only)")
+	fs.StringVar(&f.HTTPKeyFile, "http-key-file", "", "PEM private key of --http-cert-file (http_tls.key_file)")
+	fs.StringVar(&f.HTTPTokenFile, "http-token-file", "", "file holding the bearer token every HTTP request but the open paths must send (http_auth.token_file; mode 0600 or stricter)")
+	fs.StringVar(&f.HTTPClientCAFile, "http-client-ca-file", "", "PEM CAs whose client certificates authenticate HTTP requests (http_auth.client_ca_file; needs --http-cert-file)")
 	return f
 }
 
@@ -66,6 +75,14 @@ func (f *Flags) Load(fs *flag.FlagSet, environ []string) (Config, error) {
 			c.Role = f.Role
 		case "untrained":
 			c.Model.Untrained = f.Untrained
+		case "http-cert-file":
+			c.HTTPTLS.CertFile = f.HTTPCertFile
+		case "http-key-file":
+			c.HTTPTLS.KeyFile = f.HTTPKeyFile
+		case "http-token-file":
+			c.HTTPAuth.TokenFile = f.HTTPTokenFile
+		case "http-client-ca-file":
+			c.HTTPAuth.ClientCAFile = f.HTTPClientCAFile
 		}
 	})
 	return c, nil
