@@ -136,6 +136,10 @@ type Config struct {
 	DialTimeout time.Duration
 	TLS         TLSConfig
 	SASL        SASLConfig
+	// AllowPlaintextSASL lets a SASL mechanism run without TLS (credentials and records
+	// then cross the network unencrypted), for a network trusted not to be read.
+	// Without it Validate refuses SASL without TLS.
+	AllowPlaintextSASL bool
 }
 
 func (c Config) clientID() string {
@@ -183,6 +187,9 @@ func (c Config) Validate() error {
 		}
 		if c.SASL.Password == "" {
 			bad("sasl.password: required for mechanism %s", c.SASL.Mechanism)
+		}
+		if !c.TLS.Enable && !c.AllowPlaintextSASL {
+			bad("sasl.mechanism %s without tls.enable: the credentials would cross the network unencrypted (set tls, or allow_plaintext_sasl on a trusted network)", c.SASL.Mechanism)
 		}
 	default:
 		bad("sasl.mechanism %q: want one of %s, %s, %s", c.SASL.Mechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)

@@ -91,6 +91,17 @@
 // before serving (without the guard such a kill left the partition empty, its
 // acknowledged records lost).
 //
+// # Security and topic settings
+//
+// Config.Validate refuses a SASL mechanism (PLAIN or SCRAM) without TLS unless
+// Config.AllowPlaintextSASL says the network is trusted. CheckTopics reads the
+// effective settings of the training, models, audits and (when it exists) erasures
+// topics through DescribeConfigs and Metadata, and reports every one that cannot keep
+// erasure or the audit chain as a *TopicProblem matching ErrTopicSettings (its doc
+// lists the rules). kfake answers DescribeConfigs like Kafka, with its defaults
+// (cleanup.policy delete, retention.ms a week) for settings a topic does not set, so
+// the same check runs on the embedded broker.
+//
 // # Lifecycle and concurrency
 //
 // Reader.Run and Publisher.Run block, own every goroutine they start, and

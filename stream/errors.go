@@ -29,4 +29,8 @@ var (
 
 	// ErrClosed is returned by operations on a closed Writer or Broker.
 	ErrClosed = errors.New("stream: closed")
+
+	// ErrTopicSettings marks a topic whose settings cannot keep erasure or the audit
+	// chain (CheckTopics). Every *TopicProblem matches it and names the setting.
+	ErrTopicSettings = errors.New("stream: topic settings break a guarantee")
 )

@@ -227,7 +227,13 @@ func TestConfigValidate(t *testing.T) {
 		want []string // substrings, one per expected problem
 	}{
 		{"ok", Config{Brokers: []string{"a:9092"}}, nil},
-		{"ok scram", Config{Brokers: []string{"a:9092"}, SASL: SASLConfig{Mechanism: SASLScramSHA512, Username: "u", Password: "p"}}, nil},
+		{"ok scram", Config{Brokers: []string{"a:9092"}, SASL: SASLConfig{Mechanism: SASLScramSHA512, Username: "u", Password: "p"}, TLS: TLSConfig{Enable: true}}, nil},
+		{"scram without tls", Config{Brokers: []string{"a:9092"}, SASL: SASLConfig{Mechanism: SASLScramSHA256, Username: "u", Password: "p"}},
+			[]string{"sasl.mechanism SCRAM-SHA-256 without tls.enable"}},
+		{"plain without tls", Config{Brokers: []string{"a:9092"}, SASL: SASLConfig{Mechanism: SASLPlain, Username: "u", Password: "p"}},
+			[]string{"sasl.mechanism PLAIN without tls.enable"}},
+		{"plain without tls, allowed", Config{Brokers: []string{"a:9092"}, SASL: SASLConfig{Mechanism: SASLPlain, Username: "u", Password: "p"},
+			AllowPlaintextSASL: true}, nil},
 		{"everything wrong", Config{Brokers: []string{"nohost"}, SASL: SASLConfig{Mechanism: "GSSAPI"}, TLS: TLSConfig{CAFile: "x"}},
 			[]string{`brokers[0] "nohost"`, `sasl.mechanism "GSSAPI"`, "tls.enable is false"}},
 		{"plain without password", Config{Brokers: []string{"a:1"}, SASL: SASLConfig{Mechanism: SASLPlain, Username: "u"}}, []string{"sasl.password"}},
