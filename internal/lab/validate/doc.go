@@ -1,0 +1,41 @@
+// Package validate is the arithmetic of cairn's validation against retraining: the seeded
+// random halves of the stored points, the linear datamodeling score (LDS) of a ranking,
+// the rankings' per-landmark scores and their sum over points, the TRAK-style and random
+// baselines, the correct-class 50-NN cosine confidence, the per-query top-K deletion test
+// and the report that cairnctl validate prints.
+//
+// # The study
+//
+// A ranking gives every stored point i a score s_i(t) for a query t (landmark rankings
+// give non-landmarks 0 and a point that is a landmark of both views the sum of its two
+// terms, PointSumTo). Its datamodel predicts a target measured after training on a subset
+// S of the stored points by Σ_{i∈S} s_i(t) (PredictTo). Over H seeded halves S_1…S_H
+// (Halves) the LDS of query t is the Spearman correlation (Spearman) between the H
+// predictions and the H measured targets, and a ranking's LDS is the mean over queries
+// with its standard error (Score; the linear datamodeling score of Park et al. 2023,
+// "TRAK: Attributing Model Behavior at Scale", section 2).
+//
+// The rankings are those of DESIGN.md section 5, on a landmark row ℓ of the served model
+// with kernel row k_ℓ = k(x_t, x̃_ℓ) in raw kernel units:
+//
+//	displacement  k_ℓ·ω_ℓ                        ω_ℓ = ‖Ã_ℓ − Ã_{0,ℓ}‖₂ in raw units (paper eq. influence)
+//	representer   c·k_ℓ·⟨Ã_ℓ, z⟩/‖z‖              z = c·Σ_ℓ k_ℓ Ã_ℓ + b, c the model's kernel scale
+//	entk          k_ℓ                            the exact eNTK similarity, independent of the fit
+//
+// # Contracts
+//
+//   - Every random draw is a named stream of internal/rng under the caller's seed:
+//     half j is stream "lab/validate/half/<j>" (HalfStream), random baseline scores of
+//     query t stream "lab/validate/random/<t>", random deletion sets of size K stream
+//     "lab/validate/deletion/<K>". Half j does not depend on how many halves are drawn.
+//   - Functions with a To suffix write into their first argument and modify nothing
+//     else; no function modifies its inputs. Shape mismatches are programmer errors and
+//     panic; data-dependent failures (a system that is not positive definite, a reference
+//     set without rows, a non-finite effect) are returned as errors wrapping the
+//     sentinels of errors.go.
+//   - An undefined correlation (fewer than two halves, or a constant prediction or target)
+//     is NaN; Score leaves such queries out and counts them. A Report writes every NaN as
+//     JSON null.
+//   - Nothing here keeps state between calls; a TRAK or Deletion value is immutable after
+//     its constructor and safe for concurrent use.
+package validate
