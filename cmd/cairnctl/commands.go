@@ -27,6 +27,7 @@ func root() *cli.Command {
 			{Name: "fit", Synopsis: "stage-2 coefficient fit, k-NN and linear-probe evaluation, ω statistics", Flags: fitCmd},
 			{Name: "explain", Synopsis: "certified top-K attribution of one test row, with the fit floor", Flags: explainCmd},
 			{Name: "train", Synopsis: "supervised training of an entk backbone, written as safetensors", Flags: trainCmd},
+			{Name: "validate", Synopsis: "cairn's rankings against retraining: LDS on seeded halves (network and encoder), per-query deletion test, TRAK and random baselines", Flags: validateCmd},
 			{Name: "audit", Synopsis: "the identifiability table of the paper's appendix D", Flags: auditCmd, Subcommands: []*cli.Command{
 				{Name: "verify", Synopsis: "walk the audit hash chain of cairn.audits or of a stopped daemon's file", Flags: auditVerifyCmd},
 				{Name: "key", Synopsis: "the running daemon's audit signing key (public half), to pin for audit verify --key", Flags: auditKeyCmd},

@@ -33,6 +33,26 @@ func (s Stats) MarshalJSON() ([]byte, error) {
 	})
 }
 
+// UnmarshalJSON reads what MarshalJSON writes, null as NaN.
+func (s *Stats) UnmarshalJSON(b []byte) error {
+	var m map[string]*float64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	f := func(k string) float64 {
+		if v := m[k]; v != nil {
+			return *v
+		}
+		return math.NaN()
+	}
+	*s = Stats{
+		LDS: f("lds"), LDSSE: f("lds_se"), LDSQueries: int(f("lds_queries")),
+		LDSEncoder: f("lds_encoder"), LDSEncoderSE: f("lds_encoder_se"), LDSEncoderQueries: int(f("lds_encoder_queries")),
+		DeletionPercentile: f("deletion_percentile"), DeletionPercentileTop10: f("deletion_percentile_top10"),
+	}
+	return nil
+}
+
 // num maps NaN and ±Inf to nil (JSON null).
 func num(v float64) any {
 	if math.IsNaN(v) || math.IsInf(v, 0) {

@@ -36,6 +36,13 @@ func TestReportJSONAndMarkdown(t *testing.T) {
 	if row["lds_encoder"] != nil || row["lds"] != 0.25 {
 		t.Errorf("stats %v: want lds 0.25 and lds_encoder null", row)
 	}
+	var again Report
+	if err := json.Unmarshal(raw, &again); err != nil {
+		t.Fatal(err)
+	}
+	if g := again.Rankings[ENTK]; g.LDS != s.LDS || g.LDSQueries != s.LDSQueries || !math.IsNaN(g.LDSEncoder) || g.DeletionPercentileTop10 != 1 {
+		t.Errorf("read back: %+v, want %+v", g, s)
+	}
 	var md bytes.Buffer
 	if err := r.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,683 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/cairnhq/cairn/certify"
+	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/cli"
+	"github.com/cairnhq/cairn/internal/knn"
+	"github.com/cairnhq/cairn/internal/lab/validate"
+	"github.com/cairnhq/cairn/internal/pipeline"
+	"github.com/cairnhq/cairn/internal/serving"
+)
+
+// validateCmd is `cairnctl validate`: cairn's rankings against retraining (the study
+// DESIGN.md section 5 picks the default ranking by).
+//
+//  1. The stored points are the first --n rows of the training split. A backbone of the
+//     data set's default arch is trained on them from its seeded initialization with
+//     cairnctl train's trainer (train: entk.Train, Workers 2, --train-epochs, --train-batch,
+//     --train-lr; defaults those of cairnctl train) and written as a safetensors file, the
+//     weights the served model is built on.
+//  2. The served model is built as cairnctl fit and explain build theirs (fitModel: fit-draw
+//     features of both views, the two-view PC-NTK pool on the training rows after the
+//     --val-frac split, the daemon's fit recipe with one fit), then served (serving.New
+//     with the daemon's default query settings: exact eNTK rows when they fit
+//     query.exact_memory_bytes).
+//  3. Every query (the first --queries rows of the test split) gets a score per stored
+//     point from each ranking (validate.DisplacementTo, RepresenterTo, the eNTK row; on the
+//     model's exact rows when it has them, else on the fit draw's kernel) and each
+//     baseline (random; TRAK on the fit draw's ψ of the plain, unaugmented inputs, ridge
+//     --trak-ridge times the mean ‖ψ‖²).
+//  4. --halves seeded halves of the stored points (validate.Halves). On each, the network
+//     is trained again from the same seeded initialization with the same options (so the
+//     halves differ only in their data), and cairn's encoder is refitted (selection and fit,
+//     as in 2, on the frozen served backbone). The network's target is the query's
+//     correct-class margin (correct logit minus the largest other one); the encoder's is
+//     the query's correct-class 50-NN cosine confidence against the half's stored points,
+//     all embedded from their plain inputs (validate.CorrectConfidenceTo). LDS is the
+//     Spearman correlation, across halves, of Σ_{i∈half} score_i with the target, averaged
+//     over queries (validate.Score).
+//  5. Deletion: for each query the top-1 (and top-10) landmark points of a ranking lose
+//     their terms in the served encoder; the drop of the query's correct-class confidence
+//     against the stored points' plain-input latents is ranked among the drops of --random
+//     random landmark-point sets of the same size (shared by every ranking and query); the
+//     median percentile over queries is reported.
+func validateCmd(fs *flag.FlagSet) cli.Func {
+	var f validateFlags
+	f.register(fs)
+	return func(ctx context.Context, stdio cli.Stdio) error {
+		if err := f.check(); err != nil {
+			return err
+		}
+		var rep *validate.Report
+		var err error
+		if f.from != "" {
+			rep, err = readValidation(f.from)
+		} else {
+			rep, err = f.run(ctx, stdio.Err)
+		}
+		if err != nil {
+			return err
+		}
+		if f.format == "markdown" {
+			return rep.WriteMarkdown(stdio.Out)
+		}
+		return writeJSON(stdio.Out, rep)
+	}
+}
+
+// validateFlags are the flags of cairnctl validate: the model flags of fit and explain
+// (--n defaulting to 2000 stored points) and the study's own.
+type validateFlags struct {
+	model       modelFlags
+	queries     int
+	halves      int
+	trainEpochs int
+	trainBatch  int
+	trainLR     float64
+	random      int
+	trakRidge   float64
+	format      string
+	from        string
+}
+
+// validateTopK is the set size of the second deletion test (paper appendix D's K).
+const validateTopK = 10
+
+func (f *validateFlags) register(fs *flag.FlagSet) {
+	f.model.register(fs)
+	f.model.pipeline.n = 2000
+	n := fs.Lookup("n")
+	n.DefValue, n.Usage = "2000", "stored points: the first n rows of the training split"
+	fs.IntVar(&f.queries, "queries", 100, "test queries: the first rows of the test split")
+	fs.IntVar(&f.halves, "halves", 50, "seeded random halves of the stored points to retrain and refit on")
+	fs.IntVar(&f.trainEpochs, "train-epochs", 15, "backbone training epochs (cairnctl train's default)")
+	fs.IntVar(&f.trainBatch, "train-batch", 64, "backbone training minibatch (cairnctl train's default)")
+	fs.Float64Var(&f.trainLR, "train-lr", 2e-3, "backbone training Adam step size (cairnctl train's default)")
+	fs.IntVar(&f.random, "random", 30, "random landmark-point removals per deletion test (paper appendix D's N)")
+	fs.Float64Var(&f.trakRidge, "trak-ridge", 1e-3, "TRAK ridge λ as a multiple of the mean squared norm of a feature row")
+	fs.StringVar(&f.format, "format", "json", "output: json | markdown")
+	fs.StringVar(&f.from, "from", "", "print the report of an earlier run (its JSON output) in --format instead of running")
+}
+
+// readValidation reads a report that cairnctl validate wrote as JSON.
+func readValidation(file string) (*validate.Report, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--from: %w", err)
+	}
+	var rep validate.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("--from %s: %w", file, err)
+	}
+	return &rep, nil
+}
+
+// check reports every invalid flag at once, before any data is loaded.
+func (f *validateFlags) check() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if f.format != "json" && f.format != "markdown" {
+		bad("--format %q: want json or markdown", f.format)
+	}
+	if f.from != "" {
+		return errors.Join(errs...)
+	}
+	p := &f.model.pipeline
+	if p.data == "" {
+		bad("--data is required")
+	}
+	if p.weights != "" || p.untrained {
+		bad("--weights %q, --untrained=%v: validate trains its own backbone on the stored points", p.weights, p.untrained)
+	}
+	if p.n < 8 {
+		bad("--n %d: must be ≥ 8 (each half is split into training and validation rows)", p.n)
+	}
+	if p.m < 1 {
+		bad("--m %d: must be ≥ 1", p.m)
+	}
+	if f.queries < 1 {
+		bad("--queries %d: must be ≥ 1", f.queries)
+	}
+	if f.halves < 2 {
+		bad("--halves %d: must be ≥ 2 (a correlation across halves)", f.halves)
+	}
+	if f.trainEpochs < 1 {
+		bad("--train-epochs %d: must be ≥ 1", f.trainEpochs)
+	}
+	if f.trainBatch < 1 {
+		bad("--train-batch %d: must be ≥ 1", f.trainBatch)
+	}
+	if !(f.trainLR > 0) || math.IsInf(f.trainLR, 1) {
+		bad("--train-lr %v: must be positive and finite", f.trainLR)
+	}
+	if f.random < 1 {
+		bad("--random %d: must be ≥ 1", f.random)
+	}
+	if !(f.trakRidge > 0) || math.IsInf(f.trakRidge, 1) {
+		bad("--trak-ridge %v: must be positive and finite", f.trakRidge)
+	}
+	if !(f.model.valFrac > 0 && f.model.valFrac < 1) {
+		bad("--val-frac %v: must be in (0, 1)", f.model.valFrac)
+	}
+	return errors.Join(errs...)
+}
+
+// trainOptions are the backbone's training options, those of cairnctl train.
+func (f *validateFlags) trainOptions() entk.TrainOptions {
+	return entk.TrainOptions{Epochs: f.trainEpochs, Batch: f.trainBatch, LR: f.trainLR, Seed: f.model.pipeline.seed, Workers: 2}
+}
+
+// validationRun is what the study keeps between its steps.
+type validationRun struct {
+	f      *validateFlags
+	mf     modelFlags // the model flags with the trained weights
+	all    *prepared  // the stored points with both views' features
+	plain  [][]float32
+	qs     *dataset.Set
+	qplain [][]float32
+	index  map[string]int // stored point id → row of all
+	secs   map[string]float64
+	logf   func(format string, a ...any)
+}
+
+// run runs the study and returns its report; progress lines go to progress.
+func (f *validateFlags) run(ctx context.Context, progress io.Writer) (*validate.Report, error) {
+	start := time.Now()
+	v := &validationRun{f: f, mf: f.model, secs: map[string]float64{}}
+	v.logf = func(format string, a ...any) {
+		fmt.Fprintf(progress, "cairnctl validate: %6.1fs "+format+"\n", append([]any{time.Since(start).Seconds()}, a...)...)
+	}
+	pf := &v.mf.pipeline
+	set, err := dataset.Open(pf.data, "train", pf.n)
+	if err != nil {
+		return nil, fmt.Errorf("--data %q --n %d: %w", pf.data, pf.n, err)
+	}
+	if set.Labels == nil {
+		return nil, fmt.Errorf("--data %q: no labels (the targets are correct-class margins and confidences)", pf.data)
+	}
+	if v.qs, err = dataset.Open(pf.data, "test", f.queries); err != nil {
+		return nil, fmt.Errorf("--queries %d: %w", f.queries, err)
+	}
+	if pf.arch == "" {
+		pf.arch = defaultArch(set)
+	}
+
+	// 1. The served backbone.
+	dir, err := os.MkdirTemp("", "cairnctl-validate-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	tr, err := train(ctx, pf.data, pf.arch, pf.n, f.trainOptions(), filepath.Join(dir, "backbone.safetensors"))
+	if err != nil {
+		return nil, fmt.Errorf("training the backbone: %w", err)
+	}
+	v.secs["train"] = tr.Seconds
+	v.logf("backbone %s trained on %d points: train accuracy %.4f, test accuracy %.4f", tr.Arch, tr.N, tr.TrainAccuracy, tr.TestAccuracy)
+	pf.weights = tr.Out
+
+	// 2. Features and the served model.
+	t0 := time.Now()
+	if v.all, err = prepare(pf); err != nil {
+		return nil, err
+	}
+	v.plain = featureRows(v.all.features, v.all.set.X, v.all.set.N)
+	v.qplain = featureRows(v.all.features, v.qs.X, v.qs.N)
+	v.index = make(map[string]int, v.all.set.N)
+	for i, id := range v.all.set.IDs {
+		v.index[id] = i
+	}
+	v.secs["features"] = time.Since(t0).Seconds()
+	t0 = time.Now()
+	rows := make([]int, v.all.set.N)
+	for i := range rows {
+		rows[i] = i
+	}
+	fm, err := v.fitOn(ctx, rows)
+	if err != nil {
+		return nil, fmt.Errorf("the served model: %w", err)
+	}
+	v.secs["fit"] = time.Since(t0).Seconds()
+	t0 = time.Now()
+	model, err := servedModel(fm, pf)
+	if err != nil {
+		return nil, err
+	}
+	v.secs["serving"] = time.Since(t0).Seconds()
+	v.logf("served model: %d landmarks, exact rows %v", len(model.LandmarkIDs), model.Exact != nil)
+
+	// 3. Scores.
+	t0 = time.Now()
+	sc, err := v.scores(fm, model)
+	if err != nil {
+		return nil, err
+	}
+	v.secs["scores"] = time.Since(t0).Seconds()
+
+	// 4. Halves: retrained networks and refitted encoders.
+	halves := validate.Halves(pf.seed, v.all.set.N, f.halves)
+	margins, err := v.retrain(ctx, halves)
+	if err != nil {
+		return nil, err
+	}
+	conf, err := v.refit(ctx, halves)
+	if err != nil {
+		return nil, err
+	}
+
+	// 5. Deletion.
+	t0 = time.Now()
+	del, err := v.deletion(fm, sc)
+	if err != nil {
+		return nil, err
+	}
+	v.secs["deletion"] = time.Since(t0).Seconds()
+
+	rep := &validate.Report{Rankings: map[string]validate.Stats{}, Baselines: map[string]validate.Stats{}, Seconds: v.secs}
+	for name, s := range sc.points {
+		pred := make([][]float64, len(s))
+		for t, row := range s {
+			pred[t] = make([]float64, len(halves))
+			validate.PredictTo(pred[t], row, halves)
+		}
+		net, enc := validate.Score(pred, margins), validate.Score(pred, conf)
+		st := validate.Stats{
+			LDS: net.Mean, LDSSE: net.SE, LDSQueries: net.Queries,
+			LDSEncoder: enc.Mean, LDSEncoderSE: enc.SE, LDSEncoderQueries: enc.Queries,
+			DeletionPercentile: del[name][0], DeletionPercentileTop10: del[name][1],
+		}
+		if slices.Contains(validate.Baselines, name) {
+			rep.Baselines[name] = st
+		} else {
+			rep.Rankings[name] = st
+		}
+	}
+	rep.Settings = v.settings(tr, fm, model, sc)
+	v.secs["total"] = time.Since(start).Seconds()
+	return rep, nil
+}
+
+// fitOn builds cairn's model on the stored points rows of v.all (fitModel with one fit,
+// no test rows) from a blockCache that already holds their split: their features are
+// v.all's, computed once, and the split is the one blockCache.split makes (valSplit of
+// their ids, the training rows' features shared).
+func (v *validationRun) fitOn(ctx context.Context, rows []int) (*fittedModel, error) {
+	mf := v.mf
+	pf := &mf.pipeline
+	sub := subsetPrepared(v.all, rows)
+	trainRows, valRows := valSplit(sub.set.IDs, mf.valFrac, pf.seed)
+	if len(trainRows) < 2 || len(valRows) < 2 {
+		return nil, fmt.Errorf("%d points with --val-frac %v leave %d training and %d validation rows", len(rows), mf.valFrac, len(trainRows), len(valRows))
+	}
+	key := *pf
+	key.m = 0
+	sub.seconds = map[string]float64{}
+	mf.cache = &blockCache{key: key, frac: mf.valFrac, held: &fitSplit{all: sub, train: subsetPrepared(sub, trainRows), val: valRows}}
+	return fitModel(ctx, &mf, 1, 0)
+}
+
+// servedModel is the serving form of fm's fit, as the daemon builds it after a refit
+// (plain ids with their views, ω in raw kernel units) under the daemon's default query
+// settings: exact eNTK rows when they fit query.exact_memory_bytes.
+func servedModel(fm *fittedModel, pf *pipelineFlags) (*serving.Model, error) {
+	f0 := fm.fits.Fits[0]
+	ids, views := make([]string, len(fm.info.landmarkIDs)), make([]byte, len(fm.info.landmarkIDs))
+	for l, lid := range fm.info.landmarkIDs {
+		id, view, _ := strings.Cut(lid, "#")
+		ids[l], views[l] = id, view[0]
+	}
+	omega := serving.Scaled(f0.Omega, fm.scale)
+	in := serving.Input{
+		Version: 1, ID: serving.ModelID(ids, views, f0.A, f0.B), Points: fm.info.nTrain + fm.info.nVal,
+		LandmarkIDs: ids, Views: views, LandmarkX: fm.info.landmarkX, A: f0.A, B: f0.B, Scale: fm.scale,
+		Omega: omega, OmegaMean: omega,
+	}
+	q := config.Default().Query
+	return serving.New(in, serving.Settings{
+		Backbone: fm.info.backbone, H: pf.h, S: pf.s, Seed: pf.seed, DrawName: "cairnctl/validate/eval",
+		ExactMemoryBytes: q.ExactMemoryBytes, Fits: 1, ExactRowsCap: q.ExactRowsCap,
+	})
+}
+
+// landmarkPoints returns the stored row of each landmark of fm (model row order) and the
+// landmarks' fit-draw features (M×q: view A's ψ for "#A", view B's for "#B").
+func (v *validationRun) landmarkPoints(fm *fittedModel) ([]int, *mat.Dense) {
+	q := v.all.q
+	point := make([]int, len(fm.info.landmarkIDs))
+	z := mat.NewDense(len(point), q, nil)
+	for l, lid := range fm.info.landmarkIDs {
+		id, view, _ := strings.Cut(lid, "#")
+		i := v.index[id]
+		point[l] = i
+		g := v.all.featA[i]
+		if view == "B" {
+			g = v.all.featB[i]
+		}
+		row := z.RawRowView(l)
+		for j, x := range g {
+			row[j] = float64(x)
+		}
+	}
+	return point, z
+}
+
+// scaledKernel is the fit-draw kernel of the float32 feature rows g against the landmark
+// features z, times the fit's kernel scale: the kernel rows the fitted encoder reads.
+func scaledKernel(g [][]float32, z *mat.Dense, scale float64) *mat.Dense {
+	m, _ := z.Dims()
+	k := mat.NewDense(len(g), m, nil)
+	pipeline.KernelTo(k, g, z)
+	k.Scale(scale, k)
+	return k
+}
+
+// validationScores are every ranking's and baseline's scores per query and stored point.
+type validationScores struct {
+	points      map[string][][]float64 // name → [query][stored point]
+	point       []int                  // stored row of each landmark
+	kernel      string                 // "exact" or "fit_sketch"
+	agreement   float64                // share of queries whose serving top-K set is the displacement's
+	trakLambda  float64
+	servingTopK int
+}
+
+// scores computes every ranking's point scores on the served model (kernel rows exact
+// when the model has exact rows) and the baselines', and checks that the displacement
+// ranking's top-K is what model.Answer certifies.
+func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validationScores, error) {
+	n, nq := v.all.set.N, v.qs.N
+	point, z := v.landmarkPoints(fm)
+	mm := len(point)
+	sc := &validationScores{points: map[string][][]float64{}, point: point, kernel: "fit_sketch", servingTopK: min(validateTopK, mm-1)}
+	for _, name := range slices.Concat(validate.Rankings, validate.Baselines) {
+		sc.points[name] = make([][]float64, nq)
+		for t := range nq {
+			sc.points[name][t] = make([]float64, n)
+		}
+	}
+	rows := mat.NewDense(nq, mm, nil) // raw kernel rows of the queries
+	b := model.Backbone
+	if model.Exact != nil {
+		sc.kernel = "exact"
+		e := entk.ExactDim(b)
+		lf, diag := make([]float32, mm*e), make([]float64, mm)
+		entk.ExactBatch32To(lf, diag, b, model.LandmarkX, mm)
+		eq, phi := entk.NewExactQuery(b), make([]float64, e)
+		for t := range nq {
+			eq.ExactTo(phi, v.qs.Row(t))
+			entk.ExactRowTo(rows.RawRowView(t), lf, phi)
+		}
+	} else {
+		pipeline.KernelTo(rows, v.qplain, z)
+	}
+	f0 := fm.fits.Fits[0]
+	omega := serving.Scaled(f0.Omega, fm.scale)
+	lrow := make([]float64, mm)
+	var w serving.Workspace
+	agree := 0
+	for t := range nq {
+		k := rows.RawRowView(t)
+		validate.DisplacementTo(lrow, k, omega)
+		validate.PointSumTo(sc.points[validate.Displacement][t], lrow, point)
+		c, err := model.Answer(&w, v.qs.Row(t), sc.servingTopK, config.Default().Query.Delta)
+		if err != nil {
+			return nil, fmt.Errorf("serving answer for query %d: %w", t, err)
+		}
+		var got []int
+		for _, e := range c.TopK {
+			got = append(got, e.Index)
+		}
+		want := certify.TopKIndices(lrow, sc.servingTopK)
+		slices.Sort(got)
+		slices.Sort(want)
+		if slices.Equal(got, want) {
+			agree++
+		}
+		validate.RepresenterTo(lrow, k, f0.A, f0.B, fm.scale)
+		validate.PointSumTo(sc.points[validate.Representer][t], lrow, point)
+		validate.PointSumTo(sc.points[validate.ENTK][t], k, point)
+		validate.RandomScoresTo(sc.points[validate.Random][t], v.mf.pipeline.seed, t)
+	}
+	sc.agreement = float64(agree) / float64(nq)
+
+	t0 := time.Now()
+	phi := mat.NewDense(n, v.all.q, widen(v.plain, v.all.q))
+	tk, err := validate.NewTRAK(phi, v.f.trakRidge)
+	if err != nil {
+		return nil, err
+	}
+	s := mat.NewDense(nq, n, nil)
+	if err := tk.ScoresTo(s, mat.NewDense(nq, v.all.q, widen(v.qplain, v.all.q))); err != nil {
+		return nil, err
+	}
+	for t := range nq {
+		copy(sc.points[validate.TRAKName][t], s.RawRowView(t))
+	}
+	sc.trakLambda = tk.Lambda()
+	v.secs["trak"] = time.Since(t0).Seconds()
+	return sc, nil
+}
+
+// retrain trains the network from its seeded initialization on each half and returns
+// every query's correct-class margin under it: margins[t][j] for query t and half j.
+func (v *validationRun) retrain(ctx context.Context, halves [][]int) ([][]float64, error) {
+	t0 := time.Now()
+	set, arch := v.all.set, v.mf.pipeline.arch
+	margins := make([][]float64, v.qs.N)
+	for t := range margins {
+		margins[t] = make([]float64, len(halves))
+	}
+	for j, h := range halves {
+		t1 := time.Now()
+		xs := make([]float64, 0, len(h)*set.D)
+		ys := make([]int, 0, len(h))
+		for _, i := range h {
+			xs = append(xs, set.Row(i)...)
+			ys = append(ys, set.Labels[i])
+		}
+		b0, err := entk.NewBackbone(arch, v.mf.pipeline.seed)
+		if err != nil {
+			return nil, err
+		}
+		params, err := entk.Train(ctx, b0, xs, ys, v.f.trainOptions())
+		if err != nil {
+			return nil, fmt.Errorf("half %d: %w", j, err)
+		}
+		net, err := entk.FromParams(arch, params)
+		if err != nil {
+			return nil, err
+		}
+		out, ws := make([]float64, net.OutDim()), net.NewWorkspace()
+		for t := range v.qs.N {
+			net.Forward(out, v.qs.Row(t), ws)
+			margins[t][j] = margin(out, v.qs.Labels[t])
+		}
+		v.logf("half %d/%d: network retrained on %d points in %.1fs", j+1, len(halves), len(h), time.Since(t1).Seconds())
+	}
+	v.secs["retrain"] = time.Since(t0).Seconds()
+	v.secs["retrain_per_half"] = v.secs["retrain"] / float64(len(halves))
+	return margins, nil
+}
+
+// margin is the correct-class margin of the logits out for label y: out[y] minus the
+// largest other logit (every other output, used as a class or not).
+func margin(out []float64, y int) float64 {
+	best := math.Inf(-1)
+	for c, o := range out {
+		if c != y {
+			best = max(best, o)
+		}
+	}
+	return out[y] - best
+}
+
+// refit fits cairn's encoder on each half (selection and fit, on the served backbone's
+// features) and returns every query's correct-class 50-NN cosine confidence against
+// the half's stored points: conf[t][j] for query t and half j. Points and queries are
+// embedded from their plain inputs' fit-draw features.
+func (v *validationRun) refit(ctx context.Context, halves [][]int) ([][]float64, error) {
+	t0 := time.Now()
+	conf := make([][]float64, v.qs.N)
+	for t := range conf {
+		conf[t] = make([]float64, len(halves))
+	}
+	col := make([]float64, v.qs.N)
+	for j, h := range halves {
+		t1 := time.Now()
+		fm, err := v.fitOn(ctx, h)
+		if err != nil {
+			return nil, fmt.Errorf("half %d: %w", j, err)
+		}
+		_, z := v.landmarkPoints(fm)
+		g := make([][]float32, len(h))
+		labels := make([]int, len(h))
+		for r, i := range h {
+			g[r], labels[r] = v.plain[i], v.all.set.Labels[i]
+		}
+		f0 := fm.fits.Fits[0]
+		enc := certify.Encoder{A: f0.A, B: f0.B}
+		_, c := f0.A.Dims()
+		zr, zq := mat.NewDense(len(h), c, nil), mat.NewDense(v.qs.N, c, nil)
+		enc.EmbedTo(zr, scaledKernel(g, z, fm.scale), nil)
+		enc.EmbedTo(zq, scaledKernel(v.qplain, z, fm.scale), nil)
+		if err := validate.CorrectConfidenceTo(col, zr, labels, zq, v.qs.Labels, knn.ConfidenceK); err != nil {
+			return nil, fmt.Errorf("half %d: %w", j, err)
+		}
+		for t, x := range col {
+			conf[t][j] = x
+		}
+		v.logf("half %d/%d: encoder refitted (%d landmarks) in %.1fs", j+1, len(halves), len(fm.info.landmarkIDs), time.Since(t1).Seconds())
+	}
+	v.secs["refit"] = time.Since(t0).Seconds()
+	v.secs["refit_per_half"] = v.secs["refit"] / float64(len(halves))
+	return conf, nil
+}
+
+// deletion runs the top-1 and top-validateTopK deletion tests on the served encoder and
+// returns, per ranking and baseline, the median percentile over queries of each (NaN
+// where the pool has too few landmark points for the random sets).
+func (v *validationRun) deletion(fm *fittedModel, sc *validationScores) (map[string][2]float64, error) {
+	point, z := v.landmarkPoints(fm)
+	rowsOf := map[int][]int{}
+	for l, i := range point {
+		rowsOf[i] = append(rowsOf[i], l)
+	}
+	var cands []int
+	for i := range rowsOf {
+		cands = append(cands, i)
+	}
+	slices.Sort(cands)
+	setRows := func(pts []int) []int {
+		var r []int
+		for _, i := range pts {
+			r = append(r, rowsOf[i]...)
+		}
+		slices.Sort(r)
+		return r
+	}
+	f0 := fm.fits.Fits[0]
+	d, err := validate.NewDeletion(certify.Encoder{A: f0.A, B: f0.B}, scaledKernel(v.plain, z, fm.scale), v.all.set.Labels,
+		scaledKernel(v.qplain, z, fm.scale), v.qs.Labels)
+	if err != nil {
+		return nil, err
+	}
+	nq := v.qs.N
+	all := make([]int, nq)
+	for t := range all {
+		all[t] = t
+	}
+	out := map[string][2]float64{}
+	for name := range sc.points {
+		out[name] = [2]float64{math.NaN(), math.NaN()}
+	}
+	for slot, size := range []int{1, validateTopK} {
+		sets, err := validate.RandomSets(v.mf.pipeline.seed, cands, size, v.f.random)
+		if err != nil {
+			v.logf("deletion top-%d: %v; not computed", size, err)
+			continue
+		}
+		random := make([][]float64, nq) // random[t][s]
+		for t := range random {
+			random[t] = make([]float64, len(sets))
+		}
+		drops := make([]float64, nq)
+		for s, set := range sets {
+			if err := d.DropsTo(drops, all, setRows(set)); err != nil {
+				return nil, err
+			}
+			for t, x := range drops {
+				random[t][s] = x
+			}
+		}
+		seen := map[string]float64{} // (query, rows) → drop: rankings often share a top set
+		one := make([]float64, 1)
+		for name, pts := range sc.points {
+			per := make([]float64, nq)
+			for t := range nq {
+				rows := setRows(validate.TopCandidates(pts[t], cands, size))
+				key := fmt.Sprint(t, rows)
+				drop, ok := seen[key]
+				if !ok {
+					if err := d.DropsTo(one, []int{t}, rows); err != nil {
+						return nil, err
+					}
+					drop, seen[key] = one[0], one[0]
+				}
+				if per[t], err = certify.Percentile(drop, random[t]); err != nil {
+					return nil, fmt.Errorf("%s, query %d: %w", name, t, err)
+				}
+			}
+			o := out[name]
+			o[slot] = validate.Median(per)
+			out[name] = o
+		}
+		v.logf("deletion top-%d: %d random sets of %d landmark points", size, len(sets), len(cands))
+	}
+	return out, nil
+}
+
+// settings are the report's settings: the run's flags and what they resolved to.
+func (v *validationRun) settings(tr trainReport, fm *fittedModel, model *serving.Model, sc *validationScores) map[string]any {
+	pf := &v.mf.pipeline
+	distinct := map[int]bool{}
+	for _, i := range sc.point {
+		distinct[i] = true
+	}
+	return map[string]any{
+		"data": pf.data, "n": v.all.set.N, "queries": v.qs.N, "halves": v.f.halves, "half_size": v.all.set.N / 2, "seed": pf.seed,
+		"arch": pf.arch, "h": pf.h, "s": pf.s, "m": pf.m, "landmarks": len(model.LandmarkIDs), "landmark_points": len(distinct),
+		"loss": v.mf.loss, "init": v.mf.init, "dim": v.mf.dim, "epochs": v.mf.epochs, "selector": v.mf.selector, "val_frac": v.mf.valFrac,
+		"kernel_scale": fm.scale, "kernel": sc.kernel,
+		"backbone": map[string]any{
+			"trainer": "entk.Train (cairnctl train)", "epochs": tr.Epochs, "batch": tr.Batch, "lr": tr.LR, "seed": tr.Seed,
+			"train_accuracy": tr.TrainAccuracy, "test_accuracy": tr.TestAccuracy, "sha256": tr.SHA256,
+		},
+		"network_target":        "correct-class margin: correct logit minus the largest other logit",
+		"encoder_target":        fmt.Sprintf("correct-class %d-NN cosine confidence against the half's stored points (plain inputs)", knn.ConfidenceK),
+		"trak_features":         "fit-draw ψ of the plain inputs",
+		"trak_ridge":            v.f.trakRidge,
+		"trak_lambda":           sc.trakLambda,
+		"deletion_random":       v.f.random,
+		"deletion_top_k":        validateTopK,
+		"serving_top_k":         sc.servingTopK,
+		"serving_top_agreement": sc.agreement,
+	}
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestValidateFlags: every invalid flag is named, all of them in one error, before any
+// data is loaded (the data set named here does not exist); flags a study cannot take
+// (weights it did not train) are refused.
+func TestValidateFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{}, []string{"--data is required"}},
+		{[]string{"--data", "nope", "--n", "4", "--queries", "0", "--halves", "1", "--train-epochs", "0", "--train-batch", "0", "--train-lr", "-1",
+			"--random", "0", "--trak-ridge", "0", "--val-frac", "1", "--format", "csv", "--m", "0"},
+			[]string{"--n 4", "--queries 0", "--halves 1", "--train-epochs 0", "--train-batch 0", "--train-lr -1", "--random 0", "--trak-ridge 0", "--val-frac 1", "--format \"csv\"", "--m 0"}},
+		{[]string{"--data", "nope", "--weights", "w.safetensors"}, []string{"--weights \"w.safetensors\""}},
+		{[]string{"--data", "nope", "--untrained"}, []string{"--untrained=true"}},
+		{[]string{"--data", "nope", "--train-lr", "+Inf"}, []string{"--train-lr +Inf"}},
+		{[]string{"--from", "x.json", "--format", "csv"}, []string{"--format \"csv\""}},
+	} {
+		code, out, errs := runCmd(append([]string{"validate"}, c.args...)...)
+		if code != 1 || out != "" {
+			t.Errorf("validate %v: exit %d, stdout %q; want 1 and nothing", c.args, code, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errs, w) {
+				t.Errorf("validate %v: error %q does not name %q", c.args, errs, w)
+			}
+		}
+	}
+}
+
+// TestValidateSmall runs the whole study at a tiny size (120 MNIST points, 4 halves, one
+// training epoch, 6 queries): the report has every ranking and baseline with the
+// documented keys, every number finite (an LDS and a percentile within their ranges), the
+// displacement ranking's top-K is what the served model's Answer certifies, and the
+// saved JSON prints back as a Markdown table with a row per ranking.
+func TestValidateSmall(t *testing.T) {
+	args := []string{"validate", "--data", "mnist", "--n", "120", "--queries", "6", "--halves", "4", "--m", "8", "--h", "1", "--s", "64",
+		"--dim", "16", "--epochs", "2", "--train-epochs", "1", "--seed", "1"}
+	code, out, errs := runCmd(args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep struct {
+		Rankings  map[string]map[string]any `json:"rankings"`
+		Baselines map[string]map[string]any `json:"baselines"`
+		Settings  map[string]any            `json:"settings"`
+		Seconds   map[string]float64        `json:"seconds"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out)
+	}
+	check := func(group string, rows map[string]map[string]any, names ...string) {
+		if len(rows) != len(names) {
+			t.Errorf("%s: %d rows, want %v", group, len(rows), names)
+		}
+		for _, name := range names {
+			row := rows[name]
+			for _, k := range []string{"lds", "lds_se", "lds_encoder", "lds_encoder_se", "deletion_percentile", "deletion_percentile_top10"} {
+				v, ok := row[k].(float64)
+				if !ok || math.IsNaN(v) {
+					t.Errorf("%s %s: %s = %v, want a number", group, name, k, row[k])
+					continue
+				}
+				lo, hi := -1.0, 1.0
+				if strings.HasPrefix(k, "deletion") {
+					lo = 0
+				}
+				if strings.HasSuffix(k, "_se") {
+					lo, hi = 0, 2
+				}
+				if v < lo || v > hi {
+					t.Errorf("%s %s: %s = %v outside [%v, %v]", group, name, k, v, lo, hi)
+				}
+			}
+			if row["lds_queries"] != 6.0 || row["lds_encoder_queries"] != 6.0 {
+				t.Errorf("%s %s: %v, %v queries, want 6", group, name, row["lds_queries"], row["lds_encoder_queries"])
+			}
+		}
+	}
+	check("rankings", rep.Rankings, "displacement", "representer", "entk")
+	check("baselines", rep.Baselines, "random", "trak")
+	s := rep.Settings
+	if s["n"] != 120.0 || s["halves"] != 4.0 || s["queries"] != 6.0 || s["half_size"] != 60.0 || s["kernel"] != "exact" {
+		t.Errorf("settings do not echo the run: %v", s)
+	}
+	if s["serving_top_agreement"] != 1.0 {
+		t.Errorf("serving_top_agreement %v: the displacement ranking is not what serving.Model.Answer certifies", s["serving_top_agreement"])
+	}
+	for _, k := range []string{"train", "features", "fit", "scores", "trak", "retrain", "refit", "deletion", "total"} {
+		if v, ok := rep.Seconds[k]; !ok || !(v >= 0) {
+			t.Errorf("seconds[%q] = %v", k, v)
+		}
+	}
+
+	file := filepath.Join(t.TempDir(), "validate.json")
+	if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, md, errs := runCmd("validate", "--from", file, "--format", "markdown")
+	if code != 0 {
+		t.Fatalf("--from: exit %d: %s", code, errs)
+	}
+	for _, row := range []string{"| displacement |", "| representer |", "| entk |", "| random (baseline) |", "| trak (baseline) |", "| serving_top_agreement | 1 |"} {
+		if !strings.Contains(md, row) {
+			t.Errorf("markdown lacks %q:\n%s", row, md)
+		}
+	}
+}
