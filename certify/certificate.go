@@ -17,6 +17,10 @@ const (
 	// the cut (eq. floor-overlap), so no evaluation budget can certify the population
 	// ranking (Thm. fit-floor).
 	FitLimited Verdict = "fit_limited"
+	// Unstable: the intervals separate, so the top-K is exactly the served fit's, but a
+	// refit with another seed is expected to change it (the answer's stability is below
+	// the target or unknown): the arithmetic holds, the answer does not.
+	Unstable Verdict = "unstable"
 )
 
 // Variance models a certificate can use for V̄_ℓt.
@@ -115,6 +119,17 @@ type Certificate struct {
 	Residual      Residual   `json:"residual"`
 	ModelVersion  uint64     `json:"model_version"`
 	Floor         *Floor     `json:"fit_floor,omitempty"`
+
+	// Ranking names the scores (certify's doc "Rankings"). Stability is the expected
+	// top-K Jaccard under a refit with another seed (nil: not known) and Stable whether it
+	// meets the caller's target; a separating certificate that is not Stable has verdict
+	// Unstable. The caller sets all three (the ranking code knows the fits).
+	Ranking   Ranking  `json:"ranking,omitempty"`
+	Stable    bool     `json:"stable"`
+	Stability *float64 `json:"stability"`
+	// ResidualFraction is the query's residual against the served landmarks over its
+	// own kernel diagonal, in [0, 1]; nil when not computed.
+	ResidualFraction *float64 `json:"residual_fraction,omitempty"`
 }
 
 // ScoresTo writes the influence scores Î_ℓt = K^eval(x_ℓ, x_t)·ω_ℓ (eq. conditional-score)

@@ -32,9 +32,34 @@
 //     a model's Residual carries it as UnroundedBound. The answers' kernel rows are exact
 //     eNTK rows or a fresh evaluation draw, never ψ̃; ψ̃ enters only through the fitted
 //     coefficients, which are the served model the top-K certificate is about.
-//   - Verdicts: certified iff eq. observed-separation holds; otherwise fit_limited when an
-//     attached Floor shows eq. floor-overlap, else uncertified. A separating certificate
-//     stays certified whatever the floor says, because Thm. topk is about the fixed fit.
+//   - Verdicts. "certified" means the top-K holds against the arithmetic AND against a
+//     refit with another seed: eq. observed-separation holds (the top-K set is the exact
+//     one of the served fit, with certainty on exact rows or probability 1 − δ on a
+//     sketch) and the answer is Stable (its Stability, the expected top-K Jaccard under a
+//     refit with another seed, is known and at least the caller's target,
+//     query.stable_jaccard). A separating answer that is not Stable is "unstable": right
+//     for the served fit, not expected to survive a refit. One that does not separate is
+//     "fit_limited" when an attached Floor shows eq. floor-overlap, else "uncertified".
+//     What the stability covers: the fit's draws (initializer, minibatch order) on the
+//     served pool. A fit-free ranking (Similarity) has stability 1 by construction; the
+//     displacement's comes from R ≥ 2 fits (FitStability, a plug-in estimate); the
+//     representer's is not known (no per-fit coefficients are kept), so it never
+//     certifies. The pool's own dependence on model.seed (the sketch it is selected on)
+//     is NOT in the figure: two daemons with different seeds select different pools.
+//
+// # Rankings
+//
+// Three scores rank the landmarks for a query t (Ranking, ParseRanking):
+//
+//   - "entk" (Similarity): k*(x_t, x_ℓ), the exact eNTK similarity; no fit enters it.
+//   - "displacement": the paper's I_ℓt = k(x_t, x_ℓ)·ω_ℓ (eq. conditional-score), what
+//     cairnctl reproduce uses for the paper's tables.
+//   - "representer": k(x_t, x_ℓ)·⟨Ã_ℓ, ẑ(x_t)⟩, the landmark's term of the query's latent
+//     projected on it (RepresenterTo, whose radii carry the row's error through ẑ).
+//
+// Each is certified against its exact computation as the displacement is: kernel-times-
+// weight rankings through CertifyTo/CertifyBoundedTo (ω = 1 for the similarity), the
+// representer through CertifyIntervalsTo.
 //
 // # Memory and concurrency
 //

@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/dataset"
 )
 
@@ -208,8 +209,19 @@ type Backbone struct {
 	// Untrained asks for the seeded PyTorch-default initialization instead of trained
 	// weights: a test fixture (on it all points look alike to the eNTK). Not with Weights.
 	Untrained bool `yaml:"untrained"`
-	// Seed is the root of every named random stream.
+	// Seed is the root of every named random stream but the views': the sketch's heads
+	// and signs, the fit's draws (initializer, minibatch order), the top-up order and the
+	// evaluation draws.
 	Seed uint64 `yaml:"seed"`
+	// ViewSeed is the root of the augmentations that make a point's two views (DESIGN.md
+	// section 4 "Views"). It is separate from Seed because the views are part of the data
+	// the pool is selected from, not of the model's random draws: two deployments that
+	// differ only in Seed augment every point alike, so their pools differ only by what
+	// the sketch changes (issue #31 measured the views as the largest share of the
+	// reseed instability: top-10 Jaccard 0.17 with the views reseeded and the sketch
+	// fixed, 0.48 the other way round). Default 1, which equals the default Seed, so the
+	// default deployment's views and features are unchanged.
+	ViewSeed uint64 `yaml:"view_seed"`
 }
 
 // Sketch is the fit-draw budget of the sketched eNTK: h heads, SRHT width s (0 = none).
@@ -224,6 +236,13 @@ type Pool struct {
 	Budget string `yaml:"budget"`
 	// SyncStaleFraction triggers a Sync when this fraction of pivots is stale.
 	SyncStaleFraction float64 `yaml:"sync_stale_fraction"`
+	// Normalize pivots greedy pivoted Cholesky on the normalized residual δ_j/K_jj
+	// instead of δ_j (coreset.Config.Normalize; environment CAIRN_POOL_NORMALIZE). Default
+	// true: the raw rule starves points of small eNTK norm (on MNIST it selected no
+	// digit 1, issue #31); the residual certificate tr R stays that of the raw kernel,
+	// somewhat larger. false is the paper's rule. A pool stored under the other rule is
+	// kept until its next sync, which re-selects (internal/ingest).
+	Normalize bool `yaml:"normalize"`
 }
 
 // Fit configures stage 2 (paper Table hparams).
@@ -292,6 +311,15 @@ type Query struct {
 	// sets it false, so that only the replicas' consumer group answers and no query is
 	// answered twice.
 	OnPrimary bool `yaml:"on_primary"`
+	// Score is the default ranking of an answer, when a query names none ("score"):
+	// "entk" (the exact eNTK similarity k*(x_t, x_ℓ), independent of the fit),
+	// "displacement" (the paper's k·ω) or "representer" (k(x_t, x_ℓ)·⟨Ã_ℓ, ẑ(x_t)⟩, the
+	// landmark's contribution to the query's latent). See certify's doc "Rankings".
+	Score string `yaml:"score"`
+	// StableJaccard is the stability target: an answer is stable when the expected
+	// top-K Jaccard of its ranking under a refit with another seed is at least this, and
+	// only a stable answer is certified (certify's doc "Verdicts"). Default 0.8.
+	StableJaccard float64 `yaml:"stable_jaccard"`
 }
 
 // Audit configures the deletion audit (paper appendix D).
@@ -346,9 +374,9 @@ func Default() Config {
 				Leader:       "cairn.leader",
 			},
 		},
-		Model:  Backbone{Arch: "convnet:1x28x28-16-32-10", Seed: 1},
+		Model:  Backbone{Arch: "convnet:1x28x28-16-32-10", Seed: 1, ViewSeed: 1},
 		Sketch: Sketch{H: 4, S: 1024},
-		Pool:   Pool{M: 256, SyncStaleFraction: 0.05},
+		Pool:   Pool{M: 256, SyncStaleFraction: 0.05, Normalize: true},
 		Fit: Fit{
 			Loss: "simclr", Init: "pci", K: 256, Epochs: 20, Patience: 7, Batch: 512,
 			LearningRate: 1.25e-2, WeightDecay: 3e-5, Fits: 2, ValFraction: 0.1, Precision: "float32",
@@ -357,7 +385,8 @@ func Default() Config {
 			PointsChanged: 5000, PoolChangeFraction: 0.1, ResidualIncrease: 0.1,
 			OnDelete: true, DeleteDebounce: 250 * time.Millisecond, Idle: time.Second, MinPoints: 64,
 		},
-		Query:  Query{K: 10, Delta: 0.05, DrawQueries: 10000, ExactMemoryBytes: 256 << 20, ExactRowsCap: 32, OnPrimary: true},
+		Query:  Query{K: 10, Delta: 0.05, DrawQueries: 10000, ExactMemoryBytes: 256 << 20, ExactRowsCap: 32, OnPrimary: true,
+			Score: "entk", StableJaccard: 0.8},
 		Audit:  Audit{Random: 30, Reference: 1000, Test: 250},
 		Limits: Limits{MaxMessageBytes: 1 << 20, MaxIDBytes: 256, MaxK: 100, BatchEvents: 256, MaxOutbox: 100_000},
 		UI:     UI{Enabled: true, Answers: 1000, SampleInterval: 5 * time.Second, Samples: 720},
@@ -828,6 +857,12 @@ func (c *Config) validateQuery(p *problems) {
 	}
 	if q.K > c.Limits.MaxK {
 		p.bad("query.k", q.K, fmt.Sprintf("must not exceed limits.max_k (%d)", c.Limits.MaxK))
+	}
+	if _, err := certify.ParseRanking(q.Score); err != nil {
+		p.bad("query.score", q.Score, err.Error())
+	}
+	if !(q.StableJaccard >= 0 && q.StableJaccard <= 1) {
+		p.bad("query.stable_jaccard", q.StableJaccard, "must be in [0, 1]")
 	}
 	if a := c.Audit; a.Random < 1 || a.Reference < 2 || a.Test < 1 {
 		p.bad("audit", fmt.Sprintf("random %d, reference %d, test %d", a.Random, a.Reference, a.Test), "need random ≥ 1, reference ≥ 2, test ≥ 1")

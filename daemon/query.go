@@ -116,6 +116,7 @@ func (d *Daemon) answerAll(w *serving.Workspace, s *serving.Model, batch []strea
 		xs     [][]float64
 		ks     []int
 		deltas []float64
+		ranks  []certify.Ranking
 	)
 	for i, m := range batch {
 		outs[i].msg = m
@@ -140,12 +141,13 @@ func (d *Daemon) answerAll(w *serving.Workspace, s *serving.Model, batch []strea
 			delta = d.cfg.Query.Delta
 		}
 		idx, evs, xs, ks, deltas = append(idx, i), append(evs, ev), append(xs, x), append(ks, k), append(deltas, delta)
+		ranks = append(ranks, d.ranking(ev))
 	}
 	if len(idx) == 0 {
 		return outs
 	}
 	certs, errs := make([]certify.Certificate, len(idx)), make([]error, len(idx))
-	s.AnswerBatch(w, certs, errs, xs, ks, deltas)
+	s.AnswerBatch(w, certs, errs, xs, ks, deltas, ranks)
 	secs := time.Since(t0).Seconds()
 	for j, i := range idx {
 		o := &outs[i]
@@ -239,11 +241,20 @@ func (d *Daemon) attribute(w *serving.Workspace, s *serving.Model, ev stream.Que
 	if delta == 0 {
 		delta = d.cfg.Query.Delta
 	}
-	c, err := s.Answer(w, x, k, delta)
+	c, err := s.AnswerRanked(w, x, k, delta, d.ranking(ev))
 	if err != nil {
 		return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "model", Msg: err.Error()}
 	}
 	return d.attribution(s, ev, delta, &c)
+}
+
+// ranking is the ranking a query asks for: its "score", else query.score (both
+// validated: the decoder's names are certify's, and config.Validate checks the default).
+func (d *Daemon) ranking(ev stream.QueryEvent) certify.Ranking {
+	if ev.Score != "" {
+		return certify.Ranking(ev.Score)
+	}
+	return certify.Ranking(d.cfg.Query.Score)
 }
 
 // attribution is the attribution event of certificate c, the answer to ev on s.
@@ -265,6 +276,7 @@ func (d *Daemon) attributionOf(s *serving.Model, ev stream.QueryEvent, delta flo
 		Delta:         delta,
 		VarianceModel: c.VarianceModel,
 		DeltaBy:       map[string]float64{"per_query": c.Allocation.PerQuery, "per_landmark": c.Allocation.PerLandmark},
+		Score:         string(c.Ranking), Stable: c.Stable, Stability: c.Stability, ResidualFraction: c.ResidualFraction,
 	}
 	if c.VarianceModel != certify.VarianceExactKernel {
 		a.SeedHash = serving.SeedHash(c.EvalSeed) // the seed itself is revealed when the draw retires

@@ -313,6 +313,7 @@ func (d *Daemon) newServing(in serving.Input) (*serving.Model, error) {
 		Backbone: d.feat.Backbone(), H: d.cfg.Sketch.H, S: d.cfg.Sketch.S, Seed: d.cfg.Model.Seed,
 		DrawName:         fmt.Sprintf("daemon/eval/%d/%d/%d", in.Version, d.serve.drawNonce, d.serve.drawCount.Add(1)),
 		ExactMemoryBytes: d.cfg.Query.ExactMemoryBytes, Fits: d.cfg.Fit.Fits, ExactRowsCap: d.cfg.Query.ExactRowsCap,
+		StableJaccard: d.cfg.Query.StableJaccard,
 	})
 }
 

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -86,7 +88,15 @@ type Limits struct {
 	MaxIDBytes int
 	// MaxK bounds a query's "k". Default 1000.
 	MaxK int
+	// Scores are the ranking names a query's "score" may take; nil accepts the three
+	// rankings of package certify (entk, displacement, representer).
+	Scores []string
 }
+
+// defaultScores are the rankings a query may name when Limits.Scores is nil (package
+// certify's Rankings; stream keeps its own copy because it knows no mathematics, and a
+// daemon test checks the two lists agree).
+var defaultScores = []string{"entk", "displacement", "representer"}
 
 // Defaults used by Limits when a field is zero.
 const (
@@ -162,6 +172,7 @@ type QueryEvent struct {
 	ID      string
 	K       int     // 0: default; else 1..Limits.MaxK
 	Delta   float64 // 0: default; else in (0, 1)
+	Score   string  // "": default (query.score); else one of Limits.Scores
 }
 
 // MaxLabel bounds |label|; class labels are small integers and the bound
@@ -278,6 +289,20 @@ func DecodeQuery(raw []byte, lim Limits) (QueryEvent, error) {
 				return reject(ReasonBadValue, key, "%v: want 0 < delta < 1", f)
 			}
 			ev.Delta = f
+			return nil
+		case "score":
+			v, rerr := decodeString(d, key)
+			if rerr != nil {
+				return rerr
+			}
+			names := lim.Scores
+			if names == nil {
+				names = defaultScores
+			}
+			if !slices.Contains(names, v) {
+				return reject(ReasonBadValue, key, "%q: want one of %s", v, strings.Join(names, ", "))
+			}
+			ev.Score = v
 			return nil
 		}
 		return reject(ReasonUnknownField, key, "key not in the query schema")
@@ -605,6 +630,10 @@ func EncodeQuery(ev QueryEvent, lim Limits) ([]byte, error) {
 		b = append(b, `,"delta":`...)
 		b = strconv.AppendFloat(b, ev.Delta, 'g', -1, 64)
 	}
+	if ev.Score != "" {
+		b = append(b, `,"score":`...)
+		b = appendString(b, ev.Score)
+	}
 	b = append(b, '}')
 	if len(b) > lim.MaxBytes {
 		return nil, reject(ReasonOversize, "", "%d bytes > limit %d", len(b), lim.MaxBytes)
@@ -661,6 +690,9 @@ func checkQuery(ev QueryEvent, lim Limits) error {
 	}
 	if ev.Delta != 0 && !(ev.Delta > 0 && ev.Delta < 1) {
 		return reject(ReasonBadValue, "delta", "%v: want 0 < delta < 1", ev.Delta)
+	}
+	if names := lim.Scores; ev.Score != "" && !slices.Contains(names, ev.Score) && (names != nil || !slices.Contains(defaultScores, ev.Score)) {
+		return reject(ReasonBadValue, "score", "%q: not a ranking", ev.Score)
 	}
 	return nil
 }

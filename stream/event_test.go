@@ -333,6 +333,8 @@ func FuzzDecodeQuery(f *testing.F) {
 		`{"v":1,"request":"q","id":"p","x":[1,2,3]}`,
 		`{"v":1,"request":"q","id":"p","delta":1e999}`,
 		`{"v":1,"request":"q","request":"q"}`,
+		`{"v":1,"request":"q","id":"p","score":"entk"}`,
+		`{"v":1,"request":"q","id":"p","score":"nope"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -355,11 +357,12 @@ func FuzzDecodeQuery(f *testing.F) {
 			ID      string    `json:"id"`
 			K       int       `json:"k"`
 			Delta   float64   `json:"delta"`
+			Score   string    `json:"score"`
 		}
 		if err := json.Unmarshal(raw, &ref); err != nil {
 			t.Fatalf("accepted %q but encoding/json: %v", raw, err)
 		}
-		if want := (QueryEvent{Request: ref.Request, X: ref.X, ID: ref.ID, K: ref.K, Delta: ref.Delta}); ref.V != 1 || !reflect.DeepEqual(ev, want) {
+		if want := (QueryEvent{Request: ref.Request, X: ref.X, ID: ref.ID, K: ref.K, Delta: ref.Delta, Score: ref.Score}); ref.V != 1 || !reflect.DeepEqual(ev, want) {
 			t.Fatalf("decoded %+v, encoding/json read %+v (v=%d)", ev, want, ref.V)
 		}
 		b, err := EncodeQuery(ev, testLim)

@@ -60,10 +60,21 @@ type Attribution struct {
 	// Seed is the evaluation draw's seed once revealed, else 0; SeedHash commits to it
 	// (hex SHA-256 of its 8 big-endian bytes) in every sketched answer, and the seed is
 	// published on the status topic when the draw is retired. Both empty for exact answers.
-	Seed     uint64          `json:"seed"`
-	SeedHash string          `json:"seed_hash,omitempty"`
-	Residual float64         `json:"residual"` // pool residual certificate tr R
-	Extra    json.RawMessage `json:"extra,omitempty"`
+	Seed     uint64  `json:"seed"`
+	SeedHash string  `json:"seed_hash,omitempty"`
+	Residual float64 `json:"residual"` // pool residual certificate tr R
+	// Score names the ranking of TopK (entk, displacement or representer). Stable says
+	// whether the top-K is expected to survive a refit with another seed (Stability, the
+	// expected top-K Jaccard, at least query.stable_jaccard; null when not known); only a
+	// stable answer is certified (an unstable one that separates says "unstable").
+	Score     string   `json:"score"`
+	Stable    bool     `json:"stable"`
+	Stability *float64 `json:"stability"`
+	// ResidualFraction is how much of the query the landmarks leave unexplained: its
+	// residual against the served landmarks as a fraction of k(x_t, x_t), in [0, 1]
+	// (0: the query lies in their span; 1: orthogonal to every landmark).
+	ResidualFraction *float64        `json:"residual_fraction,omitempty"`
+	Extra            json.RawMessage `json:"extra,omitempty"`
 }
 
 // Audit is the body of a cairn.audits event, keyed by Request. Seq,

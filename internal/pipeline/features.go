@@ -38,6 +38,7 @@ type Features struct {
 	shape       [3]int
 	sk          config.Sketch
 	seed        uint64
+	viewSeed    uint64
 	fingerprint string
 }
 
@@ -45,7 +46,7 @@ type Features struct {
 // trained weights for m.Arch and the data set named data by default, "" meaning the
 // default data set of the architecture; a file; or the seeded initialization when
 // m.Untrained); the sketch of sk.H heads and SRHT width sk.S drawn under (m.Seed,
-// FitSketch); and the augmenter seeded by m.Seed. A convnet's input is an image of its
+// FitSketch); and the augmenter seeded by ViewSeed(m). A convnet's input is an image of its
 // (C, H, W), any other input is tabular (config has no data-shape setting; this follows
 // the architecture). Errors wrap ErrConfig and name the setting.
 func NewFeatures(m config.Backbone, sk config.Sketch, data string) (*Features, error) {
@@ -65,9 +66,34 @@ func NewFeatures(m config.Backbone, sk config.Sketch, data string) (*Features, e
 	if arch.Kind == "convnet" {
 		shape = [3]int{arch.C, arch.H, arch.W}
 	}
-	f := &Features{backbone: b, source: src, sketch: s, aug: dataset.NewAugmenter(b.InDim(), shape, m.Seed), shape: shape, sk: sk, seed: m.Seed}
+	vs := ViewSeed(m)
+	f := &Features{backbone: b, source: src, sketch: s, aug: dataset.NewAugmenter(b.InDim(), shape, vs), shape: shape, sk: sk, seed: m.Seed, viewSeed: vs}
 	f.fingerprint = fingerprint(b, sk, m.Seed, shape)
+	if vs != m.Seed {
+		f.fingerprint = viewFingerprint(f.fingerprint, vs)
+	}
 	return f, nil
+}
+
+// ViewSeed is the root of the views' augmentations under m: model.view_seed, or
+// model.seed when view_seed is 0 (a configuration written before view_seed existed).
+func ViewSeed(m config.Backbone) uint64 {
+	if m.ViewSeed == 0 {
+		return m.Seed
+	}
+	return m.ViewSeed
+}
+
+// viewFingerprint folds a view seed that differs from the model seed into a
+// fingerprint: equal seeds keep the fingerprint they always had, so a stored pool of the
+// default deployment (view_seed = seed = 1) stays valid.
+func viewFingerprint(fp string, viewSeed uint64) string {
+	h := sha256.New()
+	var w [8]byte
+	binary.BigEndian.PutUint64(w[:], viewSeed)
+	h.Write([]byte("cairn/daemon/features/view-seed\x00" + fp))
+	h.Write(w[:])
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // fingerprint identifies everything the features depend on: architecture, parameters
@@ -116,7 +142,11 @@ func (f *Features) Fingerprint() string { return f.fingerprint }
 // holds the same points and only needs its selection redone on the current features;
 // any other fingerprint means another model.
 func (f *Features) PreviousFingerprint() string {
-	return fingerprintVersion(2, f.backbone, f.sk, f.seed, f.shape)
+	fp := fingerprintVersion(2, f.backbone, f.sk, f.seed, f.shape)
+	if f.viewSeed != f.seed {
+		fp = viewFingerprint(fp, f.viewSeed)
+	}
+	return fp
 }
 
 // Backbone returns the frozen network.

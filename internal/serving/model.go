@@ -61,9 +61,15 @@ type Model struct {
 	fits     int // R, the fits behind ω̄ and τ²
 	exactCap int // query.exact_rows_cap: exact rows for crossing landmarks (sketched path)
 
+	stableJaccard float64 // query.stable_jaccard
+
 	// Active (unmasked) landmarks, compacted for the query path.
 	active               []int
-	lf                   []float64 // len(active)×q evaluation features
+	aAct                 []float64     // len(active)×k rows of Ã, for the representer ranking
+	gram                 []float64     // M×M Gram of the answer rows (explained.go), shared
+	chol                 *mat.Cholesky // of gram's active block: the residual fraction
+	ones                 []float64     // len(active) ones: the similarity ranking's weights
+	lf                   []float64     // len(active)×q evaluation features
 	diag, om, omMean, t2 []float64
 	h, s, padded         int
 }
@@ -88,6 +94,9 @@ type ExactRows struct {
 	lf   []float32
 	diag []float64
 	dim  int
+	// g is the rows' Gram matrix for the residual fraction (explained.go), made once.
+	gramOnce sync.Once
+	g        []float64
 }
 
 // NewExactRows computes the exact rows of the m landmarks xs (m×D) on all cores, or
@@ -181,6 +190,11 @@ func (s *Model) compact() {
 	s.active = make([]int, 0, n)
 	s.om, s.omMean = make([]float64, 0, n), make([]float64, 0, n)
 	s.lf, s.diag, s.t2 = nil, nil, nil
+	defer func() { s.chol = factorActive(s.gram, len(s.masked), s.active) }()
+	s.aAct, s.ones = nil, make([]float64, n)
+	for i := range s.ones {
+		s.ones[i] = 1
+	}
 	q := 0
 	if s.Draw != nil {
 		// Sized once: the landmark features are m·q floats (16 MiB at the defaults), and
@@ -202,6 +216,9 @@ func (s *Model) compact() {
 		}
 		s.om = append(s.om, s.Omega[l])
 		s.omMean = append(s.omMean, s.omegaMean[l])
+		if s.enc.A != nil {
+			s.aAct = append(s.aAct, s.enc.A.RawRowView(l)...)
+		}
 		if s.tau2 != nil {
 			s.t2 = append(s.t2, s.tau2[l])
 		}
@@ -277,22 +294,33 @@ type Workspace struct {
 	phis        [][]float64
 	ktts, fulls []float64
 	lanes       []float64
+	// The representer ranking's scores, radii and latent; the top-K for stability.
+	sc, rad, z []float64
+	top        []int
+	sol        *mat.VecDense // the residual fraction's solution
 }
 
-// answer certifies the top-k landmarks for x. With exact rows (s.Exact) the kernel row
-// is the exact eNTK k*(x_ℓ, x) up to rounding and the certificate is deterministic
-// (certify.CertifyBoundedTo with entk.ExactRowError); otherwise it is Thm. topk on this
-// serving's evaluation draw with the conservative variance bound from exact diagonals
-// (eq. conservative-variance), δ split over the active landmarks only (δ_ℓ = δ/M). The
-// fit floor of Thm. fit-floor is attached when the model has τ²; it never changes a
-// certified verdict. k is clamped to the active landmarks minus one.
+// Answer is AnswerRanked with the paper's displacement ranking.
 func (s *Model) Answer(w *Workspace, x []float64, k int, delta float64) (certify.Certificate, error) {
+	return s.AnswerRanked(w, x, k, delta, certify.Displacement)
+}
+
+// AnswerRanked certifies the top-k landmarks for x under ranking r (certify's doc
+// "Rankings"). With exact rows (s.Exact) the kernel row is the exact eNTK k*(x_ℓ, x) up
+// to rounding and the certificate is deterministic (entk.ExactRowError bounds the row);
+// otherwise it is Thm. topk on this serving's evaluation draw with the conservative
+// variance bound from exact diagonals (eq. conservative-variance), δ split over the
+// active landmarks only (δ_ℓ = δ/M). The displacement ranking attaches the fit floor of
+// Thm. fit-floor when the model has τ² (it never changes a certified verdict); every
+// ranking attaches its refit stability (stability). k is clamped to the active
+// landmarks minus one.
+func (s *Model) AnswerRanked(w *Workspace, x []float64, k int, delta float64, r certify.Ranking) (certify.Certificate, error) {
 	if s.Exact != nil {
 		s.exactWork(w)
 		ktt := w.eq.ExactTo(w.phi, x)
 		w.full = grow(w.full, len(s.LandmarkIDs))
 		entk.ExactRowTo(w.full, s.Exact.lf, w.phi)
-		return s.answerExact(w, w.full, ktt, k, delta)
+		return s.answerExact(w, w.full, ktt, k, delta, r)
 	}
 	var c certify.Certificate
 	m, k, alloc, err := s.start(w, k, delta)
@@ -306,12 +334,28 @@ func (s *Model) Answer(w *Workspace, x []float64, k int, delta float64) (certify
 	kqq := w.q.FeaturesDiagTo(w.qf, x)
 	entk.KernelRowTo(w.row, s.lf, w.qf)
 	certify.ConservativeRowTo(w.vbar, s.diag, kqq, s.h, s.s, s.padded)
-	if err := w.rk.CertifyTo(&c, w.row, s.om, w.vbar, k, alloc); err != nil {
-		return c, err
-	}
-	if c.Verdict != certify.Certified && s.exactCap > 0 {
-		if err := s.refineCrossing(w, &c, x, k, alloc); err != nil {
+	s.residualFraction(w, &c, vec.Dot(w.qf, w.qf))
+	if r == certify.Representer {
+		// Each kernel entry is within sqrt(V̄/δ_ℓ) of its mean with probability 1 − δ_ℓ,
+		// all of them together with 1 − δ (the union bound of Thm. topk).
+		w.kerr = grow(w.kerr, m)
+		inv := 1 / math.Sqrt(alloc.PerLandmark)
+		for i, v := range w.vbar {
+			w.kerr[i] = math.Sqrt(v) * inv
+		}
+		if err := s.representer(w, &c, k); err != nil {
 			return c, err
+		}
+		c.Allocation = alloc
+	} else {
+		wt := s.weights(r)
+		if err := w.rk.CertifyTo(&c, w.row, wt, w.vbar, k, alloc); err != nil {
+			return c, err
+		}
+		if c.Verdict != certify.Certified && s.exactCap > 0 {
+			if err := s.refineCrossing(w, &c, x, k, alloc, wt); err != nil {
+				return c, err
+			}
 		}
 	}
 	c.VarianceModel = certify.VarianceConservative
@@ -319,7 +363,69 @@ func (s *Model) Answer(w *Workspace, x []float64, k int, delta float64) (certify
 	c.EvalSeed = s.Draw.Seed
 	c.EvalDraw = "eval"
 	// κ from the evaluation draw is a plug-in estimate.
-	return c, s.finish(w, &c, k, alloc, true)
+	return c, s.finish(w, &c, k, alloc, true, r)
+}
+
+// stability attaches the ranking's refit stability to c (indices still into the active
+// row): the expected top-K Jaccard under a refit with another seed, 1 for a fit-free
+// ranking, certify.FitStability from ω̄ and τ² for the displacement, and unknown (nil)
+// for the representer and for a model of one fit. A separating certificate whose
+// stability is unknown or below query.stable_jaccard becomes unstable: the arithmetic
+// holds for the served fit, a refit would change the answer.
+func (s *Model) stability(w *Workspace, c *certify.Certificate) {
+	var j *float64
+	switch {
+	case c.Ranking.FitFree():
+		j = new(float64)
+		*j = 1
+	case c.Ranking == certify.Displacement && s.t2 != nil:
+		w.top = w.top[:0]
+		for _, e := range c.TopK {
+			w.top = append(w.top, e.Index)
+		}
+		j = new(float64)
+		*j = certify.FitStability(w.row, s.omMean, s.t2, w.top)
+	}
+	c.Stability = j
+	c.Stable = j != nil && *j >= s.stableJaccard
+	if c.Verdict == certify.Certified && !c.Stable {
+		c.Verdict = certify.Unstable
+	}
+}
+
+// residualFraction sets c.ResidualFraction from w.row (the answer's kernel row over the
+// active landmarks, before any exact refinement) and the query's diagonal in the same
+// kernel: explained.go. Rank and certificate code reset nothing it sets.
+func (s *Model) residualFraction(w *Workspace, c *certify.Certificate, ktt float64) {
+	c.ResidualFraction = nil
+	if s.chol == nil {
+		return
+	}
+	if w.sol == nil || w.sol.Len() != len(w.row) {
+		w.sol = mat.NewVecDense(len(w.row), nil)
+	}
+	if f, ok := fractionTo(w.sol, s.chol, w.row, ktt); ok {
+		c.ResidualFraction = &f
+	}
+}
+
+// weights are the per-landmark factors of a kernel-times-weight ranking: ω for the
+// displacement, ones for the similarity.
+func (s *Model) weights(r certify.Ranking) []float64 {
+	if r == certify.Similarity {
+		return s.ones
+	}
+	return s.om
+}
+
+// representer fills c with the representer ranking of w.row (errors w.kerr) over the
+// active landmarks.
+func (s *Model) representer(w *Workspace, c *certify.Certificate, k int) error {
+	m := len(s.active)
+	w.sc, w.rad = grow(w.sc, m), grow(w.rad, m)
+	w.z = grow(w.z, len(s.enc.B))
+	certify.RepresenterTo(w.sc, w.rad, w.z, w.row, w.kerr, s.aAct, s.enc.B, s.Scale)
+	return w.rk.CertifyIntervalsTo(c, w.sc, w.rad, k)
 }
 
 // exactWork readies w's exact-path buffers for s's backbone.
@@ -345,7 +451,7 @@ func (s *Model) start(w *Workspace, k int, delta float64) (m, kk int, alloc cert
 
 // answerExact certifies the top-k on the exact path from the query's full exact row
 // (every landmark, masked ones included) and its exact diagonal ktt.
-func (s *Model) answerExact(w *Workspace, full []float64, ktt float64, k int, delta float64) (certify.Certificate, error) {
+func (s *Model) answerExact(w *Workspace, full []float64, ktt float64, k int, delta float64, r certify.Ranking) (certify.Certificate, error) {
 	var c certify.Certificate
 	m, k, alloc, err := s.start(w, k, delta)
 	if err != nil {
@@ -356,19 +462,26 @@ func (s *Model) answerExact(w *Workspace, full []float64, ktt float64, k int, de
 		w.row[i] = full[l]
 		w.kerr[i] = entk.ExactRowError(s.Exact.diag[l], ktt, s.Exact.dim)
 	}
-	if err := w.rk.CertifyBoundedTo(&c, w.row, s.om, w.kerr, k, delta); err != nil {
+	s.residualFraction(w, &c, ktt)
+	if r == certify.Representer {
+		if err := s.representer(w, &c, k); err != nil {
+			return c, err
+		}
+		c.Allocation = certify.Allocation{Delta: delta, Queries: 1, Landmarks: m, Scheme: "deterministic"}
+	} else if err := w.rk.CertifyBoundedTo(&c, w.row, s.weights(r), w.kerr, k, delta); err != nil {
 		return c, err
 	}
 	clear(w.vbar) // the floor's kernel variance: none
 	c.VarianceModel = certify.VarianceExactKernel
 	c.Budget = certify.Budget{M: m, Pool: len(s.LandmarkIDs)}
-	return c, s.finish(w, &c, k, alloc, false)
+	return c, s.finish(w, &c, k, alloc, false, r)
 }
 
 // finish attaches the fit floor and maps the certificate's indices from active
 // landmarks to model rows.
-func (s *Model) finish(w *Workspace, c *certify.Certificate, k int, alloc certify.Allocation, plugIn bool) error {
-	if s.t2 != nil {
+func (s *Model) finish(w *Workspace, c *certify.Certificate, k int, alloc certify.Allocation, plugIn bool, r certify.Ranking) error {
+	c.Ranking = r
+	if s.t2 != nil && r == certify.Displacement {
 		// Thm. fit-floor: κ is the exact row on the exact path and the evaluation draw's
 		// plug-in otherwise; ω̄ and τ² come from R fits, so the floor is diagnostic either way
 		// unless R is large (plug_in marks it).
@@ -378,6 +491,7 @@ func (s *Model) finish(w *Workspace, c *certify.Certificate, k int, alloc certif
 		}
 		c.ApplyFloor(fl)
 	}
+	s.stability(w, c)
 	for i := range c.TopK {
 		c.TopK[i].Index = s.active[c.TopK[i].Index]
 	}
@@ -391,10 +505,10 @@ func (s *Model) finish(w *Workspace, c *certify.Certificate, k int, alloc certif
 // landmarks' exact rows are read once for the whole batch (vec.Dots32BatchTo) instead
 // of once per query, which is what bounds a query's cost by memory bandwidth; the
 // sketched path answers one query after the other. out and errs have len(xs) entries.
-func (s *Model) AnswerBatch(w *Workspace, out []certify.Certificate, errs []error, xs [][]float64, ks []int, deltas []float64) {
+func (s *Model) AnswerBatch(w *Workspace, out []certify.Certificate, errs []error, xs [][]float64, ks []int, deltas []float64, rs []certify.Ranking) {
 	if s.Exact == nil || len(xs) < 2 {
 		for i, x := range xs {
-			out[i], errs[i] = s.Answer(w, x, ks[i], deltas[i])
+			out[i], errs[i] = s.AnswerRanked(w, x, ks[i], deltas[i], rs[i])
 		}
 		return
 	}
@@ -410,7 +524,7 @@ func (s *Model) AnswerBatch(w *Workspace, out []certify.Certificate, errs []erro
 	w.fulls = grow(w.fulls, len(xs)*mm)
 	w.lanes = vec.Dots32BatchTo(w.fulls, w.phis[:len(xs)], s.Exact.lf, e, e, mm, w.lanes)
 	for i := range xs {
-		out[i], errs[i] = s.answerExact(w, w.fulls[i*mm:(i+1)*mm], w.ktts[i], ks[i], deltas[i])
+		out[i], errs[i] = s.answerExact(w, w.fulls[i*mm:(i+1)*mm], w.ktts[i], ks[i], deltas[i], rs[i])
 	}
 }
 
@@ -421,7 +535,7 @@ func (s *Model) AnswerBatch(w *Workspace, out []certify.Certificate, errs []erro
 // the row is certified again. The union bound of Thm. topk still holds: an exact entry's
 // interval holds the truth with certainty, the others each with 1 − δ_ℓ, whichever entries
 // were chosen. w.row and w.vbar are changed in place.
-func (s *Model) refineCrossing(w *Workspace, c *certify.Certificate, x []float64, k int, alloc certify.Allocation) error {
+func (s *Model) refineCrossing(w *Workspace, c *certify.Certificate, x []float64, k int, alloc certify.Allocation, wt []float64) error {
 	cs := w.cands[:0]
 	w.inTop = slices.Grow(w.inTop[:0], len(w.row))[:len(w.row)]
 	clear(w.inTop)
@@ -436,8 +550,8 @@ func (s *Model) refineCrossing(w *Workspace, c *certify.Certificate, x []float64
 		if w.inTop[i] {
 			continue
 		}
-		sc := kl * s.om[i]
-		r := s.om[i] * math.Sqrt(w.vbar[i]) * inv
+		sc := kl * wt[i]
+		r := wt[i] * math.Sqrt(w.vbar[i]) * inv
 		if sc+r >= c.LowerTop {
 			cs = append(cs, crossing{i, r})
 		}
@@ -465,7 +579,7 @@ func (s *Model) refineCrossing(w *Workspace, c *certify.Certificate, x []float64
 		e := entk.ExactRowError(kll, ktt, len(w.phi))
 		w.vbar[cd.i] = e * e * alloc.PerLandmark
 	}
-	return w.rk.CertifyTo(c, w.row, s.om, w.vbar, k, alloc)
+	return w.rk.CertifyTo(c, w.row, wt, w.vbar, k, alloc)
 }
 
 // crossing is a landmark (index into the active row) whose interval crosses the cut, with
@@ -534,6 +648,7 @@ func (s *Model) Sketched(seed uint64, name string, exactCap int) (*Model, error)
 	c := *s
 	c.Exact, c.exactCap = nil, exactCap
 	c.Draw, c.padded = dr, dr.sketch.PaddedP()
+	c.gram = gramDense(dr.lf, len(s.LandmarkIDs), dr.sketch.Dim())
 	c.compact()
 	return &c, nil
 }

@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -175,14 +176,20 @@ func TestAnswerBatch(t *testing.T) {
 			xs, ks, deltas = append(xs, x), append(ks, 1+i%4), append(deltas, 0.01*float64(1+i))
 		}
 		out, errs := make([]certify.Certificate, len(xs)), make([]error, len(xs))
+		rs := make([]certify.Ranking, len(xs))
+		for i := range rs {
+			rs[i] = certify.Rankings[i%len(certify.Rankings)]
+		}
 		var wb, w1 Workspace
-		s.AnswerBatch(&wb, out, errs, xs, ks, deltas)
+		s.AnswerBatch(&wb, out, errs, xs, ks, deltas, rs)
 		for i, x := range xs {
-			want, werr := s.Answer(&w1, x, ks[i], deltas[i])
+			want, werr := s.AnswerRanked(&w1, x, ks[i], deltas[i], rs[i])
 			if (errs[i] == nil) != (werr == nil) {
 				t.Fatalf("exact=%v query %d: batch error %v, single %v", exact > 0, i, errs[i], werr)
 			}
-			if got, wantS := fmt.Sprintf("%+v", out[i]), fmt.Sprintf("%+v", want); got != wantS {
+			gotJ, _ := json.Marshal(out[i])
+			wantJ, _ := json.Marshal(want)
+			if got, wantS := string(gotJ), string(wantJ); got != wantS {
 				t.Fatalf("exact=%v query %d:\nbatch  %s\nsingle %s", exact > 0, i, got, wantS)
 			}
 		}

@@ -38,12 +38,13 @@ type Input struct {
 // evaluation draw a sketched model makes (a named stream under Seed: distinct per draw).
 type Settings struct {
 	Backbone         entk.Backbone
-	H, S             int    // sketch.h, sketch.s: the evaluation draw's budget
-	Seed             uint64 // model.Seed
-	DrawName         string // the stream of this model's evaluation draw
-	ExactMemoryBytes int64  // query.exact_memory_bytes
-	Fits             int    // fit.fits: R
-	ExactRowsCap     int    // query.exact_rows_cap
+	H, S             int     // sketch.h, sketch.s: the evaluation draw's budget
+	Seed             uint64  // model.Seed
+	DrawName         string  // the stream of this model's evaluation draw
+	ExactMemoryBytes int64   // query.exact_memory_bytes
+	Fits             int     // fit.fits: R
+	ExactRowsCap     int     // query.exact_rows_cap
+	StableJaccard    float64 // query.stable_jaccard: the stability an answer needs to certify
 }
 
 // New builds the serving form of a model: the landmarks' exact rows when they fit
@@ -75,13 +76,18 @@ func New(in Input, st Settings) (*Model, error) {
 		LandmarkX: in.LandmarkX, masked: make([]bool, mm), enc: certify.Encoder{A: in.A, B: in.B}, Scale: in.Scale,
 		Omega: in.Omega, omegaMean: in.OmegaMean, tau2: in.Tau2, residual: in.Residual, Draw: draw,
 		h: st.H, s: st.S, padded: padded,
-		Exact: ex, Backbone: st.Backbone, fits: st.Fits, exactCap: st.ExactRowsCap,
+		Exact: ex, Backbone: st.Backbone, fits: st.Fits, exactCap: st.ExactRowsCap, stableJaccard: st.StableJaccard,
 	}
 	if s.omegaMean == nil {
 		s.omegaMean = s.Omega
 	}
 	if in.Missing != nil {
 		copy(s.masked, in.Missing)
+	}
+	if ex != nil {
+		s.gram = ex.gram(mm)
+	} else {
+		s.gram = gramDense(draw.lf, mm, draw.sketch.Dim())
 	}
 	for _, v := range slices.Concat(append([][]float64{s.Omega, s.omegaMean, s.tau2}, diags...)...) {
 		if math.IsNaN(v) || math.IsInf(v, 0) {

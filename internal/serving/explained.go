@@ -1,0 +1,115 @@
+package serving
+
+import (
+	"math"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/cairnhq/cairn/internal/vec"
+)
+
+// The query's residual fraction (issue #31 item 4) needs the Gram matrix of the
+// landmarks' answer rows (exact rows, or the evaluation draw's features), computed once
+// per model and shared by its serving values (Model.gram), and the Cholesky factor of
+// its active block (Model.chol), rebuilt when the mask changes. The residual of a query
+// t is
+//
+//	r_t = k(x_t, x_t) − k_tZ K_ZZ⁻¹ k_Zt   over the active landmarks Z,
+//
+// the kernel mass of x_t that the landmarks' span does not hold, and the fraction is
+// r_t / k(x_t, x_t), clamped to [0, 1]. A tiny jitter (explainedJitter × mean diagonal,
+// raised by 100× until the factorization succeeds) keeps near-collinear landmarks from
+// failing it; it only shrinks the explained part, so the fraction errs toward more
+// residual, never less.
+
+// explainedJitter is the relative jitter of the Gram diagonal (times its mean).
+const explainedJitter = 1e-10
+
+// gramExact returns the Gram matrix of the m float32 rows lf (m×e): G_ij = ⟨φ_i, φ_j⟩
+// with φ widened to float64, in chunks of 64 rows through vec.Dots32BatchTo.
+func gramExact(lf []float32, m, e int) []float64 {
+	g := make([]float64, m*m)
+	const chunk = 64
+	fs := make([][]float64, 0, chunk)
+	var lanes []float64
+	for i0 := 0; i0 < m; i0 += chunk {
+		i1 := min(i0+chunk, m)
+		fs = fs[:0]
+		for i := i0; i < i1; i++ {
+			f := make([]float64, e)
+			for j, v := range lf[i*e : (i+1)*e] {
+				f[j] = float64(v)
+			}
+			fs = append(fs, f)
+		}
+		lanes = vec.Dots32BatchTo(g[i0*m:i1*m], fs, lf, e, e, m, lanes)
+	}
+	return g
+}
+
+// gramDense returns the Gram matrix of the m float64 rows lf (m×q).
+func gramDense(lf []float64, m, q int) []float64 {
+	g := make([]float64, m*m)
+	for i := range m {
+		for j := 0; j <= i; j++ {
+			v := vec.Dot(lf[i*q:(i+1)*q], lf[j*q:(j+1)*q])
+			g[i*m+j], g[j*m+i] = v, v
+		}
+	}
+	return g
+}
+
+// factorActive returns the Cholesky factor of the Gram block (gram is m×m) of the
+// active landmarks, or nil when even the largest jitter fails (no fraction is then
+// given).
+func factorActive(gram []float64, m int, active []int) *mat.Cholesky {
+	n := len(active)
+	if n == 0 || gram == nil {
+		return nil
+	}
+	var mean float64
+	for _, l := range active {
+		mean += gram[l*m+l]
+	}
+	mean /= float64(n)
+	a := mat.NewSymDense(n, nil)
+	for jit := explainedJitter; jit <= 1e-4; jit *= 100 {
+		for i, li := range active {
+			for j := i; j < n; j++ {
+				a.SetSym(i, j, gram[li*m+active[j]])
+			}
+			a.SetSym(i, i, gram[li*m+li]+jit*mean)
+		}
+		var c mat.Cholesky
+		if c.Factorize(a) {
+			return &c
+		}
+	}
+	return nil
+}
+
+// fractionTo returns r_t / ktt for the kernel row over the active landmarks (sol is
+// the caller's scratch of the same length: the factor is only read, so one factor
+// serves every goroutine), and false when no factor exists or ktt is not positive.
+func fractionTo(sol *mat.VecDense, chol *mat.Cholesky, row []float64, ktt float64) (float64, bool) {
+	if chol == nil || !(ktt > 0) {
+		return 0, false
+	}
+	b := mat.NewVecDense(len(row), row)
+	if err := chol.SolveVecTo(sol, b); err != nil {
+		return 0, false
+	}
+	expl := mat.Dot(b, sol)
+	f := (ktt - expl) / ktt
+	if math.IsNaN(f) {
+		return 0, false
+	}
+	return min(max(f, 0), 1), true
+}
+
+// gram returns the Gram matrix of the m exact rows, computed once and shared by every
+// serving value and every redraw of the model (ExactRows is shared likewise).
+func (r *ExactRows) gram(m int) []float64 {
+	r.gramOnce.Do(func() { r.g = gramExact(r.lf, m, r.dim) })
+	return r.g
+}
