@@ -73,6 +73,9 @@ type Daemon struct {
 	// at start; box publishes the outputs and the deletions' tombstones.
 	trainPolicy string
 	box         *ingest.Outbox
+	// topicErr is what checkTopics found wrong with the topics' settings under
+	// kafka.topic_policy warn (nil: nothing); readiness reports it.
+	topicErr atomic.Pointer[error]
 	// signer signs every audit record (DataDir/audit.key, internal/auditsig).
 	signer *auditsig.Signer
 	// models is the models topic (models.go); leading says whether this daemon is the
@@ -286,7 +289,7 @@ func KafkaConfig(cfg config.Config) stream.Config {
 		Brokers: slices.Clone(k.Brokers), ClientID: "cairnd",
 		TLS: stream.TLSConfig{Enable: k.TLS.Enabled, CAFile: k.TLS.CAFile, CertFile: k.TLS.CertFile,
 			KeyFile: k.TLS.KeyFile, InsecureSkipVerify: k.TLS.InsecureSkipVerify},
-		SASL: sasl,
+		SASL: sasl, AllowPlaintextSASL: k.AllowPlaintextSASL,
 	}
 }
 
@@ -379,11 +382,14 @@ func (d *Daemon) startHTTP() (*httpServer, error) {
 	if d.cfg.UI.Enabled {
 		checks.UI = d.uiHandler()
 	}
-	h, err := admin.Listen(d.cfg.HTTP, d.metrics.Handler(), checks, d.log)
+	sec := httpSecurity(d.cfg)
+	h, err := admin.Listen(d.cfg.HTTP, d.metrics.Handler(), checks, sec, d.log)
 	if err != nil {
 		return nil, err
 	}
 	d.httpAddr = h.Addr()
+	d.log.Info().Str("http", d.httpAddr).Bool("tls", sec.CertFile != "").Bool("token", sec.TokenFile != "").
+		Bool("client_certificates", sec.ClientCAFile != "").Strs("open_paths", sec.OpenPaths).Msg("http listening")
 	ctx, cancel := context.WithCancel(context.Background())
 	done, failed := make(chan error, 1), make(chan error, 1)
 	go func() {
@@ -404,6 +410,7 @@ func (d *Daemon) startHTTP() (*httpServer, error) {
 func (d *Daemon) connect(ctx context.Context) (closeBroker func() error, err error) {
 	cfg := d.cfg
 	d.kafka = KafkaConfig(cfg)
+	d.warnPlaintextSASL()
 	topics := []string{cfg.Kafka.Topics.Train, cfg.Kafka.Topics.Queries, cfg.Kafka.Topics.Attributions,
 		cfg.Kafka.Topics.Audits, cfg.Kafka.Topics.DLQ, cfg.Kafka.Topics.Status}
 	if len(cfg.Kafka.Brokers) > 0 {
@@ -419,6 +426,9 @@ func (d *Daemon) connect(ctx context.Context) (closeBroker func() error, err err
 		if err := d.ensureSingle(ctx); err != nil {
 			return nil, err
 		}
+		if err := d.checkTopics(ctx); err != nil {
+			return nil, err
+		}
 		return func() error { return nil }, nil
 	}
 	d.trainPolicy = "compact"
@@ -431,6 +441,9 @@ func (d *Daemon) connect(ctx context.Context) (closeBroker func() error, err err
 	d.embedded = b
 	d.leading.Store(true) // nobody else can lead on this daemon's own broker
 	if err := d.ensureSingle(ctx); err != nil {
+		return nil, errors.Join(err, b.Close())
+	}
+	if err := d.checkTopics(ctx); err != nil {
 		return nil, errors.Join(err, b.Close())
 	}
 	d.log.Info().Str("addr", b.Addr()).Msg("embedded broker started")
@@ -566,16 +579,23 @@ func (d *Daemon) ensureSingle(ctx context.Context) error {
 		t.Models: {"cleanup.policy": "compact"}}, t.Models, t.Leader)
 }
 
-// topicConfigs are the settings of the topics cairnd creates: the audit topic keeps
-// every record (retention.ms and retention.bytes -1), so that the hash chain can be
-// verified from its first record, and the training topic is compacted. On an external
-// cluster a topic that exists keeps its settings; the embedded broker applies them.
-func (d *Daemon) topicConfigs() map[string]map[string]string {
+// topicConfigs are TopicConfigs(d.cfg).
+func (d *Daemon) topicConfigs() map[string]map[string]string { return TopicConfigs(d.cfg) }
+
+// TopicConfigs are the settings of the topics cairnd creates with kafka.partitions
+// partitions under cfg: the audit topic keeps every record (retention.ms and
+// retention.bytes -1), so that the hash chain can be verified from its first record,
+// and the training topic is compacted (the models topic, which cairnd creates with one
+// partition, is compacted too). On an external cluster a topic that exists keeps its
+// settings, which kafka.topic_policy then judges (stream.CheckTopics); the embedded
+// broker applies them. A deployment (or a test) that creates the topics itself gives
+// them these.
+func TopicConfigs(cfg config.Config) map[string]map[string]string {
 	return map[string]map[string]string{
-		d.cfg.Kafka.Topics.Audits: {"retention.ms": "-1", "retention.bytes": "-1"},
+		cfg.Kafka.Topics.Audits: {"retention.ms": "-1", "retention.bytes": "-1"},
 		// Compaction keeps the last record of each id: a deletion's tombstone (null
 		// value) makes it erase the point's upserts.
-		d.cfg.Kafka.Topics.Train: {"cleanup.policy": "compact"},
+		cfg.Kafka.Topics.Train: {"cleanup.policy": "compact"},
 	}
 }
 

@@ -18,6 +18,15 @@
 // and reported on /readyz); a component that fails otherwise (HTTP's listener) ends Run
 // with its error, after the same shutdown.
 //
+// Guards at start (security.go): HTTP binds behind admin.Security built from http_tls
+// and http_auth (a token file others may read, or a certificate that does not load,
+// fails Run before anything else starts); with kafka.allow_plaintext_sasl a warning is
+// logged at every start; and once the topics exist (every role, either broker),
+// stream.CheckTopics judges the training, models, audits and erasures topics' settings:
+// under kafka.topic_policy enforce a problem ends Run with every setting named, under
+// warn each is logged and /readyz answers 503 with them until a restart finds them
+// fixed. Topics cairnd creates get TopicConfigs, which pass.
+//
 // Locks: train.mu guards the ingest and the refit baselines (held by the train handler
 // per batch, and by the supervisor while it syncs the pool and takes a snapshot, never
 // during a fit); serve.mu serializes changes of the serving model, which readers load

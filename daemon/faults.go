@@ -222,6 +222,9 @@ func (d *Daemon) readiness() error {
 		}
 	}
 	errs = append(errs, d.faults.err())
+	if p := d.topicErr.Load(); p != nil {
+		errs = append(errs, *p)
+	}
 	return errors.Join(errs...)
 }
 

@@ -205,7 +205,7 @@ func TestRidesBrokerOutage(t *testing.T) {
 	cfg := e2eConfig(dir)
 	tp := cfg.Kafka.Topics
 	bcfg := stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: cfg.Kafka.Partitions, DataDir: filepath.Join(t.TempDir(), "kafka"),
-		Topics: []string{tp.Train, tp.Queries, tp.Attributions, tp.Audits, tp.DLQ, tp.Status}}
+		Topics: []string{tp.Train, tp.Queries, tp.Attributions, tp.Audits, tp.DLQ, tp.Status}, TopicConfigs: TopicConfigs(cfg)}
 	ctx := context.Background()
 	b, err := stream.StartBroker(ctx, bcfg)
 	if err != nil {
@@ -306,7 +306,7 @@ func TestStartsWhileBrokerDown(t *testing.T) {
 	}
 	tp := cfg.Kafka.Topics
 	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: addr, Partitions: cfg.Kafka.Partitions,
-		Topics: []string{tp.Train, tp.Queries, tp.Attributions, tp.Audits, tp.DLQ, tp.Status}})
+		Topics: []string{tp.Train, tp.Queries, tp.Attributions, tp.Audits, tp.DLQ, tp.Status}, TopicConfigs: TopicConfigs(cfg)})
 	if err != nil {
 		t.Fatal(err)
 	}

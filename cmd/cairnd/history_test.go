@@ -309,7 +309,8 @@ func runHistory(t *testing.T, bin string, set *dataset.Set, mode string) {
 	dir := t.TempDir()
 	r := rand.New(rand.NewPCG(20, uint64(len(mode))))
 	var b *stream.Broker
-	bcfg := stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 2, Topics: topics, DataDir: filepath.Join(dir, "broker")}
+	bcfg := stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 2, Topics: topics, DataDir: filepath.Join(dir, "broker"),
+		TopicConfigs: daemon.TopicConfigs(config.Default())}
 	startBroker := func() {
 		var err error
 		for range 100 {
@@ -395,7 +396,7 @@ func runHistory(t *testing.T, bin string, set *dataset.Set, mode string) {
 
 	// The uninterrupted run: a fresh broker holding the same messages, partition by
 	// partition in the same order, and a daemon that is never interrupted.
-	cbcfg := stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 2, Topics: topics}
+	cbcfg := stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 2, Topics: topics, TopicConfigs: daemon.TopicConfigs(config.Default())}
 	cb, err := stream.StartBroker(ctx, cbcfg)
 	if err != nil {
 		t.Fatal(err)

@@ -213,7 +213,7 @@ func TestKill9(t *testing.T) {
 	ctx := context.Background()
 	tp := config.Default().Kafka.Topics
 	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 2,
-		Topics: []string{tp.Train, tp.Queries, tp.Attributions, tp.Audits, tp.DLQ, tp.Status}})
+		Topics: []string{tp.Train, tp.Queries, tp.Attributions, tp.Audits, tp.DLQ, tp.Status}, TopicConfigs: daemon.TopicConfigs(config.Default())})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,22 +54,18 @@ const (
 	httpMaxHeaderBytes    = 16 << 10
 )
 
-var (
-	errHTTPClosed = errors.New("admin: http server closed")
-	errHTTPRun    = errors.New("admin: http server Run called twice")
-)
-
-// Server serves /healthz, /readyz, /metrics, /status, /model and /audit/key, routed by an
-// http.ServeMux with method patterns. Listen binds the address, Run serves, Close
-// releases the listener when Run never ran. Only GET and HEAD are allowed (405
-// otherwise, with an Allow header); any other path is 404. Every non-2xx response is
-// logged at debug level with fields method, path, status (and error for a failed
-// check).
+// Server serves /healthz, /readyz, /metrics, /status, /model, /audit/key and /ui, routed
+// by an http.ServeMux with method patterns, behind its guard (Security). Listen binds
+// the address, Run serves, Close releases the listener when Run never ran. Only GET and
+// HEAD are allowed, and POST on /ui/login (405 otherwise, with an Allow header); any
+// other path is 404. Every non-2xx response is logged at debug level with fields
+// method, path, status (and error for a failed check).
 type Server struct {
 	ln      net.Listener
 	srv     *http.Server
 	metrics http.Handler
 	checks  Checks
+	guard   *guard
 	log     zerolog.Logger
 
 	mu      sync.Mutex
@@ -79,16 +75,24 @@ type Server struct {
 
 // Listen binds addr now, so that a port conflict fails startup and ":0" picks a free
 // port (see Addr). metrics serves /metrics (metrics.Set.Handler); it must not be nil.
-func Listen(addr string, metrics http.Handler, checks Checks, log zerolog.Logger) (*Server, error) {
+// sec guards the server (the zero Security: plain HTTP, every path open); its files are
+// read here, and every problem with them (a token file others may read: ErrTokenFileMode)
+// fails Listen before anything is bound.
+func Listen(addr string, metrics http.Handler, checks Checks, sec Security, log zerolog.Logger) (*Server, error) {
 	if metrics == nil {
 		panic("admin: Listen with a nil metrics handler")
+	}
+	g, tc, err := sec.build()
+	if err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("admin: http address %q: %w", addr, err)
 	}
-	h := &Server{ln: ln, metrics: metrics, checks: checks, log: log}
+	h := &Server{ln: ln, metrics: metrics, checks: checks, guard: g, log: log}
 	h.srv = &http.Server{
+		TLSConfig:         tc,
 		Handler:           h.routes(),
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 		ReadTimeout:       httpReadTimeout,
@@ -125,7 +129,13 @@ func (h *Server) Run(ctx context.Context) error {
 
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
-	wg.Go(func() { errc <- h.srv.Serve(h.ln) })
+	wg.Go(func() {
+		if h.srv.TLSConfig != nil {
+			errc <- h.srv.ServeTLS(h.ln, "", "") // the certificate is in TLSConfig
+			return
+		}
+		errc <- h.srv.Serve(h.ln)
+	})
 	defer wg.Wait()
 
 	select {
@@ -169,7 +179,8 @@ func (h *Server) Close() error {
 
 // routes is the server's handler: a ServeMux with one GET pattern per endpoint (GET
 // patterns match HEAD too; any other method gets 405 with an Allow header, any other
-// path 404), behind logged, which logs the non-2xx answers the handlers did not log.
+// path 404), behind the guard (which answers what it refuses: guard.go) and logged,
+// which logs the non-2xx answers the handlers did not log.
 func (h *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { h.check(w, r, h.checks.Live) })
@@ -179,6 +190,13 @@ func (h *Server) routes() http.Handler {
 	if h.checks.UI != nil {
 		mux.Handle("GET /ui", h.checks.UI)
 		mux.Handle("GET /ui/", h.checks.UI)
+		if h.guard.sessions != nil {
+			mux.HandleFunc("GET "+LoginPath, func(w http.ResponseWriter, r *http.Request) {
+				h.loginForm(w, r, http.StatusOK, r.URL.Query().Get("next"), false)
+			})
+			// Cross-origin posts (Sec-Fetch-Site, Origin) are refused: no login CSRF.
+			mux.Handle("POST "+LoginPath, http.NewCrossOriginProtection().Handler(http.HandlerFunc(h.login)))
+		}
 	}
 	mux.HandleFunc("GET /model", h.model)
 	mux.HandleFunc("GET /audit/key", func(w http.ResponseWriter, r *http.Request) {
@@ -191,7 +209,11 @@ func (h *Server) routes() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		lw := &loggedWriter{ResponseWriter: w, status: http.StatusOK}
-		mux.ServeHTTP(lw, r)
+		if h.guard.authorize(r) {
+			mux.ServeHTTP(lw, r)
+		} else {
+			h.deny(lw, r)
+		}
 		if lw.status/100 != 2 && !lw.logged {
 			h.log.Debug().Str("method", r.Method).Str("path", r.URL.Path).Int("status", lw.status).Msg("http response")
 		}

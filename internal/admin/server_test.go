@@ -95,7 +95,7 @@ func startHTTPFixture(t *testing.T, m *metrics.Set, status func() any) *httpFixt
 		},
 		Status: status,
 	}
-	h, err := Listen("127.0.0.1:0", m.Handler(), checks, zerolog.New(s.logs).Level(zerolog.DebugLevel))
+	h, err := Listen("127.0.0.1:0", m.Handler(), checks, Security{}, zerolog.New(s.logs).Level(zerolog.DebugLevel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestHTTPShutdownWaitsForRequests(t *testing.T) {
 }
 
 func TestHTTPCloseAndPortConflict(t *testing.T) {
-	h, err := Listen("127.0.0.1:0", metrics.New().Handler(), Checks{}, zerolog.Nop())
+	h, err := Listen("127.0.0.1:0", metrics.New().Handler(), Checks{}, Security{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestHTTPCloseAndPortConflict(t *testing.T) {
 	}
 
 	// The port is bound by ListenHTTP itself, before Run.
-	_, err = Listen(addr, metrics.New().Handler(), Checks{}, zerolog.Nop())
+	_, err = Listen(addr, metrics.New().Handler(), Checks{}, Security{}, zerolog.Nop())
 	if err == nil || !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), addr) {
 		t.Errorf("second ListenHTTP(%s) = %v, want an address-in-use error naming the address", addr, err)
 	}
@@ -345,7 +345,7 @@ func TestHTTPCloseAndPortConflict(t *testing.T) {
 		}
 	}
 	// Close released the port.
-	h2, err := Listen(addr, metrics.New().Handler(), Checks{}, zerolog.Nop())
+	h2, err := Listen(addr, metrics.New().Handler(), Checks{}, Security{}, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("ListenHTTP after Close: %v", err)
 	}
@@ -354,13 +354,13 @@ func TestHTTPCloseAndPortConflict(t *testing.T) {
 		t.Errorf("Run after Close = nil, want an error")
 	}
 
-	if _, err := Listen("127.0.0.1:notaport", metrics.New().Handler(), Checks{}, zerolog.Nop()); err == nil {
+	if _, err := Listen("127.0.0.1:notaport", metrics.New().Handler(), Checks{}, Security{}, zerolog.Nop()); err == nil {
 		t.Errorf("ListenHTTP with a bad port = nil error")
 	}
 }
 
 func TestHTTPCloseStopsRun(t *testing.T) {
-	h, err := Listen("127.0.0.1:0", metrics.New().Handler(), Checks{}, zerolog.Nop())
+	h, err := Listen("127.0.0.1:0", metrics.New().Handler(), Checks{}, Security{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +403,7 @@ func TestHTTPCloseStopsRun(t *testing.T) {
 // TestHTTPRunCancelledBeforeStart checks that Run with a done context returns nil at
 // once and releases the port.
 func TestHTTPRunCancelledBeforeStart(t *testing.T) {
-	h, err := Listen("127.0.0.1:0", metrics.New().Handler(), Checks{}, zerolog.Nop())
+	h, err := Listen("127.0.0.1:0", metrics.New().Handler(), Checks{}, Security{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +412,7 @@ func TestHTTPRunCancelledBeforeStart(t *testing.T) {
 	if err := h.Run(ctx); err != nil {
 		t.Errorf("Run with a cancelled context = %v, want nil", err)
 	}
-	h2, err := Listen(h.Addr(), metrics.New().Handler(), Checks{}, zerolog.Nop())
+	h2, err := Listen(h.Addr(), metrics.New().Handler(), Checks{}, Security{}, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("port not released after Run: %v", err)
 	}
