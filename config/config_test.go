@@ -313,3 +313,30 @@ func TestUntrainedLayers(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolNormalize: pool.normalize defaults to true and is set by the YAML key under
+// pool and by CAIRN_POOL_NORMALIZE, which wins over the file.
+func TestPoolNormalize(t *testing.T) {
+	if !Default().Pool.Normalize {
+		t.Fatal("Default().Pool.Normalize = false, want true")
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("pool:\n  normalize: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path    string
+		environ []string
+		want    bool
+	}{
+		{"", nil, true},
+		{path, nil, false},
+		{"", []string{"CAIRN_POOL_NORMALIZE=false"}, false},
+		{path, []string{"CAIRN_POOL_NORMALIZE=true"}, true},
+	} {
+		c, err := Load(tc.path, tc.environ)
+		if err != nil || c.Pool.Normalize != tc.want {
+			t.Errorf("Load(%q, %v): normalize %v, %v; want %v", tc.path, tc.environ, c.Pool.Normalize, err, tc.want)
+		}
+	}
+}

@@ -11,9 +11,24 @@ import (
 const PairRecordLen = 32
 
 // stateFixedLen is the length of the core encoding of a State without landmarks,
-// factor or top-up keys: Version and Config (81 bytes), the five counts, Greedy, M and
-// StaleFrom, Threshold and the four running sums, and the three booleans.
-const stateFixedLen = 81 + 5*4 + 3*8 + 5*8 + 3
+// factor or top-up keys: Version and Config (configLen bytes), the five counts, Greedy,
+// M and StaleFrom, Threshold and the four running sums, and the three booleans.
+const stateFixedLen = configLen + 5*4 + 3*8 + 5*8 + 3
+
+// configLen is the length of Version and Config at the front of a state: 81 bytes up to
+// Config.SLQ.Power, then Config.Normalize's byte. The earlier layouts stop at 81.
+const configLen = 82
+
+// layout is one of the binary layouts of State: the current core (normalize: with
+// Config.Normalize), the core before Config.Normalize (the daemon's pool schema 3), and
+// the one before that, which also held Points after Config (schema 2).
+type layout struct{ points, normalize bool }
+
+var (
+	layoutCore        = layout{normalize: true}
+	layoutNoNormalize = layout{}
+	layoutWithPoints  = layout{points: true}
+)
 
 // AppendBinary appends the binary encoding of the core of s, everything but Points and
 // LandmarkFeatures (what CoreState returns), to b: its fields in declaration order, each
@@ -21,12 +36,18 @@ const stateFixedLen = 81 + 5*4 + 3*8 + 5*8 + 3
 // documentation). Equal states give equal bytes. It implements encoding.BinaryAppender;
 // the error is always nil.
 func (s *State) AppendBinary(b []byte) ([]byte, error) {
-	return s.appendBinary(b, false), nil
+	return s.appendBinary(b, layoutCore), nil
 }
 
-// appendBinary writes the core of s, with Points between Config and Landmarks when
-// points is set (the earlier layout DecodeStateWithPoints reads; tests write it).
-func (s *State) appendBinary(b []byte, points bool) []byte {
+// appendBinary writes the core of s in layout l: without Config.Normalize's byte unless
+// l.normalize, and with Points between Config and Landmarks when l.points (the earlier
+// layouts DecodeStateWithoutNormalize and DecodeStateWithPoints read; tests write them).
+// Writing a state with Normalize set in a layout without it is a programmer error.
+func (s *State) appendBinary(b []byte, l layout) []byte {
+	if s.Config.Normalize && !l.normalize {
+		panic("coreset: appendBinary: Config.Normalize in a layout without it")
+	}
+	points := l.points
 	n := stateFixedLen + 8*(len(s.PivotValues)+len(s.Factor)+len(s.Gram)+len(s.TopUpKeys))
 	for _, id := range s.Landmarks {
 		n += 4 + len(id)
@@ -50,6 +71,9 @@ func (s *State) appendBinary(b []byte, points bool) []byte {
 	b = binenc.AppendI64(b, int64(c.SLQ.Steps))
 	b = binenc.AppendI64(b, int64(c.SLQ.Deflate))
 	b = binenc.AppendI64(b, int64(c.SLQ.Power))
+	if l.normalize {
+		b = binenc.AppendBool(b, c.Normalize)
+	}
 	if points {
 		b = binenc.AppendU32(b, uint32(len(s.Points)))
 		for _, p := range s.Points {
@@ -83,19 +107,29 @@ func (s *State) appendBinary(b []byte, points bool) []byte {
 // other than 0 or 1) is an error matching ErrState that names the field and its offset.
 // It never panics and allocates no more than a small multiple of len(b).
 func DecodeState(b []byte) (s State, rest []byte, err error) {
-	return decodeState(b, false)
+	return decodeState(b, layoutCore)
 }
 
-// DecodeStateWithPoints decodes the earlier layout that also held Points, sorted by id,
-// between Config and Landmarks: u32 n, then n × (bytes id, f64 Diag, f64 Residual). It
-// is what a two-view pool's blob held per view before the records moved out of it (the
-// daemon's pool schema 2, storage/FORMAT.md); it is read so that such stores still
-// open, and nothing writes it. Points is non-nil (empty when n is 0).
+// DecodeStateWithoutNormalize decodes the earlier core layout, written before
+// Config.Normalize existed: the current one without that field's byte (after
+// Config.SLQ.Power). It is what the daemon's pool schema 3 held per view
+// (storage/FORMAT.md); it is read so that such stores still open, and nothing writes it.
+// Normalize reads as false: those pools pivoted on raw residuals.
+func DecodeStateWithoutNormalize(b []byte) (s State, rest []byte, err error) {
+	return decodeState(b, layoutNoNormalize)
+}
+
+// DecodeStateWithPoints decodes the layout before that, which also held Points, sorted
+// by id, between Config (without Normalize, which reads as false) and Landmarks: u32 n,
+// then n × (bytes id, f64 Diag, f64 Residual). It is what a two-view pool's blob held
+// per view before the records moved out of it (the daemon's pool schema 2,
+// storage/FORMAT.md); it is read so that such stores still open, and nothing writes it.
+// Points is non-nil (empty when n is 0).
 func DecodeStateWithPoints(b []byte) (s State, rest []byte, err error) {
-	return decodeState(b, true)
+	return decodeState(b, layoutWithPoints)
 }
 
-func decodeState(b []byte, points bool) (State, []byte, error) {
+func decodeState(b []byte, l layout) (State, []byte, error) {
 	r := binenc.NewReader(b)
 	var s State
 	s.Version = r.Int("Version")
@@ -110,7 +144,10 @@ func decodeState(b []byte, points bool) (State, []byte, error) {
 	c.SLQ.Steps = r.Int("Config.SLQ.Steps")
 	c.SLQ.Deflate = r.Int("Config.SLQ.Deflate")
 	c.SLQ.Power = r.Int("Config.SLQ.Power")
-	if points {
+	if l.normalize {
+		c.Normalize = r.Bool("Config.Normalize")
+	}
+	if l.points {
 		// Each point takes at least its id's length and two f64s.
 		s.Points = make([]PointState, r.Count(4+16, "Points"))
 		for i := range s.Points {

@@ -16,9 +16,12 @@ import (
 // binaryPool returns a pool over n points, synced, then with one landmark deleted, so
 // that its state is inexact and stale, has top-up landmarks (budget beyond the rank of
 // the generator) and every State field carries a non-default value.
-func binaryPool(t testing.TB, n int) *Pool {
+func binaryPool(t testing.TB, n int) *Pool { return binaryPoolNormalize(t, n, true) }
+
+// binaryPoolNormalize is binaryPool with Config.Normalize set to normalize.
+func binaryPoolNormalize(t testing.TB, n int, normalize bool) *Pool {
 	t.Helper()
-	cfg := Config{Dim: 6, Budget: LandmarkBudget{M: 8}, TopUp: true, Seed: 3, SLQ: SLQOptions{Probes: 4, Steps: 5, Deflate: -1, Power: 1}}
+	cfg := Config{Dim: 6, Budget: LandmarkBudget{M: 8}, TopUp: true, Seed: 3, SLQ: SLQOptions{Probes: 4, Steps: 5, Deflate: -1, Power: 1}, Normalize: normalize}
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +52,7 @@ func binaryPool(t testing.TB, n int) *Pool {
 func TestStateFields(t *testing.T) {
 	for typ, want := range map[reflect.Type]int{
 		reflect.TypeFor[State]():          20,
-		reflect.TypeFor[Config]():         6,
+		reflect.TypeFor[Config]():         7,
 		reflect.TypeFor[LandmarkBudget](): 2,
 		reflect.TypeFor[SLQOptions]():     4,
 		reflect.TypeFor[PointState]():     3,
@@ -65,7 +68,7 @@ func TestStateFields(t *testing.T) {
 func TestStateLayout(t *testing.T) {
 	s := State{
 		Version: 1,
-		Config:  Config{Dim: 2, Budget: LandmarkBudget{M: 3}, Tol: 0.5, TopUp: true, Seed: 7, SLQ: SLQOptions{Probes: 1, Steps: 2, Deflate: 3, Power: 4}},
+		Config:  Config{Dim: 2, Budget: LandmarkBudget{M: 3}, Tol: 0.5, TopUp: true, Seed: 7, SLQ: SLQOptions{Probes: 1, Steps: 2, Deflate: 3, Power: 4}, Normalize: true},
 		Points:  []PointState{{ID: "ignored", Diag: 1}}, LandmarkFeatures: []float64{9, 9},
 		Landmarks: []string{"a"}, Greedy: 1, PivotValues: []float64{2}, Factor: []float64{1.5}, Gram: []float64{4},
 		M: 3, Threshold: 0.25, Cert: 1, TraceK: 2, Exact: true, Changed: true,
@@ -79,6 +82,7 @@ func TestStateLayout(t *testing.T) {
 		"01",                                                                           // Config.TopUp
 		"0700000000000000",                                                             // Config.Seed 7
 		"0100000000000000", "0200000000000000", "0300000000000000", "0400000000000000", // Config.SLQ
+		"01",                            // Config.Normalize
 		"01000000" + "01000000" + "61",  // Landmarks ["a"]
 		"0100000000000000",              // Greedy 1
 		"01000000" + "0000000000000040", // PivotValues [2]
@@ -106,9 +110,11 @@ func TestStateLayout(t *testing.T) {
 }
 
 // TestStateRoundTrip: DecodeState gives back the core (CoreState) of pools of 0, 1 and
-// 40 points, DecodeStateWithPoints the full State without features, each followed by
-// the bytes after it; re-encoding gives the same bytes; and a Restore from the decoded
-// core plus the pool's points and features behaves like the original.
+// 40 points, DecodeStateWithoutNormalize the core of a pool without Normalize in the
+// layout without that field, DecodeStateWithPoints the full State without features in
+// the layout before, each followed by the bytes after it; re-encoding gives the same
+// bytes; each earlier layout is the current one less the fields it lacks; and a Restore
+// from the decoded core plus the pool's points and features behaves like the original.
 func TestStateRoundTrip(t *testing.T) {
 	for _, n := range []int{0, 1, 40} {
 		p := binaryPool(t, n)
@@ -123,21 +129,41 @@ func TestStateRoundTrip(t *testing.T) {
 			t.Errorf("n=%d: re-encoding changed the bytes", n)
 		}
 
-		full := p.State()
+		// The layout before Normalize is the core without its byte (offset 81), and
+		// decodes as Normalize = false.
+		raw := binaryPoolNormalize(t, n, false)
+		rawCore := raw.CoreState()
+		rb, _ := rawCore.AppendBinary(nil)
+		b1 := rawCore.appendBinary(nil, layoutNoNormalize)
+		if len(b1) != len(rb)-1 || !bytes.Equal(b1[:81], rb[:81]) || rb[81] != 0 || !bytes.Equal(b1[81:], rb[82:]) {
+			t.Errorf("n=%d: the layout without Normalize is not the core less byte 81", n)
+		}
+		got1, rest, err := DecodeStateWithoutNormalize(append(b1, tail...))
+		if err != nil || !reflect.DeepEqual(got1, rawCore) || !bytes.Equal(rest, tail) {
+			t.Fatalf("n=%d: DecodeStateWithoutNormalize = %+v, rest %q, %v\nwant %+v", n, got1, rest, err, rawCore)
+		}
+		got1.Points, got1.LandmarkFeatures = raw.State().Points, raw.LandmarkFeaturesTo(nil)
+		if q, err := Restore(got1); err != nil || !reflect.DeepEqual(q.State(), raw.State()) {
+			t.Errorf("n=%d: pool restored from the layout without Normalize differs (%v)", n, err)
+		}
+
+		full := raw.State()
 		full.LandmarkFeatures = nil
-		wp := full.appendBinary(nil, true)
+		wp := full.appendBinary(nil, layoutWithPoints)
 		gotP, rest, err := DecodeStateWithPoints(wp)
 		if err != nil || !reflect.DeepEqual(gotP, full) || len(rest) != 0 {
 			t.Fatalf("n=%d: DecodeStateWithPoints = %+v, rest %q, %v\nwant %+v", n, gotP, rest, err, full)
 		}
-		// The earlier layout is the core with the points inserted after Config.
+		// The layout with points is the one without Normalize with the points inserted
+		// after Config.
 		perPoint := 0
 		for _, ps := range full.Points {
 			perPoint += 4 + len(ps.ID) + 16
 		}
-		if len(wp) != len(b)+4+perPoint || !bytes.Equal(wp[:81], b[:81]) || !bytes.Equal(wp[len(wp)-(len(b)-81):], b[81:]) {
-			t.Errorf("n=%d: the layout with points is not the core with the points after Config", n)
+		if len(wp) != len(b1)+4+perPoint || !bytes.Equal(wp[:81], b1[:81]) || !bytes.Equal(wp[len(wp)-(len(b1)-81):], b1[81:]) {
+			t.Errorf("n=%d: the layout with points is not the one without Normalize with the points after Config", n)
 		}
+		full = p.State()
 
 		got.Points = full.Points
 		got.LandmarkFeatures = p.LandmarkFeaturesTo(nil)
@@ -157,11 +183,18 @@ func TestStateMalformed(t *testing.T) {
 	p := binaryPool(t, 12)
 	core := p.CoreState()
 	b, _ := core.AppendBinary(nil)
-	full := p.State()
-	wp := full.appendBinary(nil, true)
+	raw := binaryPoolNormalize(t, 12, false)
+	rawCore, full := raw.CoreState(), raw.State()
+	b1 := rawCore.appendBinary(nil, layoutNoNormalize)
+	wp := full.appendBinary(nil, layoutWithPoints)
 	for cut := range len(b) {
 		if _, _, err := DecodeState(b[:cut]); !errors.Is(err, ErrState) {
 			t.Fatalf("DecodeState of %d of %d bytes: %v, want ErrState", cut, len(b), err)
+		}
+	}
+	for cut := range len(b1) {
+		if _, _, err := DecodeStateWithoutNormalize(b1[:cut]); !errors.Is(err, ErrState) {
+			t.Fatalf("DecodeStateWithoutNormalize of %d of %d bytes: %v, want ErrState", cut, len(b1), err)
 		}
 	}
 	for cut := range len(wp) {
@@ -176,7 +209,8 @@ func TestStateMalformed(t *testing.T) {
 	}{
 		{"Changed = 2", func(b []byte) { b[len(b)-1] = 2 }, "Changed"},
 		{"TopUp = 7", func(b []byte) { b[40] = 7 }, "Config.TopUp"},
-		{"landmark count 2^32-1", func(b []byte) { copy(b[81:], []byte{0xff, 0xff, 0xff, 0xff}) }, "Landmarks count"},
+		{"Normalize = 2", func(b []byte) { b[81] = 2 }, "Config.Normalize"},
+		{"landmark count 2^32-1", func(b []byte) { copy(b[configLen:], []byte{0xff, 0xff, 0xff, 0xff}) }, "Landmarks count"},
 	} {
 		bad := bytes.Clone(b)
 		tc.edit(bad)
@@ -211,22 +245,23 @@ func TestPairRecord(t *testing.T) {
 
 // FuzzDecodeState: a stored state is outside bytes. Decoding never panics, refusals
 // match ErrState, and an accepted state followed by its rest re-encodes to the input
-// (the encoding is canonical), in both layouts.
+// (the encoding is canonical), in the current layout and the one with points
+// (FuzzDecodeStateWithoutNormalize has the third).
 func FuzzDecodeState(f *testing.F) {
 	for _, n := range []int{0, 5} {
 		p := binaryPool(f, n)
 		core := p.CoreState()
 		b, _ := core.AppendBinary(nil)
-		full := p.State()
+		full := binaryPoolNormalize(f, n, false).State()
 		f.Add(b, false)
-		f.Add(full.appendBinary(nil, true), true)
+		f.Add(full.appendBinary(nil, layoutWithPoints), true)
 		f.Add(b[:len(b)/2], false)
 	}
 	f.Add([]byte{}, true)
 	f.Fuzz(func(t *testing.T, in []byte, points bool) {
-		dec := DecodeState
+		dec, l := DecodeState, layoutCore
 		if points {
-			dec = DecodeStateWithPoints
+			dec, l = DecodeStateWithPoints, layoutWithPoints
 		}
 		s, rest, err := dec(in)
 		if err != nil {
@@ -238,7 +273,34 @@ func FuzzDecodeState(f *testing.F) {
 		if points != (s.Points != nil) || s.LandmarkFeatures != nil {
 			t.Fatalf("points %v: decoded Points %v, LandmarkFeatures %v", points, s.Points, s.LandmarkFeatures)
 		}
-		if got := append(s.appendBinary(nil, points), rest...); !bytes.Equal(got, in) {
+		if got := append(s.appendBinary(nil, l), rest...); !bytes.Equal(got, in) {
+			t.Fatalf("accepted state is not canonical:\n in  %x\n out %x", in, got)
+		}
+	})
+}
+
+// FuzzDecodeStateWithoutNormalize is FuzzDecodeState for the layout before
+// Config.Normalize, which decodes as false.
+func FuzzDecodeStateWithoutNormalize(f *testing.F) {
+	for _, n := range []int{0, 5} {
+		core := binaryPoolNormalize(f, n, false).CoreState()
+		b := core.appendBinary(nil, layoutNoNormalize)
+		f.Add(b)
+		f.Add(b[:len(b)/2])
+	}
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		s, rest, err := DecodeStateWithoutNormalize(in)
+		if err != nil {
+			if !errors.Is(err, ErrState) {
+				t.Fatalf("error %v does not match ErrState", err)
+			}
+			return
+		}
+		if s.Points != nil || s.LandmarkFeatures != nil || s.Config.Normalize {
+			t.Fatalf("decoded Points %v, LandmarkFeatures %v, Normalize %v", s.Points, s.LandmarkFeatures, s.Config.Normalize)
+		}
+		if got := append(s.appendBinary(nil, layoutNoNormalize), rest...); !bytes.Equal(got, in) {
 			t.Fatalf("accepted state is not canonical:\n in  %x\n out %x", in, got)
 		}
 	})

@@ -25,6 +25,23 @@
 // without reading the n×q matrix m times. GreedyRows32 runs on float32 rows in place
 // (the daemon's point cache), widened exactly, with GreedyContext's bits.
 //
+// Normalized pivoting (GreedyOptions.Normalize, Config.Normalize; the daemon's default,
+// config pool.normalize). The raw rule picks the largest δ_j, and δ_j ≤ K_jj, so points
+// of small kernel norm are starved: on MNIST (n = 2,000, m = 256 per view) thin-stroke
+// digits have small eNTK norms and the pool held no digit 1 at all (issue #31). With
+// Normalize, pivot t+1 is the candidate of largest δ^{(t)}_j/K_jj, ties to the lower row
+// index: greedy pivoted Cholesky on the normalized kernel K_ij/√(K_ii K_jj), which
+// weighs every point's direction alike whatever its norm, as far as the choice of pivot
+// goes. Everything else stays on the raw kernel: the residuals, ResidualTrace and tr R
+// (so the certificate is exact for the served landmarks, and somewhat larger than the
+// raw rule's, which minimizes it greedily), the factor, PivotValues (raw δ^{(t)}; the
+// key is PivotValues[t]/K_pp) and the threshold: a row is a candidate while δ_j >
+// Tol·max_j K_jj, so a zero row (K_jj = 0, where the ratio would be 0/0) never is, and
+// the selection stops when no candidate is left. The lazy heap orders rows by the ratio,
+// which a stale δ_j bounds as before since K_jj is fixed; a top that is current but at
+// most the threshold leaves the heap for good. Before the first pivot every candidate's
+// ratio is exactly 1, so pivot 1 is the candidate of lowest index (smallest id).
+//
 // Top-up rule (paper appendix F "Selectors": on Adult the surrogate kernel has rank 96 and
 // the remaining landmarks come from a top-up rule the paper does not spell out). Ours:
 // when the residual is exhausted before the budget, the remaining landmarks are the
@@ -52,7 +69,21 @@
 //     pool stale from the first step t it would take over; near-ties within 1e-9
 //     relative count as take-overs, so rounding can cause an unneeded Sync, never a
 //     missed one. When the pool reports Stale == false and Exact == true, the served
-//     landmarks equal batch greedy over the stored points (a tested property).
+//     landmarks equal batch greedy over the stored points (a tested property, with and
+//     without Normalize).
+//   - With Normalize, Insert compares like with like: the point's r_t/K_xx with pivot
+//     t's key δ^{(t)}/K_pp (from the stored raw PivotValues and the landmark's K_pp,
+//     the bits batch greedy divides), and only while r_t clears the threshold. Before
+//     the first pivot both keys are exactly 1 in either computation, so that tie is
+//     decided exactly, by id as batch greedy decides it (counted as a near-tie it would
+//     make every insert stale). The threshold Tol·max K_jj depends on the stored
+//     points, and under Normalize a row at most the threshold may hold a larger ratio
+//     than the pivot chosen: an insert that raises max K_jj marks the pool stale from
+//     the first pivot whose raw δ^{(t)} no longer clears the new threshold, and a
+//     deletion of a point that may have held max K_jj (Tol·K_jj at least the stored
+//     threshold) marks it stale from 0, as nothing cheaper bounds where the lower
+//     threshold lets a row in (about 1 deletion in n). Without Normalize neither case
+//     arises: max K_jj is pivot 0's δ, and a point that raises it takes over pivot 0.
 //     Its O(k q) part is the k products with the landmarks (vec.Dot's bits); CrossTo
 //     computes them for a whole batch in one blocked sweep and InsertCross takes them,
 //     recomputing them if the landmarks changed since, with the same result as Insert.
@@ -96,8 +127,13 @@
 // theirs), each in the internal/binenc encoding of its Go type: int as i64, uint64 as
 // u64, float64 as f64, bool as a 0/1 byte, Landmarks as strings, the float slices as
 // floats, TopUpKeys as u64s. DecodeState reads it back from the front of a byte slice
-// and returns the bytes after it; DecodeStateWithPoints reads the earlier layout that
-// also held Points (after Config), which nothing writes any more. AppendPairRecord
+// and returns the bytes after it. Two earlier layouts, which nothing writes any more,
+// are still read, both without Config.Normalize (the last field of Config, one byte at
+// offset 81), which they decode as false: DecodeStateWithoutNormalize reads the core
+// as it was before that field, DecodeStateWithPoints the one before that, which also
+// held Points (after Config). A pool restored from them pivots on raw residuals until
+// its owner changes that (the daemon takes its configured rule and marks the pool
+// stale, so the next Sync re-selects). AppendPairRecord
 // writes one point's record, a.Diag, a.Residual, b.Diag, b.Residual as f64
 // (PairRecordLen = 32 bytes); DecodePairRecord reads it. Equal values give equal bytes
 // and every accepted encoding is canonical (fuzzed). The decoders check the encoding

@@ -33,6 +33,16 @@ type GreedyOptions struct {
 	// row j in the orthonormal pivot basis (row j of the n×k Cholesky factor). It costs a
 	// transient n×k buffer; the Pool needs it for its landmark-deletion bound.
 	KeepGram bool
+	// Normalize pivots on the normalized residual δ_j/K_jj instead of δ_j: pivot t+1 is
+	// the candidate of largest δ^{(t)}_j/K_jj, ties to the lower row index, which is
+	// greedy pivoted Cholesky on the normalized kernel K_ij/√(K_ii K_jj) as far as the
+	// choice of pivot goes (rows of small norm, which the raw rule starves, are
+	// covered). Everything else stays on the raw kernel: PivotValues, the residuals,
+	// the traces, the factor and the threshold. A candidate is a row with δ_j >
+	// Threshold, so a row with K_jj = 0 is never one (0/0 is not evaluated), and the
+	// selection stops when no candidate is left: every δ_j ≤ Tol·max K_jj, as without
+	// Normalize.
+	Normalize bool
 }
 
 // GreedyResult is the outcome of Greedy. Slices are owned by the caller.
@@ -42,7 +52,9 @@ type GreedyResult struct {
 	Pivots []int
 	// Greedy is the number of positive-residual pivots (≤ rank K, Prop. greedy iii).
 	Greedy int
-	// PivotValues[t] is δ^{(t)} at the t-th greedy pivot (length Greedy).
+	// PivotValues[t] is δ^{(t)} at the t-th greedy pivot (length Greedy): the raw
+	// residual also with Normalize, whose pivot key is PivotValues[t]/K_pp for pivot
+	// row p (K_pp = ||g_p||², the bits Greedy computes).
 	PivotValues []float64
 	// ResidualTrace[t] is tr R after the first t+1 landmarks (length len(Pivots)). Top-up
 	// landmarks lie in the greedy span to within Tol and are kept out of the factor, so the
@@ -75,8 +87,9 @@ func TopUpKeys(seed uint64, n int) []uint64 {
 
 // Greedy runs greedy pivoted Cholesky (paper Prop. greedy) on the Gram matrix K = G Gᵀ of
 // the rows of g (n×q, row-major), selecting up to m pivots: pivot t+1 is
-// argmax_j δ_j^{(t)}, ties broken by the lower row index, stopping early when the largest
-// residual is at most Tol·max_j K_jj. g is not modified.
+// argmax_j δ_j^{(t)} (argmax_j δ_j^{(t)}/K_jj with opt.Normalize) over the rows with
+// δ_j^{(t)} > Tol·max_j K_jj, ties broken by the lower row index, stopping early when no
+// such row is left. g is not modified.
 //
 // It works in feature space (Gram–Schmidt form) instead of on K: with an orthonormal
 // basis b_1..b_t of the selected rows' span,
@@ -86,8 +99,9 @@ func TopUpKeys(seed uint64, n int) []uint64 {
 //
 // which equals the Schur-complement recursion on K in exact arithmetic. The residuals
 // are brought up to date lazily (see lazyGreedy): every δ_j only falls, so a stale δ_j
-// bounds the current one from above, and the argmax is found by updating rows in the
-// order of their stale values until the largest is current. Every number is the one the
+// bounds the current one from above (and, K_jj being fixed, a stale δ_j/K_jj the
+// current ratio), and the argmax is found by updating rows in the order of their stale
+// values until the largest is current. Every number is the one the
 // eager recursion (all n rows updated at every step) computes, bit for bit: each L_jt is
 // vec.Dot(b_t, g_j) and each δ_j^{(t)} the same sequence of subtractions. Total work is
 // O(n q m) as in the eager form, but a pivot step reads only the rows whose stale bound
@@ -170,7 +184,7 @@ func lazyGreedy(ctx context.Context, a rows, m int, opt GreedyOptions) (*GreedyR
 	}
 	m = min(m, n)
 	res := &GreedyResult{}
-	st := &greedyState{a: a, res: res, selAt: make([]int32, n), done: make([]int32, n),
+	st := &greedyState{a: a, res: res, normalize: opt.Normalize, selAt: make([]int32, n), done: make([]int32, n),
 		basis: make([]float64, 0, m*q), coef: make([]float64, m), v: make([]float64, q),
 		buf: make([]float64, q), dots: make([]float64, m)}
 	dmax, err := st.init()
@@ -202,15 +216,18 @@ func lazyGreedy(ctx context.Context, a rows, m int, opt GreedyOptions) (*GreedyR
 }
 
 // greedyState is lazyGreedy's working memory: the squared row norms (diag), each row's
-// residual δ_j (delta) after done[j] basis vectors, the step at which a row was selected
-// (selAt, −1 if not), the max-heap of unselected rows by (δ_j, −j), the orthonormal
+// residual δ_j (delta) after done[j] basis vectors and its pivot key (key: delta itself,
+// or δ_j/K_jj with normalize), the step at which a row was selected (selAt, −1 if not),
+// the max-heap of unselected candidate rows by (key_j, −j), the orthonormal
 // basis of the pivots' span (row-major, t×q), scratch for Gram–Schmidt (coef, v), for a
 // widened row (buf) and for one row's products (dots), and with KeepGram the n×k
 // column-major L (cols).
 type greedyState struct {
 	a           rows
 	res         *GreedyResult
+	normalize   bool
 	diag, delta []float64
+	key         []float64
 	done, selAt []int32
 	heap        []int32
 	basis       []float64
@@ -219,11 +236,15 @@ type greedyState struct {
 	cols        []float64
 }
 
-// init sets diag and delta to δ_j = ||g_j||², res.Trace to their sum and builds the
-// heap; it returns max δ_j. A non-finite δ_j is ErrNotFinite.
+// init sets diag and delta to δ_j = ||g_j||², key to delta's keys, res.Trace to their
+// sum and builds the heap; it returns max δ_j. A non-finite δ_j is ErrNotFinite.
 func (st *greedyState) init() (dmax float64, err error) {
 	n := st.a.n
 	st.diag, st.delta = make([]float64, n), make([]float64, n)
+	st.key = st.delta
+	if st.normalize {
+		st.key = make([]float64, n)
+	}
 	var trace float64
 	for j := 0; j < n; j++ {
 		g := st.a.row(st.buf, j)
@@ -232,6 +253,9 @@ func (st *greedyState) init() (dmax float64, err error) {
 			return 0, fmt.Errorf("%w: row %d has squared norm %v", ErrNotFinite, j, d)
 		}
 		st.diag[j], st.delta[j] = d, d
+		if st.normalize {
+			st.key[j] = normalized(d, d) // 1, or 0 for a zero row
+		}
 		st.selAt[j] = -1
 		trace += d
 		dmax = math.Max(dmax, d)
@@ -247,12 +271,30 @@ func (st *greedyState) init() (dmax float64, err error) {
 	return dmax, nil
 }
 
-// above reports whether row i comes before row j in the heap: larger δ, then lower index.
+// normalized is the pivot key δ/K_jj of a row with residual delta and diagonal diag: 0
+// when diag is 0 (then delta is 0 too, and the row is never a candidate).
+func normalized(delta, diag float64) float64 {
+	if diag > 0 {
+		return delta / diag
+	}
+	return 0
+}
+
+// above reports whether row i comes before row j in the heap: larger key, then lower
+// index.
 func (st *greedyState) above(i, j int32) bool {
-	if st.delta[i] != st.delta[j] {
-		return st.delta[i] > st.delta[j]
+	if st.key[i] != st.key[j] {
+		return st.key[i] > st.key[j]
 	}
 	return i < j
+}
+
+// pop removes the top of the heap.
+func (st *greedyState) pop() {
+	last := len(st.heap) - 1
+	st.heap[0] = st.heap[last]
+	st.heap = st.heap[:last]
+	st.down(0)
 }
 
 func (st *greedyState) down(i int) {
@@ -290,21 +332,32 @@ func (st *greedyState) refresh(j int32, t int) {
 		}
 	}
 	st.delta[j], st.done[j] = d, int32(t)
+	if st.normalize {
+		st.key[j] = normalized(d, st.diag[j])
+	}
 }
 
-// step runs pivot step t: the unselected row of largest δ^{(t−1)} above the threshold
-// (found on the heap, refreshing stale rows until the top is current) becomes b_t by
+// step runs pivot step t: the unselected row of largest key above the threshold (found
+// on the heap, refreshing stale rows until the top is current) becomes b_t by
 // Gram–Schmidt against b_1..b_{t-1}, twice. It reports false when no row is left to
 // select (all δ_j at most the threshold, or the pivot lies in the span already).
 func (st *greedyState) step(t int) bool {
 	res, q := st.res, st.a.q
 	for len(st.heap) > 0 {
 		top := st.heap[0]
-		if int(st.done[top]) == t {
-			break
+		if int(st.done[top]) != t {
+			st.refresh(top, t)
+			st.down(0)
+			continue
 		}
-		st.refresh(top, t)
-		st.down(0)
+		// With normalize the top's key may beat rows of larger δ: a top at or below the
+		// threshold is no candidate, now or later (δ only falls), and leaves the heap.
+		// Without normalize the top has the largest δ, and the loop below stops.
+		if st.normalize && !(st.delta[top] > res.Threshold) {
+			st.pop()
+			continue
+		}
+		break
 	}
 	if len(st.heap) == 0 || !(st.delta[st.heap[0]] > res.Threshold) {
 		return false
@@ -329,10 +382,7 @@ func (st *greedyState) step(t int) bool {
 		v[k] /= nv
 	}
 	st.basis = append(st.basis, v...)
-	last := len(st.heap) - 1
-	st.heap[0] = st.heap[last]
-	st.heap = st.heap[:last]
-	st.down(0)
+	st.pop()
 	st.selAt[p] = int32(t)
 	res.Pivots = append(res.Pivots, int(p))
 	res.PivotValues = append(res.PivotValues, best)

@@ -32,7 +32,8 @@ func eagerGreedy(ctx context.Context, g []float64, n, q, m int, opt GreedyOption
 		return nil, err
 	}
 	res.Threshold = tol * dmax
-	st := &eagerState{g: g, n: n, q: q, res: res, keepGram: opt.KeepGram,
+	diag := append([]float64(nil), res.Residual...)
+	st := &eagerState{g: g, n: n, q: q, res: res, keepGram: opt.KeepGram, normalize: opt.Normalize, diag: diag,
 		selected: make([]bool, n), basis: make([]float64, 0, m*q), coef: make([]float64, m),
 		v: make([]float64, q), lrow: make([]float64, n)}
 	if opt.KeepGram {
@@ -80,27 +81,42 @@ func eagerInitResidual(res *GreedyResult, g []float64, n, q int) (dmax float64, 
 // t×q), scratch for Gram–Schmidt (coef, v) and for one step's products (lrow), and with
 // KeepGram the n×t column-major L (cols).
 type eagerState struct {
-	g        []float64
-	n, q     int
-	res      *GreedyResult
-	keepGram bool
-	selected []bool
-	basis    []float64
-	coef, v  []float64
-	lrow     []float64
-	cols     []float64
+	g         []float64
+	n, q      int
+	res       *GreedyResult
+	keepGram  bool
+	normalize bool
+	diag      []float64 // K_jj
+	selected  []bool
+	basis     []float64
+	coef, v   []float64
+	lrow      []float64
+	cols      []float64
 }
 
-// step runs pivot step t: the unselected row of largest δ above the threshold becomes
+// step runs pivot step t: the unselected row of largest δ (δ/K_jj with normalize) above
+// the threshold becomes
 // b_t (Gram–Schmidt against b_1..b_{t-1}, twice), and every δ_j drops by (b_t·g_j)².
 // It reports false when no row is left to select (all δ_j at most the threshold, or
 // the pivot lies in the span already).
 func (st *eagerState) step(t int) bool {
 	g, n, q, res, delta := st.g, st.n, st.q, st.res, st.res.Residual
 	p, best := -1, res.Threshold
-	for j := 0; j < n; j++ {
-		if !st.selected[j] && delta[j] > best {
-			p, best = j, delta[j]
+	if st.normalize { // argmax δ_j/K_jj over the rows above the threshold, first index on ties
+		var top float64
+		for j := 0; j < n; j++ {
+			if !st.selected[j] && delta[j] > res.Threshold && (p < 0 || delta[j]/st.diag[j] > top) {
+				p, top = j, delta[j]/st.diag[j]
+			}
+		}
+		if p >= 0 {
+			best = delta[p]
+		}
+	} else {
+		for j := 0; j < n; j++ {
+			if !st.selected[j] && delta[j] > best {
+				p, best = j, delta[j]
+			}
 		}
 	}
 	if p < 0 {

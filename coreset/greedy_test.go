@@ -41,54 +41,182 @@ func TestGreedyMatchesReference(t *testing.T) {
 		{5, 3, 3, 9}, // m > n
 	}
 	for _, tc := range tests {
-		t.Run(fmt.Sprintf("n%d_q%d_r%d_m%d", tc.n, tc.q, tc.rank, tc.m), func(t *testing.T) {
-			r := rand.New(rand.NewPCG(uint64(tc.n), uint64(tc.m)))
-			g := randMatrix(r, tc.n, tc.q, tc.rank)
-			// duplicate a row to create an exact tie (lower index must win)
-			copy(g[(tc.n-1)*tc.q:], g[0:tc.q])
-			res, err := Greedy(g, tc.n, tc.q, tc.m, GreedyOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, kg, trR := refGreedy(rowsMap(g, tc.n, tc.q), tc.m, DefaultTol, false, 0)
-			got := make([]string, len(res.Pivots))
-			for i, p := range res.Pivots {
-				got[i] = fmt.Sprintf("%06d", p)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("pivots got %v, want %v", got, want)
-			}
-			if res.Greedy != kg || kg > tc.rank {
-				t.Fatalf("Greedy got %d, want %d (rank %d)", res.Greedy, kg, tc.rank)
-			}
-			if kg > 0 {
-				last := res.ResidualTrace[kg-1]
-				if !closeCert(last, trR, res.Trace) {
-					t.Fatalf("tr R got %v, want %v", last, trR)
-				}
-			}
-			// Prop. greedy (i): residual trace non-increasing, nested prefixes (ii).
-			for i := 1; i < len(res.ResidualTrace); i++ {
-				if res.ResidualTrace[i] > res.ResidualTrace[i-1]*(1+1e-12) {
-					t.Fatalf("residual trace increases at %d: %v", i, res.ResidualTrace)
-				}
-			}
-			// Factor reproduces K_ZZ: L Lᵀ = K_ZZ to rounding (|entries| ≲ ‖g‖², 1e-10 rel).
-			k := res.Greedy
-			for a := 0; a < k; a++ {
-				for b := 0; b < k; b++ {
-					var s float64
-					for c := 0; c < k; c++ {
-						s += res.Factor[a*k+c] * res.Factor[b*k+c]
-					}
-					want := dotRef(g[res.Pivots[a]*tc.q:(res.Pivots[a]+1)*tc.q], g[res.Pivots[b]*tc.q:(res.Pivots[b]+1)*tc.q])
-					if math.Abs(s-want) > 1e-10*res.Trace {
-						t.Fatalf("(L Lᵀ)[%d][%d] got %v, want %v", a, b, s, want)
-					}
-				}
-			}
-		})
+		for _, norm := range []bool{false, true} {
+			t.Run(fmt.Sprintf("n%d_q%d_r%d_m%d_normalize%v", tc.n, tc.q, tc.rank, tc.m, norm), func(t *testing.T) {
+				greedyAgainstReference(t, tc.n, tc.q, tc.rank, tc.m, norm)
+			})
+		}
 	}
+}
+
+// greedyAgainstReference checks Greedy against refGreedyNormalize on a random n×q matrix
+// of the given rank, with an exact duplicate row and, with norm, row norms spread over
+// orders of magnitude.
+func greedyAgainstReference(t *testing.T, n, q, rank, m int, norm bool) {
+	r := rand.New(rand.NewPCG(uint64(n), uint64(m)))
+	g := randMatrix(r, n, q, rank)
+	if norm {
+		scaleRows(r, g, n, q)
+	}
+	// duplicate a row to create an exact tie (lower index must win)
+	copy(g[(n-1)*q:], g[0:q])
+	res, err := Greedy(g, n, q, m, GreedyOptions{Normalize: norm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, kg, trR := refGreedyNormalize(rowsMap(g, n, q), m, DefaultTol, false, 0, norm)
+	got := make([]string, len(res.Pivots))
+	for i, p := range res.Pivots {
+		got[i] = fmt.Sprintf("%06d", p)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("pivots got %v, want %v", got, want)
+	}
+	if res.Greedy != kg || kg > rank {
+		t.Fatalf("Greedy got %d, want %d (rank %d)", res.Greedy, kg, rank)
+	}
+	if kg > 0 {
+		last := res.ResidualTrace[kg-1]
+		if !closeCert(last, trR, res.Trace) {
+			t.Fatalf("tr R got %v, want %v", last, trR)
+		}
+	}
+	// Prop. greedy (i): residual trace non-increasing, nested prefixes (ii).
+	for i := 1; i < len(res.ResidualTrace); i++ {
+		if res.ResidualTrace[i] > res.ResidualTrace[i-1]*(1+1e-12) {
+			t.Fatalf("residual trace increases at %d: %v", i, res.ResidualTrace)
+		}
+	}
+	// Factor reproduces K_ZZ: L Lᵀ = K_ZZ to rounding (|entries| ≲ ‖g‖², 1e-10 rel).
+	k := res.Greedy
+	for a := 0; a < k; a++ {
+		for b := 0; b < k; b++ {
+			var s float64
+			for c := 0; c < k; c++ {
+				s += res.Factor[a*k+c] * res.Factor[b*k+c]
+			}
+			want := dotRef(g[res.Pivots[a]*q:(res.Pivots[a]+1)*q], g[res.Pivots[b]*q:(res.Pivots[b]+1)*q])
+			if math.Abs(s-want) > 1e-10*res.Trace {
+				t.Fatalf("(L Lᵀ)[%d][%d] got %v, want %v", a, b, s, want)
+			}
+		}
+	}
+	// The raw pivot values: L_tt² = δ^{(t)} of pivot t (1e-10 relative to tr K, as above).
+	for t0 := 0; t0 < k; t0++ {
+		if l := res.Factor[t0*k+t0]; math.Abs(l*l-res.PivotValues[t0]) > 1e-10*res.Trace {
+			t.Fatalf("PivotValues[%d] = %v, L_tt² = %v", t0, res.PivotValues[t0], l*l)
+		}
+	}
+}
+
+// scaleRows multiplies each row of g (n×q) by its own factor exp(2·N(0,1)), so that row
+// norms spread over orders of magnitude.
+func scaleRows(r *rand.Rand, g []float64, n, q int) {
+	for j := 0; j < n; j++ {
+		s := math.Exp(2 * r.NormFloat64())
+		for i := j * q; i < (j+1)*q; i++ {
+			g[i] *= s
+		}
+	}
+}
+
+// TestGreedyNormalizeRowScaling: normalized pivoting is greedy on the normalized kernel
+// K_ij/√(K_ii K_jj), which scaling rows one by one leaves unchanged, so the pivots do not
+// move when every row gets its own factor, while each raw residual and pivot value
+// scales with its row's factor squared. Raw pivoting, which follows the norms, picks
+// other rows.
+func TestGreedyNormalizeRowScaling(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	n, q, m := 120, 16, 12
+	g := randMatrix(r, n, q, q)
+	base, err := Greedy(g, n, q, m, GreedyOptions{Normalize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := append([]float64(nil), g...)
+	scale := make([]float64, n)
+	for j := range scale {
+		scale[j] = math.Exp(2 * r.NormFloat64())
+		for i := j * q; i < (j+1)*q; i++ {
+			gs[i] *= scale[j]
+		}
+	}
+	res, err := Greedy(gs, n, q, m, GreedyOptions{Normalize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(res.Pivots, base.Pivots) {
+		t.Fatalf("normalized pivots moved under row scaling: got %v, want %v", res.Pivots, base.Pivots)
+	}
+	// Relative 1e-9: each residual is a difference of terms of the size of its
+	// diagonal, rounded at ε per step for m steps, and the rows are all of full rank.
+	for tt, p := range res.Pivots {
+		if want := scale[p] * scale[p] * base.PivotValues[tt]; math.Abs(res.PivotValues[tt]-want) > 1e-9*want {
+			t.Fatalf("PivotValues[%d] = %v, want %v (raw, scaled)", tt, res.PivotValues[tt], want)
+		}
+	}
+	for j := range res.Residual {
+		if want := scale[j] * scale[j] * base.Residual[j]; math.Abs(res.Residual[j]-want) > 1e-9*scale[j]*scale[j]*dotRef(g[j*q:(j+1)*q], g[j*q:(j+1)*q]) {
+			t.Fatalf("Residual[%d] = %v, want %v (raw, scaled)", j, res.Residual[j], want)
+		}
+	}
+	rawScaled, _ := Greedy(gs, n, q, m, GreedyOptions{})
+	if reflect.DeepEqual(rawScaled.Pivots, res.Pivots) {
+		t.Fatalf("raw pivoting on scaled rows chose the normalized pivots %v", res.Pivots)
+	}
+}
+
+// TestGreedyNormalizeCoversSmallNorms: the case issue #31 met on MNIST. Two groups of
+// rows span orthogonal subspaces of dimension 6 each; one group's norms are 30 times the
+// other's. With m = 8 raw pivoting takes all six directions of the large group first
+// (their residuals beat every small row's), normalized pivoting alternates and covers
+// both groups. tr R rises (the raw rule minimizes it greedily) but stays a certificate
+// on the raw kernel.
+func TestGreedyNormalizeCoversSmallNorms(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	n, q, m := 200, 12, 8
+	g := make([]float64, n*q)
+	for j := 0; j < n; j++ {
+		off, s := 0, 30.0
+		if j%2 == 1 {
+			off, s = 6, 1
+		}
+		for i := 0; i < 6; i++ {
+			g[j*q+off+i] = s * r.NormFloat64()
+		}
+	}
+	small := func(res *GreedyResult) int {
+		c := 0
+		for _, p := range res.Pivots {
+			c += p % 2
+		}
+		return c
+	}
+	raw, _ := Greedy(g, n, q, m, GreedyOptions{})
+	norm, _ := Greedy(g, n, q, m, GreedyOptions{Normalize: true})
+	if got := small(raw); got != 2 {
+		t.Errorf("raw pivoting took %d small rows, want 2 (after the six large directions)", got)
+	}
+	if got := small(norm); got < 3 || got > 5 {
+		t.Errorf("normalized pivoting took %d small rows of %d, want about half", got, m)
+	}
+	trRaw, trNorm := raw.ResidualTrace[m-1], norm.ResidualTrace[m-1]
+	if !(trNorm >= trRaw) {
+		t.Errorf("tr R normalized %v below raw %v", trNorm, trRaw)
+	}
+	if ref := refResidualRows(t, g, n, q, norm.Pivots); math.Abs(trNorm-ref) > 1e-9*ref+1e-12*norm.Trace {
+		t.Errorf("normalized tr R %v, reference %v", trNorm, ref)
+	}
+}
+
+// refResidualRows is refResidual for rows of g (n×q) and landmark rows z.
+func refResidualRows(t *testing.T, g []float64, n, q int, z []int) float64 {
+	src := rowsMap(g, n, q)
+	ids := make([]string, len(z))
+	for i, p := range z {
+		ids[i] = fmt.Sprintf("%06d", p)
+	}
+	return refResidual(t, src, ids)
 }
 
 // TestGreedyScaleInvariance: Prop. greedy (iv). Scaling rows by c scales K by c², which

@@ -13,7 +13,7 @@ import (
 // TestLazyGreedyMatchesEager: the lazy selection gives the eager recursion's result bit
 // for bit (pivots, pivot values, residuals, traces, factor, Gram, threshold), on full-rank
 // and rank-deficient matrices, with exact ties, with top-up and KeepGram, on one and on
-// two cores, and GreedyRows32 on float32 rows gives the same as Greedy on the widened
+// two cores, pivoting on raw and on normalized residuals, and GreedyRows32 on float32 rows gives the same as Greedy on the widened
 // matrix. Sizes straddle the sweep's block of sweepRows rows and the 4-row kernels.
 func TestLazyGreedyMatchesEager(t *testing.T) {
 	tests := []struct {
@@ -30,47 +30,67 @@ func TestLazyGreedyMatchesEager(t *testing.T) {
 	}
 	for _, tc := range tests {
 		for _, procs := range []int{1, 2} {
-			name := fmt.Sprintf("n%d_q%d_r%d_m%d_keep%v_topup%v_procs%d", tc.n, tc.q, tc.rank, tc.m, tc.keep, tc.topUp, procs)
-			t.Run(name, func(t *testing.T) {
-				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-				r := rand.New(rand.NewPCG(uint64(tc.n), uint64(tc.q)))
-				g := randMatrix(r, tc.n, tc.q, tc.rank)
-				// Round to float32 so that the float32 rows hold the same matrix.
-				for i, v := range g {
-					g[i] = float64(float32(v))
-				}
-				if tc.n > 3 { // exact ties: the lower index must win
-					copy(g[(tc.n-1)*tc.q:], g[0:tc.q])
-					copy(g[(tc.n-2)*tc.q:], g[tc.q:2*tc.q])
-				}
-				opt := GreedyOptions{KeepGram: tc.keep}
-				if tc.topUp {
-					opt.TopUpKeys = TopUpKeys(7, tc.n)
-				}
-				want, err := eagerGreedy(context.Background(), g, tc.n, tc.q, tc.m, opt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := Greedy(g, tc.n, tc.q, tc.m, opt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				sameResult(t, "Greedy", got, want)
-				rows := make([][]float32, tc.n)
-				for j := range rows {
-					rows[j] = make([]float32, tc.q)
-					for i := range rows[j] {
-						rows[j][i] = float32(g[j*tc.q+i])
-					}
-				}
-				got32, err := GreedyRows32(context.Background(), rows, tc.q, tc.m, opt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				sameResult(t, "GreedyRows32", got32, want)
-			})
+			for _, norm := range []bool{false, true} {
+				name := fmt.Sprintf("n%d_q%d_r%d_m%d_keep%v_topup%v_procs%d_normalize%v", tc.n, tc.q, tc.rank, tc.m, tc.keep, tc.topUp, procs, norm)
+				t.Run(name, func(t *testing.T) {
+					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+					lazyAgainstEager(t, tc.n, tc.q, tc.rank, tc.m, tc.keep, tc.topUp, norm)
+				})
+			}
 		}
 	}
+}
+
+// lazyAgainstEager checks Greedy and GreedyRows32 against eagerGreedy on a random n×q
+// matrix of the given rank with row norms spread over orders of magnitude (so that
+// normalized and raw pivoting differ), a zero row and exact duplicate rows.
+func lazyAgainstEager(t *testing.T, n, q, rank, m int, keep, topUp, norm bool) {
+	r := rand.New(rand.NewPCG(uint64(n), uint64(q)))
+	g := randMatrix(r, n, q, rank)
+	if norm {
+		for j := 0; j < n; j++ {
+			s := math.Exp(2 * r.NormFloat64())
+			for i := j * q; i < (j+1)*q; i++ {
+				g[i] *= s
+			}
+		}
+		if n > 5 { // a zero row: never a candidate
+			clear(g[3*q : 4*q])
+		}
+	}
+	// Round to float32 so that the float32 rows hold the same matrix.
+	for i, v := range g {
+		g[i] = float64(float32(v))
+	}
+	if n > 3 { // exact ties: the lower index must win
+		copy(g[(n-1)*q:], g[0:q])
+		copy(g[(n-2)*q:], g[q:2*q])
+	}
+	opt := GreedyOptions{KeepGram: keep, Normalize: norm}
+	if topUp {
+		opt.TopUpKeys = TopUpKeys(7, n)
+	}
+	want, err := eagerGreedy(context.Background(), g, n, q, m, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Greedy(g, n, q, m, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameResult(t, "Greedy", got, want)
+	rows := make([][]float32, n)
+	for j := range rows {
+		rows[j] = make([]float32, q)
+		for i := range rows[j] {
+			rows[j][i] = float32(g[j*q+i])
+		}
+	}
+	got32, err := GreedyRows32(context.Background(), rows, q, m, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameResult(t, "GreedyRows32", got32, want)
 }
 
 // sameResult fails unless got and want hold the same bits in every field.

@@ -58,6 +58,11 @@ type Config struct {
 	TopUp  bool           // fill the budget past the numerical rank by the top-up rule (TopUpKey)
 	Seed   uint64         // seed of the top-up keys and of the SLQ probes of the deff rule
 	SLQ    SLQOptions
+	// Normalize pivots on the normalized residual δ_j/K_jj (GreedyOptions.Normalize):
+	// greedy on the normalized kernel as far as the choice of landmarks goes, so that
+	// points of small kernel norm are covered; the certificate, the threshold and the
+	// stored residuals stay those of the raw kernel.
+	Normalize bool
 }
 
 // Validate reports every problem at once.
@@ -79,6 +84,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: %s", ErrBudget, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// tol is the relative pivot tolerance in force: Tol, or DefaultTol when it is 0.
+func (c Config) tol() float64 {
+	if c.Tol == 0 {
+		return DefaultTol
+	}
+	return c.Tol
 }
 
 // FeatureSource gives the feature vector ψ(x) of a stored point; the Pool asks for it only
@@ -143,7 +156,9 @@ type State struct {
 	LandmarkFeatures []float64
 	// Greedy is the number of landmarks in the factor.
 	Greedy int
-	// PivotValues[t] = δ^{(t)} of greedy pivot t when it was selected (length Greedy).
+	// PivotValues[t] = δ^{(t)} of greedy pivot t when it was selected (length Greedy):
+	// the raw residual, with Config.Normalize too (whose pivot key is PivotValues[t]
+	// divided by the landmark's Diag).
 	PivotValues []float64
 	// Factor is the Greedy×Greedy lower Cholesky factor of K_ZZ in pivot order.
 	Factor []float64
@@ -179,6 +194,7 @@ type Pool struct {
 	feats  []float64 // len(ids)×q
 	kg     int       // greedy landmarks (factor size)
 	piv    []float64 // kg
+	pkey   []float64 // kg: piv[t]/K_jj of landmark t, its key under Normalize (not persisted)
 	l      []float64 // kg×kg lower factor
 	gram   []float64 // kg×kg
 	topKey []uint64  // len(ids)−kg
@@ -298,8 +314,12 @@ func (p *Pool) insert(id string, f, cross []float64) error {
 	} else {
 		vec.DotsTo(c, 1, f, q, 1, p.feats, q, k, q) // c[i] = dot(landmark i, f)
 	}
+	if p.cfg.Normalize {
+		p.raiseThreshold(diag)
+	}
 	// Forward solve L y = c; r_t = K_xx − Σ_{i<t} y_i² is the point's residual after t
-	// pivots. Batch greedy would take the point at step t exactly when r_t beats δ^{(t)}.
+	// pivots. Batch greedy would take the point at step t exactly when r_t beats δ^{(t)}
+	// (r_t/K_xx beats δ^{(t)}/K_pp under Normalize).
 	r := diag
 	limit := k
 	if p.stale && p.staleFrom < limit {
@@ -307,7 +327,7 @@ func (p *Pool) insert(id string, f, cross []float64) error {
 	}
 	displaced := false
 	for t := 0; t < k; t++ {
-		if t < limit && !displaced && r >= p.piv[t]*(1-displaceSlack) {
+		if t < limit && !displaced && p.takesOver(t, id, r, diag) {
 			p.markStale(t)
 			displaced = true
 		}
@@ -350,6 +370,49 @@ func (p *Pool) insert(id string, f, cross []float64) error {
 	return nil
 }
 
+// takesOver reports whether a point id with K_xx = diag and residual r after t pivots
+// may take greedy pivot t's place in batch greedy; near-ties within displaceSlack count
+// as take-overs (the residuals here come from a forward solve, batch greedy's from its
+// own recursion, so they agree only to rounding).
+//
+// Under Normalize the point must also be a candidate (r above the threshold) and the
+// keys compared are r/K_xx and δ^{(t)}/K_pp. Before the first pivot every candidate's key
+// is K_jj/K_jj = 1 exactly, here as in batch greedy, so that tie is decided exactly, by
+// id as batch greedy decides it: were it counted as a near-tie, every insert would mark
+// the pool stale.
+func (p *Pool) takesOver(t int, id string, r, diag float64) bool {
+	if !p.cfg.Normalize {
+		return r >= p.piv[t]*(1-displaceSlack)
+	}
+	if !(r > p.thr*(1-displaceSlack)) {
+		return false
+	}
+	key := r / diag
+	if t == 0 && key == p.pkey[0] {
+		return id < p.ids[0]
+	}
+	return key >= p.pkey[t]*(1-displaceSlack)
+}
+
+// raiseThreshold marks the pool stale where a new point of K_xx = diag changes batch
+// greedy through its threshold (Normalize only). The threshold is Tol·max K_jj over the
+// stored points; a larger K_xx raises it, and a greedy pivot whose raw δ^{(t)} no longer
+// clears it drops out of batch greedy's candidates (without Normalize such a point
+// takes over pivot 0, whose δ is max K_jj). Candidates that were not pivots do not
+// matter, nor does the end of the greedy phase (no candidate was left; fewer are now).
+func (p *Pool) raiseThreshold(diag float64) {
+	thr := p.cfg.tol() * diag
+	if !(thr > p.thr) {
+		return
+	}
+	for t, v := range p.piv {
+		if v <= thr*(1+displaceSlack) {
+			p.markStale(t)
+			return
+		}
+	}
+}
+
 // topUpPosition returns the top-up position the point id would take (len(ids) if after
 // every current top-up landmark).
 func (p *Pool) topUpPosition(id string) int {
@@ -376,6 +439,13 @@ func (p *Pool) Delete(id string) error {
 	delete(p.points, id)
 	p.changed = true
 	neumaier(&p.traceK, &p.traceKC, -pt.diag)
+	if p.cfg.Normalize && pt.diag > 0 && p.cfg.tol()*pt.diag >= p.thr*(1-displaceSlack) {
+		// The point may have held max K_jj: the threshold Tol·max K_jj may fall, and
+		// rows that were no candidates (δ_j at most the threshold, however large their
+		// key) may be at any step. Without Normalize max K_jj is pivot 0's δ, and a
+		// point that holds it is pivot 0 or ties with it.
+		p.markStale(0)
+	}
 	pos := -1
 	for i, lid := range p.ids {
 		if lid == id {
@@ -481,6 +551,7 @@ func (p *Pool) deletePivot(t int) {
 	}
 	p.l, p.gram, p.kg = nl, ns, n
 	p.piv = append(p.piv[:t], p.piv[t+1:]...)
+	p.pkey = append(p.pkey[:t], p.pkey[t+1:]...)
 	p.c, p.y = p.c[:n], p.y[:n]
 }
 
@@ -574,7 +645,7 @@ func (c Config) plan(ids []string, dense func() []float64) (int, GreedyOptions, 
 		}
 		m = max(int(math.Ceil(est.Value)), 1)
 	}
-	opt := GreedyOptions{Tol: c.Tol, KeepGram: true}
+	opt := GreedyOptions{Tol: c.Tol, KeepGram: true, Normalize: c.Normalize}
 	if c.TopUp {
 		opt.TopUpKeys = make([]uint64, n)
 		for i, id := range ids {
@@ -649,11 +720,21 @@ func (p *Pool) adopt(ids []string, g rows, m int, res *GreedyResult) error {
 		neumaier(&p.cert, &p.certC, pt.res)
 		neumaier(&p.traceK, &p.traceKC, pt.diag)
 	}
+	p.setPivotKeys()
 	p.exact, p.stale, p.staleFrom, p.changed = true, false, 0, false
 	p.c, p.y = make([]float64, p.kg), make([]float64, p.kg)
 	p.gen++
 	p.lmGen++
 	return nil
+}
+
+// setPivotKeys sets pkey from piv and the greedy landmarks' K_jj: the same division of
+// the same bits as batch greedy's key of its pivot.
+func (p *Pool) setPivotKeys() {
+	p.pkey = make([]float64, p.kg)
+	for t := range p.pkey {
+		p.pkey[t] = p.piv[t] / p.points[p.ids[t]].diag
+	}
 }
 
 // Generation counts the Adopts since New or Restore (a Sync that does work adopts; one
@@ -775,11 +856,16 @@ func Restore(st State) (*Pool, error) {
 		}
 		p.points[ps.ID] = point{diag: ps.Diag, res: ps.Residual}
 	}
-	for _, id := range p.ids {
-		if _, ok := p.points[id]; !ok {
+	for i, id := range p.ids {
+		pt, ok := p.points[id]
+		if !ok {
 			return nil, fmt.Errorf("%w: landmark %q is not a stored point", ErrState, id)
 		}
+		if i < k && !(pt.diag > 0) {
+			return nil, fmt.Errorf("%w: greedy landmark %q has Diag=%v", ErrState, id, pt.diag)
+		}
 	}
+	p.setPivotKeys()
 	return p, nil
 }
 

@@ -19,6 +19,12 @@ import (
 // the largest residual is ≤ tol·max K_jj, then top up by the smallest TopUpKey (ties by id).
 // It returns the landmark ids, the number of greedy pivots and tr R after the greedy part.
 func refGreedy(src map[string][]float64, m int, tol float64, topUp bool, seed uint64) ([]string, int, float64) {
+	return refGreedyNormalize(src, m, tol, topUp, seed, false)
+}
+
+// refGreedyNormalize is refGreedy that, with normalize, pivots on argmax d_j/K_jj over
+// the rows with d_j > tol·max K_jj (first index wins ties), stopping when there is none.
+func refGreedyNormalize(src map[string][]float64, m int, tol float64, topUp bool, seed uint64, normalize bool) ([]string, int, float64) {
 	ids := make([]string, 0, len(src))
 	for id := range src {
 		ids = append(ids, id)
@@ -48,8 +54,14 @@ func refGreedy(src map[string][]float64, m int, tol float64, topUp bool, seed ui
 	var piv []int
 	for t := 0; t < m && t < n; t++ {
 		p := -1
+		key := func(j int) float64 {
+			if normalize {
+				return d[j] / K[j][j]
+			}
+			return d[j]
+		}
 		for j := 0; j < n; j++ {
-			if !chosen[j] && d[j] > tol*dmax && (p < 0 || d[j] > d[p]) {
+			if !chosen[j] && d[j] > tol*dmax && (p < 0 || key(j) > key(p)) {
 				p = j
 			}
 		}
@@ -183,31 +195,41 @@ func (g *gen) point() []float64 {
 }
 
 type poolCase struct {
-	name   string
-	q      int
-	rank   int
-	m      int
-	topUp  bool
-	events int
+	name      string
+	q         int
+	rank      int
+	m         int
+	topUp     bool
+	events    int
+	normalize bool
 }
 
+// TestPoolPropertyAgainstBatch: under random inserts (exact duplicates among them),
+// deletions of landmarks and of other points, and syncs, the pool keeps its contract
+// against refGreedy: a certificate that bounds (and while Exact equals) the served tr R,
+// landmarks equal to batch greedy whenever it reports neither stale nor inexact, and
+// batch greedy after every Sync; pivoting on raw and on normalized residuals.
 func TestPoolPropertyAgainstBatch(t *testing.T) {
 	cases := []poolCase{
-		{"full-rank", 8, 8, 5, false, 300},
-		{"rank3-topup", 8, 3, 6, true, 300},
-		{"rank3-no-topup", 8, 3, 6, false, 200},
-		{"small-m", 5, 5, 2, true, 200},
+		{"full-rank", 8, 8, 5, false, 300, false},
+		{"rank3-topup", 8, 3, 6, true, 300, false},
+		{"rank3-no-topup", 8, 3, 6, false, 200, false},
+		{"small-m", 5, 5, 2, true, 200, false},
+		{"normalize/full-rank", 8, 8, 5, false, 300, true},
+		{"normalize/rank3-topup", 8, 3, 6, true, 300, true},
+		{"normalize/rank3-no-topup", 8, 3, 6, false, 200, true},
+		{"normalize/small-m", 5, 5, 2, true, 200, true},
 	}
 	for ci, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			runPoolSequence(t, tc, uint64(ci+1))
+			runPoolSequence(t, tc, uint64(ci%4+1))
 		})
 	}
 }
 
 func runPoolSequence(t *testing.T, tc poolCase, seed uint64) {
 	g := newGen(seed, tc.q, tc.rank)
-	cfg := Config{Dim: tc.q, Budget: LandmarkBudget{M: tc.m}, TopUp: tc.topUp, Seed: seed}
+	cfg := Config{Dim: tc.q, Budget: LandmarkBudget{M: tc.m}, TopUp: tc.topUp, Seed: seed, Normalize: tc.normalize}
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +316,7 @@ func checkInvariants(t *testing.T, ev int, p *Pool, src map[string][]float64, cf
 		t.Fatalf("event %d: Exact certificate got %v, want %v", ev, cert.Trace, served)
 	}
 	if !cert.Stale && cert.Exact {
-		want, _, _ := refGreedy(src, p.M(), DefaultTol, cfg.TopUp, cfg.Seed)
+		want, _, _ := refGreedyNormalize(src, p.M(), DefaultTol, cfg.TopUp, cfg.Seed, cfg.Normalize)
 		if !reflect.DeepEqual(lm, want) && !(len(lm) == 0 && len(want) == 0) {
 			t.Fatalf("event %d: pool not stale but landmarks got %v, want batch %v", ev, lm, want)
 		}
@@ -303,7 +325,7 @@ func checkInvariants(t *testing.T, ev int, p *Pool, src map[string][]float64, cf
 
 func checkSynced(t *testing.T, ev int, p *Pool, src map[string][]float64, cfg Config) {
 	t.Helper()
-	want, kg, trR := refGreedy(src, cfg.Budget.M, DefaultTol, cfg.TopUp, cfg.Seed)
+	want, kg, trR := refGreedyNormalize(src, cfg.Budget.M, DefaultTol, cfg.TopUp, cfg.Seed, cfg.Normalize)
 	got := p.Landmarks()
 	if !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
 		t.Fatalf("event %d: after Sync landmarks got %v, want %v", ev, got, want)
@@ -654,5 +676,119 @@ func TestCoreStatePlusPoints(t *testing.T) {
 	}
 	if !reflect.DeepEqual(a.State(), b.State()) {
 		t.Fatal("restored pool diverged after Sync")
+	}
+}
+
+// TestPoolNormalizeThreshold: under Normalize a candidate must clear the threshold
+// Tol·max K_jj, which depends on the stored points, so the pool marks itself stale where
+// a change of max K_jj changes batch greedy: an insert that raises it above a pivot's raw
+// residual, and a deletion of the point that held it. Tol = 0.01 makes the threshold
+// visible; m = 2, no top-up. Without Normalize the same events leave the pool as batch
+// greedy has it (checkInvariants).
+func TestPoolNormalizeThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		start     MapSource
+		insert    string
+		f         []float64
+		del       string
+		staleFrom int
+	}{
+		// Batch greedy takes a (every key is 1 before the first pivot: lowest id), then b
+		// (δ = 0.04 > 0.01). c raises the threshold to 0.0909: b is no candidate now,
+		// and c's own key after a, 0.09/9.09, loses to b's 1.
+		{"insert raises", MapSource{"a": {1, 0, 0}, "b": {0, 0.2, 0}}, "c", []float64{3, 0, 0.3}, "", 1},
+		// z holds max K = 25.01, so b (δ = 0.04 < 0.2501) is no candidate and batch
+		// greedy stops after a; without z the threshold is 0.01 and b is a pivot.
+		{"delete lowers", MapSource{"a": {1, 0, 0}, "b": {0, 0.2, 0}, "z": {5, 0, 0.1}}, "", nil, "z", 0},
+	} {
+		for _, norm := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/normalize=%v", tc.name, norm), func(t *testing.T) {
+				cfg := Config{Dim: 3, Budget: LandmarkBudget{M: 2}, Tol: 0.01, Normalize: norm}
+				p, _ := New(cfg)
+				src := MapSource{}
+				for id, f := range tc.start {
+					src[id] = f
+					if err := p.Insert(id, f); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := p.Sync(src); err != nil {
+					t.Fatal(err)
+				}
+				before := p.Landmarks()
+				if want, _, _ := refGreedyNormalize(src, 2, cfg.Tol, false, 0, norm); !reflect.DeepEqual(before, want) {
+					t.Fatalf("after Sync landmarks %v, want %v", before, want)
+				}
+				if tc.insert != "" {
+					src[tc.insert] = tc.f
+					if err := p.Insert(tc.insert, tc.f); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					delete(src, tc.del)
+					if err := p.Delete(tc.del); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, _, _ := refGreedyNormalize(src, 2, cfg.Tol, false, 0, norm)
+				c := p.Residual()
+				if norm {
+					if reflect.DeepEqual(before, want) {
+						t.Fatalf("the case does not change batch greedy: %v", want)
+					}
+					if !c.Stale || c.StaleFrom != tc.staleFrom {
+						t.Errorf("stale %v from %d, want stale from %d", c.Stale, c.StaleFrom, tc.staleFrom)
+					}
+				} else if !c.Stale && !reflect.DeepEqual(before, want) {
+					t.Errorf("not stale, landmarks %v, batch %v", before, want)
+				}
+				if err := p.Sync(src); err != nil {
+					t.Fatal(err)
+				}
+				if got := p.Landmarks(); !reflect.DeepEqual(got, want) {
+					t.Errorf("after Sync landmarks %v, want %v", got, want)
+				}
+			})
+		}
+	}
+}
+
+// TestPoolNormalizeFirstPivotTie: under Normalize every candidate's key before the first
+// pivot is exactly 1, and batch greedy gives that tie to the smallest id. An insert with
+// a larger id leaves pivot 0 alone (the pool stays fresh when nothing else changes), one
+// with a smaller id takes it over.
+func TestPoolNormalizeFirstPivotTie(t *testing.T) {
+	cfg := Config{Dim: 2, Budget: LandmarkBudget{M: 1}, Normalize: true}
+	for _, tc := range []struct {
+		id    string
+		stale bool
+	}{{"c", false}, {"a", true}} {
+		p, _ := New(cfg)
+		src := MapSource{"b": {1, 0}, "d": {0, 3}}
+		for id, f := range src {
+			_ = p.Insert(id, f)
+		}
+		if err := p.Sync(src); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Landmarks(); !reflect.DeepEqual(got, []string{"b"}) {
+			t.Fatalf("landmarks %v, want [b]", got)
+		}
+		f := []float64{5, 5}
+		src[tc.id] = f
+		if err := p.Insert(tc.id, f); err != nil {
+			t.Fatal(err)
+		}
+		if c := p.Residual(); c.Stale != tc.stale || tc.stale && c.StaleFrom != 0 {
+			t.Errorf("insert %q: stale %v from %d, want stale %v", tc.id, c.Stale, c.StaleFrom, tc.stale)
+		}
+		want, _, _ := refGreedyNormalize(src, 1, DefaultTol, false, 0, true)
+		if err := p.Sync(src); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Landmarks(); !reflect.DeepEqual(got, want) {
+			t.Errorf("insert %q: after Sync landmarks %v, want %v", tc.id, got, want)
+		}
 	}
 }

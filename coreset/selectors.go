@@ -53,7 +53,11 @@ type SelectInput struct {
 	G32  [][]float32
 	Q    int
 	Tol  float64 // pivot tolerance of the PC selectors; 0 means DefaultTol
-	Seed uint64
+	// Normalize makes pc-ntk pivot on normalized residuals (GreedyOptions.Normalize), as
+	// the daemon's pool does by default. pc's RBF surrogate has a unit diagonal, on which
+	// the two rules agree; the other selectors ignore it.
+	Normalize bool
+	Seed      uint64
 	// Lambda is the ridge λ of the leverage selector; 0 means tr K/m.
 	Lambda float64
 }
@@ -159,7 +163,7 @@ func SelectContext(ctx context.Context, name string, in SelectInput, m int) (*Se
 		idx := LeverageSample(tau, m, in.Seed)
 		return &Selection{Indices: idx, Greedy: len(idx), Leverage: tau, Lambda: lambda}, nil
 	case SelPCNTK:
-		res, err := lazyGreedy(ctx, g, m, GreedyOptions{Tol: in.Tol, TopUpKeys: TopUpKeys(in.Seed, in.N)})
+		res, err := lazyGreedy(ctx, g, m, GreedyOptions{Tol: in.Tol, TopUpKeys: TopUpKeys(in.Seed, in.N), Normalize: in.Normalize})
 		if err != nil {
 			return nil, err
 		}

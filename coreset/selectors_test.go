@@ -384,3 +384,41 @@ func TestThinQ(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectPCNTKNormalize: pc-ntk with Normalize is Greedy with Normalize and the top-up
+// keys of the row indices, on G and on G32 alike, and differs from the raw rule on rows
+// whose norms spread over orders of magnitude.
+func TestSelectPCNTKNormalize(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 6))
+	n, q, m := 150, 10, 24 // m beyond the rank: the top-up rule fills it
+	g := randMatrix(r, n, q, 8)
+	scaleRows(r, g, n, q)
+	want, err := Greedy(g, n, q, m, GreedyOptions{Normalize: true, TopUpKeys: TopUpKeys(4, n)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g32 := make([][]float32, n)
+	for i := range g32 {
+		g32[i] = make([]float32, q)
+		for j := range g32[i] {
+			g32[i][j] = float32(g[i*q+j])
+		}
+	}
+	want32, _ := GreedyRows32(context.Background(), g32, q, m, GreedyOptions{Normalize: true, TopUpKeys: TopUpKeys(4, n)})
+	for _, tc := range []struct {
+		in   SelectInput
+		want *GreedyResult
+	}{{SelectInput{N: n, G: g, Q: q, Seed: 4, Normalize: true}, want}, {SelectInput{N: n, G32: g32, Q: q, Seed: 4, Normalize: true}, want32}} {
+		sel, err := Select(SelPCNTK, tc.in, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(sel.Indices, tc.want.Pivots) || sel.Greedy != tc.want.Greedy || !reflect.DeepEqual(sel.ResidualTrace, tc.want.ResidualTrace) {
+			t.Fatalf("pc-ntk normalized: %v (greedy %d), want %v (greedy %d)", sel.Indices, sel.Greedy, tc.want.Pivots, tc.want.Greedy)
+		}
+	}
+	raw, _ := Select(SelPCNTK, SelectInput{N: n, G: g, Q: q, Seed: 4}, m)
+	if reflect.DeepEqual(raw.Indices[:raw.Greedy], want.Pivots[:want.Greedy]) {
+		t.Fatalf("raw and normalized pc-ntk chose the same pivots %v", raw.Indices)
+	}
+}

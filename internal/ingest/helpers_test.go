@@ -187,7 +187,7 @@ func referenceLandmarks(t testing.TB, cfg config.Config, pts map[string]event, v
 		pipeline.RoundTo32(g[i*q : (i+1)*q]) // the stored precision
 		keys[i] = coreset.TopUpKey(cfg.Model.Seed, id)
 	}
-	res, err := coreset.Greedy(g, len(ids), q, cfg.Pool.M, coreset.GreedyOptions{TopUpKeys: keys})
+	res, err := coreset.Greedy(g, len(ids), q, cfg.Pool.M, coreset.GreedyOptions{TopUpKeys: keys, Normalize: cfg.Pool.Normalize})
 	if err != nil {
 		t.Fatal(err)
 	}

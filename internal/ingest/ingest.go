@@ -138,7 +138,8 @@ type BatchResult struct {
 // PoolConfig is the landmark pool configuration the daemon derives from cfg for
 // features of dimension dim: budget from pool.m or pool.budget, the default tolerance,
 // the top-up rule on (the pool fills its budget past the numerical rank, seeded by
-// model.seed, so M = 2m landmarks are served as the paper's Alg. cairn-stage1).
+// model.seed, so M = 2m landmarks are served as the paper's Alg. cairn-stage1), and
+// pivoting on normalized residuals by pool.normalize.
 func PoolConfig(cfg config.Config, dim int) (coreset.Config, error) {
 	b := coreset.LandmarkBudget{M: cfg.Pool.M}
 	if cfg.Pool.Budget != "" {
@@ -147,7 +148,7 @@ func PoolConfig(cfg config.Config, dim int) (coreset.Config, error) {
 			return coreset.Config{}, fmt.Errorf("%w: pool.budget %q: %w", ErrConfig, cfg.Pool.Budget, err)
 		}
 	}
-	c := coreset.Config{Dim: dim, Budget: b, TopUp: true, Seed: cfg.Model.Seed}
+	c := coreset.Config{Dim: dim, Budget: b, TopUp: true, Seed: cfg.Model.Seed, Normalize: cfg.Pool.Normalize}
 	if err := c.Validate(); err != nil {
 		return coreset.Config{}, fmt.Errorf("%w: pool: %w", ErrConfig, err)
 	}
@@ -274,10 +275,11 @@ func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, erro
 			return nil, fmt.Errorf("ingest: persist the re-selected pool: %w", err)
 		}
 	} else if havePS && ps.Schema != PoolSchema {
-		// An older schema (2: the records inside the blob): move the records into the
-		// store's poolpoints bucket now, in one transaction, so that a stored schema 3
-		// blob always comes with every point's record. O(n), once.
-		if err := in.persistPool(true); err != nil {
+		// An older schema: 3 (no Normalize in the states) needs only the blob rewritten;
+		// 2 (the records inside the blob) moves the records into the store's poolpoints
+		// bucket now, in the same transaction, so that a stored blob of schema 3 or later
+		// always comes with every point's record. O(n), once.
+		if err := in.persistPool(ps.Schema == poolSchema2); err != nil {
 			return nil, fmt.Errorf("ingest: convert the stored pool from schema %d to %d: %w", ps.Schema, PoolSchema, err)
 		}
 		log.Info().Int("points", count).Uint32("from", ps.Schema).Int("to", PoolSchema).Msg("converted the stored pool state")
@@ -936,15 +938,15 @@ func (in *State) persistPool(all bool) error {
 }
 
 // checkRecords checks the stored per-point pool records against the stored points
-// before the pool is restored from them: a schema 3 pool needs exactly one record per
-// stored point (every record names a stored point, and there are as many), a schema 2
-// pool holds its records in the blob and none in the store, and no pool state means no
-// records.
+// before the pool is restored from them: a pool of schema 3 or later needs exactly one
+// record per stored point (every record names a stored point, and there are as many), a
+// schema 2 pool holds its records in the blob and none in the store, and no pool state
+// means no records.
 func checkRecords(havePS bool, ps storage.PoolState, recs []storedRecord, count int, cache *Points) error {
 	switch {
 	case !havePS && len(recs) > 0:
 		return fmt.Errorf("%w: %d per-point pool records but no pool state", ErrPoolState, len(recs))
-	case !havePS || ps.Schema != PoolSchema:
+	case !havePS || ps.Schema != PoolSchema && ps.Schema != poolSchema3:
 		return nil // schema 2 (or unknown, refused by decodePool with its number)
 	case len(recs) != count:
 		return fmt.Errorf("%w: the store holds %d points but %d per-point pool records", ErrPoolState, count, len(recs))

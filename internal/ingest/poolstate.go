@@ -14,12 +14,18 @@ import (
 // AppendPairRecord). Schema 1 also held the landmarks' features (2·m·q floats, 16 MiB
 // per batch at the default m = 256, q = 4096) and is refused; schema 2 held one record
 // per stored point inside the blob (O(n) bytes per batch) and is still read, and
-// converted to schema 3 at restore (New); schema 3 keeps those records in the
-// store's poolpoints bucket, one per point, written only when they change.
-const PoolSchema = 3
+// converted at restore (New); schema 3 keeps those records in the store's poolpoints
+// bucket, one per point, written only when they change; schema 4 is schema 3 with
+// coreset.Config.Normalize in each view's state (pool.normalize). Schemas 2 and 3 are
+// read with Normalize = false (they pivoted on raw residuals) and converted at restore.
+const PoolSchema = 4
 
-// poolSchema2 is the previous schema, read (not written) so older stores still open.
-const poolSchema2 = 2
+// poolSchema3 and poolSchema2 are the previous schemas, read (not written) so older
+// stores still open.
+const (
+	poolSchema3 = 3
+	poolSchema2 = 2
+)
 
 // fingerprintLen is the length of the features fingerprint that starts the blob.
 const fingerprintLen = 32
@@ -111,12 +117,14 @@ func parsePool(ps storage.PoolState) (fp string, a, b coreset.State, err error) 
 	decode := coreset.DecodeState
 	switch ps.Schema {
 	case PoolSchema:
+	case poolSchema3:
+		decode = coreset.DecodeStateWithoutNormalize
 	case poolSchema2:
 		decode = coreset.DecodeStateWithPoints
 	case 1:
 		return "", a, b, fmt.Errorf("%w: schema 1 (the landmarks' features inside the blob, written before schema 2) is no longer read; rebuild the pool", ErrPoolState)
 	default:
-		return "", a, b, fmt.Errorf("%w: schema %d, want %d (or %d, converted at restore)", ErrPoolState, ps.Schema, PoolSchema, poolSchema2)
+		return "", a, b, fmt.Errorf("%w: schema %d, want %d (or %d or %d, converted at restore)", ErrPoolState, ps.Schema, PoolSchema, poolSchema3, poolSchema2)
 	}
 	if len(ps.Data) < fingerprintLen {
 		return "", a, b, fmt.Errorf("%w: blob of %d bytes is shorter than the %d-byte features fingerprint", ErrPoolState, len(ps.Data), fingerprintLen)
@@ -139,7 +147,7 @@ func parsePool(ps storage.PoolState) (fp string, a, b coreset.State, err error) 
 }
 
 // poolStates parses the blob and fills both views' Points: from the records recs (id
-// order) for schema 3, from the blob for schema 2, which must then come without
+// order) for schemas 4 and 3, from the blob for schema 2, which must then come without
 // records (a store holds one or the other).
 func poolStates(ps storage.PoolState, recs []storedRecord) (fp string, a, b coreset.State, err error) {
 	if fp, a, b, err = parsePool(ps); err != nil {
@@ -168,6 +176,14 @@ func poolStates(ps storage.PoolState, recs []storedRecord) (fp string, a, b core
 // record, a pool of another feature pipeline (fp) or pool configuration (want), a
 // landmark src does not know, two views holding different points, and anything
 // coreset.Restore finds inconsistent. It never panics on any bytes.
+//
+// A pool whose configuration differs from want in Normalize only is not refused: a
+// schema 3 or 2 pool was selected on raw residuals (Normalize = false, the only rule
+// then) and meets the default pool.normalize = true, or pool.normalize was changed. It
+// takes the configured rule and keeps its landmarks, certificate and records (all on the
+// raw kernel, exact as they were), marked stale from position 0 if it has landmarks, so
+// the next sync (SyncDue holds at once) re-selects under the configured rule. Until then
+// it serves its last selection, as any stale pool does.
 func decodePool(ps storage.PoolState, recs []storedRecord, fp string, want coreset.Config, src [2]coreset.FeatureSource) (*coreset.Pair, error) {
 	got, a, b, err := poolStates(ps, recs)
 	if err != nil {
@@ -184,6 +200,12 @@ func decodePool(ps storage.PoolState, recs []storedRecord, fp string, want cores
 		st   *coreset.State
 		dst  **coreset.Pool
 	}{{"a", 0, &a, &pr.A}, {"b", 1, &b, &pr.B}} {
+		if v.st.Config.Normalize != want.Normalize {
+			v.st.Config.Normalize = want.Normalize
+			if len(v.st.Landmarks) > 0 { // none: nothing to re-select
+				v.st.Stale, v.st.StaleFrom = true, 0
+			}
+		}
 		if v.st.Config != want {
 			return nil, fmt.Errorf("%w: view %s pool config %+v, configured %+v", ErrPoolState, v.name, v.st.Config, want)
 		}

@@ -8,21 +8,28 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/internal/binenc"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/storage"
 )
 
-// testPair builds a pool pair over n random points with the test model, synced when
-// sync is set, then with one landmark deleted (so the state is inexact and stale, and
-// every State field carries a non-default value).
+// testPair builds a pool pair over n random points with the test model, synced, then
+// with one landmark deleted (so the state is inexact and stale, and every State field
+// carries a non-default value).
 func testPair(t testing.TB, n int) (*pipeline.Features, coreset.Config, *coreset.Pair, [2]coreset.FeatureSource) {
 	t.Helper()
-	cfg := testConfig()
+	return testPairConfig(t, testConfig(), n, true)
+}
+
+// testPairConfig is testPair under cfg, with the landmark deletion only when deleteOne.
+func testPairConfig(t testing.TB, cfg config.Config, n int, deleteOne bool) (*pipeline.Features, coreset.Config, *coreset.Pair, [2]coreset.FeatureSource) {
+	t.Helper()
 	feat, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
 	if err != nil {
 		t.Fatal(err)
@@ -51,22 +58,41 @@ func testPair(t testing.TB, n int) (*pipeline.Features, coreset.Config, *coreset
 		if err := pr.Sync(src[0], src[1]); err != nil {
 			t.Fatal(err)
 		}
-		if err := pr.Delete(pr.A.Landmarks()[0]); err != nil {
-			t.Fatal(err)
+		if deleteOne {
+			if err := pr.Delete(pr.A.Landmarks()[0]); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	return feat, pcfg, pr, [2]coreset.FeatureSource{src[0], src[1]}
 }
 
-// configLen is the length of Version and Config at the start of a view's state, after
-// which schema 2 held the points (storage/FORMAT.md "Pool state").
+// configLen is the length of Version and Config at the start of a view's state in
+// schemas 2 and 3, which have no Config.Normalize (its byte is the next one in schema
+// 4); schema 2 held the points after it (storage/FORMAT.md "Pool state").
 const configLen = 81
 
+// encodePoolV3 is the schema 3 encoder the daemon used before schema 4, kept for the
+// codec tests: per view, the schema 4 core without Config.Normalize's byte. The state's
+// Normalize is lost (schema 3 has none; it decodes as false).
+func encodePoolV3(fp string, pr *coreset.Pair) (storage.PoolState, error) {
+	w, err := hex.DecodeString(fp)
+	if err != nil || len(w) != fingerprintLen {
+		return storage.PoolState{}, fmt.Errorf("fingerprint %q is not 32 hex bytes", fp)
+	}
+	for _, p := range []*coreset.Pool{pr.A, pr.B} {
+		s := p.CoreState()
+		core, _ := s.AppendBinary(nil)
+		w = append(append(w, core[:configLen]...), core[configLen+1:]...)
+	}
+	return storage.PoolState{Schema: poolSchema3, Data: w}, nil
+}
+
 // encodePoolV2 is the schema 2 encoder the daemon used before schema 3, kept for the
-// codec tests and as the "before" of BenchmarkPoolPersist: per view, the core with every
-// point's record (u32 n, n × (bytes id, f64 Diag, f64 Residual), sorted by id) after
-// Version and Config. TestRestoreFrozenStores checks that it writes what the schema 2
-// daemon wrote.
+// codec tests and as the "before" of BenchmarkPoolPersist: per view, the schema 3 core
+// with every point's record (u32 n, n × (bytes id, f64 Diag, f64 Residual), sorted by
+// id) after Version and Config. TestRestoreFrozenStores checks that it writes what the
+// schema 2 daemon wrote.
 func encodePoolV2(fp string, pr *coreset.Pair) (storage.PoolState, error) {
 	w, err := hex.DecodeString(fp)
 	if err != nil || len(w) != fingerprintLen {
@@ -82,7 +108,7 @@ func encodePoolV2(fp string, pr *coreset.Pair) (storage.PoolState, error) {
 			w = binenc.AppendF64(w, pt.Diag)
 			w = binenc.AppendF64(w, pt.Residual)
 		}
-		w = append(w, core[configLen:]...)
+		w = append(w, core[configLen+1:]...)
 	}
 	return storage.PoolState{Schema: poolSchema2, Data: w}, nil
 }
@@ -98,9 +124,12 @@ func pairRecords(pr *coreset.Pair) []storedRecord {
 	return out
 }
 
-// TestPoolCodecRoundTrip: decoding an encoded pool (schema 3 core plus records, and a
-// schema 2 blob) gives pools whose states are deeply equal to the originals, and
-// re-encoding gives the same bytes. (coreset's TestStateFields guards the fields.)
+// TestPoolCodecRoundTrip: decoding an encoded pool (schema 4 or 3 core plus records,
+// and a schema 2 blob) gives pools whose states are deeply equal to the originals, and
+// re-encoding gives the same bytes. (coreset's TestStateFields guards the fields.) The
+// test pair is stale from position 0 (its first landmark was deleted), so the older
+// schemas' Normalize = false taking the configured true changes nothing else here;
+// TestPoolSchema3Normalize tests that step.
 func TestPoolCodecRoundTrip(t *testing.T) {
 	for _, n := range []int{0, 1, 40} {
 		feat, pcfg, pr, src := testPair(t, n)
@@ -115,12 +144,16 @@ func TestPoolCodecRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		v3, err := encodePoolV3(feat.Fingerprint(), pr)
+		if err != nil {
+			t.Fatal(err)
+		}
 		recs := pairRecords(pr)
 		for _, tc := range []struct {
 			name string
 			ps   storage.PoolState
 			recs []storedRecord
-		}{{"schema 3", ps, recs}, {"schema 2", v2, nil}} {
+		}{{"schema 4", ps, recs}, {"schema 3", v3, recs}, {"schema 2", v2, nil}} {
 			got, err := decodePool(tc.ps, tc.recs, feat.Fingerprint(), pcfg, src)
 			if err != nil {
 				t.Fatalf("n=%d %s: %v", n, tc.name, err)
@@ -139,13 +172,17 @@ func TestPoolCodecRoundTrip(t *testing.T) {
 			}
 		}
 		// The core does not grow with the points: the schema 2 blob minus its records
-		// (4 + len(id) + 16 bytes per point and view, plus the two counts) is schema 3.
+		// (4 + len(id) + 16 bytes per point and view, plus the two counts) is schema 3,
+		// which is schema 4 less one byte per view.
 		per := 0
 		for _, r := range recs {
 			per += 2 * (4 + len(r.id) + 16)
 		}
-		if got, want := len(v2.Data)-per-8, len(ps.Data); got != want {
+		if got, want := len(v2.Data)-per-8, len(v3.Data); got != want {
 			t.Errorf("n=%d: schema 2 blob without records is %d bytes, schema 3 blob %d", n, got, want)
+		}
+		if got, want := len(v3.Data), len(ps.Data)-2; got != want {
+			t.Errorf("n=%d: schema 3 blob is %d bytes, want schema 4's less 2", n, got)
 		}
 	}
 }
@@ -155,6 +192,7 @@ func TestPoolCodecRejects(t *testing.T) {
 	feat, pcfg, pr, src := testPair(t, 20)
 	ps, _ := encodePool(feat.Fingerprint(), pr)
 	v2, _ := encodePoolV2(feat.Fingerprint(), pr)
+	v3, _ := encodePoolV3(feat.Fingerprint(), pr)
 	recs := pairRecords(pr)
 	mut := func(f func(b []byte) []byte) storage.PoolState {
 		return storage.PoolState{Schema: PoolSchema, Data: f(append([]byte(nil), ps.Data...))}
@@ -177,19 +215,23 @@ func TestPoolCodecRejects(t *testing.T) {
 		cfg  coreset.Config
 	}{
 		{"schema 1 (held landmark features)", storage.PoolState{Schema: 1, Data: ps.Data}, recs, pcfg},
-		{"schema 4", storage.PoolState{Schema: 4, Data: ps.Data}, recs, pcfg},
+		{"schema 5", storage.PoolState{Schema: 5, Data: ps.Data}, recs, pcfg},
+		{"schema 3 with schema 4's bytes", storage.PoolState{Schema: 3, Data: ps.Data}, recs, pcfg},
+		{"schema 4 with schema 3's bytes", storage.PoolState{Schema: 4, Data: v3.Data}, recs, pcfg},
 		{"empty", storage.PoolState{Schema: PoolSchema}, recs, pcfg},
 		{"truncated", mut(func(b []byte) []byte { return b[:len(b)-1] }), recs, pcfg},
 		{"trailing", mut(func(b []byte) []byte { return append(b, 0) }), recs, pcfg},
 		{"fingerprint", mut(func(b []byte) []byte { b[0] ^= 1; return b }), recs, pcfg},
 		{"bool", mut(func(b []byte) []byte { b[len(b)-1] = 2; return b }), recs, pcfg},
 		// View a's landmark count sits after the fingerprint (32), version, dim, budget
-		// m, λ, tol (5×8), top-up (1), seed and the four SLQ ints (5×8): byte 113; its
-		// top byte 116 makes it ~4e9 landmarks.
-		{"huge count", mut(func(b []byte) []byte { b[116] = 0xff; return b }), recs, pcfg},
+		// m, λ, tol (5×8), top-up (1), seed and the four SLQ ints (5×8), normalize (1):
+		// byte 114; its top byte 117 makes it ~4e9 landmarks.
+		{"huge count", mut(func(b []byte) []byte { b[117] = 0xff; return b }), recs, pcfg},
+		{"normalize byte 2", mut(func(b []byte) []byte { b[113] = 2; return b }), recs, pcfg},
 		{"config", ps, recs, other},
 		{"schema 2 blob with records in the store", v2, recs, pcfg},
-		{"schema 3 blob without records", ps, nil, pcfg},
+		{"schema 4 blob without records", ps, nil, pcfg},
+		{"schema 3 blob without records", v3, nil, pcfg},
 		{"a landmark's record missing", ps, append(append([]storedRecord(nil), recs[:landmark]...), recs[landmark+1:]...), pcfg},
 		{"record short", ps, mutRec(3, func(r []byte) []byte { return r[:coreset.PairRecordLen-1] }), pcfg},
 		{"record long", ps, mutRec(3, func(r []byte) []byte { return append(r, 0) }), pcfg},
@@ -219,8 +261,9 @@ func recordIndex(recs []storedRecord, id string) int {
 }
 
 // FuzzDecodePool: the stored pool blob is outside bytes (a file on disk); decoding must
-// never panic, every refusal must match ErrPoolState, an accepted schema 3 blob and its
-// records must re-encode to the same bytes, and any accepted blob must re-encode to a
+// never panic, every refusal must match ErrPoolState, an accepted schema 4 blob of the
+// configured Normalize and its records must re-encode to the same bytes, and any
+// accepted blob must re-encode to a
 // blob that decodes to a pool with the same encoding (idempotence: a schema 2 blob's
 // points need not be sorted, and re-encoding sorts them). The records are the test
 // pair's (withRecs) or none.
@@ -228,6 +271,7 @@ func FuzzDecodePool(f *testing.F) {
 	feat, pcfg, pr, src := testPair(f, 12)
 	full, _ := encodePool(feat.Fingerprint(), pr)
 	v2, _ := encodePoolV2(feat.Fingerprint(), pr)
+	v3, _ := encodePoolV3(feat.Fingerprint(), pr)
 	recs := pairRecords(pr)
 	_, _, empty, _ := testPair(f, 0)
 	e, _ := encodePool(feat.Fingerprint(), empty)
@@ -235,6 +279,7 @@ func FuzzDecodePool(f *testing.F) {
 	f.Add(uint32(PoolSchema), e.Data, false)
 	f.Add(uint32(poolSchema2), e2.Data, false)
 	f.Add(uint32(PoolSchema), full.Data, true)
+	f.Add(uint32(poolSchema3), v3.Data, true)
 	f.Add(uint32(poolSchema2), v2.Data, false)
 	f.Add(uint32(poolSchema2), v2.Data, true)
 	f.Add(uint32(1), full.Data, true)
@@ -256,8 +301,12 @@ func FuzzDecodePool(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := pairRecords(p); schema == PoolSchema && (!bytes.Equal(again.Data, data) || len(got)+len(rs) > 0 && !reflect.DeepEqual(got, rs)) {
-			t.Fatalf("accepted schema 3 pool is not canonical:\n in  %x\n out %x", data, again.Data)
+		// A blob of the other Normalize takes pcfg's and is marked stale (decodePool), so
+		// it re-encodes to other bytes.
+		_, a, b, _ := parsePool(storage.PoolState{Schema: schema, Data: data})
+		sameRule := a.Config.Normalize == pcfg.Normalize && b.Config.Normalize == pcfg.Normalize
+		if got := pairRecords(p); schema == PoolSchema && sameRule && (!bytes.Equal(again.Data, data) || len(got)+len(rs) > 0 && !reflect.DeepEqual(got, rs)) {
+			t.Fatalf("accepted schema 4 pool is not canonical:\n in  %x\n out %x", data, again.Data)
 		}
 		p2, err := decodePool(again, pairRecords(p), feat.Fingerprint(), pcfg, src)
 		if err != nil {
@@ -507,5 +556,102 @@ func TestRestoreReselectsPreviousPool(t *testing.T) {
 	setFP(st, f2.PreviousFingerprint())
 	if _, err := New(cfg, st, testLogger(t)); !errors.Is(err, ErrPoolState) {
 		t.Fatalf("another model's v2 pool: %v, want ErrPoolState", err)
+	}
+}
+
+// TestPoolSchema3Normalize: a pool stored without Config.Normalize (schema 3, or schema
+// 4 under the other rule) was selected on raw residuals. Under pool.normalize = false it
+// restores as it was; under true it takes the configured rule and keeps its landmarks,
+// exact certificate and records, stale from position 0, and its next Sync gives the
+// pool a normalized selection would have made from the start.
+func TestPoolSchema3Normalize(t *testing.T) {
+	rawCfg, normCfg := testConfig(), testConfig()
+	rawCfg.Pool.Normalize, normCfg.Pool.Normalize = false, true
+	feat, rawP, pr, src := testPairConfig(t, rawCfg, 40, false)
+	_, normP, want, _ := testPairConfig(t, normCfg, 40, false)
+	if slices.Equal(pr.A.Landmarks(), want.A.Landmarks()) {
+		t.Fatalf("raw and normalized pivoting select the same landmarks %v", want.A.Landmarks())
+	}
+	v3, _ := encodePoolV3(feat.Fingerprint(), pr)
+	v4, _ := encodePool(feat.Fingerprint(), pr)
+	recs := pairRecords(pr)
+	got, err := decodePool(v3, recs, feat.Fingerprint(), rawP, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.A.State(), pr.A.State()) || !reflect.DeepEqual(got.B.State(), pr.B.State()) {
+		t.Errorf("schema 3 under normalize = false: the restored pool differs")
+	}
+	for _, ps := range []storage.PoolState{v3, v4} {
+		got, err := decodePool(ps, recs, feat.Fingerprint(), normP, src)
+		if err != nil {
+			t.Fatalf("schema %d: %v", ps.Schema, err)
+		}
+		for v, pair := range [][2]*coreset.Pool{{pr.A, got.A}, {pr.B, got.B}} {
+			c, c0 := pair[1].Residual(), pair[0].Residual()
+			if !pair[1].Config().Normalize || !c.Stale || c.StaleFrom != 0 || !c.Exact || c.Trace != c0.Trace ||
+				!slices.Equal(pair[1].Landmarks(), pair[0].Landmarks()) || !pair[1].NeedsSync() {
+				t.Errorf("schema %d view %d: normalize %v, certificate %+v, landmarks %v; want the raw pool's (%+v, %v) stale from 0 under normalize",
+					ps.Schema, v, pair[1].Config().Normalize, c, pair[1].Landmarks(), c0, pair[0].Landmarks())
+			}
+		}
+		if err := got.Sync(src[0], src[1]); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.A.State(), want.A.State()) || !reflect.DeepEqual(got.B.State(), want.B.State()) {
+			t.Errorf("schema %d: after Sync the pool is not the normalized selection", ps.Schema)
+		}
+	}
+}
+
+// TestRestoreSchema3Store: a store whose pool blob is schema 3 (written before
+// pool.normalize) opens under the default normalize = true: New rewrites the blob as
+// schema 4 and leaves the records, the restored pool asks for a sync at once (SyncDue),
+// the sync gives the reference normalized selection, and a second restore writes
+// nothing.
+func TestRestoreSchema3Store(t *testing.T) {
+	rawCfg, cfg := testConfig(), testConfig()
+	rawCfg.Pool.Normalize = false
+	st := tempStore(t)
+	in := newTestIngest(t, rawCfg, st)
+	g := newGen(t, 31, 6)
+	var evs []event
+	for i := range 40 {
+		evs = append(evs, g.upsert(id(i)))
+	}
+	if _, err := in.Apply(t.Context(), numbered(msgs(rawCfg.Kafka.Topics.Train, evs))); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	v3, err := encodePoolV3(in.feat.Fingerprint(), in.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Apply(func(tx *storage.Tx) error { return tx.PutPoolState(v3) }); err != nil {
+		t.Fatal(err)
+	}
+	recs := storedRecords(t, st)
+
+	again := newTestIngest(t, cfg, st)
+	ps := storedPool(t, st)
+	if ps.Schema != PoolSchema || !reflect.DeepEqual(storedRecords(t, st), recs) {
+		t.Errorf("after the restore: schema %d, records changed %v; want schema %d and the records as they were",
+			ps.Schema, !reflect.DeepEqual(storedRecords(t, st), recs), PoolSchema)
+	}
+	checkPersisted(t, again, st, "after the restore")
+	if !slices.Equal(again.Landmarks(), in.Landmarks()) || !again.SyncDue() {
+		t.Errorf("restored landmarks %v (sync due %v), want the stored %v with a sync due", again.Landmarks(), again.SyncDue(), in.Landmarks())
+	}
+	pts := map[string]event{}
+	for _, id := range again.cache.IDs() {
+		pts[id] = event{id: id, x: again.cache.Get(id).X}
+	}
+	checkAgainstReference(t, cfg, again, st, pts)
+	before, beforeRecs := storedPool(t, st), storedRecords(t, st)
+	newTestIngest(t, cfg, st)
+	if !reflect.DeepEqual(storedPool(t, st), before) || !reflect.DeepEqual(storedRecords(t, st), beforeRecs) {
+		t.Errorf("a second restore changed the stored pool")
 	}
 }
