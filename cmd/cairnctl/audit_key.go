@@ -15,12 +15,13 @@ import (
 	"github.com/cairnhq/cairn/internal/cli"
 )
 
-// auditKeyCmd is `cairnctl audit key [--http ADDR]`: the public half of the running
+// auditKeyCmd is `cairnctl audit key [--http ADDR] [--token-file FILE] [--ca-file FILE]`:
+// the public half of the running
 // daemon's audit signing key (GET /audit/key): public_key (Ed25519, hex) and key_id.
 // Save it to pin it: `cairnctl audit verify --key FILE` then trusts only it.
 func auditKeyCmd(fs *flag.FlagSet) cli.Func {
-	return daemonGetCmd(fs, func(ctx context.Context, addr string) (any, error) {
-		keys, err := fetchAuditKeys(ctx, addr)
+	return daemonGetCmd(fs, func(ctx context.Context, d daemonHTTP) (any, error) {
+		keys, err := fetchAuditKeys(ctx, d)
 		for _, k := range keys {
 			return daemon.AuditKey{PublicKey: hex.EncodeToString(k), KeyID: auditsig.KeyID(k)}, nil
 		}
@@ -31,9 +32,9 @@ func auditKeyCmd(fs *flag.FlagSet) cli.Func {
 // auditKeys are the public keys a verifier trusts, by key id.
 type auditKeys map[string]ed25519.PublicKey
 
-// fetchAuditKeys reads GET /audit/key of the daemon at addr.
-func fetchAuditKeys(ctx context.Context, addr string) (auditKeys, error) {
-	body, err := fetchJSON(ctx, addr, "/audit/key")
+// fetchAuditKeys reads GET /audit/key of the daemon d.
+func fetchAuditKeys(ctx context.Context, d daemonHTTP) (auditKeys, error) {
+	body, err := d.json(ctx, "/audit/key")
 	if err != nil {
 		return nil, err
 	}

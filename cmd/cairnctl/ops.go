@@ -23,6 +23,7 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/admin"
 	"github.com/cairnhq/cairn/stream"
 )
 
@@ -36,13 +37,16 @@ const (
 )
 
 // connFlags are the connection flags every operator command takes: --brokers, --http
-// and --config, with the same names and defaults everywhere, so one script can pass
+// and --config, and for a guarded HTTP surface --token-file, --ca-file, --client-cert
+// and --client-key, with the same names and defaults everywhere, so one script can pass
 // the same connection flags to every command. A command that does not use one of them
 // still accepts it and says so in its help.
 type connFlags struct {
 	brokers string
 	http    string
 	config  string
+	// The daemon's guarded HTTP surface (admin.ClientOptions).
+	tokenFile, caFile, clientCert, clientKey string
 }
 
 // unusedNote ends the help of a connection flag the command accepts but does not use.
@@ -62,6 +66,26 @@ func (k *connFlags) register(fs *flag.FlagSet, uses opsUses) {
 		"the daemon's HTTP address (host:port, or a URL)"+note(usesHTTP))
 	fs.StringVar(&k.config, "config", "",
 		"cairnd YAML configuration to take topic names, limits, TLS and SASL from (optional)"+note(usesConfig))
+	fs.StringVar(&k.tokenFile, "token-file", "",
+		"file holding the daemon's HTTP bearer token (http_auth.token_file; mode 0600 or stricter); sent only over https or to loopback"+note(usesHTTP))
+	fs.StringVar(&k.caFile, "ca-file", "",
+		"PEM CAs to trust for the daemon's HTTPS certificate instead of the system roots; a bare --http host:port then means https"+note(usesHTTP))
+	fs.StringVar(&k.clientCert, "client-cert", "",
+		"PEM client certificate for a daemon that authenticates by mutual TLS (with --client-key)"+note(usesHTTP))
+	fs.StringVar(&k.clientKey, "client-key", "",
+		"PEM private key of --client-cert"+note(usesHTTP))
+}
+
+// daemon is the running daemon's HTTP surface at --http, reached through
+// admin.NewClient with --token-file, --ca-file, --client-cert and --client-key (the
+// one HTTP client of every command that talks to the daemon).
+func (k *connFlags) daemon() (daemonHTTP, error) {
+	o := admin.ClientOptions{TokenFile: k.tokenFile, CAFile: k.caFile, CertFile: k.clientCert, KeyFile: k.clientKey}
+	c, err := admin.NewClient(o)
+	if err != nil {
+		return daemonHTTP{}, fmt.Errorf("--token-file, --ca-file, --client-cert, --client-key: %w", err)
+	}
+	return daemonHTTP{addr: k.http, base: daemonBase(k.http, o.TLS()), client: c}, nil
 }
 
 // load returns the configuration (config.Load of --config and the CAIRN_* environment,

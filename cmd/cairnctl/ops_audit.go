@@ -219,7 +219,7 @@ func auditVerifyCmd(fs *flag.FlagSet) cli.Func {
 				return err
 			}
 		} else {
-			keys, err := trustedKeys(ctx, *keyFile, kf.http)
+			keys, err := trustedKeys(ctx, *keyFile, &kf)
 			if err != nil {
 				return err
 			}
@@ -296,15 +296,20 @@ func startCheckpoint(ctx context.Context, kc stream.Config, statusTopic string, 
 }
 
 // trustedKeys are the pinned keys of --key, or else the running daemon's (GET
-// /audit/key at --http, trusted on first use); nil when neither is available, and then
-// signatures are not checked (the report says so).
-func trustedKeys(ctx context.Context, keyFile, addr string) (auditKeys, error) {
+// /audit/key at --http, trusted on first use, with kf's credentials); nil when neither
+// is available, and then signatures are not checked (the report says so). Credentials
+// that do not load (--token-file, --ca-file, ...) are an error, not "unavailable".
+func trustedKeys(ctx context.Context, keyFile string, kf *connFlags) (auditKeys, error) {
 	if keyFile != "" {
 		return readAuditKeyFile(keyFile)
 	}
+	d, err := kf.daemon()
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	keys, err := fetchAuditKeys(ctx, addr)
+	keys, err := fetchAuditKeys(ctx, d)
 	if err != nil {
 		return nil, nil
 	}

@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cairnhq/cairn/config"
@@ -57,7 +55,11 @@ func modelExportCmd(fs *flag.FlagSet) cli.Func {
 		}
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
-		body, err := fetchModelExport(ctx, kf.http, *version)
+		d, err := kf.daemon()
+		if err != nil {
+			return err
+		}
+		body, err := d.model(ctx, *version)
 		if err != nil {
 			return err
 		}
@@ -80,33 +82,17 @@ func exportDataDir(cfg config.Config, dir string, version uint64) (daemon.ModelE
 	return e, nil
 }
 
-// fetchModelExport returns the JSON body of GET /model[?model=V] at addr.
-func fetchModelExport(ctx context.Context, addr string, version uint64) ([]byte, error) {
-	url := strings.TrimSuffix(statusURL(addr), "/status") + "/model"
+// model returns the JSON body of GET /model[?model=V] (version 0: the serving one).
+func (d daemonHTTP) model(ctx context.Context, version uint64) ([]byte, error) {
+	path := "/model"
 	if version > 0 {
-		url += "?model=" + strconv.FormatUint(version, 10)
+		path += "?model=" + strconv.FormatUint(version, 10)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, fmt.Errorf("--http %q: %w", addr, err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("daemon not reachable at %s: %w (is cairnd running with --http %s? for a stopped daemon pass --data-dir)", url, err, addr)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxModelBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", url, err)
-	}
-	if len(body) > maxModelBytes {
-		return nil, fmt.Errorf("%s: body larger than %d bytes", url, maxModelBytes)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: HTTP %s: %.300q", url, resp.Status, body)
-	}
-	if !json.Valid(body) {
-		return nil, fmt.Errorf("%s: answer is not JSON (is %s a cairn daemon?): %.300q", url, addr, body)
-	}
-	return body, nil
+	return d.get(ctx, path, maxModelBytes, " for a stopped daemon pass --data-dir")
+}
+
+// fetchModelExport returns the JSON body of GET /model[?model=V] at addr over plain
+// HTTP without credentials (bench's own daemon, on loopback).
+func fetchModelExport(ctx context.Context, addr string, version uint64) ([]byte, error) {
+	return daemonHTTP{addr: addr, base: daemonBase(addr, false), client: http.DefaultClient}.model(ctx, version)
 }
