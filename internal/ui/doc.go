@@ -20,6 +20,10 @@
 // # Contract
 //
 //   - Read only: GET and HEAD; any other method is 405 (the admin server's mux).
+//   - Access is the admin server's: with http_auth set, every page needs the bearer
+//     token, a client certificate or a session from the login page /ui/login, which
+//     the admin server serves (internal/admin doc "UI login and sessions"); this
+//     package never sees an unauthenticated request.
 //   - A deleted point is never rendered. Every picture and every landmark on a page is
 //     looked up at rendering time with Source.Point, which answers only for points
 //     stored now; a landmark that is not is shown as "deleted point", without its id or
