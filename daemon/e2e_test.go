@@ -342,9 +342,15 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("%s: model %d topk %d, want model %d and %d entries", req, a.Model, len(a.TopK), s.Version, want)
 		}
 		switch a.Verdict {
-		case "certified", "uncertified", "fit_limited":
+		case "certified", "uncertified", "fit_limited", "unstable":
 		default:
 			t.Errorf("%s: verdict %q", req, a.Verdict)
+		}
+		if a.Score != cfg.Query.Score || a.Stability == nil || a.Stable != (*a.Stability >= cfg.Query.StableJaccard) {
+			t.Errorf("%s: score %q stable %v stability %v, want the default ranking %q with a known stability", req, a.Score, a.Stable, a.Stability, cfg.Query.Score)
+		}
+		if f := a.ResidualFraction; f == nil || !(*f >= 0 && *f <= 1) {
+			t.Errorf("%s: residual fraction %v, want one in [0, 1]", req, f)
 		}
 		for i, e := range a.TopK {
 			if !slices.Contains(s.LandmarkIDs, e.ID) || !(e.Radius >= 0) || (e.View != "A" && e.View != "B") {
@@ -354,7 +360,7 @@ func TestEndToEnd(t *testing.T) {
 				t.Errorf("%s: topk not sorted by score", req)
 			}
 		}
-		if a.Lower-a.Upper > 0 != (a.Verdict == "certified") {
+		if a.Lower-a.Upper > 0 != (a.Verdict == "certified" || a.Verdict == "unstable") {
 			t.Errorf("%s: separation %v vs verdict %s", req, a.Lower-a.Upper, a.Verdict)
 		}
 	}
@@ -376,7 +382,10 @@ func TestEndToEnd(t *testing.T) {
 		for _, l := range ex.Landmarks {
 			if l.ID == e.ID && l.View == e.View {
 				found = true
-				want := entk.ExactKernel(eb, l.X, test.Row(0), ews) * l.Omega
+				want := entk.ExactKernel(eb, l.X, test.Row(0), ews)
+				if atts["q-x"].Score == string(certify.Displacement) {
+					want *= l.Omega
+				}
 				if math.Abs(want-e.Score) > e.Radius {
 					t.Errorf("/model recomputes %s/%s as %v, the answer says %v ± %v", e.ID, e.View, want, e.Score, e.Radius)
 				}
@@ -558,6 +567,9 @@ func checkExactAnswer(t *testing.T, s *serving.Model, a stream.Attribution, x []
 	for i, l := range active {
 		k := entk.ExactKernel(s.Backbone, s.LandmarkX[l*in:(l+1)*in], x, ws)
 		scores[i] = k * s.Omega[l]
+		if a.Score == string(certify.Similarity) {
+			scores[i] = k
+		}
 		ref[s.LandmarkIDs[l]+"/"+string(s.Views[l])] = scores[i]
 	}
 	for _, e := range a.TopK {
@@ -586,7 +598,7 @@ func checkExactAnswer(t *testing.T, s *serving.Model, a stream.Attribution, x []
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := sk.Answer(new(serving.Workspace), x, len(a.TopK), 0.05)
+	c, err := sk.AnswerRanked(new(serving.Workspace), x, len(a.TopK), 0.05, certify.Ranking(a.Score))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +608,7 @@ func checkExactAnswer(t *testing.T, s *serving.Model, a stream.Attribution, x []
 	if err != nil {
 		t.Fatal(err)
 	}
-	cr, err := skr.Answer(new(serving.Workspace), x, len(a.TopK), 0.05)
+	cr, err := skr.AnswerRanked(new(serving.Workspace), x, len(a.TopK), 0.05, certify.Ranking(a.Score))
 	if err != nil {
 		t.Fatal(err)
 	}
