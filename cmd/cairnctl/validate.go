@@ -353,7 +353,7 @@ func servedModel(fm *fittedModel, pf *pipelineFlags) (*serving.Model, error) {
 	q := config.Default().Query
 	return serving.New(in, serving.Settings{
 		Backbone: fm.info.backbone, H: pf.h, S: pf.s, Seed: pf.seed, DrawName: "cairnctl/validate/eval",
-		ExactMemoryBytes: q.ExactMemoryBytes, Fits: 1, ExactRowsCap: q.ExactRowsCap,
+		ExactMemoryBytes: q.ExactMemoryBytes, Fits: 1, ExactRowsCap: q.ExactRowsCap, StableJaccard: q.StableJaccard,
 	})
 }
 
@@ -394,14 +394,14 @@ type validationScores struct {
 	points      map[string][][]float64 // name → [query][stored point]
 	point       []int                  // stored row of each landmark
 	kernel      string                 // "exact" or "fit_sketch"
-	agreement   float64                // share of queries whose serving top-K set is the displacement's
+	agreement   map[string]float64     // ranking → share of queries whose served top-K set is the ranking's
 	trakLambda  float64
 	servingTopK int
 }
 
 // scores computes every ranking's point scores on the served model (kernel rows exact
-// when the model has exact rows) and the baselines', and checks that the displacement
-// ranking's top-K is what model.Answer certifies.
+// when the model has exact rows) and the baselines', and checks each ranking's top-K
+// against what model.AnswerRanked certifies under it.
 func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validationScores, error) {
 	n, nq := v.all.set.N, v.qs.N
 	point, z := v.landmarkPoints(fm)
@@ -432,31 +432,33 @@ func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validati
 	omega := serving.Scaled(f0.Omega, fm.scale)
 	lrow := make([]float64, mm)
 	var w serving.Workspace
-	agree := 0
+	agree := map[string]int{}
 	for t := range nq {
 		k := rows.RawRowView(t)
-		validate.DisplacementTo(lrow, k, omega)
-		validate.PointSumTo(sc.points[validate.Displacement][t], lrow, point)
-		c, err := model.Answer(&w, v.qs.Row(t), sc.servingTopK, config.Default().Query.Delta)
-		if err != nil {
-			return nil, fmt.Errorf("serving answer for query %d: %w", t, err)
+		for _, name := range validate.Rankings {
+			switch name {
+			case validate.Displacement:
+				validate.DisplacementTo(lrow, k, omega)
+			case validate.Representer:
+				validate.RepresenterTo(lrow, k, f0.A, f0.B, fm.scale)
+			case validate.ENTK:
+				copy(lrow, k)
+			}
+			validate.PointSumTo(sc.points[name][t], lrow, point)
+			ok, err := sameTopK(model, &w, v.qs.Row(t), lrow, sc.servingTopK, name)
+			if err != nil {
+				return nil, fmt.Errorf("query %d: %w", t, err)
+			}
+			if ok {
+				agree[name]++
+			}
 		}
-		var got []int
-		for _, e := range c.TopK {
-			got = append(got, e.Index)
-		}
-		want := certify.TopKIndices(lrow, sc.servingTopK)
-		slices.Sort(got)
-		slices.Sort(want)
-		if slices.Equal(got, want) {
-			agree++
-		}
-		validate.RepresenterTo(lrow, k, f0.A, f0.B, fm.scale)
-		validate.PointSumTo(sc.points[validate.Representer][t], lrow, point)
-		validate.PointSumTo(sc.points[validate.ENTK][t], k, point)
 		validate.RandomScoresTo(sc.points[validate.Random][t], v.mf.pipeline.seed, t)
 	}
-	sc.agreement = float64(agree) / float64(nq)
+	sc.agreement = map[string]float64{}
+	for _, name := range validate.Rankings {
+		sc.agreement[name] = float64(agree[name]) / float64(nq)
+	}
 
 	t0 := time.Now()
 	phi := mat.NewDense(n, v.all.q, widen(v.plain, v.all.q))
@@ -474,6 +476,23 @@ func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validati
 	sc.trakLambda = tk.Lambda()
 	v.secs["trak"] = time.Since(t0).Seconds()
 	return sc, nil
+}
+
+// sameTopK reports whether the top-k landmark rows of scores (model row order) are the
+// set model.AnswerRanked returns for x under the ranking name.
+func sameTopK(model *serving.Model, w *serving.Workspace, x, scores []float64, k int, name string) (bool, error) {
+	c, err := model.AnswerRanked(w, x, k, config.Default().Query.Delta, certify.Ranking(name))
+	if err != nil {
+		return false, fmt.Errorf("serving answer (%s): %w", name, err)
+	}
+	var got []int
+	for _, e := range c.TopK {
+		got = append(got, e.Index)
+	}
+	want := certify.TopKIndices(scores, k)
+	slices.Sort(got)
+	slices.Sort(want)
+	return slices.Equal(got, want), nil
 }
 
 // retrain trains the network from its seeded initialization on each half and returns

@@ -2,19 +2,19 @@ package validate
 
 import (
 	"fmt"
-	"math"
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/internal/rng"
 )
 
 // The rankings of the served model (DESIGN.md section 5), in the order a report lists
-// them.
+// them, named as serving's answers name them (certify.Ranking).
 const (
-	Displacement = "displacement"
-	Representer  = "representer"
-	ENTK         = "entk"
+	Displacement = string(certify.Displacement)
+	Representer  = string(certify.Representer)
+	ENTK         = string(certify.Similarity)
 )
 
 // Rankings lists the landmark rankings the study scores.
@@ -46,9 +46,10 @@ func DisplacementTo(dst, k, omega []float64) {
 }
 
 // RepresenterTo writes each landmark's contribution to the query's latent, projected on
-// that latent, in the served encoder's units: with a (M×c) the coefficients Ã in the fit's
-// kernel units, b the bias and scale the factor the fit's kernel blocks were multiplied by
-// (serving.Model.Scale), the latent is
+// that latent, in the served encoder's units, as serving.Model.AnswerRanked ranks it
+// (certify.RepresenterTo, whose radii are dropped): with a (M×c) the coefficients Ã in
+// the fit's kernel units, b the bias and scale the factor the fit's kernel blocks were
+// multiplied by (serving.Model.Scale), the latent is
 //
 //	z = scale·Σ_ℓ k[ℓ]·a[ℓ,:] + b
 //
@@ -63,29 +64,15 @@ func RepresenterTo(dst, k []float64, a *mat.Dense, b []float64, scale float64) {
 	if len(dst) != m || len(k) != m || len(b) != c {
 		panic(fmt.Sprintf("validate: RepresenterTo lengths dst %d, k %d, b %d for a %d×%d", len(dst), len(k), len(b), m, c))
 	}
-	z := make([]float64, c)
-	for l, kv := range k {
-		for j, v := range a.RawRowView(l) {
-			z[j] += kv * v
+	rows := a.RawMatrix()
+	flat := rows.Data
+	if rows.Stride != c {
+		flat = make([]float64, 0, m*c)
+		for l := range m {
+			flat = append(flat, a.RawRowView(l)...)
 		}
 	}
-	var nz float64
-	for j := range z {
-		z[j] = scale*z[j] + b[j]
-		nz += z[j] * z[j]
-	}
-	if nz == 0 {
-		clear(dst)
-		return
-	}
-	inv := scale / math.Sqrt(nz)
-	for l, kv := range k {
-		var p float64
-		for j, v := range a.RawRowView(l) {
-			p += v * z[j]
-		}
-		dst[l] = inv * kv * p
-	}
+	certify.RepresenterTo(dst, make([]float64, m), make([]float64, c), k, make([]float64, m), flat[:m*c], b, scale)
 }
 
 // PointSumTo writes the point scores of landmark-row scores: dst[i] = Σ_{ℓ: point[ℓ]=i}

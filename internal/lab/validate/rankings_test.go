@@ -64,6 +64,20 @@ func TestRepresenterAgainstReference(t *testing.T) {
 			t.Errorf("m=%d c=%d: terms sum to %v, ‖z‖ = %v", sz.m, sz.c, sum, nz)
 		}
 	}
+	// A view of a wider matrix (stride ≠ columns) reads the same rows.
+	wide := mat.NewDense(4, 7, nil)
+	for l := range 4 {
+		for j := range 7 {
+			wide.Set(l, j, float64(l*7+j)/10)
+		}
+	}
+	view := wide.Slice(0, 4, 1, 4).(*mat.Dense)
+	got, want := make([]float64, 4), make([]float64, 4)
+	RepresenterTo(got, []float64{1, -1, 0.5, 2}, view, []float64{0.1, 0, -0.2}, 2)
+	RepresenterTo(want, []float64{1, -1, 0.5, 2}, mat.DenseCopyOf(view), []float64{0.1, 0, -0.2}, 2)
+	if !equal(got, want) {
+		t.Errorf("strided coefficients: %v, want %v", got, want)
+	}
 	zero := []float64{1, 2}
 	RepresenterTo(zero, []float64{0, 0}, mat.NewDense(2, 2, []float64{1, 2, 3, 4}), []float64{0, 0}, 1)
 	if zero[0] != 0 || zero[1] != 0 {
