@@ -215,9 +215,10 @@ func (g *guard) authorize(r *http.Request) bool {
 }
 
 // deny answers a request authorize refused: a browser's GET under /ui goes to the
-// login page (303, with the page it asked for in next); anything else is 401.
+// login page (303, with the page it asked for in next) when there is one (a token and
+// a UI); anything else is 401.
 func (h *Server) deny(w http.ResponseWriter, r *http.Request) {
-	if h.guard.sessions != nil && underUI(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	if h.guard.sessions != nil && h.checks.UI != nil && underUI(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		http.Redirect(w, r, LoginPath+"?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		return
 	}
