@@ -217,7 +217,7 @@ type Backbone struct {
 	// section 4 "Views"). It is separate from Seed because the views are part of the data
 	// the pool is selected from, not of the model's random draws: two deployments that
 	// differ only in Seed augment every point alike, so their pools differ only by what
-	// the sketch changes (issue #31 measured the views as the largest share of the
+	// the sketch changes (the views were measured as the largest share of the
 	// reseed instability: top-10 Jaccard 0.17 with the views reseeded and the sketch
 	// fixed, 0.48 the other way round). Default 1, which equals the default Seed, so the
 	// default deployment's views and features are unchanged.
@@ -239,7 +239,7 @@ type Pool struct {
 	// Normalize pivots greedy pivoted Cholesky on the normalized residual δ_j/K_jj
 	// instead of δ_j (coreset.Config.Normalize; environment CAIRN_POOL_NORMALIZE). Default
 	// true: the raw rule starves points of small eNTK norm (on MNIST it selected no
-	// digit 1, issue #31); the residual certificate tr R stays that of the raw kernel,
+	// digit 1); the residual certificate tr R stays that of the raw kernel,
 	// somewhat larger. false is the paper's rule. A pool stored under the other rule is
 	// kept until its next sync, which re-selects (internal/ingest).
 	Normalize bool `yaml:"normalize"`
@@ -385,7 +385,7 @@ func Default() Config {
 			PointsChanged: 5000, PoolChangeFraction: 0.1, ResidualIncrease: 0.1,
 			OnDelete: true, DeleteDebounce: 250 * time.Millisecond, Idle: time.Second, MinPoints: 64,
 		},
-		Query:  Query{K: 10, Delta: 0.05, DrawQueries: 10000, ExactMemoryBytes: 256 << 20, ExactRowsCap: 32, OnPrimary: true,
+		Query: Query{K: 10, Delta: 0.05, DrawQueries: 10000, ExactMemoryBytes: 256 << 20, ExactRowsCap: 32, OnPrimary: true,
 			Score: "entk", StableJaccard: 0.8},
 		Audit:  Audit{Random: 30, Reference: 1000, Test: 250},
 		Limits: Limits{MaxMessageBytes: 1 << 20, MaxIDBytes: 256, MaxK: 100, BatchEvents: 256, MaxOutbox: 100_000},

@@ -8,7 +8,7 @@ import (
 	"github.com/cairnhq/cairn/internal/vec"
 )
 
-// The query's residual fraction (issue #31 item 4) needs the Gram matrix of the
+// The query's residual fraction needs the Gram matrix of the
 // landmarks' answer rows (exact rows, or the evaluation draw's features), computed once
 // per model and shared by its serving values (Model.gram), and the Cholesky factor of
 // its active block (Model.chol), rebuilt when the mask changes. The residual of a query
