@@ -27,7 +27,7 @@ func smallConfig() config.Config {
 	c.HTTP = "127.0.0.1:0"
 	c.Kafka.EmbeddedBroker = "127.0.0.1:0"
 	c.Kafka.Partitions = 2
-	c.Model = config.Backbone{Arch: "mlp:784-32-10", Seed: 3, Untrained: true}
+	c.Model = config.Backbone{Arch: "mlp:784-32-10", Seed: 3, ViewSeed: 3, Untrained: true}
 	c.Sketch = config.Sketch{H: 2, S: 128}
 	c.Pool.M = 16
 	c.Fit.K, c.Fit.Epochs, c.Fit.Batch, c.Fit.Fits = 16, 3, 64, 2

@@ -67,7 +67,7 @@ func TestModelExportDataDir(t *testing.T) {
 	}
 	// The daemon's configuration, as its operator would pass it.
 	conf := filepath.Join(t.TempDir(), "cairnd.yaml")
-	yaml := "model: {arch: \"mlp:784-32-10\", seed: 3, untrained: true}\nsketch: {h: 2, s: 128}\n"
+	yaml := "model: {arch: \"mlp:784-32-10\", seed: 3, view_seed: 3, untrained: true}\nsketch: {h: 2, s: 128}\n"
 	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}

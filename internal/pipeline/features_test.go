@@ -154,3 +154,47 @@ func TestPreviousFingerprint(t *testing.T) {
 		t.Fatal("v2 and v3 fingerprints are equal")
 	}
 }
+
+// TestViewSeed: the views follow model.view_seed, not model.seed (two seeds, one view
+// seed: the same views, other features); view_seed equal to seed (or 0, a configuration
+// from before the setting) keeps the fingerprint it always had, and another view seed
+// changes it, so a store never mixes views of two seeds.
+func TestViewSeed(t *testing.T) {
+	mk := func(seed, view uint64) *Features {
+		t.Helper()
+		f, err := NewFeatures(config.Backbone{Arch: "mlp:6-8-4", Seed: seed, ViewSeed: view, Untrained: true}, config.Sketch{H: 2, S: 16}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	x := []float64{0.5, -1, 2, 0.25, 1, -0.5}
+	a, b := mk(1, 5), mk(2, 5)
+	va, vb := make([]float64, 6), make([]float64, 6)
+	a.ViewTo(va, x, "p1", 0)
+	b.ViewTo(vb, x, "p1", 0)
+	if !slices.Equal(va, vb) {
+		t.Errorf("views under seeds 1 and 2 with one view seed differ: %v, %v", va, vb)
+	}
+	fa, fb := make([]float64, a.Dim()), make([]float64, b.Dim())
+	a.FeaturesTo(fa, va, 1)
+	b.FeaturesTo(fb, vb, 1)
+	if slices.Equal(fa, fb) {
+		t.Error("two model seeds gave the same features: the sketch ignores model.seed")
+	}
+	if mk(1, 1).Fingerprint() != mk(1, 0).Fingerprint() {
+		t.Error("view_seed = seed changed the fingerprint")
+	}
+	if mk(1, 2).Fingerprint() == mk(1, 1).Fingerprint() || mk(1, 2).PreviousFingerprint() == mk(1, 1).PreviousFingerprint() {
+		t.Error("another view seed kept the fingerprint")
+	}
+	c := mk(1, 0)
+	vc := make([]float64, 6)
+	c.ViewTo(vc, x, "p1", 0)
+	d := mk(1, 1)
+	vd := make([]float64, 6)
+	d.ViewTo(vd, x, "p1", 0)
+	if !slices.Equal(vc, vd) {
+		t.Error("view_seed 0 does not follow model.seed")
+	}
+}
