@@ -45,14 +45,20 @@ type residualFitJSON struct {
 	R2   float64 `json:"r2"`
 }
 
+// deffJSON is d_eff(λ), exact and by SLQ (coreset.DeffSLQ), with the SLQ estimate's
+// two error terms: SLQError its standard error (Monte-Carlo, over the probes) and
+// SLQQuadErr a bound on its quadrature error (a bias), and the probes and Lanczos steps
+// it took (Steps the limit per form, StepsUsed the most any form took).
 type deffJSON struct {
-	Lambda   float64  `json:"lambda"`
-	Exact    *float64 `json:"exact,omitempty"`
-	SLQ      float64  `json:"slq"`
-	SLQError float64  `json:"slq_error"`
-	Probes   int      `json:"slq_probes"`
-	Steps    int      `json:"slq_steps"`
-	Deflate  int      `json:"slq_deflate"`
+	Lambda     float64  `json:"lambda"`
+	Exact      *float64 `json:"exact,omitempty"`
+	SLQ        float64  `json:"slq"`
+	SLQError   float64  `json:"slq_error"`
+	SLQQuadErr float64  `json:"slq_quadrature_error"`
+	Probes     int      `json:"slq_probes"`
+	Steps      int      `json:"slq_steps"`
+	StepsUsed  int      `json:"slq_steps_used"`
+	Deflate    int      `json:"slq_deflate"`
 }
 
 type coverageJSON struct {
@@ -123,9 +129,10 @@ func (f *selectFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.selector, "selector", coreset.SelPCNTK, fmt.Sprintf("selector: one of %v", coreset.Selectors))
 	fs.Float64Var(&f.lambda, "lambda", 0, "ridge λ > 0: report d_eff(λ) (exact when n ≤ 5000, and SLQ); also the leverage selector's ridge (default tr K/m)")
 	fs.IntVar(&f.views, "views", 2, "number of augmented views to select on (1 or 2; --features has 1)")
-	fs.IntVar(&f.probes, "slq-probes", 64, "SLQ probe vectors")
-	fs.IntVar(&f.steps, "slq-steps", 40, "Lanczos steps per SLQ probe")
-	fs.IntVar(&f.deflate, "slq-deflate", 64, "SLQ deflation rank (negative: none)")
+	slq := coreset.SLQOptions{}.WithDefaults()
+	fs.IntVar(&f.probes, "slq-probes", slq.Probes, "most SLQ probe vectors (SLQ stops earlier once its standard error is 0.2% of d_eff)")
+	fs.IntVar(&f.steps, "slq-steps", slq.Steps, "most Lanczos steps per SLQ quadratic form (each stops earlier once its Gauss–Radau bracket closes)")
+	fs.IntVar(&f.deflate, "slq-deflate", slq.Deflate, "SLQ deflation rank (negative: none)")
 }
 
 // validate checks the flags and returns the landmark budget (--m, or --budget).
@@ -314,7 +321,8 @@ func (f *selectFlags) deff(vd selectViewData, n, q int, lam float64, secs map[st
 	if err != nil {
 		return nil, fmt.Errorf("view %s: SLQ d_eff: %w", vd.name, err)
 	}
-	dj.SLQ, dj.SLQError, dj.Probes, dj.Steps, dj.Deflate = est.Value, est.StdErr, est.Probes, est.Steps, est.Deflate
+	dj.SLQ, dj.SLQError, dj.SLQQuadErr = est.Value, est.StdErr, est.QuadErr
+	dj.Probes, dj.Steps, dj.StepsUsed, dj.Deflate = est.Probes, est.Steps, est.StepsUsed, est.Deflate
 	secs["deff_slq_"+vd.name] = time.Since(t0).Seconds()
 	return dj, nil
 }
