@@ -49,7 +49,7 @@ func (o SLQOptions) WithDefaults() SLQOptions {
 }
 
 // The stopping rules of DeffSLQ. slqRelSE = 0.2% makes the 1% target of the estimate
-// (issue #31; the paper reports ≤ 0.72%) five standard errors away; slqQuadTol = 0.05%
+// (the paper reports ≤ 0.72%) five standard errors away; slqQuadTol = 0.05%
 // keeps the quadrature error, which is a bias that more probes do not shrink, a quarter
 // of that standard error. slqMinProbes keeps the standard error itself from resting on
 // too few probes.

@@ -43,7 +43,7 @@ func powerSpectrum(dim int, top, lambda, beta float64) []float64 {
 	return e
 }
 
-// TestDeffSLQWideSpectrum is issue #31 item 6: a spectrum like the trained MNIST eNTK's
+// TestDeffSLQWideSpectrum: a spectrum like the trained MNIST eNTK's
 // (‖K‖/λ ≈ 2·10⁵ there, 10⁶ here, with much of the spectrum within a decade of λ), where
 // the Gauss rule of 40 Lanczos steps, the old fixed setting, errs upward on every probe:
 // +3.2% here (the test checks it still misses 1%, so that the problem stays a hard one).

@@ -28,7 +28,7 @@
 // Normalized pivoting (GreedyOptions.Normalize, Config.Normalize; the daemon's default,
 // config pool.normalize). The raw rule picks the largest δ_j, and δ_j ≤ K_jj, so points
 // of small kernel norm are starved: on MNIST (n = 2,000, m = 256 per view) thin-stroke
-// digits have small eNTK norms and the pool held no digit 1 at all (issue #31). With
+// digits have small eNTK norms and the pool held no digit 1 at all. With
 // Normalize, pivot t+1 is the candidate of largest δ^{(t)}_j/K_jj, ties to the lower row
 // index: greedy pivoted Cholesky on the normalized kernel K_ij/√(K_ii K_jj), which
 // weighs every point's direction alike whatever its norm, as far as the choice of pivot

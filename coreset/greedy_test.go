@@ -166,7 +166,7 @@ func TestGreedyNormalizeRowScaling(t *testing.T) {
 	}
 }
 
-// TestGreedyNormalizeCoversSmallNorms: the case issue #31 met on MNIST. Two groups of
+// TestGreedyNormalizeCoversSmallNorms: the case met on MNIST. Two groups of
 // rows span orthogonal subspaces of dimension 6 each; one group's norms are 30 times the
 // other's. With m = 8 raw pivoting takes all six directions of the large group first
 // (their residuals beat every small row's), normalized pivoting alternates and covers
