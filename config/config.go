@@ -320,6 +320,12 @@ type Query struct {
 	// top-K Jaccard of its ranking under a refit with another seed is at least this, and
 	// only a stable answer is certified (certify's doc "Verdicts"). Default 0.8.
 	StableJaccard float64 `yaml:"stable_jaccard"`
+	// ReseedQueries is how many stored points (landmarks of neither pool) each refit asks
+	// of its pool and of the pool a deployment with another model.seed would select from
+	// the same points, to measure the pool part of the answers' stability (the mean
+	// top-K Jaccard; ingest.MeasureReseed). It costs a sync's featurization and selection
+	// per refit. 0 turns it off, and then no answer is stable. Default 64.
+	ReseedQueries int `yaml:"reseed_queries"`
 }
 
 // Audit configures the deletion audit (paper appendix D).
@@ -386,7 +392,7 @@ func Default() Config {
 			OnDelete: true, DeleteDebounce: 250 * time.Millisecond, Idle: time.Second, MinPoints: 64,
 		},
 		Query: Query{K: 10, Delta: 0.05, DrawQueries: 10000, ExactMemoryBytes: 256 << 20, ExactRowsCap: 32, OnPrimary: true,
-			Score: "entk", StableJaccard: 0.8},
+			Score: "entk", StableJaccard: 0.8, ReseedQueries: 64},
 		Audit:  Audit{Random: 30, Reference: 1000, Test: 250},
 		Limits: Limits{MaxMessageBytes: 1 << 20, MaxIDBytes: 256, MaxK: 100, BatchEvents: 256, MaxOutbox: 100_000},
 		UI:     UI{Enabled: true, Answers: 1000, SampleInterval: 5 * time.Second, Samples: 720},
@@ -863,6 +869,9 @@ func (c *Config) validateQuery(p *problems) {
 	}
 	if !(q.StableJaccard >= 0 && q.StableJaccard <= 1) {
 		p.bad("query.stable_jaccard", q.StableJaccard, "must be in [0, 1]")
+	}
+	if q.ReseedQueries < 0 {
+		p.bad("query.reseed_queries", q.ReseedQueries, "must be ≥ 0 (0 turns the measurement off)")
 	}
 	if a := c.Audit; a.Random < 1 || a.Reference < 2 || a.Test < 1 {
 		p.bad("audit", fmt.Sprintf("random %d, reference %d, test %d", a.Random, a.Reference, a.Test), "need random ≥ 1, reference ≥ 2, test ≥ 1")

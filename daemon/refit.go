@@ -198,12 +198,19 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *job, sy *synced, version
 		out.seconds[ph] = ft.Seconds[ph]
 	}
 	t1 := time.Now()
+	reseed, err := d.measureReseed(ctx, snap, sy)
+	if err != nil {
+		return nil, err
+	}
+	out.seconds["reseed"] = time.Since(t1).Seconds()
+	t1 = time.Now()
 	out.meta = serving.Meta{
 		ViewA: len(lrows[0]), KernelScale: scale, Points: len(snap.IDs), Train: len(tr), Val: len(va),
 		Loss: rec.Loss.String(), Init: rec.Init.String(), Fits: cfg.Fit.Fits, SelectedBy: f0.SelectedBy,
 		BestEpoch: f0.BestEpoch, Epochs: f0.Epochs,
 		Residual: res,
 		ID:       serving.ModelID(lids, views, f0.A, f0.B), PointsHash: ingest.PointsHash(snap.IDs, snap.Entries),
+		Reseed: reseed,
 	}
 	meta, err := json.Marshal(out.meta)
 	if err != nil {
@@ -214,7 +221,7 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *job, sy *synced, version
 	si := serving.Input{
 		Version: version, Points: len(snap.IDs), LandmarkIDs: lids, Views: views,
 		A: f0.A, B: f0.B, Scale: scale, Residual: out.meta.Residual, ID: out.meta.ID,
-		LandmarkX: make([]float64, mm*f.InputDim()),
+		LandmarkX: make([]float64, mm*f.InputDim()), PoolStability: out.meta.PoolStability(),
 	}
 	for l, id := range lids {
 		v := 0
@@ -243,6 +250,22 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *job, sy *synced, version
 	}
 	out.seconds["serving"] = time.Since(t1).Seconds()
 	return out, nil
+}
+
+// measureReseed measures the pool part of the answers' stability for a model fitted on
+// snap with selection sy (ingest.MeasureReseed with query.reseed_queries queries and
+// the top query.k), or returns nil when it is off or could not be measured.
+func (d *Daemon) measureReseed(ctx context.Context, snap *job, sy *synced) (*serving.ReseedMeta, error) {
+	q := d.cfg.Query
+	if q.ReseedQueries == 0 {
+		return nil, nil
+	}
+	rs, err := ingest.MeasureReseed(ctx, d.feat, d.pcfg, d.cfg.Model.Seed, snap.Snapshot, sy.Selection, q.K, q.ReseedQueries, q.ExactMemoryBytes)
+	if err != nil || !rs.Measured {
+		return nil, err
+	}
+	d.log.Info().Float64("jaccard", rs.Jaccard).Float64("pool_jaccard", rs.PoolJaccard).Int("queries", rs.Queries).Msg("reseed stability")
+	return &serving.ReseedMeta{Jaccard: rs.Jaccard, PoolJaccard: rs.PoolJaccard, Seed: rs.Seed, Queries: rs.Queries, K: q.K}, nil
 }
 
 // pick returns the ids and entries of the given rows.

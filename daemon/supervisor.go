@@ -305,7 +305,7 @@ func (d *Daemon) loadServing() (*serving.Model, string, error) {
 	meta, mm := rm.Meta, len(m.Landmarks)
 	si := serving.Input{Version: m.Version, ID: meta.ID, Points: meta.Points, LandmarkIDs: m.Landmarks,
 		Views: rm.Views, Missing: rm.Missing, A: rm.A, B: m.B.Data, Scale: meta.KernelScale,
-		Residual: meta.Residual, LandmarkX: rm.Xs, Omega: rm.Omega}
+		Residual: meta.Residual, LandmarkX: rm.Xs, Omega: rm.Omega, PoolStability: meta.PoolStability()}
 	if haveFS && len(fs.Mean) == mm {
 		si.OmegaMean = fs.Mean
 		if len(fs.Var) == mm {

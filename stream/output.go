@@ -22,6 +22,9 @@ const (
 	VerdictCertified   = "certified"
 	VerdictUncertified = "uncertified"
 	VerdictFitLimited  = "fit_limited"
+	// VerdictUnstable: the intervals separate, but the answer is not expected to survive
+	// a refit with another seed (Stable is false).
+	VerdictUnstable = "unstable"
 )
 
 // Scored is one landmark of a top-K answer: its id, score Î and radius ε.
@@ -200,9 +203,9 @@ func (a Attribution) Encode() ([]byte, error) {
 		errs = append(errs, fmt.Errorf("attribution.request: empty"))
 	}
 	switch a.Verdict {
-	case VerdictCertified, VerdictUncertified, VerdictFitLimited:
+	case VerdictCertified, VerdictUncertified, VerdictFitLimited, VerdictUnstable:
 	default:
-		errs = append(errs, fmt.Errorf("attribution.verdict %q: want %s, %s or %s", a.Verdict, VerdictCertified, VerdictUncertified, VerdictFitLimited))
+		errs = append(errs, fmt.Errorf("attribution.verdict %q: want %s, %s, %s or %s", a.Verdict, VerdictCertified, VerdictUncertified, VerdictFitLimited, VerdictUnstable))
 	}
 	for i, s := range a.TopK {
 		if s.ID == "" {

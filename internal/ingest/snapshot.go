@@ -107,6 +107,35 @@ type Selection struct {
 // are kept in keep when it is not nil (Points.keep), so the next sync reads them. It
 // gives up with ctx.Err() when ctx ends.
 func Select(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, ids []string, entries []*Entry, keep *Points) (*Selection, error) {
+	s, err := selectRows(ctx, f, pcfg, ids, func(v int) ([][]float32, error) { return FeatureRows(ctx, f, ids, entries, v) })
+	if err != nil {
+		return nil, err
+	}
+	if keep != nil {
+		for i, e := range entries {
+			if e.fa == nil {
+				keep.keep(ids[i], e, s.G[0][i], s.G[1][i])
+			}
+		}
+	}
+	return s, nil
+}
+
+// SelectFresh is Select with every feature computed under f, none read from the cache:
+// the selection a pipeline with another sketch makes of the same points (the reseeded
+// pool of Stability). Nothing is kept.
+func SelectFresh(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, ids []string, entries []*Entry) (*Selection, error) {
+	return selectRows(ctx, f, pcfg, ids, func(v int) ([][]float32, error) {
+		bare := make([]*Entry, len(entries))
+		for i, e := range entries {
+			bare[i] = &Entry{X: e.X}
+		}
+		return FeatureRows(ctx, f, ids, bare, v)
+	})
+}
+
+// selectRows runs both views' greedy selections on the rows that rows returns.
+func selectRows(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, ids []string, rows func(v int) ([][]float32, error)) (*Selection, error) {
 	s := &Selection{}
 	// The two views' selections are independent: they run side by side (joined here), so
 	// that each one's single-goroutine phase (the lazy refreshes) has a core of its own.
@@ -115,7 +144,7 @@ func Select(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, ids 
 	for v := range 2 {
 		wg.Go(func() {
 			var opt coreset.GreedyOptions
-			if s.G[v], errs[v] = FeatureRows(ctx, f, ids, entries, v); errs[v] != nil {
+			if s.G[v], errs[v] = rows(v); errs[v] != nil {
 				return
 			}
 			if s.M[v], opt, errs[v] = pcfg.PlanRows32(ids, s.G[v]); errs[v] != nil {
@@ -128,13 +157,6 @@ func Select(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, ids 
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
-		}
-	}
-	if keep != nil {
-		for i, e := range entries {
-			if e.fa == nil {
-				keep.keep(ids[i], e, s.G[0][i], s.G[1][i])
-			}
 		}
 	}
 	return s, nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/certify"
+	"github.com/cairnhq/cairn/internal/binenc"
 )
 
 // sample is a version of m landmarks of dimension d, k columns, random entries.
@@ -40,6 +41,28 @@ func TestVersionRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, v) {
 		t.Fatalf("decoded version differs from the encoded one")
+	}
+	// A measured pool stability travels; a version encoded without it (as before the
+	// field existed) decodes as not measured, and a flag byte of 0 or a value outside
+	// [0, 1] is refused.
+	ps := 0.75
+	v.PoolStability = &ps
+	if got, err = DecodeVersion(v.Encode()); err != nil || got.PoolStability == nil || *got.PoolStability != ps {
+		t.Fatalf("pool stability: %v, %v", err, got.PoolStability)
+	}
+	enc := v.Encode()
+	v.PoolStability = nil
+	if got, err = DecodeVersion(v.Encode()); err != nil || got.PoolStability != nil || len(enc) != len(v.Encode())+9 {
+		t.Fatalf("without pool stability: %v, %v", err, got.PoolStability)
+	}
+	bad := bytes.Clone(enc)
+	bad[len(bad)-9] = 0
+	if _, err := DecodeVersion(bad); err == nil {
+		t.Fatal("a zero pool-stability flag decoded")
+	}
+	bad = binenc.AppendF64(bytes.Clone(enc[:len(enc)-8]), 1.5)
+	if _, err := DecodeVersion(bad); err == nil {
+		t.Fatal("a pool stability of 1.5 decoded")
 	}
 	// One fit: no ω̄ or τ²; they come back nil.
 	v.OmegaMean, v.Tau2 = nil, nil

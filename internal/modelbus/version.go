@@ -30,6 +30,10 @@ type Version struct {
 	// Omega, OmegaMean and Tau2 (nil with one fit) in raw kernel units.
 	Omega, OmegaMean, Tau2 []float64
 	Residual               [2]certify.Residual
+	// PoolStability is the pool part of the answers' stability (serving.Input's); nil:
+	// not measured. Encoded last, as a flag byte and the value, so a version from before
+	// it (which ends after Residual) still decodes, as not measured.
+	PoolStability *float64
 }
 
 // FromModel is the version of serving model s under the pipeline fingerprint features,
@@ -58,7 +62,7 @@ func FromModel(s *serving.Model, features string) Version {
 	}
 	return Version{Features: features, Version: in.Version, ID: in.ID, Points: in.Points,
 		LandmarkIDs: in.LandmarkIDs, Views: in.Views, X: x, Masked: masked, Rows: r, Cols: c, A: a, B: in.B,
-		Scale: in.Scale, Omega: in.Omega, OmegaMean: in.OmegaMean, Tau2: in.Tau2, Residual: in.Residual}
+		Scale: in.Scale, Omega: in.Omega, OmegaMean: in.OmegaMean, Tau2: in.Tau2, Residual: in.Residual, PoolStability: in.PoolStability}
 }
 
 // Input is the serving.Input that rebuilds the version (serving.New), the masked
@@ -66,7 +70,7 @@ func FromModel(s *serving.Model, features string) Version {
 func (v *Version) Input() serving.Input {
 	return serving.Input{Version: v.Version, ID: v.ID, Points: v.Points, LandmarkIDs: v.LandmarkIDs, Views: v.Views,
 		LandmarkX: v.X, Missing: v.Masked, A: mat.NewDense(v.Rows, v.Cols, v.A), B: v.B, Scale: v.Scale,
-		Omega: v.Omega, OmegaMean: v.OmegaMean, Tau2: v.Tau2, Residual: v.Residual}
+		Omega: v.Omega, OmegaMean: v.OmegaMean, Tau2: v.Tau2, Residual: v.Residual, PoolStability: v.PoolStability}
 }
 
 // Encode returns the version's bytes (the payload its chunks split).
@@ -98,6 +102,10 @@ func (v *Version) Encode() []byte {
 		b = binenc.AppendBool(b, r.Exact)
 		b = binenc.AppendF64(b, r.UnroundedBound)
 	}
+	if v.PoolStability != nil {
+		b = binenc.AppendBool(b, true)
+		b = binenc.AppendF64(b, *v.PoolStability)
+	}
 	return b
 }
 
@@ -123,6 +131,16 @@ func DecodeVersion(p []byte) (Version, error) {
 	for i := range v.Residual {
 		v.Residual[i] = certify.Residual{TraceR: r.F64("trace r"), TraceK: r.F64("trace k"), Exact: r.Bool("exact"),
 			UnroundedBound: r.F64("trace r unrounded bound")}
+	}
+	if r.Err() == nil && r.Len() > 0 {
+		if !r.Bool("pool stability flag") {
+			r.Fail("pool stability flag", "0 is never written: a version without it ends before it")
+		}
+		ps := r.F64("pool stability")
+		if !(ps >= 0 && ps <= 1) {
+			r.Fail("pool stability", "want a Jaccard index in [0, 1]")
+		}
+		v.PoolStability = &ps
 	}
 	if err := r.End(); err != nil {
 		return Version{}, fmt.Errorf("%w: version: %w", ErrMessage, err)

@@ -220,3 +220,21 @@ func (f *Features) FeaturesTo(dst, views []float64, n int) {
 		RoundTo32(dst[:n*f.Dim()])
 	}
 }
+
+// Reseeded returns the pipeline with the same backbone and views and the sketch drawn
+// anew under seed (entk streams "entk/heads/fit" and "entk/srht/fit" of seed): what a
+// deployment with another model.seed and the same model.view_seed featurizes. Its
+// fingerprint names the new seed.
+func (f *Features) Reseeded(seed uint64) (*Features, error) {
+	s, err := entk.NewSketch(f.backbone, f.sk.H, f.sk.S, seed, FitSketch)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sketch h=%d s=%d: %w", ErrConfig, f.sk.H, f.sk.S, err)
+	}
+	g := *f
+	g.sketch, g.seed = s, seed
+	g.fingerprint = fingerprint(f.backbone, f.sk, seed, f.shape)
+	if g.viewSeed != seed {
+		g.fingerprint = viewFingerprint(g.fingerprint, g.viewSeed)
+	}
+	return &g, nil
+}

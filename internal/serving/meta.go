@@ -24,4 +24,27 @@ type Meta struct {
 	// PointsHash identifies the points fitted on (pointsHash): a restarted daemon
 	// refits when the stored points differ.
 	PointsHash string `json:"points_hash"`
+	// Reseed is the pool part of the answers' stability, measured at the fit
+	// (ingest.MeasureReseed); absent in models from before it, whose answers are then
+	// never stable.
+	Reseed *ReseedMeta `json:"reseed,omitempty"`
+}
+
+// ReseedMeta is the stored form of a reseed measurement: the mean top-k Jaccard of the
+// queries, the two pools' id Jaccard, the reseeded seed, and the sample's size and k.
+type ReseedMeta struct {
+	Jaccard     float64 `json:"jaccard"`
+	PoolJaccard float64 `json:"pool_jaccard"`
+	Seed        uint64  `json:"seed"`
+	Queries     int     `json:"queries"`
+	K           int     `json:"k"`
+}
+
+// PoolStability is the pool part of the stability a model's meta records, or nil.
+func (m Meta) PoolStability() *float64 {
+	if m.Reseed == nil {
+		return nil
+	}
+	j := m.Reseed.Jaccard
+	return &j
 }

@@ -61,7 +61,8 @@ type Model struct {
 	fits     int // R, the fits behind ω̄ and τ²
 	exactCap int // query.exact_rows_cap: exact rows for crossing landmarks (sketched path)
 
-	stableJaccard float64 // query.stable_jaccard
+	stableJaccard float64  // query.stable_jaccard
+	poolStab      *float64 // the pool part of the stability (Input.PoolStability)
 
 	// Active (unmasked) landmarks, compacted for the query path.
 	active               []int
@@ -366,25 +367,29 @@ func (s *Model) AnswerRanked(w *Workspace, x []float64, k int, delta float64, r 
 	return c, s.finish(w, &c, k, alloc, true, r)
 }
 
-// stability attaches the ranking's refit stability to c (indices still into the active
-// row): the expected top-K Jaccard under a refit with another seed, 1 for a fit-free
-// ranking, certify.FitStability from ω̄ and τ² for the displacement, and unknown (nil)
-// for the representer and for a model of one fit. A separating certificate whose
-// stability is unknown or below query.stable_jaccard becomes unstable: the arithmetic
-// holds for the served fit, a refit would change the answer.
+// stability attaches the ranking's stability to c (indices still into the active row):
+// the expected top-K Jaccard under a refit with another seed, the product of its two
+// parts. The pool part is the model's measured ReseedJaccard (Input.PoolStability: the
+// pool another model.seed selects); the fit part is 1 for a fit-free ranking and
+// certify.FitStability from ω̄ and τ² for the displacement. Either part unknown (no
+// measurement, one fit, or the representer, whose per-fit coefficients are not kept)
+// leaves the stability unknown (nil). A separating certificate whose stability is
+// unknown or below query.stable_jaccard becomes unstable: the arithmetic holds for the
+// served model, another seed's model would answer otherwise.
 func (s *Model) stability(w *Workspace, c *certify.Certificate) {
 	var j *float64
 	switch {
+	case s.poolStab == nil:
 	case c.Ranking.FitFree():
 		j = new(float64)
-		*j = 1
+		*j = *s.poolStab
 	case c.Ranking == certify.Displacement && s.t2 != nil:
 		w.top = w.top[:0]
 		for _, e := range c.TopK {
 			w.top = append(w.top, e.Index)
 		}
 		j = new(float64)
-		*j = certify.FitStability(w.row, s.omMean, s.t2, w.top)
+		*j = *s.poolStab * certify.FitStability(w.row, s.omMean, s.t2, w.top)
 	}
 	c.Stability = j
 	c.Stable = j != nil && *j >= s.stableJaccard
@@ -659,7 +664,7 @@ func (s *Model) Sketched(seed uint64, name string, exactCap int) (*Model, error)
 func (s *Model) Input() Input {
 	in := Input{Version: s.Version, ID: s.ID, Points: s.Points, LandmarkIDs: s.LandmarkIDs, Views: s.Views,
 		LandmarkX: s.LandmarkX, Missing: s.masked, A: s.enc.A, B: s.enc.B, Scale: s.Scale, Omega: s.Omega,
-		OmegaMean: s.omegaMean, Tau2: s.tau2, Residual: s.residual, Exact: s.Exact}
+		OmegaMean: s.omegaMean, Tau2: s.tau2, Residual: s.residual, Exact: s.Exact, PoolStability: s.poolStab}
 	if s.audit != nil {
 		in.KRef, in.KTest, in.RefLabels = s.audit.KRef, s.audit.KTest, s.audit.RefLabels
 	}

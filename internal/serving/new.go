@@ -32,6 +32,9 @@ type Input struct {
 	KRef, KTest            *mat.Dense // nil: no audit blocks
 	RefLabels              []int
 	Exact                  *ExactRows // reused by a new draw of the same model; nil: compute
+	// PoolStability is the measured pool part of the answers' stability (ReseedJaccard,
+	// Meta.Reseed); nil: not measured, and then no answer is stable.
+	PoolStability *float64
 }
 
 // Settings are the serving settings of the configuration, and the name of the
@@ -77,6 +80,7 @@ func New(in Input, st Settings) (*Model, error) {
 		Omega: in.Omega, omegaMean: in.OmegaMean, tau2: in.Tau2, residual: in.Residual, Draw: draw,
 		h: st.H, s: st.S, padded: padded,
 		Exact: ex, Backbone: st.Backbone, fits: st.Fits, exactCap: st.ExactRowsCap, stableJaccard: st.StableJaccard,
+		poolStab: in.PoolStability,
 	}
 	if s.omegaMean == nil {
 		s.omegaMean = s.Omega

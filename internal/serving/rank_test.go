@@ -19,6 +19,8 @@ import (
 func TestRankingsExact(t *testing.T) {
 	s, b := testModel(t, 12, 1<<30)
 	s = s.WithMask([]string{"p02"})
+	pool := 0.9
+	s.poolStab, s.stableJaccard = &pool, 0.8
 	d := b.InDim()
 	x := []float64{0.3, -1, 0.5, 2, -0.7, 0.1}
 	ws := b.NewWorkspace()
@@ -76,13 +78,25 @@ func TestRankingsExact(t *testing.T) {
 			}
 		}
 		switch {
-		case r == certify.Similarity && (c.Stability == nil || *c.Stability != 1 || !c.Stable):
-			t.Errorf("similarity: stability %v stable %v, want 1 and stable", c.Stability, c.Stable)
+		case r == certify.Similarity && (c.Stability == nil || *c.Stability != pool || !c.Stable):
+			t.Errorf("similarity: stability %v stable %v, want the pool part %v and stable", c.Stability, c.Stable, pool)
 		case r != certify.Similarity && c.Stability != nil:
 			// one fit: no τ², so the refit stability of a fitted ranking is not known
 			t.Errorf("%s with one fit: stability %v, want unknown", r, *c.Stability)
 		case r != certify.Similarity && c.Verdict == certify.Certified:
 			t.Errorf("%s: certified with unknown stability", r)
+		}
+	}
+	// A pool part below the target makes every ranking unstable, and without a
+	// measurement nothing is stable: separation alone never certifies.
+	for _, p := range []*float64{new(float64), nil} {
+		s.poolStab = p
+		c, err := s.AnswerRanked(new(Workspace), x, 3, 0.05, certify.Similarity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Stable || c.Verdict == certify.Certified || (p == nil) != (c.Stability == nil) {
+			t.Errorf("pool part %v: stable %v verdict %s stability %v", p, c.Stable, c.Verdict, c.Stability)
 		}
 	}
 }
@@ -129,3 +143,82 @@ func TestResidualFraction(t *testing.T) {
 		}
 	}
 }
+
+// TestReseedJaccard: a pool against itself gives 1; against another pool the mean top-k
+// id Jaccard equals a slow reference from full Jacobians (entk.ExactKernel, an id scoring
+// its best view); too few distinct ids, no queries or rows over budget are not measured.
+func TestReseedJaccard(t *testing.T) {
+	s, b := testModel(t, 16, 1<<30)
+	d := b.InDim()
+	a := Landmarks{IDs: s.LandmarkIDs, X: s.LandmarkX}
+	// c: the last 6 landmarks replaced by new inputs under new ids.
+	c := Landmarks{IDs: slices.Clone(s.LandmarkIDs), X: slices.Clone(s.LandmarkX)}
+	for l := 10; l < 16; l++ {
+		c.IDs[l] = "n" + c.IDs[l]
+		for j := range d {
+			c.X[l*d+j] = math.Sin(float64(7*l + j))
+		}
+	}
+	var qs [][]float64
+	for i := range 5 {
+		x := make([]float64, d)
+		for j := range x {
+			x[j] = math.Cos(float64(3*i + j))
+		}
+		qs = append(qs, x)
+	}
+	if j, ok := ReseedJaccard(b, a, a, qs, 3, 1<<30); !ok || j != 1 {
+		t.Errorf("a pool against itself: %v %v, want 1", j, ok)
+	}
+	ws := b.NewWorkspace()
+	ref := func(p Landmarks, x []float64) map[string]bool {
+		best := map[string]float64{}
+		for l, id := range p.IDs {
+			k := entk.ExactKernel(b, p.X[l*d:(l+1)*d], x, ws)
+			if v, ok := best[id]; !ok || k > v {
+				best[id] = k
+			}
+		}
+		ids := make([]string, 0, len(best))
+		for id := range best {
+			ids = append(ids, id)
+		}
+		slices.SortFunc(ids, func(x, y string) int {
+			if best[x] > best[y] {
+				return -1
+			}
+			return 1
+		})
+		top := map[string]bool{}
+		for _, id := range ids[:3] {
+			top[id] = true
+		}
+		return top
+	}
+	var want float64
+	for _, x := range qs {
+		ta, tc := ref(a, x), ref(c, x)
+		in := 0
+		for id := range ta {
+			if tc[id] {
+				in++
+			}
+		}
+		want += float64(in) / float64(6-in)
+	}
+	want /= float64(len(qs))
+	if j, ok := ReseedJaccard(b, a, c, qs, 3, 1<<30); !ok || math.Abs(j-want) > 1e-12 {
+		t.Errorf("ReseedJaccard %v %v, reference %v", j, ok, want)
+	}
+	for name, ok := range map[string]bool{
+		"no queries":  second(ReseedJaccard(b, a, c, nil, 3, 1<<30)),
+		"k too large": second(ReseedJaccard(b, a, c, qs, 8, 1<<30)),
+		"over budget": second(ReseedJaccard(b, a, c, qs, 3, 10)),
+	} {
+		if ok {
+			t.Errorf("%s: measured", name)
+		}
+	}
+}
+
+func second(_ float64, ok bool) bool { return ok }

@@ -1,0 +1,102 @@
+package ingest
+
+import (
+	"context"
+	"slices"
+
+	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/internal/pipeline"
+	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/serving"
+)
+
+// Reseed is the measurement behind the pool part of an answer's stability: what a
+// deployment that differs only in model.seed would select from the same points, and how
+// much the top-k of a query moves between the two pools.
+type Reseed struct {
+	// Jaccard is serving.ReseedJaccard of the served and the reseeded pool over the
+	// sample queries; Measured is false when it could not be computed (exact rows over
+	// budget, too few landmarks or queries).
+	Jaccard  float64
+	Measured bool
+	// Seed is the reseeded pipeline's seed, Queries the sample's size, PoolJaccard the
+	// Jaccard index of the two pools' distinct ids.
+	Seed        uint64
+	Queries     int
+	PoolJaccard float64
+}
+
+// MeasureReseed selects the pool again under the sketch of seed rng.Seed(seed,
+// "ingest/reseed") (the views are f's: model.view_seed is shared), with every feature
+// computed afresh (SelectFresh), and compares the top-k by exact eNTK similarity under
+// both pools for up to nq stored points that are landmarks of neither (the first in the
+// order of rng.Seed(seed, "ingest/reseed/query/<id>")), so that no query finds itself.
+// Its cost is a sync's featurization and selection plus both pools' exact rows: O(n)
+// like a sync, scheduled with the refit. sel is the served selection of snap.
+func MeasureReseed(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, seed uint64, snap *Snapshot,
+	sel *Selection, k, nq int, budget int64) (Reseed, error) {
+	rs := Reseed{Seed: rng.Seed(seed, "ingest/reseed")}
+	g, err := f.Reseeded(rs.Seed)
+	if err != nil {
+		return rs, err
+	}
+	pc := pcfg
+	pc.Seed = rs.Seed
+	sh, err := SelectFresh(ctx, g, pc, snap.IDs, snap.Entries)
+	if err != nil {
+		return rs, err
+	}
+	a, used := landmarksOf(f, snap, sel)
+	c, usedC := landmarksOf(f, snap, sh)
+	inter := 0
+	for id := range used {
+		if usedC[id] {
+			inter++
+		}
+	}
+	if u := len(used) + len(usedC) - inter; u > 0 {
+		rs.PoolJaccard = float64(inter) / float64(u)
+	}
+	var cand []int
+	for i, id := range snap.IDs {
+		if !used[id] && !usedC[id] {
+			cand = append(cand, i)
+		}
+	}
+	key := func(i int) uint64 { return rng.Seed(seed, "ingest/reseed/query/"+snap.IDs[i]) }
+	slices.SortFunc(cand, func(x, y int) int {
+		if kx, ky := key(x), key(y); kx != ky {
+			if kx < ky {
+				return -1
+			}
+			return 1
+		}
+		return x - y
+	})
+	cand = cand[:min(nq, len(cand))]
+	qs := make([][]float64, len(cand))
+	for j, i := range cand {
+		qs[j] = snap.Entries[i].X
+	}
+	rs.Queries = len(qs)
+	rs.Jaccard, rs.Measured = serving.ReseedJaccard(f.Backbone(), a, c, qs, k, budget)
+	return rs, ctx.Err()
+}
+
+// landmarksOf lists a selection's pivots of both views (view A's, then view B's) with
+// their augmented inputs, and the set of their ids.
+func landmarksOf(f *pipeline.Features, snap *Snapshot, sel *Selection) (serving.Landmarks, map[string]bool) {
+	d := f.InputDim()
+	var l serving.Landmarks
+	used := map[string]bool{}
+	for v := range 2 {
+		for _, r := range sel.Res[v].Pivots {
+			id := snap.IDs[r]
+			x := make([]float64, d)
+			f.ViewTo(x, snap.Entries[r].X, id, v)
+			l.IDs, l.X = append(l.IDs, id), append(l.X, x...)
+			used[id] = true
+		}
+	}
+	return l, used
+}

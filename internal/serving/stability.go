@@ -1,0 +1,88 @@
+package serving
+
+import (
+	"slices"
+
+	"github.com/cairnhq/cairn/entk"
+)
+
+// Landmarks are one pool's landmarks as a ranking reads them: ids and their augmented
+// inputs (M×D, row-major), in model row order.
+type Landmarks struct {
+	IDs []string
+	X   []float64
+}
+
+// ReseedJaccard is the pool part of an answer's stability: the mean, over the query
+// inputs qs (each of length D), of the Jaccard index of the sets of point ids among the
+// top-k landmarks by exact eNTK similarity k*(x_t, x_ℓ) under the served pool a and
+// under pool c, the pool a deployment with another model.seed selects from the same
+// points. A landmark id counts once (its best view). It returns false when either pool's
+// exact rows exceed budget bytes (entk.ExactDim float32s per landmark), when a pool has
+// no more than k distinct ids, or when qs is empty. The rows are computed on all cores
+// and dropped afterwards.
+func ReseedJaccard(b entk.Backbone, a, c Landmarks, qs [][]float64, k int, budget int64) (float64, bool) {
+	if len(qs) == 0 || k < 1 || distinct(a.IDs) <= k || distinct(c.IDs) <= k {
+		return 0, false
+	}
+	ra := NewExactRows(b, a.X, len(a.IDs), budget)
+	rc := NewExactRows(b, c.X, len(c.IDs), budget)
+	if ra == nil || rc == nil {
+		return 0, false
+	}
+	eq := entk.NewExactQuery(b)
+	phi := make([]float64, ra.dim)
+	rowA, rowC := make([]float64, len(a.IDs)), make([]float64, len(c.IDs))
+	var sum float64
+	for _, x := range qs {
+		eq.ExactTo(phi, x)
+		entk.ExactRowTo(rowA, ra.lf, phi)
+		entk.ExactRowTo(rowC, rc.lf, phi)
+		ta, tc := topIDs(rowA, a.IDs, k), topIDs(rowC, c.IDs, k)
+		in := 0
+		for _, id := range ta {
+			if slices.Contains(tc, id) {
+				in++
+			}
+		}
+		sum += float64(in) / float64(2*k-in)
+	}
+	return sum / float64(len(qs)), true
+}
+
+// topIDs returns the k distinct ids of highest score (an id scores its best landmark),
+// ties by the lower landmark row.
+func topIDs(row []float64, ids []string, k int) []string {
+	best := map[string]int{} // id → its best landmark row
+	for l, id := range ids {
+		if b, ok := best[id]; !ok || row[l] > row[b] {
+			best[id] = l
+		}
+	}
+	rows := make([]int, 0, len(best))
+	for _, l := range best {
+		rows = append(rows, l)
+	}
+	slices.SortFunc(rows, func(x, y int) int {
+		switch {
+		case row[x] > row[y]:
+			return -1
+		case row[x] < row[y]:
+			return 1
+		}
+		return x - y
+	})
+	out := make([]string, k)
+	for i := range out {
+		out[i] = ids[rows[i]]
+	}
+	return out
+}
+
+func distinct(ids []string) int {
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		seen[id] = true
+	}
+	return len(seen)
+}
