@@ -40,12 +40,14 @@
 //     query.stable_jaccard). A separating answer that is not Stable is "unstable": right
 //     for the served fit, not expected to survive a refit. One that does not separate is
 //     "fit_limited" when an attached Floor shows eq. floor-overlap, else "uncertified".
-//     What the stability covers: the fit's draws (initializer, minibatch order) on the
-//     served pool. A fit-free ranking (Similarity) has stability 1 by construction; the
-//     displacement's comes from R ≥ 2 fits (FitStability, a plug-in estimate); the
-//     representer's is not known (no per-fit coefficients are kept), so it never
-//     certifies. The pool's own dependence on model.seed (the sketch it is selected on)
-//     is NOT in the figure: two daemons with different seeds select different pools.
+//     What the stability covers: the seeds behind the model, in two parts whose product
+//     it is. The pool part is measured by the caller at each fit (the daemon selects the
+//     pool again under another model.seed's sketch and compares the exact-eNTK top-K of
+//     sample queries under both pools: ingest.MeasureReseed); the fit part covers the
+//     fit's draws (initializer, minibatch order) on the served pool: 1 for a fit-free
+//     ranking (Similarity), FitStability from R ≥ 2 fits for the displacement (a plug-in
+//     estimate), unknown for the representer (no per-fit coefficients are kept), which
+//     therefore never certifies. Either part unknown leaves the answer unstable.
 //
 // # Rankings
 //
