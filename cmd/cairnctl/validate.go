@@ -24,6 +24,7 @@ import (
 	"github.com/cairnhq/cairn/internal/knn"
 	"github.com/cairnhq/cairn/internal/lab/validate"
 	"github.com/cairnhq/cairn/internal/pipeline"
+	"github.com/cairnhq/cairn/internal/rng"
 	"github.com/cairnhq/cairn/internal/serving"
 )
 
@@ -42,23 +43,27 @@ import (
 //     query.exact_memory_bytes).
 //  3. Every query (the first --queries rows of the test split) gets a score per stored
 //     point from each ranking (validate.DisplacementTo, RepresenterTo, the eNTK row; on the
-//     model's exact rows when it has them, else on the fit draw's kernel) and each
-//     baseline (random; TRAK on the fit draw's ψ of the plain, unaugmented inputs, ridge
-//     --trak-ridge times the mean ‖ψ‖²).
-//  4. --halves seeded halves of the stored points (validate.Halves). On each, the network
-//     is trained again from the same seeded initialization with the same options (so the
-//     halves differ only in their data), and cairn's encoder is refitted (selection and fit,
-//     as in 2, on the frozen served backbone). The network's target is the query's
-//     correct-class margin (correct logit minus the largest other one); the encoder's is
-//     the query's correct-class 50-NN cosine confidence against the half's stored points,
-//     all embedded from their plain inputs (validate.CorrectConfidenceTo). LDS is the
-//     Spearman correlation, across halves, of Σ_{i∈half} score_i with the target, averaged
-//     over queries (validate.Score).
+//     model's exact rows when it has them, else on the fit draw's kernel; every ranking's
+//     top-K is checked against serving.Model.AnswerRanked) and each baseline (random; TRAK
+//     on the fit draw's ψ of the plain, unaugmented inputs, ridge --trak-ridge times the
+//     mean ‖ψ‖²; class, 1 for the points of the query's class: what the class composition
+//     of a half alone predicts).
+//  4. --halves seeded halves of the stored points (validate.Halves). On each, --retrains
+//     networks are trained again with the same options, the first from the served
+//     backbone's seeded initialization (so with one retrain the halves differ only in
+//     their data), and cairn's encoder is refitted (selection and fit, as in 2, on the
+//     frozen served backbone). The network's target is the query's correct-class margin
+//     (correct logit minus the largest other one), averaged over the half's networks; the
+//     encoder's is the query's correct-class 50-NN cosine confidence against the half's
+//     stored points, all embedded from their plain inputs (validate.CorrectConfidenceTo).
+//     LDS is the Spearman correlation, across halves, of Σ_{i∈half} score_i with the
+//     target, averaged over queries (validate.Score).
 //  5. Deletion: for each query the top-1 (and top-10) landmark points of a ranking lose
 //     their terms in the served encoder; the drop of the query's correct-class confidence
 //     against the stored points' plain-input latents is ranked among the drops of --random
-//     random landmark-point sets of the same size (shared by every ranking and query); the
-//     median percentile over queries is reported.
+//     random landmark-point sets of the same size (shared by every ranking and query),
+//     strictly (certify.Percentile, the paper's π) and with ties counted half
+//     (validate.MidrankPercentile); the medians over queries are reported.
 func validateCmd(fs *flag.FlagSet) cli.Func {
 	var f validateFlags
 	f.register(fs)
@@ -89,6 +94,7 @@ type validateFlags struct {
 	model       modelFlags
 	queries     int
 	halves      int
+	retrains    int
 	trainEpochs int
 	trainBatch  int
 	trainLR     float64
@@ -108,6 +114,7 @@ func (f *validateFlags) register(fs *flag.FlagSet) {
 	n.DefValue, n.Usage = "2000", "stored points: the first n rows of the training split"
 	fs.IntVar(&f.queries, "queries", 100, "test queries: the first rows of the test split")
 	fs.IntVar(&f.halves, "halves", 50, "seeded random halves of the stored points to retrain and refit on")
+	fs.IntVar(&f.retrains, "retrains", 1, "networks trained per half, from seeds --seed and then streams cairnctl/validate/retrain/<r>; the network target is their mean margin")
 	fs.IntVar(&f.trainEpochs, "train-epochs", 15, "backbone training epochs (cairnctl train's default)")
 	fs.IntVar(&f.trainBatch, "train-batch", 64, "backbone training minibatch (cairnctl train's default)")
 	fs.Float64Var(&f.trainLR, "train-lr", 2e-3, "backbone training Adam step size (cairnctl train's default)")
@@ -159,6 +166,9 @@ func (f *validateFlags) check() error {
 	if f.halves < 2 {
 		bad("--halves %d: must be ≥ 2 (a correlation across halves)", f.halves)
 	}
+	if f.retrains < 1 {
+		bad("--retrains %d: must be ≥ 1", f.retrains)
+	}
 	if f.trainEpochs < 1 {
 		bad("--train-epochs %d: must be ≥ 1", f.trainEpochs)
 	}
@@ -180,9 +190,19 @@ func (f *validateFlags) check() error {
 	return errors.Join(errs...)
 }
 
-// trainOptions are the backbone's training options, those of cairnctl train.
-func (f *validateFlags) trainOptions() entk.TrainOptions {
-	return entk.TrainOptions{Epochs: f.trainEpochs, Batch: f.trainBatch, LR: f.trainLR, Seed: f.model.pipeline.seed, Workers: 2}
+// trainOptions are the backbone's training options, those of cairnctl train, with the
+// seed of its initialization and shuffling.
+func (f *validateFlags) trainOptions(seed uint64) entk.TrainOptions {
+	return entk.TrainOptions{Epochs: f.trainEpochs, Batch: f.trainBatch, LR: f.trainLR, Seed: seed, Workers: 2}
+}
+
+// retrainSeed is the seed of network r of a half: --seed for the first (the served
+// backbone's), then the named streams cairnctl/validate/retrain/<r>.
+func (f *validateFlags) retrainSeed(r int) uint64 {
+	if r == 0 {
+		return f.model.pipeline.seed
+	}
+	return rng.Seed(f.model.pipeline.seed, rng.Sub("cairnctl/validate/retrain", r))
 }
 
 // validationRun is what the study keeps between its steps.
@@ -226,7 +246,7 @@ func (f *validateFlags) run(ctx context.Context, progress io.Writer) (*validate.
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	tr, err := train(ctx, pf.data, pf.arch, pf.n, f.trainOptions(), filepath.Join(dir, "backbone.safetensors"))
+	tr, err := train(ctx, pf.data, pf.arch, pf.n, f.trainOptions(pf.seed), filepath.Join(dir, "backbone.safetensors"))
 	if err != nil {
 		return nil, fmt.Errorf("training the backbone: %w", err)
 	}
@@ -303,6 +323,7 @@ func (f *validateFlags) run(ctx context.Context, progress io.Writer) (*validate.
 			LDS: net.Mean, LDSSE: net.SE, LDSQueries: net.Queries,
 			LDSEncoder: enc.Mean, LDSEncoderSE: enc.SE, LDSEncoderQueries: enc.Queries,
 			DeletionPercentile: del[name][0], DeletionPercentileTop10: del[name][1],
+			DeletionPercentileMidrank: del[name][2], DeletionPercentileTop10Midrank: del[name][3],
 		}
 		if slices.Contains(validate.Baselines, name) {
 			rep.Baselines[name] = st
@@ -454,6 +475,7 @@ func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validati
 			}
 		}
 		validate.RandomScoresTo(sc.points[validate.Random][t], v.mf.pipeline.seed, t)
+		validate.ClassScoresTo(sc.points[validate.Class][t], v.all.set.Labels, v.qs.Labels[t])
 	}
 	sc.agreement = map[string]float64{}
 	for _, name := range validate.Rankings {
@@ -495,8 +517,9 @@ func sameTopK(model *serving.Model, w *serving.Workspace, x, scores []float64, k
 	return slices.Equal(got, want), nil
 }
 
-// retrain trains the network from its seeded initialization on each half and returns
-// every query's correct-class margin under it: margins[t][j] for query t and half j.
+// retrain trains --retrains networks on each half, from the seeded initializations of
+// retrainSeed (the first that of the served backbone), and returns every query's
+// correct-class margin averaged over them: margins[t][j] for query t and half j.
 func (v *validationRun) retrain(ctx context.Context, halves [][]int) ([][]float64, error) {
 	t0 := time.Now()
 	set, arch := v.all.set, v.mf.pipeline.arch
@@ -512,27 +535,30 @@ func (v *validationRun) retrain(ctx context.Context, halves [][]int) ([][]float6
 			xs = append(xs, set.Row(i)...)
 			ys = append(ys, set.Labels[i])
 		}
-		b0, err := entk.NewBackbone(arch, v.mf.pipeline.seed)
-		if err != nil {
-			return nil, err
+		for r := range v.f.retrains {
+			seed := v.f.retrainSeed(r)
+			b0, err := entk.NewBackbone(arch, seed)
+			if err != nil {
+				return nil, err
+			}
+			params, err := entk.Train(ctx, b0, xs, ys, v.f.trainOptions(seed))
+			if err != nil {
+				return nil, fmt.Errorf("half %d, network %d: %w", j, r, err)
+			}
+			net, err := entk.FromParams(arch, params)
+			if err != nil {
+				return nil, err
+			}
+			out, ws := make([]float64, net.OutDim()), net.NewWorkspace()
+			for t := range v.qs.N {
+				net.Forward(out, v.qs.Row(t), ws)
+				margins[t][j] += margin(out, v.qs.Labels[t]) / float64(v.f.retrains)
+			}
 		}
-		params, err := entk.Train(ctx, b0, xs, ys, v.f.trainOptions())
-		if err != nil {
-			return nil, fmt.Errorf("half %d: %w", j, err)
-		}
-		net, err := entk.FromParams(arch, params)
-		if err != nil {
-			return nil, err
-		}
-		out, ws := make([]float64, net.OutDim()), net.NewWorkspace()
-		for t := range v.qs.N {
-			net.Forward(out, v.qs.Row(t), ws)
-			margins[t][j] = margin(out, v.qs.Labels[t])
-		}
-		v.logf("half %d/%d: network retrained on %d points in %.1fs", j+1, len(halves), len(h), time.Since(t1).Seconds())
+		v.logf("half %d/%d: %d network(s) retrained on %d points in %.1fs", j+1, len(halves), v.f.retrains, len(h), time.Since(t1).Seconds())
 	}
 	v.secs["retrain"] = time.Since(t0).Seconds()
-	v.secs["retrain_per_half"] = v.secs["retrain"] / float64(len(halves))
+	v.secs["retrain_per_network"] = v.secs["retrain"] / float64(len(halves)*v.f.retrains)
 	return margins, nil
 }
 
@@ -591,9 +617,10 @@ func (v *validationRun) refit(ctx context.Context, halves [][]int) ([][]float64,
 }
 
 // deletion runs the top-1 and top-validateTopK deletion tests on the served encoder and
-// returns, per ranking and baseline, the median percentile over queries of each (NaN
-// where the pool has too few landmark points for the random sets).
-func (v *validationRun) deletion(fm *fittedModel, sc *validationScores) (map[string][2]float64, error) {
+// returns, per ranking and baseline, the median percentile over queries of each, then the
+// same medians of the mid-rank percentiles (NaN where the pool has too few landmark
+// points for the random sets).
+func (v *validationRun) deletion(fm *fittedModel, sc *validationScores) (map[string][4]float64, error) {
 	point, z := v.landmarkPoints(fm)
 	rowsOf := map[int][]int{}
 	for l, i := range point {
@@ -623,9 +650,9 @@ func (v *validationRun) deletion(fm *fittedModel, sc *validationScores) (map[str
 	for t := range all {
 		all[t] = t
 	}
-	out := map[string][2]float64{}
+	out := map[string][4]float64{}
 	for name := range sc.points {
-		out[name] = [2]float64{math.NaN(), math.NaN()}
+		out[name] = [4]float64{math.NaN(), math.NaN(), math.NaN(), math.NaN()}
 	}
 	for slot, size := range []int{1, validateTopK} {
 		sets, err := validate.RandomSets(v.mf.pipeline.seed, cands, size, v.f.random)
@@ -649,7 +676,7 @@ func (v *validationRun) deletion(fm *fittedModel, sc *validationScores) (map[str
 		seen := map[string]float64{} // (query, rows) → drop: rankings often share a top set
 		one := make([]float64, 1)
 		for name, pts := range sc.points {
-			per := make([]float64, nq)
+			per, mid := make([]float64, nq), make([]float64, nq)
 			for t := range nq {
 				rows := setRows(validate.TopCandidates(pts[t], cands, size))
 				key := fmt.Sprint(t, rows)
@@ -663,9 +690,10 @@ func (v *validationRun) deletion(fm *fittedModel, sc *validationScores) (map[str
 				if per[t], err = certify.Percentile(drop, random[t]); err != nil {
 					return nil, fmt.Errorf("%s, query %d: %w", name, t, err)
 				}
+				mid[t] = validate.MidrankPercentile(drop, random[t])
 			}
 			o := out[name]
-			o[slot] = validate.Median(per)
+			o[slot], o[2+slot] = validate.Median(per), validate.Median(mid)
 			out[name] = o
 		}
 		v.logf("deletion top-%d: %d random sets of %d landmark points", size, len(sets), len(cands))
@@ -689,7 +717,8 @@ func (v *validationRun) settings(tr trainReport, fm *fittedModel, model *serving
 			"trainer": "entk.Train (cairnctl train)", "epochs": tr.Epochs, "batch": tr.Batch, "lr": tr.LR, "seed": tr.Seed,
 			"train_accuracy": tr.TrainAccuracy, "test_accuracy": tr.TestAccuracy, "sha256": tr.SHA256,
 		},
-		"network_target":        "correct-class margin: correct logit minus the largest other logit",
+		"retrains":              v.f.retrains,
+		"network_target":        "correct-class margin (correct logit minus the largest other logit), mean over the half's retrained networks",
 		"encoder_target":        fmt.Sprintf("correct-class %d-NN cosine confidence against the half's stored points (plain inputs)", knn.ConfidenceK),
 		"trak_features":         "fit-draw ψ of the plain inputs",
 		"trak_ridge":            v.f.trakRidge,

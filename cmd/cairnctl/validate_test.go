@@ -19,8 +19,8 @@ func TestValidateFlags(t *testing.T) {
 	}{
 		{[]string{}, []string{"--data is required"}},
 		{[]string{"--data", "nope", "--n", "4", "--queries", "0", "--halves", "1", "--train-epochs", "0", "--train-batch", "0", "--train-lr", "-1",
-			"--random", "0", "--trak-ridge", "0", "--val-frac", "1", "--format", "csv", "--m", "0"},
-			[]string{"--n 4", "--queries 0", "--halves 1", "--train-epochs 0", "--train-batch 0", "--train-lr -1", "--random 0", "--trak-ridge 0", "--val-frac 1", "--format \"csv\"", "--m 0"}},
+			"--random", "0", "--trak-ridge", "0", "--val-frac", "1", "--format", "csv", "--m", "0", "--retrains", "0"},
+			[]string{"--retrains 0", "--n 4", "--queries 0", "--halves 1", "--train-epochs 0", "--train-batch 0", "--train-lr -1", "--random 0", "--trak-ridge 0", "--val-frac 1", "--format \"csv\"", "--m 0"}},
 		{[]string{"--data", "nope", "--weights", "w.safetensors"}, []string{"--weights \"w.safetensors\""}},
 		{[]string{"--data", "nope", "--untrained"}, []string{"--untrained=true"}},
 		{[]string{"--data", "nope", "--train-lr", "+Inf"}, []string{"--train-lr +Inf"}},
@@ -38,14 +38,14 @@ func TestValidateFlags(t *testing.T) {
 	}
 }
 
-// TestValidateSmall runs the whole study at a tiny size (120 MNIST points, 4 halves, one
-// training epoch, 6 queries): the report has every ranking and baseline with the
+// TestValidateSmall runs the whole study at a tiny size (120 MNIST points, 4 halves of two
+// networks each, one training epoch, 6 queries): the report has every ranking and baseline with the
 // documented keys, every number finite (an LDS and a percentile within their ranges), the
 // top-K of every ranking is what the served model's AnswerRanked certifies, and the
 // saved JSON prints back as a Markdown table with a row per ranking.
 func TestValidateSmall(t *testing.T) {
 	args := []string{"validate", "--data", "mnist", "--n", "120", "--queries", "6", "--halves", "4", "--m", "8", "--h", "1", "--s", "64",
-		"--dim", "16", "--epochs", "2", "--train-epochs", "1", "--seed", "1"}
+		"--dim", "16", "--epochs", "2", "--train-epochs", "1", "--retrains", "2", "--seed", "1"}
 	code, out, errs := runCmd(args...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -65,7 +65,8 @@ func TestValidateSmall(t *testing.T) {
 		}
 		for _, name := range names {
 			row := rows[name]
-			for _, k := range []string{"lds", "lds_se", "lds_encoder", "lds_encoder_se", "deletion_percentile", "deletion_percentile_top10"} {
+			for _, k := range []string{"lds", "lds_se", "lds_encoder", "lds_encoder_se", "deletion_percentile", "deletion_percentile_top10",
+				"deletion_percentile_midrank", "deletion_percentile_top10_midrank"} {
 				v, ok := row[k].(float64)
 				if !ok || math.IsNaN(v) {
 					t.Errorf("%s %s: %s = %v, want a number", group, name, k, row[k])
@@ -88,9 +89,9 @@ func TestValidateSmall(t *testing.T) {
 		}
 	}
 	check("rankings", rep.Rankings, "displacement", "representer", "entk")
-	check("baselines", rep.Baselines, "random", "trak")
+	check("baselines", rep.Baselines, "random", "trak", "class")
 	s := rep.Settings
-	if s["n"] != 120.0 || s["halves"] != 4.0 || s["queries"] != 6.0 || s["half_size"] != 60.0 || s["kernel"] != "exact" {
+	if s["n"] != 120.0 || s["retrains"] != 2.0 || s["halves"] != 4.0 || s["queries"] != 6.0 || s["half_size"] != 60.0 || s["kernel"] != "exact" {
 		t.Errorf("settings do not echo the run: %v", s)
 	}
 	agree, _ := s["serving_top_agreement"].(map[string]any)
@@ -113,7 +114,7 @@ func TestValidateSmall(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--from: exit %d: %s", code, errs)
 	}
-	for _, row := range []string{"| displacement |", "| representer |", "| entk |", "| random (baseline) |", "| trak (baseline) |", `| serving_top_agreement | {"displacement":1,"entk":1,"representer":1} |`} {
+	for _, row := range []string{"| displacement |", "| representer |", "| entk |", "| random (baseline) |", "| trak (baseline) |", "| class (baseline) |", `| serving_top_agreement | {"displacement":1,"entk":1,"representer":1} |`} {
 		if !strings.Contains(md, row) {
 			t.Errorf("markdown lacks %q:\n%s", row, md)
 		}

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"fmt"
+	"math"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -90,6 +91,28 @@ func subtract(z, k *mat.Dense, l int, a []float64, rows []int) {
 			row[c] -= kv * v
 		}
 	}
+}
+
+// MidrankPercentile is the percentile of drop among random with ties counted half:
+// (#{random < drop} + ½·#{random = drop})/N. It is certify.Percentile's π with a tie
+// correction, so a ranking whose removals do no more than random ones scores ½ in
+// expectation even when most drops are equal (a single landmark's removal often moves
+// no neighbour of the query, and the confidence is a count over 50). It returns NaN for
+// no random drops or a NaN drop.
+func MidrankPercentile(drop float64, random []float64) float64 {
+	if len(random) == 0 || math.IsNaN(drop) {
+		return math.NaN()
+	}
+	var c float64
+	for _, x := range random {
+		switch {
+		case x < drop:
+			c++
+		case x == drop:
+			c += 0.5
+		}
+	}
+	return c / float64(len(random))
 }
 
 // DeletionStream names the stream of the random deletion sets of size K:

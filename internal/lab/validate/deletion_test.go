@@ -192,3 +192,21 @@ func TestRandomSetsAndTop(t *testing.T) {
 		t.Errorf("TopCandidates: %v, want [13 3 7]", got)
 	}
 }
+
+func TestMidrankPercentile(t *testing.T) {
+	random := []float64{0, 0, 0, 1, -1, 0.5}
+	// below 0: one; equal to 0: three → (1 + 1.5)/6.
+	if got := MidrankPercentile(0, random); got != 2.5/6 {
+		t.Errorf("got %v, want %v", got, 2.5/6)
+	}
+	strict, _ := certify.Percentile(0, random)
+	if strict != 1.0/6 {
+		t.Errorf("certify.Percentile %v, want 1/6", strict)
+	}
+	if got := MidrankPercentile(2, random); got != 1 {
+		t.Errorf("above all: %v", got)
+	}
+	if !math.IsNaN(MidrankPercentile(0, nil)) || !math.IsNaN(MidrankPercentile(math.NaN(), random)) {
+		t.Error("no random drops or a NaN drop is not NaN")
+	}
+}

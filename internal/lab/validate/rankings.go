@@ -20,14 +20,17 @@ const (
 // Rankings lists the landmark rankings the study scores.
 var Rankings = []string{Displacement, Representer, ENTK}
 
-// The baselines, scored over every stored point.
+// The baselines, scored over every stored point. Class is a label-only reference, not an
+// attribution: it scores 1 for the points of the query's own class and 0 for the others,
+// so its LDS is what the class composition of a half alone predicts.
 const (
 	Random   = "random"
 	TRAKName = "trak"
+	Class    = "class"
 )
 
 // Baselines lists the baselines the study scores.
-var Baselines = []string{Random, TRAKName}
+var Baselines = []string{Random, TRAKName, Class}
 
 // DisplacementTo writes the paper's influence of each landmark on the query (eq.
 // influence), what serving.Model.Answer ranks:
@@ -85,6 +88,20 @@ func PointSumTo(dst, rows []float64, point []int) {
 	clear(dst)
 	for l, i := range point {
 		dst[i] += rows[l]
+	}
+}
+
+// ClassScoresTo writes the class baseline's scores for a query of label y: 1 for every
+// point whose label is y, 0 for the others.
+func ClassScoresTo(dst []float64, labels []int, y int) {
+	if len(dst) != len(labels) {
+		panic(fmt.Sprintf("validate: ClassScoresTo: dst %d for %d labels", len(dst), len(labels)))
+	}
+	for i, l := range labels {
+		dst[i] = 0
+		if l == y {
+			dst[i] = 1
+		}
 	}
 }
 

@@ -97,6 +97,11 @@ func TestDisplacementAndPointSum(t *testing.T) {
 	if want := []float64{0, -6, 0, 0, 4}; !equal(p, want) {
 		t.Errorf("PointSumTo: %v, want %v", p, want)
 	}
+	c := make([]float64, 4)
+	ClassScoresTo(c, []int{2, 0, 2, 1}, 2)
+	if want := []float64{1, 0, 1, 0}; !equal(c, want) {
+		t.Errorf("ClassScoresTo: %v, want %v", c, want)
+	}
 	a, b := make([]float64, 5), make([]float64, 5)
 	RandomScoresTo(a, 1, 0)
 	RandomScoresTo(b, 1, 0)

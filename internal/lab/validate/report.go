@@ -20,8 +20,10 @@ type Stats struct {
 	LDSEncoderQueries        int
 	// DeletionPercentile is the median over queries of the percentile of the top-1
 	// landmark point's removal among random single-point removals;
-	// DeletionPercentileTop10 the same for the top 10 against random sets of 10.
-	DeletionPercentile, DeletionPercentileTop10 float64
+	// DeletionPercentileTop10 the same for the top 10 against random sets of 10. The
+	// Midrank fields are the same medians with ties counted half (MidrankPercentile).
+	DeletionPercentile, DeletionPercentileTop10               float64
+	DeletionPercentileMidrank, DeletionPercentileTop10Midrank float64
 }
 
 // MarshalJSON writes the stats under their report keys, NaN (undefined) as null.
@@ -30,6 +32,7 @@ func (s Stats) MarshalJSON() ([]byte, error) {
 		"lds": num(s.LDS), "lds_se": num(s.LDSSE), "lds_queries": s.LDSQueries,
 		"lds_encoder": num(s.LDSEncoder), "lds_encoder_se": num(s.LDSEncoderSE), "lds_encoder_queries": s.LDSEncoderQueries,
 		"deletion_percentile": num(s.DeletionPercentile), "deletion_percentile_top10": num(s.DeletionPercentileTop10),
+		"deletion_percentile_midrank": num(s.DeletionPercentileMidrank), "deletion_percentile_top10_midrank": num(s.DeletionPercentileTop10Midrank),
 	})
 }
 
@@ -49,6 +52,7 @@ func (s *Stats) UnmarshalJSON(b []byte) error {
 		LDS: f("lds"), LDSSE: f("lds_se"), LDSQueries: int(f("lds_queries")),
 		LDSEncoder: f("lds_encoder"), LDSEncoderSE: f("lds_encoder_se"), LDSEncoderQueries: int(f("lds_encoder_queries")),
 		DeletionPercentile: f("deletion_percentile"), DeletionPercentileTop10: f("deletion_percentile_top10"),
+		DeletionPercentileMidrank: f("deletion_percentile_midrank"), DeletionPercentileTop10Midrank: f("deletion_percentile_top10_midrank"),
 	}
 	return nil
 }
@@ -71,14 +75,15 @@ type Report struct {
 }
 
 // WriteMarkdown writes the report as a Markdown table, one row per ranking then per
-// baseline (each LDS as mean ± standard error), followed by the settings and times.
+// baseline (each LDS as mean ± standard error, each deletion percentile with its
+// mid-rank form in parentheses), followed by the settings and times.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("| ranking | LDS vs network | LDS vs encoder | deletion percentile (top-1) | deletion percentile (top-10) |\n")
 	b.WriteString("| --- | --- | --- | --- | --- |\n")
 	row := func(name string, s Stats) {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", name, pm(s.LDS, s.LDSSE), pm(s.LDSEncoder, s.LDSEncoderSE),
-			fixed(s.DeletionPercentile), fixed(s.DeletionPercentileTop10))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s (%s) | %s (%s) |\n", name, pm(s.LDS, s.LDSSE), pm(s.LDSEncoder, s.LDSEncoderSE),
+			fixed(s.DeletionPercentile), fixed(s.DeletionPercentileMidrank), fixed(s.DeletionPercentileTop10), fixed(s.DeletionPercentileTop10Midrank))
 	}
 	for _, name := range ordered(r.Rankings, Rankings) {
 		row(name, r.Rankings[name])

@@ -12,7 +12,8 @@ import (
 // Markdown table has a row per ranking (known ones first, in Rankings order) and per
 // baseline.
 func TestReportJSONAndMarkdown(t *testing.T) {
-	s := Stats{LDS: 0.25, LDSSE: 0.01, LDSQueries: 9, LDSEncoder: math.NaN(), LDSEncoderSE: math.NaN(), DeletionPercentile: 0.9, DeletionPercentileTop10: 1}
+	s := Stats{LDS: 0.25, LDSSE: 0.01, LDSQueries: 9, LDSEncoder: math.NaN(), LDSEncoderSE: math.NaN(), DeletionPercentile: 0.9, DeletionPercentileTop10: 1,
+		DeletionPercentileMidrank: 0.95, DeletionPercentileTop10Midrank: math.NaN()}
 	r := &Report{
 		Rankings:  map[string]Stats{ENTK: s, Displacement: s, "zzz": s},
 		Baselines: map[string]Stats{Random: s},
@@ -28,7 +29,8 @@ func TestReportJSONAndMarkdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	row := back["rankings"]["entk"].(map[string]any)
-	for _, k := range []string{"lds", "lds_se", "lds_queries", "lds_encoder", "lds_encoder_se", "lds_encoder_queries", "deletion_percentile", "deletion_percentile_top10"} {
+	for _, k := range []string{"lds", "lds_se", "lds_queries", "lds_encoder", "lds_encoder_se", "lds_encoder_queries", "deletion_percentile", "deletion_percentile_top10",
+		"deletion_percentile_midrank", "deletion_percentile_top10_midrank"} {
 		if _, ok := row[k]; !ok {
 			t.Errorf("stats lack %q: %v", k, row)
 		}
@@ -52,7 +54,7 @@ func TestReportJSONAndMarkdown(t *testing.T) {
 	if iD < 0 || iE < iD || iZ < iE || !strings.Contains(out, "| random (baseline) |") {
 		t.Errorf("markdown rows out of order or missing:\n%s", out)
 	}
-	if !strings.Contains(out, "| 0.250 ± 0.010 | – | 0.900 | 1.000 |") || !strings.Contains(out, `"a\|b"`) {
+	if !strings.Contains(out, "| 0.250 ± 0.010 | – | 0.900 (0.950) | 1.000 (–) |") || !strings.Contains(out, `"a\|b"`) {
 		t.Errorf("markdown cells:\n%s", out)
 	}
 }
