@@ -47,7 +47,9 @@ import (
 //     top-K is checked against serving.Model.AnswerRanked) and each baseline (random; TRAK
 //     on the fit draw's ψ of the plain, unaugmented inputs, ridge --trak-ridge times the
 //     mean ‖ψ‖²; class, 1 for the points of the query's class: what the class composition
-//     of a half alone predicts).
+//     of a half alone predicts). As a diagnostic, each ranking is also scored signed by
+//     the class the served backbone predicts for the query (validate.SignedTo), reported
+//     under "signed".
 //  4. --halves seeded halves of the stored points (validate.Halves). On each, --retrains
 //     networks are trained again with the same options, the first from the served
 //     backbone's seeded initialization (so with one retrain the halves differ only in
@@ -103,6 +105,9 @@ type validateFlags struct {
 	format      string
 	from        string
 }
+
+// signedPrefix marks a ranking signed by class among the scores (validate.SignedTo).
+const signedPrefix = "signed/"
 
 // validateTopK is the set size of the second deletion test (paper appendix D's K).
 const validateTopK = 10
@@ -311,7 +316,7 @@ func (f *validateFlags) run(ctx context.Context, progress io.Writer) (*validate.
 	}
 	v.secs["deletion"] = time.Since(t0).Seconds()
 
-	rep := &validate.Report{Rankings: map[string]validate.Stats{}, Baselines: map[string]validate.Stats{}, Seconds: v.secs}
+	rep := &validate.Report{Rankings: map[string]validate.Stats{}, Baselines: map[string]validate.Stats{}, Signed: map[string]validate.Stats{}, Seconds: v.secs}
 	for name, s := range sc.points {
 		pred := make([][]float64, len(s))
 		for t, row := range s {
@@ -325,9 +330,12 @@ func (f *validateFlags) run(ctx context.Context, progress io.Writer) (*validate.
 			DeletionPercentile: del[name][0], DeletionPercentileTop10: del[name][1],
 			DeletionPercentileMidrank: del[name][2], DeletionPercentileTop10Midrank: del[name][3],
 		}
-		if slices.Contains(validate.Baselines, name) {
+		switch {
+		case slices.Contains(validate.Baselines, name):
 			rep.Baselines[name] = st
-		} else {
+		case strings.HasPrefix(name, signedPrefix):
+			rep.Signed[strings.TrimPrefix(name, signedPrefix)] = st
+		default:
 			rep.Rankings[name] = st
 		}
 	}
@@ -428,7 +436,11 @@ func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validati
 	point, z := v.landmarkPoints(fm)
 	mm := len(point)
 	sc := &validationScores{points: map[string][][]float64{}, point: point, kernel: "fit_sketch", servingTopK: min(validateTopK, mm-1)}
-	for _, name := range slices.Concat(validate.Rankings, validate.Baselines) {
+	var signed []string
+	for _, name := range validate.Rankings {
+		signed = append(signed, signedPrefix+name)
+	}
+	for _, name := range slices.Concat(validate.Rankings, validate.Baselines, signed) {
 		sc.points[name] = make([][]float64, nq)
 		for t := range nq {
 			sc.points[name][t] = make([]float64, n)
@@ -449,6 +461,18 @@ func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validati
 	} else {
 		pipeline.KernelTo(rows, v.qplain, z)
 	}
+	// The class the served backbone predicts for each query signs the rankings.
+	pred := make([]int, nq)
+	out, ws := make([]float64, b.OutDim()), b.NewWorkspace()
+	for t := range nq {
+		b.Forward(out, v.qs.Row(t), ws)
+		pred[t] = 0
+		for c := 1; c < min(len(out), v.all.set.Classes); c++ {
+			if out[c] > out[pred[t]] {
+				pred[t] = c
+			}
+		}
+	}
 	f0 := fm.fits.Fits[0]
 	omega := serving.Scaled(f0.Omega, fm.scale)
 	lrow := make([]float64, mm)
@@ -466,6 +490,7 @@ func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validati
 				copy(lrow, k)
 			}
 			validate.PointSumTo(sc.points[name][t], lrow, point)
+			validate.SignedTo(sc.points[signedPrefix+name][t], sc.points[name][t], v.all.set.Labels, pred[t])
 			ok, err := sameTopK(model, &w, v.qs.Row(t), lrow, sc.servingTopK, name)
 			if err != nil {
 				return nil, fmt.Errorf("query %d: %w", t, err)
@@ -721,6 +746,7 @@ func (v *validationRun) settings(tr trainReport, fm *fittedModel, model *serving
 		"network_target":        "correct-class margin (correct logit minus the largest other logit), mean over the half's retrained networks",
 		"encoder_target":        fmt.Sprintf("correct-class %d-NN cosine confidence against the half's stored points (plain inputs)", knn.ConfidenceK),
 		"trak_features":         "fit-draw ψ of the plain inputs",
+		"signed_by":             "the class the served backbone predicts for the query (argmax over the data set's classes)",
 		"trak_ridge":            v.f.trakRidge,
 		"trak_lambda":           sc.trakLambda,
 		"deletion_random":       v.f.random,

@@ -53,6 +53,7 @@ func TestValidateSmall(t *testing.T) {
 	var rep struct {
 		Rankings  map[string]map[string]any `json:"rankings"`
 		Baselines map[string]map[string]any `json:"baselines"`
+		Signed    map[string]map[string]any `json:"signed"`
 		Settings  map[string]any            `json:"settings"`
 		Seconds   map[string]float64        `json:"seconds"`
 	}
@@ -90,6 +91,7 @@ func TestValidateSmall(t *testing.T) {
 	}
 	check("rankings", rep.Rankings, "displacement", "representer", "entk")
 	check("baselines", rep.Baselines, "random", "trak", "class")
+	check("signed", rep.Signed, "displacement", "representer", "entk")
 	s := rep.Settings
 	if s["n"] != 120.0 || s["retrains"] != 2.0 || s["halves"] != 4.0 || s["queries"] != 6.0 || s["half_size"] != 60.0 || s["kernel"] != "exact" {
 		t.Errorf("settings do not echo the run: %v", s)

@@ -105,6 +105,22 @@ func ClassScoresTo(dst []float64, labels []int, y int) {
 	}
 }
 
+// SignedTo writes a ranking's scores signed by class: dst[i] = scores[i] for the points of
+// class y and −scores[i] for the others, so that a point similar to the query but of
+// another class counts against it. With y the class the served network predicts for the
+// query, it needs no label of the query.
+func SignedTo(dst, scores []float64, labels []int, y int) {
+	if len(dst) != len(scores) || len(labels) != len(scores) {
+		panic(fmt.Sprintf("validate: SignedTo lengths dst %d, scores %d, labels %d", len(dst), len(scores), len(labels)))
+	}
+	for i, l := range labels {
+		dst[i] = scores[i]
+		if l != y {
+			dst[i] = -scores[i]
+		}
+	}
+}
+
 // RandomStream names the stream of the random baseline's scores for query t:
 // rng.Sub(RandomStream, t) under the seed.
 const RandomStream = "lab/validate/random"

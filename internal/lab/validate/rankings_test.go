@@ -102,6 +102,10 @@ func TestDisplacementAndPointSum(t *testing.T) {
 	if want := []float64{1, 0, 1, 0}; !equal(c, want) {
 		t.Errorf("ClassScoresTo: %v, want %v", c, want)
 	}
+	SignedTo(c, []float64{1, -2, 3, 4}, []int{2, 0, 2, 1}, 2)
+	if want := []float64{1, 2, 3, -4}; !equal(c, want) {
+		t.Errorf("SignedTo: %v, want %v", c, want)
+	}
 	a, b := make([]float64, 5), make([]float64, 5)
 	RandomScoresTo(a, 1, 0)
 	RandomScoresTo(b, 1, 0)

@@ -68,14 +68,17 @@ func num(v float64) any {
 // Report is the output of cairnctl validate. Settings and Seconds are the caller's; they
 // must hold no NaN (encoding/json refuses it).
 type Report struct {
-	Rankings  map[string]Stats   `json:"rankings"`
-	Baselines map[string]Stats   `json:"baselines"`
-	Settings  map[string]any     `json:"settings"`
-	Seconds   map[string]float64 `json:"seconds"`
+	Rankings  map[string]Stats `json:"rankings"`
+	Baselines map[string]Stats `json:"baselines"`
+	// Signed holds each ranking signed by class (SignedTo), a diagnostic of what the
+	// label-free rankings miss; serving does not rank this way.
+	Signed   map[string]Stats   `json:"signed,omitempty"`
+	Settings map[string]any     `json:"settings"`
+	Seconds  map[string]float64 `json:"seconds"`
 }
 
-// WriteMarkdown writes the report as a Markdown table, one row per ranking then per
-// baseline (each LDS as mean ± standard error, each deletion percentile with its
+// WriteMarkdown writes the report as a Markdown table, one row per ranking, per signed
+// ranking, then per baseline (each LDS as mean ± standard error, each deletion percentile with its
 // mid-rank form in parentheses), followed by the settings and times.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
@@ -87,6 +90,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	for _, name := range ordered(r.Rankings, Rankings) {
 		row(name, r.Rankings[name])
+	}
+	for _, name := range ordered(r.Signed, Rankings) {
+		row(name+", signed by class", r.Signed[name])
 	}
 	for _, name := range ordered(r.Baselines, Baselines) {
 		row(name+" (baseline)", r.Baselines[name])

@@ -17,6 +17,7 @@ func TestReportJSONAndMarkdown(t *testing.T) {
 	r := &Report{
 		Rankings:  map[string]Stats{ENTK: s, Displacement: s, "zzz": s},
 		Baselines: map[string]Stats{Random: s},
+		Signed:    map[string]Stats{Representer: s},
 		Settings:  map[string]any{"n": 10, "data": "a|b"},
 		Seconds:   map[string]float64{"total": 1.25},
 	}
@@ -51,7 +52,7 @@ func TestReportJSONAndMarkdown(t *testing.T) {
 	}
 	out := md.String()
 	iD, iE, iZ := strings.Index(out, "| displacement |"), strings.Index(out, "| entk |"), strings.Index(out, "| zzz |")
-	if iD < 0 || iE < iD || iZ < iE || !strings.Contains(out, "| random (baseline) |") {
+	if iD < 0 || iE < iD || iZ < iE || !strings.Contains(out, "| random (baseline) |") || !strings.Contains(out, "| representer, signed by class |") {
 		t.Errorf("markdown rows out of order or missing:\n%s", out)
 	}
 	if !strings.Contains(out, "| 0.250 ± 0.010 | – | 0.900 (0.950) | 1.000 (–) |") || !strings.Contains(out, `"a\|b"`) {
