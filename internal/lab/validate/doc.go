@@ -22,6 +22,18 @@
 //	representer   c·k_ℓ·⟨Ã_ℓ, z⟩/‖z‖              z = c·Σ_ℓ k_ℓ Ã_ℓ + b, c the model's kernel scale
 //	entk          k_ℓ                            the exact eNTK similarity, independent of the fit
 //
+// None of them looks at labels. SignedTo signs a ranking's point scores by class (minus
+// for the points of another class than the one the query is taken to be), the diagnostic
+// of how much a label-free ranking loses to similar points of other classes. The
+// baselines score every stored point: random (RandomScoresTo), TRAK (TRAK) and class
+// (ClassScoresTo: 1 for the query's class), the last a label-only reference for what the
+// class composition of a half alone predicts.
+//
+// The deletion test (Deletion) removes landmark terms from a kernel encoder and ranks the
+// drop of one query's correct-class confidence (CorrectConfidenceTo) among the drops of
+// random removals of the same size (RandomSets), strictly as the paper's π
+// (certify.Percentile) and with ties counted half (MidrankPercentile).
+//
 // # Contracts
 //
 //   - Every random draw is a named stream of internal/rng under the caller's seed:
