@@ -26,6 +26,10 @@ type pipelineFlags struct {
 	m         int    // --m landmarks per view
 	n         int    // --n first rows (0 = all)
 	seed      uint64 // --seed: backbone init, sketch, views, selectors
+	// normalize is --normalize: pc-ntk pivots on normalized residuals δ_j/K_jj, as the
+	// daemon's pool does under pool.normalize (its default). Literals leave it false,
+	// the paper's raw rule, which reproduce keeps.
+	normalize bool
 }
 
 // register adds the pipeline flags to fs.
@@ -39,6 +43,8 @@ func (p *pipelineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&p.m, "m", 256, "landmarks per view (pool M = 2m)")
 	fs.IntVar(&p.n, "n", 0, "use the first n training rows (0 = all)")
 	fs.Uint64Var(&p.seed, "seed", 0, "seed of every random draw")
+	fs.BoolVar(&p.normalize, "normalize", config.Default().Pool.Normalize,
+		"pc-ntk pivots on the normalized residual δ_j/K_jj, as the daemon's pool.normalize (covers inputs of small eNTK norm; tr R stays the raw kernel's); false: the paper's raw δ_j")
 }
 
 // defaultArch is the backbone used when --arch is empty: the paper's small ConvNet for
@@ -218,9 +224,10 @@ type viewSelection struct {
 
 // selectViews runs the named selector (coreset.Selectors) with budget m on each view:
 // sketch-based selectors on featA / featB, input-space selectors on viewA / viewB. All
-// draws come from seed. The two views' selections are independent and run side by side
-// (joined here), as the daemon's do (ingest.Select). They give up when ctx ends.
-func selectViews(ctx context.Context, p *prepared, selector string, m int, seed uint64) (*viewSelection, error) {
+// draws come from seed; pc-ntk pivots on normalized residuals when normalize is set. The
+// two views' selections are independent and run side by side (joined here), as the
+// daemon's do (ingest.Select). They give up when ctx ends.
+func selectViews(ctx context.Context, p *prepared, selector string, m int, seed uint64, normalize bool) (*viewSelection, error) {
 	n, q := p.set.N, p.q
 	var (
 		sel  [2]*coreset.Selection
@@ -232,7 +239,7 @@ func selectViews(ctx context.Context, p *prepared, selector string, m int, seed 
 		g [][]float32
 	}{{p.viewA, p.featA}, {p.viewB, p.featB}} {
 		wg.Go(func() {
-			in := coreset.SelectInput{N: n, X: view.x, D: p.set.D, G32: view.g, Q: q, Seed: seed}
+			in := coreset.SelectInput{N: n, X: view.x, D: p.set.D, G32: view.g, Q: q, Seed: seed, Normalize: normalize}
 			sel[v], errs[v] = coreset.SelectContext(ctx, selector, in, m)
 		})
 	}

@@ -27,7 +27,10 @@ type selectView struct {
 	ResidualFit   *residualFitJSON `json:"residual_fit,omitempty"`
 	Deff          *deffJSON        `json:"deff,omitempty"`
 	Coverage      *coverageJSON    `json:"coverage,omitempty"`
-	Bandwidth     float64          `json:"rbf_bandwidth,omitempty"`
+	// Classes is each label's count among the landmarks beside its count among the
+	// stored points (data sets with labels).
+	Classes   *classesJSON `json:"class_counts,omitempty"`
+	Bandwidth float64      `json:"rbf_bandwidth,omitempty"`
 	// Leverage summarizes the ridge leverage scores the leverage selector sampled by.
 	Leverage *leverageJSON `json:"leverage,omitempty"`
 }
@@ -74,6 +77,8 @@ type selectResult struct {
 	Q        int    `json:"q"`
 	M        int    `json:"m"`
 	Budget   string `json:"budget"`
+	// Normalize is --normalize: pc-ntk pivoted on δ_j/K_jj (the other selectors ignore it).
+	Normalize bool `json:"normalize"`
 	selectView
 	ViewB   *selectView        `json:"view_b,omitempty"`
 	Seconds map[string]float64 `json:"seconds"`
@@ -90,7 +95,7 @@ func selectCmd(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		res := selectResult{Selector: f.selector, Seconds: map[string]float64{}}
+		res := selectResult{Selector: f.selector, Normalize: f.pf.normalize, Seconds: map[string]float64{}}
 		in, err := f.load(&res)
 		if err != nil {
 			return err
@@ -249,7 +254,7 @@ func (f *selectFlags) selectView(ctx context.Context, in *selectInput, vd select
 	}
 
 	t0 := time.Now()
-	sel, err := coreset.SelectContext(ctx, f.selector, coreset.SelectInput{N: n, X: vd.x, D: vd.d, G: vd.g, Q: q, Seed: f.pf.seed, Lambda: f.lambda}, m)
+	sel, err := coreset.SelectContext(ctx, f.selector, coreset.SelectInput{N: n, X: vd.x, D: vd.d, G: vd.g, Q: q, Seed: f.pf.seed, Lambda: f.lambda, Normalize: f.pf.normalize}, m)
 	if err != nil {
 		return sv, m, fmt.Errorf("view %s: %w", vd.name, err)
 	}
@@ -291,6 +296,7 @@ func (f *selectFlags) selectView(ctx context.Context, in *selectInput, vd select
 	if in.labels != nil {
 		k, seen, classes := coreset.Coverage(in.labels, sel.Indices)
 		sv.Coverage = &coverageJSON{Kappa: k, Seen: seen, Classes: classes}
+		sv.Classes = classCounts(in.labels, sel.Indices)
 	}
 	sv.Landmarks = sel.Indices
 	if in.ids != nil {

@@ -72,7 +72,9 @@ func TestSelectFeatures(t *testing.T) {
 	}
 	path := writeTempCSV(t, csv.String())
 	var out bytes.Buffer
-	if err := cmdRun("select", []string{"--features", path, "--m", fmt.Sprint(m), "--lambda", "0.5", "--seed", "1"}, &out); err != nil {
+	// --normalize=false: refGreedy pivots on raw residuals (TestSelectNormalize checks the
+	// default, normalized rule).
+	if err := cmdRun("select", []string{"--features", path, "--m", fmt.Sprint(m), "--lambda", "0.5", "--seed", "1", "--normalize=false"}, &out); err != nil {
 		t.Fatalf("select: %v", err)
 	}
 	var got struct {
