@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,6 +159,14 @@ type poolStatus struct {
 	points, landmarks, pending int
 	residual                   [2]coreset.ResidualCertificate
 	stats                      ingest.Stats
+	labels                     map[string]LabelCount
+}
+
+// LabelCount is one label's share of the stored points and of the served pool's
+// landmarks (both views: a point that is a landmark of both counts twice).
+type LabelCount struct {
+	Points    int `json:"points"`
+	Landmarks int `json:"landmarks"`
 }
 
 // StatusReport is the daemon's state as /status and `cairnctl status` show it.
@@ -193,6 +202,9 @@ type StatusReport struct {
 	Ingest  ingest.Stats `json:"ingest"`
 	// Lag is, per "topic/partition", the messages not yet applied.
 	Lag map[string]int64 `json:"lag"`
+	// Labels counts, per label of the stored points, the points and the pool's
+	// landmarks, so that a class the pool leaves out shows (absent without labels).
+	Labels map[string]LabelCount `json:"labels,omitempty"`
 }
 
 // New validates cfg and builds the feature pipeline (which checks the model and
@@ -255,7 +267,7 @@ func (d *Daemon) Status() StatusReport {
 	default:
 	}
 	if p := d.pool.Load(); p != nil {
-		st.Points, st.Landmarks, st.Ingest, st.PendingDeletions = p.points, p.landmarks, p.stats, p.pending
+		st.Points, st.Landmarks, st.Ingest, st.PendingDeletions, st.Labels = p.points, p.landmarks, p.stats, p.pending, p.labels
 		for v, c := range p.residual {
 			st.Residual[v], st.Stale[v] = serving.ResidualOf(c), c.Stale
 		}
@@ -870,8 +882,24 @@ func (d *Daemon) poke() {
 // publishPool publishes the ingest's state for Status and metrics; d.train.mu is held.
 func (d *Daemon) publishPool() {
 	in := d.train.ingest
-	p := &poolStatus{points: in.Len(), landmarks: len(in.Landmarks()), pending: in.PendingCount(),
+	lms := in.Landmarks()
+	p := &poolStatus{points: in.Len(), landmarks: len(lms), pending: in.PendingCount(),
 		residual: in.Residuals(), stats: in.Stats()}
+	if c := d.train.cache.Load(); c != nil {
+		stored, pooled := c.LabelCounts(), map[int64]int{}
+		for _, id := range lms {
+			if e := c.Get(id); e != nil && e.HasLabel {
+				pooled[e.Label]++
+			}
+		}
+		if len(stored) > 0 {
+			p.labels = make(map[string]LabelCount, len(stored))
+			for l, n := range stored {
+				p.labels[strconv.FormatInt(l, 10)] = LabelCount{Points: n, Landmarks: pooled[l]}
+			}
+		}
+		d.metrics.SetLabels(stored, pooled)
+	}
 	d.pool.Store(p)
 	d.metrics.SetPool(p.points, p.landmarks)
 	for v, name := range []string{"A", "B"} {

@@ -308,7 +308,27 @@ func TestEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(get("/status")), &hs); err != nil || hs.Points != n || hs.Model != st.Model {
 		t.Errorf("/status %+v (%v), want %d points and model %d", hs, err, n, st.Model)
 	}
+	// Per-label counts: every stored point and every landmark under its label, the same
+	// numbers on /metrics, and a row per label on the UI's overview.
+	var lp, ll int
+	for _, c := range hs.Labels {
+		lp, ll = lp+c.Points, ll+c.Landmarks
+	}
+	if len(hs.Labels) < 2 || lp != hs.Points || ll != hs.Landmarks {
+		t.Errorf("/status labels %v: %d points and %d landmarks, want %d and %d", hs.Labels, lp, ll, hs.Points, hs.Landmarks)
+	}
 	metrics := get("/metrics")
+	for l, c := range hs.Labels {
+		for _, want := range []string{fmt.Sprintf("cairn_points_by_label{label=%q} %d\n", l, c.Points),
+			fmt.Sprintf("cairn_landmarks_by_label{label=%q} %d\n", l, c.Landmarks)} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("/metrics lacks %q", want)
+			}
+		}
+	}
+	if ov := get("/ui/"); !strings.Contains(ov, "Landmarks by label") {
+		t.Errorf("the UI overview has no per-label table")
+	}
 	for _, want := range []string{
 		fmt.Sprintf("cairn_pool_points %d\n", n),
 		fmt.Sprintf("cairn_model_version %d\n", st.Model),

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cairnhq/cairn/coreset"
@@ -100,7 +103,33 @@ func (s uiSource) Overview() ui.Overview {
 	return ui.Overview{Role: st.Role, Leading: st.Leading, Ready: st.Ready, Model: st.Model, ModelID: st.ModelID,
 		ModelPoints: st.ModelPoints, Points: st.Points, Landmarks: st.Landmarks, Masked: st.Masked,
 		PendingDeletions: st.PendingDeletions, Refits: st.Refits, Queries: st.Queries,
-		Samples: s.d.ui.Samples(), Recent: s.d.ui.Recent(20)}
+		Samples: s.d.ui.Samples(), Recent: s.d.ui.Recent(20), Labels: labelRows(st)}
+}
+
+// labelRows are the overview's per-label rows of st, by label (numerically when the
+// labels are integers, as they always are on the wire).
+func labelRows(st StatusReport) []ui.LabelRow {
+	var rows []ui.LabelRow
+	var points, landmarks int
+	for _, c := range st.Labels {
+		points, landmarks = points+c.Points, landmarks+c.Landmarks
+	}
+	for l, c := range st.Labels {
+		r := ui.LabelRow{Label: l, Points: c.Points, Landmarks: c.Landmarks}
+		if c.Points > 0 && landmarks > 0 {
+			r.Coverage = (float64(c.Landmarks) / float64(landmarks)) / (float64(c.Points) / float64(points))
+		}
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, func(a, b ui.LabelRow) int {
+		x, errA := strconv.Atoi(a.Label)
+		y, errB := strconv.Atoi(b.Label)
+		if errA == nil && errB == nil {
+			return x - y
+		}
+		return strings.Compare(a.Label, b.Label)
+	})
+	return rows
 }
 
 // Answer implements ui.Source.

@@ -21,9 +21,10 @@ import (
 // for 60,000 points); features beyond cacheBudget bytes are not kept, so a very large
 // store degrades to recomputing.
 type Points struct {
-	mu    sync.RWMutex
-	m     map[string]*Entry
-	bytes int
+	mu     sync.RWMutex
+	m      map[string]*Entry
+	bytes  int
+	labels map[int64]int // stored points per label (labelled points only)
 }
 
 // Entry is one point's entry. Labels are -1 when absent.
@@ -37,7 +38,29 @@ type Entry struct {
 // cacheBudget bounds the feature bytes the cache keeps.
 const cacheBudget = 4 << 30
 
-func newPoints() *Points { return &Points{m: map[string]*Entry{}} }
+func newPoints() *Points { return &Points{m: map[string]*Entry{}, labels: map[int64]int{}} }
+
+// count adds d to e's label count (unlabelled entries count nowhere).
+func (c *Points) count(e *Entry, d int) {
+	if !e.HasLabel {
+		return
+	}
+	if c.labels[e.Label] += d; c.labels[e.Label] == 0 {
+		delete(c.labels, e.Label)
+	}
+}
+
+// LabelCounts returns the number of stored points per label (a copy; labelled points
+// only), kept up to date by every put and delete: O(labels), not O(points).
+func (c *Points) LabelCounts() map[int64]int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make(map[int64]int, len(c.labels))
+	for l, n := range c.labels {
+		out[l] = n
+	}
+	return out
+}
 
 func entryBytes(e *Entry) int { return 8*len(e.X) + 4*(len(e.fa)+len(e.fb)) }
 
@@ -48,7 +71,9 @@ func (c *Points) put(id string, e *Entry) {
 	defer c.mu.Unlock()
 	if old, ok := c.m[id]; ok {
 		c.bytes -= entryBytes(old)
+		c.count(old, -1)
 	}
+	c.count(e, 1)
 	if c.bytes+entryBytes(e) > cacheBudget {
 		e.fa, e.fb = nil, nil
 	}
@@ -75,6 +100,7 @@ func (c *Points) del(id string) {
 	defer c.mu.Unlock()
 	if old, ok := c.m[id]; ok {
 		c.bytes -= entryBytes(old)
+		c.count(old, -1)
 		delete(c.m, id)
 	}
 }

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,6 +37,8 @@ type Set struct {
 	poolPoints    prometheus.Gauge
 	poolLandmarks prometheus.Gauge
 	residual      *prometheus.GaugeVec
+	labelPoints   *prometheus.GaugeVec
+	labelLandmark *prometheus.GaugeVec
 	kernel        *prometheus.GaugeVec
 	exact         *prometheus.GaugeVec
 	modelVersion  prometheus.Gauge
@@ -81,6 +84,8 @@ func New() *Set {
 	s.poolPoints = gauge("cairn_pool_points", "Stored training points.")
 	s.poolLandmarks = gauge("cairn_pool_landmarks", "Landmarks in the served pool.")
 	s.residual = gaugeVec("cairn_residual_trace", "Residual certificate tr R of the served landmark pool, by view.", "view")
+	s.labelPoints = gaugeVec("cairn_points_by_label", "Stored training points by label (labelled points only).", "label")
+	s.labelLandmark = gaugeVec("cairn_landmarks_by_label", "Landmarks of the served pool (both views) by their point's label.", "label")
 	s.kernel = gaugeVec("cairn_kernel_trace", "Trace tr K of the sketched kernel over the stored points, by view.", "view")
 	s.exact = gaugeVec("cairn_residual_exact", "1 when cairn_residual_trace is the exact tr R, 0 when it is an upper bound between syncs.", "view")
 	s.modelVersion = gauge("cairn_model_version", "Serving model version (0: none yet).")
@@ -104,6 +109,7 @@ func New() *Set {
 		s.refits.WithLabelValues(r)
 	}
 	s.reg.MustRegister(s.events, s.rejects, s.lag, s.poolPoints, s.poolLandmarks, s.residual, s.kernel, s.exact,
+		s.labelPoints, s.labelLandmark,
 		s.modelVersion, s.modelMasked, s.refits, s.refitSeconds, s.queries, s.querySeconds, deletions, s.unknownDels, s.audits,
 		s.auditSeconds, s.outbox, s.publishRetries, s.brokerUp, s.faultRetries,
 		s.leading, s.takeovers,
@@ -142,6 +148,17 @@ func (s *Set) SetLag(topic string, partition int, lag int64) {
 func (s *Set) SetPool(points, landmarks int) {
 	s.poolPoints.Set(float64(points))
 	s.poolLandmarks.Set(float64(landmarks))
+}
+
+// SetLabels sets cairn_points_by_label and cairn_landmarks_by_label from per-label
+// counts of stored points and of landmarks; a label no longer counted is removed.
+func (s *Set) SetLabels(points, landmarks map[int64]int) {
+	s.labelPoints.Reset()
+	s.labelLandmark.Reset()
+	for l, n := range points {
+		s.labelPoints.WithLabelValues(fmt.Sprint(l)).Set(float64(n))
+		s.labelLandmark.WithLabelValues(fmt.Sprint(l)).Set(float64(landmarks[l]))
+	}
 }
 
 // SetResidual sets the residual certificate of one view: cairn_residual_trace (tr R),

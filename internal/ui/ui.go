@@ -44,6 +44,17 @@ type Overview struct {
 	Queries          uint64
 	Samples          []Sample
 	Recent           []AnswerRef // most recent first
+	// Labels are the stored points and the pool's landmarks per label, by label
+	// (empty without labels): a class the pool leaves out shows as coverage 0.
+	Labels []LabelRow
+}
+
+// LabelRow is one label's points and landmarks; Coverage is the label's share of the
+// landmarks over its share of the stored points (1: represented in proportion).
+type LabelRow struct {
+	Label             string
+	Points, Landmarks int
+	Coverage          float64
 }
 
 // AnswerRef names a recent answer.
