@@ -60,9 +60,12 @@ type benchReport struct {
 	DeletionToAuditMinusRefitSeconds float64 `json:"deletion_to_audit_minus_refit_seconds"`
 
 	// Certification: the closed-loop Kafka answers checked against a reference computed
-	// from GET /model and full Jacobians. Load: an open-loop query load at --rate.
-	Certification certStats `json:"certification"`
-	Load          loadStats `json:"load"`
+	// from GET /model and full Jacobians. Load: an open-loop load at --rate of queries by
+	// input (x), zero with --by id; LoadByID: the same load of queries by stored id (a
+	// training point's id), absent with --by x.
+	Certification certStats  `json:"certification"`
+	Load          loadStats  `json:"load"`
+	LoadByID      *loadStats `json:"load_by_id,omitempty"`
 	// Resident memory of the whole process (daemon, broker and the bench client) after
 	// the load, and its peak so far, in MiB.
 	ResidentMB     float64 `json:"resident_mb"`
@@ -100,9 +103,13 @@ func benchCmd(fs *flag.FlagSet) cli.Func {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (go tool pprof) to this file")
 	rate := fs.Float64("rate", 30, "open-loop query load: queries per second (0: no load phase)")
 	loadDur := fs.Duration("load-duration", 20*time.Second, "open-loop query load: how long")
+	by := fs.String("by", "both", "open-loop query load: queries by input (x), by stored id (id), or both, one load after the other")
 	return func(ctx context.Context, stdio cli.Stdio) error {
 		if *rate < 0 || *loadDur <= 0 {
 			return fmt.Errorf("--rate %v, --load-duration %v: the rate must be ≥ 0 and the duration positive", *rate, *loadDur)
+		}
+		if *by != "x" && *by != "id" && *by != "both" {
+			return fmt.Errorf("--by %q: want x, id or both", *by)
 		}
 		if *cpuProfile != "" {
 			f, err := os.Create(*cpuProfile)
@@ -135,7 +142,7 @@ func benchCmd(fs *flag.FlagSet) cli.Func {
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
 		rep, err := bench(ctx, benchOptions{cfg: cfg, data: *data, n: *n, queries: *queries, reference: *reference, log: log, stderr: stdio.Err,
-			rate: *rate, loadDuration: *loadDur})
+			rate: *rate, loadDuration: *loadDur, by: *by})
 		if err != nil {
 			return err
 		}
@@ -154,6 +161,7 @@ type benchOptions struct {
 
 	rate         float64
 	loadDuration time.Duration
+	by           string // x, id, or both ("" is both)
 }
 
 func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
@@ -212,6 +220,7 @@ type benchRun struct {
 	base        string        // request id prefix
 	firstAnswer stream.Attribution
 	xs          [][]float64 // the query inputs
+	ids         []string    // the stored points' ids, for the load by id
 	answers     []stream.Attribution
 }
 
@@ -232,6 +241,7 @@ func (r *benchRun) ingest(ctx context.Context) error {
 	// The client's copy of the rows is not needed once they are on the broker: drop it,
 	// so that the process's resident memory is the daemon's and the broker's.
 	n := train.N
+	r.ids = train.IDs
 	r.train, train = nil, nil
 	if err := poll(ctx, r.h, func(st daemon.StatusReport) bool { return st.Ingest.Upserts >= uint64(n) }); err != nil {
 		return fmt.Errorf("waiting for %d upserts: %w", n, err)
@@ -304,14 +314,26 @@ func (r *benchRun) queryKafka(ctx context.Context) error {
 	return t.Close()
 }
 
-// load runs the open-loop query load (when --rate > 0) and records resident memory.
+// load runs the open-loop query loads (when --rate > 0), by x then by id as --by asks,
+// and records resident memory.
 func (r *benchRun) load(ctx context.Context) error {
-	if o := r.o; o.rate > 0 {
-		fmt.Fprintf(o.stderr, "cairnctl bench: open-loop load, %g queries/s for %v\n", o.rate, o.loadDuration)
+	o := r.o
+	if o.rate > 0 && o.by != "id" {
+		fmt.Fprintf(o.stderr, "cairnctl bench: open-loop load by x, %g queries/s for %v\n", o.rate, o.loadDuration)
+		byX := func(i int) stream.QueryEvent { return stream.QueryEvent{X: r.xs[i%len(r.xs)]} }
 		var err error
-		if r.rep.Load, err = openLoad(ctx, r.c, r.w, r.lim, r.xs, o.rate, o.loadDuration, r.base, o.stderr); err != nil {
-			return fmt.Errorf("open-loop load: %w", err)
+		if r.rep.Load, err = openLoad(ctx, r.c, r.w, r.lim, byX, o.rate, o.loadDuration, r.base+"-load-", o.stderr); err != nil {
+			return fmt.Errorf("open-loop load by x: %w", err)
 		}
+	}
+	if o.rate > 0 && o.by != "x" {
+		fmt.Fprintf(o.stderr, "cairnctl bench: open-loop load by id, %g queries/s for %v\n", o.rate, o.loadDuration)
+		byID := func(i int) stream.QueryEvent { return stream.QueryEvent{ID: r.ids[i%len(r.ids)]} }
+		l, err := openLoad(ctx, r.c, r.w, r.lim, byID, o.rate, o.loadDuration, r.base+"-loadid-", o.stderr)
+		if err != nil {
+			return fmt.Errorf("open-loop load by id: %w", err)
+		}
+		r.rep.LoadByID = &l
 	}
 	r.rep.ResidentMB, r.rep.PeakResidentMB = residentMB()
 	return nil
@@ -366,8 +388,11 @@ func (r *benchRun) targets() {
 		"certified_rate_ge_0.9":              rep.Certification.CertifiedRate >= targetCertifiedRate,
 		"incorrect_certificates_eq_0":        rep.Certification.Incorrect == 0,
 	}
-	if r.o.rate > 0 {
+	if r.o.rate > 0 && r.o.by != "id" {
 		rep.TargetsMet["load_p99_le_25ms"] = rep.Load.Answered == rep.Load.Sent && rep.Load.P99Ms <= targetLoadP99Ms
+	}
+	if l := rep.LoadByID; l != nil {
+		rep.TargetsMet["load_by_id_p99_le_25ms"] = l.Answered == l.Sent && l.P99Ms <= targetLoadP99Ms
 	}
 }
 

@@ -176,10 +176,11 @@ func (p *loadPairs) add(m stream.Message) {
 	}
 }
 
-// openLoad sends rate queries per second for dur (cycling through xs) on one writer
-// goroutine, joined before it returns, and collects the attributions from a tail of the
-// query and attribution topics.
-func openLoad(ctx context.Context, c client, w *stream.Writer, lim stream.Limits, xs [][]float64, rate float64, dur time.Duration, base string, stderr io.Writer) (loadStats, error) {
+// openLoad sends rate queries per second for dur on one writer goroutine, joined before
+// it returns, and collects the attributions from a tail of the query and attribution
+// topics. The i-th query is query(i) with the request id prefix+i; no other request id
+// may start with prefix.
+func openLoad(ctx context.Context, c client, w *stream.Writer, lim stream.Limits, query func(i int) stream.QueryEvent, rate float64, dur time.Duration, prefix string, stderr io.Writer) (loadStats, error) {
 	ls := loadStats{Rate: rate}
 	t, err := newTail(ctx, c.kc, stderr, c.topics.Queries, c.topics.Attributions)
 	if err != nil {
@@ -205,14 +206,15 @@ func openLoad(ctx context.Context, c client, w *stream.Writer, lim stream.Limits
 				}
 			}
 			lagMax = max(lagMax, time.Since(at))
-			q := stream.QueryEvent{Request: base + "-load-" + strconv.Itoa(i), X: xs[i%len(xs)]}
+			q := query(i)
+			q.Request = prefix + strconv.Itoa(i)
 			if _, err := c.sendQuery(ctx, w, q, lim); err != nil {
 				sendErr = err
 				return
 			}
 		}
 	}()
-	pairs := newLoadPairs(base+"-load-", c.topics.Queries)
+	pairs := newLoadPairs(prefix, c.topics.Queries)
 	deadline, cancel := context.WithTimeout(ctx, dur+time.Minute)
 	defer cancel()
 	for len(pairs.lat) < n {

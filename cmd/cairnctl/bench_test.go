@@ -75,8 +75,12 @@ func TestBench(t *testing.T) {
 		c.CertifiedRate != float64(c.Certified)/8 || !(c.TopKExactRate >= c.CertifiedRate) {
 		t.Errorf("certification %+v: want 8 exact answers on the exported model, none incorrect", c)
 	}
+	// by is unset: both loads run, by x (load) and by stored id (load_by_id).
 	if l := rep.Load; l.Sent != 20 || l.Answered != l.Sent || !(l.P50Ms <= l.P99Ms && l.P99Ms <= l.MaxMs) {
 		t.Errorf("load %+v: want 20 sent and answered, p50 ≤ p99 ≤ max", l)
+	}
+	if l := rep.LoadByID; l == nil || l.Sent != 20 || l.Answered != l.Sent || !(l.P50Ms <= l.P99Ms && l.P99Ms <= l.MaxMs) {
+		t.Errorf("load_by_id %+v: want 20 sent and answered, p50 ≤ p99 ≤ max", l)
 	}
 	if !(rep.ResidentMB > 0 && rep.PeakResidentMB >= rep.ResidentMB) {
 		t.Errorf("resident %v MB, peak %v MB", rep.ResidentMB, rep.PeakResidentMB)
@@ -86,12 +90,24 @@ func TestBench(t *testing.T) {
 		"query_kafka_p99_le_20ms":            rep.QueryKafkaP99Ms <= 20,
 		"deletion_to_audit_le_refit_plus_1s": rep.DeletionToAuditSeconds <= rep.DeletionRefitSeconds+1,
 	}
+	if l := rep.LoadByID; l != nil {
+		wantMet["load_by_id_p99_le_25ms"] = l.Answered == l.Sent && l.P99Ms <= 25
+	}
 	for k, v := range wantMet {
 		if got, ok := rep.TargetsMet[k]; !ok || got != v {
 			t.Errorf("targets_met[%s] = %v (present %v), want %v", k, got, ok, v)
 		}
 	}
 	t.Logf("bench (small config, -race, shared machine): %s", b)
+}
+
+// TestBenchByFlag: --by takes x, id or both, and a bad value is refused before the
+// daemon starts, naming the flag and the value.
+func TestBenchByFlag(t *testing.T) {
+	err := cmdRun("bench", []string{"--by", "input"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `--by "input"`) {
+		t.Errorf("bench --by input: error %v, want one naming --by and the value", err)
+	}
 }
 
 // TestLoadPairs: an answer read before its query record still pairs with it, a record
