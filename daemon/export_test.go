@@ -189,7 +189,10 @@ func TestModelExportRecomputesAnswers(t *testing.T) {
 			index := map[string]int{}
 			for i, l := range ex.Landmarks {
 				k, bound := kernel(l.X)
-				scores[i], bounds[i] = k*l.Omega, bound*l.Omega
+				scores[i], bounds[i] = k, bound
+				if a.Score == string(certify.Displacement) {
+					scores[i], bounds[i] = k*l.Omega, bound*l.Omega
+				}
 				index[l.ID+"/"+l.View] = i
 			}
 			var extra struct {

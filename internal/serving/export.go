@@ -36,7 +36,10 @@ type ModelExport struct {
 
 // scoreFormula says in words how an answer's scores follow from the export (serving.go
 // answer and refineCrossing; refit.go fitSnapshot for ω and kernel_scale).
-const scoreFormula = "score(ℓ, t) = k(x_ℓ, x_t) · omega_ℓ over the landmarks listed, x_ℓ being the " +
+const scoreFormula = "an answer's score names its ranking: entk: score(ℓ, t) = k(x_ℓ, x_t); " +
+	"displacement: score(ℓ, t) = k(x_ℓ, x_t) · omega_ℓ; representer: k(x_ℓ, x_t)·<A_ℓ, z/|z|> with the " +
+	"fitted coefficients A and the latent z, which this export does not carry, so a representer answer " +
+	"is not recomputable from it alone. Over the landmarks listed, x_ℓ being the " +
 	"landmark's x and x_t the query's input (a query by id uses the stored point's raw input). " +
 	"k is the kernel named by the answer's variance_model: exact_kernel: the exact empirical NTK " +
 	"k*(x, y) = tr(J_x J_yᵀ)/d of the backbone (arch, weights; J_x the d×P Jacobian of the d outputs " +
