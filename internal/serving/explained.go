@@ -5,11 +5,13 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/internal/vec"
 )
 
 // The query's residual fraction needs the Gram matrix of the
-// landmarks' answer rows (exact rows, or the evaluation draw's features), computed once
+// landmarks' answer rows (exact rows, full or factored, or the evaluation draw's
+// features), computed once
 // per model and shared by its serving values (Model.gram), and the Cholesky factor of
 // its active block (Model.chol), rebuilt when the mask changes. The residual of a query
 // t is
@@ -43,6 +45,31 @@ func gramExact(lf []float32, m, e int) []float64 {
 			fs = append(fs, f)
 		}
 		lanes = vec.Dots32BatchTo(g[i0*m:i1*m], fs, lf, e, e, m, lanes)
+	}
+	return g
+}
+
+// gramFactored returns the Gram matrix of the m factored float32 rows lf (m×Dim):
+// G_ij = entk.Factored.Kernel of rows i and j widened to float64, in chunks of 64 rows
+// through FactoredQuery.KernelRowsTo. It is exactly symmetric (each dot product
+// multiplies the same pairs in the same lane order either way).
+func gramFactored(f *entk.Factored, lf []float32, m int) []float64 {
+	g := make([]float64, m*m)
+	e := f.Dim()
+	q := f.NewQuery()
+	const chunk = 64
+	fs := make([][]float64, 0, chunk)
+	for i0 := 0; i0 < m; i0 += chunk {
+		i1 := min(i0+chunk, m)
+		fs = fs[:0]
+		for i := i0; i < i1; i++ {
+			row := make([]float64, e)
+			for j, v := range lf[i*e : (i+1)*e] {
+				row[j] = float64(v)
+			}
+			fs = append(fs, row)
+		}
+		q.KernelRowsTo(g[i0*m:i1*m], lf, fs, m)
 	}
 	return g
 }
@@ -107,9 +134,16 @@ func fractionTo(sol *mat.VecDense, chol *mat.Cholesky, row []float64, ktt float6
 	return min(max(f, 0), 1), true
 }
 
-// gram returns the Gram matrix of the m exact rows, computed once and shared by every
-// serving value and every redraw of the model (ExactRows is shared likewise).
+// gram returns the Gram matrix of the m exact rows (full or factored), computed once and
+// shared by every serving value and every redraw of the model (ExactRows is shared
+// likewise).
 func (r *ExactRows) gram(m int) []float64 {
-	r.gramOnce.Do(func() { r.g = gramExact(r.lf, m, r.dim) })
+	r.gramOnce.Do(func() {
+		if r.fac != nil {
+			r.g = gramFactored(r.fac, r.lf, m)
+			return
+		}
+		r.g = gramExact(r.lf, m, r.dim)
+	})
 	return r.g
 }

@@ -53,9 +53,10 @@ type Model struct {
 
 	Draw  *Draw        // nil with exact rows: exact answers use no draw
 	audit *auditBlocks // nil without labelled audit points
-	// exact holds the landmarks' exact eNTK rows when they fit query.exact_memory_bytes;
-	// answers then rank exact kernel rows (variance model exact_kernel). Shared, read
-	// only, by every serving value of the same model version.
+	// exact holds the landmarks' exact eNTK rows (full or factored, exactrows.go) when
+	// they fit query.exact_memory_bytes; answers then rank exact kernel rows (variance
+	// model exact_kernel). Shared, read only, by every serving value of the same model
+	// version.
 	Exact    *ExactRows
 	Backbone entk.Backbone
 	fits     int // R, the fits behind ω̄ and τ²
@@ -84,32 +85,6 @@ type Draw struct {
 	lf     []float64
 	diag   []float64
 	Used   atomic.Int64
-}
-
-// ExactRows are the exact eNTK feature rows φ(x_ℓ) (entk.ExactTo, rounded to float32)
-// of every landmark in model row order, masked ones included (their entries are
-// computed and ignored), with the exact diagonals k*(x_ℓ, x_ℓ) from the float64 φ.
-// They are derived from the stored landmark inputs when a model is installed, never
-// stored: M·ExactDim·4 bytes (101 MB for the default convnet at M = 512).
-type ExactRows struct {
-	lf   []float32
-	diag []float64
-	dim  int
-	// g is the rows' Gram matrix for the residual fraction (explained.go), made once.
-	gramOnce sync.Once
-	g        []float64
-}
-
-// NewExactRows computes the exact rows of the m landmarks xs (m×D) on all cores, or
-// returns nil when m·ExactDim·4 bytes exceed budget.
-func NewExactRows(b entk.Backbone, xs []float64, m int, budget int64) *ExactRows {
-	e := entk.ExactDim(b)
-	if budget <= 0 || int64(m)*int64(e)*4 > budget {
-		return nil
-	}
-	r := &ExactRows{lf: make([]float32, m*e), diag: make([]float64, m), dim: e}
-	entk.ExactBatch32To(r.lf, r.diag, b, xs, m)
-	return r
 }
 
 // SeedHash is the commitment to an evaluation draw's seed carried by sketched answers:
@@ -280,12 +255,15 @@ type Workspace struct {
 	vbar []float64
 	rk   certify.Ranker
 
-	// Exact path: the backbone's exact-only Query, the query's φ, the full kernel row
-	// over every landmark of the model and the rows' error bounds.
+	// Exact path (ExactRows.ready): for the backbone eb, the exact-only Query (full rows)
+	// or the FactoredQuery (factored rows), the query's row under the model's ExactRows,
+	// the full kernel row over every landmark of the model and the rows' error bounds.
 	eb   entk.Backbone
 	eq   *entk.Query
+	fq   *entk.FactoredQuery
 	phi  []float64
-	phiL []float64 // a landmark's φ (sketched path's crossing landmarks)
+	phiQ []float64 // the query's φ (sketched path's crossing landmarks: full rows always)
+	phiL []float64 // a landmark's φ (likewise)
 	// refineCrossing's scratch: which entries are in the top-K, and the crossing ones.
 	inTop []bool
 	cands []crossing
@@ -308,7 +286,8 @@ func (s *Model) Answer(w *Workspace, x []float64, k int, delta float64) (certify
 
 // AnswerRanked certifies the top-k landmarks for x under ranking r (certify's doc
 // "Rankings"). With exact rows (s.Exact) the kernel row is the exact eNTK k*(x_ℓ, x) up
-// to rounding and the certificate is deterministic (entk.ExactRowError bounds the row);
+// to rounding and the certificate is deterministic (entk.ExactRowError bounds the row,
+// or entk.Factored.RowError with factored rows);
 // otherwise it is Thm. topk on this serving's evaluation draw with the conservative
 // variance bound from exact diagonals (eq. conservative-variance), δ split over the
 // active landmarks only (δ_ℓ = δ/M). The displacement ranking attaches the fit floor of
@@ -316,11 +295,11 @@ func (s *Model) Answer(w *Workspace, x []float64, k int, delta float64) (certify
 // ranking attaches its refit stability (stability). k is clamped to the active
 // landmarks minus one.
 func (s *Model) AnswerRanked(w *Workspace, x []float64, k int, delta float64, r certify.Ranking) (certify.Certificate, error) {
-	if s.Exact != nil {
-		s.exactWork(w)
-		ktt := w.eq.ExactTo(w.phi, x)
+	if ex := s.Exact; ex != nil {
+		ex.ready(w, s.Backbone)
+		ktt := ex.queryTo(w, w.phi, x)
 		w.full = grow(w.full, len(s.LandmarkIDs))
-		entk.ExactRowTo(w.full, s.Exact.lf, w.phi)
+		ex.kernelRowTo(w, w.full, w.phi)
 		return s.answerExact(w, w.full, ktt, k, delta, r)
 	}
 	var c certify.Certificate
@@ -433,14 +412,6 @@ func (s *Model) representer(w *Workspace, c *certify.Certificate, k int) error {
 	return w.rk.CertifyIntervalsTo(c, w.sc, w.rad, k)
 }
 
-// exactWork readies w's exact-path buffers for s's backbone.
-func (s *Model) exactWork(w *Workspace) {
-	if w.eb != s.Backbone {
-		w.eb, w.eq = s.Backbone, entk.NewExactQuery(s.Backbone)
-		w.phi = make([]float64, s.Exact.dim)
-	}
-}
-
 // start checks that two landmarks or more are unmasked, clamps k to their number minus
 // one, sizes w's rows and splits δ over them.
 func (s *Model) start(w *Workspace, k int, delta float64) (m, kk int, alloc certify.Allocation, err error) {
@@ -465,7 +436,7 @@ func (s *Model) answerExact(w *Workspace, full []float64, ktt float64, k int, de
 	w.kerr = grow(w.kerr, m)
 	for i, l := range s.active {
 		w.row[i] = full[l]
-		w.kerr[i] = entk.ExactRowError(s.Exact.diag[l], ktt, s.Exact.dim)
+		w.kerr[i] = s.Exact.rowError(l, ktt)
 	}
 	s.residualFraction(w, &c, ktt)
 	if r == certify.Representer {
@@ -508,8 +479,9 @@ func (s *Model) finish(w *Workspace, c *certify.Certificate, k int, alloc certif
 // AnswerBatch answers every query of a batch, out[i] and errs[i] being what
 // Answer(w, xs[i], ks[i], deltas[i]) returns, bit for bit. On the exact path the
 // landmarks' exact rows are read once for the whole batch (vec.Dots32BatchTo) instead
-// of once per query, which is what bounds a query's cost by memory bandwidth; the
-// sketched path answers one query after the other. out and errs have len(xs) entries.
+// of once per query (full rows: vec.Dots32BatchTo; factored rows: once per segment),
+// which is what bounds a query's cost by memory bandwidth; the sketched path answers one
+// query after the other. out and errs have len(xs) entries.
 func (s *Model) AnswerBatch(w *Workspace, out []certify.Certificate, errs []error, xs [][]float64, ks []int, deltas []float64, rs []certify.Ranking) {
 	if s.Exact == nil || len(xs) < 2 {
 		for i, x := range xs {
@@ -517,17 +489,19 @@ func (s *Model) AnswerBatch(w *Workspace, out []certify.Certificate, errs []erro
 		}
 		return
 	}
-	s.exactWork(w)
-	mm, e := len(s.LandmarkIDs), s.Exact.dim
+	ex := s.Exact
+	ex.ready(w, s.Backbone)
+	mm := len(s.LandmarkIDs)
 	for len(w.phis) < len(xs) {
-		w.phis = append(w.phis, make([]float64, e))
+		w.phis = append(w.phis, nil)
 	}
 	w.ktts = grow(w.ktts, len(xs))
 	for i, x := range xs {
-		w.ktts[i] = w.eq.ExactTo(w.phis[i], x)
+		w.phis[i] = grow(w.phis[i], ex.dim)
+		w.ktts[i] = ex.queryTo(w, w.phis[i], x)
 	}
 	w.fulls = grow(w.fulls, len(xs)*mm)
-	w.lanes = vec.Dots32BatchTo(w.fulls, w.phis[:len(xs)], s.Exact.lf, e, e, mm, w.lanes)
+	ex.kernelRowsTo(w, w.fulls, w.phis[:len(xs)], mm)
 	for i := range xs {
 		out[i], errs[i] = s.answerExact(w, w.fulls[i*mm:(i+1)*mm], w.ktts[i], ks[i], deltas[i], rs[i])
 	}
@@ -568,20 +542,21 @@ func (s *Model) refineCrossing(w *Workspace, c *certify.Certificate, x []float64
 	slices.SortFunc(cs, func(a, b crossing) int { return cmp.Compare(b.r, a.r) })
 	cs = cs[:min(len(cs), s.exactCap)]
 	if w.eb != s.Backbone {
-		w.eb, w.eq = s.Backbone, entk.NewExactQuery(s.Backbone)
-		w.phi = make([]float64, entk.ExactDim(s.Backbone))
+		w.eb, w.eq, w.fq = s.Backbone, nil, nil
 	}
-	if len(w.phiL) != len(w.phi) {
-		w.phiL = make([]float64, len(w.phi))
+	if w.eq == nil {
+		w.eq = entk.NewExactQuery(s.Backbone)
 	}
-	ktt := w.eq.ExactTo(w.phi, x)
+	dim := entk.ExactDim(s.Backbone)
+	w.phiQ, w.phiL = grow(w.phiQ, dim), grow(w.phiL, dim)
+	ktt := w.eq.ExactTo(w.phiQ, x)
 	in := s.Backbone.InDim()
 	for _, cd := range cs {
 		l := s.active[cd.i]
 		kll := w.eq.ExactTo(w.phiL, s.LandmarkX[l*in:(l+1)*in])
-		w.row[cd.i] = vec.Dot(w.phiL, w.phi)
+		w.row[cd.i] = vec.Dot(w.phiL, w.phiQ)
 		// CertifyTo's radius is ω·sqrt(V/δ_ℓ); V = err²·δ_ℓ makes it ω·err.
-		e := entk.ExactRowError(kll, ktt, len(w.phi))
+		e := entk.ExactRowError(kll, ktt, len(w.phiQ))
 		w.vbar[cd.i] = e * e * alloc.PerLandmark
 	}
 	return w.rk.CertifyTo(c, w.row, wt, w.vbar, k, alloc)

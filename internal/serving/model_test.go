@@ -15,6 +15,15 @@ import (
 	"github.com/cairnhq/cairn/entk"
 )
 
+// exactBudgets are the two exact representations of testModel's landmarks (m ≤ 20):
+// full rows (ExactDim = 233 float32s per landmark fit 1 GiB) and factored rows (46 per
+// landmark: 4 KiB holds 22 of them, full rows only 4).
+var exactBudgets = []struct {
+	name     string
+	bytes    int64
+	factored bool
+}{{"full", 1 << 30, false}, {"factored", 4 << 10, true}}
+
 // testModel is a served model of m landmarks of a seeded MLP with random coefficients.
 func testModel(t *testing.T, m int, exactBytes int64) (*Model, entk.Backbone) {
 	t.Helper()
@@ -45,66 +54,70 @@ func testModel(t *testing.T, m int, exactBytes int64) (*Model, entk.Backbone) {
 	return s, b
 }
 
-// TestAnswerExact: on the exact path every reported score is k*(x_ℓ, x)·ω_ℓ from full
-// Jacobians (entk.ExactKernel, the slow reference) within its radius, the radius is at
-// rounding level (float32 rows: relative 1e-6), and a certified top-K is the reference
-// top-K. A masked landmark never appears.
+// TestAnswerExact: on the exact path, with full rows and with factored rows, every
+// reported score is k*(x_ℓ, x)·ω_ℓ from full Jacobians (entk.ExactKernel, the slow
+// reference) within its radius, the radius is at rounding level (float32 rows: relative
+// 1e-6), and a certified top-K is the reference top-K. A masked landmark never appears.
 func TestAnswerExact(t *testing.T) {
-	s, b := testModel(t, 12, 1<<30)
-	if s.Exact == nil || s.Draw != nil {
-		t.Fatalf("exact rows %v, draw %v: want exact rows and no draw", s.Exact != nil, s.Draw != nil)
-	}
-	d := b.InDim()
-	x := []float64{0.3, -1, 0.5, 2, -0.7, 0.1}
-	ws := b.NewWorkspace()
-	check := func(s *Model) certify.Certificate {
-		t.Helper()
-		c, err := s.Answer(new(Workspace), x, 3, 0.05)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Entry.Index is the landmark's model row; masked rows score -Inf here.
-		ref := make([]float64, len(s.LandmarkIDs))
-		for l := range ref {
-			ref[l] = math.Inf(-1)
-		}
-		for _, l := range s.ActiveLandmarks() {
-			ref[l] = entk.ExactKernel(b, s.LandmarkX[l*d:(l+1)*d], x, ws) * s.Omega[l]
-		}
-		for _, e := range c.TopK {
-			if want := ref[e.Index]; math.Abs(e.Score-want) > e.Radius || e.Radius > 1e-6*math.Abs(want)+1e-12 {
-				t.Errorf("landmark %d: score %v, exact %v, radius %v", e.Index, e.Score, want, e.Radius)
+	for _, eb := range exactBudgets {
+		t.Run(eb.name, func(t *testing.T) {
+			s, b := testModel(t, 12, eb.bytes)
+			if s.Exact == nil || s.Draw != nil || s.Exact.Factored() != eb.factored {
+				t.Fatalf("exact rows %v, draw %v: want %s exact rows and no draw", s.Exact != nil, s.Draw != nil, eb.name)
 			}
-		}
-		if c.Verdict == certify.Certified {
-			top := make([]int, 3)
-			certify.TopKTo(top, ref)
-			got := make([]int, 0, len(c.TopK))
-			for _, e := range c.TopK {
-				got = append(got, e.Index)
+			d := b.InDim()
+			x := []float64{0.3, -1, 0.5, 2, -0.7, 0.1}
+			ws := b.NewWorkspace()
+			check := func(s *Model) certify.Certificate {
+				t.Helper()
+				c, err := s.Answer(new(Workspace), x, 3, 0.05)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Entry.Index is the landmark's model row; masked rows score -Inf here.
+				ref := make([]float64, len(s.LandmarkIDs))
+				for l := range ref {
+					ref[l] = math.Inf(-1)
+				}
+				for _, l := range s.ActiveLandmarks() {
+					ref[l] = entk.ExactKernel(b, s.LandmarkX[l*d:(l+1)*d], x, ws) * s.Omega[l]
+				}
+				for _, e := range c.TopK {
+					if want := ref[e.Index]; math.Abs(e.Score-want) > e.Radius || e.Radius > 1e-6*math.Abs(want)+1e-12 {
+						t.Errorf("landmark %d: score %v, exact %v, radius %v", e.Index, e.Score, want, e.Radius)
+					}
+				}
+				if c.Verdict == certify.Certified {
+					top := make([]int, 3)
+					certify.TopKTo(top, ref)
+					got := make([]int, 0, len(c.TopK))
+					for _, e := range c.TopK {
+						got = append(got, e.Index)
+					}
+					slices.Sort(top)
+					slices.Sort(got)
+					if !slices.Equal(got, top) {
+						t.Errorf("certified top-3 %v, exact top-3 %v", got, top)
+					}
+				}
+				return c
 			}
-			slices.Sort(top)
-			slices.Sort(got)
-			if !slices.Equal(got, top) {
-				t.Errorf("certified top-3 %v, exact top-3 %v", got, top)
+			c := check(s)
+			first := s.LandmarkIDs[c.TopK[0].Index]
+			sm := s.WithMask([]string{first})
+			if sm == s || sm.MaskedCount() != 2 || s.MaskedCount() != 0 {
+				t.Fatalf("WithMask(%q): masked %d (original %d), want a new model with both views masked", first, sm.MaskedCount(), s.MaskedCount())
 			}
-		}
-		return c
-	}
-	c := check(s)
-	first := s.LandmarkIDs[c.TopK[0].Index]
-	sm := s.WithMask([]string{first})
-	if sm == s || sm.MaskedCount() != 2 || s.MaskedCount() != 0 {
-		t.Fatalf("WithMask(%q): masked %d (original %d), want a new model with both views masked", first, sm.MaskedCount(), s.MaskedCount())
-	}
-	cm := check(sm)
-	for _, e := range cm.TopK {
-		if id := sm.LandmarkIDs[e.Index]; id == first || math.IsInf(e.Score, 0) {
-			t.Errorf("masked id %q is in the answer", id)
-		}
-	}
-	if s.WithMask([]string{"nope"}) != s {
-		t.Errorf("WithMask of no landmark made a new model")
+			cm := check(sm)
+			for _, e := range cm.TopK {
+				if id := sm.LandmarkIDs[e.Index]; id == first || math.IsInf(e.Score, 0) {
+					t.Errorf("masked id %q is in the answer", id)
+				}
+			}
+			if s.WithMask([]string{"nope"}) != s {
+				t.Errorf("WithMask of no landmark made a new model")
+			}
+		})
 	}
 }
 
@@ -157,9 +170,10 @@ func TestModelIDAndErrors(t *testing.T) {
 
 // TestAnswerBatch: AnswerBatch gives every query Answer's certificate, bit for bit (the
 // same scores, radii, verdict and indices), on the exact path (rows read once for the
-// batch) and on the sketched one, with a masked landmark and per-query k and δ.
+// batch, full and factored) and on the sketched one, with a masked landmark and
+// per-query k and δ.
 func TestAnswerBatch(t *testing.T) {
-	for _, exact := range []int64{1 << 30, 0} {
+	for _, exact := range []int64{exactBudgets[0].bytes, exactBudgets[1].bytes, 0} {
 		s, b := testModel(t, 13, exact)
 		s = s.WithMask([]string{"p01"})
 		r := rand.New(rand.NewPCG(4, 4))
@@ -185,12 +199,12 @@ func TestAnswerBatch(t *testing.T) {
 		for i, x := range xs {
 			want, werr := s.AnswerRanked(&w1, x, ks[i], deltas[i], rs[i])
 			if (errs[i] == nil) != (werr == nil) {
-				t.Fatalf("exact=%v query %d: batch error %v, single %v", exact > 0, i, errs[i], werr)
+				t.Fatalf("exact bytes %d query %d: batch error %v, single %v", exact, i, errs[i], werr)
 			}
 			gotJ, _ := json.Marshal(out[i])
 			wantJ, _ := json.Marshal(want)
 			if got, wantS := string(gotJ), string(wantJ); got != wantS {
-				t.Fatalf("exact=%v query %d:\nbatch  %s\nsingle %s", exact > 0, i, got, wantS)
+				t.Fatalf("exact bytes %d query %d:\nbatch  %s\nsingle %s", exact, i, got, wantS)
 			}
 		}
 	}

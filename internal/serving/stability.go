@@ -18,9 +18,9 @@ type Landmarks struct {
 // top-k landmarks by exact eNTK similarity k*(x_t, x_ℓ) under the served pool a and
 // under pool c, the pool a deployment with another model.seed selects from the same
 // points. A landmark id counts once (its best view). It returns false when either pool's
-// exact rows exceed budget bytes (entk.ExactDim float32s per landmark), when a pool has
-// no more than k distinct ids, or when qs is empty. The rows are computed on all cores
-// and dropped afterwards.
+// exact rows (full or factored, NewExactRows) exceed budget bytes, when a pool has no
+// more than k distinct ids, or when qs is empty. The rows are computed on all cores and
+// dropped afterwards.
 func ReseedJaccard(b entk.Backbone, a, c Landmarks, qs [][]float64, k int, budget int64) (float64, bool) {
 	if len(qs) == 0 || k < 1 || distinct(a.IDs) <= k || distinct(c.IDs) <= k {
 		return 0, false
@@ -30,14 +30,24 @@ func ReseedJaccard(b entk.Backbone, a, c Landmarks, qs [][]float64, k int, budge
 	if ra == nil || rc == nil {
 		return 0, false
 	}
-	eq := entk.NewExactQuery(b)
-	phi := make([]float64, ra.dim)
+	// One workspace serves both pools when their rows have the same representation (the
+	// same query row then fits both).
+	wa := new(Workspace)
+	ra.ready(wa, b)
+	wc := wa
+	if ra.Factored() != rc.Factored() {
+		wc = new(Workspace)
+		rc.ready(wc, b)
+	}
 	rowA, rowC := make([]float64, len(a.IDs)), make([]float64, len(c.IDs))
 	var sum float64
 	for _, x := range qs {
-		eq.ExactTo(phi, x)
-		entk.ExactRowTo(rowA, ra.lf, phi)
-		entk.ExactRowTo(rowC, rc.lf, phi)
+		ra.queryTo(wa, wa.phi, x)
+		if wc != wa {
+			rc.queryTo(wc, wc.phi, x)
+		}
+		ra.kernelRowTo(wa, rowA, wa.phi)
+		rc.kernelRowTo(wc, rowC, wc.phi)
 		ta, tc := topIDs(rowA, a.IDs, k), topIDs(rowC, c.IDs, k)
 		in := 0
 		for _, id := range ta {

@@ -1,0 +1,116 @@
+package serving
+
+import (
+	"sync"
+
+	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/vec"
+)
+
+// ExactRows are the landmarks' exact eNTK rows, in model row order, masked ones included
+// (their entries are computed and ignored), with the exact diagonals k*(x_ℓ, x_ℓ) from
+// the float64 rows. They are derived from the stored landmark inputs when a model is
+// installed, never stored, and come in one of two representations, both float32 and
+// both exact up to a stated rounding bound:
+//
+//   - full rows φ(x_ℓ) (entk.ExactTo; ExactDim floats each, 101 MB for the default
+//     convnet at M = 512), whenever M·ExactDim·4 bytes fit the budget: rows, radii
+//     (entk.ExactRowError) and answers exactly as before factored rows existed;
+//   - otherwise, for a dense backbone (mlp, resmlp), factored rows (entk.Factored: per
+//     Linear its input and its d output gradients; 16.7 MB for resmlp:108-128x3-8 at
+//     M = 512, where full rows would take 1.85 GB), radii entk.Factored.RowError.
+//
+// Everything that reads them goes through the methods below (a query's row, the kernel
+// row of one query or of a batch, an entry's radius, the Gram matrix), so answers,
+// AnswerBatch, the residual fraction and ReseedJaccard work with either.
+type ExactRows struct {
+	lf   []float32
+	diag []float64
+	dim  int
+	fac  *entk.Factored // nil: full rows
+	// g is the rows' Gram matrix for the residual fraction (explained.go), made once.
+	gramOnce sync.Once
+	g        []float64
+}
+
+// NewExactRows computes the exact rows of the m landmarks xs (m×D) on all cores: full
+// rows when m·ExactDim·4 bytes fit budget, else factored rows when the backbone has them
+// and m·Dim·4 bytes fit; otherwise (or when budget ≤ 0) it returns nil.
+func NewExactRows(b entk.Backbone, xs []float64, m int, budget int64) *ExactRows {
+	if budget <= 0 {
+		return nil
+	}
+	if e := entk.ExactDim(b); int64(m)*int64(e)*4 <= budget {
+		r := &ExactRows{lf: make([]float32, m*e), diag: make([]float64, m), dim: e}
+		entk.ExactBatch32To(r.lf, r.diag, b, xs, m)
+		return r
+	}
+	f, ok := entk.NewFactored(b)
+	if !ok || int64(m)*int64(f.Dim())*4 > budget {
+		return nil
+	}
+	r := &ExactRows{lf: make([]float32, m*f.Dim()), diag: make([]float64, m), dim: f.Dim(), fac: f}
+	f.Batch32To(r.lf, r.diag, xs, m)
+	return r
+}
+
+// Factored reports whether the rows are factored (entk.Factored) rather than full.
+func (r *ExactRows) Factored() bool { return r.fac != nil }
+
+// Bytes is the memory the rows take (float32 entries; the diagonals and the Gram matrix
+// are M and M² float64s more).
+func (r *ExactRows) Bytes() int64 { return int64(len(r.lf)) * 4 }
+
+// ready sets w up to compute query rows for r on backbone b: the exact Query (full rows)
+// or the FactoredQuery, made once per backbone, and w.phi of the rows' length.
+func (r *ExactRows) ready(w *Workspace, b entk.Backbone) {
+	if w.eb != b {
+		w.eb, w.eq, w.fq = b, nil, nil
+	}
+	if r.fac == nil && w.eq == nil {
+		w.eq = entk.NewExactQuery(b)
+	}
+	if r.fac != nil && w.fq == nil {
+		w.fq = r.fac.NewQuery()
+	}
+	w.phi = grow(w.phi, r.dim)
+}
+
+// queryTo writes the query's row (φ, or its factored row) into dst (len r.dim) and
+// returns k*(x, x); w must be ready for r.
+func (r *ExactRows) queryTo(w *Workspace, dst, x []float64) float64 {
+	if r.fac != nil {
+		return w.fq.RowTo(dst, x)
+	}
+	return w.eq.ExactTo(dst, x)
+}
+
+// kernelRowTo writes the exact kernel row of the query row phi against every landmark
+// into dst (len M).
+func (r *ExactRows) kernelRowTo(w *Workspace, dst, phi []float64) {
+	if r.fac != nil {
+		w.fq.KernelRowTo(dst, r.lf, phi)
+		return
+	}
+	entk.ExactRowTo(dst, r.lf, phi)
+}
+
+// kernelRowsTo writes the kernel rows of the query rows phis against the m landmarks into
+// dst (query-major), each bit for bit kernelRowTo's, reading the landmark rows once for
+// the batch.
+func (r *ExactRows) kernelRowsTo(w *Workspace, dst []float64, phis [][]float64, m int) {
+	if r.fac != nil {
+		w.fq.KernelRowsTo(dst, r.lf, phis, m)
+		return
+	}
+	w.lanes = vec.Dots32BatchTo(dst, phis, r.lf, r.dim, r.dim, m, w.lanes)
+}
+
+// rowError bounds the rounding error of a kernel row's entry for landmark l and a query
+// of exact diagonal ktt.
+func (r *ExactRows) rowError(l int, ktt float64) float64 {
+	if r.fac != nil {
+		return r.fac.RowError(r.diag[l], ktt)
+	}
+	return entk.ExactRowError(r.diag[l], ktt, r.dim)
+}
