@@ -105,8 +105,12 @@ func exportStored(f *pipeline.Features, st *storage.Store, version uint64) (serv
 	if err != nil {
 		return serving.ModelExport{}, err
 	}
-	return serving.NewExport(m.Version, rm.Meta.ID, f.Backbone().Arch(), f.Source(), rm.Meta.KernelScale,
+	e, err := serving.NewExport(m.Version, rm.Meta.ID, f.Backbone().Arch(), f.Source(), rm.Meta.KernelScale,
 		m.Landmarks, rm.Views, rm.Xs, rm.Missing, rm.Omega)
+	if err == nil {
+		e.WithEncoder(rm.A, m.B.Data, rm.Missing)
+	}
+	return e, err
 }
 
 // ModelExport is the exported form of a model version (serving.ModelExport).

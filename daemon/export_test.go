@@ -236,6 +236,9 @@ func TestModelExportRecomputesAnswers(t *testing.T) {
 				t.Errorf("runner-up: the answer has %s/%s, the recomputed scores %s/%s", extra.RunnerUp.ID, extra.RunnerUp.View, ru.ID, ru.View)
 			}
 			t.Logf("%s: %d landmarks recomputed, verdict %s", a.VarianceModel, len(ex.Landmarks), a.Verdict)
+			if a.VarianceModel == certify.VarianceExactKernel {
+				checkRepresenterFromExport(t, r, ex, x, set.D)
+			}
 
 			// ?model=V of the serving version is the same export; bad and unknown versions.
 			if code, b2 := httpGet(t, r.d.HTTPAddr(), "/model?model="+strconv.FormatUint(ex.Model, 10)); code != http.StatusOK || string(b2) != string(body) {
@@ -399,4 +402,52 @@ func countID(ex serving.ModelExport, id string) int {
 		}
 	}
 	return n
+}
+
+// checkRepresenterFromExport asks a representer answer for x and recomputes its scores
+// from the export alone: z = bias + kernel_scale·Σ_ℓ k*(x_ℓ, x)·coefficients_ℓ and
+// score_ℓ = k*(x_ℓ, x)·kernel_scale·⟨coefficients_ℓ, z/‖z‖⟩, each within its radius.
+func checkRepresenterFromExport(t *testing.T, r *running, ex serving.ModelExport, x []float64, dim int) {
+	t.Helper()
+	tp := r.d.cfg.Kafka.Topics
+	produceMsgs(t, r.d.Brokers(), []stream.Message{
+		queryMsg(t, tp.Queries, stream.QueryEvent{Request: "q-rep", X: x, K: 5, Score: string(certify.Representer)}, dim)})
+	var a stream.Attribution
+	waitFor(t, "the representer answer", 30*time.Second, func() bool {
+		var ok bool
+		a, ok = keyed[stream.Attribution](t, r, tp.Attributions)["q-rep"]
+		return ok
+	})
+	if a.Score != string(certify.Representer) || len(ex.Bias) == 0 {
+		t.Fatalf("answer score %q, export bias %d values", a.Score, len(ex.Bias))
+	}
+	b := exportBackbone(t, ex)
+	ws := b.NewWorkspace()
+	ks := make([]float64, len(ex.Landmarks))
+	z := slices.Clone(ex.Bias)
+	for i, l := range ex.Landmarks {
+		ks[i] = entk.ExactKernel(b, l.X, x, ws)
+		for j, c := range l.Coefficients {
+			z[j] += ex.KernelScale * ks[i] * c
+		}
+	}
+	var zn float64
+	for _, v := range z {
+		zn += v * v
+	}
+	zn = math.Sqrt(zn)
+	for _, e := range a.TopK {
+		for i, l := range ex.Landmarks {
+			if l.ID != e.ID || l.View != e.View {
+				continue
+			}
+			var dot float64
+			for j, c := range l.Coefficients {
+				dot += c * z[j]
+			}
+			if want := ks[i] * ex.KernelScale * dot / zn; math.Abs(want-e.Score) > e.Radius {
+				t.Errorf("representer %s/%s: export gives %v, the answer %v ± %v", e.ID, e.View, want, e.Score, e.Radius)
+			}
+		}
+	}
 }

@@ -3,6 +3,8 @@ package serving
 import (
 	"fmt"
 
+	"gonum.org/v1/gonum/mat"
+
 	"github.com/cairnhq/cairn/entk/weights"
 )
 
@@ -14,6 +16,10 @@ type ExportedLandmark struct {
 	View  string    `json:"view"`
 	X     []float64 `json:"x"`
 	Omega float64   `json:"omega"`
+	// Coefficients is the landmark's row Ã_ℓ of the fitted encoder (fit's kernel units:
+	// the latent is z(x) = bias + kernel_scale·Σ_ℓ k(x, x_ℓ)·Ã_ℓ), what a representer
+	// answer needs besides x and the kernel.
+	Coefficients []float64 `json:"coefficients,omitempty"`
 }
 
 // ModelExport is a model version as GET /model and `cairnctl model export` print it:
@@ -32,14 +38,31 @@ type ModelExport struct {
 	KernelScale   float64            `json:"kernel_scale"`
 	Score         string             `json:"score"`
 	Landmarks     []ExportedLandmark `json:"landmarks"`
+	// Bias is the encoder's b (see ExportedLandmark.Coefficients).
+	Bias []float64 `json:"bias,omitempty"`
+}
+
+// WithEncoder adds the fitted encoder to e: each listed landmark's row of a (M×k, model
+// row order, masked rows skipped as NewExport skips them) and the bias b, so that a
+// representer answer is recomputable from the export. The rows are copied.
+func (e *ModelExport) WithEncoder(a *mat.Dense, b []float64, masked []bool) {
+	j := 0
+	for l, m := range masked {
+		if m {
+			continue
+		}
+		e.Landmarks[j].Coefficients = append([]float64(nil), a.RawRowView(l)...)
+		j++
+	}
+	e.Bias = append([]float64(nil), b...)
 }
 
 // scoreFormula says in words how an answer's scores follow from the export (serving.go
 // answer and refineCrossing; refit.go fitSnapshot for ω and kernel_scale).
 const scoreFormula = "an answer's score names its ranking: entk: score(ℓ, t) = k(x_ℓ, x_t); " +
-	"displacement: score(ℓ, t) = k(x_ℓ, x_t) · omega_ℓ; representer: k(x_ℓ, x_t)·<A_ℓ, z/|z|> with the " +
-	"fitted coefficients A and the latent z, which this export does not carry, so a representer answer " +
-	"is not recomputable from it alone. Over the landmarks listed, x_ℓ being the " +
+	"displacement: score(ℓ, t) = k(x_ℓ, x_t) · omega_ℓ; representer: score(ℓ, t) = k(x_ℓ, x_t) · " +
+	"kernel_scale · <coefficients_ℓ, z/|z|>, z = bias + kernel_scale · Σ_ℓ k(x_ℓ, x_t) · coefficients_ℓ. " +
+	"Over the landmarks listed, x_ℓ being the " +
 	"landmark's x and x_t the query's input (a query by id uses the stored point's raw input). " +
 	"k is the kernel named by the answer's variance_model: exact_kernel: the exact empirical NTK " +
 	"k*(x, y) = tr(J_x J_yᵀ)/d of the backbone (arch, weights; J_x the d×P Jacobian of the d outputs " +

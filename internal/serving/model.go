@@ -478,10 +478,10 @@ func (s *Model) finish(w *Workspace, c *certify.Certificate, k int, alloc certif
 
 // AnswerBatch answers every query of a batch, out[i] and errs[i] being what
 // Answer(w, xs[i], ks[i], deltas[i]) returns, bit for bit. On the exact path the
-// landmarks' exact rows are read once for the whole batch (vec.Dots32BatchTo) instead
-// of once per query (full rows: vec.Dots32BatchTo; factored rows: once per segment),
-// which is what bounds a query's cost by memory bandwidth; the sketched path answers one
-// query after the other. out and errs have len(xs) entries.
+// landmarks' exact rows are read once for the whole batch instead of once per query
+// (vec.Dots32BatchTo over full rows, or over each segment of factored rows), which is
+// what bounds a query's cost by memory bandwidth; the sketched path answers one query
+// after the other. out and errs have len(xs) entries.
 func (s *Model) AnswerBatch(w *Workspace, out []certify.Certificate, errs []error, xs [][]float64, ks []int, deltas []float64, rs []certify.Ranking) {
 	if s.Exact == nil || len(xs) < 2 {
 		for i, x := range xs {
@@ -649,7 +649,11 @@ func (s *Model) Input() Input {
 // Export is the export of the serving model with its current mask (NewExport), its
 // weights named by src.
 func (s *Model) Export(src weights.Source) (ModelExport, error) {
-	return NewExport(s.Version, s.ID, s.Backbone.Arch(), src, s.Scale, s.LandmarkIDs, s.Views, s.LandmarkX, s.masked, s.Omega)
+	e, err := NewExport(s.Version, s.ID, s.Backbone.Arch(), src, s.Scale, s.LandmarkIDs, s.Views, s.LandmarkX, s.masked, s.Omega)
+	if err == nil && s.enc.A != nil {
+		e.WithEncoder(s.enc.A, s.enc.B, s.masked)
+	}
+	return e, err
 }
 
 // MaskedIDs returns the ids of s's masked landmarks, in model row order (an id that is
