@@ -37,6 +37,12 @@ type certStats struct {
 	// checked).
 	OtherModel    int            `json:"other_model"`
 	VarianceModel map[string]int `json:"variance_model"`
+	// Verdicts counts every verdict; Stable the answers whose stability met the target;
+	// StabilityMean the mean of the known stabilities; Scores the rankings answered.
+	Verdicts      map[string]int `json:"verdicts"`
+	Stable        int            `json:"stable"`
+	StabilityMean float64        `json:"stability_mean"`
+	Scores        map[string]int `json:"scores"`
 }
 
 // benchModel reads the served model through GET /model, as `cairnctl model export
@@ -54,15 +60,27 @@ func benchModel(ctx context.Context, addr string) (*daemon.ModelExport, error) {
 }
 
 // checkAnswers compares each attribution (answers[i] for query xs[i]) with the exact
-// top-K of k*(x_ℓ, x_t)·ω_ℓ over the exported model's landmarks, with k* = tr(J_ℓ J_tᵀ)/d
-// from full Jacobians, on all cores.
+// top-K of its ranking over the exported model's landmarks (entk: k*(x_ℓ, x_t);
+// displacement: k*·ω_ℓ; representer: k*·⟨Ã_ℓ, ẑ⟩ from the export's coefficients), with
+// k* = tr(J_ℓ J_tᵀ)/d from full Jacobians, on all cores.
 func checkAnswers(b entk.Backbone, m *daemon.ModelExport, answers []stream.Attribution, xs [][]float64) (certStats, error) {
-	st := certStats{VarianceModel: map[string]int{}}
+	st := certStats{VarianceModel: map[string]int{}, Verdicts: map[string]int{}, Scores: map[string]int{}}
 	d, p := b.OutDim(), b.NumParams()
 	var idx []int
+	var stab float64
+	var known int
 	for i, a := range answers {
 		st.Answers++
 		st.VarianceModel[a.VarianceModel]++
+		st.Verdicts[a.Verdict]++
+		st.Scores[a.Score]++
+		if a.Stable {
+			st.Stable++
+		}
+		if a.Stability != nil {
+			stab += *a.Stability
+			known++
+		}
 		if a.Verdict == string(certify.Certified) {
 			st.Certified++
 		}
@@ -74,6 +92,9 @@ func checkAnswers(b entk.Backbone, m *daemon.ModelExport, answers []stream.Attri
 	}
 	if st.Answers > 0 {
 		st.CertifiedRate = float64(st.Certified) / float64(st.Answers)
+	}
+	if known > 0 {
+		st.StabilityMean = stab / float64(known)
 	}
 	L := len(m.Landmarks)
 	if L < 2 || len(idx) == 0 {
@@ -97,7 +118,7 @@ func checkAnswers(b entk.Backbone, m *daemon.ModelExport, answers []stream.Attri
 			for l := w; l < L; l += workers {
 				entk.JacobianTo(jl, b, m.Landmarks[l].X, ws)
 				for j := range idx {
-					scores[j*L+l] = floats.Dot(jl, jq[j*d*p:(j+1)*d*p]) / float64(d) * m.Landmarks[l].Omega
+					scores[j*L+l] = floats.Dot(jl, jq[j*d*p:(j+1)*d*p]) / float64(d)
 				}
 			}
 		}()
@@ -108,7 +129,7 @@ func checkAnswers(b entk.Backbone, m *daemon.ModelExport, answers []stream.Attri
 		a := answers[i]
 		k := len(a.TopK)
 		top := make([]int, k)
-		certify.TopKTo(top, scores[j*L:(j+1)*L])
+		certify.TopKTo(top, rankingScores(m, certify.Ranking(a.Score), scores[j*L:(j+1)*L]))
 		want := make([]string, k)
 		for r, l := range top {
 			want[r] = m.Landmarks[l].ID + "/" + m.Landmarks[l].View
@@ -129,6 +150,29 @@ func checkAnswers(b entk.Backbone, m *daemon.ModelExport, answers []stream.Attri
 	}
 	st.TopKExactRate = float64(agree) / float64(len(idx))
 	return st, nil
+}
+
+// rankingScores turns one query's exact kernel row over the export's landmarks into the
+// scores of ranking r, from the export alone (its ω, coefficients and bias); the row is
+// not modified.
+func rankingScores(m *daemon.ModelExport, r certify.Ranking, row []float64) []float64 {
+	out := slices.Clone(row)
+	switch r {
+	case certify.Displacement:
+		for l := range out {
+			out[l] *= m.Landmarks[l].Omega
+		}
+	case certify.Representer:
+		z := slices.Clone(m.Bias)
+		for l, k := range row {
+			floats.AddScaled(z, m.KernelScale*k, m.Landmarks[l].Coefficients)
+		}
+		zn := floats.Norm(z, 2)
+		for l, k := range row {
+			out[l] = k * m.KernelScale * floats.Dot(m.Landmarks[l].Coefficients, z) / zn
+		}
+	}
+	return out
 }
 
 // loadStats is an open-loop query load: queries written at a fixed rate whatever the
