@@ -58,8 +58,8 @@
 // is retried with a wait doubling from RetryMin to RetryMax, the entries stay in the
 // outbox and go out in order when the fault clears, and Publisher.State reports the
 // failure meanwhile (for readiness and metrics). stream defines
-// its own OutboxEntry; storage.OutboxEntry has identical fields and
-// converts with stream.OutboxEntry(e).
+// its own OutboxEntry; storage.OutboxEntry has its fields but Headers (record
+// headers, which the store does not keep), so an adapter copies the other four.
 //
 // EndOffsets reports a topic's high watermarks (the offset the next message of each
 // partition will get): the daemon's consumer lag and clients that want only messages

@@ -32,7 +32,7 @@ func (a *outboxAdapter) Pending(limit int) ([]stream.OutboxEntry, error) {
 	}
 	out := make([]stream.OutboxEntry, len(es))
 	for i, e := range es {
-		out[i] = stream.OutboxEntry(e)
+		out[i] = stream.OutboxEntry{Seq: e.Seq, Topic: e.Topic, Key: e.Key, Value: e.Value}
 	}
 	return out, nil
 }

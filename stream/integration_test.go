@@ -163,6 +163,57 @@ func TestProduceConsumeInOrder(t *testing.T) {
 	}
 }
 
+// TestHeaders: record headers written with a message (a tombstone's included) come back
+// with it from the Reader and from the Writer's OnWritten, in order; a message without
+// headers reads back with none.
+func TestHeaders(t *testing.T) {
+	const topic = "t.headers"
+	b := startBroker(t, 1, topic)
+	var (
+		mu      sync.Mutex
+		written []Message
+	)
+	w := newTestWriter(t, b.Addr(), func(c *WriterConfig) {
+		c.OnWritten = func(ms []Message) { mu.Lock(); written = append(written, ms...); mu.Unlock() }
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hs := []Header{{Key: "cairn_version", Value: []byte("17")}, {Key: "b", Value: nil}}
+	in := []Message{
+		{Topic: topic, Key: []byte("a"), Value: []byte("v"), Headers: hs},
+		{Topic: topic, Key: []byte("a"), Headers: hs[:1]},
+		{Topic: topic, Key: []byte("c"), Value: []byte("w")},
+	}
+	if err := w.Write(ctx, in...); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReader(ReaderConfig{Kafka: Config{Brokers: []string{b.Addr()}}, Topics: []string{topic}, Start: storedOffsets{}.start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := runReader(t, r, newCollector(len(in)), 15*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	for name, ms := range map[string][]Message{"read": got, "written": written} {
+		if len(ms) != len(in) {
+			t.Fatalf("%s %d messages, want %d", name, len(ms), len(in))
+		}
+		for i, m := range ms {
+			if len(m.Headers) != len(in[i].Headers) {
+				t.Fatalf("%s message %d: headers %+v, want %+v", name, i, m.Headers, in[i].Headers)
+			}
+			for j, h := range m.Headers {
+				if h.Key != in[i].Headers[j].Key || string(h.Value) != string(in[i].Headers[j].Value) {
+					t.Errorf("%s message %d header %d = %q: %q, want %q: %q", name, i, j, h.Key, h.Value, in[i].Headers[j].Key, in[i].Headers[j].Value)
+				}
+			}
+		}
+		if v, ok := ms[1].Header("cairn_version"); !ok || string(v) != "17" || ms[1].Value != nil {
+			t.Errorf("%s tombstone: header %q %v, value %q; want 17 and a null value", name, v, ok, ms[1].Value)
+		}
+	}
+}
+
 // TestReaderResumesAfterStoredOffset stops a reader part-way, records the
 // last offset handled per partition as the daemon would, and checks that a
 // new reader delivers exactly the rest: nothing twice, nothing lost.

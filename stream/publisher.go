@@ -10,12 +10,14 @@ import (
 )
 
 // OutboxEntry is one output event waiting in the caller's outbox. Seq is
-// the outbox's own sequence number, increasing in commit order.
+// the outbox's own sequence number, increasing in commit order. Headers go out with
+// the record (nil: none).
 type OutboxEntry struct {
-	Seq   uint64
-	Topic string
-	Key   []byte
-	Value []byte
+	Seq     uint64
+	Topic   string
+	Key     []byte
+	Value   []byte
+	Headers []Header
 }
 
 // Outbox is what the Publisher needs from the store that holds output
@@ -25,9 +27,9 @@ type OutboxEntry struct {
 // Publisher's goroutine only.
 //
 // stream declares its own OutboxEntry rather than importing storage (stream
-// knows nothing of bbolt). storage.OutboxEntry has the same fields, so the
-// daemon adapts a *storage.Store with a plain struct conversion,
-// stream.OutboxEntry(e), per entry (see outboxAdapter in the end-to-end test).
+// knows nothing of bbolt). storage.OutboxEntry has the same fields but Headers, so
+// an adapter of a *storage.Store copies Seq, Topic, Key and Value per entry (see
+// outboxAdapter in the end-to-end test).
 type Outbox interface {
 	Pending(limit int) ([]OutboxEntry, error)
 	Ack(seqs ...uint64) error
@@ -213,7 +215,7 @@ func (p *Publisher) Drain(ctx context.Context) (int, error) {
 	msgs := make([]Message, len(entries))
 	seqs := make([]uint64, len(entries))
 	for i, e := range entries {
-		msgs[i] = Message{Topic: e.Topic, Key: e.Key, Value: e.Value}
+		msgs[i] = Message{Topic: e.Topic, Key: e.Key, Value: e.Value, Headers: e.Headers}
 		seqs[i] = e.Seq
 	}
 	for _, group := range p.fenced(msgs) {

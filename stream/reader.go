@@ -224,7 +224,8 @@ func (r *Reader) fetch(ctx context.Context, kr *kafka.Reader, p part, ch chan<- 
 			}
 			continue
 		}
-		m := Message{Topic: km.Topic, Partition: km.Partition, Offset: km.Offset, Key: km.Key, Value: km.Value, Time: km.Time}
+		m := Message{Topic: km.Topic, Partition: km.Partition, Offset: km.Offset, Key: km.Key, Value: km.Value, Time: km.Time,
+			Headers: fromKafka(km.Headers)}
 		select {
 		case ch <- m:
 		case <-ctx.Done():

@@ -19,6 +19,47 @@ type Message struct {
 	Key       []byte
 	Value     []byte
 	Time      time.Time
+	// Headers are the record's headers, in order (nil: none).
+	Headers []Header
+}
+
+// Header is one record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Header returns the value of the first header named key and whether there is one.
+func (m Message) Header(key string) ([]byte, bool) {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return h.Value, true
+		}
+	}
+	return nil, false
+}
+
+// toKafka and fromKafka convert headers; nil stays nil.
+func toKafka(hs []Header) []kafka.Header {
+	if hs == nil {
+		return nil
+	}
+	out := make([]kafka.Header, len(hs))
+	for i, h := range hs {
+		out[i] = kafka.Header{Key: h.Key, Value: h.Value}
+	}
+	return out
+}
+
+func fromKafka(hs []kafka.Header) []Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]Header, len(hs))
+	for i, h := range hs {
+		out[i] = Header{Key: h.Key, Value: h.Value}
+	}
+	return out
 }
 
 // WriterConfig configures a Writer.
@@ -135,7 +176,8 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 			}
 			out := make([]Message, len(ms))
 			for i, m := range ms {
-				out[i] = Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value, Time: m.Time}
+				out[i] = Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value, Time: m.Time,
+					Headers: fromKafka(m.Headers)}
 			}
 			on(out)
 		}
@@ -158,7 +200,7 @@ func (w *Writer) Write(ctx context.Context, msgs ...Message) error {
 		if m.Topic == "" {
 			return fmt.Errorf("stream: write message %d: empty topic", i)
 		}
-		pending[i] = kafka.Message{Topic: m.Topic, Key: m.Key, Value: m.Value}
+		pending[i] = kafka.Message{Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: toKafka(m.Headers)}
 	}
 	backoff := w.cfg.BackoffMin
 	var lastErr error

@@ -46,7 +46,7 @@ func (o *Outbox) Pending(limit int) ([]stream.OutboxEntry, error) {
 	clear(o.keys)
 	out := make([]stream.OutboxEntry, len(es))
 	for i, e := range es {
-		out[i] = stream.OutboxEntry(e)
+		out[i] = stream.OutboxEntry{Seq: e.Seq, Topic: e.Topic, Key: e.Key, Value: e.Value}
 		if e.Topic == o.train && len(e.Value) == 0 {
 			out[i].Value = nil
 			o.keys[e.Seq] = e.Key
