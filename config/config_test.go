@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -123,6 +124,9 @@ func TestValidateTable(t *testing.T) {
 		{"arch", func(c *Config) { c.Model.Arch = "" }, "model.arch"},
 		{"pool m", func(c *Config) { c.Pool.M = 0 }, "pool.m"},
 		{"stale fraction", func(c *Config) { c.Pool.SyncStaleFraction = 0 }, "pool.sync_stale_fraction"},
+		{"tolerance 1", func(c *Config) { c.Pool.Tolerance = 1 }, "pool.tolerance"},
+		{"tolerance negative", func(c *Config) { c.Pool.Tolerance = -0.1 }, "pool.tolerance"},
+		{"tolerance NaN", func(c *Config) { c.Pool.Tolerance = math.NaN() }, "pool.tolerance"},
 		{"fit k", func(c *Config) { c.Fit.K = 0 }, "fit.k"},
 		{"fit epochs", func(c *Config) { c.Fit.Epochs = 0 }, "fit.epochs"},
 		{"fit patience", func(c *Config) { c.Fit.Patience = 0 }, "fit.patience"},
@@ -337,6 +341,34 @@ func TestPoolNormalize(t *testing.T) {
 		c, err := Load(tc.path, tc.environ)
 		if err != nil || c.Pool.Normalize != tc.want {
 			t.Errorf("Load(%q, %v): normalize %v, %v; want %v", tc.path, tc.environ, c.Pool.Normalize, err, tc.want)
+		}
+	}
+}
+
+// TestPoolTolerance: pool.tolerance defaults to 0.6 and is set by the YAML key under
+// pool and by CAIRN_POOL_TOLERANCE, which wins over the file; 0 (the exact argmax) is
+// valid.
+func TestPoolTolerance(t *testing.T) {
+	if got := Default().Pool.Tolerance; got != 0.6 {
+		t.Fatalf("Default().Pool.Tolerance = %v, want 0.6", got)
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("pool:\n  tolerance: 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path    string
+		environ []string
+		want    float64
+	}{
+		{"", nil, 0.6},
+		{path, nil, 0},
+		{"", []string{"CAIRN_POOL_TOLERANCE=0.25"}, 0.25},
+		{path, []string{"CAIRN_POOL_TOLERANCE=0.5"}, 0.5},
+	} {
+		c, err := Load(tc.path, tc.environ)
+		if err != nil || c.Pool.Tolerance != tc.want {
+			t.Errorf("Load(%q, %v): tolerance %v, %v; want %v", tc.path, tc.environ, c.Pool.Tolerance, err, tc.want)
 		}
 	}
 }

@@ -11,21 +11,26 @@ import (
 const PairRecordLen = 32
 
 // stateFixedLen is the length of the core encoding of a State without landmarks,
-// factor or top-up keys: Version and Config (configLen bytes), the five counts, Greedy,
-// M and StaleFrom, Threshold and the four running sums, and the three booleans.
-const stateFixedLen = configLen + 5*4 + 3*8 + 5*8 + 3
+// step maxima, factor or top-up keys: Version and Config (configLen bytes), the seven
+// counts, Greedy, M and StaleFrom, Threshold and the four running sums, and the three
+// booleans.
+const stateFixedLen = configLen + 7*4 + 3*8 + 5*8 + 3
 
 // configLen is the length of Version and Config at the front of a state: 81 bytes up to
-// Config.SLQ.Power, then Config.Normalize's byte. The earlier layouts stop at 81.
-const configLen = 82
+// Config.SLQ.Power, Config.Normalize's byte, then Config.Tolerance's 8. The earlier
+// layouts stop at 82 and 81.
+const configLen = 90
 
-// layout is one of the binary layouts of State: the current core (normalize: with
-// Config.Normalize), the core before Config.Normalize (the daemon's pool schema 3), and
-// the one before that, which also held Points after Config (schema 2).
-type layout struct{ points, normalize bool }
+// layout is one of the binary layouts of State: the current core (tolerance: with
+// Config.Tolerance, StepMax and StepMaxIDs; normalize: with Config.Normalize), the core
+// before tolerant pivoting (the daemon's pool schema 4), the core before
+// Config.Normalize (schema 3), and the one before that, which also held Points after
+// Config (schema 2).
+type layout struct{ points, normalize, tolerance bool }
 
 var (
-	layoutCore        = layout{normalize: true}
+	layoutCore        = layout{normalize: true, tolerance: true}
+	layoutNoTolerance = layout{normalize: true}
 	layoutNoNormalize = layout{}
 	layoutWithPoints  = layout{points: true}
 )
@@ -39,17 +44,25 @@ func (s *State) AppendBinary(b []byte) ([]byte, error) {
 	return s.appendBinary(b, layoutCore), nil
 }
 
-// appendBinary writes the core of s in layout l: without Config.Normalize's byte unless
-// l.normalize, and with Points between Config and Landmarks when l.points (the earlier
-// layouts DecodeStateWithoutNormalize and DecodeStateWithPoints read; tests write them).
-// Writing a state with Normalize set in a layout without it is a programmer error.
+// appendBinary writes the core of s in layout l: without Config.Tolerance, StepMax and
+// StepMaxIDs unless l.tolerance, without Config.Normalize's byte unless l.normalize, and
+// with Points between Config and Landmarks when l.points (the earlier layouts
+// DecodeStateWithoutTolerance, DecodeStateWithoutNormalize and DecodeStateWithPoints
+// read; tests write them). Writing a state with a field set in a layout without it is
+// a programmer error.
 func (s *State) appendBinary(b []byte, l layout) []byte {
 	if s.Config.Normalize && !l.normalize {
 		panic("coreset: appendBinary: Config.Normalize in a layout without it")
 	}
+	if (s.Config.Tolerance != 0 || len(s.StepMax) != 0 || len(s.StepMaxIDs) != 0) && !l.tolerance {
+		panic("coreset: appendBinary: Config.Tolerance or StepMax in a layout without them")
+	}
 	points := l.points
-	n := stateFixedLen + 8*(len(s.PivotValues)+len(s.Factor)+len(s.Gram)+len(s.TopUpKeys))
+	n := stateFixedLen + 8*(len(s.PivotValues)+len(s.StepMax)+len(s.Factor)+len(s.Gram)+len(s.TopUpKeys))
 	for _, id := range s.Landmarks {
+		n += 4 + len(id)
+	}
+	for _, id := range s.StepMaxIDs {
 		n += 4 + len(id)
 	}
 	if points {
@@ -74,6 +87,9 @@ func (s *State) appendBinary(b []byte, l layout) []byte {
 	if l.normalize {
 		b = binenc.AppendBool(b, c.Normalize)
 	}
+	if l.tolerance {
+		b = binenc.AppendF64(b, c.Tolerance)
+	}
 	if points {
 		b = binenc.AppendU32(b, uint32(len(s.Points)))
 		for _, p := range s.Points {
@@ -85,6 +101,10 @@ func (s *State) appendBinary(b []byte, l layout) []byte {
 	b = binenc.AppendStrings(b, s.Landmarks)
 	b = binenc.AppendI64(b, int64(s.Greedy))
 	b = binenc.AppendFloats(b, s.PivotValues)
+	if l.tolerance {
+		b = binenc.AppendFloats(b, s.StepMax)
+		b = binenc.AppendStrings(b, s.StepMaxIDs)
+	}
 	b = binenc.AppendFloats(b, s.Factor)
 	b = binenc.AppendFloats(b, s.Gram)
 	b = binenc.AppendU64s(b, s.TopUpKeys)
@@ -110,9 +130,19 @@ func DecodeState(b []byte) (s State, rest []byte, err error) {
 	return decodeState(b, layoutCore)
 }
 
-// DecodeStateWithoutNormalize decodes the earlier core layout, written before
-// Config.Normalize existed: the current one without that field's byte (after
-// Config.SLQ.Power). It is what the daemon's pool schema 3 held per view
+// DecodeStateWithoutTolerance decodes the core layout written before tolerant pivoting:
+// the current one without Config.Tolerance (after Config.Normalize), StepMax and
+// StepMaxIDs (after PivotValues). It is what the daemon's pool schema 4 held per view
+// (storage/FORMAT.md); it is read so that such stores still open, and nothing writes it.
+// Tolerance reads as 0 (those pools took the exact argmax) and StepMax and StepMaxIDs
+// as nil, which Restore fills in from the pivots' keys.
+func DecodeStateWithoutTolerance(b []byte) (s State, rest []byte, err error) {
+	return decodeState(b, layoutNoTolerance)
+}
+
+// DecodeStateWithoutNormalize decodes the layout before that, written before
+// Config.Normalize existed: DecodeStateWithoutTolerance's without that field's byte
+// (after Config.SLQ.Power). It is what the daemon's pool schema 3 held per view
 // (storage/FORMAT.md); it is read so that such stores still open, and nothing writes it.
 // Normalize reads as false: those pools pivoted on raw residuals.
 func DecodeStateWithoutNormalize(b []byte) (s State, rest []byte, err error) {
@@ -147,6 +177,9 @@ func decodeState(b []byte, l layout) (State, []byte, error) {
 	if l.normalize {
 		c.Normalize = r.Bool("Config.Normalize")
 	}
+	if l.tolerance {
+		c.Tolerance = r.F64("Config.Tolerance")
+	}
 	if l.points {
 		// Each point takes at least its id's length and two f64s.
 		s.Points = make([]PointState, r.Count(4+16, "Points"))
@@ -157,6 +190,10 @@ func decodeState(b []byte, l layout) (State, []byte, error) {
 	s.Landmarks = r.Strings("Landmarks")
 	s.Greedy = r.Int("Greedy")
 	s.PivotValues = r.Floats("PivotValues")
+	if l.tolerance {
+		s.StepMax = r.Floats("StepMax")
+		s.StepMaxIDs = r.Strings("StepMaxIDs")
+	}
 	s.Factor = r.Floats("Factor")
 	s.Gram = r.Floats("Gram")
 	s.TopUpKeys = r.U64s("TopUpKeys")

@@ -16,12 +16,18 @@ import (
 // binaryPool returns a pool over n points, synced, then with one landmark deleted, so
 // that its state is inexact and stale, has top-up landmarks (budget beyond the rank of
 // the generator) and every State field carries a non-default value.
-func binaryPool(t testing.TB, n int) *Pool { return binaryPoolNormalize(t, n, true) }
+func binaryPool(t testing.TB, n int) *Pool { return binaryPoolRule(t, n, true, 0.6) }
 
-// binaryPoolNormalize is binaryPool with Config.Normalize set to normalize.
+// binaryPoolNormalize is binaryPool with Config.Normalize set to normalize and the exact
+// argmax (Tolerance 0).
 func binaryPoolNormalize(t testing.TB, n int, normalize bool) *Pool {
+	return binaryPoolRule(t, n, normalize, 0)
+}
+
+// binaryPoolRule is binaryPool with Config.Normalize and Config.Tolerance set.
+func binaryPoolRule(t testing.TB, n int, normalize bool, tolerance float64) *Pool {
 	t.Helper()
-	cfg := Config{Dim: 6, Budget: LandmarkBudget{M: 8}, TopUp: true, Seed: 3, SLQ: SLQOptions{Probes: 4, Steps: 5, Deflate: -1, Power: 1}, Normalize: normalize}
+	cfg := Config{Dim: 6, Budget: LandmarkBudget{M: 8}, TopUp: true, Seed: 3, SLQ: SLQOptions{Probes: 4, Steps: 5, Deflate: -1, Power: 1}, Normalize: normalize, Tolerance: tolerance}
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -51,8 +57,8 @@ func binaryPoolNormalize(t testing.TB, n int, normalize bool) *Pool {
 // in the daemon, storage/FORMAT.md) and a line in appendBinary and decodeState.
 func TestStateFields(t *testing.T) {
 	for typ, want := range map[reflect.Type]int{
-		reflect.TypeFor[State]():          20,
-		reflect.TypeFor[Config]():         7,
+		reflect.TypeFor[State]():          22,
+		reflect.TypeFor[Config]():         8,
 		reflect.TypeFor[LandmarkBudget](): 2,
 		reflect.TypeFor[SLQOptions]():     4,
 		reflect.TypeFor[PointState]():     3,
@@ -68,9 +74,10 @@ func TestStateFields(t *testing.T) {
 func TestStateLayout(t *testing.T) {
 	s := State{
 		Version: 1,
-		Config:  Config{Dim: 2, Budget: LandmarkBudget{M: 3}, Tol: 0.5, TopUp: true, Seed: 7, SLQ: SLQOptions{Probes: 1, Steps: 2, Deflate: 3, Power: 4}, Normalize: true},
+		Config:  Config{Dim: 2, Budget: LandmarkBudget{M: 3}, Tol: 0.5, TopUp: true, Seed: 7, SLQ: SLQOptions{Probes: 1, Steps: 2, Deflate: 3, Power: 4}, Normalize: true, Tolerance: 0.25},
 		Points:  []PointState{{ID: "ignored", Diag: 1}}, LandmarkFeatures: []float64{9, 9},
-		Landmarks: []string{"a"}, Greedy: 1, PivotValues: []float64{2}, Factor: []float64{1.5}, Gram: []float64{4},
+		Landmarks: []string{"a"}, Greedy: 1, PivotValues: []float64{2}, StepMax: []float64{3}, StepMaxIDs: []string{"b"},
+		Factor: []float64{1.5}, Gram: []float64{4},
 		M: 3, Threshold: 0.25, Cert: 1, TraceK: 2, Exact: true, Changed: true,
 	}
 	want := strings.Join([]string{
@@ -83,9 +90,12 @@ func TestStateLayout(t *testing.T) {
 		"0700000000000000",                                                             // Config.Seed 7
 		"0100000000000000", "0200000000000000", "0300000000000000", "0400000000000000", // Config.SLQ
 		"01",                            // Config.Normalize
+		"000000000000d03f",              // Config.Tolerance 0.25
 		"01000000" + "01000000" + "61",  // Landmarks ["a"]
 		"0100000000000000",              // Greedy 1
 		"01000000" + "0000000000000040", // PivotValues [2]
+		"01000000" + "0000000000000840", // StepMax [3]
+		"01000000" + "01000000" + "62",  // StepMaxIDs ["b"]
 		"01000000" + "000000000000f83f", // Factor [1.5]
 		"01000000" + "0000000000001040", // Gram [4]
 		"00000000",                      // TopUpKeys []
@@ -109,12 +119,22 @@ func TestStateLayout(t *testing.T) {
 	}
 }
 
+// withoutStepMax is s as the layouts before tolerant pivoting hold it: no StepMax or
+// StepMaxIDs (which Restore fills in from the pivots' keys).
+func withoutStepMax(s State) State {
+	s.StepMax, s.StepMaxIDs = nil, nil
+	return s
+}
+
 // TestStateRoundTrip: DecodeState gives back the core (CoreState) of pools of 0, 1 and
-// 40 points, DecodeStateWithoutNormalize the core of a pool without Normalize in the
-// layout without that field, DecodeStateWithPoints the full State without features in
-// the layout before, each followed by the bytes after it; re-encoding gives the same
-// bytes; each earlier layout is the current one less the fields it lacks; and a Restore
-// from the decoded core plus the pool's points and features behaves like the original.
+// 40 points, DecodeStateWithoutTolerance the core of a pool without Tolerance in the
+// layout without that field and the step maxima, DecodeStateWithoutNormalize the core
+// of a raw pool in the layout before, DecodeStateWithPoints the full State without
+// features in the one before that, each followed by the bytes after it; re-encoding
+// gives the same bytes; each earlier layout is the current one less the fields it
+// lacks; and a Restore from the decoded core plus the pool's points and features
+// behaves like the original (from an earlier layout: like the exact-argmax pool it
+// came from, its step maxima taken from the pivots' keys).
 func TestStateRoundTrip(t *testing.T) {
 	for _, n := range []int{0, 1, 40} {
 		p := binaryPool(t, n)
@@ -129,14 +149,39 @@ func TestStateRoundTrip(t *testing.T) {
 			t.Errorf("n=%d: re-encoding changed the bytes", n)
 		}
 
-		// The layout before Normalize is the core without its byte (offset 81), and
+		// The layout before Tolerance is the core without its 8 bytes (offset 82) and
+		// without the two counts of StepMax and StepMaxIDs after PivotValues (the
+		// Tolerance 0 pool's step maxima left out), and decodes as Tolerance = 0 with
+		// no step maxima.
+		exact := binaryPoolNormalize(t, n, true)
+		exactCore := withoutStepMax(exact.CoreState())
+		eb, _ := exactCore.AppendBinary(nil)
+		b0 := exactCore.appendBinary(nil, layoutNoTolerance)
+		pv := configLen + 4 + 8 + 4 + 8*exactCore.Greedy // PivotValues' end in the core
+		for _, id := range exactCore.Landmarks {
+			pv += 4 + len(id)
+		}
+		if len(b0) != len(eb)-16 || !bytes.Equal(b0[:82], eb[:82]) || !bytes.Equal(eb[82:90], make([]byte, 8)) ||
+			!bytes.Equal(b0[82:pv-8], eb[90:pv]) || !bytes.Equal(eb[pv:pv+8], make([]byte, 8)) || !bytes.Equal(b0[pv-8:], eb[pv+8:]) {
+			t.Errorf("n=%d: the layout without Tolerance is not the core less Tolerance and the step maxima", n)
+		}
+		got0, rest, err := DecodeStateWithoutTolerance(append(b0, tail...))
+		if err != nil || !reflect.DeepEqual(got0, exactCore) || !bytes.Equal(rest, tail) {
+			t.Fatalf("n=%d: DecodeStateWithoutTolerance = %+v, rest %q, %v\nwant %+v", n, got0, rest, err, exactCore)
+		}
+		got0.Points, got0.LandmarkFeatures = exact.State().Points, exact.LandmarkFeaturesTo(nil)
+		if q, err := Restore(got0); err != nil || !reflect.DeepEqual(q.State(), exact.State()) {
+			t.Errorf("n=%d: pool restored from the layout without Tolerance differs (%v)", n, err)
+		}
+
+		// The layout before Normalize is that one without its byte (offset 81), and
 		// decodes as Normalize = false.
 		raw := binaryPoolNormalize(t, n, false)
-		rawCore := raw.CoreState()
-		rb, _ := rawCore.AppendBinary(nil)
+		rawCore := withoutStepMax(raw.CoreState())
+		rb := rawCore.appendBinary(nil, layoutNoTolerance)
 		b1 := rawCore.appendBinary(nil, layoutNoNormalize)
 		if len(b1) != len(rb)-1 || !bytes.Equal(b1[:81], rb[:81]) || rb[81] != 0 || !bytes.Equal(b1[81:], rb[82:]) {
-			t.Errorf("n=%d: the layout without Normalize is not the core less byte 81", n)
+			t.Errorf("n=%d: the layout without Normalize is not the one without Tolerance less byte 81", n)
 		}
 		got1, rest, err := DecodeStateWithoutNormalize(append(b1, tail...))
 		if err != nil || !reflect.DeepEqual(got1, rawCore) || !bytes.Equal(rest, tail) {
@@ -147,7 +192,7 @@ func TestStateRoundTrip(t *testing.T) {
 			t.Errorf("n=%d: pool restored from the layout without Normalize differs (%v)", n, err)
 		}
 
-		full := raw.State()
+		full := withoutStepMax(raw.State())
 		full.LandmarkFeatures = nil
 		wp := full.appendBinary(nil, layoutWithPoints)
 		gotP, rest, err := DecodeStateWithPoints(wp)
@@ -183,13 +228,20 @@ func TestStateMalformed(t *testing.T) {
 	p := binaryPool(t, 12)
 	core := p.CoreState()
 	b, _ := core.AppendBinary(nil)
+	exactCore := withoutStepMax(binaryPoolNormalize(t, 12, true).CoreState())
+	b0 := exactCore.appendBinary(nil, layoutNoTolerance)
 	raw := binaryPoolNormalize(t, 12, false)
-	rawCore, full := raw.CoreState(), raw.State()
+	rawCore, full := withoutStepMax(raw.CoreState()), withoutStepMax(raw.State())
 	b1 := rawCore.appendBinary(nil, layoutNoNormalize)
 	wp := full.appendBinary(nil, layoutWithPoints)
 	for cut := range len(b) {
 		if _, _, err := DecodeState(b[:cut]); !errors.Is(err, ErrState) {
 			t.Fatalf("DecodeState of %d of %d bytes: %v, want ErrState", cut, len(b), err)
+		}
+	}
+	for cut := range len(b0) {
+		if _, _, err := DecodeStateWithoutTolerance(b0[:cut]); !errors.Is(err, ErrState) {
+			t.Fatalf("DecodeStateWithoutTolerance of %d of %d bytes: %v, want ErrState", cut, len(b0), err)
 		}
 	}
 	for cut := range len(b1) {
@@ -252,7 +304,7 @@ func FuzzDecodeState(f *testing.F) {
 		p := binaryPool(f, n)
 		core := p.CoreState()
 		b, _ := core.AppendBinary(nil)
-		full := binaryPoolNormalize(f, n, false).State()
+		full := withoutStepMax(binaryPoolNormalize(f, n, false).State())
 		f.Add(b, false)
 		f.Add(full.appendBinary(nil, layoutWithPoints), true)
 		f.Add(b[:len(b)/2], false)
@@ -279,11 +331,39 @@ func FuzzDecodeState(f *testing.F) {
 	})
 }
 
+// FuzzDecodeStateWithoutTolerance is FuzzDecodeState for the layout before
+// Config.Tolerance, which decodes as 0 with no step maxima.
+func FuzzDecodeStateWithoutTolerance(f *testing.F) {
+	for _, n := range []int{0, 5} {
+		core := withoutStepMax(binaryPoolNormalize(f, n, true).CoreState())
+		b := core.appendBinary(nil, layoutNoTolerance)
+		f.Add(b)
+		f.Add(b[:len(b)/2])
+	}
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		s, rest, err := DecodeStateWithoutTolerance(in)
+		if err != nil {
+			if !errors.Is(err, ErrState) {
+				t.Fatalf("error %v does not match ErrState", err)
+			}
+			return
+		}
+		if s.Points != nil || s.LandmarkFeatures != nil || s.Config.Tolerance != 0 || s.StepMax != nil || s.StepMaxIDs != nil {
+			t.Fatalf("decoded Points %v, LandmarkFeatures %v, Tolerance %v, StepMax %v, StepMaxIDs %v",
+				s.Points, s.LandmarkFeatures, s.Config.Tolerance, s.StepMax, s.StepMaxIDs)
+		}
+		if got := append(s.appendBinary(nil, layoutNoTolerance), rest...); !bytes.Equal(got, in) {
+			t.Fatalf("accepted state is not canonical:\n in  %x\n out %x", in, got)
+		}
+	})
+}
+
 // FuzzDecodeStateWithoutNormalize is FuzzDecodeState for the layout before
 // Config.Normalize, which decodes as false.
 func FuzzDecodeStateWithoutNormalize(f *testing.F) {
 	for _, n := range []int{0, 5} {
-		core := binaryPoolNormalize(f, n, false).CoreState()
+		core := withoutStepMax(binaryPoolNormalize(f, n, false).CoreState())
 		b := core.appendBinary(nil, layoutNoNormalize)
 		f.Add(b)
 		f.Add(b[:len(b)/2])

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -43,6 +44,19 @@ type GreedyOptions struct {
 	// selection stops when no candidate is left: every δ_j ≤ Tol·max K_jj, as without
 	// Normalize.
 	Normalize bool
+	// Tolerance τ ∈ [0, 1) is tolerant pivoting: pivot t+1 is, among the candidates whose
+	// key (δ^{(t)}_j, or δ^{(t)}_j/K_jj with Normalize) is at least (1−τ)·M_t, M_t the
+	// largest key of a candidate, the one of smallest Keys[j], ties to the lower row
+	// index. Late in a selection many candidates have nearly equal residuals and the
+	// exact argmax among them is decided by the sketch's noise; the smallest seed-free
+	// key among the near-maximal ones is the same whatever seed drew the sketch (see
+	// PivotKey). 0 is the exact argmax, the result bit for bit as without the field (Keys
+	// is then not read). The residuals, traces, factor, threshold, stopping rule and
+	// top-up are those of the same rule with the pivots it chose.
+	Tolerance float64
+	// Keys (length n) are the rows' seed-free pivot keys under Tolerance > 0: PivotKey of
+	// each row's point id. Nil means PivotKeys(n), the decimal row indices as ids.
+	Keys []uint64
 }
 
 // GreedyResult is the outcome of Greedy. Slices are owned by the caller.
@@ -70,11 +84,39 @@ type GreedyResult struct {
 	Gram []float64
 	// Threshold is Tol·max_j K_jj, the residual below which a row is numerically spanned.
 	Threshold float64
+	// StepMax[t] is M_t, the largest pivot key (δ^{(t)}_j, or δ^{(t)}_j/K_jj with
+	// Normalize) of a candidate at greedy step t (length Greedy). Without Tolerance it is
+	// pivot t's own key; with it, pivot t's key is at least (1−τ)·StepMax[t].
+	StepMax []float64
+	// StepMaxRow[t] is the candidate of lowest index whose key is StepMax[t], or −1 when
+	// pivot t's own key is StepMax[t] (length Greedy, with Tolerance only; nil
+	// otherwise). Step t's max can fall only when every row holding it is removed, so
+	// only removing that row (or pivot t) can lower it and admit candidates of smaller
+	// Keys; removing any other row that is not pivot t leaves step t as it was.
+	StepMaxRow []int
 }
 
 // TopUpKey is the top-up ordering key of a point id under seed: the derived seed of the
 // stream "coreset/topup/<id>". Rows of a matrix use their decimal row index as id.
 func TopUpKey(seed uint64, id string) uint64 { return rng.Seed(seed, "coreset/topup/"+id) }
+
+// PivotKey is the tolerant-pivoting key of a point id (GreedyOptions.Tolerance): the
+// derived seed of the stream "coreset/pivot/<id>" under seed 0. It must not depend on
+// model.seed, which draws the sketch: two pools whose sketches differ only in that seed
+// then break their near-ties alike. A hash of the id rather than the id itself, so that
+// the order among near-maximal candidates is a fixed uniform permutation of the ids,
+// unrelated to how ids are assigned (arrival order, class, source), and a new point's
+// key is computed in O(1) whatever else is stored.
+func PivotKey(id string) uint64 { return rng.Seed(0, "coreset/pivot/"+id) }
+
+// PivotKeys returns PivotKey(strconv.Itoa(i)) for i < n.
+func PivotKeys(n int) []uint64 {
+	k := make([]uint64, n)
+	for i := range k {
+		k[i] = PivotKey(strconv.Itoa(i))
+	}
+	return k
+}
 
 // TopUpKeys returns TopUpKey(seed, strconv.Itoa(i)) for i < n.
 func TopUpKeys(seed uint64, n int) []uint64 {
@@ -89,7 +131,9 @@ func TopUpKeys(seed uint64, n int) []uint64 {
 // the rows of g (n×q, row-major), selecting up to m pivots: pivot t+1 is
 // argmax_j δ_j^{(t)} (argmax_j δ_j^{(t)}/K_jj with opt.Normalize) over the rows with
 // δ_j^{(t)} > Tol·max_j K_jj, ties broken by the lower row index, stopping early when no
-// such row is left. g is not modified.
+// such row is left. With opt.Tolerance τ > 0 it is instead, among those rows whose key
+// is at least (1−τ) times that maximum, the one of smallest opt.Keys. g is not
+// modified.
 //
 // It works in feature space (Gram–Schmidt form) instead of on K: with an orthonormal
 // basis b_1..b_t of the selected rows' span,
@@ -105,8 +149,10 @@ func TopUpKeys(seed uint64, n int) []uint64 {
 // eager recursion (all n rows updated at every step) computes, bit for bit: each L_jt is
 // vec.Dot(b_t, g_j) and each δ_j^{(t)} the same sequence of subtractions. Total work is
 // O(n q m) as in the eager form, but a pivot step reads only the rows whose stale bound
-// beats the current maximum; a final blocked sweep over all rows (on all cores) gives
-// the residuals and the traces. Memory is O(m q + n) (no n×m factor) unless KeepGram.
+// beats the current maximum (with Tolerance: of the rows whose stale bound reaches
+// (1−τ) of it, those of smaller key than the first that qualifies, see tolerant); a
+// final blocked sweep over all rows (on all cores) gives the residuals and the traces.
+// Memory is O(m q + n) (no n×m factor) unless KeepGram.
 func Greedy(g []float64, n, q, m int, opt GreedyOptions) (*GreedyResult, error) {
 	return GreedyContext(context.Background(), g, n, q, m, opt)
 }
@@ -175,6 +221,9 @@ func lazyGreedy(ctx context.Context, a rows, m int, opt GreedyOptions) (*GreedyR
 	if opt.TopUpKeys != nil && len(opt.TopUpKeys) != n {
 		panic("coreset: Greedy: len(TopUpKeys) != n")
 	}
+	if !(opt.Tolerance >= 0 && opt.Tolerance < 1) {
+		panic(fmt.Sprintf("coreset: Greedy: Tolerance=%v not in [0, 1)", opt.Tolerance))
+	}
 	if m < 0 {
 		return nil, fmt.Errorf("%w: m=%d", ErrBudget, m)
 	}
@@ -187,6 +236,15 @@ func lazyGreedy(ctx context.Context, a rows, m int, opt GreedyOptions) (*GreedyR
 	st := &greedyState{a: a, res: res, normalize: opt.Normalize, selAt: make([]int32, n), done: make([]int32, n),
 		basis: make([]float64, 0, m*q), coef: make([]float64, m), v: make([]float64, q),
 		buf: make([]float64, q), dots: make([]float64, m)}
+	if opt.Tolerance > 0 {
+		st.tolerance, st.pkeys = opt.Tolerance, opt.Keys
+		if st.pkeys == nil {
+			st.pkeys = PivotKeys(n)
+		} else if len(st.pkeys) != n {
+			panic("coreset: Greedy: len(Keys) != n")
+		}
+		res.StepMaxRow = make([]int, 0, m)
+	}
 	dmax, err := st.init()
 	if err != nil {
 		return nil, err
@@ -221,11 +279,18 @@ func lazyGreedy(ctx context.Context, a rows, m int, opt GreedyOptions) (*GreedyR
 // the max-heap of unselected candidate rows by (key_j, −j), the orthonormal
 // basis of the pivots' span (row-major, t×q), scratch for Gram–Schmidt (coef, v), for a
 // widened row (buf) and for one row's products (dots), and with KeepGram the n×k
-// column-major L (cols).
+// column-major L (cols). With tolerance > 0, pkeys are the seed-free pivot keys and
+// near, order and moved the heap positions a step visits, orders and refreshes
+// (tolerant).
 type greedyState struct {
 	a           rows
 	res         *GreedyResult
 	normalize   bool
+	tolerance   float64
+	pkeys       []uint64
+	near        []int
+	order       []int
+	moved       []int
 	diag, delta []float64
 	key         []float64
 	done, selAt []int32
@@ -297,6 +362,29 @@ func (st *greedyState) pop() {
 	st.down(0)
 }
 
+// remove removes the heap entry at position i.
+func (st *greedyState) remove(i int) {
+	last := len(st.heap) - 1
+	st.heap[i] = st.heap[last]
+	st.heap = st.heap[:last]
+	if i < last {
+		st.down(i)
+		st.up(i)
+	}
+}
+
+func (st *greedyState) up(i int) {
+	h := st.heap
+	for i > 0 {
+		p := (i - 1) / 2
+		if !st.above(h[i], h[p]) {
+			return
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
 func (st *greedyState) down(i int) {
 	h := st.heap
 	for {
@@ -362,7 +450,11 @@ func (st *greedyState) step(t int) bool {
 	if len(st.heap) == 0 || !(st.delta[st.heap[0]] > res.Threshold) {
 		return false
 	}
-	p := st.heap[0]
+	top := st.heap[0]
+	p, at := top, 0
+	if st.tolerance > 0 {
+		p, at = st.tolerant(t)
+	}
 	best := st.delta[p]
 	v := st.v
 	copy(v, st.a.row(st.buf, int(p)))
@@ -382,11 +474,103 @@ func (st *greedyState) step(t int) bool {
 		v[k] /= nv
 	}
 	st.basis = append(st.basis, v...)
-	st.pop()
+	res.StepMax = append(res.StepMax, st.key[top])
+	if st.tolerance > 0 {
+		holder := int(top) // the lowest index of key M: one above it would be on top
+		if st.key[p] == st.key[top] {
+			holder = -1
+		}
+		res.StepMaxRow = append(res.StepMaxRow, holder)
+	}
+	st.remove(at)
 	st.selAt[p] = int32(t)
 	res.Pivots = append(res.Pivots, int(p))
 	res.PivotValues = append(res.PivotValues, best)
 	return true
+}
+
+// tolerant chooses pivot t under the tolerance, the heap's top being a current candidate
+// whose key M is the step's max. A candidate qualifies when its current key is at least
+// c = (1−τ)·M, and the pivot is the qualifying one of smallest (pkeys[j], j). A stale
+// key bounds the current one, so only the rows whose stale key is at least c can
+// qualify; they are the heap positions reachable from the root through keys at least c
+// (the heap property). Those rows are taken in (pkeys[j], j) order, each brought up to
+// date (the eager recursion's bits) until one qualifies: that one is the pivot, and the
+// rows after it need not be read (most rows whose stale key reaches c still qualify,
+// so a step usually refreshes a few rows, however many are within the tolerance). The
+// refreshed rows' positions are then sifted down deepest first (each sift sees heaps
+// below it, as in heapify). It returns the pivot and its heap position after that.
+func (st *greedyState) tolerant(t int) (p int32, at int) {
+	c := (1 - st.tolerance) * st.key[st.heap[0]]
+	// order is a min-heap of the reachable positions by their rows' (pkeys, index);
+	// positions do not move before the repair below.
+	order := append(st.order[:0], st.reach(c)...)
+	first := func(a, b int) bool {
+		ja, jb := st.heap[order[a]], st.heap[order[b]]
+		return st.pkeys[ja] < st.pkeys[jb] || st.pkeys[ja] == st.pkeys[jb] && ja < jb
+	}
+	siftOrder := func(i int) {
+		for {
+			l, r, top := 2*i+1, 2*i+2, i
+			if l < len(order) && first(l, top) {
+				top = l
+			}
+			if r < len(order) && first(r, top) {
+				top = r
+			}
+			if top == i {
+				return
+			}
+			order[i], order[top] = order[top], order[i]
+			i = top
+		}
+	}
+	for i := len(order)/2 - 1; i >= 0; i-- {
+		siftOrder(i)
+	}
+	moved := st.moved[:0]
+	p = -1
+	for len(order) > 0 {
+		i := order[0]
+		order[0] = order[len(order)-1]
+		order = order[:len(order)-1]
+		siftOrder(0)
+		j := st.heap[i]
+		if int(st.done[j]) < t {
+			st.refresh(j, t)
+			moved = append(moved, i)
+		}
+		if st.delta[j] > st.res.Threshold && st.key[j] >= c {
+			p = j
+			break
+		}
+	}
+	slices.Sort(moved)
+	for k := len(moved) - 1; k >= 0; k-- {
+		st.down(moved[k])
+	}
+	st.order, st.moved = order, moved
+	for _, i := range st.reach(c) { // p's key is at least c: it is reached
+		if st.heap[i] == p {
+			return p, i
+		}
+	}
+	panic("coreset: tolerant pivot left the heap")
+}
+
+// reach returns the heap positions reachable from the root through entries of key at
+// least c, in increasing order (breadth first), in st.near's storage.
+func (st *greedyState) reach(c float64) []int {
+	h, near := st.heap, append(st.near[:0], 0)
+	for i := 0; i < len(near); i++ {
+		for _, ch := range [2]int{2*near[i] + 1, 2*near[i] + 2} {
+			if ch < len(h) && st.key[h[ch]] >= c {
+				near = append(near, ch)
+			}
+		}
+	}
+	st.near = near
+	return near
 }
 
 // sweepRows is how many rows the final sweep multiplies against the basis at once: the

@@ -36,6 +36,13 @@ func eagerGreedy(ctx context.Context, g []float64, n, q, m int, opt GreedyOption
 	st := &eagerState{g: g, n: n, q: q, res: res, keepGram: opt.KeepGram, normalize: opt.Normalize, diag: diag,
 		selected: make([]bool, n), basis: make([]float64, 0, m*q), coef: make([]float64, m),
 		v: make([]float64, q), lrow: make([]float64, n)}
+	if opt.Tolerance > 0 {
+		st.tolerance, st.keys = opt.Tolerance, opt.Keys
+		if st.keys == nil {
+			st.keys = PivotKeys(n)
+		}
+		res.StepMaxRow = []int{}
+	}
 	if opt.KeepGram {
 		st.cols = make([]float64, 0, n*m)
 	}
@@ -86,6 +93,8 @@ type eagerState struct {
 	res       *GreedyResult
 	keepGram  bool
 	normalize bool
+	tolerance float64
+	keys      []uint64  // seed-free pivot keys (tolerance > 0)
 	diag      []float64 // K_jj
 	selected  []bool
 	basis     []float64
@@ -95,29 +104,54 @@ type eagerState struct {
 }
 
 // step runs pivot step t: the unselected row of largest δ (δ/K_jj with normalize) above
-// the threshold becomes
+// the threshold, or with tolerance the one of smallest key among those within the
+// tolerance of that maximum, becomes
 // b_t (Gram–Schmidt against b_1..b_{t-1}, twice), and every δ_j drops by (b_t·g_j)².
 // It reports false when no row is left to select (all δ_j at most the threshold, or
 // the pivot lies in the span already).
 func (st *eagerState) step(t int) bool {
 	g, n, q, res, delta := st.g, st.n, st.q, st.res, st.res.Residual
 	p, best := -1, res.Threshold
-	if st.normalize { // argmax δ_j/K_jj over the rows above the threshold, first index on ties
-		var top float64
+	var stepMax float64
+	holder := -1
+	switch {
+	case st.tolerance > 0:
+		// M = the largest key of a candidate (held first by row holder), then the
+		// candidate of smallest (keys[j], j) among those with key ≥ (1−τ)·M.
 		for j := 0; j < n; j++ {
-			if !st.selected[j] && delta[j] > res.Threshold && (p < 0 || delta[j]/st.diag[j] > top) {
-				p, top = j, delta[j]/st.diag[j]
+			if !st.selected[j] && delta[j] > res.Threshold && (holder < 0 || st.key(j) > stepMax) {
+				holder, stepMax = j, st.key(j)
+			}
+		}
+		if holder < 0 {
+			return false
+		}
+		c := (1 - st.tolerance) * stepMax
+		for j := 0; j < n; j++ {
+			if !st.selected[j] && delta[j] > res.Threshold && st.key(j) >= c && (p < 0 || st.keys[j] < st.keys[p]) {
+				p = j
+			}
+		}
+		if st.key(p) == stepMax {
+			holder = -1
+		}
+		best = delta[p]
+	case st.normalize: // argmax δ_j/K_jj over the rows above the threshold, first index on ties
+		for j := 0; j < n; j++ {
+			if !st.selected[j] && delta[j] > res.Threshold && (p < 0 || delta[j]/st.diag[j] > stepMax) {
+				p, stepMax = j, delta[j]/st.diag[j]
 			}
 		}
 		if p >= 0 {
 			best = delta[p]
 		}
-	} else {
+	default:
 		for j := 0; j < n; j++ {
 			if !st.selected[j] && delta[j] > best {
 				p, best = j, delta[j]
 			}
 		}
+		stepMax = best
 	}
 	if p < 0 {
 		return false
@@ -145,11 +179,24 @@ func (st *eagerState) step(t int) bool {
 	st.selected[p] = true
 	res.Pivots = append(res.Pivots, p)
 	res.PivotValues = append(res.PivotValues, best)
+	res.StepMax = append(res.StepMax, stepMax)
+	if st.tolerance > 0 {
+		res.StepMaxRow = append(res.StepMaxRow, holder)
+	}
 	if st.keepGram {
 		st.cols = st.cols[:(t+1)*n]
 	}
 	res.ResidualTrace = append(res.ResidualTrace, st.update(t, p, b))
 	return true
+}
+
+// key is row j's pivot key: δ_j, or δ_j/K_jj with normalize (only asked of candidates,
+// whose K_jj > 0).
+func (st *eagerState) key(j int) float64 {
+	if st.normalize {
+		return st.res.Residual[j] / st.diag[j]
+	}
+	return st.res.Residual[j]
 }
 
 // update lowers δ_j by (b·g_j)² for every unselected row (clamped at 0), zeroes the

@@ -13,8 +13,9 @@ import (
 // TestLazyGreedyMatchesEager: the lazy selection gives the eager recursion's result bit
 // for bit (pivots, pivot values, residuals, traces, factor, Gram, threshold), on full-rank
 // and rank-deficient matrices, with exact ties, with top-up and KeepGram, on one and on
-// two cores, pivoting on raw and on normalized residuals, and GreedyRows32 on float32 rows gives the same as Greedy on the widened
-// matrix. Sizes straddle the sweep's block of sweepRows rows and the 4-row kernels.
+// two cores, pivoting on raw and on normalized residuals, exact and tolerant (a small
+// and the default tolerance, with two rows of equal key), and GreedyRows32 on float32
+// rows gives the same as Greedy on the widened matrix. Sizes straddle the sweep's block of sweepRows rows and the 4-row kernels.
 func TestLazyGreedyMatchesEager(t *testing.T) {
 	tests := []struct {
 		n, q, rank, m int
@@ -31,11 +32,13 @@ func TestLazyGreedyMatchesEager(t *testing.T) {
 	for _, tc := range tests {
 		for _, procs := range []int{1, 2} {
 			for _, norm := range []bool{false, true} {
-				name := fmt.Sprintf("n%d_q%d_r%d_m%d_keep%v_topup%v_procs%d_normalize%v", tc.n, tc.q, tc.rank, tc.m, tc.keep, tc.topUp, procs, norm)
-				t.Run(name, func(t *testing.T) {
-					defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-					lazyAgainstEager(t, tc.n, tc.q, tc.rank, tc.m, tc.keep, tc.topUp, norm)
-				})
+				for _, tau := range []float64{0, 0.05, 0.6} {
+					name := fmt.Sprintf("n%d_q%d_r%d_m%d_keep%v_topup%v_procs%d_normalize%v_tolerance%v", tc.n, tc.q, tc.rank, tc.m, tc.keep, tc.topUp, procs, norm, tau)
+					t.Run(name, func(t *testing.T) {
+						defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+						lazyAgainstEager(t, tc.n, tc.q, tc.rank, tc.m, tc.keep, tc.topUp, norm, tau)
+					})
+				}
 			}
 		}
 	}
@@ -44,7 +47,7 @@ func TestLazyGreedyMatchesEager(t *testing.T) {
 // lazyAgainstEager checks Greedy and GreedyRows32 against eagerGreedy on a random n×q
 // matrix of the given rank with row norms spread over orders of magnitude (so that
 // normalized and raw pivoting differ), a zero row and exact duplicate rows.
-func lazyAgainstEager(t *testing.T, n, q, rank, m int, keep, topUp, norm bool) {
+func lazyAgainstEager(t *testing.T, n, q, rank, m int, keep, topUp, norm bool, tau float64) {
 	r := rand.New(rand.NewPCG(uint64(n), uint64(q)))
 	g := randMatrix(r, n, q, rank)
 	if norm {
@@ -66,7 +69,11 @@ func lazyAgainstEager(t *testing.T, n, q, rank, m int, keep, topUp, norm bool) {
 		copy(g[(n-1)*q:], g[0:q])
 		copy(g[(n-2)*q:], g[q:2*q])
 	}
-	opt := GreedyOptions{KeepGram: keep, Normalize: norm}
+	opt := GreedyOptions{KeepGram: keep, Normalize: norm, Tolerance: tau}
+	if tau > 0 && n > 3 { // two equal keys: the lower index must win
+		opt.Keys = PivotKeys(n)
+		opt.Keys[n-3] = opt.Keys[1]
+	}
 	if topUp {
 		opt.TopUpKeys = TopUpKeys(7, n)
 	}
@@ -99,11 +106,15 @@ func sameResult(t *testing.T, what string, got, want *GreedyResult) {
 	if !reflect.DeepEqual(got.Pivots, want.Pivots) || got.Greedy != want.Greedy {
 		t.Fatalf("%s: pivots %v (greedy %d), want %v (greedy %d)", what, got.Pivots, got.Greedy, want.Pivots, want.Greedy)
 	}
+	if !reflect.DeepEqual(got.StepMaxRow, want.StepMaxRow) {
+		t.Fatalf("%s: StepMaxRow %v, want %v", what, got.StepMaxRow, want.StepMaxRow)
+	}
 	for _, f := range []struct {
 		name      string
 		got, want []float64
 	}{
 		{"PivotValues", got.PivotValues, want.PivotValues},
+		{"StepMax", got.StepMax, want.StepMax},
 		{"ResidualTrace", got.ResidualTrace, want.ResidualTrace},
 		{"Residual", got.Residual, want.Residual},
 		{"Factor", got.Factor, want.Factor},

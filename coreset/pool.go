@@ -63,6 +63,11 @@ type Config struct {
 	// points of small kernel norm are covered; the certificate, the threshold and the
 	// stored residuals stay those of the raw kernel.
 	Normalize bool
+	// Tolerance τ ∈ [0, 1) is tolerant pivoting (GreedyOptions.Tolerance): each step
+	// takes, among the candidates whose key is within the factor 1−τ of the step's
+	// largest, the one of smallest PivotKey of its id, so pools whose sketches differ
+	// only in Seed choose alike. 0 is the exact argmax.
+	Tolerance float64
 }
 
 // Validate reports every problem at once.
@@ -79,6 +84,9 @@ func (c Config) Validate() error {
 	}
 	if c.Tol < 0 || c.Tol >= 1 || math.IsNaN(c.Tol) {
 		errs = append(errs, fmt.Sprintf("Tol=%v must be in [0, 1)", c.Tol))
+	}
+	if !(c.Tolerance >= 0 && c.Tolerance < 1) {
+		errs = append(errs, fmt.Sprintf("Tolerance=%v must be in [0, 1)", c.Tolerance))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %s", ErrBudget, strings.Join(errs, "; "))
@@ -160,6 +168,15 @@ type State struct {
 	// the raw residual, with Config.Normalize too (whose pivot key is PivotValues[t]
 	// divided by the landmark's Diag).
 	PivotValues []float64
+	// StepMax[t] is the largest pivot key of a candidate at greedy step t when it was
+	// selected (GreedyResult.StepMax; length Greedy). Under Config.Tolerance an insert
+	// compares its key with it; without, it is pivot t's own key. Empty in a state of an
+	// older layout (Restore then takes the pivots' keys, see Restore).
+	StepMax []float64
+	// StepMaxIDs[t] is the stored point that held StepMax[t] (GreedyResult.StepMaxRow),
+	// "" when none is recorded: without Config.Tolerance, when pivot t's own key is the
+	// max, or once that point was deleted (length Greedy, or empty with StepMax).
+	StepMaxIDs []string
 	// Factor is the Greedy×Greedy lower Cholesky factor of K_ZZ in pivot order.
 	Factor []float64
 	// Gram is Σ_j y_j y_jᵀ over stored points (Greedy×Greedy), an upper bound in the
@@ -195,6 +212,12 @@ type Pool struct {
 	kg     int       // greedy landmarks (factor size)
 	piv    []float64 // kg
 	pkey   []float64 // kg: piv[t]/K_jj of landmark t, its key under Normalize (not persisted)
+	smax   []float64 // kg: the step maxima (State.StepMax)
+	smaxID []string  // kg: who held them (State.StepMaxIDs)
+	// Not persisted, derived from smaxID and ids under Tolerance: holds maps a point to
+	// the first step whose max it holds, lkey[t] is PivotKey(ids[t]).
+	holds  map[string]int
+	lkey   []uint64
 	l      []float64 // kg×kg lower factor
 	gram   []float64 // kg×kg
 	topKey []uint64  // len(ids)−kg
@@ -314,20 +337,24 @@ func (p *Pool) insert(id string, f, cross []float64) error {
 	} else {
 		vec.DotsTo(c, 1, f, q, 1, p.feats, q, k, q) // c[i] = dot(landmark i, f)
 	}
-	if p.cfg.Normalize {
+	if p.cfg.Normalize || p.cfg.Tolerance > 0 {
 		p.raiseThreshold(diag)
 	}
 	// Forward solve L y = c; r_t = K_xx − Σ_{i<t} y_i² is the point's residual after t
 	// pivots. Batch greedy would take the point at step t exactly when r_t beats δ^{(t)}
-	// (r_t/K_xx beats δ^{(t)}/K_pp under Normalize).
+	// (r_t/K_xx beats δ^{(t)}/K_pp under Normalize; under Tolerance, see takesOver).
 	r := diag
 	limit := k
 	if p.stale && p.staleFrom < limit {
 		limit = p.staleFrom
 	}
 	displaced := false
+	var xk uint64 // the point's PivotKey, under Tolerance
+	if p.cfg.Tolerance > 0 && limit > 0 {
+		xk = PivotKey(id)
+	}
 	for t := 0; t < k; t++ {
-		if t < limit && !displaced && p.takesOver(t, id, r, diag) {
+		if t < limit && !displaced && p.takesOver(t, id, xk, r, diag) {
 			p.markStale(t)
 			displaced = true
 		}
@@ -379,8 +406,11 @@ func (p *Pool) insert(id string, f, cross []float64) error {
 // keys compared are r/K_xx and δ^{(t)}/K_pp. Before the first pivot every candidate's key
 // is K_jj/K_jj = 1 exactly, here as in batch greedy, so that tie is decided exactly, by
 // id as batch greedy decides it: were it counted as a near-tie, every insert would mark
-// the pool stale.
-func (p *Pool) takesOver(t int, id string, r, diag float64) bool {
+// the pool stale. Under Tolerance (xk is the point's PivotKey) see changesStep.
+func (p *Pool) takesOver(t int, id string, xk uint64, r, diag float64) bool {
+	if p.cfg.Tolerance > 0 {
+		return p.changesStep(t, id, xk, r, diag)
+	}
 	if !p.cfg.Normalize {
 		return r >= p.piv[t]*(1-displaceSlack)
 	}
@@ -394,21 +424,64 @@ func (p *Pool) takesOver(t int, id string, r, diag float64) bool {
 	return key >= p.pkey[t]*(1-displaceSlack)
 }
 
+// changesStep reports whether a point id of PivotKey xk with K_xx = diag and residual r
+// after t pivots may change batch greedy's choice at step t under Tolerance; near-ties within
+// displaceSlack count as changes. Other points' keys at step t do not depend on the new
+// one, so the step's qualifying set (the candidates of key at least (1−τ)·M_t) changes
+// only through it, in two ways: it qualifies and precedes pivot t in the seed-free order
+// (PivotKey, then id), or its key raises the step's max M_t so far that pivot t's key
+// falls below (1−τ) of it. A point that is no candidate (r at most the threshold)
+// changes nothing. The comparison is with M_t as batch greedy found it over the points
+// of the last sync (StepMax), which earlier inserts may since have raised: a point that
+// qualifies against it may not against the true max, so this can only mark more, never
+// less (a deleted holder of the max marks the pool itself, see Delete). Under Normalize
+// every candidate's key before the first pivot is exactly 1, so M_0 cannot rise.
+func (p *Pool) changesStep(t int, id string, xk uint64, r, diag float64) bool {
+	if !(r > p.thr*(1-displaceSlack)) {
+		return false
+	}
+	key, pk := r, p.piv[t]
+	if p.cfg.Normalize {
+		key, pk = r/diag, p.pkey[t]
+	}
+	keep := 1 - p.cfg.Tolerance
+	if !(p.cfg.Normalize && t == 0) && key >= p.smax[t]*(1-displaceSlack) && keep*key >= pk*(1-displaceSlack) {
+		return true // the pivot no longer qualifies
+	}
+	if key < keep*p.smax[t]*(1-displaceSlack) {
+		return false // the point does not qualify
+	}
+	return xk < p.lkey[t] || xk == p.lkey[t] && id < p.ids[t]
+}
+
 // raiseThreshold marks the pool stale where a new point of K_xx = diag changes batch
-// greedy through its threshold (Normalize only). The threshold is Tol·max K_jj over the
-// stored points; a larger K_xx raises it, and a greedy pivot whose raw δ^{(t)} no longer
-// clears it drops out of batch greedy's candidates (without Normalize such a point
-// takes over pivot 0, whose δ is max K_jj). Candidates that were not pivots do not
-// matter, nor does the end of the greedy phase (no candidate was left; fewer are now).
+// greedy through its threshold (Normalize or Tolerance). The threshold is Tol·max K_jj
+// over the stored points; a larger K_xx raises it, and a greedy pivot whose raw δ^{(t)}
+// no longer clears it drops out of batch greedy's candidates (with neither rule such a
+// point takes over pivot 0, whose δ is max K_jj). Under Tolerance so does a recorded
+// holder of step t's max whose raw residual there (M_t, or M_t·K_hh under Normalize)
+// no longer clears it, which lowers the max. Other candidates do not matter, nor does
+// the end of the greedy phase (no candidate was left; fewer are now).
 func (p *Pool) raiseThreshold(diag float64) {
 	thr := p.cfg.tol() * diag
 	if !(thr > p.thr) {
 		return
 	}
+	lim := thr * (1 + displaceSlack)
 	for t, v := range p.piv {
-		if v <= thr*(1+displaceSlack) {
+		if v <= lim {
 			p.markStale(t)
 			return
+		}
+		if h := p.smaxID[t]; p.cfg.Tolerance > 0 && h != "" {
+			d := p.smax[t]
+			if p.cfg.Normalize {
+				d *= p.points[h].diag
+			}
+			if d <= lim {
+				p.markStale(t)
+				return
+			}
 		}
 	}
 }
@@ -439,12 +512,19 @@ func (p *Pool) Delete(id string) error {
 	delete(p.points, id)
 	p.changed = true
 	neumaier(&p.traceK, &p.traceKC, -pt.diag)
-	if p.cfg.Normalize && pt.diag > 0 && p.cfg.tol()*pt.diag >= p.thr*(1-displaceSlack) {
+	if (p.cfg.Normalize || p.cfg.Tolerance > 0) && pt.diag > 0 && p.cfg.tol()*pt.diag >= p.thr*(1-displaceSlack) {
 		// The point may have held max K_jj: the threshold Tol·max K_jj may fall, and
 		// rows that were no candidates (δ_j at most the threshold, however large their
-		// key) may be at any step. Without Normalize max K_jj is pivot 0's δ, and a
+		// key) may be at any step. With neither rule max K_jj is pivot 0's δ, and a
 		// point that holds it is pivot 0 or ties with it.
 		p.markStale(0)
+	}
+	if t, ok := p.holds[id]; ok {
+		// Under Tolerance the point held step t's max (and maybe later ones'): without
+		// it the max falls and candidates of smaller PivotKey may qualify. Holding a
+		// max is the only way a point that is not pivot t changes step t.
+		p.markStale(t)
+		p.dropHolder(id)
 	}
 	pos := -1
 	for i, lid := range p.ids {
@@ -552,6 +632,12 @@ func (p *Pool) deletePivot(t int) {
 	p.l, p.gram, p.kg = nl, ns, n
 	p.piv = append(p.piv[:t], p.piv[t+1:]...)
 	p.pkey = append(p.pkey[:t], p.pkey[t+1:]...)
+	p.smax = append(p.smax[:t], p.smax[t+1:]...)
+	p.smaxID = append(p.smaxID[:t], p.smaxID[t+1:]...)
+	if p.lkey != nil {
+		p.lkey = append(p.lkey[:t], p.lkey[t+1:]...)
+	}
+	p.setHolders()
 	p.c, p.y = p.c[:n], p.y[:n]
 }
 
@@ -645,7 +731,13 @@ func (c Config) plan(ids []string, dense func() []float64) (int, GreedyOptions, 
 		}
 		m = max(int(math.Ceil(est.Value)), 1)
 	}
-	opt := GreedyOptions{Tol: c.Tol, KeepGram: true, Normalize: c.Normalize}
+	opt := GreedyOptions{Tol: c.Tol, KeepGram: true, Normalize: c.Normalize, Tolerance: c.Tolerance}
+	if c.Tolerance > 0 {
+		opt.Keys = make([]uint64, n)
+		for i, id := range ids {
+			opt.Keys[i] = PivotKey(id)
+		}
+	}
 	if c.TopUp {
 		opt.TopUpKeys = make([]uint64, n)
 		for i, id := range ids {
@@ -710,6 +802,13 @@ func (p *Pool) adopt(ids []string, g rows, m int, res *GreedyResult) error {
 	}
 	p.topKey = append(p.topKey[:0], topUp...)
 	p.piv, p.l, p.gram = res.PivotValues, res.Factor, res.Gram
+	p.smax = res.StepMax
+	p.smaxID = make([]string, p.kg)
+	for t, r := range res.StepMaxRow {
+		if r >= 0 {
+			p.smaxID[t] = ids[r]
+		}
+	}
 	p.thr = res.Threshold
 	p.cert, p.certC, p.traceK, p.traceKC = 0, 0, 0, 0
 	buf := make([]float64, q)
@@ -729,12 +828,45 @@ func (p *Pool) adopt(ids []string, g rows, m int, res *GreedyResult) error {
 }
 
 // setPivotKeys sets pkey from piv and the greedy landmarks' K_jj: the same division of
-// the same bits as batch greedy's key of its pivot.
+// the same bits as batch greedy's key of its pivot; under Tolerance lkey, the
+// landmarks' PivotKey, and holds (setHolders).
 func (p *Pool) setPivotKeys() {
 	p.pkey = make([]float64, p.kg)
 	for t := range p.pkey {
 		p.pkey[t] = p.piv[t] / p.points[p.ids[t]].diag
 	}
+	p.lkey = nil
+	if p.cfg.Tolerance > 0 {
+		p.lkey = make([]uint64, p.kg)
+		for t := range p.lkey {
+			p.lkey[t] = PivotKey(p.ids[t])
+		}
+	}
+	p.setHolders()
+}
+
+// setHolders rebuilds holds from smaxID under Tolerance: each recorded holder's first
+// step (without Tolerance no holder changes a step, and holds stays empty).
+func (p *Pool) setHolders() {
+	p.holds = make(map[string]int)
+	if p.cfg.Tolerance == 0 {
+		return
+	}
+	for t := len(p.smaxID) - 1; t >= 0; t-- {
+		if h := p.smaxID[t]; h != "" {
+			p.holds[h] = t
+		}
+	}
+}
+
+// dropHolder forgets the steps whose max id held (it was deleted).
+func (p *Pool) dropHolder(id string) {
+	for t, h := range p.smaxID {
+		if h == id {
+			p.smaxID[t] = ""
+		}
+	}
+	delete(p.holds, id)
 }
 
 // Generation counts the Adopts since New or Restore (a Sync that does work adopts; one
@@ -773,6 +905,8 @@ func (p *Pool) CoreState() State {
 		Landmarks:   append([]string(nil), p.ids...),
 		Greedy:      p.kg,
 		PivotValues: append([]float64(nil), p.piv...),
+		StepMax:     append([]float64(nil), p.smax...),
+		StepMaxIDs:  append([]string(nil), p.smaxID...),
 		Factor:      append([]float64(nil), p.l...),
 		Gram:        append([]float64(nil), p.gram...),
 		TopUpKeys:   append([]uint64(nil), p.topKey...),
@@ -811,6 +945,10 @@ func Restore(st State) (*Pool, error) {
 		return nil, fmt.Errorf("%w: len(LandmarkFeatures)=%d, want %d", ErrState, len(st.LandmarkFeatures), nl*q)
 	case len(st.PivotValues) != k:
 		return nil, fmt.Errorf("%w: len(PivotValues)=%d, want %d", ErrState, len(st.PivotValues), k)
+	case len(st.StepMax) != len(st.StepMaxIDs) || len(st.StepMax) != k && len(st.StepMax) != 0:
+		return nil, fmt.Errorf("%w: len(StepMax)=%d, len(StepMaxIDs)=%d, want %d (or both 0)", ErrState, len(st.StepMax), len(st.StepMaxIDs), k)
+	case len(st.StepMax) == 0 && k > 0 && st.Config.Tolerance > 0 && !(st.Stale && st.StaleFrom == 0):
+		return nil, fmt.Errorf("%w: no StepMax for %d pivots under Tolerance=%v, and not stale from 0", ErrState, k, st.Config.Tolerance)
 	case len(st.Factor) != k*k:
 		return nil, fmt.Errorf("%w: len(Factor)=%d, want %d", ErrState, len(st.Factor), k*k)
 	case len(st.Gram) != k*k:
@@ -822,7 +960,7 @@ func Restore(st State) (*Pool, error) {
 	case st.StaleFrom < 0:
 		return nil, fmt.Errorf("%w: StaleFrom=%d", ErrState, st.StaleFrom)
 	}
-	for _, v := range [][]float64{st.LandmarkFeatures, st.PivotValues, st.Factor, st.Gram,
+	for _, v := range [][]float64{st.LandmarkFeatures, st.PivotValues, st.StepMax, st.Factor, st.Gram,
 		{st.Threshold, st.Cert, st.CertComp, st.TraceK, st.TraceKComp}} {
 		for _, x := range v {
 			if math.IsNaN(x) || math.IsInf(x, 0) {
@@ -839,6 +977,7 @@ func Restore(st State) (*Pool, error) {
 		cfg: st.Config, points: make(map[string]point, len(st.Points)),
 		ids: append([]string(nil), st.Landmarks...), feats: append([]float64(nil), st.LandmarkFeatures...),
 		kg: k, piv: append([]float64(nil), st.PivotValues...), l: append([]float64(nil), st.Factor...),
+		smax: append([]float64(nil), st.StepMax...), smaxID: append([]string(nil), st.StepMaxIDs...),
 		gram: append([]float64(nil), st.Gram...), topKey: append([]uint64(nil), st.TopUpKeys...),
 		m: st.M, thr: st.Threshold, cert: st.Cert, certC: st.CertComp, traceK: st.TraceK, traceKC: st.TraceKComp,
 		exact: st.Exact, stale: st.Stale, staleFrom: st.StaleFrom, changed: st.Changed,
@@ -863,6 +1002,23 @@ func Restore(st State) (*Pool, error) {
 		}
 		if i < k && !(pt.diag > 0) {
 			return nil, fmt.Errorf("%w: greedy landmark %q has Diag=%v", ErrState, id, pt.diag)
+		}
+	}
+	for t, h := range p.smaxID {
+		if _, ok := p.points[h]; h != "" && !ok {
+			return nil, fmt.Errorf("%w: StepMaxIDs[%d]=%q is not a stored point", ErrState, t, h)
+		}
+	}
+	if len(p.smax) == 0 && k > 0 {
+		// An older layout, written before StepMax: the exact argmax's step maxima are
+		// its pivots' keys. Under Tolerance the state is stale from 0 (checked above),
+		// so nothing reads them before the next Sync replaces them.
+		p.smax, p.smaxID = make([]float64, k), make([]string, k)
+		for t := range p.smax {
+			p.smax[t] = p.piv[t]
+			if st.Config.Normalize {
+				p.smax[t] = p.piv[t] / p.points[p.ids[t]].diag
+			}
 		}
 	}
 	p.setPivotKeys()

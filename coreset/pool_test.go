@@ -25,6 +25,13 @@ func refGreedy(src map[string][]float64, m int, tol float64, topUp bool, seed ui
 // refGreedyNormalize is refGreedy that, with normalize, pivots on argmax d_j/K_jj over
 // the rows with d_j > tol·max K_jj (first index wins ties), stopping when there is none.
 func refGreedyNormalize(src map[string][]float64, m int, tol float64, topUp bool, seed uint64, normalize bool) ([]string, int, float64) {
+	return refGreedyRule(src, m, tol, topUp, seed, normalize, 0)
+}
+
+// refGreedyRule is refGreedyNormalize that, with tolerance τ > 0, takes among the rows
+// above the threshold whose key is at least (1−τ) times the largest the one of smallest
+// PivotKey (first index on ties).
+func refGreedyRule(src map[string][]float64, m int, tol float64, topUp bool, seed uint64, normalize bool, tolerance float64) ([]string, int, float64) {
 	ids := make([]string, 0, len(src))
 	for id := range src {
 		ids = append(ids, id)
@@ -67,6 +74,14 @@ func refGreedyNormalize(src map[string][]float64, m int, tol float64, topUp bool
 		}
 		if p < 0 {
 			break
+		}
+		if tolerance > 0 {
+			c := (1 - tolerance) * key(p)
+			for j := 0; j < n; j++ {
+				if !chosen[j] && d[j] > tol*dmax && key(j) >= c && PivotKey(ids[j]) < PivotKey(ids[p]) {
+					p = j
+				}
+			}
 		}
 		chosen[p] = true
 		piv = append(piv, p)
@@ -202,23 +217,33 @@ type poolCase struct {
 	topUp     bool
 	events    int
 	normalize bool
+	tolerance float64
 }
 
 // TestPoolPropertyAgainstBatch: under random inserts (exact duplicates among them),
-// deletions of landmarks and of other points, and syncs, the pool keeps its contract
+// deletions of landmarks, of holders of a step's max (under Tolerance) and of other
+// points, and syncs, the pool keeps its contract
 // against refGreedy: a certificate that bounds (and while Exact equals) the served tr R,
 // landmarks equal to batch greedy whenever it reports neither stale nor inexact, and
-// batch greedy after every Sync; pivoting on raw and on normalized residuals.
+// batch greedy after every Sync; pivoting on raw and on normalized residuals, by the
+// exact argmax and tolerant (the default τ = 0.6, and τ = 0.1 where fewer rows qualify
+// and the step's max decides more often).
 func TestPoolPropertyAgainstBatch(t *testing.T) {
-	cases := []poolCase{
-		{"full-rank", 8, 8, 5, false, 300, false},
-		{"rank3-topup", 8, 3, 6, true, 300, false},
-		{"rank3-no-topup", 8, 3, 6, false, 200, false},
-		{"small-m", 5, 5, 2, true, 200, false},
-		{"normalize/full-rank", 8, 8, 5, false, 300, true},
-		{"normalize/rank3-topup", 8, 3, 6, true, 300, true},
-		{"normalize/rank3-no-topup", 8, 3, 6, false, 200, true},
-		{"normalize/small-m", 5, 5, 2, true, 200, true},
+	var cases []poolCase
+	for _, rule := range []struct {
+		name      string
+		normalize bool
+		tolerance float64
+	}{{"", false, 0}, {"normalize/", true, 0}, {"tolerance/", false, 0.6}, {"normalize-tolerance/", true, 0.6}, {"normalize-tolerance0.1/", true, 0.1}} {
+		for _, c := range []poolCase{
+			{"full-rank", 8, 8, 5, false, 300, false, 0},
+			{"rank3-topup", 8, 3, 6, true, 300, false, 0},
+			{"rank3-no-topup", 8, 3, 6, false, 200, false, 0},
+			{"small-m", 5, 5, 2, true, 200, false, 0},
+		} {
+			c.name, c.normalize, c.tolerance = rule.name+c.name, rule.normalize, rule.tolerance
+			cases = append(cases, c)
+		}
 	}
 	for ci, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,7 +254,7 @@ func TestPoolPropertyAgainstBatch(t *testing.T) {
 
 func runPoolSequence(t *testing.T, tc poolCase, seed uint64) {
 	g := newGen(seed, tc.q, tc.rank)
-	cfg := Config{Dim: tc.q, Budget: LandmarkBudget{M: tc.m}, TopUp: tc.topUp, Seed: seed, Normalize: tc.normalize}
+	cfg := Config{Dim: tc.q, Budget: LandmarkBudget{M: tc.m}, TopUp: tc.topUp, Seed: seed, Normalize: tc.normalize, Tolerance: tc.tolerance}
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -260,8 +285,18 @@ func runPoolSequence(t *testing.T, tc poolCase, seed uint64) {
 			order = append(order, id)
 		case u < 0.85:
 			var id string
+			holders := []string{}
+			if tc.tolerance > 0 {
+				for _, h := range p.CoreState().StepMaxIDs {
+					if h != "" {
+						holders = append(holders, h)
+					}
+				}
+			}
 			if lm := p.Landmarks(); len(lm) > 0 && g.r.IntN(3) == 0 {
 				id = lm[g.r.IntN(len(lm))] // landmark deletion
+			} else if len(holders) > 0 && g.r.IntN(2) == 0 {
+				id = holders[g.r.IntN(len(holders))] // a holder of a step's max
 			} else {
 				for id = range src {
 					break
@@ -316,7 +351,7 @@ func checkInvariants(t *testing.T, ev int, p *Pool, src map[string][]float64, cf
 		t.Fatalf("event %d: Exact certificate got %v, want %v", ev, cert.Trace, served)
 	}
 	if !cert.Stale && cert.Exact {
-		want, _, _ := refGreedyNormalize(src, p.M(), DefaultTol, cfg.TopUp, cfg.Seed, cfg.Normalize)
+		want, _, _ := refGreedyRule(src, p.M(), DefaultTol, cfg.TopUp, cfg.Seed, cfg.Normalize, cfg.Tolerance)
 		if !reflect.DeepEqual(lm, want) && !(len(lm) == 0 && len(want) == 0) {
 			t.Fatalf("event %d: pool not stale but landmarks got %v, want batch %v", ev, lm, want)
 		}
@@ -325,7 +360,7 @@ func checkInvariants(t *testing.T, ev int, p *Pool, src map[string][]float64, cf
 
 func checkSynced(t *testing.T, ev int, p *Pool, src map[string][]float64, cfg Config) {
 	t.Helper()
-	want, kg, trR := refGreedyNormalize(src, cfg.Budget.M, DefaultTol, cfg.TopUp, cfg.Seed, cfg.Normalize)
+	want, kg, trR := refGreedyRule(src, cfg.Budget.M, DefaultTol, cfg.TopUp, cfg.Seed, cfg.Normalize, cfg.Tolerance)
 	got := p.Landmarks()
 	if !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
 		t.Fatalf("event %d: after Sync landmarks got %v, want %v", ev, got, want)
@@ -429,6 +464,12 @@ func TestRestoreRejectsBadState(t *testing.T) {
 		{"landmark not stored", func(s *State) { s.Points = s.Points[1:] }},
 		{"negative residual", func(s *State) { s.Points[0].Residual = -1 }},
 		{"dim", func(s *State) { s.Config.Dim = 0 }},
+		{"tolerance", func(s *State) { s.Config.Tolerance = 1 }},
+		{"step max length", func(s *State) { s.StepMax = s.StepMax[:1] }},
+		{"step max ids length", func(s *State) { s.StepMaxIDs = s.StepMaxIDs[:1] }},
+		{"nan step max", func(s *State) { s.StepMax[1] = math.NaN() }},
+		{"holder not stored", func(s *State) { s.StepMaxIDs[1] = "c" }},
+		{"tolerance without step maxima", func(s *State) { s.Config.Tolerance, s.StepMax, s.StepMaxIDs = 0.5, nil, nil }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -440,6 +481,18 @@ func TestRestoreRejectsBadState(t *testing.T) {
 				t.Fatalf("Restore: got %v, want ErrState", err)
 			}
 		})
+	}
+	// A state of an older layout whose owner switched it to tolerant pivoting is stale
+	// from 0 (the daemon's restore does this): nothing reads its step maxima before the
+	// next Sync, and Restore takes the pivots' keys.
+	s := good
+	s.Config.Tolerance, s.StepMax, s.StepMaxIDs, s.Stale, s.StaleFrom = 0.5, nil, nil, true, 0
+	q, err := Restore(s)
+	if err != nil {
+		t.Fatalf("Restore of a stale state without step maxima: %v", err)
+	}
+	if got := q.State(); !reflect.DeepEqual(got.StepMax, good.PivotValues) || !reflect.DeepEqual(got.StepMaxIDs, []string{"", ""}) {
+		t.Errorf("StepMax %v, StepMaxIDs %q, want the pivot values %v and no holders", got.StepMax, got.StepMaxIDs, good.PivotValues)
 	}
 }
 
@@ -790,5 +843,73 @@ func TestPoolNormalizeFirstPivotTie(t *testing.T) {
 		if got := p.Landmarks(); !reflect.DeepEqual(got, want) {
 			t.Errorf("insert %q: after Sync landmarks %v, want %v", tc.id, got, want)
 		}
+	}
+}
+
+// TestPoolToleranceStepMax: under Tolerance a point that is not pivot t changes step t
+// by holding its max: without it the max falls, and a candidate of smaller PivotKey
+// qualifies. a takes pivot 0 (the largest K_jj raw; the smallest PivotKey on the
+// normalized tie); after it h's key is 1, b's 0.64 and x's 0.36, so with τ = 0.5 h and
+// b qualify and b, of smaller PivotKey, is pivot 1 while h holds the max. Deleting h
+// (a non-landmark) lowers the max to 0.64 and x (0.36 ≥ 0.32, smallest PivotKey) takes
+// pivot 1. Under Normalize with Tol = 0.005 (threshold 0.02) a small h (K = 0.04, key
+// still 1) does the same when an insert raises the threshold past h's residual.
+func TestPoolToleranceStepMax(t *testing.T) {
+	ids := []string{"p0", "p1", "p2", "p3", "p4"}
+	sort.Slice(ids, func(i, j int) bool { return PivotKey(ids[i]) < PivotKey(ids[j]) })
+	a, x, b, h, y := ids[0], ids[1], ids[2], ids[3], ids[4]
+	for _, tc := range []struct {
+		name      string
+		normalize bool
+		tol, hy   float64
+		insert    bool
+	}{
+		{"delete holder/raw", false, 0, 1, false},
+		{"delete holder/normalize", true, 0, 1, false},
+		{"threshold drops holder/normalize", true, 0.005, 0.2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Dim: 3, Budget: LandmarkBudget{M: 2}, Tol: tc.tol, Normalize: tc.normalize, Tolerance: 0.5}
+			p, _ := New(cfg)
+			src := MapSource{a: {2, 0, 0}, h: {0, tc.hy, 0}, b: {0.6, 0, 0.8}, x: {0.8, 0, 0.6}}
+			for id, f := range src {
+				if err := p.Insert(id, f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := p.Sync(src); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := p.Landmarks(), []string{a, b}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("after Sync landmarks %v, want %v", got, want)
+			}
+			if got := p.CoreState().StepMaxIDs; got[1] != h {
+				t.Fatalf("StepMaxIDs %q, want %q at step 1", got, h)
+			}
+			if tc.insert {
+				src[y] = []float64{5, 0, 0}
+				if err := p.Insert(y, src[y]); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				delete(src, h)
+				if err := p.Delete(h); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c := p.Residual(); !c.Stale || c.StaleFrom != 1 {
+				t.Errorf("stale %v from %d, want stale from 1", c.Stale, c.StaleFrom)
+			}
+			want, _, _ := refGreedyRule(src, 2, cfg.Tol, false, 0, tc.normalize, cfg.Tolerance)
+			if !reflect.DeepEqual(want, []string{a, x}) {
+				t.Fatalf("batch greedy %v, want %v: the case does not exercise the max", want, []string{a, x})
+			}
+			if err := p.Sync(src); err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Landmarks(); !reflect.DeepEqual(got, want) {
+				t.Errorf("after Sync landmarks %v, want %v", got, want)
+			}
+		})
 	}
 }

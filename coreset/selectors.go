@@ -50,13 +50,17 @@ type SelectInput struct {
 	// nil), one row of length Q per point, read in place and widened exactly: pc-ntk,
 	// kcenter and dpp then allocate nothing of size N×Q, and pc-ntk and kcenter select what
 	// they select on the widened G. leverage widens G32 into one float64 matrix.
-	G32  [][]float32
-	Q    int
-	Tol  float64 // pivot tolerance of the PC selectors; 0 means DefaultTol
+	G32 [][]float32
+	Q   int
+	Tol float64 // pivot tolerance of the PC selectors; 0 means DefaultTol
 	// Normalize makes pc-ntk pivot on normalized residuals (GreedyOptions.Normalize), as
 	// the daemon's pool does by default. pc's RBF surrogate has a unit diagonal, on which
 	// the two rules agree; the other selectors ignore it.
 	Normalize bool
+	// Tolerance is pc-ntk's tolerant pivoting (GreedyOptions.Tolerance), with the rows'
+	// decimal indices as the ids of their PivotKeys (PivotKeys), as the top-up keys
+	// take them; 0 is the exact argmax. The other selectors ignore it.
+	Tolerance float64
 	Seed      uint64
 	// Lambda is the ridge λ of the leverage selector; 0 means tr K/m.
 	Lambda float64
@@ -163,7 +167,7 @@ func SelectContext(ctx context.Context, name string, in SelectInput, m int) (*Se
 		idx := LeverageSample(tau, m, in.Seed)
 		return &Selection{Indices: idx, Greedy: len(idx), Leverage: tau, Lambda: lambda}, nil
 	case SelPCNTK:
-		res, err := lazyGreedy(ctx, g, m, GreedyOptions{Tol: in.Tol, TopUpKeys: TopUpKeys(in.Seed, in.N), Normalize: in.Normalize})
+		res, err := lazyGreedy(ctx, g, m, GreedyOptions{Tol: in.Tol, TopUpKeys: TopUpKeys(in.Seed, in.N), Normalize: in.Normalize, Tolerance: in.Tolerance})
 		if err != nil {
 			return nil, err
 		}

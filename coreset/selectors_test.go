@@ -422,3 +422,30 @@ func TestSelectPCNTKNormalize(t *testing.T) {
 		t.Fatalf("raw and normalized pc-ntk chose the same pivots %v", raw.Indices)
 	}
 }
+
+// TestSelectPCNTKTolerance: pc-ntk with Tolerance is Greedy with Tolerance and the pivot
+// keys of the row indices (PivotKeys), raw and normalized, and differs from the exact
+// argmax.
+func TestSelectPCNTKTolerance(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 7))
+	n, q, m := 150, 10, 24
+	g := randMatrix(r, n, q, 8)
+	scaleRows(r, g, n, q)
+	for _, norm := range []bool{false, true} {
+		want, err := Greedy(g, n, q, m, GreedyOptions{Normalize: norm, Tolerance: 0.6, Keys: PivotKeys(n), TopUpKeys: TopUpKeys(4, n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sel, err := Select(SelPCNTK, SelectInput{N: n, G: g, Q: q, Seed: 4, Normalize: norm, Tolerance: 0.6}, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(sel.Indices, want.Pivots) || sel.Greedy != want.Greedy || !reflect.DeepEqual(sel.ResidualTrace, want.ResidualTrace) {
+			t.Fatalf("normalize %v: pc-ntk tolerant: %v (greedy %d), want %v (greedy %d)", norm, sel.Indices, sel.Greedy, want.Pivots, want.Greedy)
+		}
+		exact, _ := Select(SelPCNTK, SelectInput{N: n, G: g, Q: q, Seed: 4, Normalize: norm}, m)
+		if reflect.DeepEqual(exact.Indices[:exact.Greedy], sel.Indices[:sel.Greedy]) {
+			t.Fatalf("normalize %v: exact and tolerant pc-ntk chose the same pivots %v", norm, sel.Indices)
+		}
+	}
+}

@@ -104,7 +104,7 @@
 // bytes whatever the number n of stored points (DESIGN.md section 4: per-event work
 // must not grow with n outside scheduled sweeps):
 //
-//   - the core, storage.PoolState{Schema: PoolSchema (4), Data}: coreset.Pool.CoreState
+//   - the core, storage.PoolState{Schema: PoolSchema (5), Data}: coreset.Pool.CoreState
 //     of both views, rewritten by every batch that changed the pool (O(m q + m²) time,
 //     O(m²) bytes);
 //   - one record per stored point in the store's poolpoints bucket (Tx.PutPoolPoint,
@@ -120,7 +120,7 @@
 // background sync rewrite all n records in the same transaction as the core (the
 // scheduled O(n) sweep, putAllRecords, in id order).
 //
-// The byte layouts of schemas 4, 3, 2 and 1 are in storage/FORMAT.md "Pool state".
+// The byte layouts of schemas 5, 4, 3, 2 and 1 are in storage/FORMAT.md "Pool state".
 //
 // Restore (New) reads the core and every record (O(n), once), refuses a store
 // whose records do not match its points one to one (a count that differs, a record of
@@ -129,13 +129,15 @@
 // Schema 2, written before, held the records inside the blob (O(n) bytes and an
 // O(n log n) sort per batch); it is still read, and New converts such a store at
 // once (core and all records in one transaction), so a core of schema 3 or later is
-// never stored without its records. Schema 3, the current layout before
-// coreset.Config.Normalize (pool.normalize) existed, is read with Normalize = false and
-// New rewrites its core as schema 4 (the records are unchanged). A pool stored under
-// the other pivoting rule than the configured one (every schema 3 or 2 pool under the
-// default pool.normalize = true) keeps its landmarks and exact certificate, takes the
-// configured rule and is stale from position 0, so the next sync re-selects
-// (decodePool). Schema 1 (which also held the landmark features) is refused.
+// never stored without its records. Schema 3, the layout before
+// coreset.Config.Normalize (pool.normalize) existed, is read with Normalize = false;
+// schema 4, the layout before coreset.Config.Tolerance (pool.tolerance) and the step
+// maxima, and schemas 3 and 2 are read with Tolerance = 0; New rewrites the core of
+// either as schema 5 (the records are unchanged). A pool stored under another pivoting
+// rule than the configured one (every schema 4, 3 or 2 pool under the default
+// pool.tolerance = 0.6) keeps its landmarks and exact certificate, takes the configured
+// rule and is stale from position 0, so the next sync re-selects (decodePool). Schema 1
+// (which also held the landmark features) is refused.
 //
 // Measured (BenchmarkPoolPersist, q = 32, m = 8, batches of 256 upserts, no fsync,
 // medians of 3 runs; bytes are what bbolt hands to write(2) per commit, pages

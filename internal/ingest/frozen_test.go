@@ -77,7 +77,8 @@ func poolContent(t *testing.T, st *storage.Store) (storage.PoolState, []storedRe
 //     with the previous feature algorithm (v2: features in float64), so NewIngest
 //     re-selects the pool on the stored float32 features: the restored pool is batch
 //     greedy over the stored points (checkAgainstReference), the store then holds
-//     schema 3 under the current fingerprint, and a second restore writes nothing.
+//     the current schema (PoolSchema) under the current fingerprint, and a second
+//     restore writes nothing.
 //
 // Then the converted v2 store and the v3 store hash equal and stay equal under more
 // batches.

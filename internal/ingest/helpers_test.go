@@ -158,8 +158,8 @@ func expect(evs []event) expectation {
 // backbone, the "fit" sketch and the augmenter straight from entk and dataset (not
 // through Features), computes ψ of view v of every expected point one at a time with
 // FeaturesTo, and runs coreset.Greedy over the points in increasing id order with the
-// top-up keys of the ids, as DESIGN.md section 4 "Pool semantics" defines the pool at
-// quiescence. It returns the landmark ids and the exact residual trace tr R.
+// top-up and pivot keys of the ids under the configured pivoting rule, as DESIGN.md
+// section 4 "Pool semantics" defines the pool at quiescence. It returns the landmark ids and the exact residual trace tr R.
 func referenceLandmarks(t testing.TB, cfg config.Config, pts map[string]event, view int) ([]string, float64) {
 	t.Helper()
 	b, err := entk.NewBackbone(cfg.Model.Arch, cfg.Model.Seed)
@@ -178,16 +178,17 @@ func referenceLandmarks(t testing.TB, cfg config.Config, pts map[string]event, v
 	sort.Strings(ids)
 	q := sk.Dim()
 	g := make([]float64, len(ids)*q)
-	keys := make([]uint64, len(ids))
+	keys, pkeys := make([]uint64, len(ids)), make([]uint64, len(ids))
 	ws := sk.NewWorkspace()
 	v := make([]float64, b.InDim())
 	for i, id := range ids {
 		aug.ViewTo(v, pts[id].x, id, view)
 		sk.FeaturesTo(g[i*q:(i+1)*q], v, ws)
 		pipeline.RoundTo32(g[i*q : (i+1)*q]) // the stored precision
-		keys[i] = coreset.TopUpKey(cfg.Model.Seed, id)
+		keys[i], pkeys[i] = coreset.TopUpKey(cfg.Model.Seed, id), coreset.PivotKey(id)
 	}
-	res, err := coreset.Greedy(g, len(ids), q, cfg.Pool.M, coreset.GreedyOptions{TopUpKeys: keys, Normalize: cfg.Pool.Normalize})
+	res, err := coreset.Greedy(g, len(ids), q, cfg.Pool.M, coreset.GreedyOptions{TopUpKeys: keys, Normalize: cfg.Pool.Normalize,
+		Tolerance: cfg.Pool.Tolerance, Keys: pkeys})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,8 +138,9 @@ type BatchResult struct {
 // PoolConfig is the landmark pool configuration the daemon derives from cfg for
 // features of dimension dim: budget from pool.m or pool.budget, the default tolerance,
 // the top-up rule on (the pool fills its budget past the numerical rank, seeded by
-// model.seed, so M = 2m landmarks are served as the paper's Alg. cairn-stage1), and
-// pivoting on normalized residuals by pool.normalize.
+// model.seed, so M = 2m landmarks are served as the paper's Alg. cairn-stage1),
+// pivoting on normalized residuals by pool.normalize and tolerant pivoting by
+// pool.tolerance.
 func PoolConfig(cfg config.Config, dim int) (coreset.Config, error) {
 	b := coreset.LandmarkBudget{M: cfg.Pool.M}
 	if cfg.Pool.Budget != "" {
@@ -148,7 +149,7 @@ func PoolConfig(cfg config.Config, dim int) (coreset.Config, error) {
 			return coreset.Config{}, fmt.Errorf("%w: pool.budget %q: %w", ErrConfig, cfg.Pool.Budget, err)
 		}
 	}
-	c := coreset.Config{Dim: dim, Budget: b, TopUp: true, Seed: cfg.Model.Seed, Normalize: cfg.Pool.Normalize}
+	c := coreset.Config{Dim: dim, Budget: b, TopUp: true, Seed: cfg.Model.Seed, Normalize: cfg.Pool.Normalize, Tolerance: cfg.Pool.Tolerance}
 	if err := c.Validate(); err != nil {
 		return coreset.Config{}, fmt.Errorf("%w: pool: %w", ErrConfig, err)
 	}
@@ -275,10 +276,11 @@ func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, erro
 			return nil, fmt.Errorf("ingest: persist the re-selected pool: %w", err)
 		}
 	} else if havePS && ps.Schema != PoolSchema {
-		// An older schema: 3 (no Normalize in the states) needs only the blob rewritten;
-		// 2 (the records inside the blob) moves the records into the store's poolpoints
-		// bucket now, in the same transaction, so that a stored blob of schema 3 or later
-		// always comes with every point's record. O(n), once.
+		// An older schema: 4 and 3 (no Tolerance, and for 3 no Normalize, in the states)
+		// need only the blob rewritten; 2 (the records inside the blob) moves the records
+		// into the store's poolpoints bucket now, in the same transaction, so that a
+		// stored blob of schema 3 or later always comes with every point's record. O(n),
+		// once.
 		if err := in.persistPool(ps.Schema == poolSchema2); err != nil {
 			return nil, fmt.Errorf("ingest: convert the stored pool from schema %d to %d: %w", ps.Schema, PoolSchema, err)
 		}

@@ -16,13 +16,17 @@ import (
 // per stored point inside the blob (O(n) bytes per batch) and is still read, and
 // converted at restore (New); schema 3 keeps those records in the store's poolpoints
 // bucket, one per point, written only when they change; schema 4 is schema 3 with
-// coreset.Config.Normalize in each view's state (pool.normalize). Schemas 2 and 3 are
-// read with Normalize = false (they pivoted on raw residuals) and converted at restore.
-const PoolSchema = 4
+// coreset.Config.Normalize in each view's state (pool.normalize); schema 5 is schema 4
+// with coreset.Config.Tolerance and each greedy step's max and its holder (StepMax,
+// StepMaxIDs) in each view's state (pool.tolerance). Schemas 2 and 3 are read with
+// Normalize = false (they pivoted on raw residuals), schemas 2 to 4 with Tolerance = 0
+// (the exact argmax), and converted at restore.
+const PoolSchema = 5
 
-// poolSchema3 and poolSchema2 are the previous schemas, read (not written) so older
-// stores still open.
+// poolSchema4, poolSchema3 and poolSchema2 are the previous schemas, read (not
+// written) so older stores still open.
 const (
+	poolSchema4 = 4
 	poolSchema3 = 3
 	poolSchema2 = 2
 )
@@ -102,9 +106,9 @@ func readPool(tx *storage.ReadTx) (ps storage.PoolState, ok bool, recs []storedR
 }
 
 // parsePool parses a stored pool blob into the fingerprint and the two views' states,
-// without their landmark features (which the blob does not hold). Schema 3 states have
-// no Points (the records are stored beside the blob, see poolStates); schema 2 states
-// carry them. It refuses schema 1 and unknown schemas by number, and a malformed blob
+// without their landmark features (which the blob does not hold). States of schema 3
+// and later have no Points (the records are stored beside the blob, see poolStates);
+// schema 2 states carry them. It refuses schema 1 and unknown schemas by number, and a malformed blob
 // naming the view, the field and its offset.
 // Fingerprint returns the feature-pipeline fingerprint a stored pool state was built
 // with (pipeline.Features.Fingerprint), or ErrPoolState when the blob does not parse.
@@ -117,6 +121,8 @@ func parsePool(ps storage.PoolState) (fp string, a, b coreset.State, err error) 
 	decode := coreset.DecodeState
 	switch ps.Schema {
 	case PoolSchema:
+	case poolSchema4:
+		decode = coreset.DecodeStateWithoutTolerance
 	case poolSchema3:
 		decode = coreset.DecodeStateWithoutNormalize
 	case poolSchema2:
@@ -124,7 +130,7 @@ func parsePool(ps storage.PoolState) (fp string, a, b coreset.State, err error) 
 	case 1:
 		return "", a, b, fmt.Errorf("%w: schema 1 (the landmarks' features inside the blob, written before schema 2) is no longer read; rebuild the pool", ErrPoolState)
 	default:
-		return "", a, b, fmt.Errorf("%w: schema %d, want %d (or %d or %d, converted at restore)", ErrPoolState, ps.Schema, PoolSchema, poolSchema3, poolSchema2)
+		return "", a, b, fmt.Errorf("%w: schema %d, want %d (or %d, %d or %d, converted at restore)", ErrPoolState, ps.Schema, PoolSchema, poolSchema4, poolSchema3, poolSchema2)
 	}
 	if len(ps.Data) < fingerprintLen {
 		return "", a, b, fmt.Errorf("%w: blob of %d bytes is shorter than the %d-byte features fingerprint", ErrPoolState, len(ps.Data), fingerprintLen)
@@ -147,7 +153,7 @@ func parsePool(ps storage.PoolState) (fp string, a, b coreset.State, err error) 
 }
 
 // poolStates parses the blob and fills both views' Points: from the records recs (id
-// order) for schemas 4 and 3, from the blob for schema 2, which must then come without
+// order) for schemas 3 and later, from the blob for schema 2, which must then come without
 // records (a store holds one or the other).
 func poolStates(ps storage.PoolState, recs []storedRecord) (fp string, a, b coreset.State, err error) {
 	if fp, a, b, err = parsePool(ps); err != nil {
@@ -177,13 +183,16 @@ func poolStates(ps storage.PoolState, recs []storedRecord) (fp string, a, b core
 // landmark src does not know, two views holding different points, and anything
 // coreset.Restore finds inconsistent. It never panics on any bytes.
 //
-// A pool whose configuration differs from want in Normalize only is not refused: a
-// schema 3 or 2 pool was selected on raw residuals (Normalize = false, the only rule
-// then) and meets the default pool.normalize = true, or pool.normalize was changed. It
-// takes the configured rule and keeps its landmarks, certificate and records (all on the
-// raw kernel, exact as they were), marked stale from position 0 if it has landmarks, so
-// the next sync (SyncDue holds at once) re-selects under the configured rule. Until then
-// it serves its last selection, as any stale pool does.
+// A pool whose configuration differs from want in its pivoting rule only (Normalize,
+// Tolerance) is not refused: a schema 3 or 2 pool was selected on raw residuals
+// (Normalize = false, the only rule then), a schema 4, 3 or 2 pool by the exact argmax
+// (Tolerance = 0), and meets the defaults pool.normalize = true and pool.tolerance =
+// 0.6, or the configured rule was changed. It takes the configured rule and keeps its
+// landmarks, certificate and records (all on the raw kernel, exact as they were),
+// marked stale from position 0 if it has landmarks, so the next sync (SyncDue holds at
+// once) re-selects under the configured rule. Until then it serves its last selection,
+// as any stale pool does; the step maxima an older schema lacks are never read before
+// that sync (coreset.Restore).
 func decodePool(ps storage.PoolState, recs []storedRecord, fp string, want coreset.Config, src [2]coreset.FeatureSource) (*coreset.Pair, error) {
 	got, a, b, err := poolStates(ps, recs)
 	if err != nil {
@@ -200,8 +209,11 @@ func decodePool(ps storage.PoolState, recs []storedRecord, fp string, want cores
 		st   *coreset.State
 		dst  **coreset.Pool
 	}{{"a", 0, &a, &pr.A}, {"b", 1, &b, &pr.B}} {
-		if v.st.Config.Normalize != want.Normalize {
-			v.st.Config.Normalize = want.Normalize
+		if err := v.st.Config.Validate(); err != nil { // before taking the configured rule
+			return nil, fmt.Errorf("%w: view %s: %w", ErrPoolState, v.name, err)
+		}
+		if c := &v.st.Config; c.Normalize != want.Normalize || c.Tolerance != want.Tolerance {
+			c.Normalize, c.Tolerance = want.Normalize, want.Tolerance
 			if len(v.st.Landmarks) > 0 { // none: nothing to re-select
 				v.st.Stale, v.st.StaleFrom = true, 0
 			}

@@ -68,9 +68,41 @@ func testPairConfig(t testing.TB, cfg config.Config, n int, deleteOne bool) (*pi
 }
 
 // configLen is the length of Version and Config at the start of a view's state in
-// schemas 2 and 3, which have no Config.Normalize (its byte is the next one in schema
-// 4); schema 2 held the points after it (storage/FORMAT.md "Pool state").
+// schemas 2 and 3, which have no Config.Normalize (its byte is the next one in schemas
+// 4 and 5, then schema 5's f64 Config.Tolerance); schema 2 held the points after it
+// (storage/FORMAT.md "Pool state").
 const configLen = 81
+
+// coreV4 is the schema 4 core of s: schema 5's without Config.Tolerance (the 8 bytes
+// after Config.Normalize's) and without StepMax and StepMaxIDs (after PivotValues).
+// Tolerance and the step maxima are lost (schema 4 has none; they decode as 0 and nil).
+func coreV4(s coreset.State) []byte {
+	core, _ := s.AppendBinary(nil)
+	pv := configLen + 1 + 8 + 4 + 8 + 4 + 8*len(s.PivotValues) // PivotValues' end
+	for _, id := range s.Landmarks {
+		pv += 4 + len(id)
+	}
+	sm := 4 + 8*len(s.StepMax) + 4
+	for _, id := range s.StepMaxIDs {
+		sm += 4 + len(id)
+	}
+	out := append([]byte(nil), core[:configLen+1]...)
+	out = append(out, core[configLen+1+8:pv]...)
+	return append(out, core[pv+sm:]...)
+}
+
+// encodePoolV4 is the schema 4 encoder the daemon used before schema 5, kept for the
+// codec tests: per view, coreV4.
+func encodePoolV4(fp string, pr *coreset.Pair) (storage.PoolState, error) {
+	w, err := hex.DecodeString(fp)
+	if err != nil || len(w) != fingerprintLen {
+		return storage.PoolState{}, fmt.Errorf("fingerprint %q is not 32 hex bytes", fp)
+	}
+	for _, p := range []*coreset.Pool{pr.A, pr.B} {
+		w = append(w, coreV4(p.CoreState())...)
+	}
+	return storage.PoolState{Schema: poolSchema4, Data: w}, nil
+}
 
 // encodePoolV3 is the schema 3 encoder the daemon used before schema 4, kept for the
 // codec tests: per view, the schema 4 core without Config.Normalize's byte. The state's
@@ -81,8 +113,7 @@ func encodePoolV3(fp string, pr *coreset.Pair) (storage.PoolState, error) {
 		return storage.PoolState{}, fmt.Errorf("fingerprint %q is not 32 hex bytes", fp)
 	}
 	for _, p := range []*coreset.Pool{pr.A, pr.B} {
-		s := p.CoreState()
-		core, _ := s.AppendBinary(nil)
+		core := coreV4(p.CoreState())
 		w = append(append(w, core[:configLen]...), core[configLen+1:]...)
 	}
 	return storage.PoolState{Schema: poolSchema3, Data: w}, nil
@@ -100,7 +131,7 @@ func encodePoolV2(fp string, pr *coreset.Pair) (storage.PoolState, error) {
 	}
 	for _, p := range []*coreset.Pool{pr.A, pr.B} {
 		s := p.State()
-		core, _ := s.AppendBinary(nil)
+		core := coreV4(s)
 		w = append(w, core[:configLen]...)
 		w = binenc.AppendU32(w, uint32(len(s.Points)))
 		for _, pt := range s.Points {
@@ -124,12 +155,28 @@ func pairRecords(pr *coreset.Pair) []storedRecord {
 	return out
 }
 
-// TestPoolCodecRoundTrip: decoding an encoded pool (schema 4 or 3 core plus records,
-// and a schema 2 blob) gives pools whose states are deeply equal to the originals, and
-// re-encoding gives the same bytes. (coreset's TestStateFields guards the fields.) The
-// test pair is stale from position 0 (its first landmark was deleted), so the older
-// schemas' Normalize = false taking the configured true changes nothing else here;
-// TestPoolSchema3Normalize tests that step.
+// withoutStepMax is what an older schema keeps of the state of p (stale from 0, as the
+// test pair is): the pool coreset.Restore makes of it without StepMax and StepMaxIDs,
+// which it takes from the pivots' keys.
+func withoutStepMax(t testing.TB, p *coreset.Pool) *coreset.Pool {
+	t.Helper()
+	s := p.State()
+	s.StepMax, s.StepMaxIDs = nil, nil
+	q, err := coreset.Restore(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// TestPoolCodecRoundTrip: decoding an encoded pool (schema 5, 4 or 3 core plus records,
+// and a schema 2 blob) gives pools whose states are deeply equal to the originals (for
+// the older schemas, which lack the step maxima, to the pool Restore makes without
+// them), and re-encoding gives the same bytes. (coreset's TestStateFields guards the
+// fields.) The test pair is stale from position 0 (its first landmark was deleted), so
+// the older schemas' Normalize = false and Tolerance = 0 taking the configured rule
+// changes nothing else here; TestPoolSchema3Normalize and TestPoolSchema4Tolerance test
+// that step.
 func TestPoolCodecRoundTrip(t *testing.T) {
 	for _, n := range []int{0, 1, 40} {
 		feat, pcfg, pr, src := testPair(t, n)
@@ -148,23 +195,31 @@ func TestPoolCodecRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		v4, err := encodePoolV4(feat.Fingerprint(), pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := &coreset.Pair{A: withoutStepMax(t, pr.A), B: withoutStepMax(t, pr.B)}
+		psOld, _ := encodePool(feat.Fingerprint(), old)
 		recs := pairRecords(pr)
 		for _, tc := range []struct {
 			name string
 			ps   storage.PoolState
 			recs []storedRecord
-		}{{"schema 4", ps, recs}, {"schema 3", v3, recs}, {"schema 2", v2, nil}} {
+			want *coreset.Pair
+			data []byte
+		}{{"schema 5", ps, recs, pr, ps.Data}, {"schema 4", v4, recs, old, psOld.Data}, {"schema 3", v3, recs, old, psOld.Data}, {"schema 2", v2, nil, old, psOld.Data}} {
 			got, err := decodePool(tc.ps, tc.recs, feat.Fingerprint(), pcfg, src)
 			if err != nil {
 				t.Fatalf("n=%d %s: %v", n, tc.name, err)
 			}
-			for v, pair := range [][2]*coreset.Pool{{pr.A, got.A}, {pr.B, got.B}} {
+			for v, pair := range [][2]*coreset.Pool{{tc.want.A, got.A}, {tc.want.B, got.B}} {
 				if a, b := pair[0].State(), pair[1].State(); !reflect.DeepEqual(a, b) {
 					t.Errorf("n=%d %s view %d: state after round trip\n got %+v\nwant %+v", n, tc.name, v, b, a)
 				}
 			}
 			again, _ := encodePool(feat.Fingerprint(), got)
-			if !bytes.Equal(again.Data, ps.Data) {
+			if !bytes.Equal(again.Data, tc.data) {
 				t.Errorf("n=%d %s: re-encoding changed the bytes", n, tc.name)
 			}
 			if !reflect.DeepEqual(pairRecords(got), recs) {
@@ -173,7 +228,8 @@ func TestPoolCodecRoundTrip(t *testing.T) {
 		}
 		// The core does not grow with the points: the schema 2 blob minus its records
 		// (4 + len(id) + 16 bytes per point and view, plus the two counts) is schema 3,
-		// which is schema 4 less one byte per view.
+		// which is schema 4 less one byte per view, which is schema 5 less Tolerance and
+		// the step maxima per view.
 		per := 0
 		for _, r := range recs {
 			per += 2 * (4 + len(r.id) + 16)
@@ -181,8 +237,19 @@ func TestPoolCodecRoundTrip(t *testing.T) {
 		if got, want := len(v2.Data)-per-8, len(v3.Data); got != want {
 			t.Errorf("n=%d: schema 2 blob without records is %d bytes, schema 3 blob %d", n, got, want)
 		}
-		if got, want := len(v3.Data), len(ps.Data)-2; got != want {
+		if got, want := len(v3.Data), len(v4.Data)-2; got != want {
 			t.Errorf("n=%d: schema 3 blob is %d bytes, want schema 4's less 2", n, got)
+		}
+		steps := 0
+		for _, p := range []*coreset.Pool{pr.A, pr.B} {
+			s := p.CoreState()
+			steps += 8 + 4 + 8*len(s.StepMax) + 4
+			for _, id := range s.StepMaxIDs {
+				steps += 4 + len(id)
+			}
+		}
+		if got, want := len(v4.Data), len(ps.Data)-steps; got != want {
+			t.Errorf("n=%d: schema 4 blob is %d bytes, want schema 5's less %d", n, got, steps)
 		}
 	}
 }
@@ -193,6 +260,7 @@ func TestPoolCodecRejects(t *testing.T) {
 	ps, _ := encodePool(feat.Fingerprint(), pr)
 	v2, _ := encodePoolV2(feat.Fingerprint(), pr)
 	v3, _ := encodePoolV3(feat.Fingerprint(), pr)
+	v4, _ := encodePoolV4(feat.Fingerprint(), pr)
 	recs := pairRecords(pr)
 	mut := func(f func(b []byte) []byte) storage.PoolState {
 		return storage.PoolState{Schema: PoolSchema, Data: f(append([]byte(nil), ps.Data...))}
@@ -215,22 +283,27 @@ func TestPoolCodecRejects(t *testing.T) {
 		cfg  coreset.Config
 	}{
 		{"schema 1 (held landmark features)", storage.PoolState{Schema: 1, Data: ps.Data}, recs, pcfg},
-		{"schema 5", storage.PoolState{Schema: 5, Data: ps.Data}, recs, pcfg},
-		{"schema 3 with schema 4's bytes", storage.PoolState{Schema: 3, Data: ps.Data}, recs, pcfg},
+		{"schema 6", storage.PoolState{Schema: 6, Data: ps.Data}, recs, pcfg},
+		{"schema 3 with schema 4's bytes", storage.PoolState{Schema: 3, Data: v4.Data}, recs, pcfg},
 		{"schema 4 with schema 3's bytes", storage.PoolState{Schema: 4, Data: v3.Data}, recs, pcfg},
+		{"schema 4 with schema 5's bytes", storage.PoolState{Schema: 4, Data: ps.Data}, recs, pcfg},
+		{"schema 5 with schema 4's bytes", storage.PoolState{Schema: 5, Data: v4.Data}, recs, pcfg},
 		{"empty", storage.PoolState{Schema: PoolSchema}, recs, pcfg},
 		{"truncated", mut(func(b []byte) []byte { return b[:len(b)-1] }), recs, pcfg},
 		{"trailing", mut(func(b []byte) []byte { return append(b, 0) }), recs, pcfg},
 		{"fingerprint", mut(func(b []byte) []byte { b[0] ^= 1; return b }), recs, pcfg},
 		{"bool", mut(func(b []byte) []byte { b[len(b)-1] = 2; return b }), recs, pcfg},
 		// View a's landmark count sits after the fingerprint (32), version, dim, budget
-		// m, λ, tol (5×8), top-up (1), seed and the four SLQ ints (5×8), normalize (1):
-		// byte 114; its top byte 117 makes it ~4e9 landmarks.
-		{"huge count", mut(func(b []byte) []byte { b[117] = 0xff; return b }), recs, pcfg},
+		// m, λ, tol (5×8), top-up (1), seed and the four SLQ ints (5×8), normalize (1),
+		// tolerance (8): byte 122; its top byte 125 makes it ~4e9 landmarks.
+		{"huge count", mut(func(b []byte) []byte { b[125] = 0xff; return b }), recs, pcfg},
 		{"normalize byte 2", mut(func(b []byte) []byte { b[113] = 2; return b }), recs, pcfg},
+		{"tolerance 1", mut(func(b []byte) []byte { copy(b[114:], binenc.AppendF64(nil, 1)); return b }), recs, pcfg},
+		{"tolerance NaN", mut(func(b []byte) []byte { copy(b[114:], binenc.AppendF64(nil, math.NaN())); return b }), recs, pcfg},
 		{"config", ps, recs, other},
 		{"schema 2 blob with records in the store", v2, recs, pcfg},
-		{"schema 4 blob without records", ps, nil, pcfg},
+		{"schema 5 blob without records", ps, nil, pcfg},
+		{"schema 4 blob without records", v4, nil, pcfg},
 		{"schema 3 blob without records", v3, nil, pcfg},
 		{"a landmark's record missing", ps, append(append([]storedRecord(nil), recs[:landmark]...), recs[landmark+1:]...), pcfg},
 		{"record short", ps, mutRec(3, func(r []byte) []byte { return r[:coreset.PairRecordLen-1] }), pcfg},
@@ -261,8 +334,9 @@ func recordIndex(recs []storedRecord, id string) int {
 }
 
 // FuzzDecodePool: the stored pool blob is outside bytes (a file on disk); decoding must
-// never panic, every refusal must match ErrPoolState, an accepted schema 4 blob of the
-// configured Normalize and its records must re-encode to the same bytes, and any
+// never panic, every refusal must match ErrPoolState, an accepted schema 5 blob of the
+// configured Normalize and Tolerance and its records must re-encode to the same bytes,
+// and any
 // accepted blob must re-encode to a
 // blob that decodes to a pool with the same encoding (idempotence: a schema 2 blob's
 // points need not be sorted, and re-encoding sorts them). The records are the test
@@ -272,6 +346,7 @@ func FuzzDecodePool(f *testing.F) {
 	full, _ := encodePool(feat.Fingerprint(), pr)
 	v2, _ := encodePoolV2(feat.Fingerprint(), pr)
 	v3, _ := encodePoolV3(feat.Fingerprint(), pr)
+	v4, _ := encodePoolV4(feat.Fingerprint(), pr)
 	recs := pairRecords(pr)
 	_, _, empty, _ := testPair(f, 0)
 	e, _ := encodePool(feat.Fingerprint(), empty)
@@ -279,6 +354,7 @@ func FuzzDecodePool(f *testing.F) {
 	f.Add(uint32(PoolSchema), e.Data, false)
 	f.Add(uint32(poolSchema2), e2.Data, false)
 	f.Add(uint32(PoolSchema), full.Data, true)
+	f.Add(uint32(poolSchema4), v4.Data, true)
 	f.Add(uint32(poolSchema3), v3.Data, true)
 	f.Add(uint32(poolSchema2), v2.Data, false)
 	f.Add(uint32(poolSchema2), v2.Data, true)
@@ -301,12 +377,13 @@ func FuzzDecodePool(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// A blob of the other Normalize takes pcfg's and is marked stale (decodePool), so
-		// it re-encodes to other bytes.
+		// A blob of another rule takes pcfg's and is marked stale (decodePool), so it
+		// re-encodes to other bytes.
 		_, a, b, _ := parsePool(storage.PoolState{Schema: schema, Data: data})
-		sameRule := a.Config.Normalize == pcfg.Normalize && b.Config.Normalize == pcfg.Normalize
+		sameRule := a.Config.Normalize == pcfg.Normalize && b.Config.Normalize == pcfg.Normalize &&
+			a.Config.Tolerance == pcfg.Tolerance && b.Config.Tolerance == pcfg.Tolerance
 		if got := pairRecords(p); schema == PoolSchema && sameRule && (!bytes.Equal(again.Data, data) || len(got)+len(rs) > 0 && !reflect.DeepEqual(got, rs)) {
-			t.Fatalf("accepted schema 4 pool is not canonical:\n in  %x\n out %x", data, again.Data)
+			t.Fatalf("accepted schema 5 pool is not canonical:\n in  %x\n out %x", data, again.Data)
 		}
 		p2, err := decodePool(again, pairRecords(p), feat.Fingerprint(), pcfg, src)
 		if err != nil {
@@ -563,17 +640,19 @@ func TestRestoreReselectsPreviousPool(t *testing.T) {
 // 4 under the other rule) was selected on raw residuals. Under pool.normalize = false it
 // restores as it was; under true it takes the configured rule and keeps its landmarks,
 // exact certificate and records, stale from position 0, and its next Sync gives the
-// pool a normalized selection would have made from the start.
+// pool a normalized selection would have made from the start. (Both by the exact
+// argmax, as schema 3 and 4 pools were; TestPoolSchema4Tolerance has the other step.)
 func TestPoolSchema3Normalize(t *testing.T) {
 	rawCfg, normCfg := testConfig(), testConfig()
 	rawCfg.Pool.Normalize, normCfg.Pool.Normalize = false, true
+	rawCfg.Pool.Tolerance, normCfg.Pool.Tolerance = 0, 0
 	feat, rawP, pr, src := testPairConfig(t, rawCfg, 40, false)
 	_, normP, want, _ := testPairConfig(t, normCfg, 40, false)
 	if slices.Equal(pr.A.Landmarks(), want.A.Landmarks()) {
 		t.Fatalf("raw and normalized pivoting select the same landmarks %v", want.A.Landmarks())
 	}
 	v3, _ := encodePoolV3(feat.Fingerprint(), pr)
-	v4, _ := encodePool(feat.Fingerprint(), pr)
+	v4, _ := encodePoolV4(feat.Fingerprint(), pr)
 	recs := pairRecords(pr)
 	got, err := decodePool(v3, recs, feat.Fingerprint(), rawP, src)
 	if err != nil {
@@ -604,14 +683,70 @@ func TestPoolSchema3Normalize(t *testing.T) {
 	}
 }
 
-// TestRestoreSchema3Store: a store whose pool blob is schema 3 (written before
-// pool.normalize) opens under the default normalize = true: New rewrites the blob as
-// schema 4 and leaves the records, the restored pool asks for a sync at once (SyncDue),
-// the sync gives the reference normalized selection, and a second restore writes
-// nothing.
-func TestRestoreSchema3Store(t *testing.T) {
+// TestPoolSchema4Tolerance: a pool stored without Config.Tolerance (schema 4, or any
+// older one) was selected by the exact argmax. Under pool.tolerance = 0 it restores as
+// it was; under the default 0.6 it takes the configured rule and keeps its landmarks,
+// exact certificate and records, stale from position 0 (its step maxima, which schema 4
+// lacks, are the exact rule's until then and never read), and its next Sync gives the
+// pool a tolerant selection would have made from the start.
+func TestPoolSchema4Tolerance(t *testing.T) {
+	exactCfg, cfg := testConfig(), testConfig()
+	exactCfg.Pool.Tolerance = 0
+	feat, exactP, pr, src := testPairConfig(t, exactCfg, 40, false)
+	_, tolP, want, _ := testPairConfig(t, cfg, 40, false)
+	if tolP.Tolerance != 0.6 || slices.Equal(pr.A.Landmarks(), want.A.Landmarks()) {
+		t.Fatalf("tolerance %v: exact and tolerant pivoting select the same landmarks %v", tolP.Tolerance, want.A.Landmarks())
+	}
+	v4, _ := encodePoolV4(feat.Fingerprint(), pr)
+	recs := pairRecords(pr)
+	got, err := decodePool(v4, recs, feat.Fingerprint(), exactP, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.A.State(), pr.A.State()) || !reflect.DeepEqual(got.B.State(), pr.B.State()) {
+		t.Errorf("schema 4 under tolerance = 0: the restored pool differs")
+	}
+	got, err = decodePool(v4, recs, feat.Fingerprint(), tolP, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, pair := range [][2]*coreset.Pool{{pr.A, got.A}, {pr.B, got.B}} {
+		c, c0 := pair[1].Residual(), pair[0].Residual()
+		if pair[1].Config().Tolerance != 0.6 || !c.Stale || c.StaleFrom != 0 || !c.Exact || c.Trace != c0.Trace ||
+			!slices.Equal(pair[1].Landmarks(), pair[0].Landmarks()) || !pair[1].NeedsSync() {
+			t.Errorf("view %d: tolerance %v, certificate %+v, landmarks %v; want the exact pool's (%+v, %v) stale from 0 under tolerance 0.6",
+				v, pair[1].Config().Tolerance, c, pair[1].Landmarks(), c0, pair[0].Landmarks())
+		}
+	}
+	if err := got.Sync(src[0], src[1]); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.A.State(), want.A.State()) || !reflect.DeepEqual(got.B.State(), want.B.State()) {
+		t.Errorf("after Sync the pool is not the tolerant selection")
+	}
+}
+
+// TestRestoreOlderSchemaStore: a store whose pool blob is schema 3 (written before
+// pool.normalize, raw) or 4 (before pool.tolerance, normalized), both by the exact
+// argmax, opens under the default rule (normalize, tolerance 0.6): New rewrites the
+// blob as the current schema and leaves the records, the restored pool asks for a sync
+// at once (SyncDue), the sync gives the reference selection, and a second restore
+// writes nothing.
+func TestRestoreOlderSchemaStore(t *testing.T) {
+	for _, tc := range []struct {
+		schema    uint32
+		normalize bool
+		encode    func(string, *coreset.Pair) (storage.PoolState, error)
+	}{{poolSchema3, false, encodePoolV3}, {poolSchema4, true, encodePoolV4}} {
+		t.Run(fmt.Sprintf("schema%d", tc.schema), func(t *testing.T) {
+			restoreOlderSchemaStore(t, tc.normalize, tc.encode)
+		})
+	}
+}
+
+func restoreOlderSchemaStore(t *testing.T, normalize bool, encode func(string, *coreset.Pair) (storage.PoolState, error)) {
 	rawCfg, cfg := testConfig(), testConfig()
-	rawCfg.Pool.Normalize = false
+	rawCfg.Pool.Normalize, rawCfg.Pool.Tolerance = normalize, 0
 	st := tempStore(t)
 	in := newTestIngest(t, rawCfg, st)
 	g := newGen(t, 31, 6)
@@ -625,11 +760,11 @@ func TestRestoreSchema3Store(t *testing.T) {
 	if err := in.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	v3, err := encodePoolV3(in.feat.Fingerprint(), in.pool)
+	old, err := encode(in.feat.Fingerprint(), in.pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Apply(func(tx *storage.Tx) error { return tx.PutPoolState(v3) }); err != nil {
+	if err := st.Apply(func(tx *storage.Tx) error { return tx.PutPoolState(old) }); err != nil {
 		t.Fatal(err)
 	}
 	recs := storedRecords(t, st)
