@@ -110,6 +110,7 @@ var recordChecks = map[string]func(k, v []byte) string{
 	string(bucketOutbox):   func(k, v []byte) string { _, why := decodeOutbox(k, v); return why },
 	string(bucketAudit):    func(k, v []byte) string { _, why := decodeAudit(k, v); return why },
 	string(bucketPending):  func(k, v []byte) string { _, _, why := decodePending(k, v); return why },
+	string(bucketDeleted):  func(k, v []byte) string { _, why := decodeDeleted(k, v); return why },
 	string(bucketMeta): func(k, v []byte) string {
 		if bytes.Equal(k, metaSlotDropped) {
 			_, why := decodeMetaU64s(k, v)

@@ -47,14 +47,15 @@ func open(key, v []byte) ([]byte, string) {
 // before) x floats; then cert floats.
 
 const (
-	pointHasLabel = 1
-	pointInSlot   = 2
+	pointHasLabel   = 1
+	pointInSlot     = 2
+	pointHasVersion = 4 // since format 5
 )
 
 // encodePoint encodes p with its input in the slot ref (nil: inline, as format 3
 // stored it; kept for the migration's tests).
 func encodePoint(key []byte, p *Point, ref *slotRef) []byte {
-	n := 1 + 1 + 8 + 16 + 4 + 8*len(p.X) + 4 + 8*len(p.Cert) + 4
+	n := 1 + 1 + 8 + 8 + 16 + 4 + 8*len(p.X) + 4 + 8*len(p.Cert) + 4
 	b := make([]byte, 0, n)
 	b = append(b, valueVersion)
 	flags := byte(0)
@@ -64,9 +65,15 @@ func encodePoint(key []byte, p *Point, ref *slotRef) []byte {
 	if ref != nil {
 		flags |= pointInSlot
 	}
+	if p.Version >= 0 {
+		flags |= pointHasVersion
+	}
 	b = append(b, flags)
 	if p.HasLabel {
 		b = binenc.AppendI64(b, p.Label)
+	}
+	if p.Version >= 0 {
+		b = binenc.AppendI64(b, p.Version)
 	}
 	if ref != nil {
 		b = binenc.AppendU64(b, ref.id)
@@ -87,14 +94,19 @@ func decodePoint(key, v []byte) (p Point, ref *slotRef, why string) {
 		return Point{}, nil, why
 	}
 	r := binenc.NewReader(payload)
-	p = Point{ID: string(key)}
+	p = Point{ID: string(key), Version: -1}
 	flags := r.U8("flags")
-	if flags&^(pointHasLabel|pointInSlot) != 0 {
-		r.Fail("flags", "unknown bits in "+strconv.Itoa(int(flags))+", only bits 0 (has label) and 1 (in a slot) are defined")
+	if flags&^(pointHasLabel|pointInSlot|pointHasVersion) != 0 {
+		r.Fail("flags", "unknown bits in "+strconv.Itoa(int(flags))+", only bits 0 (has label), 1 (in a slot) and 2 (has version) are defined")
 	}
 	if flags&pointHasLabel != 0 {
 		p.HasLabel = true
 		p.Label = r.I64("label")
+	}
+	if flags&pointHasVersion != 0 {
+		if p.Version = r.I64("version"); p.Version < 0 {
+			r.Fail("version", "negative version "+strconv.FormatInt(p.Version, 10))
+		}
 	}
 	if flags&pointInSlot != 0 {
 		ref = &slotRef{id: r.U64("slot"), n: r.U32("slot length"), crc: r.U32("slot crc")}
@@ -350,6 +362,33 @@ func decodePending(key, v []byte) (seq uint64, body []byte, why string) {
 		return 0, nil, "pending body is " + strconv.Itoa(len(payload)) + " bytes, longer than " + strconv.Itoa(MaxPendingLen)
 	}
 	return seq, append([]byte(nil), payload...), ""
+}
+
+// Deleted payload: version i64, >= 0. Key: the id (1–MaxIDLen bytes).
+
+func encodeDeleted(key []byte, version int64) []byte {
+	b := make([]byte, 0, 1+8+4)
+	b = append(b, valueVersion)
+	b = binenc.AppendI64(b, version)
+	return seal(key, b)
+}
+
+func decodeDeleted(key, v []byte) (version int64, why string) {
+	if len(key) == 0 || len(key) > MaxIDLen {
+		return 0, "deleted key length " + strconv.Itoa(len(key)) + " not in [1, " + strconv.Itoa(MaxIDLen) + "]"
+	}
+	payload, why := open(key, v)
+	if why != "" {
+		return 0, why
+	}
+	r := binenc.NewReader(payload)
+	if version = r.I64("version"); version < 0 {
+		r.Fail("version", "negative version "+strconv.FormatInt(version, 10))
+	}
+	if err := r.End(); err != nil {
+		return 0, err.Error()
+	}
+	return version, ""
 }
 
 // Meta values: a u64 (format version, counters).

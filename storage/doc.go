@@ -56,6 +56,15 @@
 // of points, and apart from the point values lets it rewrite all records
 // without rewriting the raw inputs.
 //
+// # Versions and the deleted bucket
+//
+// Point.Version is the owner's version of a point's value (the daemon's: the offset of
+// the upsert it came from), stored with the point; -1 means none (every point written
+// before format 5). Tx.PutDeleted, DropDeleted and ReadTx.ForEachDeleted keep one more
+// version per id, apart from the points: the daemon's record of a deletion whose
+// tombstone it has not read back yet. Tx.Ack retires outbox entries inside a
+// transaction, so that what their publication taught the owner commits with it.
+//
 // # Pending deletion audits
 //
 // A deletion's audit is emitted later than the deletion (after the refit it
@@ -84,8 +93,8 @@
 //
 // Options.NoSync defaults to false: every commit is fsynced. Every stored value
 // carries a version byte and a CRC-32C over key and value; a mismatch is a
-// *CorruptError (errors.Is(err, ErrCorrupt)). Open migrates a version 1 or 2
-// file to FormatVersion (3) in one transaction, silently (FORMAT.md, "Migrations");
+// *CorruptError (errors.Is(err, ErrCorrupt)). Open migrates a file of version 1 to 4
+// to FormatVersion (5) in one transaction, silently (FORMAT.md, "Migrations");
 // a file of any other version, or one missing a bucket of its version, fails
 // Open with *FormatError (errors.Is(err, ErrUnknownFormat)) and is left
 // unchanged.

@@ -44,8 +44,14 @@ func FuzzDecodePoint(f *testing.F) {
 	p := samplePoint("p1", 3)
 	addSeeds(f, []byte(p.ID), encodePoint([]byte(p.ID), &p, nil))
 	addSeeds(f, []byte(p.ID), encodePoint([]byte(p.ID), &p, &slotRef{id: 7, n: 24, crc: 0xdeadbeef}))
-	q := Point{ID: "q", X: []float64{math.NaN(), math.Copysign(0, -1)}}
+	q := Point{ID: "q", X: []float64{math.NaN(), math.Copysign(0, -1)}, Version: -1}
 	addSeeds(f, []byte("q"), encodePoint([]byte("q"), &q, nil))
+	// A version that is negative behind a valid checksum.
+	neg := []byte{valueVersion, pointHasVersion}
+	neg = binenc.AppendI64(neg, -2)
+	neg = binenc.AppendFloats(neg, nil)
+	neg = binenc.AppendFloats(neg, nil)
+	f.Add([]byte("q"), seal([]byte("q"), neg))
 	f.Fuzz(func(t *testing.T, key, v []byte) {
 		both(key, v, func(v []byte) {
 			p, ref, why := decodePoint(key, v)
@@ -219,6 +225,27 @@ func FuzzDecodePending(f *testing.F) {
 			}
 			if got := encodePending(key, body); !bytes.Equal(got, v) {
 				t.Fatalf("accepted pending value not canonical:\n in  %x\n out %x", v, got)
+			}
+		})
+	})
+}
+
+func FuzzDecodeDeleted(f *testing.F) {
+	k := []byte("p1")
+	addSeeds(f, k, encodeDeleted(k, 41))
+	f.Add(k, seal(k, binenc.AppendI64([]byte{valueVersion}, -1)))
+	f.Add([]byte{}, encodeDeleted(nil, 1))
+	f.Fuzz(func(t *testing.T, key, v []byte) {
+		both(key, v, func(v []byte) {
+			version, why := decodeDeleted(key, v)
+			if why != "" {
+				return
+			}
+			if len(key) == 0 || len(key) > MaxIDLen || version < 0 {
+				t.Fatalf("accepted deleted %q (%d bytes) with version %d", key, len(key), version)
+			}
+			if got := encodeDeleted(key, version); !bytes.Equal(got, v) {
+				t.Fatalf("accepted deleted value not canonical:\n in  %x\n out %x", v, got)
 			}
 		})
 	})

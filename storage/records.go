@@ -12,6 +12,11 @@ type Point struct {
 	// Cert is per-point certificate data owned by the daemon (for example the
 	// point's residual against the served pool); may be empty.
 	Cert []float64
+	// Version is the owner's version of the value, a non-negative integer (the daemon's
+	// is the offset of the upsert it came from on the point's partition), or -1 for
+	// none: a point stored before format 5 reads back with -1, and PutPoint stores no
+	// version for a negative one.
+	Version int64
 }
 
 // Matrix is a dense row-major matrix: element (i, j) is Data[i*Cols+j].

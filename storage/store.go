@@ -21,7 +21,7 @@ import (
 // FormatVersion is the file format version this package writes and reads
 // (FORMAT.md). Open migrates a file of an older version listed in migrations;
 // any other version fails with *FormatError.
-const FormatVersion = 4
+const FormatVersion = 5
 
 // MaxIDLen is the longest point id, in bytes, that the store accepts.
 const MaxIDLen = 1024
@@ -63,17 +63,20 @@ var (
 	bucketAudit    = []byte("audit")
 	bucketPending  = []byte("pending")    // since format version 2
 	bucketPoolPts  = []byte("poolpoints") // since format version 3
+	bucketDeleted  = []byte("deleted")    // since format version 5
 
 	// v1Buckets are the buckets of a format version 1 file.
 	v1Buckets = [][]byte{bucketMeta, bucketPoints, bucketPool, bucketModels,
 		bucketFitStats, bucketOffsets, bucketOutbox, bucketAudit}
 	// v2Buckets are the buckets of a format version 2 file.
 	v2Buckets = append(v1Buckets[:len(v1Buckets):len(v1Buckets)], bucketPending)
+	// v3Buckets are the buckets of a format version 3 or 4 file.
+	v3Buckets = append(v2Buckets[:len(v2Buckets):len(v2Buckets)], bucketPoolPts)
 	// allBuckets are the buckets of a file of FormatVersion.
-	allBuckets = append(v2Buckets[:len(v2Buckets):len(v2Buckets)], bucketPoolPts)
+	allBuckets = append(v3Buckets[:len(v3Buckets):len(v3Buckets)], bucketDeleted)
 
 	// formatBuckets[v] are the buckets every valid file of version v has.
-	formatBuckets = [FormatVersion + 1][][]byte{1: v1Buckets, 2: v2Buckets, 3: allBuckets, 4: allBuckets}
+	formatBuckets = [FormatVersion + 1][][]byte{1: v1Buckets, 2: v2Buckets, 3: v3Buckets, 4: v3Buckets, 5: allBuckets}
 )
 
 // migrations[v] upgrades a file of format version v to v+1 inside the opening
@@ -84,6 +87,7 @@ var migrations = [FormatVersion]func(path string, tx *bolt.Tx) error{
 	1: migrate1to2,
 	2: migrate2to3,
 	3: migrate3to4,
+	4: migrate4to5,
 }
 
 // migrate1to2 adds the pending bucket (FORMAT.md, "Migrations").
@@ -161,6 +165,18 @@ func migrate3to4(path string, tx *bolt.Tx) error {
 		return nil
 	}
 	return syncSlots(dir)
+}
+
+// migrate4to5 adds the deleted bucket, empty (FORMAT.md, "Migrations"). Points keep
+// their values: one without a version reads as Version -1.
+func migrate4to5(path string, tx *bolt.Tx) error {
+	if tx.Bucket(bucketDeleted) != nil {
+		return &FormatError{Path: path, Got: 4, Want: FormatVersion, Reason: fmt.Sprintf("version 4 file already has bucket %q", bucketDeleted)}
+	}
+	if _, err := tx.CreateBucket(bucketDeleted); err != nil {
+		return fmt.Errorf("storage: migrate %s to format 5: create bucket %q: %w", path, bucketDeleted, err)
+	}
+	return nil
 }
 
 // Keys of the meta bucket and of the pool bucket.

@@ -108,7 +108,7 @@ type pendingRec struct {
 func writeAll(t *testing.T, s *Store) allRecords {
 	t.Helper()
 	r := allRecords{
-		points: []Point{samplePoint("p1", 5), {ID: "p2", X: []float64{math.NaN()}}, {ID: "p3"}},
+		points: []Point{samplePoint("p1", 5), {ID: "p2", X: []float64{math.NaN()}, Version: -1}, {ID: "p3", Version: math.MaxInt64}},
 		pool:   PoolState{Schema: 3, Data: []byte{0, 1, 2, 255}},
 		model:  sampleModel(1),
 		stats:  FitStats{Version: 1, Seeds: []uint64{11, 12, math.MaxUint64}, Mean: []float64{1, 2, 3}, Var: []float64{0.1, 0.2, 0.3}, Meta: []byte("m")},
@@ -310,7 +310,7 @@ func pointsEqual(a, b Point) bool {
 		}
 		return out
 	}
-	return a.ID == b.ID && a.HasLabel == b.HasLabel && a.Label == b.Label &&
+	return a.ID == b.ID && a.HasLabel == b.HasLabel && a.Label == b.Label && a.Version == b.Version &&
 		reflect.DeepEqual(bits(a.X), bits(b.X)) && reflect.DeepEqual(bits(a.Cert), bits(b.Cert))
 }
 
@@ -425,9 +425,9 @@ func TestOpenUnknownVersion(t *testing.T) {
 		corrupt func(tx *bolt.Tx) error
 		wantGot uint32
 	}{
-		{"version 5", func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 5))
-		}, 5},
+		{"version 6", func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 6))
+		}, 6},
 		{"version max", func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, math.MaxUint64))
 		}, math.MaxUint32},
@@ -437,9 +437,13 @@ func TestOpenUnknownVersion(t *testing.T) {
 		{"no version key", func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(metaFormat) }, 0},
 		{"no meta bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketMeta) }, 0},
 		{"garbled version", func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaFormat, []byte{1, 2, 3}) }, 0},
-		{"missing bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketOutbox) }, 4},
-		{"version 4 without pending", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPending) }, 4},
-		{"version 4 without poolpoints", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPoolPts) }, 4},
+		{"missing bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketOutbox) }, 5},
+		{"version 5 without pending", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPending) }, 5},
+		{"version 5 without poolpoints", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPoolPts) }, 5},
+		{"version 5 without deleted", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketDeleted) }, 5},
+		{"version 4 with deleted", func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 4))
+		}, 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -461,6 +465,115 @@ func TestOpenUnknownVersion(t *testing.T) {
 			}
 			db.Close()
 		})
+	}
+}
+
+// TestMigrate4to5: a format 4 file (no deleted bucket) opens as format 5 with the
+// bucket added, empty, and its points, which carry no version, read back with -1.
+func TestMigrate4to5(t *testing.T) {
+	s, path := openTemp(t)
+	if err := s.Apply(func(tx *Tx) error { return tx.PutPoint(samplePoint("p", 3)) }); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketDeleted); err != nil {
+			return err
+		}
+		// The point as format 4 wrote it: flags without bit 2, no version.
+		b := tx.Bucket(bucketPoints)
+		p, ref, why := decodePoint([]byte("p"), b.Get([]byte("p")))
+		if why != "" {
+			return errors.New(why)
+		}
+		p.Version = -1
+		if err := b.Put([]byte("p"), encodePoint([]byte("p"), &p, ref)); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 4))
+	})
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.View(func(tx *ReadTx) error {
+		p, ok, err := tx.Point("p")
+		if err != nil || !ok || p.Version != -1 {
+			t.Errorf("migrated point: %+v, %v, %v; want version -1", p, ok, err)
+		}
+		n := 0
+		err = tx.ForEachDeleted(func(string, int64) error { n++; return nil })
+		if err != nil || n != 0 {
+			t.Errorf("deleted bucket after the migration: %d entries, %v; want 0", n, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := s.Check(); err != nil || !rep.OK || rep.Format != FormatVersion {
+		t.Errorf("Check after the migration: %+v, %v", rep, err)
+	}
+}
+
+// TestDeletedAndTxAck: the deleted bucket keeps one version per id (PutDeleted
+// replaces, DropDeleted reports whether there was one, ForEachDeleted walks in id
+// order), refuses a negative version, and Tx.Ack retires outbox entries in the
+// transaction that writes beside it, or not at all when it rolls back.
+func TestDeletedAndTxAck(t *testing.T) {
+	s, _ := openTemp(t)
+	var seqs []uint64
+	err := s.Apply(func(tx *Tx) error {
+		for _, id := range []string{"b", "a", "b"} {
+			if err := tx.PutDeleted(id, int64(len(seqs))); err != nil {
+				return err
+			}
+			seq, err := tx.Enqueue("t", []byte(id), nil)
+			if err != nil {
+				return err
+			}
+			seqs = append(seqs, seq)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(func(tx *Tx) error { return tx.PutDeleted("c", -1) }); !errors.Is(err, ErrInvalid) {
+		t.Errorf("PutDeleted(-1) = %v, want ErrInvalid", err)
+	}
+	boom := errors.New("boom")
+	if err := s.Apply(func(tx *Tx) error {
+		if err := tx.Ack(seqs[0]); err != nil {
+			return err
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	err = s.Apply(func(tx *Tx) error {
+		if ok, err := tx.DropDeleted("a"); err != nil || !ok {
+			t.Errorf("DropDeleted(a) = %v, %v; want true", ok, err)
+		}
+		if ok, err := tx.DropDeleted("a"); err != nil || ok {
+			t.Errorf("second DropDeleted(a) = %v, %v; want false", ok, err)
+		}
+		return tx.Ack(seqs[0], seqs[1])
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, s)
+	got := map[string]int64{}
+	if err := s.View(func(tx *ReadTx) error {
+		return tx.ForEachDeleted(func(id string, v int64) error { got[id] = v; return nil })
+	}); err != nil || !reflect.DeepEqual(got, map[string]int64{"b": 2}) {
+		t.Errorf("deleted = %v, %v; want b: 2", got, err)
+	}
+	left, err := s.Pending(0)
+	if err != nil || len(left) != 1 || left[0].Seq != seqs[2] {
+		t.Errorf("outbox after Tx.Ack = %+v, %v; want only seq %d", left, err, seqs[2])
 	}
 }
 

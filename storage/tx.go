@@ -365,6 +365,26 @@ func (r *ReadTx) ForEachPending(fn func(seq uint64, body []byte) error) error {
 	return nil
 }
 
+// ForEachDeleted calls fn for every entry of the deleted bucket (Tx.PutDeleted), in id
+// order, and stops at fn's first error, which it returns. fn must not write the bucket
+// during the walk.
+func (r *ReadTx) ForEachDeleted(fn func(id string, version int64) error) error {
+	if err := r.check(); err != nil {
+		return err
+	}
+	c := r.tx.Bucket(bucketDeleted).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		version, why := decodeDeleted(k, v)
+		if why != "" {
+			return corrupt(bucketDeleted, k, why)
+		}
+		if err := fn(string(k), version); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Tx is the read-write transaction given to Apply. It reads like a ReadTx and
 // sees its own writes. Arguments are encoded when a method is called, so the
 // caller may reuse its slices afterwards. Not safe for concurrent use.
@@ -636,6 +656,62 @@ func (t *Tx) DeletePending(seq uint64) (existed bool, err error) {
 		return false, fmt.Errorf("storage: delete pending seq %d: %w", seq, err)
 	}
 	return true, nil
+}
+
+// PutDeleted records version (>= 0) under id in the deleted bucket, replacing what was
+// there. Storage does not interpret it; the daemon keeps there the ids it deleted
+// whose tombstone it has not read back yet (FORMAT.md, "Buckets"). Neither PutPoint
+// nor DeletePoint touches the bucket.
+func (t *Tx) PutDeleted(id string, version int64) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	if err := validID("deleted id", id); err != nil {
+		return err
+	}
+	if version < 0 {
+		return invalidf("deleted %q: negative version %d", id, version)
+	}
+	k := []byte(id)
+	if err := t.tx.Bucket(bucketDeleted).Put(k, encodeDeleted(k, version)); err != nil {
+		return fmt.Errorf("storage: put deleted %q: %w", id, err)
+	}
+	return nil
+}
+
+// DropDeleted removes id from the deleted bucket and reports whether it was there.
+func (t *Tx) DropDeleted(id string) (existed bool, err error) {
+	if err := t.check(); err != nil {
+		return false, err
+	}
+	if err := validID("deleted id", id); err != nil {
+		return false, err
+	}
+	k := []byte(id)
+	b := t.tx.Bucket(bucketDeleted)
+	if b.Get(k) == nil {
+		return false, nil
+	}
+	if err := b.Delete(k); err != nil {
+		return false, fmt.Errorf("storage: drop deleted %q: %w", id, err)
+	}
+	return true, nil
+}
+
+// Ack removes outbox entries, as Store.Ack does, in this transaction: the owner can
+// store what the publication of the entries taught it (where the broker put them) in
+// the transaction that retires them, so that either both happen or neither.
+func (t *Tx) Ack(seqs ...uint64) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	b := t.tx.Bucket(bucketOutbox)
+	for _, seq := range seqs {
+		if err := b.Delete(u64Key(seq)); err != nil {
+			return fmt.Errorf("storage: ack seq %d: %w", seq, err)
+		}
+	}
+	return nil
 }
 
 // PutPoolState replaces the landmark pool state.
