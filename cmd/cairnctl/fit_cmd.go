@@ -363,7 +363,7 @@ func fitBlocks(ctx context.Context, pf *pipelineFlags, selector string, valFrac 
 	prep, tr, valRows := split.all, split.train, split.val
 	set := prep.set
 	t0 := time.Now()
-	vs, err := split.selection(ctx, selector, pf.m, pf.seed, pf.normalize)
+	vs, err := split.selection(ctx, selector, pf.m, pf.seed, pf.rule())
 	if err != nil {
 		return nil, nil, fmt.Errorf("--selector %q: %w", selector, err)
 	}
@@ -491,20 +491,20 @@ type fitSplit struct {
 }
 
 type selKey struct {
-	selector  string
-	m         int
-	seed      uint64
-	normalize bool
+	selector string
+	m        int
+	seed     uint64
+	rule     pivotRule
 }
 
-// selection returns selectViews(ctx, s.train, selector, m, seed, normalize), selecting
-// only the first time.
-func (s *fitSplit) selection(ctx context.Context, selector string, m int, seed uint64, normalize bool) (*viewSelection, error) {
-	k := selKey{selector, m, seed, normalize}
+// selection returns selectViews(ctx, s.train, selector, m, seed, rule), selecting only
+// the first time.
+func (s *fitSplit) selection(ctx context.Context, selector string, m int, seed uint64, rule pivotRule) (*viewSelection, error) {
+	k := selKey{selector, m, seed, rule}
 	if ab, ok := s.sels[k]; ok {
 		return viewLandmarks(s.train, ab[0], ab[1]), nil
 	}
-	vs, err := selectViews(ctx, s.train, selector, m, seed, normalize)
+	vs, err := selectViews(ctx, s.train, selector, m, seed, rule)
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,27 @@ type pipelineFlags struct {
 	// daemon's pool does under pool.normalize (its default). Literals leave it false,
 	// the paper's raw rule, which reproduce keeps.
 	normalize bool
+	// tolerance is --tolerance: pc-ntk's tolerant pivoting, as the daemon's pool under
+	// pool.tolerance (its default, 0.6). Literals leave it 0, the paper's exact argmax,
+	// which reproduce keeps.
+	tolerance float64
+}
+
+// pivotRule is pc-ntk's pivoting rule (coreset.SelectInput's Normalize and Tolerance).
+type pivotRule struct {
+	normalize bool
+	tolerance float64
+}
+
+// rule returns the pivoting rule of the flags.
+func (p *pipelineFlags) rule() pivotRule { return pivotRule{p.normalize, p.tolerance} }
+
+// checkRule refuses a --tolerance outside [0, 1).
+func (p *pipelineFlags) checkRule() error {
+	if !(p.tolerance >= 0 && p.tolerance < 1) {
+		return fmt.Errorf("--tolerance: %v must be in [0, 1)", p.tolerance)
+	}
+	return nil
 }
 
 // register adds the pipeline flags to fs.
@@ -45,6 +66,8 @@ func (p *pipelineFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&p.seed, "seed", 0, "seed of every random draw")
 	fs.BoolVar(&p.normalize, "normalize", config.Default().Pool.Normalize,
 		"pc-ntk pivots on the normalized residual δ_j/K_jj, as the daemon's pool.normalize (covers inputs of small eNTK norm; tr R stays the raw kernel's); false: the paper's raw δ_j")
+	fs.Float64Var(&p.tolerance, "tolerance", config.Default().Pool.Tolerance,
+		"pc-ntk's tolerant pivoting τ in [0, 1), as the daemon's pool.tolerance: each step takes, among the candidates within 1−τ of the largest key, the one of smallest seed-free key of its row (a reseed keeps the landmarks); 0: the paper's exact argmax")
 }
 
 // defaultArch is the backbone used when --arch is empty: the paper's small ConvNet for
@@ -96,6 +119,9 @@ func load(p *pipelineFlags) (*prepared, error) {
 	}
 	if p.n < 0 {
 		return nil, fmt.Errorf("--n: %d must be ≥ 0", p.n)
+	}
+	if err := p.checkRule(); err != nil {
+		return nil, err
 	}
 	out := &prepared{seconds: map[string]float64{}}
 	t0 := time.Now()
@@ -224,10 +250,10 @@ type viewSelection struct {
 
 // selectViews runs the named selector (coreset.Selectors) with budget m on each view:
 // sketch-based selectors on featA / featB, input-space selectors on viewA / viewB. All
-// draws come from seed; pc-ntk pivots on normalized residuals when normalize is set. The
-// two views' selections are independent and run side by side (joined here), as the
-// daemon's do (ingest.Select). They give up when ctx ends.
-func selectViews(ctx context.Context, p *prepared, selector string, m int, seed uint64, normalize bool) (*viewSelection, error) {
+// draws come from seed; pc-ntk pivots by rule. The two views' selections are
+// independent and run side by side (joined here), as the daemon's do (ingest.Select).
+// They give up when ctx ends.
+func selectViews(ctx context.Context, p *prepared, selector string, m int, seed uint64, rule pivotRule) (*viewSelection, error) {
 	n, q := p.set.N, p.q
 	var (
 		sel  [2]*coreset.Selection
@@ -239,7 +265,7 @@ func selectViews(ctx context.Context, p *prepared, selector string, m int, seed 
 		g [][]float32
 	}{{p.viewA, p.featA}, {p.viewB, p.featB}} {
 		wg.Go(func() {
-			in := coreset.SelectInput{N: n, X: view.x, D: p.set.D, G32: view.g, Q: q, Seed: seed, Normalize: normalize}
+			in := coreset.SelectInput{N: n, X: view.x, D: p.set.D, G32: view.g, Q: q, Seed: seed, Normalize: rule.normalize, Tolerance: rule.tolerance}
 			sel[v], errs[v] = coreset.SelectContext(ctx, selector, in, m)
 		})
 	}

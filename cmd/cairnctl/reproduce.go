@@ -490,10 +490,11 @@ func (r *reproRun) notRun(name string) string {
 }
 
 // pipeline returns the pipeline flags of a data set at the run's size, with the shipped
-// trained weights (pipelineFlags' default) and normalize false: the paper's pc-ntk
-// pivots on raw residuals, whatever the daemon's pool.normalize.
+// trained weights (pipelineFlags' default), normalize false and tolerance 0: the paper's
+// pc-ntk takes the exact argmax of the raw residuals, whatever the daemon's
+// pool.normalize and pool.tolerance.
 func (r *reproRun) pipeline(name string) pipelineFlags {
-	return pipelineFlags{data: r.dataSpec(name), h: r.size.H, s: r.size.S, m: r.size.M[name], n: r.size.N[name], seed: r.seed, normalize: false}
+	return pipelineFlags{data: r.dataSpec(name), h: r.size.H, s: r.size.S, m: r.size.M[name], n: r.size.N[name], seed: r.seed, normalize: false, tolerance: 0}
 }
 
 func (r *reproRun) logf(format string, args ...any) {

@@ -121,7 +121,7 @@ func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
 			if r.keep(t, d.name+" "+s.name, func(c *reproCell) bool { return slices.Contains(rows, c.Row) && c.Column == s.name }) {
 				continue
 			}
-			vs, err := selectViews(ctx, prep, s.flag, pf.m, pf.seed, pf.normalize) // the paper's raw rule (reproRun.pipeline)
+			vs, err := selectViews(ctx, prep, s.flag, pf.m, pf.seed, pf.rule()) // the paper's rule (reproRun.pipeline)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", d.name, s.name, err)
 			}

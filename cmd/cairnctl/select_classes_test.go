@@ -39,8 +39,9 @@ func TestClassCounts(t *testing.T) {
 
 // TestSelectNormalize: select's pc-ntk follows --normalize (default true, as the
 // daemon's pool.normalize): its landmarks and residual curve are coreset.Greedy's with
-// Normalize and the top-up keys of the rows, and --normalize=false gives the raw rule's.
-// The JSON says which rule ran.
+// Normalize and the top-up keys of the rows, and --normalize=false gives the raw rule's
+// (both by the exact argmax, --tolerance=0; TestSelectTolerance has the default). The
+// JSON says which rule ran.
 func TestSelectNormalize(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 5))
 	n, q, m := 40, 6, 8
@@ -59,7 +60,7 @@ func TestSelectNormalize(t *testing.T) {
 	}
 	path := writeTempCSV(t, csv.String())
 	for _, norm := range []bool{true, false} {
-		args := []string{"--features", path, "--m", fmt.Sprint(m), "--seed", "2"}
+		args := []string{"--features", path, "--m", fmt.Sprint(m), "--seed", "2", "--tolerance=0"}
 		if !norm {
 			args = append(args, "--normalize=false")
 		}

@@ -79,6 +79,8 @@ type selectResult struct {
 	Budget   string `json:"budget"`
 	// Normalize is --normalize: pc-ntk pivoted on δ_j/K_jj (the other selectors ignore it).
 	Normalize bool `json:"normalize"`
+	// Tolerance is --tolerance: pc-ntk's tolerant pivoting (the other selectors ignore it).
+	Tolerance float64 `json:"tolerance"`
 	selectView
 	ViewB   *selectView        `json:"view_b,omitempty"`
 	Seconds map[string]float64 `json:"seconds"`
@@ -95,7 +97,7 @@ func selectCmd(fs *flag.FlagSet) cli.Func {
 		if err != nil {
 			return err
 		}
-		res := selectResult{Selector: f.selector, Normalize: f.pf.normalize, Seconds: map[string]float64{}}
+		res := selectResult{Selector: f.selector, Normalize: f.pf.normalize, Tolerance: f.pf.tolerance, Seconds: map[string]float64{}}
 		in, err := f.load(&res)
 		if err != nil {
 			return err
@@ -157,6 +159,9 @@ func (f *selectFlags) validate() (coreset.LandmarkBudget, error) {
 		return coreset.LandmarkBudget{}, fmt.Errorf("--slq-steps: %d must be ≥ 1", f.steps)
 	case !slices.Contains(coreset.Selectors, f.selector):
 		return coreset.LandmarkBudget{}, fmt.Errorf("--selector: %q, want one of %v", f.selector, coreset.Selectors)
+	}
+	if err := f.pf.checkRule(); err != nil {
+		return coreset.LandmarkBudget{}, err
 	}
 	if f.budget == "" {
 		return coreset.LandmarkBudget{M: f.pf.m}, nil
@@ -254,7 +259,7 @@ func (f *selectFlags) selectView(ctx context.Context, in *selectInput, vd select
 	}
 
 	t0 := time.Now()
-	sel, err := coreset.SelectContext(ctx, f.selector, coreset.SelectInput{N: n, X: vd.x, D: vd.d, G: vd.g, Q: q, Seed: f.pf.seed, Lambda: f.lambda, Normalize: f.pf.normalize}, m)
+	sel, err := coreset.SelectContext(ctx, f.selector, coreset.SelectInput{N: n, X: vd.x, D: vd.d, G: vd.g, Q: q, Seed: f.pf.seed, Lambda: f.lambda, Normalize: f.pf.normalize, Tolerance: f.pf.tolerance}, m)
 	if err != nil {
 		return sv, m, fmt.Errorf("view %s: %w", vd.name, err)
 	}

@@ -72,9 +72,9 @@ func TestSelectFeatures(t *testing.T) {
 	}
 	path := writeTempCSV(t, csv.String())
 	var out bytes.Buffer
-	// --normalize=false: refGreedy pivots on raw residuals (TestSelectNormalize checks the
-	// default, normalized rule).
-	if err := cmdRun("select", []string{"--features", path, "--m", fmt.Sprint(m), "--lambda", "0.5", "--seed", "1", "--normalize=false"}, &out); err != nil {
+	// --normalize=false --tolerance=0: refGreedy takes the exact argmax of the raw
+	// residuals (TestSelectNormalize and TestSelectTolerance check the default rule).
+	if err := cmdRun("select", []string{"--features", path, "--m", fmt.Sprint(m), "--lambda", "0.5", "--seed", "1", "--normalize=false", "--tolerance=0"}, &out); err != nil {
 		t.Fatalf("select: %v", err)
 	}
 	var got struct {
