@@ -68,8 +68,10 @@ type Daemon struct {
 	broker brokerState
 	pub    atomic.Pointer[stream.Publisher]
 	outbox atomic.Int64
-	// embedded is the in-process broker, nil with external brokers.
-	embedded *stream.Broker
+	// embedded is the in-process broker, nil with external brokers; compactWaits counts
+	// the compactions waiting for the training reader (compact).
+	embedded     *stream.Broker
+	compactWaits atomic.Int32
 	// trainPolicy is the training topic's cleanup.policy, as the cluster describes it
 	// at start; box publishes the outputs and the deletions' tombstones.
 	trainPolicy string
@@ -341,9 +343,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	var erase func([][]byte) error
+	var erase func([]stream.Message) error
 	if d.embedded != nil {
-		erase = func(keys [][]byte) error { return d.eraseFromBroker(w, keys) }
+		erase = func(copies []stream.Message) error { return d.eraseFromBroker(w, copies) }
 	}
 	d.box = ingest.NewOutbox(st, d.cfg.Kafka.Topics.Train, d.trainPolicy, erase)
 	defer func() { err = errors.Join(err, w.Close()) }()
@@ -554,28 +556,65 @@ func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, l l
 	return err
 }
 
-// tombstonesWritten is the writer's OnWritten: the outbox records where tombstones
-// landed (a failure to store it is logged; the audits of this process still state it).
-func (d *Daemon) tombstonesWritten(msgs []stream.Message) {
-	if err := d.box.Written(msgs); err != nil {
-		d.log.Warn().Err(err).Msg("tombstone positions not stored")
-	}
-}
+// tombstonesWritten is the writer's OnWritten: the outbox notes where tombstones
+// landed, and stores it when it acknowledges them.
+func (d *Daemon) tombstonesWritten(msgs []stream.Message) { d.box.Written(msgs) }
 
 // eraseFromBroker makes the embedded broker drop the upserts of deleted points: it
-// writes each tombstone key once more (the first copy must leave the last batch of its
-// partition, which compaction keeps whole) and compacts (the outbox's erasure).
-func (d *Daemon) eraseFromBroker(w *stream.Writer, keys [][]byte) error {
-	msgs := make([]stream.Message, len(keys))
-	for i, k := range keys {
-		msgs[i] = stream.Message{Topic: d.cfg.Kafka.Topics.Train, Key: k}
-	}
+// writes each tombstone once more, with its version header (the first copy must leave
+// the last batch of its partition, which compaction keeps whole), and compacts (the
+// outbox's erasure) once the training reader has read them (compact).
+func (d *Daemon) eraseFromBroker(w *stream.Writer, copies []stream.Message) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := w.Write(ctx, msgs...); err != nil {
+	if err := w.Write(ctx, copies...); err != nil {
 		return err
 	}
-	return d.embedded.Compact()
+	return d.compact(ctx)
+}
+
+// compactPoll is how often compact looks at the training reader's position.
+const compactPoll = 20 * time.Millisecond
+
+// compact compacts the embedded broker once the training reader has read every record
+// of the training topic written before the call. Compaction keeps only the newest
+// record of each id, so a record the reader has not read yet (an upsert written just
+// before a tombstone or a republication of its id) would be gone before it was
+// applied; once read, a record behind a claim is applied and the claim answered
+// (ingest doc.go, "Versions"). It waits at most until ctx ends; a daemon that is
+// stopping, whose reader has stopped, does not wait, and leaves the compaction (and
+// the acknowledgement of the tombstones it erases) to its next start. While it waits,
+// the outbox does not back-pressure the reader (waitOutbox).
+func (d *Daemon) compact(ctx context.Context) error {
+	topic := d.cfg.Kafka.Topics.Train
+	ends, err := stream.EndOffsets(ctx, d.kafka, topic)
+	if err != nil {
+		return fmt.Errorf("daemon: end offsets before compacting: %w", err)
+	}
+	d.compactWaits.Add(1)
+	defer d.compactWaits.Add(-1)
+	for {
+		behind := false
+		for part, end := range ends {
+			last, ok, err := d.readOffset(topic, part)
+			if err != nil {
+				return err
+			}
+			if end > 0 && (!ok || last < end-1) {
+				behind = true
+				break
+			}
+		}
+		if !behind {
+			return d.embedded.Compact()
+		}
+		if d.stopping.Load() {
+			return errors.New("daemon: compaction deferred: the training reader stopped before reading what it would erase")
+		}
+		if !sleep(ctx, compactPoll) {
+			return fmt.Errorf("daemon: compaction deferred: the training reader has not read what it would erase: %w", ctx.Err())
+		}
+	}
 }
 
 // ensureSingle creates the one-partition topics: the models topic (compacted: one
@@ -839,8 +878,8 @@ func (d *Daemon) handleTrain(ctx context.Context, batch []stream.Message) error 
 	res, err := d.train.ingest.Apply(ctx, batch)
 	d.models.maskDirty = false // enqueued with the batch, or the batch did not commit
 	if err == nil {
-		d.train.changes += res.Upserts + res.Deletes
-		if res.Upserts+res.Deletes > 0 {
+		d.train.changes += res.Upserts + res.Deletes + res.Erased
+		if res.Upserts+res.Deletes+res.Erased > 0 {
 			d.train.lastTrain = time.Now()
 		}
 		d.publishPool()

@@ -146,6 +146,24 @@
 // and the body's effect.reason says why. Raw inputs of deleted points are erased from
 // their slot files (storage) before any later output is published, and with the
 // embedded broker from its files too (tombstones and a compaction, ingest.Outbox).
+// The audit states where the tombstone landed (tombstone.partition and offset), stored
+// in the pending record in the transaction that acknowledges the tombstone, so a crash
+// cannot lose it; an audit written before the broker acknowledged the tombstone (the
+// broker was down, or the refit was quicker than the publisher) says so in
+// tombstone.unknown instead (ingest.TombstoneNotAcked), and the outbox publishes the
+// tombstone before that audit.
+//
+// The tombstone is one of cairnd's claims on the training topic (ingest doc.go,
+// "Versions"): if an upsert of the id produced after the delete landed before it, the
+// training reader finds the point stored when it reads the tombstone back and
+// republishes it, so the broker's newest record of the id is again the stored value.
+// The embedded broker is compacted (erasure, and the models topic's old versions) only
+// once the training reader has read every record written before (compact): compaction
+// keeps the newest record of each id, and an upsert not read yet would be erased before
+// it was applied. While a compaction waits, the outbox does not back-pressure the reader
+// (it waits for the publisher, which waits for the reader); a daemon that is stopping
+// leaves a compaction it cannot finish, and the acknowledgement of the tombstones it
+// erases, to its next start.
 //
 // # Refits and model versions
 //

@@ -161,6 +161,9 @@ func (d *Daemon) waitOutbox(ctx context.Context) error {
 		return nil // a standby publishes nothing; its outbox waits for its leadership
 	}
 	for {
+		if d.compactWaits.Load() > 0 {
+			return nil // the publisher waits for this reader (compact): no back-pressure
+		}
 		n, err := d.store.OutboxSpan()
 		if err == nil {
 			d.outbox.Store(int64(n))

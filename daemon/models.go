@@ -136,7 +136,7 @@ func (d *Daemon) publishModel(ctx context.Context, w *stream.Writer, s *serving.
 	// Compaction erases the older copies of rows of points that left since they were
 	// written: run it (embedded broker) only then, not at every version.
 	if d.embedded != nil && d.models.eraseDue.Swap(false) {
-		if err := d.embedded.Compact(); err != nil {
+		if err := d.compact(ctx); err != nil {
 			d.models.eraseDue.Store(true) // not compacted: the next publish tries again
 			return err
 		}

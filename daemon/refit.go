@@ -428,6 +428,10 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 			if !leading {
 				break
 			}
+			audit, err := d.withTombstone(tx, rec)
+			if err != nil {
+				return err
+			}
 			// A deletion whose audit was adopted meanwhile (a standby that just took
 			// over) is audited already.
 			if existed, err := tx.DeletePending(rec.Seq); err != nil || !existed {
@@ -436,10 +440,7 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 				}
 				continue
 			}
-			if rec.Known && rec.Tombstone == nil {
-				rec.Tombstone = d.box.TombstoneOf(rec.ID)
-			}
-			a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, ft.serv, done, d.signer)
+			a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, audit, ft.serv, done, d.signer)
 			if err != nil {
 				return err
 			}

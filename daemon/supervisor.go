@@ -225,6 +225,22 @@ func (d *Daemon) caughtUp(ctx context.Context) bool {
 	return true
 }
 
+// withTombstone is rec as its audit in tx states it: with where its tombstone landed
+// (ingest.Outbox.TombstoneOf) when rec is of a stored id and does not say yet. rec is
+// not modified, so that a transaction that fails and runs again looks again.
+func (d *Daemon) withTombstone(tx *storage.Tx, rec *ingest.Deletion) (*ingest.Deletion, error) {
+	if !rec.Known || rec.Tombstone != nil {
+		return rec, nil
+	}
+	t, err := d.box.TombstoneOf(tx, rec)
+	if err != nil {
+		return nil, err
+	}
+	c := *rec
+	c.Tombstone = t
+	return &c, nil
+}
+
 // auditWithoutModel answers pending deletions when too few points are left to fit:
 // the audits say model_after 0 and the serving model is withdrawn.
 func (d *Daemon) auditWithoutModel(snap *job) error {
@@ -235,10 +251,11 @@ func (d *Daemon) auditWithoutModel(snap *job) error {
 	err := d.store.Apply(func(tx *storage.Tx) error {
 		var last stream.Audit
 		for _, rec := range snap.Pending {
-			if rec.Known && rec.Tombstone == nil {
-				rec.Tombstone = d.box.TombstoneOf(rec.ID)
+			audit, err := d.withTombstone(tx, rec)
+			if err != nil {
+				return err
 			}
-			a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, nil, done, d.signer)
+			a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, audit, nil, done, d.signer)
 			if err != nil {
 				return err
 			}

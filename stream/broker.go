@@ -98,6 +98,10 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
 		// Kafka's default minimum is 6 s; the embedded broker accepts the 1 s that
 		// kafka.session_timeout allows, so tests and demos fail over quickly.
 		kfake.GroupMinSessionTimeout(time.Second),
+		// kfake compacts every log.cleaner.backoff.ms (an hour by default) on its own:
+		// unguarded (compactguard.go) and whatever its consumers have read. Compaction is
+		// Compact's alone: the owner calls it when it knows what it may erase.
+		kfake.BrokerConfigs(map[string]string{"log.cleaner.backoff.ms": noCleanerMs}),
 	}
 	if cfg.DataDir != "" {
 		if restored, err = restoreGuard(cfg.DataDir); err != nil {
@@ -137,6 +141,9 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
 	}
 	return b, nil
 }
+
+// noCleanerMs is kfake's cleaner interval in milliseconds, about a century: never.
+const noCleanerMs = "3153600000000"
 
 // Compact runs log compaction now on every topic whose cleanup.policy is compact: of
 // each key only the newest record stays (a null value, a tombstone, for

@@ -89,7 +89,9 @@
 // first (compactguard.go): a process killed during a compaction restarts with
 // the partitions as they were before it, and StartBroker finishes the compaction
 // before serving (without the guard such a kill left the partition empty, its
-// acknowledged records lost).
+// acknowledged records lost). Compaction runs only when Compact is called: kfake's own
+// periodic cleaner (log.cleaner.backoff.ms, an hour by default) is turned off, since it
+// would run unguarded and whatever the owner's consumers have read.
 //
 // # Security and topic settings
 //

@@ -32,7 +32,9 @@ type Entry struct {
 	X        []float64 // the raw input
 	Label    int64
 	HasLabel bool
-	fa, fb   []float32 // nil when the features are not kept (over budget)
+	// Version is the value's version (storage.Point.Version; doc.go, "Versions").
+	Version int64
+	fa, fb  []float32 // nil when the features are not kept (over budget)
 }
 
 // cacheBudget bounds the feature bytes the cache keeps.
@@ -90,7 +92,7 @@ func (c *Points) keep(id string, old *Entry, fa, fb []float32) {
 	if c.m[id] != old || c.bytes+4*(len(fa)+len(fb)) > cacheBudget {
 		return
 	}
-	e := &Entry{X: old.X, Label: old.Label, HasLabel: old.HasLabel, fa: fa, fb: fb}
+	e := &Entry{X: old.X, Label: old.Label, HasLabel: old.HasLabel, Version: old.Version, fa: fa, fb: fb}
 	c.bytes += entryBytes(e) - entryBytes(old)
 	c.m[id] = e
 }

@@ -96,16 +96,63 @@ type AuditBody struct {
 }
 
 // Tombstone is the erasure of a deleted point from the training topic: the tombstone
-// (its id as key, a null value) the deletion wrote there, at Partition and Offset
-// (-1 when not known: the position could not be stored before a restart), and
+// (its id as key, a null value) the deletion wrote there, at Partition and Offset, and
 // the topic's cleanup.policy, which decides whether the broker drops the point's
 // upserts ("compact": at its next compaction; with the embedded broker, before this
-// audit was published).
+// audit was published). When the position is not known, Unknown says why, and the
+// JSON form has no partition and offset (they are -1 in Go).
 type Tombstone struct {
 	Topic     string `json:"topic"`
 	Partition int    `json:"partition"`
 	Offset    int64  `json:"offset"`
 	Policy    string `json:"policy"`
+	Unknown   string `json:"unknown,omitempty"`
+}
+
+// tombstoneKnown and tombstoneUnknown are Tombstone's two JSON forms; the first is the
+// layout of every audit written before Unknown existed.
+type (
+	tombstoneKnown struct {
+		Topic     string `json:"topic"`
+		Partition int    `json:"partition"`
+		Offset    int64  `json:"offset"`
+		Policy    string `json:"policy"`
+	}
+	tombstoneUnknown struct {
+		Topic   string `json:"topic"`
+		Policy  string `json:"policy"`
+		Unknown string `json:"unknown"`
+	}
+)
+
+// MarshalJSON writes the position, or, when it is unknown, the reason instead.
+func (t Tombstone) MarshalJSON() ([]byte, error) {
+	if t.Unknown != "" {
+		return json.Marshal(tombstoneUnknown{Topic: t.Topic, Policy: t.Policy, Unknown: t.Unknown})
+	}
+	return json.Marshal(tombstoneKnown{Topic: t.Topic, Partition: t.Partition, Offset: t.Offset, Policy: t.Policy})
+}
+
+// UnmarshalJSON reads either form (partition and offset -1 when absent).
+func (t *Tombstone) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Topic     string `json:"topic"`
+		Partition *int   `json:"partition"`
+		Offset    *int64 `json:"offset"`
+		Policy    string `json:"policy"`
+		Unknown   string `json:"unknown"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*t = Tombstone{Topic: v.Topic, Partition: -1, Offset: -1, Policy: v.Policy, Unknown: v.Unknown}
+	if v.Partition != nil {
+		t.Partition = *v.Partition
+	}
+	if v.Offset != nil {
+		t.Offset = *v.Offset
+	}
+	return nil
 }
 
 // AppendAudit writes the audit of rec into tx: the hash-chained record and the
@@ -165,8 +212,9 @@ func AppendAudit(tx *storage.Tx, topic string, rec *Deletion, after *serving.Mod
 }
 
 // RecordTombstones stores in tx where the tombstones of pending deletions landed
-// (keyed by id), so that their audits state it even after a restart. A record that
-// already has one keeps it (a re-published tombstone lands again, later).
+// (keyed by id), so that their audits state it even after a restart (Outbox.Ack calls
+// it in the transaction that acknowledges them). A record that already has one keeps
+// it (a re-published tombstone lands again, later).
 func RecordTombstones(tx *storage.Tx, at map[string]Tombstone) error {
 	type upd struct {
 		seq  uint64

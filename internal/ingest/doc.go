@@ -41,8 +41,15 @@
 //     inputs from their slot files before it returns (storage; it holds back every
 //     later outbox entry until then, and New finishes an erasure a crash or a failure
 //     interrupted, Store.ScrubPending), and each deletion enqueues a tombstone for its
-//     id on its topic. Deletions also write their pending audit records in step 4 and
-//     call the hooks (Hooks; the daemon's doc.go "Deletions and audits").
+//     id on its topic (a claim, see "Versions"). Deletions also write their pending
+//     audit records in step 4 and call the hooks (Hooks; the daemon's doc.go
+//     "Deletions and audits").
+//
+// cairnd's own records on the training topic, its claims, are not inputs: they store
+// no offset and are weighed in step 3 against what is stored ("Versions"). Removing
+// (Hooks) is called for the stored ids whose input changes or that leave: an upsert
+// that restates a point's input bit for bit keeps the serving model's landmark terms,
+// which stay exact.
 //
 // Apply returns an error only for failures of the daemon (store, context, an internal
 // inconsistency), never for bad input, and then the batch counts as not consumed. A
@@ -58,6 +65,68 @@
 // state") and State.Start is the reader's
 // stream.StartFunc, reading the stored offsets: consumption resumes at the last
 // applied offset + 1 of each partition.
+//
+// # Versions
+//
+// The training topic is compacted: the broker keeps only the newest record of each id.
+// A deletion's tombstone, written when the outbox publishes it, can land after an upsert
+// of the same id that was produced after the delete (the daemon lagged, or the broker
+// was down): compaction would then erase the newest applied upsert of a stored point,
+// and a standby, a replay or a rebuild would never see it. The rule that prevents it:
+// after any record of an id that cairnd wrote itself, the newest record of the id on
+// the topic restates what is stored. cairnd reads its own records back like every
+// other, so it republishes what a record of its own would erase.
+//
+// Versions. Every record that states an id's value has a version, an offset on the
+// id's partition: an input's is its own offset; a claim (a record cairnd writes)
+// carries the version of the input whose effect it restates in the header
+// VersionHeader ("cairn_version"). Claims are a deletion's tombstone (null value,
+// version = the delete's offset; with the embedded broker, the erasure writes a second
+// copy) and a republished upsert (the stored value, version = the offset of the upsert
+// it came from). Every stored point keeps its version (storage.Point.Version, Entry;
+// -1 for points stored before versions existed), and each deletion of a stored point
+// is remembered with its version (the store's deleted bucket, State.deleted) until its
+// own tombstone is read back: a record with a null value is a tombstone whatever its
+// headers (unversioned: -1); a record with a value is a republication only with a
+// version header below its own offset; any other record is an input.
+//
+// Claims, in offset order, against the state left by everything before them:
+//
+//   - a tombstone of version v over a point stored at version w: v > w erases the point
+//     (opErase: a deletion this reader never read, compacted away under it; no audit,
+//     the deletion was audited where it was applied); otherwise the point is newer and
+//     is republished. Over an id not stored, it ends the wait for the deletion of
+//     version ≤ v, if any.
+//   - a republication of version v: the same value as the stored one changes nothing;
+//     over a point stored at version w < v, or an id not stored whose awaited deletion
+//     (if any) is older than v, it is applied as an upsert at version v (this reader
+//     missed the input: compaction removed it); over a point stored at version w ≥ v
+//     (a newer input was applied since it was written) it is stale, ignored, and the
+//     point is republished; over an id whose deletion is awaited at version ≥ v it is
+//     stale and ignored: the deletion's tombstone follows it on the topic, as the
+//     outbox publishes in commit order.
+//
+// An id is republished (one outbox entry after the batch, with the stored value and
+// version) when the newest record of it in the batch is a claim that does not restate
+// the stored point; an input or an applied claim after it in the batch cancels that.
+//
+// Exactly once. Claims store no offset, so stored offsets remain the input's, and a
+// claim is idempotent: read again (a re-delivery after a crash) it finds the state it
+// left (an applied republication has the stored version and value, an erased point is
+// gone, a republished id is restated), at worst republishing a second copy, which is
+// ignored in turn. A reader of the whole topic (this daemon, a standby, a replay)
+// never applies a claim: each restates or is older than what it applied. Only a reader
+// that missed inputs (the topic was compacted before it read them) applies them, which
+// is what makes the compacted topic hold every stored point: its newest record of each
+// id, read alone, gives the stored value (TestClaims). Versions compare offsets of one
+// partition: the topic's partition count must not change, as order per id already
+// requires.
+//
+// Compaction must not erase a record before the reader has read it: an upsert behind a
+// claim of its id is safe once read (it is applied and the claim answered). The daemon
+// compacts the embedded broker only once its reader has read every record written
+// before (daemon.compact); an external broker must keep min.compaction.lag.ms above
+// the reader's longest lag.
 //
 // # Determinism
 //

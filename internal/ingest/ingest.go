@@ -48,9 +48,16 @@ type State struct {
 	version uint64
 
 	// last mirrors the stored offsets: the last applied offset per topic partition, or
-	// past it, the last tombstone read; tombs collects one batch's tombstones.
+	// past it, the last claim read (claims.go); tombs collects one batch's claims.
 	last  map[partition]int64
 	tombs map[partition]int64
+	// deleted mirrors the store's deleted bucket: the ids deleted here whose tombstone
+	// was not read back yet, with the deletion's version (doc.go, "Versions").
+	deleted map[string]int64
+	// repub are the republications a batch enqueues (plan), claimWrites whether its
+	// claims change anything stored.
+	repub       []republication
+	claimWrites bool
 	// broken is set when the in-memory pool may be ahead of the store.
 	broken error
 	stats  Stats
@@ -77,6 +84,8 @@ const (
 	opDead                 // rejected: dead letter plus offset
 	opUpsert               // store the point, insert into the pool
 	opDelete               // remove from store and pool
+	opClaim                // a claim (claims.go) that changes no point
+	opErase                // a tombstone newer than the stored point: remove it, without an audit
 )
 
 // Hooks let the owner of a State see deletions as they are applied (all optional).
@@ -113,13 +122,23 @@ type op struct {
 	// deferred: a delete of an unknown id whose audit the Unknown hook left to the
 	// leader, stored as pending
 	deferred bool
+	// isClaim: the message is one of cairnd's claims (claims.go), cl what it claims. It
+	// stores no offset; plan decides whether it is applied (opUpsert, opErase) or not
+	// (opClaim).
+	isClaim bool
+	cl      claim
+	void    bool // a republication that does not decode: it changes nothing
+	// forget: the id's awaited deletion leaves the deleted bucket (an upsert applied,
+	// or the deletion's tombstone read back).
+	forget bool
 }
 
 // Stats are cumulative counts since the State was built.
 type Stats struct {
 	Batches     uint64 `json:"batches"`      // committed transactions
-	Upserts     uint64 `json:"upserts"`      // applied upserts (including replacements)
+	Upserts     uint64 `json:"upserts"`      // applied upserts (including replacements and republications)
 	Deletes     uint64 `json:"deletes"`      // applied deletes of stored points
+	Erased      uint64 `json:"erased"`       // points removed by a newer tombstone (doc.go, "Versions")
 	Missing     uint64 `json:"missing"`      // deletes of ids that were not stored (offset consumed, nothing else)
 	DeadLetters uint64 `json:"dead_letters"` // rejected messages sent to the dead-letter outbox
 	Skipped     uint64 `json:"skipped"`      // messages at or below the stored offset (re-deliveries), ignored
@@ -129,6 +148,9 @@ type Stats struct {
 // BatchResult counts what one Apply did.
 type BatchResult struct {
 	Upserts, Deletes, Missing, DeadLetters, Skipped int
+	// Erased counts the points a tombstone newer than them removed (no audit: the
+	// deletion it restates was audited where it was applied).
+	Erased int
 	// Reasons has the reason of every dead letter; Deleted the record of every delete
 	// (Known false for ids that were not stored).
 	Reasons []stream.Reason
@@ -200,6 +222,7 @@ func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, erro
 	in := &State{
 		store: st, feat: feat, pcfg: pcfg, lim: lim, dlq: cfg.Kafka.Topics.DLQ,
 		stale: cfg.Pool.SyncStaleFraction, log: log, dlqRaw: cfg.Kafka.DLQKeepRaw, last: map[partition]int64{}, tombs: map[partition]int64{},
+		deleted: map[string]int64{},
 	}
 	if erased, err := st.ScrubPending(); err != nil {
 		return nil, fmt.Errorf("ingest: erase deletions committed before: %w", err)
@@ -229,10 +252,13 @@ func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, erro
 			if len(p.X) != feat.InputDim() {
 				return fmt.Errorf("%w: stored point %q has %d inputs, want %d", ErrPoolState, p.ID, len(p.X), feat.InputDim())
 			}
-			in.cache.put(p.ID, &Entry{X: p.X, Label: p.Label, HasLabel: p.HasLabel})
+			in.cache.put(p.ID, &Entry{X: p.X, Label: p.Label, HasLabel: p.HasLabel, Version: p.Version})
 			return nil
 		})
 		if err != nil {
+			return err
+		}
+		if err := tx.ForEachDeleted(func(id string, v int64) error { in.deleted[id] = v; return nil }); err != nil {
 			return err
 		}
 		return tx.ForEachPending(func(seq uint64, body []byte) error {
@@ -416,8 +442,8 @@ func (in *State) Apply(ctx context.Context, batch []stream.Message) (res BatchRe
 	in.ops, in.ids, in.xs = in.ops[:0], in.ids[:0], in.xs[:0]
 	defer func() { clear(in.ops); clear(in.ids) }() // drop references to the batch's bytes
 	// 1. Decode and classify, outside any transaction.
-	seen, fresh := in.fresh(batch)
-	if err := in.decode(batch, fresh); err != nil {
+	seen, fresh, claims := in.fresh(batch)
+	if err := in.decode(batch, fresh, claims); err != nil {
 		return res, err
 	}
 	// 2. Features of both views of every upsert, before the write lock is taken.
@@ -434,7 +460,7 @@ func (in *State) Apply(ctx context.Context, batch []stream.Message) (res BatchRe
 	if err != nil {
 		return res, in.breakWith(err)
 	}
-	if len(seen) == 0 { // only re-deliveries and tombstones: nothing to write
+	if len(seen) == 0 && !poolChanged && !in.claimWrites { // re-deliveries and claims that change nothing
 		res.Skipped = len(in.ops)
 		in.stats.Skipped += uint64(res.Skipped)
 		in.passTombstones()
@@ -462,7 +488,7 @@ func (in *State) Apply(ctx context.Context, batch []stream.Message) (res BatchRe
 	return res, nil
 }
 
-// passTombstones advances the in-memory applied offsets past the batch's tombstones
+// passTombstones advances the in-memory applied offsets past the batch's claims
 // (fresh collected them), so that the consumer lag counts only what is left to read.
 func (in *State) passTombstones() {
 	for k, off := range in.tombs {
@@ -471,11 +497,13 @@ func (in *State) passTombstones() {
 }
 
 // fresh marks the messages above the applied offset of their partition (the others are
-// re-deliveries, skipped) and returns the highest fresh offset per partition.
-func (in *State) fresh(batch []stream.Message) (map[partition]int64, []bool) {
+// re-deliveries, skipped) and returns the highest fresh offset of an input per
+// partition, and the claim of every fresh claim (nil for the other messages).
+func (in *State) fresh(batch []stream.Message) (map[partition]int64, []bool, []*claim) {
 	seen := map[partition]int64{}
 	skipped := 0
 	fresh := make([]bool, len(batch))
+	claims := make([]*claim, len(batch))
 	clear(in.tombs)
 	for i, m := range batch {
 		key := partition{m.Topic, m.Partition}
@@ -483,11 +511,14 @@ func (in *State) fresh(batch []stream.Message) (map[partition]int64, []bool) {
 		if !ok {
 			prev, ok = in.last[key]
 		}
-		if m.Value == nil {
-			// A tombstone (the daemon's own, written for a deletion so that compaction
-			// erases the point from the topic): nothing to apply and no offset to store,
-			// so that stored offsets are those of the input alone.
+		if c, isClaim := claimOf(m); isClaim {
+			// One of cairnd's claims (a tombstone, or a republished upsert): plan weighs
+			// it against what is stored, and it stores no offset, so that stored offsets
+			// are those of the input alone. One read before in this process is skipped.
 			in.tombs[key] = max(in.tombs[key], m.Offset)
+			if last, read := in.last[key]; !read || m.Offset > last {
+				claims[i], fresh[i] = &c, !c.tomb // a republication's value is decoded
+			}
 			continue
 		}
 		if ok && m.Offset <= prev {
@@ -501,15 +532,30 @@ func (in *State) fresh(batch []stream.Message) (map[partition]int64, []bool) {
 		seen[key] = m.Offset
 		fresh[i] = true
 	}
-	return seen, fresh
+	return seen, fresh, claims
 }
 
 // decode turns the batch into in.ops: skips, dead letters (with their DLQ entry made),
-// upserts (their ids and inputs appended to in.ids and in.xs) and deletes.
-func (in *State) decode(batch []stream.Message, fresh []bool) error {
+// upserts (their ids and inputs appended to in.ids and in.xs), deletes, and claims (a
+// republication decoded as an upsert; one that does not decode changes nothing).
+func (in *State) decode(batch []stream.Message, fresh []bool, claims []*claim) error {
 	decoded := decodeAll(batch, fresh, in.lim)
 	for i, m := range batch {
 		o := op{msg: m}
+		if c := claims[i]; c != nil {
+			o.kind, o.isClaim, o.cl = opClaim, true, *c
+			if ev, derr := decoded[i].ev, decoded[i].err; !c.tomb && derr == nil && ev.Op == stream.OpUpsert {
+				o.kind, o.ev, o.row = opUpsert, ev, len(in.ids)
+				in.ids = append(in.ids, ev.ID)
+				in.xs = append(in.xs, ev.X...)
+			} else if !c.tomb {
+				o.void = true
+				in.log.Warn().Str("topic", m.Topic).Int("partition", m.Partition).Int64("offset", m.Offset).
+					Err(derr).Msg("ignoring a republished upsert that does not decode")
+			}
+			in.ops = append(in.ops, o)
+			continue
+		}
 		if !fresh[i] {
 			o.kind = opSkip
 			in.ops = append(in.ops, o)
@@ -550,7 +596,9 @@ func (in *State) featurize() error {
 		if o.kind != opUpsert {
 			continue
 		}
-		if why := badFeatures(in.feats[2*o.row*q : (2*o.row+2)*q]); why != "" {
+		if why := badFeatures(in.feats[2*o.row*q : (2*o.row+2)*q]); why != "" && o.isClaim {
+			o.kind, o.void = opClaim, true // a claim is not dead-lettered: it is no input
+		} else if why != "" {
 			// The input is finite but so large that the network overflows: the
 			// point cannot enter the kernel, so it is rejected like any bad input.
 			if err := in.deadLetter(o, &stream.RejectError{Reason: stream.ReasonNonFinite, Field: "x",
@@ -562,28 +610,46 @@ func (in *State) featurize() error {
 	return nil
 }
 
-// plan decides, in offset order, what each upsert and delete does to the stored set
-// (both views hold the same points): whether its id was stored before it (op.had) and,
-// for deletes, the deletion record. It returns the ids leaving the stored set (replaced
-// or deleted) and whether the pool changes at all.
+// plan decides, in offset order, what each upsert, delete and claim does to the stored
+// set (both views hold the same points): whether its id was stored before it (op.had),
+// for deletes the deletion record, for claims whether they apply (doc.go, "Versions"),
+// and which ids the batch republishes (in.repub). It returns the ids whose landmark
+// terms leave the serving model (deleted, or replaced by another input) and whether
+// the pool changes at all.
 func (in *State) plan(now time.Time) (leaving []string, poolChanged bool) {
-	stored := map[string]bool{} // membership as the batch goes, for ids it touches
-	has := func(id string) bool {
-		if v, ok := stored[id]; ok {
-			return v
+	keys := map[string]*key{} // each touched id as the batch goes
+	in.repub, in.claimWrites = in.repub[:0], false
+	var order []*op // the op that first touched each id, for the republications
+	touch := func(o *op, id string) *key {
+		if _, ok := keys[id]; !ok {
+			order = append(order, o)
 		}
-		return in.pool.A.Has(id)
+		return in.keyOf(keys, id)
 	}
 	for i := range in.ops {
 		o := &in.ops[i]
 		switch o.kind {
 		case opUpsert:
-			if o.had = has(o.ev.ID); o.had {
-				leaving = append(leaving, o.ev.ID)
+			k := touch(o, o.ev.ID)
+			version := o.msg.Offset
+			if o.isClaim {
+				if !in.claimApplies(k, o) {
+					o.kind = opClaim
+					continue
+				}
+				version = o.cl.version
 			}
-			stored[o.ev.ID] = true
+			if o.had = k.stored; o.had && !sameBits(o.ev.X, k.x) {
+				leaving = append(leaving, o.ev.ID) // an unchanged input keeps its landmark terms exact
+			}
+			o.forget = k.deleted >= 0
+			*k = key{stored: true, version: version, x: o.ev.X, hasLabel: o.ev.Label != nil, deleted: -1}
+			if k.hasLabel {
+				k.label = *o.ev.Label
+			}
 			poolChanged = true
 		case opDelete:
+			k := touch(o, o.ev.ID)
 			rec := &Deletion{
 				Request: o.ev.Request, ID: o.ev.ID, Requested: o.msg.Time.UTC(), Applied: now,
 				Source: string(stream.DeadLetterKey(o.msg.Topic, o.msg.Partition, o.msg.Offset)),
@@ -591,16 +657,70 @@ func (in *State) plan(now time.Time) (leaving []string, poolChanged bool) {
 			if in.hooks.Describe != nil {
 				in.hooks.Describe(rec)
 			}
-			if o.had = has(o.ev.ID); o.had {
+			if o.had = k.stored; o.had {
 				rec.Known = true
 				leaving = append(leaving, o.ev.ID)
 				poolChanged = true
+				// Its tombstone is awaited: a republication older than the deletion, read
+				// before it, must not bring the point back.
+				k.deleted = o.msg.Offset
 			}
-			stored[o.ev.ID] = false
+			k.stored, k.republish = false, false
 			o.rec = rec
+		case opClaim:
+			if !o.cl.tomb || o.void {
+				continue
+			}
+			k := touch(o, string(o.msg.Key))
+			switch {
+			case k.stored && o.cl.version > k.version:
+				// A deletion newer than the stored point that this daemon never read (the
+				// topic was compacted under it): the point goes, without an audit.
+				o.kind, o.had = opErase, true
+				leaving = append(leaving, string(o.msg.Key))
+				k.stored, k.republish = false, false
+				poolChanged = true
+			case k.stored:
+				k.republish = true // the tombstone would erase a newer upsert
+			case k.deleted >= 0 && o.cl.version >= k.deleted:
+				o.forget, k.deleted = true, -1 // the awaited tombstone
+				in.claimWrites = true
+			}
+		}
+	}
+	for _, o := range order {
+		id := string(o.msg.Key)
+		if k := keys[id]; k.republish && k.stored {
+			ev := stream.TrainEvent{Op: stream.OpUpsert, ID: id, X: k.x}
+			if k.hasLabel {
+				ev.Label = &k.label
+			}
+			in.repub = append(in.repub, republication{topic: o.msg.Topic, id: id, version: k.version, ev: ev})
+			in.claimWrites = true
 		}
 	}
 	return leaving, poolChanged
+}
+
+// claimApplies decides a republication o of k's id (doc.go, "Versions"): it applies
+// when it restates a newer input than what is stored, or when the id is not stored and
+// no deletion this daemon applied is newer. Either way the id's newest record is then
+// o itself, which restates it: nothing to republish. A stale one marks the id for
+// republication when it is stored with another value.
+func (in *State) claimApplies(k *key, o *op) bool {
+	switch {
+	case k.stored && k.sameValue(o.ev):
+		k.republish = false
+		return false
+	case k.stored && o.cl.version > k.version:
+	case k.stored:
+		k.republish = true
+		return false
+	case k.deleted >= 0 && o.cl.version <= k.deleted:
+		return false
+	}
+	k.republish = false
+	return true
 }
 
 // updatePools applies the planned ops to the two views' pools on two goroutines (they
@@ -646,7 +766,19 @@ func (in *State) commit(ps storage.PoolState, poolChanged bool) error {
 			if err := in.commitOp(tx, o, &seq, &rec); err != nil {
 				return err
 			}
+			if o.isClaim {
+				continue // claims store no offset
+			}
 			if err := tx.SetOffset(o.msg.Topic, int32(o.msg.Partition), o.msg.Offset); err != nil {
+				return err
+			}
+		}
+		for _, r := range in.repub {
+			v, err := stream.EncodeTrain(r.ev, in.lim)
+			if err != nil {
+				return fmt.Errorf("ingest: republish %q: %w", r.id, err)
+			}
+			if _, err := tx.Enqueue(r.topic, []byte(r.id), encodeClaim(r.version, v)); err != nil {
 				return err
 			}
 		}
@@ -676,7 +808,7 @@ func (in *State) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) error
 		_, err := tx.Enqueue(o.dead.Topic, o.dead.Key, o.dead.Value)
 		return err
 	case opUpsert:
-		p := storage.Point{ID: o.ev.ID, X: o.ev.X}
+		p := storage.Point{ID: o.ev.ID, X: o.ev.X, Version: o.version()}
 		if o.ev.Label != nil {
 			p.HasLabel, p.Label = true, *o.ev.Label
 		}
@@ -684,7 +816,24 @@ func (in *State) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) error
 			return err
 		}
 		var err error
-		*rec, err = putRecord(tx, in.pool, *rec, o.ev.ID)
+		if *rec, err = putRecord(tx, in.pool, *rec, o.ev.ID); err != nil {
+			return err
+		}
+		if o.forget {
+			_, err = tx.DropDeleted(o.ev.ID)
+		}
+		return err
+	case opClaim:
+		if o.forget {
+			_, err := tx.DropDeleted(string(o.msg.Key))
+			return err
+		}
+		return nil
+	case opErase:
+		existed, err := tx.DeletePoint(string(o.msg.Key))
+		if err == nil && !existed {
+			err = fmt.Errorf("ingest: erase %q: the pool had it, the store not", o.msg.Key)
+		}
 		return err
 	case opDelete:
 		existed, err := tx.DeletePoint(o.ev.ID)
@@ -717,15 +866,20 @@ func (in *State) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) error
 		if o.deferred {
 			return nil // nothing stored under the id: nothing to erase
 		}
-		// A tombstone for the id on its own topic (an outbox entry with an empty value,
-		// published as a null value), so that log compaction erases its upserts.
-		_, err = tx.Enqueue(o.msg.Topic, []byte(o.ev.ID), nil)
+		// A tombstone for the id on its own topic (a claim of this deletion's version,
+		// published with a null value), so that log compaction erases its upserts; the
+		// deletion waits for it in the deleted bucket (doc.go, "Versions").
+		if err := tx.PutDeleted(o.ev.ID, o.msg.Offset); err != nil {
+			return err
+		}
+		_, err = tx.Enqueue(o.msg.Topic, []byte(o.ev.ID), encodeClaim(o.msg.Offset, nil))
 		return err
 	}
 	return nil
 }
 
-// cacheCommitted mirrors a committed batch in the point cache and the pending list.
+// cacheCommitted mirrors a committed batch in the point cache, the pending list and
+// the awaited deletions.
 func (in *State) cacheCommitted() {
 	q := in.feat.Dim()
 	for i := range in.ops {
@@ -733,28 +887,51 @@ func (in *State) cacheCommitted() {
 		switch o.kind {
 		case opUpsert:
 			e := &Entry{X: o.ev.X, fa: to32(in.feats[2*o.row*q : (2*o.row+1)*q]),
-				fb: to32(in.feats[(2*o.row+1)*q : (2*o.row+2)*q])}
+				fb: to32(in.feats[(2*o.row+1)*q : (2*o.row+2)*q]), Version: o.version()}
 			if o.ev.Label != nil {
 				e.Label, e.HasLabel = *o.ev.Label, true
 			}
 			in.cache.put(o.ev.ID, e)
+			if o.forget {
+				delete(in.deleted, o.ev.ID)
+			}
 		case opDelete:
 			if o.had {
 				in.cache.del(o.ev.ID)
+				in.deleted[o.ev.ID] = o.msg.Offset
 			}
 			if o.had || o.deferred {
 				in.pending = append(in.pending, o.rec)
 			}
+		case opErase:
+			in.cache.del(string(o.msg.Key))
+		case opClaim:
+			if o.forget {
+				delete(in.deleted, string(o.msg.Key))
+			}
 		}
 	}
+}
+
+// version is the version an applied upsert stores: its offset, or the version a
+// republication restates.
+func (o *op) version() int64 {
+	if o.isClaim {
+		return o.cl.version
+	}
+	return o.msg.Offset
 }
 
 // count is the result of a committed batch of messages, added to in.stats and logged.
 func (in *State) count(messages int) (res BatchResult) {
 	for i := range in.ops {
 		switch o := &in.ops[i]; o.kind {
-		case opSkip:
+		case opSkip, opClaim:
 			res.Skipped++
+		case opErase:
+			res.Erased++
+			in.log.Info().Str("topic", o.msg.Topic).Int("partition", o.msg.Partition).Int64("offset", o.msg.Offset).
+				Int64("version", o.cl.version).Msg("a tombstone newer than the stored point erased it (its deletion was compacted away before this daemon read it)")
 		case opDead:
 			res.DeadLetters++
 			res.Reasons = append(res.Reasons, stream.ReasonOf(o.rej))
@@ -771,12 +948,13 @@ func (in *State) count(messages int) (res BatchResult) {
 			}
 		}
 	}
-	if res.Upserts+res.Deletes > 0 {
+	if res.Upserts+res.Deletes+res.Erased > 0 {
 		in.version++
 	}
 	in.stats.Batches++
 	in.stats.Upserts += uint64(res.Upserts)
 	in.stats.Deletes += uint64(res.Deletes)
+	in.stats.Erased += uint64(res.Erased)
 	in.stats.Missing += uint64(res.Missing)
 	in.stats.DeadLetters += uint64(res.DeadLetters)
 	in.stats.Skipped += uint64(res.Skipped)
@@ -850,6 +1028,10 @@ func (in *State) applyView(pool *coreset.Pool, v, q int) error {
 			f, cross := in.feats[(2*o.row+v)*q:(2*o.row+v+1)*q], in.cross[v][o.row*k:(o.row+1)*k]
 			if err := pool.InsertCross(o.ev.ID, f, cross, tok); err != nil {
 				return fmt.Errorf("pool view %d: insert %q: %w", v, o.ev.ID, err)
+			}
+		case opErase:
+			if err := pool.Delete(string(o.msg.Key)); err != nil {
+				return fmt.Errorf("pool view %d: erase %q: %w", v, o.msg.Key, err)
 			}
 		case opDelete:
 			o.rec.ResidualBefore[v] = pool.Residual()

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -64,7 +65,7 @@ func deadLetters(t *testing.T, st *storage.Store, dlq string) map[string]stream.
 	}
 	out := map[string]stream.Reason{}
 	for _, e := range es {
-		if len(e.Value) == 0 && e.Topic != dlq {
+		if v, _, claim := decodeClaim(e.Value); claim && v == nil && e.Topic != dlq {
 			continue // a deletion's tombstone (TestTombstones)
 		}
 		if e.Topic != dlq {
@@ -471,9 +472,11 @@ func TestDeadLettersKeepNoInput(t *testing.T) {
 }
 
 // TestTombstones: the deletion of a stored id enqueues one tombstone for it (its topic,
-// its id as key, an empty value, published as null) and a deletion of an unknown id
-// none; tombstones read back from the topic are neither applied nor dead-lettered, and
-// their offsets are not stored but count as read (Applied).
+// its id as key, a claim of the delete's offset, published as null with that version
+// in its header) and awaits it in the deleted bucket, and a deletion of an unknown id
+// enqueues none; tombstones read back from the topic are neither applied nor
+// dead-lettered, the versioned one ends the wait, and their offsets are not stored but
+// count as read (Applied).
 func TestTombstones(t *testing.T) {
 	cfg := testConfig()
 	st := tempStore(t)
@@ -488,15 +491,16 @@ func TestTombstones(t *testing.T) {
 	if _, err := in.Apply(t.Context(), ms); err != nil {
 		t.Fatal(err)
 	}
-	es, err := st.Pending(0)
+	var tombs []string
+	box := NewOutbox(st, topic, "compact", nil)
+	out, err := box.Pending(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tombs []string
-	for _, e := range es {
+	for _, e := range out {
 		if e.Topic == topic {
-			if len(e.Value) != 0 {
-				t.Errorf("entry on %s with a value: %q", topic, e.Value)
+			if v, ok := (stream.Message{Headers: e.Headers}).Header(VersionHeader); e.Value != nil || !ok || string(v) != "2" {
+				t.Errorf("entry on %s: value %q, version header %q (%v); want null and 2", topic, e.Value, v, ok)
 			}
 			tombs = append(tombs, string(e.Key))
 		}
@@ -504,25 +508,38 @@ func TestTombstones(t *testing.T) {
 	if !slices.Equal(tombs, []string{"a"}) {
 		t.Errorf("tombstones %v, want one for a", tombs)
 	}
-	// The tombstone and a second copy come back from the topic, then an upsert.
-	back := []stream.Message{{Topic: topic, Offset: 4, Key: []byte("a")}, {Topic: topic, Offset: 5, Key: []byte("a")}}
-	res, err := in.Apply(t.Context(), back)
+	if !maps.Equal(in.deleted, map[string]int64{"a": 2}) || !maps.Equal(storedDeleted(t, st), in.deleted) {
+		t.Errorf("awaited deletions %v, stored %v; want a: 2", in.deleted, storedDeleted(t, st))
+	}
+	// A copy without a version, the tombstone and a second copy come back from the
+	// topic, then an upsert.
+	v2 := []stream.Header{{Key: VersionHeader, Value: []byte("2")}}
+	back := []stream.Message{{Topic: topic, Offset: 4, Key: []byte("a")}, {Topic: topic, Offset: 5, Key: []byte("a"), Headers: v2},
+		{Topic: topic, Offset: 6, Key: []byte("a"), Headers: v2}}
+	res, err := in.Apply(t.Context(), back[:1])
+	if err != nil || res.DeadLetters != 0 || res.Upserts != 0 || res.Deletes != 0 || len(storedDeleted(t, st)) != 1 {
+		t.Fatalf("unversioned tombstone applied: %+v, %v, awaited %v", res, err, storedDeleted(t, st))
+	}
+	res, err = in.Apply(t.Context(), back[1:])
 	if err != nil || res.DeadLetters != 0 || res.Upserts != 0 || res.Deletes != 0 {
 		t.Fatalf("tombstones applied: %+v, %v", res, err)
+	}
+	if len(in.deleted) != 0 || len(storedDeleted(t, st)) != 0 {
+		t.Errorf("awaited deletions %v, stored %v after the tombstone; want none", in.deleted, storedDeleted(t, st))
 	}
 	if off, ok, _ := in.Start(topic, 0); !ok || off != 3 {
 		t.Errorf("stored offset %d (%v), want 3: tombstones store none", off, ok)
 	}
-	if off, ok := in.Applied(topic, 0); !ok || off != 5 {
-		t.Errorf("applied %d (%v), want 5: tombstones count as read", off, ok)
+	if off, ok := in.Applied(topic, 0); !ok || off != 6 {
+		t.Errorf("applied %d (%v), want 6: tombstones count as read", off, ok)
 	}
 	up := msgs(topic, []event{g.upsert("c")})
-	up[0].Offset = 6
+	up[0].Offset = 7
 	if res, err := in.Apply(t.Context(), up); err != nil || res.Upserts != 1 {
 		t.Fatalf("upsert after tombstones: %+v, %v", res, err)
 	}
-	if off, _, _ := in.Start(topic, 0); off != 6 {
-		t.Errorf("stored offset %d, want 6", off)
+	if off, _, _ := in.Start(topic, 0); off != 7 {
+		t.Errorf("stored offset %d, want 7", off)
 	}
 }
 

@@ -8,102 +8,144 @@ import (
 	"github.com/cairnhq/cairn/stream"
 )
 
-// Outbox adapts the store to stream.Outbox (the entry types have equal fields) and
-// publishes the deletions' tombstones: an outbox entry on the training topic with an
-// empty value is a tombstone, published with a null value. It also records where each
-// tombstone landed (Written, the writer's OnWritten), for the audits (TombstoneOf).
-// Pending and Ack are called from the publisher's goroutine only; Written and
-// TombstoneOf are safe for concurrent use.
+// Outbox adapts the store to stream.Outbox and publishes the training topic's claims
+// (claims.go): an outbox entry on the training topic is a claim, published with its
+// version header, a tombstone with a null value. It also records where each tombstone
+// landed (Written, the writer's OnWritten) and stores it in the deletion's pending
+// record in the transaction that acknowledges the tombstone (Ack), so that an audit
+// states it after any crash (TombstoneOf). Pending and Ack are called from the
+// publisher's goroutine only; Written and TombstoneOf are safe for concurrent use.
 type Outbox struct {
 	store  *storage.Store
 	train  string
 	policy string
 	// erase, when set (the embedded broker), runs after tombstones were written and
-	// before they are acknowledged: it writes each tombstone's key once more (so that the
-	// first copy leaves the partition's last batch, which compaction never cleans) and
-	// compacts the broker, so the deleted points' upserts are gone from its files before
-	// any later output, their audits included, goes out.
-	erase func(keys [][]byte) error
-	// keys are the tombstone keys by seq of the last Pending call.
-	keys map[uint64][]byte
+	// before they are acknowledged, with a copy of each (its key and headers): it writes
+	// each once more (so that the first copy leaves the partition's last batch, which
+	// compaction never cleans) and compacts the broker, so the deleted points' upserts
+	// are gone from its files before any later output, their audits included, goes out.
+	erase func(copies []stream.Message) error
+	// stones are the tombstones of the last Pending call, by seq.
+	stones map[uint64]stream.Message
 
 	mu sync.Mutex
-	at map[string]Tombstone // where tombstones landed, until their audits take them
+	at map[string]Tombstone // where tombstones landed, until their acknowledgement stores it
 }
 
 // NewOutbox is the outbox of st; train is the training topic and policy its
 // cleanup.policy, erase the embedded broker's erasure (nil with an external one).
-func NewOutbox(st *storage.Store, train, policy string, erase func(keys [][]byte) error) *Outbox {
-	return &Outbox{store: st, train: train, policy: policy, erase: erase, keys: map[uint64][]byte{}, at: map[string]Tombstone{}}
+func NewOutbox(st *storage.Store, train, policy string, erase func(copies []stream.Message) error) *Outbox {
+	return &Outbox{store: st, train: train, policy: policy, erase: erase, stones: map[uint64]stream.Message{}, at: map[string]Tombstone{}}
 }
 
-// Pending is stream.Outbox's: the store's entries, tombstones with a null value.
+// Pending is stream.Outbox's: the store's entries, claims with their header.
 func (o *Outbox) Pending(limit int) ([]stream.OutboxEntry, error) {
 	es, err := o.store.Pending(limit)
 	if err != nil {
 		return nil, err
 	}
-	clear(o.keys)
+	clear(o.stones)
 	out := make([]stream.OutboxEntry, len(es))
 	for i, e := range es {
 		out[i] = stream.OutboxEntry{Seq: e.Seq, Topic: e.Topic, Key: e.Key, Value: e.Value}
-		if e.Topic == o.train && len(e.Value) == 0 {
-			out[i].Value = nil
-			o.keys[e.Seq] = e.Key
+		if e.Topic != o.train {
+			continue
+		}
+		if v, hs, ok := decodeClaim(e.Value); ok {
+			out[i].Value, out[i].Headers = v, hs
+			if v == nil {
+				o.stones[e.Seq] = stream.Message{Topic: e.Topic, Key: e.Key, Headers: hs}
+			}
 		}
 	}
 	return out, nil
 }
 
-// Ack is stream.Outbox's, after the erasure of the acknowledged tombstones' points.
+// Ack is stream.Outbox's, after the erasure of the acknowledged tombstones' points: it
+// removes the entries and stores where their tombstones landed (RecordTombstones) in
+// one transaction, so that an acknowledged tombstone's position is never lost.
 func (o *Outbox) Ack(seqs ...uint64) error {
-	if o.erase != nil {
-		var keys [][]byte
-		for _, s := range seqs {
-			if k, ok := o.keys[s]; ok {
-				keys = append(keys, k)
-			}
-		}
-		if len(keys) > 0 {
-			if err := o.erase(keys); err != nil {
-				return fmt.Errorf("ingest: erase deleted points from the broker: %w", err)
-			}
+	var copies []stream.Message
+	for _, s := range seqs {
+		if m, ok := o.stones[s]; ok {
+			copies = append(copies, m)
 		}
 	}
-	return o.store.Ack(seqs...)
-}
-
-// Written records where the acknowledged tombstones among msgs landed, in memory and
-// in their pending deletion records (RecordTombstones), so that an audit written after
-// a restart states it too. A failure to store them is returned; the memory copy
-// serves this process anyway.
-func (o *Outbox) Written(msgs []stream.Message) error {
+	if o.erase != nil && len(copies) > 0 {
+		if err := o.erase(copies); err != nil {
+			return fmt.Errorf("ingest: erase deleted points from the broker: %w", err)
+		}
+	}
 	at := map[string]Tombstone{}
 	o.mu.Lock()
-	for _, m := range msgs {
-		if m.Topic == o.train && m.Value == nil {
-			if _, dup := o.at[string(m.Key)]; !dup { // the first copy is the one compaction keeps
-				t := Tombstone{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Policy: o.policy}
-				o.at[string(m.Key)], at[string(m.Key)] = t, t
-			}
+	for _, m := range copies {
+		if t, ok := o.at[string(m.Key)]; ok {
+			at[string(m.Key)] = t
 		}
 	}
 	o.mu.Unlock()
 	if len(at) == 0 {
-		return nil
+		return o.store.Ack(seqs...)
 	}
-	return o.store.Apply(func(tx *storage.Tx) error { return RecordTombstones(tx, at) })
+	err := o.store.Apply(func(tx *storage.Tx) error {
+		if err := RecordTombstones(tx, at); err != nil {
+			return err
+		}
+		return tx.Ack(seqs...)
+	})
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	for k, t := range at {
+		if o.at[k] == t {
+			delete(o.at, k) // stored in its pending record (or audited already)
+		}
+	}
+	o.mu.Unlock()
+	return nil
 }
 
-// TombstoneOf is the tombstone of a deleted id for its audit (offset -1 when its
-// position is not known), and forgets it.
-func (o *Outbox) TombstoneOf(id string) *Tombstone {
+// Written records, in memory, where the acknowledged tombstones among msgs landed: the
+// first copy of each in this process (a re-sent or erasure copy lands later; any copy
+// is a tombstone of the id). Ack stores it.
+func (o *Outbox) Written(msgs []stream.Message) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	t, ok := o.at[id]
-	if !ok {
-		t = Tombstone{Topic: o.train, Partition: -1, Offset: -1, Policy: o.policy}
+	for _, m := range msgs {
+		if m.Topic == o.train && m.Value == nil {
+			if _, dup := o.at[string(m.Key)]; !dup {
+				o.at[string(m.Key)] = Tombstone{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Policy: o.policy}
+			}
+		}
 	}
-	delete(o.at, id)
-	return &t
 }
+
+// TombstoneOf is where the tombstone of rec (a pending deletion of a stored id) landed,
+// for its audit written in tx: as stored in its pending record with the tombstone's
+// acknowledgement, else as this process saw it written, else unknown, with the reason.
+// Call it before tx removes the pending record.
+func (o *Outbox) TombstoneOf(tx *storage.Tx, rec *Deletion) (*Tombstone, error) {
+	if rec.Seq > 0 {
+		body, ok, err := tx.Pending(rec.Seq)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if stored, err := decodeDeletion(body); err == nil && stored.Tombstone != nil {
+				return stored.Tombstone, nil
+			}
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if t, ok := o.at[rec.ID]; ok {
+		return &t, nil
+	}
+	return &Tombstone{Topic: o.train, Partition: -1, Offset: -1, Policy: o.policy, Unknown: TombstoneNotAcked}, nil
+}
+
+// TombstoneNotAcked is the Unknown reason of an audit written before the broker
+// acknowledged the deletion's tombstone.
+const TombstoneNotAcked = "the broker had not acknowledged the tombstone when this audit was written: " +
+	"it was still in the outbox, which publishes it before this audit"

@@ -1,0 +1,137 @@
+package ingest
+
+import (
+	"encoding/binary"
+	"math"
+	"strconv"
+
+	"github.com/cairnhq/cairn/stream"
+)
+
+// VersionHeader is the record header that marks cairnd's own records on the training
+// topic, its claims (doc.go, "Versions"): a deletion's tombstone and a republished
+// upsert. Its value is the claim's version in decimal: the offset, on the record's own
+// partition, of the input whose effect the claim restates.
+const VersionHeader = "cairn_version"
+
+// claim is what a claim record says about its key: a tombstone (the id is deleted) or
+// a republished upsert (the id holds the record's value), as of version, the offset of
+// the input it restates (-1: unknown, a tombstone written before versions existed).
+type claim struct {
+	tomb    bool
+	version int64
+}
+
+// claimOf reports whether m is a claim and what it claims. A record with a null value
+// is a tombstone whatever its headers (versioned by a valid header, else -1); a record
+// with a value is a republication only with a valid header. A header is valid when it
+// is a decimal at least -1 and below the record's own offset (a claim restates an
+// earlier input): an invalid one on a record with a value is ignored, and the record is
+// an input like any other.
+func claimOf(m stream.Message) (claim, bool) {
+	v := int64(-1)
+	ok := false
+	if h, found := m.Header(VersionHeader); found {
+		if n, err := strconv.ParseInt(string(h), 10, 64); err == nil && n >= -1 && n < m.Offset {
+			v, ok = n, true
+		}
+	}
+	if m.Value == nil {
+		return claim{tomb: true, version: v}, true
+	}
+	return claim{version: v}, ok
+}
+
+// claimMarker starts the outbox value of a claim (no JSON value starts with a NUL):
+// the marker, the version as 8 bytes big-endian, then the record's value (nothing for
+// a tombstone). An empty outbox value on the training topic is a tombstone written
+// before versions existed, published without a header.
+const claimMarker = 0x00
+
+// encodeClaim is the outbox value of a claim of version with value (nil: a tombstone).
+func encodeClaim(version int64, value []byte) []byte {
+	b := make([]byte, 0, 9+len(value))
+	b = append(b, claimMarker)
+	b = binary.BigEndian.AppendUint64(b, uint64(version))
+	return append(b, value...)
+}
+
+// decodeClaim turns the outbox value of a training-topic entry into the record to
+// publish: its value (nil for a tombstone) and its headers. ok is false for a value
+// that is no claim (the outbox holds none on the training topic).
+func decodeClaim(v []byte) (value []byte, headers []stream.Header, ok bool) {
+	if len(v) == 0 {
+		return nil, nil, true // a tombstone without a version
+	}
+	if len(v) < 9 || v[0] != claimMarker {
+		return v, nil, false
+	}
+	version := int64(binary.BigEndian.Uint64(v[1:9]))
+	headers = []stream.Header{{Key: VersionHeader, Value: strconv.AppendInt(nil, version, 10)}}
+	if len(v) == 9 {
+		return nil, headers, true
+	}
+	return v[9:], headers, true
+}
+
+// key is what a batch knows of one id while plan walks it in offset order: whether it
+// is stored, and then its value and version; the version of the deletion whose
+// tombstone is awaited (-1: none); whether its newest record so far is a claim that
+// does not restate it (republish: the id must be republished after the batch).
+type key struct {
+	stored    bool
+	version   int64
+	x         []float64
+	label     int64
+	hasLabel  bool
+	deleted   int64
+	republish bool
+}
+
+// keyOf returns the batch's state of id, starting from the committed one.
+func (in *State) keyOf(keys map[string]*key, id string) *key {
+	if k, ok := keys[id]; ok {
+		return k
+	}
+	k := &key{deleted: -1, version: -1}
+	if e := in.cache.Get(id); e != nil && in.pool.A.Has(id) {
+		k.stored, k.version, k.x, k.label, k.hasLabel = true, e.Version, e.X, e.Label, e.HasLabel
+	}
+	if d, ok := in.deleted[id]; ok {
+		k.deleted = d
+	}
+	keys[id] = k
+	return k
+}
+
+// sameValue says whether an upsert restates k's stored value: the same label and the
+// same input bit for bit.
+func (k *key) sameValue(ev stream.TrainEvent) bool {
+	hasLabel := ev.Label != nil
+	if hasLabel != k.hasLabel || (hasLabel && *ev.Label != k.label) {
+		return false
+	}
+	return sameBits(ev.X, k.x)
+}
+
+// sameBits says whether a and b hold the same float64 bit patterns.
+func sameBits(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// republication is an upsert the batch republishes after its end: id's stored value
+// at version, on topic.
+type republication struct {
+	topic   string
+	id      string
+	version int64
+	ev      stream.TrainEvent
+}
