@@ -210,7 +210,10 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *job, sy *synced, version
 		BestEpoch: f0.BestEpoch, Epochs: f0.Epochs,
 		Residual: res,
 		ID:       serving.ModelID(lids, views, f0.A, f0.B), PointsHash: ingest.PointsHash(snap.IDs, snap.Entries),
-		Reseed: reseed,
+		Reseed: reseed, Inputs: make([]string, len(lids)),
+	}
+	for l, id := range lids {
+		out.meta.Inputs[l] = serving.InputHash(snap.Entries[index[id]].X)
 	}
 	meta, err := json.Marshal(out.meta)
 	if err != nil {

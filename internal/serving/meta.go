@@ -1,6 +1,13 @@
 package serving
 
-import "github.com/cairnhq/cairn/certify"
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"math"
+
+	"github.com/cairnhq/cairn/certify"
+)
 
 // Meta is storage.Model.Meta (JSON): what a model version needs besides its
 // matrices to be served again after a restart. It holds nothing that depends on timing,
@@ -28,6 +35,23 @@ type Meta struct {
 	// (ingest.MeasureReseed); absent in models from before it, whose answers are then
 	// never stable.
 	Reseed *ReseedMeta `json:"reseed,omitempty"`
+	// Inputs are InputHash of each landmark's raw input as fitted, in landmark order: a
+	// landmark whose point holds another input now is masked when the model is restored
+	// (Restore), as the live daemon masked it when the input changed. Absent in models
+	// from before it, whose landmarks are masked only when their point is gone.
+	Inputs []string `json:"inputs,omitempty"`
+}
+
+// InputHash identifies a raw input: the first 16 bytes of SHA-256 over its float64 bit
+// patterns (little-endian), in hex.
+func InputHash(x []float64) string {
+	h := sha256.New()
+	var b [8]byte
+	for _, v := range x {
+		binary.LittleEndian.PutUint64(b[:], math.Float64bits(v))
+		h.Write(b[:])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // ReseedMeta is the stored form of a reseed measurement: the mean top-k Jaccard of the

@@ -36,7 +36,9 @@ func (r *Restored) View(l int) int {
 // stored now (point returns a stored point's raw input): the first meta.ViewA rows are
 // view A's pivots, the rest view B's; a landmark's input is the augmented view of its
 // stored point; ω_ℓ = kernel_scale·‖Ã_ℓ − Ã_{0,ℓ}‖₂. A landmark whose id point does not
-// know is missing. This is the one rule for masks rebuilt from storage, used by a
+// know is missing, and so is one whose stored input is not the one it was fitted on
+// (meta.Inputs, when the model records them: the point was replaced since). This is
+// the one rule for masks rebuilt from storage, used by a
 // restart (loadServing) and by exports of stored versions (ExportStored): a deletion
 // removes the point from the points bucket in the same transaction that writes its
 // pending deletion record, so "not stored" covers deletions audited and pending alike.
@@ -62,7 +64,7 @@ func Restore(f *pipeline.Features, m storage.Model, point func(id string) ([]flo
 			v, r.Views[l] = 1, 'B'
 		}
 		x, ok := point(id)
-		if !ok {
+		if !ok || (len(meta.Inputs) == mm && InputHash(x) != meta.Inputs[l]) {
 			r.Missing[l] = true
 			continue
 		}
