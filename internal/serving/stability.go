@@ -22,7 +22,15 @@ type Landmarks struct {
 // more than k distinct ids, or when qs is empty. The rows are computed on all cores and
 // dropped afterwards.
 func ReseedJaccard(b entk.Backbone, a, c Landmarks, qs [][]float64, k int, budget int64) (float64, bool) {
-	if len(qs) == 0 || k < 1 || distinct(a.IDs) <= k || distinct(c.IDs) <= k {
+	return ReseedJaccardExcept(b, a, c, qs, nil, k, budget)
+}
+
+// ReseedJaccardExcept is ReseedJaccard with query i leaving out the landmarks of id
+// skip[i] in both pools (skip nil or "": none): a stored point asked as a query is then
+// ranked against the other points only, as an unseen input would be, instead of finding
+// itself in one pool and not in the other.
+func ReseedJaccardExcept(b entk.Backbone, a, c Landmarks, qs [][]float64, skip []string, k int, budget int64) (float64, bool) {
+	if len(qs) == 0 || k < 1 || distinct(a.IDs) <= k+1 || distinct(c.IDs) <= k+1 {
 		return 0, false
 	}
 	ra := NewExactRows(b, a.X, len(a.IDs), budget)
@@ -41,14 +49,18 @@ func ReseedJaccard(b entk.Backbone, a, c Landmarks, qs [][]float64, k int, budge
 	}
 	rowA, rowC := make([]float64, len(a.IDs)), make([]float64, len(c.IDs))
 	var sum float64
-	for _, x := range qs {
+	for i, x := range qs {
+		var self string
+		if skip != nil {
+			self = skip[i]
+		}
 		ra.queryTo(wa, wa.phi, x)
 		if wc != wa {
 			rc.queryTo(wc, wc.phi, x)
 		}
 		ra.kernelRowTo(wa, rowA, wa.phi)
 		rc.kernelRowTo(wc, rowC, wc.phi)
-		ta, tc := topIDs(rowA, a.IDs, k), topIDs(rowC, c.IDs, k)
+		ta, tc := topIDs(rowA, a.IDs, k, self), topIDs(rowC, c.IDs, k, self)
 		in := 0
 		for _, id := range ta {
 			if slices.Contains(tc, id) {
@@ -61,10 +73,13 @@ func ReseedJaccard(b entk.Backbone, a, c Landmarks, qs [][]float64, k int, budge
 }
 
 // topIDs returns the k distinct ids of highest score (an id scores its best landmark),
-// ties by the lower landmark row.
-func topIDs(row []float64, ids []string, k int) []string {
+// ties by the lower landmark row, leaving out skip.
+func topIDs(row []float64, ids []string, k int, skip string) []string {
 	best := map[string]int{} // id → its best landmark row
 	for l, id := range ids {
+		if id == skip {
+			continue
+		}
 		if b, ok := best[id]; !ok || row[l] > row[b] {
 			best[id] = l
 		}
