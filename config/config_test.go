@@ -345,12 +345,12 @@ func TestPoolNormalize(t *testing.T) {
 	}
 }
 
-// TestPoolTolerance: pool.tolerance defaults to 0.6 and is set by the YAML key under
+// TestPoolTolerance: pool.tolerance defaults to 0.95 and is set by the YAML key under
 // pool and by CAIRN_POOL_TOLERANCE, which wins over the file; 0 (the exact argmax) is
 // valid.
 func TestPoolTolerance(t *testing.T) {
-	if got := Default().Pool.Tolerance; got != 0.6 {
-		t.Fatalf("Default().Pool.Tolerance = %v, want 0.6", got)
+	if got := Default().Pool.Tolerance; got != 0.95 {
+		t.Fatalf("Default().Pool.Tolerance = %v, want 0.95", got)
 	}
 	path := filepath.Join(t.TempDir(), "c.yaml")
 	if err := os.WriteFile(path, []byte("pool:\n  tolerance: 0\n"), 0o600); err != nil {
@@ -361,7 +361,7 @@ func TestPoolTolerance(t *testing.T) {
 		environ []string
 		want    float64
 	}{
-		{"", nil, 0.6},
+		{"", nil, 0.95},
 		{path, nil, 0},
 		{"", []string{"CAIRN_POOL_TOLERANCE=0.25"}, 0.25},
 		{path, []string{"CAIRN_POOL_TOLERANCE=0.5"}, 0.5},
