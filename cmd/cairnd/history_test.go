@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -47,7 +49,10 @@ limits: {batch_events: 64}
 }
 
 // historyInput is the seeded workload: upserts, re-upserts, deletions of stored and of
-// never-stored ids, bad messages on cairn.train, and queries by id on cairn.queries.
+// never-stored ids, bad messages on cairn.train, and queries by id on cairn.queries;
+// and bursts on one id produced back to back (an upsert, its deletion and a re-upsert,
+// and longer alternations), whose re-upserts reach the partition before the deletion's
+// tombstone: compaction must not erase them from the broker (ingest doc.go, "Versions").
 func historyInput(t *testing.T, set *dataset.Set, seed uint64) []stream.Message {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 7))
@@ -61,10 +66,26 @@ func historyInput(t *testing.T, set *dataset.Set, seed uint64) []stream.Message 
 		}
 		msgs = append(msgs, stream.Message{Topic: tp.Train, Key: []byte(ev.ID), Value: v})
 	}
+	upsert := func(id string, row int) {
+		lab := int64(set.Labels[row])
+		enc(stream.TrainEvent{Op: stream.OpUpsert, ID: id, X: set.Row(row), Label: &lab})
+	}
+	bursts := [][]string{ // u: an upsert with another row, d: a deletion
+		{"u", "d", "u"}, {"u", "d", "u", "d"}, {"d", "u", "d", "u"}, {"u", "d", "u", "d", "u"},
+	}
 	for i := range set.N {
 		lab := int64(set.Labels[i])
 		enc(stream.TrainEvent{Op: stream.OpUpsert, ID: set.IDs[i], X: set.Row(i), Label: &lab})
 		switch {
+		case i > 100 && r.IntN(20) == 0:
+			id := set.IDs[r.IntN(i)]
+			for k, op := range bursts[r.IntN(len(bursts))] {
+				if op == "u" {
+					upsert(id, r.IntN(set.N))
+				} else {
+					enc(stream.TrainEvent{Op: stream.OpDelete, ID: id, Request: fmt.Sprintf("burst-%d-%d", i, k)})
+				}
+			}
 		case i > 100 && r.IntN(10) == 0:
 			j := r.IntN(set.N)
 			lab := int64(set.Labels[j])
@@ -190,6 +211,9 @@ func checkHistory(t *testing.T, in, out map[string][]stream.Message, st *storage
 	deletes := map[string]bool{}  // topic/partition/offset of each delete message
 	lastOp := map[string]string{} // id → "upsert" or "delete", in offset order (key = id, one partition)
 	for _, m := range in[tp.Train] {
+		if _, claim := m.Header(ingest.VersionHeader); claim {
+			continue // cairnd's own republication, no input
+		}
 		var ev struct {
 			Op string `json:"op"`
 			ID string `json:"id"`
@@ -369,9 +393,10 @@ func runHistory(t *testing.T, bin string, set *dataset.Set, mode string) {
 		t.Fatalf("producing: %v", err)
 	}
 	startCairndReady(t, p, produceTo)
-	in := readTopics(t, produceTo, tp.Train, tp.Queries)
-	want := survivors(in[tp.Train])
+	want := survivors(msgs) // what was produced (a retried chunk lands twice, to the same effect)
 	waitQuiet(t, p, want)
+	waitSettled(t, p, produceTo)
+	in := readTopics(t, produceTo, tp.Train, tp.Queries)
 	out := readTopics(t, produceTo, tp.Attributions, tp.Audits, tp.DLQ)
 	stopGracefully(t, p)
 	st, err := storage.Open(filepath.Join(killedDir, daemon.StateFile), storage.Options{})
@@ -379,6 +404,7 @@ func runHistory(t *testing.T, bin string, set *dataset.Set, mode string) {
 		t.Fatal(err)
 	}
 	checkHistory(t, in, out, st, mode == "embedded")
+	checkBrokerHolds(t, in[tp.Train], st, set.D)
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -428,11 +454,80 @@ func replay(ctx context.Context, addr string, msgs []stream.Message) error {
 	}
 	defer w.Close()
 	for _, m := range msgs {
-		if err := w.Write(ctx, stream.Message{Topic: m.Topic, Key: m.Key, Value: m.Value}); err != nil {
+		if err := w.Write(ctx, stream.Message{Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: m.Headers}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// waitSettled waits, after waitQuiet, until the training topic stops growing and the
+// daemon has read it to its end: the republications the last tombstones caused are
+// published and read back.
+func waitSettled(t *testing.T, p *proc, addr string) {
+	t.Helper()
+	topic := config.Default().Kafka.Topics.Train
+	deadline := time.Now().Add(time.Minute)
+	var last map[int]int64
+	quiet := 0
+	for quiet < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the training topic did not settle in a minute; the end of the daemon's log:\n%s", p.logTail())
+		}
+		time.Sleep(time.Second) // the daemon's lag is refreshed every second
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ends, err := stream.EndOffsets(ctx, stream.Config{Brokers: []string{addr}}, topic)
+		cancel()
+		s, ok := p.status()
+		lagged := !ok
+		for _, l := range s.Lag {
+			lagged = lagged || l > 0
+		}
+		if err != nil || lagged || !maps.Equal(ends, last) {
+			quiet, last = 0, ends
+			continue
+		}
+		quiet++
+	}
+}
+
+// checkBrokerHolds checks that the broker lost no stored point: for every point in the
+// state file, the newest record of its id on the training topic (what compaction keeps,
+// and all a rebuild from the topic sees of it) holds its input and label.
+func checkBrokerHolds(t *testing.T, train []stream.Message, st *storage.Store, dim int) {
+	t.Helper()
+	newest := map[string]stream.Message{}
+	republished := 0
+	for _, m := range train {
+		newest[string(m.Key)] = m
+		if _, claim := m.Header(ingest.VersionHeader); claim && m.Value != nil {
+			republished++
+		}
+	}
+	stored, lost := 0, 0
+	err := st.View(func(tx *storage.ReadTx) error {
+		return tx.ForEachPoint(func(p storage.Point) error {
+			stored++
+			m, ok := newest[p.ID]
+			ev, err := stream.DecodeTrain(m.Value, stream.Limits{InputDim: dim})
+			if !ok || m.Value == nil || err != nil || ev.Op != stream.OpUpsert || !slices.Equal(ev.X, p.X) ||
+				(ev.Label != nil) != p.HasLabel || (p.HasLabel && *ev.Label != p.Label) {
+				lost++
+				if lost <= 5 {
+					t.Errorf("stored point %s: the newest record of its id on the topic (offset %d, %d value bytes) does not hold it",
+						p.ID, m.Offset, len(m.Value))
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d stored points lost from the broker", lost, stored)
+	}
+	t.Logf("broker: %d stored points, %d lost; %d republications on the training topic", stored, lost, republished)
 }
 
 // survivors is the number of points stored after applying train in order.
