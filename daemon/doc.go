@@ -194,8 +194,11 @@
 // every score of an answer (k*(x_ℓ, x_t)·ω_ℓ, or the evaluation draw's kernel once its
 // seed is published). The serving version is exported from the serving value with its
 // current mask; a stored version (GET /model?model=V, or ExportStored on the bbolt file
-// of a stopped daemon) is masked by the rule a restart applies (restoreModel: a landmark
-// whose point is no longer stored is left out), one function for both. ExportStored
+// of a stopped daemon) is masked by the rule a restart applies (serving.Restore: a
+// landmark whose point is no longer stored, or holds another input than the one the
+// model was fitted on, is left out), one function for both; a restarted daemon thus
+// masks what the live one masked, which drops a landmark's terms as soon as its point
+// is deleted or re-upserted with another input. ExportStored
 // refuses a configuration whose feature fingerprint differs from the stored pool's.
 //
 // # UI

@@ -31,7 +31,8 @@ func (d *Daemon) Export(version uint64) (serving.ModelExport, error) {
 // cfg's; the store's pool carries the fingerprint of the daemon's feature pipeline
 // (Features.Fingerprint: architecture, parameters, sketch, seed), and a cfg that does
 // not match it is refused with ErrConfig instead of exporting weights the daemon did not
-// use. Landmarks whose points are no longer stored are left out (restoreModel).
+// use. Landmarks whose points are no longer stored, or hold another input than the
+// model was fitted on, are left out (serving.Restore).
 func ExportStored(cfg config.Config, st *storage.Store, version uint64) (serving.ModelExport, error) {
 	f, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
 	if err != nil {

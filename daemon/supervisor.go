@@ -288,7 +288,8 @@ func (d *Daemon) auditWithoutModel(snap *job) error {
 }
 
 // loadServing rebuilds the serving form of the latest stored model after a restart,
-// with the landmarks no longer stored masked (restoreModel), and returns it with the
+// with the landmarks no longer stored, or whose input changed since the fit, masked
+// (serving.Restore, as the live daemon masked them), and returns it with the
 // hash of the points it was fitted on (nil, "" without a model). The audit blocks are
 // rebuilt from the points stored now by the same rules as a refit.
 func (d *Daemon) loadServing() (*serving.Model, string, error) {
