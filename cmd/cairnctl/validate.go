@@ -165,6 +165,9 @@ func (f *validateFlags) check() error {
 	if p.m < 1 {
 		bad("--m %d: must be ≥ 1", p.m)
 	}
+	if err := p.checkRule(); err != nil {
+		errs = append(errs, err)
+	}
 	if f.queries < 1 {
 		bad("--queries %d: must be ≥ 1", f.queries)
 	}
@@ -737,6 +740,7 @@ func (v *validationRun) settings(tr trainReport, fm *fittedModel, model *serving
 		"data": pf.data, "n": v.all.set.N, "queries": v.qs.N, "halves": v.f.halves, "half_size": v.all.set.N / 2, "seed": pf.seed,
 		"arch": pf.arch, "h": pf.h, "s": pf.s, "m": pf.m, "landmarks": len(model.LandmarkIDs), "landmark_points": len(distinct),
 		"loss": v.mf.loss, "init": v.mf.init, "dim": v.mf.dim, "epochs": v.mf.epochs, "selector": v.mf.selector, "val_frac": v.mf.valFrac,
+		"normalize": pf.normalize, "tolerance": pf.tolerance,
 		"kernel_scale": fm.scale, "kernel": sc.kernel,
 		"backbone": map[string]any{
 			"trainer": "entk.Train (cairnctl train)", "epochs": tr.Epochs, "batch": tr.Batch, "lr": tr.LR, "seed": tr.Seed,

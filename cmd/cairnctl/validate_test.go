@@ -19,8 +19,8 @@ func TestValidateFlags(t *testing.T) {
 	}{
 		{[]string{}, []string{"--data is required"}},
 		{[]string{"--data", "nope", "--n", "4", "--queries", "0", "--halves", "1", "--train-epochs", "0", "--train-batch", "0", "--train-lr", "-1",
-			"--random", "0", "--trak-ridge", "0", "--val-frac", "1", "--format", "csv", "--m", "0", "--retrains", "0"},
-			[]string{"--retrains 0", "--n 4", "--queries 0", "--halves 1", "--train-epochs 0", "--train-batch 0", "--train-lr -1", "--random 0", "--trak-ridge 0", "--val-frac 1", "--format \"csv\"", "--m 0"}},
+			"--random", "0", "--trak-ridge", "0", "--val-frac", "1", "--format", "csv", "--m", "0", "--retrains", "0", "--tolerance", "1"},
+			[]string{"--tolerance: 1", "--retrains 0", "--n 4", "--queries 0", "--halves 1", "--train-epochs 0", "--train-batch 0", "--train-lr -1", "--random 0", "--trak-ridge 0", "--val-frac 1", "--format \"csv\"", "--m 0"}},
 		{[]string{"--data", "nope", "--weights", "w.safetensors"}, []string{"--weights \"w.safetensors\""}},
 		{[]string{"--data", "nope", "--untrained"}, []string{"--untrained=true"}},
 		{[]string{"--data", "nope", "--train-lr", "+Inf"}, []string{"--train-lr +Inf"}},
@@ -39,12 +39,13 @@ func TestValidateFlags(t *testing.T) {
 }
 
 // TestValidateSmall runs the whole study at a tiny size (120 MNIST points, 4 halves of two
-// networks each, one training epoch, 6 queries): the report has every ranking and baseline with the
+// networks each, one training epoch, 6 queries, 16 landmarks per view so that the pool
+// holds the 10 points of the top-10 deletion test): the report has every ranking and baseline with the
 // documented keys, every number finite (an LDS and a percentile within their ranges), the
 // top-K of every ranking is what the served model's AnswerRanked certifies, and the
 // saved JSON prints back as a Markdown table with a row per ranking.
 func TestValidateSmall(t *testing.T) {
-	args := []string{"validate", "--data", "mnist", "--n", "120", "--queries", "6", "--halves", "4", "--m", "8", "--h", "1", "--s", "64",
+	args := []string{"validate", "--data", "mnist", "--n", "120", "--queries", "6", "--halves", "4", "--m", "16", "--h", "1", "--s", "64",
 		"--dim", "16", "--epochs", "2", "--train-epochs", "1", "--retrains", "2", "--seed", "1"}
 	code, out, errs := runCmd(args...)
 	if code != 0 {
