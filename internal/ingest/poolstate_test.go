@@ -685,13 +685,13 @@ func TestPoolSchema3Normalize(t *testing.T) {
 
 // TestPoolSchema4Tolerance: a pool stored without Config.Tolerance (schema 4, or any
 // older one) was selected by the exact argmax. Under pool.tolerance = 0 it restores as
-// it was; under the default 0.6 it takes the configured rule and keeps its landmarks,
+// it was; under a tolerance of 0.6 it takes the configured rule and keeps its landmarks,
 // exact certificate and records, stale from position 0 (its step maxima, which schema 4
 // lacks, are the exact rule's until then and never read), and its next Sync gives the
 // pool a tolerant selection would have made from the start.
 func TestPoolSchema4Tolerance(t *testing.T) {
 	exactCfg, cfg := testConfig(), testConfig()
-	exactCfg.Pool.Tolerance = 0
+	exactCfg.Pool.Tolerance, cfg.Pool.Tolerance = 0, 0.6 // 0.6: a rule that differs from the argmax on 40 points
 	feat, exactP, pr, src := testPairConfig(t, exactCfg, 40, false)
 	_, tolP, want, _ := testPairConfig(t, cfg, 40, false)
 	if tolP.Tolerance != 0.6 || slices.Equal(pr.A.Landmarks(), want.A.Landmarks()) {
