@@ -136,41 +136,11 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *job, sy *synced, version
 	}
 	lm := mat.NewDense(mm, q, lf)
 
-	// Training and validation rows.
-	var tr, va []int
-	for i, id := range snap.IDs {
-		if isVal(seed, id, cfg.Fit.ValFraction) {
-			va = append(va, i)
-		} else {
-			tr = append(tr, i)
-		}
+	tr, va, err := splitVal(seed, snap.IDs, cfg.Fit.ValFraction)
+	if err != nil {
+		return nil, err
 	}
-	if len(va) < 2 {
-		tr, va = append(tr, va...), nil
-		sort.Ints(tr)
-	}
-	if len(tr) < 2 {
-		return nil, fmt.Errorf("daemon: refit: %d training points, need at least 2", len(tr))
-	}
-	// Kernel blocks straight from the cached float32 rows: no copy of the features.
-	against := func(rows []int, v int) *mat.Dense {
-		g := make([][]float32, len(rows))
-		for i, r := range rows {
-			g[i] = sy.G[v][r]
-		}
-		k := mat.NewDense(len(rows), mm, nil)
-		pipeline.KernelTo(k, g, lm)
-		return k
-	}
-	trIDs, _ := pick(snap.IDs, snap.Entries, tr)
-	prob := &fit.Problem{KA: against(tr, 0), KB: against(tr, 1), IDs: trIDs, Kmm: mat.NewDense(mm, mm, nil)}
-	prob.Kmm.Mul(lm, lm.T())
-	var valLabels []int
-	if va != nil {
-		prob.Val.K, prob.Val.KB = against(va, 0), against(va, 1)
-		valLabels = labelsOf(snap.Entries, va)
-		prob.Val.Labels = valLabels
-	}
+	prob := fitProblem(sy, snap, tr, va, lm)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -226,13 +196,7 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *job, sy *synced, version
 		A: f0.A, B: f0.B, Scale: scale, Residual: out.meta.Residual, ID: out.meta.ID,
 		LandmarkX: make([]float64, mm*f.InputDim()), PoolStability: out.meta.PoolStability(),
 	}
-	for l, id := range lids {
-		v := 0
-		if views[l] == 'B' {
-			v = 1
-		}
-		d.feat.ViewTo(si.LandmarkX[l*f.InputDim():(l+1)*f.InputDim()], snap.Entries[index[id]].X, id, v)
-	}
+	d.landmarkViewsTo(si.LandmarkX, snap, index, lids, views)
 	si.Omega = serving.Scaled(f0.Omega, scale)
 	si.OmegaMean = serving.Scaled(rep.OmegaMean, scale)
 	if rep.OmegaVar != nil {
@@ -253,6 +217,65 @@ func (d *Daemon) fitSnapshot(ctx context.Context, snap *job, sy *synced, version
 	}
 	out.seconds["serving"] = time.Since(t1).Seconds()
 	return out, nil
+}
+
+// fitProblem is the fit's problem for the landmarks lm (M×q, the synced pivots' fit-draw
+// features): kernel blocks of the training rows' two views against them, straight from
+// the cached float32 rows (no copy of the features), K_mm, and the validation blocks and
+// labels when there are validation rows.
+func fitProblem(sy *synced, snap *job, tr, va []int, lm *mat.Dense) *fit.Problem {
+	mm, _ := lm.Dims()
+	against := func(rows []int, v int) *mat.Dense {
+		g := make([][]float32, len(rows))
+		for i, r := range rows {
+			g[i] = sy.G[v][r]
+		}
+		k := mat.NewDense(len(rows), mm, nil)
+		pipeline.KernelTo(k, g, lm)
+		return k
+	}
+	trIDs, _ := pick(snap.IDs, snap.Entries, tr)
+	prob := &fit.Problem{KA: against(tr, 0), KB: against(tr, 1), IDs: trIDs, Kmm: mat.NewDense(mm, mm, nil)}
+	prob.Kmm.Mul(lm, lm.T())
+	if va != nil {
+		prob.Val.K, prob.Val.KB = against(va, 0), against(va, 1)
+		prob.Val.Labels = labelsOf(snap.Entries, va)
+	}
+	return prob
+}
+
+// splitVal splits the snapshot's rows into training and validation rows by the seeded
+// id hash (isVal): fewer than two validation rows join the training rows; fewer than two
+// training rows is an error.
+func splitVal(seed uint64, ids []string, frac float64) (tr, va []int, err error) {
+	for i, id := range ids {
+		if isVal(seed, id, frac) {
+			va = append(va, i)
+		} else {
+			tr = append(tr, i)
+		}
+	}
+	if len(va) < 2 {
+		tr, va = append(tr, va...), nil
+		sort.Ints(tr)
+	}
+	if len(tr) < 2 {
+		return nil, nil, fmt.Errorf("daemon: refit: %d training points, need at least 2", len(tr))
+	}
+	return tr, va, nil
+}
+
+// landmarkViewsTo writes the augmented input of every landmark (lids, views in model row
+// order) into dst (M×D), from the snapshot's entries (index: id → snapshot row).
+func (d *Daemon) landmarkViewsTo(dst []float64, snap *job, index map[string]int, lids []string, views []byte) {
+	in := d.feat.InputDim()
+	for l, id := range lids {
+		v := 0
+		if views[l] == 'B' {
+			v = 1
+		}
+		d.feat.ViewTo(dst[l*in:(l+1)*in], snap.Entries[index[id]].X, id, v)
+	}
 }
 
 // measureReseed measures the pool part of the answers' stability for a model fitted on
