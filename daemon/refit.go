@@ -397,30 +397,10 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 	if err != nil {
 		return err
 	}
-	// Deletion effects, before the write transaction: on the model each deletion was
-	// applied to, or, after a restart, on the model serving now.
-	cur := d.serve.model.Load()
-	for _, rec := range snap.Pending {
-		base := rec.Before
-		if base == nil {
-			base = cur
-		}
-		if base != nil && rec.Known {
-			rec.Effect = base.DeletionEffect(rec.ID, rec.Request, d.cfg.Audit.Random, d.cfg.Model.Seed)
-		}
-	}
+	d.deletionEffects(snap)
 	done := time.Now()
 	secs := done.Sub(start).Seconds()
-	status := map[string]any{
-		"version": version, "id": ft.meta.ID, "points": ft.meta.Points, "train": ft.meta.Train,
-		"val": ft.meta.Val, "reason": snap.reason, "seconds": secs, "selected_by": ft.meta.SelectedBy,
-		"best_epoch": ft.meta.BestEpoch, "residual": ft.meta.Residual, "audits": len(snap.Pending),
-	}
-	sdata, err := json.Marshal(status)
-	if err != nil {
-		return err
-	}
-	sval, err := stream.Status{Kind: "model", Time: done.UTC(), Data: sdata}.Encode()
+	sval, err := refitStatus(version, ft, snap, secs, done)
 	if err != nil {
 		return err
 	}
@@ -486,6 +466,44 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 	if err != nil {
 		return fmt.Errorf("daemon: commit model %d: %w", version, err)
 	}
+	d.finishRefit(snap, ft, version, leading, audits, audited, secs, syncSecs)
+	return nil
+}
+
+// deletionEffects computes the deletion effect of every pending deletion of snap, before
+// the refit's write transaction: on the model each deletion was applied to, or, after a
+// restart, on the model serving now.
+func (d *Daemon) deletionEffects(snap *job) {
+	cur := d.serve.model.Load()
+	for _, rec := range snap.Pending {
+		base := rec.Before
+		if base == nil {
+			base = cur
+		}
+		if base != nil && rec.Known {
+			rec.Effect = base.DeletionEffect(rec.ID, rec.Request, d.cfg.Audit.Random, d.cfg.Model.Seed)
+		}
+	}
+}
+
+// refitStatus is the encoded "model" status event of a refit.
+func refitStatus(version uint64, ft *fitted, snap *job, secs float64, done time.Time) ([]byte, error) {
+	status := map[string]any{
+		"version": version, "id": ft.meta.ID, "points": ft.meta.Points, "train": ft.meta.Train,
+		"val": ft.meta.Val, "reason": snap.reason, "seconds": secs, "selected_by": ft.meta.SelectedBy,
+		"best_epoch": ft.meta.BestEpoch, "residual": ft.meta.Residual, "audits": len(snap.Pending),
+	}
+	sdata, err := json.Marshal(status)
+	if err != nil {
+		return nil, err
+	}
+	return stream.Status{Kind: "model", Time: done.UTC(), Data: sdata}.Encode()
+}
+
+// finishRefit follows a committed refit: the leader installs the new serving model with
+// the deletions still pending masked and announces it; every role drops the audited
+// deletions, publishes the pool and records the fit's baseline, counters and log line.
+func (d *Daemon) finishRefit(snap *job, ft *fitted, version uint64, leading bool, audits []stream.Audit, audited []*ingest.Deletion, secs, syncSecs float64) {
 	if leading {
 		// Deletions still pending (applied after the snapshot, or before a takeover) stay
 		// masked in the new model too.
@@ -518,8 +536,8 @@ func (d *Daemon) refit(ctx context.Context, snap *job) error {
 		Int("landmarks", len(ft.model.Landmarks)).Str("reason", snap.reason).Float64("seconds", secs).
 		Int("audits", len(audits)).Str("selected_by", ft.meta.SelectedBy).Float64("sync_seconds", syncSecs).
 		Float64("blocks_seconds", ft.seconds["blocks"]).Float64("init_seconds", ft.seconds["kernel"]+ft.seconds["init"]).
-		Int("epochs", ft.meta.Epochs).Int("best_epoch", ft.meta.BestEpoch).Float64("fit_seconds", ft.seconds["fit"]).Float64("serving_seconds", ft.seconds["serving"]).Msg("model installed")
-	return nil
+		Int("epochs", ft.meta.Epochs).Int("best_epoch", ft.meta.BestEpoch).Float64("fit_seconds", ft.seconds["fit"]).
+		Float64("reseed_seconds", ft.seconds["reseed"]).Float64("serving_seconds", ft.seconds["serving"]).Msg("model installed")
 }
 
 // ratioOf is Σ tr R / Σ tr K over both views (0 for an empty pool).
