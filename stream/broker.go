@@ -101,7 +101,11 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
 		// kfake compacts every log.cleaner.backoff.ms (an hour by default) on its own:
 		// unguarded (compactguard.go) and whatever its consumers have read. Compaction is
 		// Compact's alone: the owner calls it when it knows what it may erase.
-		kfake.BrokerConfigs(map[string]string{"log.cleaner.backoff.ms": noCleanerMs}),
+		//
+		// Segments of segmentBytes: compaction rewrites only the segments that lose a
+		// record (third_party/kfake/compact.go), so a deletion rewrites about one
+		// segment of the partition that holds its id.
+		kfake.BrokerConfigs(map[string]string{"log.cleaner.backoff.ms": noCleanerMs, "log.segment.bytes": segmentBytes}),
 	}
 	if cfg.DataDir != "" {
 		if restored, err = restoreGuard(cfg.DataDir); err != nil {
@@ -144,6 +148,11 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
 
 // noCleanerMs is kfake's cleaner interval in milliseconds, about a century: never.
 const noCleanerMs = "3153600000000"
+
+// segmentBytes is the size at which the embedded broker starts a new segment file of a
+// partition (kfake's default is 100 MiB): what one erasure rewrites is about a
+// segment, and a partition of n points holds about n × 2.5 KB / segmentBytes files.
+const segmentBytes = "1048576"
 
 // Compact runs log compaction now on every topic whose cleanup.policy is compact: of
 // each key only the newest record stays (a null value, a tombstone, for

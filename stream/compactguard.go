@@ -8,16 +8,20 @@ import (
 	"path/filepath"
 )
 
-// kfake's Compact rewrites a partition's files by removing them and writing new ones,
-// which is not atomic: a process killed in between restarts with the partition empty,
-// its acknowledged records lost (seen as "stored offset beyond partition end" after a
-// kill -9 of cairnd during an erasure compaction). The guard makes it atomic from the
+// kfake's Compact rewrites the segments that lose records one after another, each by
+// writing new files and renaming them over the old (third_party/kfake/compact.go), which
+// is not atomic for a partition: a process killed in between restarts with some
+// segments compacted and some not, or with a renamed segment beside the old one it
+// replaces. Upstream kfake removed a partition's files and wrote new ones: a process
+// killed in between restarted with the partition empty, its acknowledged records lost
+// (seen as "stored offset beyond partition end" after a kill -9 of cairnd during an
+// erasure compaction). The guard makes it atomic from the
 // outside, at the cost of one hard link per partition file:
 //
 //  1. before compacting, every file under DataDir/partitions is hard-linked into
 //     DataDir/compact-guard.tmp, which is then renamed to DataDir/compact-guard (the
 //     marker that a compaction is in progress; the links keep the old contents, since
-//     kfake removes and recreates files rather than writing into them);
+//     kfake replaces or removes files rather than writing into them);
 //  2. after Compact returns, the guard is renamed to DataDir/compact-guard.done and that
 //     is removed: the rename retires the guard at once, since removing a directory
 //     tree is not atomic, and a kill in the middle of it left a partial guard, which
