@@ -198,9 +198,7 @@ func (c *Cluster) compact(pd *partData, topic string) {
 			break
 		}
 		changed = true
-		if len(rewritten.index) > 0 {
-			segments = append(segments, rewritten)
-		}
+		segments = append(segments, rewritten...)
 	}
 	if !changed {
 		return
@@ -219,11 +217,13 @@ func (c *Cluster) compact(pd *partData, topic string) {
 }
 
 // rewriteSegment replaces segment si's files by ones that hold kept, the
-// batches of the segment that survive (in order), and returns the segment's new
-// description (no index when kept is empty: the files are removed). The new
-// files are written under temporary names, synced and renamed into place, then
-// the directory is synced, so a crash leaves either file whole.
-func (c *Cluster) rewriteSegment(pd *partData, si int, kept []*partBatch) (segmentInfo, error) {
+// batches of the segment that survive (in order), and returns the segments
+// that replace it: none when kept is empty (the files are removed), more than
+// one when kept is larger than segment.bytes (a segment written before
+// segment.bytes was lowered is split, so the next compaction of it rewrites
+// less). New files are written under temporary names, synced and renamed into
+// place, then the directory is synced, so a crash leaves each file whole.
+func (c *Cluster) rewriteSegment(pd *partData, si int, kept []*partBatch) ([]segmentInfo, error) {
 	pdir := partDir(c.storageDir, pd.t, pd.p)
 	old := pd.segments[si]
 	if si == len(pd.segments)-1 {
@@ -234,29 +234,63 @@ func (c *Cluster) rewriteSegment(pd *partData, si int, kept []*partBatch) (segme
 		pd.segments[si].readFile = nil
 	}
 	oldSeg, oldIdx := filepath.Join(pdir, segmentFileName(old.base)), filepath.Join(pdir, indexFileName(old.base))
-	if len(kept) == 0 {
+	var groups [][]*partBatch
+	var size int64
+	for _, b := range kept {
+		if len(groups) == 0 || size >= c.segmentBytes(pd.t) {
+			groups, size = append(groups, nil), 0
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], b)
+		size += int64(b.nbytes)
+	}
+	var out []segmentInfo
+	keepOld := false
+	for gi, g := range groups {
+		seg, err := c.writeSegment(pdir, g)
+		if err != nil {
+			// Drop the new segments beside the old one, which stays.
+			for _, o := range out {
+				if o.base != old.base {
+					c.fs.Remove(filepath.Join(pdir, segmentFileName(o.base)))
+					c.fs.Remove(filepath.Join(pdir, indexFileName(o.base)))
+				}
+			}
+			return nil, err
+		}
+		seg.endOff = old.endOff
+		if gi+1 < len(groups) {
+			seg.endOff = groups[gi+1][0].FirstOffset
+		}
+		keepOld = keepOld || seg.base == old.base
+		out = append(out, seg)
+	}
+	if !keepOld {
 		if err := c.fs.Remove(oldSeg); err != nil {
-			return old, err
+			return nil, err
 		}
 		c.fs.Remove(oldIdx)
-		c.syncDir(pdir)
-		return segmentInfo{}, nil
 	}
+	c.syncDir(pdir)
+	return out, nil
+}
 
-	si2 := segmentInfo{base: kept[0].FirstOffset, endOff: old.endOff, lastModified: time.Now().UnixMilli()}
-	segPath, idxPath := filepath.Join(pdir, segmentFileName(si2.base)), filepath.Join(pdir, indexFileName(si2.base))
+// writeSegment writes batches as the segment named after the first one's offset,
+// through synced temporary files renamed into place.
+func (c *Cluster) writeSegment(pdir string, batches []*partBatch) (segmentInfo, error) {
+	seg := segmentInfo{base: batches[0].FirstOffset, lastModified: time.Now().UnixMilli()}
+	segPath, idxPath := filepath.Join(pdir, segmentFileName(seg.base)), filepath.Join(pdir, indexFileName(seg.base))
 	sf, err := c.fs.OpenFile(segPath+".compact", os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
-		return old, err
+		return seg, err
 	}
 	defer sf.Close()
 	xf, err := c.fs.OpenFile(idxPath+".compact", os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
-		return old, err
+		return seg, err
 	}
 	defer xf.Close()
 	var pos int64
-	for _, b := range kept {
+	for _, b := range batches {
 		bp := encodeBatch(b)
 		meta := b.meta(pos)
 		_, err := sf.Write(*bp)
@@ -264,35 +298,27 @@ func (c *Cluster) rewriteSegment(pd *partData, si int, kept []*partBatch) (segme
 		*bp = (*bp)[:0]
 		batchPool.Put(bp)
 		if err != nil {
-			return old, err
+			return seg, err
 		}
 		idx := encodeIndexEntry(b.epoch, b.maxEarlierTimestamp, b.inTx)
 		if _, err := xf.Write(idx[:]); err != nil {
-			return old, err
+			return seg, err
 		}
-		si2.index = append(si2.index, meta)
-		si2.updateEpochRange(b.epoch)
-		si2.updateMaxBatch(meta, pos == 0)
+		seg.index = append(seg.index, meta)
+		seg.updateEpochRange(b.epoch)
+		seg.updateMaxBatch(meta, pos == 0)
 		pos += size
-		si2.size += size
+		seg.size += size
 	}
 	for _, f := range []file{sf, xf} {
 		if err := f.Sync(); err != nil {
-			return old, err
+			return seg, err
 		}
 	}
 	if err := c.fs.Rename(segPath+".compact", segPath); err != nil {
-		return old, err
+		return seg, err
 	}
-	if err := c.fs.Rename(idxPath+".compact", idxPath); err != nil {
-		return old, err
-	}
-	if si2.base != old.base {
-		c.fs.Remove(oldSeg)
-		c.fs.Remove(oldIdx)
-	}
-	c.syncDir(pdir)
-	return si2, nil
+	return seg, c.fs.Rename(idxPath+".compact", idxPath)
 }
 
 // syncDir fsyncs a directory of the data directory, so that renames and removals
