@@ -147,3 +147,77 @@ func partitionFiles(t *testing.T, dir string) map[string]fileID {
 	}
 	return files
 }
+
+// TestCompactSplitsLargeSegments: a segment written under a larger segment.bytes (a
+// data directory from before the embedded broker lowered it) is split when an
+// erasure rewrites it, so that the next erasure in it rewrites one small segment; the
+// erased value is gone and every other record is still read.
+func TestCompactSplitsLargeSegments(t *testing.T) {
+	const topic, n, size = "t.split", 800, 2048 // about 1.6 MB in one partition
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := StartBroker(ctx, BrokerConfig{Addr: "127.0.0.1:0", Partitions: 1, Topics: []string{topic}, DataDir: dir,
+		TopicConfigs: map[string]map[string]string{topic: {"cleanup.policy": "compact", "segment.bytes": "104857600"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	w := newTestWriter(t, b.Addr(), nil)
+	for lo := 0; lo < n; lo += 100 {
+		var msgs []Message
+		for i := lo; i < lo+100; i++ {
+			msgs = append(msgs, Message{Topic: topic, Key: fmt.Appendf(nil, "k%06d", i), Value: bytes.Repeat([]byte{'x'}, size)})
+		}
+		if err := w.Write(ctx, msgs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := []byte("<erased value>")
+	if err := w.Write(ctx, Message{Topic: topic, Key: []byte("victim"), Value: gone}); err != nil {
+		t.Fatal(err)
+	}
+	if err := setTopicConfigs(ctx, b.Addr(), map[string]map[string]string{topic: {"segment.bytes": segmentBytes}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, Message{Topic: topic, Key: []byte("victim")}, Message{Topic: topic, Key: []byte("tail"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, Message{Topic: topic, Key: []byte("tail2"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	dats := func() int {
+		c := 0
+		for p := range partitionFiles(t, dir) {
+			if filepath.Ext(p) == ".dat" {
+				c++
+			}
+		}
+		return c
+	}
+	before := dats()
+	if err := b.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	after := dats()
+	for p := range partitionFiles(t, dir) {
+		raw, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(raw, gone) {
+			t.Errorf("%s still holds the erased value", p)
+		}
+	}
+	if after <= before {
+		t.Errorf("the partition holds %d segment files after the erasure, %d before: want its large segment split in segments of %s bytes", after, before, segmentBytes)
+	}
+	r, err := NewReader(ReaderConfig{Kafka: Config{Brokers: []string{b.Addr()}}, Topics: []string{topic}, Start: storedOffsets{}.start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := n + 3 // the points, the tombstone and the two tails (the victim's value compacted away)
+	if got := runReader(t, r, newCollector(want), 10*time.Second); len(got) != want {
+		t.Fatalf("read %d records after the split, want %d", len(got), want)
+	}
+}
