@@ -84,8 +84,10 @@
 // lost: unacked outputs are re-sent), and inputs not yet consumed are lost
 // with the broker. Topics added to the configuration are created even when
 // DataDir is reloaded; partition counts of existing topics are not changed.
-// Broker.Compact rewrites partition files; kfake does that by removing them and
-// writing new ones, so with a DataDir the rewrite is guarded by hard links made
+// Broker.Compact rewrites only the segment files that lose a record (cairn's copy of
+// kfake, third_party/kfake; segments of 1 MiB): one erasure rewrites about one
+// segment of the partition that holds its key, not the topic. The files of a segment
+// are replaced one by one, so with a DataDir the rewrite is guarded by hard links made
 // first (compactguard.go): a process killed during a compaction restarts with
 // the partitions as they were before it, and StartBroker finishes the compaction
 // before serving (without the guard such a kill left the partition empty, its
