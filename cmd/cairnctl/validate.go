@@ -425,7 +425,7 @@ func scaledKernel(g [][]float32, z *mat.Dense, scale float64) *mat.Dense {
 type validationScores struct {
 	points      map[string][][]float64 // name → [query][stored point]
 	point       []int                  // stored row of each landmark
-	kernel      string                 // "exact" or "fit_sketch"
+	kernel      string                 // "exact", "exact_factored" or "fit_sketch"
 	agreement   map[string]float64     // ranking → share of queries whose served top-K set is the ranking's
 	trakLambda  float64
 	servingTopK int
@@ -438,7 +438,7 @@ func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validati
 	n, nq := v.all.set.N, v.qs.N
 	point, z := v.landmarkPoints(fm)
 	mm := len(point)
-	sc := &validationScores{points: map[string][][]float64{}, point: point, kernel: "fit_sketch", servingTopK: min(validateTopK, mm-1)}
+	sc := &validationScores{points: map[string][][]float64{}, point: point, servingTopK: min(validateTopK, mm-1)}
 	var signed []string
 	for _, name := range validate.Rankings {
 		signed = append(signed, signedPrefix+name)
@@ -451,18 +451,16 @@ func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validati
 	}
 	rows := mat.NewDense(nq, mm, nil) // raw kernel rows of the queries
 	b := model.Backbone
-	if model.Exact != nil {
-		sc.kernel = "exact"
-		e := entk.ExactDim(b)
-		lf, diag := make([]float32, mm*e), make([]float64, mm)
-		entk.ExactBatch32To(lf, diag, b, model.LandmarkX, mm)
-		eq, phi := entk.NewExactQuery(b), make([]float64, e)
-		for t := range nq {
-			eq.ExactTo(phi, v.qs.Row(t))
-			entk.ExactRowTo(rows.RawRowView(t), lf, phi)
-		}
-	} else {
+	switch {
+	case model.Exact == nil:
+		sc.kernel = "fit_sketch"
 		pipeline.KernelTo(rows, v.qplain, z)
+	case model.Exact.Factored():
+		sc.kernel = "exact_factored"
+		exactKernelRows(rows, model, v.qs)
+	default:
+		sc.kernel = "exact"
+		exactKernelRows(rows, model, v.qs)
 	}
 	// The class the served backbone predicts for each query signs the rankings.
 	pred := make([]int, nq)
@@ -526,6 +524,34 @@ func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validati
 	sc.trakLambda = tk.Lambda()
 	v.secs["trak"] = time.Since(t0).Seconds()
 	return sc, nil
+}
+
+// exactKernelRows writes the exact eNTK rows k*(x_t, x_ℓ) of the queries against the
+// served model's landmarks into dst (queries×M), in the representation the model's
+// exact rows have (serving.ExactRows): full rows (entk.ExactBatch32To, a query's φ by
+// entk.Query.ExactTo, the row by entk.ExactRowTo), or factored rows (entk.Factored) when
+// the full ones exceed the memory budget. Each entry has the bits the model's answers use.
+func exactKernelRows(dst *mat.Dense, model *serving.Model, qs *dataset.Set) {
+	b, mm := model.Backbone, len(model.LandmarkIDs)
+	if model.Exact.Factored() {
+		f, _ := entk.NewFactored(b)
+		lf, diag := make([]float32, mm*f.Dim()), make([]float64, mm)
+		f.Batch32To(lf, diag, model.LandmarkX, mm)
+		fq, phi := f.NewQuery(), make([]float64, f.Dim())
+		for t := range qs.N {
+			fq.RowTo(phi, qs.Row(t))
+			fq.KernelRowTo(dst.RawRowView(t), lf, phi)
+		}
+		return
+	}
+	e := entk.ExactDim(b)
+	lf, diag := make([]float32, mm*e), make([]float64, mm)
+	entk.ExactBatch32To(lf, diag, b, model.LandmarkX, mm)
+	eq, phi := entk.NewExactQuery(b), make([]float64, e)
+	for t := range qs.N {
+		eq.ExactTo(phi, qs.Row(t))
+		entk.ExactRowTo(dst.RawRowView(t), lf, phi)
+	}
 }
 
 // sameTopK reports whether the top-k landmark rows of scores (model row order) are the

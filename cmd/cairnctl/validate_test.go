@@ -123,3 +123,34 @@ func TestValidateSmall(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateAdultFactored: on Adult's ResMLP the exact rows of 128 landmarks exceed the
+// default memory budget in full and the served model keeps them factored; the rankings
+// are then scored on the same factored rows, so every ranking's top-K is still the one
+// AnswerRanked certifies.
+func TestValidateAdultFactored(t *testing.T) {
+	const dir = "../../../shared/datasets/adult"
+	if _, err := os.Stat(filepath.Join(dir, "adult.data")); err != nil {
+		t.Skipf("no Adult data: %v", err)
+	}
+	code, out, errs := runCmd("validate", "--data", "adult:"+dir, "--n", "120", "--queries", "4", "--halves", "2", "--m", "64",
+		"--h", "1", "--s", "64", "--dim", "8", "--epochs", "1", "--train-epochs", "1", "--seed", "1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep struct {
+		Settings map[string]any `json:"settings"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Settings["kernel"] != "exact_factored" {
+		t.Errorf("kernel %v, want exact_factored", rep.Settings["kernel"])
+	}
+	agree, _ := rep.Settings["serving_top_agreement"].(map[string]any)
+	for _, name := range []string{"displacement", "representer", "entk"} {
+		if agree[name] != 1.0 {
+			t.Errorf("serving_top_agreement[%s] = %v, want 1", name, agree[name])
+		}
+	}
+}
