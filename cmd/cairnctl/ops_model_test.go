@@ -21,10 +21,11 @@ import (
 	"github.com/cairnhq/cairn/storage"
 )
 
-// modelExportKeys are the keys of cairnctl model export and GET /model (issue 14).
+// modelExportKeys are the keys of cairnctl model export and GET /model of a fitted model
+// (bias and coefficients: the encoder, which a representer answer needs).
 var (
-	modelExportKeys = []string{"arch", "kernel_scale", "landmarks", "model", "model_id", "score", "weights", "weights_sha256"}
-	landmarkKeys    = []string{"id", "omega", "view", "x"}
+	modelExportKeys = []string{"arch", "bias", "kernel_scale", "landmarks", "model", "model_id", "score", "weights", "weights_sha256"}
+	landmarkKeys    = []string{"coefficients", "id", "omega", "view", "x"}
 )
 
 // TestModelExportDataDir runs the demo (a daemon on 120 MNIST points, queries, the
@@ -121,7 +122,7 @@ func TestModelExportHTTP(t *testing.T) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"model":3,"model_id":"sha256:ab","arch":"mlp:2-3-1","weights":"seeded:1","weights_sha256":"cd","kernel_scale":0.5,"score":"s","landmarks":[{"id":"p","view":"A","x":[1,2],"omega":0.25}]}`)
+		io.WriteString(w, `{"model":3,"model_id":"sha256:ab","arch":"mlp:2-3-1","weights":"seeded:1","weights_sha256":"cd","kernel_scale":0.5,"score":"s","landmarks":[{"id":"p","view":"A","x":[1,2],"omega":0.25,"coefficients":[0.5]}],"bias":[0.1]}`)
 	}))
 	defer srv.Close()
 	code, stdout, stderr := runCmd("model", "export", "--http", srv.URL)
