@@ -27,13 +27,13 @@ import (
 // explainedJitter is the relative jitter of the Gram diagonal (times its mean).
 const explainedJitter = 1e-10
 
-// gramExact returns the Gram matrix of the m float32 rows lf (m×e): G_ij = ⟨φ_i, φ_j⟩
-// with φ widened to float64, in chunks of 64 rows through vec.Dots32BatchTo.
-func gramExact(lf []float32, m, e int) []float64 {
+// gramBy returns the m×m Gram matrix of the float32 rows lf (m×e): chunks of 64 rows
+// are widened to float64 (exactly) and rowsTo(dst, fs) writes their kernel rows against
+// every row of lf into dst (len(fs)·m).
+func gramBy(lf []float32, m, e int, rowsTo func(dst []float64, fs [][]float64)) []float64 {
 	g := make([]float64, m*m)
 	const chunk = 64
 	fs := make([][]float64, 0, chunk)
-	var lanes []float64
 	for i0 := 0; i0 < m; i0 += chunk {
 		i1 := min(i0+chunk, m)
 		fs = fs[:0]
@@ -44,34 +44,27 @@ func gramExact(lf []float32, m, e int) []float64 {
 			}
 			fs = append(fs, f)
 		}
-		lanes = vec.Dots32BatchTo(g[i0*m:i1*m], fs, lf, e, e, m, lanes)
+		rowsTo(g[i0*m:i1*m], fs)
 	}
 	return g
 }
 
+// gramExact returns the Gram matrix of the m full exact rows lf (m×e): G_ij = ⟨φ_i, φ_j⟩
+// through vec.Dots32BatchTo.
+func gramExact(lf []float32, m, e int) []float64 {
+	var lanes []float64
+	return gramBy(lf, m, e, func(dst []float64, fs [][]float64) {
+		lanes = vec.Dots32BatchTo(dst, fs, lf, e, e, m, lanes)
+	})
+}
+
 // gramFactored returns the Gram matrix of the m factored float32 rows lf (m×Dim):
-// G_ij = entk.Factored.Kernel of rows i and j widened to float64, in chunks of 64 rows
-// through FactoredQuery.KernelRowsTo. It is exactly symmetric (each dot product
-// multiplies the same pairs in the same lane order either way).
+// G_ij = entk.Factored.Kernel of rows i and j, through FactoredQuery.KernelRowsTo. It is
+// exactly symmetric (each dot product multiplies the same pairs in the same lane order
+// either way).
 func gramFactored(f *entk.Factored, lf []float32, m int) []float64 {
-	g := make([]float64, m*m)
-	e := f.Dim()
 	q := f.NewQuery()
-	const chunk = 64
-	fs := make([][]float64, 0, chunk)
-	for i0 := 0; i0 < m; i0 += chunk {
-		i1 := min(i0+chunk, m)
-		fs = fs[:0]
-		for i := i0; i < i1; i++ {
-			row := make([]float64, e)
-			for j, v := range lf[i*e : (i+1)*e] {
-				row[j] = float64(v)
-			}
-			fs = append(fs, row)
-		}
-		q.KernelRowsTo(g[i0*m:i1*m], lf, fs, m)
-	}
-	return g
+	return gramBy(lf, m, f.Dim(), func(dst []float64, fs [][]float64) { q.KernelRowsTo(dst, lf, fs, m) })
 }
 
 // gramDense returns the Gram matrix of the m float64 rows lf (m×q).
