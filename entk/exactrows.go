@@ -117,19 +117,29 @@ func ExactBatch32To(dst []float32, diag []float64, b Backbone, xs []float64, n i
 		panic(fmt.Sprintf("entk: ExactBatch32To lengths dst %d, diag %d, xs %d for n = %d (dim %d, in %d)",
 			len(dst), len(diag), len(xs), n, e, in))
 	}
+	batch32To(dst, diag, xs, n, e, in, func() func(phi, x []float64) float64 {
+		return newQuery(b, nil, false).ExactTo
+	})
+}
+
+// batch32To writes row(x_i) of the n rows of xs (n×in) into dst (n×e), rounded to
+// float32, and the diagonal row returns into diag[i], on GOMAXPROCS goroutines, each
+// with its own row function from newRow (its workspace), joined before it returns: the
+// shared loop of ExactBatch32To and Factored.Batch32To.
+func batch32To(dst []float32, diag, xs []float64, n, e, in int, newRow func() func(phi, x []float64) float64) {
 	workers := min(runtime.GOMAXPROCS(0), max(n, 1))
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			q := newQuery(b, nil, false)
+			row := newRow()
 			phi := make([]float64, e)
 			for i := w; i < n; i += workers {
-				diag[i] = q.ExactTo(phi, xs[i*in:(i+1)*in])
-				row := dst[i*e : (i+1)*e]
+				diag[i] = row(phi, xs[i*in:(i+1)*in])
+				r := dst[i*e : (i+1)*e]
 				for k, v := range phi {
-					row[k] = float32(v)
+					r[k] = float32(v)
 				}
 			}
 		}()

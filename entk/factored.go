@@ -3,8 +3,6 @@ package entk
 import (
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 
 	"github.com/cairnhq/cairn/internal/vec"
 )
@@ -388,24 +386,7 @@ func (f *Factored) Batch32To(dst []float32, diag []float64, xs []float64, n int)
 		panic(fmt.Sprintf("entk: Factored.Batch32To lengths dst %d, diag %d, xs %d for n = %d (dim %d, in %d)",
 			len(dst), len(diag), len(xs), n, e, in))
 	}
-	workers := min(runtime.GOMAXPROCS(0), max(n, 1))
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			q := f.NewQuery()
-			phi := make([]float64, e)
-			for i := w; i < n; i += workers {
-				diag[i] = q.RowTo(phi, xs[i*in:(i+1)*in])
-				row := dst[i*e : (i+1)*e]
-				for k, v := range phi {
-					row[k] = float32(v)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	batch32To(dst, diag, xs, n, e, in, func() func(phi, x []float64) float64 { return f.NewQuery().RowTo })
 }
 
 // growFloats returns s resized to n, reusing its array when large enough.
