@@ -223,6 +223,9 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, r := range certify.Rankings { // a query's "score": exactly the rankings answers know
+		qlim.Scores = append(qlim.Scores, string(r))
+	}
 	pcfg, err := ingest.PoolConfig(cfg, feat.Dim())
 	if err != nil {
 		return nil, err

@@ -94,8 +94,9 @@ type Limits struct {
 }
 
 // defaultScores are the rankings a query may name when Limits.Scores is nil (package
-// certify's Rankings; stream keeps its own copy because it knows no mathematics, and a
-// daemon test checks the two lists agree).
+// certify's Rankings; stream keeps its own copy because it knows no mathematics). The
+// daemon sets Limits.Scores from certify.Rankings itself, and TestQueryScores checks that
+// this copy accepts exactly those names.
 var defaultScores = []string{"entk", "displacement", "representer"}
 
 // Defaults used by Limits when a field is zero.
