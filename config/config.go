@@ -254,8 +254,8 @@ type Pool struct {
 	// MNIST 1.000 (0.21), Fashion-MNIST 1.000, UCI Adult 1.000 (0.57), every class at
 	// ≥ 0.63 of its share of the points (MNIST 0.77, Fashion 0.63, Adult 0.81), and tr R/tr
 	// K no worse than the exact argmax's (MNIST 0.121 against 0.124). Lower tolerances
-	// leave seed pairs apart (τ = 0.6 normalized: Fashion 0.39; τ = 0.8: Fashion 0.73–0.92,
-	// Adult 0.50–0.84). A pool stored under another rule is kept until its next sync,
+	// leave seed pairs apart (normalized: τ = 0.6 Fashion 0.39, τ = 0.8 Fashion 0.73–0.92,
+	// τ = 0.9 Adult 0.50–0.84). A pool stored under another rule is kept until its next sync,
 	// which re-selects (internal/ingest).
 	Tolerance float64 `yaml:"tolerance"`
 }

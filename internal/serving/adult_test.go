@@ -22,7 +22,7 @@ import (
 )
 
 // The Adult measurements need UCI Adult (adult.data, adult.test) in the directory named
-// by $CAIRN_ADULT_DIR, e.g. CAIRN_ADULT_DIR=/work/shared/datasets/adult; without it they
+// by $CAIRN_ADULT_DIR; without it they
 // skip. The served model is the shipped Adult backbone (resmlp:108-128x3-8, weights
 // shipped:adult) with M = 512 landmarks: per view (A, B) 256 augmented views of the
 // first 2,000 training rows chosen by greedy pivoted Cholesky on the exact eNTK with
