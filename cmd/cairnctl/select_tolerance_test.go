@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -15,27 +14,14 @@ import (
 )
 
 // TestSelectTolerance: select's pc-ntk follows --tolerance (default the daemon's
-// pool.tolerance, 0.6): its landmarks and residual curve are coreset.Greedy's with that
+// pool.tolerance): its landmarks and residual curve are coreset.Greedy's with that
 // Tolerance, the pivot keys of the rows (coreset.PivotKeys) and the default normalized
 // rule, and --tolerance=0 gives the exact argmax's, which differ here; the JSON says
 // which tolerance ran, and a tolerance outside [0, 1) is refused.
 func TestSelectTolerance(t *testing.T) {
 	r := rand.New(rand.NewPCG(4, 6))
 	n, q, m := 60, 6, 10
-	g := make([]float64, n*q)
-	var csv strings.Builder
-	for i := range n {
-		s := math.Exp(r.NormFloat64())
-		for j := range q {
-			g[i*q+j] = s * r.NormFloat64() / float64(1+j)
-			if j > 0 {
-				csv.WriteByte(',')
-			}
-			fmt.Fprintf(&csv, "%.17g", g[i*q+j])
-		}
-		csv.WriteByte('\n')
-	}
-	path := writeTempCSV(t, csv.String())
+	g, path := randomFeatures(t, r, n, q, func() float64 { return math.Exp(r.NormFloat64()) }, func(j int) float64 { return float64(1 + j) })
 	def := config.Default().Pool.Tolerance
 	var pivots [2][]int
 	for k, tau := range []float64{def, 0} {
@@ -43,18 +29,7 @@ func TestSelectTolerance(t *testing.T) {
 		if tau != def {
 			args = append(args, fmt.Sprintf("--tolerance=%v", tau))
 		}
-		var out bytes.Buffer
-		if err := cmdRun("select", args, &out); err != nil {
-			t.Fatal(err)
-		}
-		var got struct {
-			Tolerance     float64   `json:"tolerance"`
-			Landmarks     []int     `json:"landmarks"`
-			ResidualTrace []float64 `json:"residual_trace"`
-		}
-		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
-			t.Fatal(err)
-		}
+		got := runSelect(t, args)
 		want, err := coreset.Greedy(g, n, q, m, coreset.GreedyOptions{Normalize: true, Tolerance: tau, Keys: coreset.PivotKeys(n), TopUpKeys: coreset.TopUpKeys(2, n)})
 		if err != nil {
 			t.Fatal(err)
