@@ -154,6 +154,14 @@ type Kafka struct {
 	// "enforce" (the default) refuses to start and names each setting; "warn" starts,
 	// logs each one and answers /readyz 503 with them until a restart finds them fixed.
 	TopicPolicy string `yaml:"topic_policy"`
+	// TopicCheckInterval is how often a running cairnd reads the partition counts of
+	// those topics; when one changes it checks their settings again, and a training
+	// topic whose count changed (stream.PartitionsChanged) or a setting that now breaks a
+	// guarantee makes /readyz answer 503 with the reason and logs an error under either
+	// policy (a running daemon cannot refuse to start; under "enforce" the next start
+	// refuses a bad setting, while the count it starts with becomes the new reference).
+	// Default 30s; at least 100ms.
+	TopicCheckInterval time.Duration `yaml:"topic_check_interval"`
 	// Group is the consumer group the replicas share on the query topic (Kafka spreads
 	// its partitions between them). Default "cairn.replicas".
 	Group string `yaml:"group"`
@@ -378,12 +386,13 @@ func Default() Config {
 		CheckOnStart:    true,
 		Role:            "primary",
 		Kafka: Kafka{
-			Group:          "cairn.replicas",
-			LeaderGroup:    "cairn.leader",
-			SessionTimeout: 10 * time.Second,
-			EmbeddedBroker: "127.0.0.1:9092",
-			Partitions:     4,
-			TopicPolicy:    "enforce",
+			Group:              "cairn.replicas",
+			LeaderGroup:        "cairn.leader",
+			SessionTimeout:     10 * time.Second,
+			EmbeddedBroker:     "127.0.0.1:9092",
+			Partitions:         4,
+			TopicPolicy:        "enforce",
+			TopicCheckInterval: 30 * time.Second,
 			Topics: Topics{
 				Train:        "cairn.train",
 				Queries:      "cairn.queries",
@@ -752,6 +761,9 @@ func (c *Config) validateKafka(p *problems) {
 	}
 	if k.TopicPolicy != "enforce" && k.TopicPolicy != "warn" {
 		p.bad("kafka.topic_policy", k.TopicPolicy, `must be "enforce" or "warn"`)
+	}
+	if k.TopicCheckInterval < 100*time.Millisecond {
+		p.bad("kafka.topic_check_interval", k.TopicCheckInterval, "must be at least 100ms")
 	}
 	if k.Group == "" || k.LeaderGroup == "" || k.Group == k.LeaderGroup {
 		p.bad("kafka.group", k.Group+","+k.LeaderGroup, "group and leader_group must be set and differ")

@@ -23,6 +23,7 @@ import (
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/internal/admin"
 	"github.com/cairnhq/cairn/internal/auditsig"
+	"github.com/cairnhq/cairn/internal/fault"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/metrics"
 	"github.com/cairnhq/cairn/internal/pipeline"
@@ -64,8 +65,8 @@ type Daemon struct {
 
 	// Faults (faults.go): what fails now, whether the broker answers, the publisher (for
 	// its state) and the outbox's last measured length.
-	faults faultState
-	broker brokerState
+	faults *fault.Tracker
+	broker fault.Broker
 	pub    atomic.Pointer[stream.Publisher]
 	outbox atomic.Int64
 	// embedded is the in-process broker, nil with external brokers; compactWaits counts
@@ -79,6 +80,8 @@ type Daemon struct {
 	// topicErr is what checkTopics found wrong with the topics' settings under
 	// kafka.topic_policy warn (nil: nothing); readiness reports it.
 	topicErr atomic.Pointer[error]
+	// watch is the start's partition counts of those topics (topicwatch.go).
+	watch topicWatch
 	// signer signs every audit record (DataDir/audit.key, internal/auditsig).
 	signer *auditsig.Signer
 	// models is the models topic (models.go); leading says whether this daemon is the
@@ -239,6 +242,7 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 		adopt:  adoptState{next: map[int]int64{}, buf: map[uint64][]stream.Audit{}, advance: make(chan struct{}, 1)},
 		query:  queryState{last: map[partition]int64{}, lim: qlim},
 	}
+	d.faults = fault.NewTracker(log, d.metrics.AddFaultRetry)
 	d.deff.Store(math.Float64bits(math.NaN()))
 	return d, nil
 }
@@ -353,7 +357,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	d.box = ingest.NewOutbox(st, d.cfg.Kafka.Topics.Train, d.trainPolicy, erase)
 	defer func() { err = errors.Join(err, w.Close()) }()
 	pub, err := stream.NewPublisher(w, d.box, stream.PublisherConfig{Ready: st.OutboxReady(),
-		RetryMin: retryMin, RetryMax: retryMax, OnError: d.publishFailed, First: []string{d.cfg.Kafka.Topics.Models}})
+		RetryMin: fault.RetryMin, RetryMax: fault.RetryMax, OnError: d.publishFailed, First: []string{d.cfg.Kafka.Topics.Models}})
 	if err != nil {
 		return err
 	}
@@ -508,11 +512,12 @@ func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, l l
 		})
 	}
 	spawn(&workWG, work, "train", func(c context.Context) error {
-		return d.keepReading(c, "train", trainR, d.handleTrain, d.rebuildIngest)
+		return d.faults.KeepReading(c, "train", trainR, d.handleTrain, d.rebuildIngest)
 	})
 	spawn(&workWG, work, "refit", d.runRefits)
 	spawn(&workWG, work, "lag", d.runLag)
 	spawn(&workWG, work, "ui", d.runUISamples)
+	spawn(&workWG, work, "topics", d.runTopicWatch)
 	if d.embedded != nil {
 		d.log.Info().Msg("leading: primary on the embedded broker")
 		spawn(&workWG, work, "lead", func(c context.Context) error { return d.lead(c, l, false) })
@@ -614,7 +619,7 @@ func (d *Daemon) compact(ctx context.Context) error {
 		if d.stopping.Load() {
 			return errors.New("daemon: compaction deferred: the training reader stopped before reading what it would erase")
 		}
-		if !sleep(ctx, compactPoll) {
+		if !fault.Sleep(ctx, compactPoll) {
 			return fmt.Errorf("daemon: compaction deferred: the training reader has not read what it would erase: %w", ctx.Err())
 		}
 	}
@@ -656,19 +661,19 @@ func TopicConfigs(cfg config.Config) map[string]map[string]string {
 // waitTopics creates the topics on an external broker, waiting with a doubling delay
 // (logged once per faultLogEvery) while the broker does not answer, until ctx ends.
 func (d *Daemon) waitTopics(ctx context.Context, topics []string) error {
-	var b backoff
+	var b fault.Backoff
 	for {
 		err := stream.EnsureTopicsWithConfigs(ctx, d.kafka, d.cfg.Kafka.Partitions, 1, d.topicConfigs(), topics...)
 		if err == nil || ctx.Err() != nil {
-			d.recovered("broker")
+			d.faults.Recovered("broker")
 			return err
 		}
 		if errors.Is(err, stream.ErrConfig) {
 			return err
 		}
-		wait := b.next()
-		d.fail("broker", fmt.Errorf("create topics: %w", err), wait)
-		if !sleep(ctx, wait) {
+		wait := b.Next()
+		d.faults.Fail("broker", fmt.Errorf("create topics: %w", err), wait)
+		if !fault.Sleep(ctx, wait) {
 			return ctx.Err()
 		}
 	}
@@ -833,45 +838,6 @@ func (d *Daemon) readyErr() error {
 	return d.readiness()
 }
 
-// reader is what keepReading runs: a stream.Reader, or a replica's stream.GroupReader.
-type reader interface {
-	Run(ctx context.Context, h stream.Handler) error
-}
-
-// keepReading runs reader r with handler h until ctx ends. A failure (a commit the
-// store refused, an ingest left broken, a broker that stopped answering) never ends it:
-// repair (if set) runs until it succeeds, then the reader restarts after a doubling
-// wait, resuming after the last committed offset, so nothing is lost or applied twice.
-// The fault is reported under component until h next succeeds.
-func (d *Daemon) keepReading(ctx context.Context, component string, r reader, h stream.Handler, repair func() error) error {
-	var b backoff
-	for {
-		err := r.Run(ctx, h)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err == nil {
-			err = errors.New("reader stopped")
-		}
-		wait := b.next()
-		d.fail(component, err, wait)
-		for repair != nil {
-			rerr := repair()
-			if rerr == nil {
-				break
-			}
-			wait = b.next()
-			d.fail(component, rerr, wait)
-			if !sleep(ctx, wait) {
-				return nil
-			}
-		}
-		if !sleep(ctx, wait) {
-			return nil
-		}
-	}
-}
-
 // handleTrain applies one batch of cairn.train.
 func (d *Daemon) handleTrain(ctx context.Context, batch []stream.Message) error {
 	if err := d.waitOutbox(ctx); err != nil {
@@ -891,7 +857,7 @@ func (d *Daemon) handleTrain(ctx context.Context, batch []stream.Message) error 
 	if err != nil {
 		return err
 	}
-	d.recovered("train")
+	d.faults.Recovered("train")
 	topic := d.cfg.Kafka.Topics.Train
 	d.metrics.AddEvents(topic, "applied", res.Upserts+res.Deletes)
 	d.metrics.AddEvents(topic, "dead_letter", res.DeadLetters)
@@ -1048,8 +1014,8 @@ func (d *Daemon) runLag(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			d.broker.polled(err)
-			d.metrics.SetBrokerUp(d.broker.err() == nil)
+			d.broker.Polled(err)
+			d.metrics.SetBrokerUp(d.broker.Err() == nil)
 			if err != nil {
 				d.log.Debug().Err(err).Str("topic", topic).Msg("lag: end offsets")
 				continue
@@ -1057,7 +1023,7 @@ func (d *Daemon) runLag(ctx context.Context) error {
 			for part, end := range ends {
 				last, ok, err := d.readOffset(topic, part)
 				if err != nil {
-					d.fail("lag", err, time.Second)
+					d.faults.Fail("lag", err, time.Second)
 					break
 				}
 				next := int64(0)

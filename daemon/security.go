@@ -39,10 +39,9 @@ func (d *Daemon) warnPlaintextSASL() {
 // "warn" each is logged and /readyz answers 503 with them (readiness) for as long as
 // the process runs: a fix is seen at the next start.
 func (d *Daemon) checkTopics(ctx context.Context) error {
-	t := d.cfg.Kafka.Topics
-	err := stream.CheckTopics(ctx, d.kafka, stream.TopicRoles{Train: t.Train, Models: t.Models, Audits: t.Audits,
-		Erasures: stream.DefaultErasuresTopic})
+	err := stream.CheckTopics(ctx, d.kafka, d.topicRoles())
 	if err == nil {
+		d.recordPartitions(ctx)
 		return nil
 	}
 	if d.cfg.Kafka.TopicPolicy != "warn" {
@@ -61,6 +60,7 @@ func (d *Daemon) checkTopics(ctx context.Context) error {
 	}
 	err = fmt.Errorf("topics (kafka.topic_policy warn): %w", err)
 	d.topicErr.Store(&err)
+	d.recordPartitions(ctx)
 	return nil
 }
 

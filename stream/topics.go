@@ -243,3 +243,47 @@ func cleanupPolicy(v string) []string {
 	}
 	return out
 }
+
+// TopicPartitions returns the partition count of each of topics that exists on the
+// cluster (Metadata through kafka.Client); a topic the cluster lacks is left out.
+func TopicPartitions(ctx context.Context, cfg Config, topics []string) (map[string]int, error) {
+	tctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr, err := cfg.transport(tctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tr.CloseIdleConnections()
+	cl := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Transport: tr}
+	md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+	if err != nil {
+		return nil, fmt.Errorf("stream: metadata for topics %s: %w", strings.Join(topics, ","), err)
+	}
+	out := map[string]int{}
+	for _, t := range md.Topics {
+		switch {
+		case errors.Is(t.Error, kafka.UnknownTopicOrPartition):
+		case t.Error != nil:
+			return nil, fmt.Errorf("stream: metadata for topic %q: %w", t.Name, t.Error)
+		default:
+			out[t.Name] = len(t.Partitions)
+		}
+	}
+	return out, nil
+}
+
+// PartitionsChanged returns the *TopicProblem of a partition change of r's topics from
+// before to now that breaks erasure by itself, whatever the settings: a training topic
+// with more (or fewer) partitions than when its points were written. A key's partition
+// is a hash of the key modulo the partition count, so a deletion's tombstone now lands
+// on another partition than the point's earlier upserts, and compaction, which works per
+// partition, never drops them. nil when the training topic kept its count.
+func PartitionsChanged(r TopicRoles, before, now map[string]int) error {
+	b, ok1 := before[r.Train]
+	n, ok2 := now[r.Train]
+	if !ok1 || !ok2 || b == n {
+		return nil
+	}
+	return &TopicProblem{Topic: r.Train, Setting: "partitions", Value: fmt.Sprintf("%d (was %d)", n, b),
+		Reason: fmt.Sprintf("changed while points are stored: keys hash to other partitions now, so a deletion's tombstone misses the point's earlier upserts and compaction never erases them; re-create the topic with %d partitions and re-produce the stored points", b)}
+}
