@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/internal/auditsig"
+	"github.com/cairnhq/cairn/internal/fault"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
@@ -44,7 +45,7 @@ func (d *Daemon) runAdopt(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return d.keepReading(ctx, "adopt", r, d.handleAudits, nil)
+	return d.faults.KeepReading(ctx, "adopt", r, d.handleAudits, nil)
 }
 
 // handleAudits buffers a batch of audit records and adopts what it can.
@@ -161,7 +162,7 @@ func (d *Daemon) adoptOne(ctx context.Context, a stream.Audit) error {
 		if ok && last >= off {
 			break
 		}
-		if !sleep(ctx, 20*time.Millisecond) {
+		if !fault.Sleep(ctx, 20*time.Millisecond) {
 			return ctx.Err()
 		}
 	}

@@ -15,60 +15,11 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/internal/fault"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
-
-// TestBackoff: waits double from retryMin and stay at retryMax; reset starts over.
-func TestBackoff(t *testing.T) {
-	var b backoff
-	var got []time.Duration
-	for range 9 {
-		got = append(got, b.next())
-	}
-	want := []time.Duration{100, 200, 400, 800, 1600, 3200, 6400, 10000, 10000}
-	for i := range want {
-		if got[i] != want[i]*time.Millisecond {
-			t.Errorf("wait %d = %v, want %v", i, got[i], want[i]*time.Millisecond)
-		}
-	}
-	b.reset()
-	if w := b.next(); w != retryMin {
-		t.Errorf("after reset: %v, want %v", w, retryMin)
-	}
-}
-
-// TestFaultState: faults are reported in component order with their reasons, the
-// first report of a fault is logged and repeats within faultLogEvery are not, and a
-// cleared fault says how long it lasted.
-func TestFaultState(t *testing.T) {
-	var f faultState
-	if f.err() != nil {
-		t.Fatal("a fresh fault state reports a fault")
-	}
-	if !f.set("train", errors.New("disk full")) {
-		t.Error("the first report of a fault is not logged")
-	}
-	if f.set("train", errors.New("disk still full")) {
-		t.Error("a repeat within faultLogEvery is logged")
-	}
-	f.set("refit", errors.New("boom"))
-	err := f.err()
-	if err == nil {
-		t.Fatal("no fault reported")
-	}
-	lines := strings.Split(err.Error(), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "refit: failing since") || !strings.HasSuffix(lines[1], "disk still full") {
-		t.Errorf("faults %q, want refit then train with the latest reason", lines)
-	}
-	if d := f.clear("train"); d <= 0 {
-		t.Errorf("clear of a fault returned %v", d)
-	}
-	if d := f.clear("train"); d != 0 {
-		t.Errorf("clear of no fault returned %v", d)
-	}
-}
 
 // TestRidesStorageFaults: while every commit, ack and erasure of the state file fails
 // with ENOSPC (storage.Options.Faults), the daemon keeps running and /readyz names the
@@ -244,7 +195,7 @@ func TestRidesBrokerOutage(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	if *outage > brokerGrace+time.Second && !sawBroker {
+	if *outage > fault.BrokerGrace+time.Second && !sawBroker {
 		t.Errorf("/readyz never reported the broker during a %v outage", *outage)
 	}
 	var b2 *stream.Broker
@@ -301,7 +252,7 @@ func TestStartsWhileBrokerDown(t *testing.T) {
 		t.Fatal("ready without a broker")
 	case <-time.After(3 * time.Second):
 	}
-	if err := d.faults.err(); err == nil || !strings.Contains(err.Error(), "broker") {
+	if err := d.faults.Err(); err == nil || !strings.Contains(err.Error(), "broker") {
 		t.Errorf("faults while waiting: %v, want the broker named", err)
 	}
 	tp := cfg.Kafka.Topics
@@ -355,7 +306,7 @@ func TestOutboxBackPressure(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waitOutbox with a full outbox: %v, want it to block until ctx ends", err)
 	}
-	if ferr := d.faults.err(); ferr == nil || !strings.Contains(ferr.Error(), "limits.max_outbox is 3") {
+	if ferr := d.faults.Err(); ferr == nil || !strings.Contains(ferr.Error(), "limits.max_outbox is 3") {
 		t.Errorf("faults %v, want the outbox named", ferr)
 	}
 	done := make(chan error, 1)
@@ -372,7 +323,7 @@ func TestOutboxBackPressure(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("waitOutbox still blocked with 2 of 3 entries left")
 	}
-	if ferr := d.faults.err(); ferr != nil {
+	if ferr := d.faults.Err(); ferr != nil {
 		t.Errorf("fault not cleared: %v", ferr)
 	}
 	if got := d.outbox.Load(); got != 2 {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairnhq/cairn/internal/fault"
 	"github.com/cairnhq/cairn/internal/modelbus"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
@@ -30,16 +31,16 @@ func (d *Daemon) lead(ctx context.Context, l leader, elected bool) error {
 	if elected {
 		// The group gave this daemon the leadership: a failed takeover (the broker not
 		// answering) is retried, never abandoned, or nobody would lead.
-		var b backoff
+		var b fault.Backoff
 		for {
 			err := d.takeOver(ctx)
 			if err == nil {
-				d.recovered("leader")
+				d.faults.Recovered("leader")
 				break
 			}
-			wait := b.next()
-			d.fail("leader", fmt.Errorf("take over: %w", err), wait)
-			if !sleep(ctx, wait) {
+			wait := b.Next()
+			d.faults.Fail("leader", fmt.Errorf("take over: %w", err), wait)
+			if !fault.Sleep(ctx, wait) {
 				return nil
 			}
 		}
@@ -57,7 +58,7 @@ func (d *Daemon) lead(ctx context.Context, l leader, elected bool) error {
 	})
 	if d.cfg.Query.OnPrimary {
 		wg.Go(func() {
-			if err := d.keepReading(ctx, "queries", l.queries, d.handleQueries, nil); err != nil {
+			if err := d.faults.KeepReading(ctx, "queries", l.queries, d.handleQueries, nil); err != nil {
 				d.log.Error().Err(err).Msg("query reader stopped")
 			}
 		})

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairnhq/cairn/internal/fault"
 	"github.com/cairnhq/cairn/internal/modelbus"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
@@ -62,15 +63,15 @@ func (d *Daemon) commitMask(tx *storage.Tx) error {
 // failed write is retried with a doubling wait; the version is published whole again.
 func (d *Daemon) runModels(ctx context.Context, w *stream.Writer) error {
 	var (
-		b      backoff
+		b      fault.Backoff
 		pubVer uint64 // the version last published by this leader, and its masked count
 		pubMsk int
 	)
 	live, err := d.scanModels(ctx)
 	for err != nil {
-		wait := b.next()
-		d.fail("models", err, wait)
-		if !sleep(ctx, wait) {
+		wait := b.Next()
+		d.faults.Fail("models", err, wait)
+		if !fault.Sleep(ctx, wait) {
 			return nil
 		}
 		live, err = d.scanModels(ctx)
@@ -85,15 +86,15 @@ func (d *Daemon) runModels(ctx context.Context, w *stream.Writer) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				wait := b.next()
-				d.fail("models", err, wait)
-				if !sleep(ctx, wait) {
+				wait := b.Next()
+				d.faults.Fail("models", err, wait)
+				if !fault.Sleep(ctx, wait) {
 					return nil
 				}
 				continue
 			}
-			b.reset()
-			d.recovered("models")
+			b.Reset()
+			d.faults.Recovered("models")
 			pubVer, pubMsk = s.Version, s.MaskedCount()
 		}
 		select {
@@ -206,7 +207,7 @@ func (d *Daemon) runFollow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return d.keepReading(ctx, "models", r, d.handleModels, nil)
+	return d.faults.KeepReading(ctx, "models", r, d.handleModels, nil)
 }
 
 // handleModels applies a batch of the models topic (runFollow).

@@ -82,7 +82,7 @@ func (d *Daemon) handleQueries(ctx context.Context, batch []stream.Message) erro
 		if err != nil {
 			return err
 		}
-		d.recovered("queries")
+		d.faults.Recovered("queries")
 		for k, off := range seen {
 			d.query.last[k] = off
 		}

@@ -56,7 +56,7 @@ func (d *Daemon) runReplica(ctx context.Context) (err error) {
 		}
 	})
 	wg.Go(func() {
-		if err := d.keepReading(work, "queries", gr, d.handleReplicaQueries, nil); err != nil {
+		if err := d.faults.KeepReading(work, "queries", gr, d.handleReplicaQueries, nil); err != nil {
 			errc <- fmt.Errorf("daemon: queries: %w", err)
 		}
 	})
@@ -111,7 +111,7 @@ func (d *Daemon) handleReplicaQueries(ctx context.Context, batch []stream.Messag
 	if err := d.direct.Write(ctx, msgs...); err != nil {
 		return err
 	}
-	d.recovered("queries")
+	d.faults.Recovered("queries")
 	for _, o := range outs {
 		switch {
 		case o.skip:

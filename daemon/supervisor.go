@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/certify"
+	"github.com/cairnhq/cairn/internal/fault"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/serving"
@@ -28,7 +29,7 @@ import (
 func (d *Daemon) runRefits(ctx context.Context) error {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	var b backoff
+	var b fault.Backoff
 	for {
 		select {
 		case <-ctx.Done():
@@ -41,15 +42,15 @@ func (d *Daemon) runRefits(ctx context.Context) error {
 			return nil
 		}
 		if err == nil {
-			b.reset()
-			d.recovered("refit")
+			b.Reset()
+			d.faults.Recovered("refit")
 			continue
 		}
-		wait := b.next()
-		d.fail("refit", fmt.Errorf("%s: %w", cmp.Or(reason, "sync"), err), wait)
+		wait := b.Next()
+		d.faults.Fail("refit", fmt.Errorf("%s: %w", cmp.Or(reason, "sync"), err), wait)
 		if errors.Is(err, ErrBroken) {
 			if rerr := d.rebuildIngest(); rerr != nil {
-				d.fail("refit", rerr, wait)
+				d.faults.Fail("refit", rerr, wait)
 			}
 		}
 		d.train.mu.Lock()
