@@ -107,48 +107,19 @@ func NewElection(cfg ElectionConfig) (*Election, error) {
 // leading (or ctx ends); Run returns only after lead has returned. Errors of the group
 // protocol are retried; Run returns nil when ctx ends.
 func (e *Election) Run(ctx context.Context, lead func(ctx context.Context)) error {
-	observe := func(ev ElectionEvent) {
-		if e.cfg.Observe != nil {
-			e.cfg.Observe(ev)
-		}
-	}
-	var clientLog kafka.Logger
+	c := &campaign{e: e, lead: lead, watch: beatWatch{value: math.MinInt64}}
 	if e.cfg.Observe != nil {
-		clientLog = kafka.LoggerFunc(func(format string, args ...any) {
-			observe(ElectionEvent{Kind: EventClient, Client: fmt.Sprintf(format, args...)})
+		c.clientLog = kafka.LoggerFunc(func(format string, args ...any) {
+			c.observe(ElectionEvent{Kind: EventClient, Client: fmt.Sprintf(format, args...)})
 		})
 	}
-	newGroup := func() (*kafka.ConsumerGroup, error) {
-		cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-			ID: e.cfg.Group, Brokers: e.cfg.Kafka.Brokers, Dialer: e.dialer, Topics: []string{e.cfg.Topic},
-			GroupBalancers: []kafka.GroupBalancer{balancer{e}},
-			SessionTimeout: e.cfg.SessionTimeout, RebalanceTimeout: e.cfg.SessionTimeout,
-			HeartbeatInterval: e.cfg.SessionTimeout / 5, JoinGroupBackoff: 200 * time.Millisecond,
-			Timeout: e.cfg.SessionTimeout / 2, ErrorLogger: clientLog,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("stream: election: %w", err)
-		}
-		return cg, nil
-	}
-	cg, err := newGroup()
-	if err != nil {
+	var err error
+	if c.cg, err = c.newGroup(); err != nil {
 		return err
 	}
-	var (
-		stop context.CancelFunc
-		done chan struct{}
-	)
-	stepDown := func() {
-		if stop != nil {
-			stop()
-			<-done
-			stop = nil
-		}
-	}
 	defer func() {
-		stepDown()
-		cg.Close()
+		c.stepDown()
+		c.cg.Close()
 	}()
 	tctx, stopTransport := context.WithCancel(context.Background())
 	defer stopTransport()
@@ -157,87 +128,157 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context)) erro
 		return err
 	}
 	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(e.cfg.Kafka.Brokers...), Transport: tr, Timeout: e.cfg.SessionTimeout / 2}
-	watch := beatWatch{value: math.MinInt64}
-	// rejoin makes the consumer group anew (EventRejoin), for why.
-	rejoin := func(why error) error {
-		observe(ElectionEvent{Kind: EventRejoin, Err: why})
-		cg.Close()
-		var err error
-		if cg, err = newGroup(); err != nil {
-			return err
-		}
-		watch.since = time.Now()
-		return nil
-	}
+	c.client = &kafka.Client{Addr: kafka.TCP(e.cfg.Kafka.Brokers...), Transport: tr, Timeout: e.cfg.SessionTimeout / 2}
 	ticker := time.NewTicker(e.cfg.SessionTimeout)
 	defer ticker.Stop()
-	var ended chan struct{} // closed when the current generation ends; nil before the first
 	for {
-		if ended != nil {
-			// A member: wait for the generation to end (a rebalance), then join the next;
-			// a member that does not lead also watches the leader's beat.
-			switch e.waitEnd(ctx, ended, stop == nil, ticker.C, client, &watch) {
-			case waitDone:
-				return nil
-			case waitStale:
-				if err := rejoin(fmt.Errorf("the leader's beat on %s has not changed for %v", e.cfg.Topic, time.Since(watch.since).Round(time.Second))); err != nil {
-					return err
-				}
-				ended = nil
+		if done, err := c.round(ctx, ticker.C); done {
+			return err
+		}
+	}
+}
+
+// campaign is the state of one Run: its consumer group, the lead goroutine while this
+// member leads, the leader's beat as seen, and the current generation.
+type campaign struct {
+	e         *Election
+	lead      func(ctx context.Context)
+	clientLog kafka.Logger
+	cg        *kafka.ConsumerGroup
+	client    *kafka.Client
+	watch     beatWatch
+	// stop cancels the lead goroutine's context and done is closed when it has
+	// returned; stop is nil while this member does not lead.
+	stop context.CancelFunc
+	done chan struct{}
+	// ended is closed when the current generation ends; nil before the first.
+	ended chan struct{}
+}
+
+// observe reports ev to the configured observer, if any.
+func (c *campaign) observe(ev ElectionEvent) {
+	if c.e.cfg.Observe != nil {
+		c.e.cfg.Observe(ev)
+	}
+}
+
+// newGroup makes the election's consumer group.
+func (c *campaign) newGroup() (*kafka.ConsumerGroup, error) {
+	e := c.e
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID: e.cfg.Group, Brokers: e.cfg.Kafka.Brokers, Dialer: e.dialer, Topics: []string{e.cfg.Topic},
+		GroupBalancers: []kafka.GroupBalancer{balancer{e}},
+		SessionTimeout: e.cfg.SessionTimeout, RebalanceTimeout: e.cfg.SessionTimeout,
+		HeartbeatInterval: e.cfg.SessionTimeout / 5, JoinGroupBackoff: 200 * time.Millisecond,
+		Timeout: e.cfg.SessionTimeout / 2, ErrorLogger: c.clientLog,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stream: election: %w", err)
+	}
+	return cg, nil
+}
+
+// stepDown ends the lead goroutine, if this member leads, and waits for it.
+func (c *campaign) stepDown() {
+	if c.stop != nil {
+		c.stop()
+		<-c.done
+		c.stop = nil
+	}
+}
+
+// rejoin makes the consumer group anew (EventRejoin), for why.
+func (c *campaign) rejoin(why error) error {
+	c.observe(ElectionEvent{Kind: EventRejoin, Err: why})
+	c.cg.Close()
+	var err error
+	if c.cg, err = c.newGroup(); err != nil {
+		return err
+	}
+	c.watch.since = time.Now()
+	return nil
+}
+
+// round waits for the current generation to end, if there is one, and joins the next.
+// It reports whether Run is done, with Run's error.
+func (c *campaign) round(ctx context.Context, tick <-chan time.Time) (done bool, err error) {
+	e := c.e
+	if c.ended != nil {
+		// A member: wait for the generation to end (a rebalance), then join the next;
+		// a member that does not lead also watches the leader's beat.
+		switch e.waitEnd(ctx, c.ended, c.stop == nil, tick, c.client, &c.watch) {
+		case waitDone:
+			return true, nil
+		case waitStale:
+			if err := c.rejoin(fmt.Errorf("the leader's beat on %s has not changed for %v", e.cfg.Topic, time.Since(c.watch.since).Round(time.Second))); err != nil {
+				return true, err
 			}
+			c.ended = nil
 		}
-		// The leader must confirm the next generation within half a session timeout. A
-		// member that does not lead gets one within a few session timeouts (a rebalance
-		// waits at most one for silent members); kafka-go's group can hang for good when
-		// its broker restarts mid-rebalance (seen: a daemon that never led again), so
-		// past rejoinAfter session timeouts the group is made anew.
-		wait := rejoinAfter * e.cfg.SessionTimeout
-		if stop != nil {
-			wait = e.cfg.SessionTimeout / 2
+	}
+	// The leader must confirm the next generation within half a session timeout. A
+	// member that does not lead gets one within a few session timeouts (a rebalance
+	// waits at most one for silent members); kafka-go's group can hang for good when
+	// its broker restarts mid-rebalance (seen: a daemon that never led again), so
+	// past rejoinAfter session timeouts the group is made anew.
+	wait := rejoinAfter * e.cfg.SessionTimeout
+	if c.stop != nil {
+		wait = e.cfg.SessionTimeout / 2
+	}
+	nctx, cancel := context.WithTimeout(ctx, wait)
+	gen, err := c.cg.Next(nctx)
+	timedOut := nctx.Err() != nil
+	cancel()
+	if ctx.Err() != nil {
+		return true, nil
+	}
+	if err != nil {
+		return c.missed(ctx, err, timedOut, wait)
+	}
+	c.joined(ctx, gen)
+	return false, nil
+}
+
+// missed handles a generation that did not come within wait (timedOut) or failed with
+// err: a leader steps down before anyone else may lead; a member that does not lead
+// and timed out makes its group anew; other errors are observed and retried after a
+// pause. It reports whether Run is done, with Run's error.
+func (c *campaign) missed(ctx context.Context, err error, timedOut bool, wait time.Duration) (done bool, _ error) {
+	leading := c.stop != nil
+	c.stepDown() // leadership not confirmed in time: step down before anyone else may lead
+	c.ended = nil
+	if !leading && timedOut {
+		if err := c.rejoin(fmt.Errorf("no generation within %v", wait)); err != nil {
+			return true, err
 		}
-		nctx, cancel := context.WithTimeout(ctx, wait)
-		gen, err := cg.Next(nctx)
-		timedOut := nctx.Err() != nil
-		cancel()
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			leading := stop != nil
-			stepDown() // leadership not confirmed in time: step down before anyone else may lead
-			ended = nil
-			if !leading && timedOut {
-				if err := rejoin(fmt.Errorf("no generation within %v", wait)); err != nil {
-					return err
-				}
-				continue
-			}
-			observe(ElectionEvent{Kind: EventError, Err: err})
-			if !sleepCtx(ctx, 200*time.Millisecond) {
-				return nil
-			}
-			continue
-		}
-		end := make(chan struct{})
-		ended = end
-		gen.Start(func(gctx context.Context) {
-			<-gctx.Done()
-			close(end)
-		})
-		leads := len(gen.Assignments[e.cfg.Topic]) > 0
-		observe(ElectionEvent{Kind: EventGeneration, Generation: int(gen.ID), Member: gen.MemberID, Leads: leads})
-		watch.since = time.Now()
-		if !leads {
-			e.led.Store(false)
-			stepDown()
-			continue
-		}
-		gen.Start(func(gctx context.Context) { e.beat(gctx, gen) })
-		e.led.Store(true)
-		if stop == nil {
-			stop, done = startLead(ctx, lead)
-		}
+		return false, nil
+	}
+	c.observe(ElectionEvent{Kind: EventError, Err: err})
+	return !sleepCtx(ctx, 200*time.Millisecond), nil
+}
+
+// joined starts following generation gen: it notes when gen ends, and leads (beats,
+// and runs lead unless it already runs) or steps down as gen assigns the partition.
+func (c *campaign) joined(ctx context.Context, gen *kafka.Generation) {
+	e := c.e
+	end := make(chan struct{})
+	c.ended = end
+	gen.Start(func(gctx context.Context) {
+		<-gctx.Done()
+		close(end)
+	})
+	leads := len(gen.Assignments[e.cfg.Topic]) > 0
+	c.observe(ElectionEvent{Kind: EventGeneration, Generation: int(gen.ID), Member: gen.MemberID, Leads: leads})
+	c.watch.since = time.Now()
+	if !leads {
+		e.led.Store(false)
+		c.stepDown()
+		return
+	}
+	gen.Start(func(gctx context.Context) { e.beat(gctx, gen) })
+	e.led.Store(true)
+	if c.stop == nil {
+		c.stop, c.done = startLead(ctx, c.lead)
 	}
 }
 
