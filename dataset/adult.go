@@ -2,7 +2,12 @@ package dataset
 
 import (
 	"bufio"
+	"compress/gzip"
+	"embed"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +15,13 @@ import (
 	"strconv"
 	"strings"
 )
+
+// adultFiles is the copy of UCI Adult shipped in the module (dataset/adult: the two UCI
+// files, gzip-compressed; adult/ATTRIBUTION.md gives the source, licence and SHA-256
+// of each), which the spec "adult" loads.
+//
+//go:embed adult/adult.data.gz adult/adult.test.gz
+var adultFiles embed.FS
 
 // UCI Adult (Becker & Kohavi 1996): 14 attributes and the income label, comma + space
 // separated, no header. Columns 0, 2, 4, 10, 11, 12 (age, fnlwgt, education-num,
@@ -32,7 +44,9 @@ type adultEncoding struct {
 	dim       int
 }
 
-// openAdult loads dir/adult.data (train) or dir/adult.test (test). The encoding, always
+// openAdult loads adult.data (train) or adult.test (test) from fsys, each file or its
+// gzip-compressed form (adult.data.gz, adult.test.gz) when the plain one is absent;
+// where names fsys in errors (a directory, or the shipped copy). The encoding, always
 // estimated on the complete train file whatever the split and n:
 //
 //   - columns keep their file order; a numeric column becomes one feature standardized
@@ -46,8 +60,8 @@ type adultEncoding struct {
 //   - blank lines and lines starting with "|" (the first line of the original
 //     adult.test, "|1x3 Cross validator") are skipped; every other line must have 15
 //     fields and finite numeric values.
-func openAdult(dir, split string, n int) (*Set, error) {
-	train, err := readAdult(filepath.Join(dir, "adult.data"))
+func openAdult(fsys fs.FS, where, split string, n int) (*Set, error) {
+	train, err := readAdult(fsys, where, "adult.data")
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +71,7 @@ func openAdult(dir, split string, n int) (*Set, error) {
 	}
 	recs := train
 	if split == "test" {
-		if recs, err = readAdult(filepath.Join(dir, "adult.test")); err != nil {
+		if recs, err = readAdult(fsys, where, "adult.test"); err != nil {
 			return nil, err
 		}
 	}
@@ -77,10 +91,54 @@ func openAdult(dir, split string, n int) (*Set, error) {
 	return s, nil
 }
 
-func readAdult(path string) ([]adultRecord, error) {
-	f, err := os.Open(path)
+// adultFS is the file system of an Adult spec's argument: the shipped copy for "" (named
+// dataset/adult in messages, its place in the module), else the directory dir.
+func adultFS(dir string) (fsys fs.FS, where string) {
+	if dir == "" {
+		sub, err := fs.Sub(adultFiles, "adult")
+		if err != nil {
+			panic(err) // the embed pattern above names the directory
+		}
+		return sub, "dataset/adult"
+	}
+	return os.DirFS(dir), dir
+}
+
+// openAdultFile opens name in fsys, or name.gz through a gzip reader when name does not
+// exist; path is where it was found, for messages.
+func openAdultFile(fsys fs.FS, where, name string) (r io.ReadCloser, path string, err error) {
+	path = filepath.Join(where, name)
+	f, err := fsys.Open(name)
+	if err == nil {
+		return f, path, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, path, fmt.Errorf("%w: %s: %v", ErrNotFound, path, err)
+	}
+	gz, gzErr := fsys.Open(name + ".gz")
+	if gzErr != nil {
+		return nil, path, fmt.Errorf("%w: %s (nor %s.gz): %v", ErrNotFound, path, name, err)
+	}
+	zr, err := gzip.NewReader(gz)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+		gz.Close()
+		return nil, path + ".gz", fmt.Errorf("%w: %s.gz: %v", ErrFormat, path, err)
+	}
+	return gzipFile{zr, gz}, path + ".gz", nil
+}
+
+// gzipFile closes both the gzip reader and the file under it.
+type gzipFile struct {
+	*gzip.Reader
+	f io.Closer
+}
+
+func (g gzipFile) Close() error { return errors.Join(g.Reader.Close(), g.f.Close()) }
+
+func readAdult(fsys fs.FS, where, name string) ([]adultRecord, error) {
+	f, path, err := openAdultFile(fsys, where, name)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	var recs []adultRecord

@@ -1,21 +1,111 @@
 package dataset
 
 import (
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-const adultDir = "../../shared/datasets/adult"
+// outsideAdult is where this team's checkouts keep another copy of UCI Adult (relative to
+// the module root's parent); TestAdultSources compares the shipped copy with it when it
+// is there.
+const outsideAdult = "../../shared/datasets/adult"
 
-func skipWithoutAdult(t *testing.T) {
+// shippedAdult returns the uncompressed bytes of a shipped file (adult.data or
+// adult.test), read from the embedded copy.
+func shippedAdult(t *testing.T, name string) []byte {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(adultDir, "adult.data")); err != nil {
-		t.Skipf("UCI Adult not beside the repository (%s): %v", adultDir, err)
+	f, err := adultFiles.Open("adult/" + name + ".gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestShippedAdult: the embedded files are the UCI files that adult/ATTRIBUTION.md
+// names, by SHA-256 of their uncompressed bytes (the hashes of the UCI original
+// adult.data and of adult.test minus its first line).
+func TestShippedAdult(t *testing.T) {
+	want := map[string]string{
+		"adult.data": "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d",
+		"adult.test": "5c8e678e04c82a07182bbcb6667c9a06faaba123a55b409af7c5d21fb45784b3",
+	}
+	for name, sum := range want {
+		h := sha256.Sum256(shippedAdult(t, name))
+		if got := hex.EncodeToString(h[:]); got != sum {
+			t.Errorf("%s: SHA-256 %s, want %s", name, got, sum)
+		}
+	}
+}
+
+// TestAdultSources: the spec "adult" (the embedded copy), "adult:DIR" on the same
+// files uncompressed, "adult:DIR" on their .gz forms (as in a checkout's dataset/adult)
+// and, when it is there, the outside copy give equal Sets, ids included.
+func TestAdultSources(t *testing.T) {
+	plain, gz := t.TempDir(), t.TempDir()
+	for _, name := range []string{"adult.data", "adult.test"} {
+		if err := os.WriteFile(filepath.Join(plain, name), shippedAdult(t, name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b, err := adultFiles.ReadFile("adult/" + name + ".gz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(gz, name+".gz"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	specs := []string{"adult:" + plain, "adult:" + gz, "adult:adult"}
+	if _, err := os.Stat(filepath.Join(outsideAdult, "adult.data")); err == nil {
+		specs = append(specs, "adult:"+outsideAdult)
+	} else {
+		t.Logf("no outside copy at %s: compared the shipped one with itself only", outsideAdult)
+	}
+	for _, split := range []string{"train", "test"} {
+		want, err := Open("adult", split, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, spec := range specs {
+			got, err := Open(spec, split, 0)
+			if err != nil {
+				t.Fatalf("%s %s: %v", spec, split, err)
+			}
+			if got.N != want.N || got.D != want.D || !slices.Equal(got.X, want.X) ||
+				!slices.Equal(got.Labels, want.Labels) || !slices.Equal(got.IDs, want.IDs) || got.Name != want.Name {
+				t.Errorf("%s %s: N %d D %d name %q differs from the shipped copy's (N %d D %d)", spec, split, got.N, got.D, got.Name, want.N, want.D)
+			}
+		}
+	}
+	// A directory with neither form of a file is ErrNotFound, naming the file.
+	empty := t.TempDir()
+	if _, err := Open("adult:"+empty, "train", 0); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "adult.data") {
+		t.Errorf("empty directory: got %v, want ErrNotFound naming adult.data", err)
+	}
+	// A .gz that is not gzip is ErrFormat.
+	if err := os.WriteFile(filepath.Join(empty, "adult.data.gz"), []byte("not gzip"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open("adult:"+empty, "train", 0); !errors.Is(err, ErrFormat) {
+		t.Errorf("bad gzip: got %v, want ErrFormat", err)
 	}
 }
 
@@ -35,8 +125,7 @@ var adultBlocks = []struct {
 }
 
 func TestOpenAdult(t *testing.T) {
-	skipWithoutAdult(t)
-	spec := "adult:" + adultDir
+	spec := "adult"
 	train, err := Open(spec, "train", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +134,7 @@ func TestOpenAdult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Record and positive counts from the README and `grep -c '>50K'`.
+	// Record counts from adult/ATTRIBUTION.md, positives from `zcat adult/adult.data.gz | grep -c ">50K"`.
 	for _, c := range []struct {
 		s          *Set
 		n, pos     int
@@ -86,7 +175,7 @@ func TestOpenAdult(t *testing.T) {
 	// Numeric columns standardized with train statistics: mean 0 and std 1 on train up
 	// to rounding (1e-9), and the test value of row 0 equals (raw − train mean)/train std
 	// computed here from the raw file by a separate, plain parser.
-	raw := rawAdultColumn(t, filepath.Join(adultDir, "adult.data"), 0)
+	raw := rawAdultColumn(t, shippedAdult(t, "adult.data"), 0)
 	var m, ss float64
 	for _, v := range raw {
 		m += v
@@ -130,11 +219,8 @@ func TestOpenAdult(t *testing.T) {
 	}
 }
 
-func rawAdultColumn(t *testing.T, path string, col int) []float64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+// rawAdultColumn parses column col of an Adult file's bytes b on its own, plainly.
+func rawAdultColumn(t *testing.T, b []byte, col int) []float64 {
 	var out []float64
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Split(line, ", ")

@@ -7,7 +7,7 @@ import (
 	"github.com/cairnhq/cairn/internal/rng"
 )
 
-// Augmentation parameters (DESIGN.md section 4 "Views"; paper appendix "Data and
+// Augmentation parameters (docs/architecture.md "Views"; paper appendix "Data and
 // kernels" for tabular data, our documented choice for images).
 const (
 	// MaskProb is the probability that a tabular feature is masked (set to 0, which is the

@@ -1,5 +1,5 @@
 // Package dataset loads the data sets cairn is evaluated on and makes the seeded
-// augmented views of a point (DESIGN.md section 4 "Views"; paper appendix "Data and
+// augmented views of a point (docs/architecture.md "Views"; paper appendix "Data and
 // kernels").
 //
 // # Loading
@@ -10,7 +10,13 @@
 //     go.mod), found in the module cache, or in $CAIRN_MNIST_DIR when that is set;
 //   - "fashion-mnist": the IDX files of Debian's dataset-fashion-mnist package in
 //     /usr/share/datasets/fashion-mnist, or $CAIRN_FASHION_MNIST_DIR;
-//   - "adult:DIR": UCI Adult from DIR/adult.data and DIR/adult.test;
+//   - "adult": UCI Adult (Becker & Kohavi 1996, CC BY 4.0), the two UCI files shipped
+//     gzip-compressed in this package's adult directory and embedded in every binary
+//     (adult/ATTRIBUTION.md: source, licence, SHA-256), so it loads on a fresh clone
+//     as MNIST does;
+//   - "adult:DIR": UCI Adult from DIR/adult.data and DIR/adult.test, or their .gz forms
+//     (so "adult:dataset/adult" reads the shipped files from a checkout); a copy that
+//     equals the shipped one gives the same Set, ids included;
 //   - "csv:FILE": a numeric CSV file (FILE may contain "{split}").
 //
 // Encodings:

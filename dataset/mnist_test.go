@@ -153,7 +153,7 @@ func TestOpenArguments(t *testing.T) {
 		{"mnist", "valid", 0, ErrSplit},
 		{"mnist", "train", -1, ErrRows},
 		{"mnist:x", "train", 0, ErrSpec},
-		{"adult", "train", 0, ErrSpec},
+		{"adult:", "train", 0, ErrSpec},
 		{"csv", "train", 0, ErrSpec},
 		{"imagenet", "train", 0, ErrSpec},
 		{"", "train", 0, ErrSpec},

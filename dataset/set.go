@@ -37,7 +37,9 @@ func (s *Set) IsImage() bool { return s.Shape != [3]int{} }
 //
 //	mnist            MNIST from the GoMNIST module (or $CAIRN_MNIST_DIR)
 //	fashion-mnist    Fashion-MNIST from /usr/share/datasets/fashion-mnist (or $CAIRN_FASHION_MNIST_DIR)
-//	adult:DIR        UCI Adult from DIR/adult.data (train) and DIR/adult.test (test)
+//	adult            UCI Adult, the copy shipped in this package (dataset/adult)
+//	adult:DIR        UCI Adult from DIR/adult.data (train) and DIR/adult.test (test),
+//	                 or their gzip-compressed forms adult.data.gz and adult.test.gz
 //	csv:FILE         numeric CSV; a "{split}" in FILE is replaced by the split name, and
 //	                 without it only split "train" is served
 //
@@ -62,17 +64,18 @@ func Open(spec, split string, n int) (s *Set, err error) {
 		}
 		return openIDXSet(kind, split, n)
 	case "adult":
-		if arg == "" {
-			return nil, fmt.Errorf("%w: want adult:DIR", ErrSpec)
+		if strings.Contains(spec, ":") && arg == "" {
+			return nil, fmt.Errorf("%w: want adult (the shipped copy) or adult:DIR", ErrSpec)
 		}
-		return openAdult(arg, split, n)
+		fsys, where := adultFS(arg)
+		return openAdult(fsys, where, split, n)
 	case "csv":
 		if arg == "" {
 			return nil, fmt.Errorf("%w: want csv:FILE", ErrSpec)
 		}
 		return openCSV(arg, split, n)
 	}
-	return nil, fmt.Errorf("%w: unknown kind %q (want mnist, fashion-mnist, adult:DIR or csv:FILE)", ErrSpec, kind)
+	return nil, fmt.Errorf("%w: unknown kind %q (want mnist, fashion-mnist, adult, adult:DIR or csv:FILE)", ErrSpec, kind)
 }
 
 // pointID is the default id of row i: "<name>/<split>/<i:06d>".
