@@ -27,6 +27,7 @@ import (
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/metrics"
 	"github.com/cairnhq/cairn/internal/pipeline"
+	"github.com/cairnhq/cairn/internal/refit"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/internal/ui"
 	"github.com/cairnhq/cairn/storage"
@@ -43,6 +44,7 @@ type Daemon struct {
 	log     zerolog.Logger
 	feat    *pipeline.Features
 	pcfg    coreset.Config
+	fitter  *refit.Fitter // the refits' fit and a restart's serving model (internal/refit)
 	metrics *metrics.Set
 	ready   chan struct{}
 	ui      *ui.Recorder  // recent answers and the overview's series (ui.go)
@@ -110,7 +112,7 @@ type trainState struct {
 	cache     atomic.Pointer[ingest.Points] // the ingest's point cache, for queries by id
 	changes   int                           // points upserted or deleted since the last snapshot
 	lastTrain time.Time
-	lastFit   fitBaseline
+	lastFit   refit.Baseline
 	lastSyncN int       // stored points at the last adopted sync
 	retryAt   time.Time // no refit before this after a failed one
 }
@@ -149,14 +151,6 @@ type refitCounter struct {
 	secs    atomic.Uint64 // float64 bits
 	running atomic.Bool
 	kick    chan struct{}
-}
-
-// fitBaseline is what the drift triggers compare against: the last snapshot's size,
-// landmarks and residual ratio.
-type fitBaseline struct {
-	points    int
-	landmarks []string
-	ratio     float64
 }
 
 // poolStatus is the ingest's state as last published by the train handler.
@@ -243,6 +237,7 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 		query:  queryState{last: map[partition]int64{}, lim: qlim},
 	}
 	d.faults = fault.NewTracker(log, d.metrics.AddFaultRetry)
+	d.fitter = &refit.Fitter{Config: cfg, Features: feat, Pool: pcfg, Log: log, Serve: d.newServing}
 	d.deff.Store(math.Float64bits(math.NaN()))
 	return d, nil
 }
@@ -774,7 +769,7 @@ func (d *Daemon) restore() error {
 			d.query.last[partition{o.Topic, int(o.Partition)}] = o.Offset
 		}
 	}
-	s, hash, err := d.loadServing()
+	s, hash, err := d.fitter.Restore(d.store, d.train.cache.Load())
 	if err != nil {
 		return err
 	}
@@ -790,7 +785,7 @@ func (d *Daemon) restore() error {
 		d.train.changes = max(1, len(snap.IDs))
 	}
 	if s != nil {
-		d.train.lastFit = fitBaseline{points: s.Points, landmarks: s.LandmarkIDs, ratio: ratioOf(in.Residuals())}
+		d.train.lastFit = refit.Baseline{Points: s.Points, Landmarks: s.LandmarkIDs, Ratio: refit.Ratio(in.Residuals())}
 	}
 	d.publishPool()
 	return nil

@@ -12,18 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/internal/auditsig"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/ui"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
-
-// deffRidge is the overview's ridge for d_eff when the pool budget is a fixed m (with
-// pool.budget "deff:λ" the configured λ is used): λ = deffRidge·tr K̃/n, a thousandth
-// of the mean diagonal, so the number does not depend on the kernel's scale.
-const deffRidge = 1e-3
 
 // uiHandler is the /ui handler over the daemon (uiSource).
 func (d *Daemon) uiHandler() http.Handler {
@@ -51,22 +45,6 @@ func (d *Daemon) uiReading() ui.Reading {
 	return ui.Reading{At: time.Now(), Events: st.Ingest.Upserts + st.Ingest.Deletes + st.Ingest.Missing,
 		Points: st.Points, Pool: st.Landmarks, TraceR: [2]float64{st.Residual[0].TraceR, st.Residual[1].TraceR},
 		Deff: math.Float64frombits(d.deff.Load()), Refits: st.Refits, Deletions: st.Ingest.Deletes}
-}
-
-// recordDeff stores view A's d_eff of a sync (coreset.NystromDeff of its greedy
-// landmarks) for the overview; a failure leaves the last value.
-func (d *Daemon) recordDeff(sel *ingest.Selection, n int) {
-	r := sel.Res[0]
-	if r.Gram == nil || n == 0 {
-		return
-	}
-	lambda := d.pcfg.Budget.Lambda
-	if !(lambda > 0) {
-		lambda = deffRidge * r.Trace / float64(n)
-	}
-	if v, err := coreset.NystromDeff(r.Gram, r.Greedy, lambda); err == nil {
-		d.deff.Store(math.Float64bits(v))
-	}
 }
 
 // uiAnswer is what /ui/answer shows of one committed answer.

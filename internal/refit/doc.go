@@ -1,0 +1,43 @@
+// Package refit is what a refit of cairnd computes, apart from the locks, the store's
+// transaction and the serving model's installation, which the daemon does: the drift
+// triggers that start one (Reason, SyncDue), the fit of a snapshot (Fitter.Fit), the
+// deletion effects its audits report (Effects), its status event, and the serving model
+// a restart rebuilds from the store (Fitter.Restore).
+//
+// # Triggers
+//
+// The daemon's supervisor refits when a trigger fires (Reason): a debounced deletion
+// (the leader's only: it audits them), the first fit, refit.points_changed points
+// changed, refit.pool_change_fraction of the landmarks replaced, a
+// refit.residual_increase relative rise of tr R / tr K over the last fit (Baseline), or
+// refit.idle without training events while the points differ from the model's and the
+// training topic is caught up. Background syncs without a refit run when the pool is
+// inexact or stale and has doubled since the last sync (SyncDue).
+//
+// # A refit is a function of the snapshot
+//
+// Under the ingest lock the daemon takes a snapshot (sorted ids and immutable cache
+// entries); everything else runs without the lock: batch greedy on both views
+// (ingest.Select, installed in the pool with ingest.State.Adopt if no point was applied
+// meanwhile), then Fit. Fit depends only on the snapshot, the selection, the
+// configuration and the version number: landmarks are batch greedy over the snapshot
+// (ties by id), the held-out points are chosen by a seeded id hash, minibatch order
+// depends on ids, and all seeds are named streams. So the model served at quiescence
+// depends only on the stored points, which gives exact unlearning (a fresh daemon fed
+// the surviving points serves a byte-identical model; the daemon's TestEndToEnd) and
+// replay (the kill -9 test compares ingest.StateHash). Versions are immutable
+// storage.Model records; a model's id is the content hash of its landmarks, Ã and b.
+//
+// The seeded names keep the prefix "daemon/" ("daemon/val/<id>",
+// "daemon/audit/<role>/<id>") from when this code lived in package daemon: stored
+// models depend on them.
+//
+// # Contracts
+//
+// A Fitter's fields are set before its first use; Fit and Restore are then safe for
+// concurrent use. Fit modifies neither the snapshot nor the selection (the kernel
+// blocks it scales are its own); it stops with ctx's error within one minibatch.
+// Effects sets the Effect of the deletions it is given, and nothing else. Reason and
+// SyncDue read the pool under the caller's lock and call Drift.CaughtUp (which asks the
+// broker) only when a trigger needs it.
+package refit

@@ -1,0 +1,351 @@
+package refit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/rs/zerolog"
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/cairnhq/cairn/certify"
+	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/fit"
+	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/internal/pipeline"
+	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/serving"
+	"github.com/cairnhq/cairn/storage"
+)
+
+// Fitter fits model versions under one configuration. Its fields are set once, before
+// the first call; its methods are then safe for concurrent use.
+type Fitter struct {
+	Config   config.Config
+	Features *pipeline.Features
+	Pool     coreset.Config // the pool's greedy settings (ingest.PoolConfig)
+	Log      zerolog.Logger
+	// Serve builds the serving form of a version (the daemon names its evaluation
+	// draws, so it owns this step).
+	Serve func(serving.Input) (*serving.Model, error)
+}
+
+// Fitted is a refit's outcome before it is committed.
+type Fitted struct {
+	Model   storage.Model
+	Stats   *storage.FitStats // nil with one fit
+	Serving *serving.Model
+	Meta    serving.Meta
+	// Seconds is the wall time of Fit's phases: "blocks" (the kernel blocks), "kernel"
+	// and "init" (pipeline.Started), "fit" (the Adam fits), "reseed", "serving".
+	Seconds map[string]float64
+}
+
+// run is one Fit's intermediate values, handed from phase to phase.
+type run struct {
+	snap    *ingest.Snapshot
+	index   map[string]int // id → snapshot row
+	lms     landmarkSet
+	tr, va  []int
+	prob    *fit.Problem
+	rec     pipeline.Recipe
+	ft      *pipeline.Fitted
+	res     [2]certify.Residual
+	reseed  *serving.ReseedMeta
+	version uint64
+}
+
+// landmarkSet is the synced pivots of both views in model row order (view A's, then
+// view B's): their ids, views ('A' or 'B'), snapshot rows per view and fit-draw
+// features (M×q).
+type landmarkSet struct {
+	ids   []string
+	views []byte
+	rows  [2][]int
+	feats *mat.Dense
+}
+
+// isVal reports whether the point id is held out for checkpoint selection: a seeded
+// hash of the id below frac, so a point's role never depends on arrival order. (The
+// stream's name keeps the "daemon/" prefix of where this code was first: stored models
+// depend on it.)
+func isVal(seed uint64, id string, frac float64) bool {
+	return float64(rng.Seed(seed, "daemon/val/"+id)>>11)/(1<<53) < frac
+}
+
+// Fit fits model version on snap (paper Alg. cairn-stage2, as cairnctl fit does): the
+// greedy landmarks of sel (view A's pivots, then view B's), kernel blocks of the
+// training points' two views against them, validation blocks of the held-out points,
+// and the fit recipe (pipeline.RecipeOf, the same as cairnctl fit's) on all cores. It
+// then builds the serving form: the evaluation draw and the audit blocks. sel is
+// batch greedy over snap (ingest.Select); neither is modified.
+func (f *Fitter) Fit(ctx context.Context, snap *ingest.Snapshot, sel *ingest.Selection, version uint64) (*Fitted, error) {
+	cfg := f.Config
+	r := &run{snap: snap, version: version, index: make(map[string]int, len(snap.IDs))}
+	for i, id := range snap.IDs {
+		r.index[id] = i
+	}
+	t0 := time.Now()
+	r.lms = landmarksOf(sel, snap.IDs, f.Features.Dim())
+	if mm := len(r.lms.ids); mm < 2 {
+		return nil, fmt.Errorf("daemon: refit: %d landmarks, need at least 2", mm)
+	}
+	var err error
+	if r.tr, r.va, err = splitVal(cfg.Model.Seed, snap.IDs, cfg.Fit.ValFraction); err != nil {
+		return nil, err
+	}
+	r.prob = problemOf(sel, snap, r.tr, r.va, r.lms.feats)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := &Fitted{Seconds: map[string]float64{"blocks": time.Since(t0).Seconds()}}
+	if r.rec, err = pipeline.RecipeOf(cfg.Fit); err != nil {
+		return nil, err
+	}
+	if r.ft, err = r.rec.Run(ctx, r.prob, cfg.Model.Seed); err != nil {
+		return nil, err
+	}
+	for v := range r.res {
+		if r.res[v], err = residual(sel, v); err != nil {
+			return nil, err
+		}
+	}
+	for _, ph := range []string{"kernel", "init", "fit"} {
+		out.Seconds[ph] = r.ft.Seconds[ph]
+	}
+	t1 := time.Now()
+	if r.reseed, err = f.measureReseed(ctx, snap, sel); err != nil {
+		return nil, err
+	}
+	out.Seconds["reseed"] = time.Since(t1).Seconds()
+	t1 = time.Now()
+	if err := f.build(out, r); err != nil {
+		return nil, err
+	}
+	out.Seconds["serving"] = time.Since(t1).Seconds()
+	return out, nil
+}
+
+// build fills out's metadata, stored model and serving form from the fit r.
+func (f *Fitter) build(out *Fitted, r *run) error {
+	cfg, snap, lms := f.Config, r.snap, r.lms
+	rep, scale := r.ft.Fits, r.ft.KernelScale
+	f0 := rep.Fits[0]
+	out.Meta = serving.Meta{
+		ViewA: len(lms.rows[0]), KernelScale: scale, Points: len(snap.IDs), Train: len(r.tr), Val: len(r.va),
+		Loss: r.rec.Loss.String(), Init: r.rec.Init.String(), Fits: cfg.Fit.Fits, SelectedBy: f0.SelectedBy,
+		BestEpoch: f0.BestEpoch, Epochs: f0.Epochs,
+		Residual: r.res,
+		ID:       serving.ModelID(lms.ids, lms.views, f0.A, f0.B), PointsHash: ingest.PointsHash(snap.IDs, snap.Entries),
+		Reseed: r.reseed, Inputs: make([]string, len(lms.ids)),
+	}
+	for l, id := range lms.ids {
+		out.Meta.Inputs[l] = serving.InputHash(snap.Entries[r.index[id]].X)
+	}
+	meta, err := json.Marshal(out.Meta)
+	if err != nil {
+		return err
+	}
+	out.Model = storage.Model{Version: r.version, Landmarks: lms.ids, A: dense(f0.A), A0: dense(f0.A0),
+		B: storage.Matrix{Rows: 1, Cols: len(f0.B), Data: slices.Clone(f0.B)}, Meta: meta}
+	si := serving.Input{
+		Version: r.version, Points: len(snap.IDs), LandmarkIDs: lms.ids, Views: lms.views,
+		A: f0.A, B: f0.B, Scale: scale, Residual: out.Meta.Residual, ID: out.Meta.ID,
+		LandmarkX: make([]float64, len(lms.ids)*f.Features.InputDim()), PoolStability: out.Meta.PoolStability(),
+	}
+	f.landmarkViewsTo(si.LandmarkX, snap, r.index, lms.ids, lms.views)
+	si.Omega = serving.Scaled(f0.Omega, scale)
+	si.OmegaMean = serving.Scaled(rep.OmegaMean, scale)
+	if rep.OmegaVar != nil {
+		si.Tau2 = serving.Scaled(rep.OmegaVar, scale*scale)
+		out.Stats = &storage.FitStats{Version: r.version, Seeds: rep.Seeds, Mean: si.OmegaMean, Var: si.Tau2}
+	}
+	// Audit blocks: labelled training rows as the reference set, labelled held-out
+	// rows as test points, each the first ones in a seeded id order.
+	refRows := auditRows(cfg.Model.Seed, "ref", snap, r.tr, cfg.Audit.Reference)
+	testRows := auditRows(cfg.Model.Seed, "test", snap, r.va, cfg.Audit.Test)
+	if len(refRows) >= 2 && len(testRows) >= 1 {
+		si.KRef = rowsOf(r.prob.KA, r.tr, refRows)
+		si.KTest = rowsOf(r.prob.Val.K, r.va, testRows)
+		si.RefLabels = labelsOf(snap.Entries, refRows)
+	}
+	out.Serving, err = f.Serve(si)
+	return err
+}
+
+// residual is the exact certificate of view v's greedy landmarks over the snapshot, with
+// the bound for the unrounded features (certify.RoundingBound from the greedy factor).
+func residual(sel *ingest.Selection, v int) (certify.Residual, error) {
+	r := sel.Res[v]
+	c := certify.Residual{TraceR: r.Trace, TraceK: r.Trace, Exact: true}
+	if len(r.ResidualTrace) > 0 {
+		c.TraceR = r.ResidualTrace[len(r.ResidualTrace)-1]
+	}
+	b, err := certify.RoundingBound(c.TraceR, c.TraceK, r.Factor, r.Greedy, certify.Float32Unit)
+	if !math.IsInf(b, 0) { // a singular factor bounds nothing: the field stays unset
+		c.UnroundedBound = b
+	}
+	return c, err
+}
+
+// landmarksOf lists the pivots of sel over the snapshot's ids (features of dimension
+// q); feats is nil without pivots.
+func landmarksOf(sel *ingest.Selection, ids []string, q int) landmarkSet {
+	var s landmarkSet
+	var lf []float64
+	for v := range 2 {
+		for _, r := range sel.Res[v].Pivots {
+			s.ids = append(s.ids, ids[r])
+			s.views = append(s.views, "AB"[v])
+			s.rows[v] = append(s.rows[v], r)
+			for _, x := range sel.G[v][r] {
+				lf = append(lf, float64(x))
+			}
+		}
+	}
+	if len(s.ids) > 0 {
+		s.feats = mat.NewDense(len(s.ids), q, lf)
+	}
+	return s
+}
+
+// problemOf is the fit's problem for the landmarks lm (M×q, the synced pivots' fit-draw
+// features): kernel blocks of the training rows' two views against them, straight from
+// the cached float32 rows (no copy of the features), K_mm, and the validation blocks and
+// labels when there are validation rows.
+func problemOf(sel *ingest.Selection, snap *ingest.Snapshot, tr, va []int, lm *mat.Dense) *fit.Problem {
+	mm, _ := lm.Dims()
+	against := func(rows []int, v int) *mat.Dense {
+		g := make([][]float32, len(rows))
+		for i, r := range rows {
+			g[i] = sel.G[v][r]
+		}
+		k := mat.NewDense(len(rows), mm, nil)
+		pipeline.KernelTo(k, g, lm)
+		return k
+	}
+	trIDs, _ := pick(snap.IDs, snap.Entries, tr)
+	prob := &fit.Problem{KA: against(tr, 0), KB: against(tr, 1), IDs: trIDs, Kmm: mat.NewDense(mm, mm, nil)}
+	prob.Kmm.Mul(lm, lm.T())
+	if va != nil {
+		prob.Val.K, prob.Val.KB = against(va, 0), against(va, 1)
+		prob.Val.Labels = labelsOf(snap.Entries, va)
+	}
+	return prob
+}
+
+// splitVal splits the snapshot's rows into training and validation rows by the seeded
+// id hash (isVal): fewer than two validation rows join the training rows; fewer than two
+// training rows is an error.
+func splitVal(seed uint64, ids []string, frac float64) (tr, va []int, err error) {
+	for i, id := range ids {
+		if isVal(seed, id, frac) {
+			va = append(va, i)
+		} else {
+			tr = append(tr, i)
+		}
+	}
+	if len(va) < 2 {
+		tr, va = append(tr, va...), nil
+		sort.Ints(tr)
+	}
+	if len(tr) < 2 {
+		return nil, nil, fmt.Errorf("daemon: refit: %d training points, need at least 2", len(tr))
+	}
+	return tr, va, nil
+}
+
+// landmarkViewsTo writes the augmented input of every landmark (lids, views in model row
+// order) into dst (M×D), from the snapshot's entries (index: id → snapshot row).
+func (f *Fitter) landmarkViewsTo(dst []float64, snap *ingest.Snapshot, index map[string]int, lids []string, views []byte) {
+	in := f.Features.InputDim()
+	for l, id := range lids {
+		v := 0
+		if views[l] == 'B' {
+			v = 1
+		}
+		f.Features.ViewTo(dst[l*in:(l+1)*in], snap.Entries[index[id]].X, id, v)
+	}
+}
+
+// measureReseed measures the pool part of the answers' stability for a model fitted on
+// snap with selection sel (ingest.MeasureReseed with query.reseed_queries queries and
+// the top query.k), or returns nil when it is off or could not be measured.
+func (f *Fitter) measureReseed(ctx context.Context, snap *ingest.Snapshot, sel *ingest.Selection) (*serving.ReseedMeta, error) {
+	q := f.Config.Query
+	if q.ReseedQueries == 0 {
+		return nil, nil
+	}
+	rs, err := ingest.MeasureReseed(ctx, f.Features, f.Pool, f.Config.Model.Seed, snap, sel, q.K, q.ReseedQueries, q.ExactMemoryBytes)
+	if err != nil || !rs.Measured {
+		return nil, err
+	}
+	f.Log.Info().Float64("jaccard", rs.Jaccard).Float64("pool_jaccard", rs.PoolJaccard).Int("queries", rs.Queries).Msg("reseed stability")
+	return &serving.ReseedMeta{Jaccard: rs.Jaccard, PoolJaccard: rs.PoolJaccard, Seed: rs.Seed, Queries: rs.Queries, K: q.K}, nil
+}
+
+// pick returns the ids and entries of the given rows.
+func pick(ids []string, entries []*ingest.Entry, rows []int) ([]string, []*ingest.Entry) {
+	oi := make([]string, len(rows))
+	oe := make([]*ingest.Entry, len(rows))
+	for r, i := range rows {
+		oi[r], oe[r] = ids[i], entries[i]
+	}
+	return oi, oe
+}
+
+// labelsOf returns the labels of the rows, or nil unless every one has a non-negative
+// label (k-NN needs classes).
+func labelsOf(entries []*ingest.Entry, rows []int) []int {
+	out := make([]int, len(rows))
+	for r, i := range rows {
+		e := entries[i]
+		if !e.HasLabel || e.Label < 0 {
+			return nil
+		}
+		out[r] = int(e.Label)
+	}
+	return out
+}
+
+// auditRows picks up to n labelled rows of candidates, first by the seeded key
+// "daemon/audit/<role>/<id>", returned in increasing row order.
+func auditRows(seed uint64, role string, snap *ingest.Snapshot, candidates []int, n int) []int {
+	var c []int
+	for _, i := range candidates {
+		if e := snap.Entries[i]; e.HasLabel && e.Label >= 0 {
+			c = append(c, i)
+		}
+	}
+	key := func(i int) uint64 { return rng.Seed(seed, "daemon/audit/"+role+"/"+snap.IDs[i]) }
+	sort.Slice(c, func(a, b int) bool { return key(c[a]) < key(c[b]) })
+	c = c[:min(n, len(c))]
+	sort.Ints(c)
+	return c
+}
+
+// rowsOf returns the rows of k (whose row r is point rows[r]) for the points want.
+func rowsOf(k *mat.Dense, rows, want []int) *mat.Dense {
+	_, c := k.Dims()
+	out := mat.NewDense(len(want), c, nil)
+	for r, i := range want {
+		j := sort.SearchInts(rows, i)
+		out.SetRow(r, k.RawRowView(j))
+	}
+	return out
+}
+
+// dense is a's storage form (row-major).
+func dense(a *mat.Dense) storage.Matrix {
+	r, c := a.Dims()
+	m := storage.Matrix{Rows: r, Cols: c, Data: make([]float64, 0, r*c)}
+	for i := range r {
+		m.Data = append(m.Data, a.RawRowView(i)...)
+	}
+	return m
+}
