@@ -28,8 +28,8 @@ type Config struct {
 	// DataDir holds the bbolt state file and the embedded broker's data. Default ./cairn-data.
 	DataDir string `yaml:"data_dir"`
 	// HTTP is the listen address for /healthz, /readyz, /metrics, /status, /model,
-	// /audit/key and /ui. Off loopback it needs http_tls and http_auth (DESIGN.md
-	// section 6): Validate refuses an address that is not 127.0.0.0/8, ::1 or localhost
+	// /audit/key and /ui. Off loopback it needs http_tls and http_auth
+	// (docs/operations.md "Security"): Validate refuses an address that is not 127.0.0.0/8, ::1 or localhost
 	// (an empty host, "0.0.0.0" and any other name count as beyond loopback) unless
 	// both are set.
 	HTTP string `yaml:"http"`
@@ -44,8 +44,8 @@ type Config struct {
 	// page check and every record), before anything is written to it, and refuses a
 	// damaged file. It reads the file once more than the restore does. Default true.
 	CheckOnStart bool `yaml:"check_on_start"`
-	// Role is what this daemon does in a deployment of several (DESIGN.md section 6,
-	// the daemon package's doc "Roles"): "primary" (the default: ingestion, the pool,
+	// Role is what this daemon does in a deployment of several (docs/architecture.md
+	// "Roles", the daemon package's doc "Roles"): "primary" (the default: ingestion, the pool,
 	// refits, deletions, audits, and the model versions on the models topic), "replica"
 	// (answers queries from the models topic, in one consumer group with the other
 	// replicas; no ingestion) or "standby" (consumes the training topic as the primary
@@ -73,7 +73,8 @@ type HTTPTLS struct {
 	// CertFile is the PEM certificate chain the server presents, KeyFile its PEM
 	// private key; both or neither. They are read once, at start.
 	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
+	// KeyFile is the PEM private key of CertFile (both or neither).
+	KeyFile string `yaml:"key_file"`
 }
 
 // HTTPAuth says who may use the HTTP surface (YAML section http_auth; package
@@ -125,7 +126,7 @@ type UI struct {
 	Samples int `yaml:"samples"`
 }
 
-// Kafka selects the broker and names the topics (DESIGN.md section 3).
+// Kafka selects the broker and names the topics (docs/events.md).
 type Kafka struct {
 	// EmbeddedBroker is the loopback address of the in-process broker, used when Brokers
 	// is empty. Default 127.0.0.1:9092.
@@ -173,31 +174,55 @@ type Kafka struct {
 	SessionTimeout time.Duration `yaml:"session_timeout"`
 }
 
-// TLS configures the connection to an external broker.
+// TLS configures the connection to an external broker (every connection: readers,
+// writers, the admin client and the consumer groups).
 type TLS struct {
-	Enabled            bool   `yaml:"enabled"`
-	CAFile             string `yaml:"ca_file"`
-	CertFile           string `yaml:"cert_file"`
-	KeyFile            string `yaml:"key_file"`
-	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+	// Enabled speaks TLS to the brokers. Default false.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM bundle of the CAs that sign the brokers' certificates; empty
+	// means the system roots.
+	CAFile string `yaml:"ca_file"`
+	// CertFile is a PEM client certificate for brokers that authenticate clients by
+	// mutual TLS; with KeyFile, both or neither.
+	CertFile string `yaml:"cert_file"`
+	// KeyFile is the PEM private key of CertFile.
+	KeyFile string `yaml:"key_file"`
+	// InsecureSkipVerify accepts any broker certificate: for tests only, since anyone
+	// on the path can then read and alter every record.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
 }
 
-// SASL configures authentication to an external broker. Mechanism is "" (none), "plain",
-// "scram-sha-256" or "scram-sha-512".
+// SASL configures authentication to an external broker.
 type SASL struct {
+	// Mechanism is "" (none, the default), "plain", "scram-sha-256" or
+	// "scram-sha-512"; any of them needs kafka.tls.enabled unless
+	// kafka.allow_plaintext_sasl is set.
 	Mechanism string `yaml:"mechanism"`
-	Username  string `yaml:"username"`
-	Password  string `yaml:"password"`
+	// Username is the SASL user; required with a mechanism.
+	Username string `yaml:"username"`
+	// Password is the SASL user's password. Prefer CAIRN_KAFKA_SASL_PASSWORD in the
+	// environment to writing it into a file.
+	Password string `yaml:"password"`
 }
 
-// Topics are the topic names of DESIGN.md section 3.
+// Topics are the topic names (docs/events.md); all must differ.
 type Topics struct {
-	Train        string `yaml:"train"`
-	Queries      string `yaml:"queries"`
+	// Train carries the training events, upserts and deletes keyed by point id (in;
+	// compacted).
+	Train string `yaml:"train"`
+	// Queries carries the queries, keyed by request id (in).
+	Queries string `yaml:"queries"`
+	// Attributions carries the answers, keyed by request id (out).
 	Attributions string `yaml:"attributions"`
-	Audits       string `yaml:"audits"`
-	DLQ          string `yaml:"dlq"`
-	Status       string `yaml:"status"`
+	// Audits carries the signed, hash-chained deletion audits, keyed by request id (out;
+	// kept forever).
+	Audits string `yaml:"audits"`
+	// DLQ carries the dead letters of rejected inputs, keyed by their source
+	// coordinates (out).
+	DLQ string `yaml:"dlq"`
+	// Status carries the daemon's status events (models, drift, certificates, the audit
+	// key and checkpoints), keyed by kind (out).
+	Status string `yaml:"status"`
 	// Models is the compacted topic of model versions and deletion masks the primary
 	// writes and replicas read.
 	Models string `yaml:"models"`
@@ -221,8 +246,8 @@ type Backbone struct {
 	// and signs, the fit's draws (initializer, minibatch order), the top-up order and the
 	// evaluation draws.
 	Seed uint64 `yaml:"seed"`
-	// ViewSeed is the root of the augmentations that make a point's two views (DESIGN.md
-	// section 4 "Views"). It is separate from Seed because the views are part of the data
+	// ViewSeed is the root of the augmentations that make a point's two views
+	// (docs/architecture.md "Views"). It is separate from Seed because the views are part of the data
 	// the pool is selected from, not of the model's random draws: two deployments that
 	// differ only in Seed augment every point alike, so their pools differ only by what
 	// the sketch changes (the views were measured as the largest share of the
@@ -234,13 +259,20 @@ type Backbone struct {
 
 // Sketch is the fit-draw budget of the sketched eNTK: h heads, SRHT width s (0 = none).
 type Sketch struct {
+	// H is the number of Gaussian heads h of the sketched eNTK features ψ (at least 1).
 	H int `yaml:"h"`
+	// S is the SRHT width s of each head's parameter-space sketch; 0 keeps the full
+	// parameter dimension (no sketch). The features have h·s values per view.
 	S int `yaml:"s"`
 }
 
 // Pool is the landmark budget: M = m per view, or Budget "deff:λ".
 type Pool struct {
-	M      int    `yaml:"m"`
+	// M is the number of landmarks per view (the pool holds M = 2m), selected by greedy
+	// pivoted Cholesky on the sketched features; ignored when Budget is set.
+	M int `yaml:"m"`
+	// Budget "deff:λ" sizes each view's landmark set by its effective dimension d_eff at
+	// ridge λ instead of a fixed m; empty (the default) uses m.
 	Budget string `yaml:"budget"`
 	// SyncStaleFraction triggers a Sync when this fraction of pivots is stale.
 	SyncStaleFraction float64 `yaml:"sync_stale_fraction"`
@@ -271,14 +303,25 @@ type Pool struct {
 // Fit configures stage 2 (paper Table hparams).
 type Fit struct {
 	// Loss is the self-supervised objective: bt, simclr, vicreg or byol (fit.ParseLoss).
-	Loss         string  `yaml:"loss"`
-	Init         string  `yaml:"init"`
-	K            int     `yaml:"k"`
-	Epochs       int     `yaml:"epochs"`
-	Patience     int     `yaml:"patience"`
-	Batch        int     `yaml:"batch"`
+	Loss string `yaml:"loss"`
+	// Init is the initializer of the coefficients Ã₀: kaiming, pci (principal-component
+	// initialization by a dense eigendecomposition), pci-lanczos (the same by Lanczos),
+	// csi, aui or krepes-pci (fit.ParseInit).
+	Init string `yaml:"init"`
+	// K is the latent dimension k of the kernel encoder (the columns of Ã).
+	K int `yaml:"k"`
+	// Epochs is the most Adam epochs one fit runs.
+	Epochs int `yaml:"epochs"`
+	// Patience stops a fit after this many epochs without a strict gain of the
+	// validation score; the best checkpoint is kept.
+	Patience int `yaml:"patience"`
+	// Batch is the Adam minibatch size (points).
+	Batch int `yaml:"batch"`
+	// LearningRate is Adam's peak learning rate (cosine schedule).
 	LearningRate float64 `yaml:"learning_rate"`
-	WeightDecay  float64 `yaml:"weight_decay"`
+	// WeightDecay is the L2 penalty on the coefficients, added to the gradient as
+	// torch.optim.Adam does.
+	WeightDecay float64 `yaml:"weight_decay"`
 	// Fits is R, the number of repeated fits for the fit floor (1 disables it).
 	Fits int `yaml:"fits"`
 	// ValFraction is the share of stored points (chosen by a seeded hash of the id, so a
@@ -291,7 +334,8 @@ type Fit struct {
 	Precision string `yaml:"precision"`
 }
 
-// Refit holds the drift triggers of DESIGN.md section 4; any one firing starts a refit.
+// Refit holds the drift triggers (docs/architecture.md "Refits"); any one firing starts
+// a refit.
 type Refit struct {
 	// PointsChanged: points added or removed since the last fit (0 disables).
 	PointsChanged int `yaml:"points_changed"`
@@ -306,7 +350,7 @@ type Refit struct {
 	// Idle refits when the stored points differ from the serving model's and no training
 	// event has been applied for this long (0 disables). It makes the model served at
 	// quiescence a function of the stored points alone, which exact unlearning and replay
-	// need (DESIGN.md section 4).
+	// need (docs/architecture.md "Exact unlearning").
 	Idle time.Duration `yaml:"idle"`
 	// MinPoints is the number of stored points the first fit waits for.
 	MinPoints int `yaml:"min_points"`
@@ -314,8 +358,10 @@ type Refit struct {
 
 // Query configures certified answers.
 type Query struct {
-	// K is the default top-K size; Delta the default failure probability δ.
-	K     int     `yaml:"k"`
+	// K is the default top-K size of an answer, for queries that name none.
+	K int `yaml:"k"`
+	// Delta is the default failure probability δ of a sketched answer's certificate, in
+	// (0, 1); answers on exact kernel rows spend none of it.
 	Delta float64 `yaml:"delta"`
 	// DrawQueries is how many sketched answers one evaluation draw serves before it is
 	// retired (its seed is then revealed on cairn.status; answers carry only its hash).
@@ -359,14 +405,20 @@ type Audit struct {
 	// Reference and Test bound the stored points whose embeddings the 50-NN confidence
 	// uses (reference set and test points, chosen by seeded id hash).
 	Reference int `yaml:"reference"`
-	Test      int `yaml:"test"`
+	// Test is the most stored points the deletion effect's 50-NN confidence is
+	// measured on (see Reference).
+	Test int `yaml:"test"`
 }
 
 // Limits bound what outside bytes may ask of the daemon.
 type Limits struct {
+	// MaxMessageBytes bounds an input message; a longer one is dead-lettered
+	// (oversize).
 	MaxMessageBytes int `yaml:"max_message_bytes"`
-	MaxIDBytes      int `yaml:"max_id_bytes"`
-	MaxK            int `yaml:"max_k"`
+	// MaxIDBytes bounds point ids and request ids, in bytes (bad_id beyond).
+	MaxIDBytes int `yaml:"max_id_bytes"`
+	// MaxK bounds the top-K size a query may ask for (bad_value beyond) and query.k.
+	MaxK int `yaml:"max_k"`
 	// BatchEvents is the number of input events applied per bbolt transaction.
 	BatchEvents int `yaml:"batch_events"`
 	// MaxOutbox bounds the outputs waiting in the outbox (a broker outage holds them
@@ -471,7 +523,7 @@ func applyEnv(c *Config, environ []string) error {
 	known := map[string]bool{}
 	var errs []error
 	walk(reflect.ValueOf(c).Elem(), "", func(path string, f reflect.Value) {
-		name := "CAIRN_" + strings.ToUpper(strings.ReplaceAll(path, ".", "_"))
+		name := EnvName(path)
 		known[name] = true
 		v, ok := env[name]
 		if !ok {
@@ -536,23 +588,7 @@ func editDistance(a, b string) int {
 
 // walk calls fn for every leaf field of the struct v with its dotted YAML path.
 func walk(v reflect.Value, prefix string, fn func(path string, f reflect.Value)) {
-	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
-		if tag == "" || tag == "-" {
-			continue
-		}
-		path := tag
-		if prefix != "" {
-			path = prefix + "." + tag
-		}
-		f := v.Field(i)
-		if f.Kind() == reflect.Struct && f.Type() != reflect.TypeOf(time.Duration(0)) {
-			walk(f, path, fn)
-			continue
-		}
-		fn(path, f)
-	}
+	walkFields(v, prefix, "", func(path, _ string, f reflect.Value) { fn(path, f) })
 }
 
 // setField parses s into f according to f's kind.
@@ -687,7 +723,7 @@ func (c *Config) validateServer(p *problems) {
 }
 
 // validateHTTP checks the guard of the HTTP surface: off loopback both TLS and
-// authentication (DESIGN.md section 6). It reads no file; internal/admin reads them at
+// authentication (docs/operations.md "Security"). It reads no file; internal/admin reads them at
 // start (and checks the token file's mode there).
 func (c *Config) validateHTTP(p *problems) {
 	t, a := c.HTTPTLS, c.HTTPAuth

@@ -37,6 +37,15 @@
 //     (cairnd then warns at start).
 //   - kafka.topic_policy is "enforce" or "warn"; what it enforces is stream.CheckTopics.
 //
+// # Reference
+//
+// docs/configuration.md lists every setting with its YAML key, environment variable,
+// flag, default and meaning. It is generated from Config (Settings, and each field's
+// doc comment), and TestConfigurationDoc fails when it is stale: after adding or
+// changing a setting, document the field and run go generate ./config.
+//
 // Config values are plain data, safe to copy; nothing here reads the environment or the
 // file system except Load (given its arguments).
 package config
+
+//go:generate go test -run TestConfigurationDoc -update
