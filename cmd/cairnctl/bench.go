@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cairnhq/cairn/internal/lab/offline"
 	"io"
 	"math"
 	"os"
@@ -174,7 +175,7 @@ func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
 	if r.test, err = dataset.Open(o.data, "test", o.queries); err != nil {
 		return rep, fmt.Errorf("--data (test split for the queries): %w", err)
 	}
-	o.cfg.Model = weightsForData(o.cfg.Model, r.train.Name)
+	o.cfg.Model = offline.WeightsForData(o.cfg.Model, r.train.Name)
 
 	// The reference runs before the daemon starts, so nothing else in this process
 	// competes with it.

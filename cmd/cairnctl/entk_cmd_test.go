@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/entk/weights"
+	"github.com/cairnhq/cairn/internal/lab/offline"
 )
 
 func writeTempCSV(t *testing.T, text string) string {
@@ -159,7 +160,7 @@ func TestEntkKernelWeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := writeTempCSV(t, entkTestCSV)
-	xs, n, _, err := readMatrixCSV(in)
+	xs, n, _, err := offline.ReadMatrixCSV(in)
 	if err != nil {
 		t.Fatal(err)
 	}

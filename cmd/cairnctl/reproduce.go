@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cairnhq/cairn/internal/lab/offline"
 	"io"
 	"math"
 	"os"
@@ -417,7 +418,7 @@ type reproRun struct {
 	seed     uint64
 	progress io.Writer
 	// cache keeps one data set's featurized training rows between the fits of a run.
-	cache *blockCache
+	cache *offline.BlockCache
 	// only, when not "", is the one data set (flag name) whose rows run (--data).
 	only string
 	// prior is the interrupted run being continued (--resume), or nil; kept counts the
@@ -490,11 +491,11 @@ func (r *reproRun) notRun(name string) string {
 }
 
 // pipeline returns the pipeline flags of a data set at the run's size, with the shipped
-// trained weights (pipelineFlags' default), normalize false and tolerance 0: the paper's
+// trained weights (offline.Pipeline's default), normalize false and tolerance 0: the paper's
 // pc-ntk takes the exact argmax of the raw residuals, whatever the daemon's
 // pool.normalize and pool.tolerance.
-func (r *reproRun) pipeline(name string) pipelineFlags {
-	return pipelineFlags{data: r.dataSpec(name), h: r.size.H, s: r.size.S, m: r.size.M[name], n: r.size.N[name], seed: r.seed, normalize: false, tolerance: 0}
+func (r *reproRun) pipeline(name string) offline.Pipeline {
+	return offline.Pipeline{Data: r.dataSpec(name), H: r.size.H, S: r.size.S, M: r.size.M[name], N: r.size.N[name], Seed: r.seed, Normalize: false, Tolerance: 0}
 }
 
 func (r *reproRun) logf(format string, args ...any) {
@@ -605,7 +606,7 @@ func reproduceTable(ctx context.Context, name string, size reproSize, adultDir s
 	if only != "" {
 		t.Settings["data"] = only
 	}
-	r := &reproRun{size: size, adultDir: adultDir, seed: seed, progress: progress, cache: &blockCache{}, only: only, prior: prior}
+	r := &reproRun{size: size, adultDir: adultDir, seed: seed, progress: progress, cache: &offline.BlockCache{}, only: only, prior: prior}
 	if r.progress == nil {
 		r.progress = io.Discard
 	}

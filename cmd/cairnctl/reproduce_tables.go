@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/cairnhq/cairn/internal/lab/offline"
 	"maps"
 	"math"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/fit"
 	"github.com/cairnhq/cairn/internal/pipeline"
 )
@@ -95,10 +97,9 @@ func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
 	const ridge = 1e-3
 	t.Settings["ridge"] = fmt.Sprintf("rows Adult, MNIST: 1e-3 × mean diag K_mm (the fit's); rows %q: λ = %g (the paper's)", deffPaperRow("…"), float64(deffPaperLambda))
 	t.Settings["cell"] = "100·|SLQ − exact|/exact on the pool kernel (M = 2m); noise: SLQ's standard error in %"
-	sf := selectFlags{probes: 64, steps: 40, deflate: 64}
 	for _, d := range reproDatasets {
 		pf := r.pipeline(d.flag)
-		if pf.data == "" {
+		if pf.Data == "" {
 			t.skip(d.name, r.notRun(d.flag))
 			t.skip(deffPaperRow(d.name), r.notRun(d.flag))
 			continue
@@ -108,12 +109,11 @@ func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
 			continue
 		}
 		r.logf("deff: %s: features", d.name)
-		r.cache.drop() // one data set's features in memory at a time
-		prep, err := prepare(&pf)
+		r.cache.Drop() // one data set's features in memory at a time
+		prep, err := offline.Prepare(&pf)
 		if err != nil {
 			return err
 		}
-		sf.pf = pf
 		for _, s := range reproSelector {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -121,7 +121,7 @@ func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
 			if r.keep(t, d.name+" "+s.name, func(c *reproCell) bool { return slices.Contains(rows, c.Row) && c.Column == s.name }) {
 				continue
 			}
-			vs, err := selectViews(ctx, prep, s.flag, pf.m, pf.seed, pf.rule()) // the paper's rule (reproRun.pipeline)
+			vs, err := offline.SelectViews(ctx, prep, s.flag, pf.M, pf.Seed, pf.Rule()) // the paper's rule (reproRun.pipeline)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", d.name, s.name, err)
 			}
@@ -140,7 +140,7 @@ func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
 				{d.name, "the fit's ridge 1e-3 × mean diag", ridge * diag},
 				{deffPaperRow(d.name), "the paper's λ", deffPaperLambda},
 			} {
-				dj, err := sf.deff(selectViewData{g: vs.Landmarks, name: "pool"}, vs.M, vs.Q, c.lam, map[string]float64{})
+				dj, err := offline.DeffOf(vs.Landmarks, vs.M, vs.Q, c.lam, pf.Seed, "pool", deffSLQ, map[string]float64{})
 				if err != nil {
 					return fmt.Errorf("%s %s: %w", c.row, s.name, err)
 				}
@@ -155,6 +155,10 @@ func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
 	return nil
 }
 
+// deffSLQ are the SLQ options of the deff table: 64 probes, 40 Lanczos steps, deflation
+// rank 64.
+var deffSLQ = coreset.SLQOptions{Probes: 64, Steps: 40, Deflate: 64}
+
 // deffPaperLambda is the ridge the paper gives next to its 0.72 % (Sec. 4: "For λ ≥ 1,
 // d_eff recovers our hand-chosen budgets, with λ = 10 giving m = 496 on MNIST"), on the
 // kernel's own scale.
@@ -165,17 +169,17 @@ func deffPaperRow(name string) string {
 	return fmt.Sprintf("%s, λ = %g", name, float64(deffPaperLambda))
 }
 
-// reproModel fits a model the way cairnctl audit and explain do (fitModel: the daemon's
+// model fits a model the way cairnctl audit and explain do (offline.FitModel: the daemon's
 // recipe at the run's size) with the given loss, initializer, selector and fits.
-func (r *reproRun) model(ctx context.Context, data, loss, init, selector string, fits int, withTest bool) (*fittedModel, error) {
-	mf := modelFlags{pipeline: r.pipeline(data), loss: loss, init: init, dim: r.size.K, epochs: r.size.Epochs,
-		selector: selector, valFrac: 0.2, cache: r.cache}
+func (r *reproRun) model(ctx context.Context, data, loss, init, selector string, fits int, withTest bool) (*offline.Model, error) {
+	mo := offline.ModelOptions{Pipeline: r.pipeline(data), Loss: loss, Init: init, Dim: r.size.K, Epochs: r.size.Epochs,
+		Selector: selector, ValFrac: 0.2, Cache: r.cache}
 	testN := 0
 	if withTest {
 		testN = r.size.TestN[data]
 	}
 	t0 := time.Now()
-	fm, err := fitModel(ctx, &mf, fits, testN)
+	fm, err := offline.FitModel(ctx, &mo, fits, testN)
 	if err != nil {
 		return nil, fmt.Errorf("%s --loss %s --init %s --selector %s: %w", data, loss, init, selector, err)
 	}
@@ -195,9 +199,9 @@ const accuracyTolerance = 0.5
 
 // kappa returns κ_C of fit f's ω ranking over fm's landmarks, and the classes the pool
 // holds.
-func kappa(fm *fittedModel, f *fit.Result) (certify.Coverage, int, error) {
-	cov, err := certify.CoverageNumber(f.Omega, fm.info.landmarkLab, fm.info.classes)
-	return cov, fm.info.classes - len(cov.Missing), err
+func kappa(fm *offline.Model, f *fit.Result) (certify.Coverage, int, error) {
+	cov, err := certify.CoverageNumber(f.Omega, fm.Info.LandmarkLab, fm.Info.Classes)
+	return cov, fm.Info.Classes - len(cov.Missing), err
 }
 
 // reproCoverage is tab:kappa-matched: κ_C of the ω ranking by selector and loss, with
@@ -214,7 +218,7 @@ func reproCoverage(ctx context.Context, r *reproRun, t *reproTable) error {
 			if err != nil {
 				return err
 			}
-			cov, _, err := kappa(fm, fm.fits.Fits[0])
+			cov, _, err := kappa(fm, fm.Fits.Fits[0])
 			if err != nil {
 				return err
 			}
@@ -248,7 +252,7 @@ func reproInit(ctx context.Context, r *reproRun, t *reproTable) error {
 			if err != nil {
 				return err
 			}
-			acc := 100 * fm.fits.Fits[0].TestEval.Accuracy
+			acc := 100 * fm.Fits.Fits[0].TestEval.Accuracy
 			t.set(row, in.name, acc, math.NaN(), accuracyTolerance, accuracyNote)
 		}
 		return nil
@@ -271,7 +275,7 @@ func reproTable1(ctx context.Context, r *reproRun, t *reproTable) error {
 		if err != nil {
 			return err
 		}
-		f := fm.fits.Fits[0]
+		f := fm.Fits.Fits[0]
 		t.set(row, "Acc (%)", 100*f.TestEval.Accuracy, math.NaN(), accuracyTolerance, accuracyNote)
 		cov, seen, err := kappa(fm, f)
 		if err != nil {
@@ -303,7 +307,7 @@ func reproKrepes(ctx context.Context, r *reproRun, t *reproTable) error {
 			return err
 		}
 		var accs, toBest []float64
-		for _, f := range fm.fits.Fits {
+		for _, f := range fm.Fits.Fits {
 			accs = append(accs, 100*f.TestEval.Accuracy)
 			if f.BestEpoch >= 1 {
 				toBest = append(toBest, f.History[f.BestEpoch-1].Seconds)
@@ -319,9 +323,9 @@ func reproKrepes(ctx context.Context, r *reproRun, t *reproTable) error {
 		if err != nil {
 			return err
 		}
-		ff := fitFlags{pf: r.pipeline(d.flag), damping: 1e-3, cgIters: 150, knn: fit.DefaultOptions(rec.Loss).KNN, skipIterateEval: true}
+		ff := offline.FitOptions{Pipeline: r.pipeline(d.flag), Damping: 1e-3, CGIters: 150, KNN: fit.DefaultOptions(rec.Loss).KNN, SkipIterateEval: true}
 		secs := map[string]float64{}
-		kr, err := ff.krepes(fm.prob, fm.init, rec.Loss, fm.info.balanced, secs)
+		kr, err := ff.Krepes(fm.Prob, fm.Init, rec.Loss, fm.Info.Balanced, secs)
 		if err != nil {
 			return fmt.Errorf("%s krepes: %w", row, err)
 		}
@@ -345,16 +349,16 @@ func reproKrepes(ctx context.Context, r *reproRun, t *reproTable) error {
 		if c := t.cell(row, "speed-up"); c.Cairn != nil {
 			c.Match = *c.Cairn >= c.PaperRange[0]
 		}
-		rep, err := auditModel(fm, d.flag, 10, r.size.Random, r.seed)
+		rep, err := auditModel(fittedOf(fm), d.flag, 10, r.size.Random, r.seed)
 		if err != nil {
 			return fmt.Errorf("%s audit: %w", row, err)
 		}
 		t.set(row, "identifiability CAIRN", bestRanking(rep), math.NaN(), 100.0/float64(r.size.Random),
-			fmt.Sprintf("best of the three rankings' percentiles (median over %d seeds) against %d random top-10 deletions; allowance one random set", len(fm.fits.Fits), r.size.Random))
+			fmt.Sprintf("best of the three rankings' percentiles (median over %d seeds) against %d random top-10 deletions; allowance one random set", len(fm.Fits.Fits), r.size.Random))
 		kfm := *fm
-		kfm.fits = &fit.Repeated{Fits: []*fit.Result{&kr.Result}}
-		kfm.secs = maps.Clone(fm.secs)
-		krep, err := auditModel(&kfm, d.flag, 10, r.size.Random, r.seed)
+		kfm.Fits = &fit.Repeated{Fits: []*fit.Result{&kr.Result}}
+		kfm.Seconds = maps.Clone(fm.Seconds)
+		krep, err := auditModel(fittedOf(&kfm), d.flag, 10, r.size.Random, r.seed)
 		if err != nil {
 			return fmt.Errorf("%s audit krepes: %w", row, err)
 		}
@@ -387,7 +391,7 @@ func reproDeletion(ctx context.Context, r *reproRun, t *reproTable) error {
 		if err != nil {
 			return err
 		}
-		rep, err := auditModel(fm, d.flag, 10, random, r.seed)
+		rep, err := auditModel(fittedOf(fm), d.flag, 10, random, r.seed)
 		if err != nil {
 			return fmt.Errorf("%s audit: %w", row, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cairnhq/cairn/internal/lab/offline"
 	"io"
 	"net"
 	"net/http"
@@ -270,7 +271,7 @@ func (s *scaleRun) start(ctx context.Context, name, role, queries string, round 
 	if s.cfgFile != "" {
 		args = append(args, "--config", s.cfgFile)
 	}
-	m := weightsForData(s.cfg.Model, s.train.Name)
+	m := offline.WeightsForData(s.cfg.Model, s.train.Name)
 	cmd := exec.CommandContext(ctx, s.bin, args...)
 	cmd.Env = append(os.Environ(), "CAIRN_LOG_LEVEL=warn", "CAIRN_KAFKA_PARTITIONS=6", "CAIRN_KAFKA_SESSION_TIMEOUT=2s",
 		fmt.Sprintf("CAIRN_KAFKA_GROUP=cairn.replicas.%d", round), "CAIRN_QUERY_ON_PRIMARY=false",

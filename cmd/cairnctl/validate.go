@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cairnhq/cairn/internal/lab/offline"
 	"io"
 	"math"
 	"os"
@@ -165,7 +166,8 @@ func (f *validateFlags) check() error {
 	if p.m < 1 {
 		bad("--m %d: must be ≥ 1", p.m)
 	}
-	if err := p.checkRule(); err != nil {
+	pipe := f.model.pipeline.options()
+	if err := pipe.CheckRule(); err != nil {
 		errs = append(errs, err)
 	}
 	if f.queries < 1 {
@@ -216,8 +218,8 @@ func (f *validateFlags) retrainSeed(r int) uint64 {
 // validationRun is what the study keeps between its steps.
 type validationRun struct {
 	f      *validateFlags
-	mf     modelFlags // the model flags with the trained weights
-	all    *prepared  // the stored points with both views' features
+	mo     offline.ModelOptions // the model settings with the trained weights
+	all    *offline.Prepared    // the stored points with both views' features
 	plain  [][]float32
 	qs     *dataset.Set
 	qplain [][]float32
@@ -229,23 +231,23 @@ type validationRun struct {
 // run runs the study and returns its report; progress lines go to progress.
 func (f *validateFlags) run(ctx context.Context, progress io.Writer) (*validate.Report, error) {
 	start := time.Now()
-	v := &validationRun{f: f, mf: f.model, secs: map[string]float64{}}
+	v := &validationRun{f: f, mo: f.model.options(), secs: map[string]float64{}}
 	v.logf = func(format string, a ...any) {
 		fmt.Fprintf(progress, "cairnctl validate: %6.1fs "+format+"\n", append([]any{time.Since(start).Seconds()}, a...)...)
 	}
-	pf := &v.mf.pipeline
-	set, err := dataset.Open(pf.data, "train", pf.n)
+	pf := &v.mo.Pipeline
+	set, err := dataset.Open(pf.Data, "train", pf.N)
 	if err != nil {
-		return nil, fmt.Errorf("--data %q --n %d: %w", pf.data, pf.n, err)
+		return nil, fmt.Errorf("--data %q --n %d: %w", pf.Data, pf.N, err)
 	}
 	if set.Labels == nil {
-		return nil, fmt.Errorf("--data %q: no labels (the targets are correct-class margins and confidences)", pf.data)
+		return nil, fmt.Errorf("--data %q: no labels (the targets are correct-class margins and confidences)", pf.Data)
 	}
-	if v.qs, err = dataset.Open(pf.data, "test", f.queries); err != nil {
+	if v.qs, err = dataset.Open(pf.Data, "test", f.queries); err != nil {
 		return nil, fmt.Errorf("--queries %d: %w", f.queries, err)
 	}
-	if pf.arch == "" {
-		pf.arch = defaultArch(set)
+	if pf.Arch == "" {
+		pf.Arch = offline.DefaultArch(set)
 	}
 
 	// 1. The served backbone.
@@ -254,28 +256,28 @@ func (f *validateFlags) run(ctx context.Context, progress io.Writer) (*validate.
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	tr, err := train(ctx, pf.data, pf.arch, pf.n, f.trainOptions(pf.seed), filepath.Join(dir, "backbone.safetensors"))
+	tr, err := offline.Train(ctx, pf.Data, pf.Arch, pf.N, f.trainOptions(pf.Seed), filepath.Join(dir, "backbone.safetensors"))
 	if err != nil {
 		return nil, fmt.Errorf("training the backbone: %w", err)
 	}
 	v.secs["train"] = tr.Seconds
 	v.logf("backbone %s trained on %d points: train accuracy %.4f, test accuracy %.4f", tr.Arch, tr.N, tr.TrainAccuracy, tr.TestAccuracy)
-	pf.weights = tr.Out
+	pf.Weights = tr.Out
 
 	// 2. Features and the served model.
 	t0 := time.Now()
-	if v.all, err = prepare(pf); err != nil {
+	if v.all, err = offline.Prepare(pf); err != nil {
 		return nil, err
 	}
-	v.plain = featureRows(v.all.features, v.all.set.X, v.all.set.N)
-	v.qplain = featureRows(v.all.features, v.qs.X, v.qs.N)
-	v.index = make(map[string]int, v.all.set.N)
-	for i, id := range v.all.set.IDs {
+	v.plain = offline.FeatureRows(v.all.Features, v.all.Set.X, v.all.Set.N)
+	v.qplain = offline.FeatureRows(v.all.Features, v.qs.X, v.qs.N)
+	v.index = make(map[string]int, v.all.Set.N)
+	for i, id := range v.all.Set.IDs {
 		v.index[id] = i
 	}
 	v.secs["features"] = time.Since(t0).Seconds()
 	t0 = time.Now()
-	rows := make([]int, v.all.set.N)
+	rows := make([]int, v.all.Set.N)
 	for i := range rows {
 		rows[i] = i
 	}
@@ -301,7 +303,7 @@ func (f *validateFlags) run(ctx context.Context, progress io.Writer) (*validate.
 	v.secs["scores"] = time.Since(t0).Seconds()
 
 	// 4. Halves: retrained networks and refitted encoders.
-	halves := validate.Halves(pf.seed, v.all.set.N, f.halves)
+	halves := validate.Halves(pf.Seed, v.all.Set.N, f.halves)
 	margins, err := v.retrain(ctx, halves)
 	if err != nil {
 		return nil, err
@@ -351,57 +353,52 @@ func (f *validateFlags) run(ctx context.Context, progress io.Writer) (*validate.
 // no test rows) from a blockCache that already holds their split: their features are
 // v.all's, computed once, and the split is the one blockCache.split makes (valSplit of
 // their ids, the training rows' features shared).
-func (v *validationRun) fitOn(ctx context.Context, rows []int) (*fittedModel, error) {
-	mf := v.mf
-	pf := &mf.pipeline
-	sub := subsetPrepared(v.all, rows)
-	trainRows, valRows := valSplit(sub.set.IDs, mf.valFrac, pf.seed)
-	if len(trainRows) < 2 || len(valRows) < 2 {
-		return nil, fmt.Errorf("%d points with --val-frac %v leave %d training and %d validation rows", len(rows), mf.valFrac, len(trainRows), len(valRows))
+func (v *validationRun) fitOn(ctx context.Context, rows []int) (*offline.Model, error) {
+	mo := v.mo
+	cache, err := offline.SplitCache(&mo.Pipeline, mo.ValFrac, offline.SubsetPrepared(v.all, rows))
+	if err != nil {
+		return nil, err
 	}
-	key := *pf
-	key.m = 0
-	sub.seconds = map[string]float64{}
-	mf.cache = &blockCache{key: key, frac: mf.valFrac, held: &fitSplit{all: sub, train: subsetPrepared(sub, trainRows), val: valRows}}
-	return fitModel(ctx, &mf, 1, 0)
+	mo.Cache = cache
+	return offline.FitModel(ctx, &mo, 1, 0)
 }
 
 // servedModel is the serving form of fm's fit, as the daemon builds it after a refit
 // (plain ids with their views, ω in raw kernel units) under the daemon's default query
 // settings: exact eNTK rows when they fit query.exact_memory_bytes.
-func servedModel(fm *fittedModel, pf *pipelineFlags) (*serving.Model, error) {
-	f0 := fm.fits.Fits[0]
-	ids, views := make([]string, len(fm.info.landmarkIDs)), make([]byte, len(fm.info.landmarkIDs))
-	for l, lid := range fm.info.landmarkIDs {
+func servedModel(fm *offline.Model, pf *offline.Pipeline) (*serving.Model, error) {
+	f0 := fm.Fits.Fits[0]
+	ids, views := make([]string, len(fm.Info.LandmarkIDs)), make([]byte, len(fm.Info.LandmarkIDs))
+	for l, lid := range fm.Info.LandmarkIDs {
 		id, view, _ := strings.Cut(lid, "#")
 		ids[l], views[l] = id, view[0]
 	}
-	omega := serving.Scaled(f0.Omega, fm.scale)
+	omega := serving.Scaled(f0.Omega, fm.Scale)
 	in := serving.Input{
-		Version: 1, ID: serving.ModelID(ids, views, f0.A, f0.B), Points: fm.info.nTrain + fm.info.nVal,
-		LandmarkIDs: ids, Views: views, LandmarkX: fm.info.landmarkX, A: f0.A, B: f0.B, Scale: fm.scale,
+		Version: 1, ID: serving.ModelID(ids, views, f0.A, f0.B), Points: fm.Info.NTrain + fm.Info.NVal,
+		LandmarkIDs: ids, Views: views, LandmarkX: fm.Info.LandmarkX, A: f0.A, B: f0.B, Scale: fm.Scale,
 		Omega: omega, OmegaMean: omega,
 	}
 	q := config.Default().Query
 	return serving.New(in, serving.Settings{
-		Backbone: fm.info.backbone, H: pf.h, S: pf.s, Seed: pf.seed, DrawName: "cairnctl/validate/eval",
+		Backbone: fm.Info.Backbone, H: pf.H, S: pf.S, Seed: pf.Seed, DrawName: "cairnctl/validate/eval",
 		ExactMemoryBytes: q.ExactMemoryBytes, Fits: 1, ExactRowsCap: q.ExactRowsCap, StableJaccard: q.StableJaccard,
 	})
 }
 
 // landmarkPoints returns the stored row of each landmark of fm (model row order) and the
 // landmarks' fit-draw features (M×q: view A's ψ for "#A", view B's for "#B").
-func (v *validationRun) landmarkPoints(fm *fittedModel) ([]int, *mat.Dense) {
-	q := v.all.q
-	point := make([]int, len(fm.info.landmarkIDs))
+func (v *validationRun) landmarkPoints(fm *offline.Model) ([]int, *mat.Dense) {
+	q := v.all.Q
+	point := make([]int, len(fm.Info.LandmarkIDs))
 	z := mat.NewDense(len(point), q, nil)
-	for l, lid := range fm.info.landmarkIDs {
+	for l, lid := range fm.Info.LandmarkIDs {
 		id, view, _ := strings.Cut(lid, "#")
 		i := v.index[id]
 		point[l] = i
-		g := v.all.featA[i]
+		g := v.all.FeatA[i]
 		if view == "B" {
-			g = v.all.featB[i]
+			g = v.all.FeatB[i]
 		}
 		row := z.RawRowView(l)
 		for j, x := range g {
@@ -434,8 +431,8 @@ type validationScores struct {
 // scores computes every ranking's point scores on the served model (kernel rows exact
 // when the model has exact rows) and the baselines', and checks each ranking's top-K
 // against what model.AnswerRanked certifies under it.
-func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validationScores, error) {
-	n, nq := v.all.set.N, v.qs.N
+func (v *validationRun) scores(fm *offline.Model, model *serving.Model) (*validationScores, error) {
+	n, nq := v.all.Set.N, v.qs.N
 	point, z := v.landmarkPoints(fm)
 	mm := len(point)
 	sc := &validationScores{points: map[string][][]float64{}, point: point, servingTopK: min(validateTopK, mm-1)}
@@ -468,14 +465,14 @@ func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validati
 	for t := range nq {
 		b.Forward(out, v.qs.Row(t), ws)
 		pred[t] = 0
-		for c := 1; c < min(len(out), v.all.set.Classes); c++ {
+		for c := 1; c < min(len(out), v.all.Set.Classes); c++ {
 			if out[c] > out[pred[t]] {
 				pred[t] = c
 			}
 		}
 	}
-	f0 := fm.fits.Fits[0]
-	omega := serving.Scaled(f0.Omega, fm.scale)
+	f0 := fm.Fits.Fits[0]
+	omega := serving.Scaled(f0.Omega, fm.Scale)
 	lrow := make([]float64, mm)
 	var w serving.Workspace
 	agree := map[string]int{}
@@ -486,12 +483,12 @@ func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validati
 			case validate.Displacement:
 				validate.DisplacementTo(lrow, k, omega)
 			case validate.Representer:
-				validate.RepresenterTo(lrow, k, f0.A, f0.B, fm.scale)
+				validate.RepresenterTo(lrow, k, f0.A, f0.B, fm.Scale)
 			case validate.ENTK:
 				copy(lrow, k)
 			}
 			validate.PointSumTo(sc.points[name][t], lrow, point)
-			validate.SignedTo(sc.points[signedPrefix+name][t], sc.points[name][t], v.all.set.Labels, pred[t])
+			validate.SignedTo(sc.points[signedPrefix+name][t], sc.points[name][t], v.all.Set.Labels, pred[t])
 			ok, err := sameTopK(model, &w, v.qs.Row(t), lrow, sc.servingTopK, name)
 			if err != nil {
 				return nil, fmt.Errorf("query %d: %w", t, err)
@@ -500,8 +497,8 @@ func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validati
 				agree[name]++
 			}
 		}
-		validate.RandomScoresTo(sc.points[validate.Random][t], v.mf.pipeline.seed, t)
-		validate.ClassScoresTo(sc.points[validate.Class][t], v.all.set.Labels, v.qs.Labels[t])
+		validate.RandomScoresTo(sc.points[validate.Random][t], v.mo.Pipeline.Seed, t)
+		validate.ClassScoresTo(sc.points[validate.Class][t], v.all.Set.Labels, v.qs.Labels[t])
 	}
 	sc.agreement = map[string]float64{}
 	for _, name := range validate.Rankings {
@@ -509,13 +506,13 @@ func (v *validationRun) scores(fm *fittedModel, model *serving.Model) (*validati
 	}
 
 	t0 := time.Now()
-	phi := mat.NewDense(n, v.all.q, widen(v.plain, v.all.q))
+	phi := mat.NewDense(n, v.all.Q, offline.Widen(v.plain, v.all.Q))
 	tk, err := validate.NewTRAK(phi, v.f.trakRidge)
 	if err != nil {
 		return nil, err
 	}
 	s := mat.NewDense(nq, n, nil)
-	if err := tk.ScoresTo(s, mat.NewDense(nq, v.all.q, widen(v.qplain, v.all.q))); err != nil {
+	if err := tk.ScoresTo(s, mat.NewDense(nq, v.all.Q, offline.Widen(v.qplain, v.all.Q))); err != nil {
 		return nil, err
 	}
 	for t := range nq {
@@ -576,7 +573,7 @@ func sameTopK(model *serving.Model, w *serving.Workspace, x, scores []float64, k
 // correct-class margin averaged over them: margins[t][j] for query t and half j.
 func (v *validationRun) retrain(ctx context.Context, halves [][]int) ([][]float64, error) {
 	t0 := time.Now()
-	set, arch := v.all.set, v.mf.pipeline.arch
+	set, arch := v.all.Set, v.mo.Pipeline.Arch
 	margins := make([][]float64, v.qs.N)
 	for t := range margins {
 		margins[t] = make([]float64, len(halves))
@@ -649,21 +646,21 @@ func (v *validationRun) refit(ctx context.Context, halves [][]int) ([][]float64,
 		g := make([][]float32, len(h))
 		labels := make([]int, len(h))
 		for r, i := range h {
-			g[r], labels[r] = v.plain[i], v.all.set.Labels[i]
+			g[r], labels[r] = v.plain[i], v.all.Set.Labels[i]
 		}
-		f0 := fm.fits.Fits[0]
+		f0 := fm.Fits.Fits[0]
 		enc := certify.Encoder{A: f0.A, B: f0.B}
 		_, c := f0.A.Dims()
 		zr, zq := mat.NewDense(len(h), c, nil), mat.NewDense(v.qs.N, c, nil)
-		enc.EmbedTo(zr, scaledKernel(g, z, fm.scale), nil)
-		enc.EmbedTo(zq, scaledKernel(v.qplain, z, fm.scale), nil)
+		enc.EmbedTo(zr, scaledKernel(g, z, fm.Scale), nil)
+		enc.EmbedTo(zq, scaledKernel(v.qplain, z, fm.Scale), nil)
 		if err := validate.CorrectConfidenceTo(col, zr, labels, zq, v.qs.Labels, knn.ConfidenceK); err != nil {
 			return nil, fmt.Errorf("half %d: %w", j, err)
 		}
 		for t, x := range col {
 			conf[t][j] = x
 		}
-		v.logf("half %d/%d: encoder refitted (%d landmarks) in %.1fs", j+1, len(halves), len(fm.info.landmarkIDs), time.Since(t1).Seconds())
+		v.logf("half %d/%d: encoder refitted (%d landmarks) in %.1fs", j+1, len(halves), len(fm.Info.LandmarkIDs), time.Since(t1).Seconds())
 	}
 	v.secs["refit"] = time.Since(t0).Seconds()
 	v.secs["refit_per_half"] = v.secs["refit"] / float64(len(halves))
@@ -674,7 +671,7 @@ func (v *validationRun) refit(ctx context.Context, halves [][]int) ([][]float64,
 // returns, per ranking and baseline, the median percentile over queries of each, then the
 // same medians of the mid-rank percentiles (NaN where the pool has too few landmark
 // points for the random sets).
-func (v *validationRun) deletion(fm *fittedModel, sc *validationScores) (map[string][4]float64, error) {
+func (v *validationRun) deletion(fm *offline.Model, sc *validationScores) (map[string][4]float64, error) {
 	point, z := v.landmarkPoints(fm)
 	rowsOf := map[int][]int{}
 	for l, i := range point {
@@ -693,9 +690,9 @@ func (v *validationRun) deletion(fm *fittedModel, sc *validationScores) (map[str
 		slices.Sort(r)
 		return r
 	}
-	f0 := fm.fits.Fits[0]
-	d, err := validate.NewDeletion(certify.Encoder{A: f0.A, B: f0.B}, scaledKernel(v.plain, z, fm.scale), v.all.set.Labels,
-		scaledKernel(v.qplain, z, fm.scale), v.qs.Labels)
+	f0 := fm.Fits.Fits[0]
+	d, err := validate.NewDeletion(certify.Encoder{A: f0.A, B: f0.B}, scaledKernel(v.plain, z, fm.Scale), v.all.Set.Labels,
+		scaledKernel(v.qplain, z, fm.Scale), v.qs.Labels)
 	if err != nil {
 		return nil, err
 	}
@@ -709,7 +706,7 @@ func (v *validationRun) deletion(fm *fittedModel, sc *validationScores) (map[str
 		out[name] = [4]float64{math.NaN(), math.NaN(), math.NaN(), math.NaN()}
 	}
 	for slot, size := range []int{1, validateTopK} {
-		sets, err := validate.RandomSets(v.mf.pipeline.seed, cands, size, v.f.random)
+		sets, err := validate.RandomSets(v.mo.Pipeline.Seed, cands, size, v.f.random)
 		if err != nil {
 			v.logf("deletion top-%d: %v; not computed", size, err)
 			continue
@@ -756,18 +753,18 @@ func (v *validationRun) deletion(fm *fittedModel, sc *validationScores) (map[str
 }
 
 // settings are the report's settings: the run's flags and what they resolved to.
-func (v *validationRun) settings(tr trainReport, fm *fittedModel, model *serving.Model, sc *validationScores) map[string]any {
-	pf := &v.mf.pipeline
+func (v *validationRun) settings(tr offline.TrainReport, fm *offline.Model, model *serving.Model, sc *validationScores) map[string]any {
+	pf := &v.mo.Pipeline
 	distinct := map[int]bool{}
 	for _, i := range sc.point {
 		distinct[i] = true
 	}
 	return map[string]any{
-		"data": pf.data, "n": v.all.set.N, "queries": v.qs.N, "halves": v.f.halves, "half_size": v.all.set.N / 2, "seed": pf.seed,
-		"arch": pf.arch, "h": pf.h, "s": pf.s, "m": pf.m, "landmarks": len(model.LandmarkIDs), "landmark_points": len(distinct),
-		"loss": v.mf.loss, "init": v.mf.init, "dim": v.mf.dim, "epochs": v.mf.epochs, "selector": v.mf.selector, "val_frac": v.mf.valFrac,
-		"normalize": pf.normalize, "tolerance": pf.tolerance,
-		"kernel_scale": fm.scale, "kernel": sc.kernel,
+		"data": pf.Data, "n": v.all.Set.N, "queries": v.qs.N, "halves": v.f.halves, "half_size": v.all.Set.N / 2, "seed": pf.Seed,
+		"arch": pf.Arch, "h": pf.H, "s": pf.S, "m": pf.M, "landmarks": len(model.LandmarkIDs), "landmark_points": len(distinct),
+		"loss": v.mo.Loss, "init": v.mo.Init, "dim": v.mo.Dim, "epochs": v.mo.Epochs, "selector": v.mo.Selector, "val_frac": v.mo.ValFrac,
+		"normalize": pf.Normalize, "tolerance": pf.Tolerance,
+		"kernel_scale": fm.Scale, "kernel": sc.kernel,
 		"backbone": map[string]any{
 			"trainer": "entk.Train (cairnctl train)", "epochs": tr.Epochs, "batch": tr.Batch, "lr": tr.LR, "seed": tr.Seed,
 			"train_accuracy": tr.TrainAccuracy, "test_accuracy": tr.TestAccuracy, "sha256": tr.SHA256,

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"os"
 	"strconv"
 	"strings"
 
+	"github.com/cairnhq/cairn/internal/lab/offline"
 	"github.com/cairnhq/cairn/internal/rng"
 )
 
@@ -32,8 +32,8 @@ type omegaValues struct {
 
 // certificateOmega returns m values of ω by spec:
 //
-//   - real: ω of a model fitted by cairnctl explain's recipe (fitModel with every
-//     modelFlags default: the data set's trained backbone, h = 4, s = 1024, SimCLR from
+//   - real: ω of a model fitted by cairnctl explain's recipe (offline.FitModel with every
+//     offline.DefaultModelOptions value: the data set's trained backbone, h = 4, s = 1024, SimCLR from
 //     PCI, 20 epochs) on the first spec.n training rows of spec.data, with ⌈m/2⌉
 //     landmarks per view so that the pool holds m (m+1 for odd m, the last dropped), in
 //     raw kernel units (ω of the first fit times kernel_scale, as explain and the daemon
@@ -59,17 +59,13 @@ func certificateOmega(ctx context.Context, spec omegaSpec, m int, seed uint64) (
 		}
 		args := []string{"--data", spec.data, "--n", strconv.Itoa(spec.n), "--m", strconv.Itoa((m + 1) / 2),
 			"--seed", strconv.FormatUint(seed, 10)}
-		var mf modelFlags
-		fs := flag.NewFlagSet("omega fit", flag.ContinueOnError)
-		mf.register(fs)
-		if err := fs.Parse(args); err != nil {
-			return omegaValues{}, err
-		}
-		fm, err := fitModel(ctx, &mf, 1, 0)
+		mo := offline.DefaultModelOptions()
+		mo.Pipeline.Data, mo.Pipeline.N, mo.Pipeline.M, mo.Pipeline.Seed = spec.data, spec.n, (m+1)/2, seed
+		fm, err := offline.FitModel(ctx, &mo, 1, 0)
 		if err != nil {
 			return omegaValues{}, fmt.Errorf("--omega real (cairnctl explain %s): %w", strings.Join(args, " "), err)
 		}
-		omega := fm.explainInput(&mf.pipeline).omega
+		omega := fm.ExplainInput(&mo.Pipeline).Omega
 		if len(omega) < m {
 			return omegaValues{}, fmt.Errorf("--omega real: the fit selected %d landmarks, want %d (raise --omega-n)", len(omega), m)
 		}

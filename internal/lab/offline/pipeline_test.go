@@ -1,4 +1,4 @@
-package main
+package offline
 
 import (
 	"context"
@@ -15,23 +15,23 @@ import (
 // pipeline's values exactly (it rounds ψ to float32), and the kernel block agrees with
 // the one-product block to 1e-12 relative.
 func TestFeatureRowsChunks(t *testing.T) {
-	pf := pipelineFlags{data: "mnist", h: 2, s: 64, n: featureChunk + 77, seed: 3}
-	p, err := load(&pf)
+	pf := Pipeline{Data: "mnist", H: 2, S: 64, N: featureChunk + 77, Seed: 3}
+	p, err := Load(&pf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, q := p.set.N, p.q
+	n, q := p.Set.N, p.Q
 	want := make([]float64, n*q)
-	p.features.FeaturesTo(want, p.viewA, n)
-	got := featureRows(p.features, p.viewA, n)
+	p.Features.FeaturesTo(want, p.ViewA, n)
+	got := FeatureRows(p.Features, p.ViewA, n)
 	if len(got) != n {
 		t.Fatalf("%d rows, want %d", len(got), n)
 	}
-	if w := widen(got, q); !slices.Equal(w, want) {
+	if w := Widen(got, q); !slices.Equal(w, want) {
 		t.Fatal("float32 rows differ from the pipeline's features")
 	}
 	z := mat.NewDense(3, q, slices.Clone(want[5*q:8*q]))
-	k := kernelAgainst(p.features, p.viewA, n, z)
+	k := kernelAgainst(p.Features, p.ViewA, n, z)
 	var ref mat.Dense
 	ref.Mul(mat.NewDense(n, q, want), z.T())
 	if !mat.EqualApprox(k, &ref, 1e-12*mat.Norm(&ref, 1)) {
@@ -39,34 +39,34 @@ func TestFeatureRowsChunks(t *testing.T) {
 	}
 }
 
-// TestFitBlocksCache checks that fits sharing a blockCache get the blocks a fit without
+// TestBlocksCache checks that fits sharing a BlockCache get the blocks a fit without
 // one gets, that a second fit on the same flags reuses the featurized rows (no features
 // phase) and a third with the same selector its selection, and that other flags replace
 // them.
-func TestFitBlocksCache(t *testing.T) {
-	pf := pipelineFlags{data: "mnist", h: 2, s: 64, m: 8, n: 400, seed: 1}
-	c := &blockCache{}
-	_, ph1, err := fitBlocks(context.Background(), &pf, "pc-ntk", 0.2, 50, c)
+func TestBlocksCache(t *testing.T) {
+	pf := Pipeline{Data: "mnist", H: 2, S: 64, M: 8, N: 400, Seed: 1}
+	c := &BlockCache{}
+	_, ph1, err := Blocks(context.Background(), &pf, "pc-ntk", 0.2, 50, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	held := c.held
-	if _, ok := ph1.phases["features"]; !ok || held == nil {
-		t.Fatalf("first fit: phases %v, cache %v", ph1.phases, held)
+	if _, ok := ph1.Phases["features"]; !ok || held == nil {
+		t.Fatalf("first fit: phases %v, cache %v", ph1.Phases, held)
 	}
-	got, ph2, err := fitBlocks(context.Background(), &pf, "kcenter", 0.2, 50, c)
+	got, ph2, err := Blocks(context.Background(), &pf, "kcenter", 0.2, 50, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := ph2.phases["features"]; ok || c.held != held {
-		t.Fatalf("second fit on the same flags recomputed the features: phases %v", ph2.phases)
+	if _, ok := ph2.Phases["features"]; ok || c.held != held {
+		t.Fatalf("second fit on the same flags recomputed the features: phases %v", ph2.Phases)
 	}
-	want, _, err := fitBlocks(context.Background(), &pf, "kcenter", 0.2, 50, nil)
+	want, _, err := Blocks(context.Background(), &pf, "kcenter", 0.2, 50, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A third fit with the same selector takes the cached selection.
-	again, _, err := fitBlocks(context.Background(), &pf, "kcenter", 0.2, 50, c)
+	again, _, err := Blocks(context.Background(), &pf, "kcenter", 0.2, 50, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +84,11 @@ func TestFitBlocksCache(t *testing.T) {
 		}
 	}
 	pf2 := pf
-	pf2.seed = 2
-	if _, _, err := fitBlocks(context.Background(), &pf2, "kcenter", 0.2, 50, c); err != nil {
+	pf2.Seed = 2
+	if _, _, err := Blocks(context.Background(), &pf2, "kcenter", 0.2, 50, c); err != nil {
 		t.Fatal(err)
 	}
-	if c.held == held || c.key.seed != 2 {
+	if c.held == held || c.key.Seed != 2 {
 		t.Fatal("a fit on other flags reused the cached rows")
 	}
 }

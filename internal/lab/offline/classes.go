@@ -1,31 +1,32 @@
-package main
+package offline
 
 import (
 	"math"
 	"slices"
 )
 
-// classesJSON is how a view's landmarks spread over the labels, against the stored
+// ClassCounts is how a view's landmarks spread over the labels, against the stored
 // points: for each label its count among the landmarks and among the stored points, and
 // the ratio of the two shares, (landmarks/M)/(stored/N) (1: the label has its share of
 // the landmarks; 0: it has none). MinShareRatio is the smallest ratio over the labels,
 // the number the coverage target bounds (every class at least half its share: ≥ 0.5).
-type classesJSON struct {
-	Labels        []classCountJSON `json:"labels"`
-	MinShareRatio float64          `json:"min_share_ratio"`
+type ClassCounts struct {
+	Labels        []ClassCount `json:"labels"`
+	MinShareRatio float64      `json:"min_share_ratio"`
 }
 
-type classCountJSON struct {
+// ClassCount is one label's row of ClassCounts.
+type ClassCount struct {
 	Label      int     `json:"label"`
 	Landmarks  int     `json:"landmarks"`
 	Stored     int     `json:"stored"`
 	ShareRatio float64 `json:"share_ratio"`
 }
 
-// classCounts returns the class counts of the landmarks idx (row indices into labels)
+// Classes returns the class counts of the landmarks idx (row indices into labels)
 // against all rows of labels, labels in increasing order; nil when there are no rows or
 // no landmarks. A landmark row counts once per occurrence.
-func classCounts(labels, idx []int) *classesJSON {
+func Classes(labels, idx []int) *ClassCounts {
 	if len(labels) == 0 || len(idx) == 0 {
 		return nil
 	}
@@ -41,10 +42,10 @@ func classCounts(labels, idx []int) *classesJSON {
 		keys = append(keys, l)
 	}
 	slices.Sort(keys)
-	out := &classesJSON{MinShareRatio: math.Inf(1)}
+	out := &ClassCounts{MinShareRatio: math.Inf(1)}
 	n, m := float64(len(labels)), float64(len(idx))
 	for _, l := range keys {
-		c := classCountJSON{Label: l, Landmarks: chosen[l], Stored: stored[l]}
+		c := ClassCount{Label: l, Landmarks: chosen[l], Stored: stored[l]}
 		c.ShareRatio = (float64(c.Landmarks) / m) / (float64(c.Stored) / n)
 		out.MinShareRatio = math.Min(out.MinShareRatio, c.ShareRatio)
 		out.Labels = append(out.Labels, c)
