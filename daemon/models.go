@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -58,9 +59,11 @@ func (d *Daemon) commitMask(tx *storage.Tx) error {
 }
 
 // runModels is the leader's model publisher: every model version it serves goes on
-// the models topic in chunks, then its manifest, then tombstones for the keys of
-// older versions (erased from the embedded broker's files at once by compaction). A
-// failed write is retried with a doubling wait; the version is published whole again.
+// the models topic as content pieces (modelbus.ContentChunks: only those not live on
+// the topic already, so a refit on the same pool writes its fit, not its inputs), then
+// its index, then tombstones for every key the version does not name (erased from the
+// embedded broker's files at once by compaction). A failed write is retried with a
+// doubling wait; the version is published again.
 func (d *Daemon) runModels(ctx context.Context, w *stream.Writer) error {
 	var (
 		b      fault.Backoff
@@ -105,15 +108,23 @@ func (d *Daemon) runModels(ctx context.Context, w *stream.Writer) error {
 	}
 }
 
-// publishModel writes version s and tombstones every older key in live (key → version),
-// which it updates.
+// publishModel writes version s: its content pieces that are not in live (key →
+// version of the live keys on the topic), then its index; then tombstones for every key
+// in live that s does not name, except the masks of s and newer versions. It updates
+// live.
 func (d *Daemon) publishModel(ctx context.Context, w *stream.Writer, s *serving.Model, live map[string]uint64) error {
 	topic := d.cfg.Kafka.Topics.Models
 	v := modelbus.FromModel(s, d.feat.Fingerprint())
+	content, index := modelbus.ContentChunks(&v)
+	named := map[string]bool{string(index.Key): true}
 	var msgs []stream.Message
-	for _, m := range modelbus.Chunks(&v, 0) {
-		msgs = append(msgs, stream.Message{Topic: topic, Key: m.Key, Value: m.Value})
+	for _, m := range content {
+		named[string(m.Key)] = true
+		if _, ok := live[string(m.Key)]; !ok {
+			msgs = append(msgs, stream.Message{Topic: topic, Key: m.Key, Value: m.Value})
+		}
 	}
+	msgs = append(msgs, stream.Message{Topic: topic, Key: index.Key, Value: index.Value})
 	t0 := time.Now()
 	if err := w.Write(ctx, msgs...); err != nil {
 		return fmt.Errorf("publish model %d: %w", s.Version, err)
@@ -121,7 +132,8 @@ func (d *Daemon) publishModel(ctx context.Context, w *stream.Writer, s *serving.
 	d.models.floor.Store(s.Version)
 	var stones []stream.Message
 	for k, kv := range live {
-		if kv < s.Version {
+		mask := strings.HasPrefix(k, "mask/")
+		if !named[k] && (!mask || kv < s.Version) {
 			stones = append(stones, stream.Message{Topic: topic, Key: []byte(k)})
 		}
 	}
@@ -131,8 +143,8 @@ func (d *Daemon) publishModel(ctx context.Context, w *stream.Writer, s *serving.
 	for _, m := range stones {
 		delete(live, string(m.Key))
 	}
-	for _, m := range msgs {
-		live[string(m.Key)] = s.Version
+	for k := range named {
+		live[k] = s.Version
 	}
 	// Compaction erases the older copies of rows of points that left since they were
 	// written: run it (embedded broker) only then, not at every version.
@@ -142,7 +154,7 @@ func (d *Daemon) publishModel(ctx context.Context, w *stream.Writer, s *serving.
 			return err
 		}
 	}
-	d.log.Info().Uint64("model", s.Version).Int("chunks", len(msgs)-1).Int("tombstones", len(stones)).
+	d.log.Info().Uint64("model", s.Version).Int("chunks", len(msgs)-1).Int("reused", len(named)-len(msgs)).Int("tombstones", len(stones)).
 		Dur("took", time.Since(t0)).Msg("model published on the models topic")
 	return nil
 }
@@ -177,7 +189,7 @@ func (d *Daemon) scanModels(ctx context.Context) (map[string]uint64, error) {
 				delete(live, string(m.Key))
 			default:
 				live[string(m.Key)] = dm.Version
-				if dm.Kind == modelbus.KindManifest && dm.Version > d.models.floor.Load() {
+				if (dm.Kind == modelbus.KindManifest || dm.Kind == modelbus.KindIndex) && dm.Version > d.models.floor.Load() {
 					d.models.floor.Store(dm.Version)
 				}
 			}
@@ -216,7 +228,8 @@ func (d *Daemon) handleModels(_ context.Context, batch []stream.Message) error {
 	for _, m := range batch {
 		if d.leading.Load() {
 			// A leader serves its own versions; it reads the topic only for the floor.
-			if dm, err := modelbus.Decode(m.Key, m.Value); err == nil && dm.Kind == modelbus.KindManifest && dm.Version > d.models.floor.Load() {
+			if dm, err := modelbus.Decode(m.Key, m.Value); err == nil && (dm.Kind == modelbus.KindManifest || dm.Kind == modelbus.KindIndex) &&
+				dm.Version > d.models.floor.Load() {
 				d.models.floor.Store(dm.Version)
 			}
 			d.models.next.Store(m.Offset + 1)

@@ -2,6 +2,7 @@ package modelbus
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -25,6 +26,10 @@ type Assembler struct {
 	latest  uint64
 	masks   map[uint64][]string
 	waiting map[uint64]Decoded // manifests whose chunks have not all arrived
+	// content holds the live content pieces (KindContent) by SHA-256, in arrival order,
+	// until their tombstones: a later version's index may name them again.
+	content map[[32]byte][]byte
+	order   [][32]byte
 }
 
 // Latest is the newest version Add has returned (0: none).
@@ -41,10 +46,20 @@ func (a *Assembler) Add(key, value []byte) (*Version, error) {
 	}
 	if a.chunks == nil {
 		a.chunks, a.masks, a.waiting = map[uint64]map[int][]byte{}, map[uint64][]string{}, map[uint64]Decoded{}
+		a.content = map[[32]byte][]byte{}
 	}
 	switch d.Kind {
+	case KindContent:
+		return a.addContent(d)
+	case KindIndex:
+		if d.Version <= a.latest {
+			return nil, nil
+		}
+		return a.completeIndex(d)
 	case KindTombstone:
 		switch {
+		case len(key) > 2 && string(key[:2]) == "c/":
+			a.dropContent(key)
 		case string(key) == string(MaskKey(d.Version)):
 			delete(a.masks, d.Version)
 		case string(key) == string(ManifestKey(d.Version)):
@@ -135,12 +150,18 @@ func (a *Assembler) complete(m Decoded) (*Version, error) {
 			ErrMessage, m.Version, len(p), m.Length)
 	}
 	a.drop(m.Version)
+	return a.finish(m.Version, p)
+}
+
+// finish decodes the encoding p of the version manifest mv completes, checks it against
+// the manifest and the reader's pipeline, and makes it the latest.
+func (a *Assembler) finish(mv uint64, p []byte) (*Version, error) {
 	v, err := DecodeVersion(p)
 	if err != nil {
 		return nil, err
 	}
-	if v.Version != m.Version {
-		return nil, fmt.Errorf("%w: manifest %d holds version %d", ErrMessage, m.Version, v.Version)
+	if v.Version != mv {
+		return nil, fmt.Errorf("%w: manifest %d holds version %d", ErrMessage, mv, v.Version)
 	}
 	if a.Features != "" && v.Features != a.Features {
 		return nil, fmt.Errorf("%w: version %d has features %.12s…, this reader %.12s…", ErrFeatures, v.Version, v.Features, a.Features)
@@ -149,6 +170,11 @@ func (a *Assembler) complete(m Decoded) (*Version, error) {
 	for old := range a.chunks {
 		if old < v.Version {
 			a.drop(old)
+		}
+	}
+	for old := range a.waiting {
+		if old < v.Version {
+			delete(a.waiting, old)
 		}
 	}
 	return &v, nil
@@ -165,4 +191,103 @@ func (a *Assembler) MaskFor(v uint64) []string {
 	}
 	slices.Sort(ids)
 	return slices.Compact(ids)
+}
+
+// addContent holds a content piece and completes the newest waiting index it finishes.
+// Pieces are held until their tombstones; over MaxPending the oldest pieces that no
+// waiting index names are dropped first.
+func (a *Assembler) addContent(d Decoded) (*Version, error) {
+	if _, ok := a.content[d.Sum]; !ok {
+		a.content[d.Sum] = d.Data
+		a.order = append(a.order, d.Sum)
+		a.held += len(d.Data)
+		a.trimContent()
+	}
+	var done *Version
+	for _, v := range slices.Sorted(maps.Keys(a.waiting)) {
+		m := a.waiting[v]
+		if m.Kind != KindIndex || v <= a.latest || !a.hasPieces(m) {
+			continue
+		}
+		got, err := a.completeIndex(m)
+		if err != nil {
+			return nil, err
+		}
+		if got != nil {
+			done = got
+		}
+	}
+	return done, nil
+}
+
+// hasPieces says whether every piece m names is held.
+func (a *Assembler) hasPieces(m Decoded) bool {
+	for _, h := range m.Pieces {
+		if _, ok := a.content[h]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// trimContent drops the oldest pieces that no waiting index names while the held
+// bytes exceed MaxPending.
+func (a *Assembler) trimContent() {
+	limit := a.MaxPending
+	if limit <= 0 {
+		limit = DefaultMaxPending
+	}
+	named := map[[32]byte]bool{}
+	for _, m := range a.waiting {
+		for _, h := range m.Pieces {
+			named[h] = true
+		}
+	}
+	kept := a.order[:0]
+	for i, h := range a.order {
+		if a.held > limit && !named[h] && i < len(a.order)-1 {
+			a.held -= len(a.content[h])
+			delete(a.content, h)
+			continue
+		}
+		kept = append(kept, h)
+	}
+	a.order = kept
+}
+
+// dropContent forgets the piece of a content key's tombstone.
+func (a *Assembler) dropContent(key []byte) {
+	var h [32]byte
+	if n, err := hex.Decode(h[:], key[2:]); err != nil || n != 32 {
+		return
+	}
+	if b, ok := a.content[h]; ok {
+		a.held -= len(b)
+		delete(a.content, h)
+		a.order = slices.DeleteFunc(a.order, func(x [32]byte) bool { return x == h })
+	}
+}
+
+// completeIndex assembles the version of index m when every piece is held (else it
+// waits for them), checks its length and SHA-256 and decodes it.
+func (a *Assembler) completeIndex(m Decoded) (*Version, error) {
+	if !a.hasPieces(m) {
+		a.waiting[m.Version] = m
+		return nil, nil
+	}
+	p := make([]byte, 0, m.Length)
+	for _, h := range m.Pieces {
+		b := a.content[h]
+		if len(p)+len(b) > m.Length {
+			delete(a.waiting, m.Version)
+			return nil, fmt.Errorf("%w: version %d: its pieces exceed its %d bytes", ErrMessage, m.Version, m.Length)
+		}
+		p = append(p, b...)
+	}
+	delete(a.waiting, m.Version)
+	if len(p) != m.Length || sha256.Sum256(p) != m.Sum {
+		return nil, fmt.Errorf("%w: version %d: checksum or length mismatch (%d bytes, index says %d)",
+			ErrMessage, m.Version, len(p), m.Length)
+	}
+	return a.finish(m.Version, p)
 }

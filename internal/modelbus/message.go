@@ -3,6 +3,7 @@ package modelbus
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,6 +20,10 @@ const (
 	KindChunk     Kind = 1
 	KindManifest  Kind = 2
 	KindMask      Kind = 3
+	// KindContent is a piece of some version's encoding named by its SHA-256
+	// (ContentChunks); KindIndex is a version's manifest naming its pieces.
+	KindContent Kind = 4
+	KindIndex   Kind = 5
 )
 
 const (
@@ -46,6 +51,9 @@ type Decoded struct {
 	Data         []byte
 	// Masks: the masked ids.
 	IDs []string
+	// Indexes: Length and Sum of the whole encoding, Count pieces named by their
+	// SHA-256 in Pieces. Content: Sum is the SHA-256 of Data.
+	Pieces [][32]byte
 }
 
 // Chunks splits the encoding of v into chunk messages of at most maxChunk data bytes
@@ -136,11 +144,18 @@ func Decode(key, value []byte) (Decoded, error) {
 		copy(d.Sum[:], r.Fixed(32, "sum"))
 	case KindMask:
 		d.IDs = r.Strings("ids")
+	case KindIndex:
+		decodeIndex(r, &d)
+	case KindContent:
+		decodeContent(r, &d, key)
 	default:
 		return Decoded{}, fmt.Errorf("%w: key %q: kind %d", ErrMessage, key, d.Kind)
 	}
 	if err := r.End(); err != nil {
 		return Decoded{}, fmt.Errorf("%w: key %q: %w", ErrMessage, key, err)
+	}
+	if d.Kind == KindIndex && kk == KindManifest {
+		kk = KindIndex // an index is the manifest of a version cut by content
 	}
 	switch {
 	case d.Kind != kk || d.Version != kv || (d.Kind == KindChunk && d.Index != ki):
@@ -148,7 +163,7 @@ func Decode(key, value []byte) (Decoded, error) {
 			ErrMessage, key, d.Kind, d.Version, d.Index)
 	case d.Kind == KindChunk && (d.Index >= d.Count || len(d.Data) == 0):
 		return Decoded{}, fmt.Errorf("%w: key %q: chunk %d of %d with %d bytes", ErrMessage, key, d.Index, d.Count, len(d.Data))
-	case d.Kind == KindManifest && (d.Count < 1 || d.Length < d.Count):
+	case (d.Kind == KindManifest || d.Kind == KindIndex) && (d.Count < 1 || d.Length < d.Count):
 		return Decoded{}, fmt.Errorf("%w: key %q: manifest of %d chunks, %d bytes", ErrMessage, key, d.Count, d.Length)
 	}
 	return d, nil
@@ -160,6 +175,15 @@ func parseKey(key []byte) (version uint64, index int, k Kind, err error) {
 		return 0, 0, 0, fmt.Errorf("%w: key %q", ErrMessage, key)
 	}
 	s := string(key)
+	if h, ok := strings.CutPrefix(s, "c/"); ok {
+		if len(h) != 64 || strings.ToLower(h) != h {
+			return bad()
+		}
+		if _, err := hex.DecodeString(h); err != nil {
+			return bad()
+		}
+		return 0, 0, KindContent, nil
+	}
 	num := func(p string) (uint64, bool) {
 		if p == "" || (len(p) > 1 && p[0] == '0') {
 			return 0, false

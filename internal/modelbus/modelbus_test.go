@@ -231,6 +231,10 @@ func FuzzDecode(f *testing.F) {
 		f.Add(m.Key, m.Value)
 	}
 	f.Add([]byte("v/1"), []byte(nil))
+	content, index := ContentChunks(&v)
+	for _, m := range append(content, index) {
+		f.Add(m.Key, m.Value)
+	}
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		d, err := Decode(key, value)
 		if err != nil {

@@ -1,0 +1,118 @@
+package modelbus
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/cairnhq/cairn/internal/binenc"
+)
+
+// Content-defined chunking of a version's encoding (ContentChunks). A cut falls after
+// byte i when the gear hash of the bytes before it has its low chunkBits bits zero, no
+// sooner than minContent bytes after the previous cut and no later than MaxChunk: where
+// two encodings share a run of bytes (the landmarks' inputs of two versions fitted on one
+// pool), the cuts inside it fall at the same places relative to its content, so its
+// chunks have the same hashes and keys and the leader writes them once.
+const (
+	minContent = 16 << 10
+	chunkBits  = 16 // mean chunk ≈ minContent + 64 KiB
+)
+
+// gear is the rolling hash's table: 256 words of splitmix64 from the fixed seed 0xCA1E
+// (part of the format: another table cuts elsewhere, which costs reuse, never
+// correctness, since a chunk is named by its bytes).
+var gear = func() (g [256]uint64) {
+	x := uint64(0xCA1E)
+	for i := range g {
+		x += 0x9e3779b97f4a7c15
+		z := x
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+		g[i] = z ^ (z >> 31)
+	}
+	return g
+}()
+
+// cuts splits p into content-defined pieces (the package doc's rule), in order.
+func cuts(p []byte) [][]byte {
+	var out [][]byte
+	const mask = 1<<chunkBits - 1
+	for len(p) > 0 {
+		n := len(p)
+		if n > minContent {
+			var h uint64
+			n = min(len(p), MaxChunk)
+			for i := minContent; i < min(len(p), MaxChunk); i++ {
+				h = h<<1 + gear[p[i]]
+				if h&mask == 0 {
+					n = i + 1
+					break
+				}
+			}
+		}
+		out = append(out, p[:n])
+		p = p[n:]
+	}
+	return out
+}
+
+// ContentKey is the key of a content chunk: "c/" and the SHA-256 of its bytes in hex.
+func ContentKey(sum [32]byte) []byte { return append([]byte("c/"), hex.EncodeToString(sum[:])...) }
+
+// ContentChunks cuts the encoding of v at content-defined places and returns one content
+// message per distinct piece (kind 4, key ContentKey of its bytes) in order of first use,
+// and the version's index (kind 5, key ManifestKey(version)): the encoding's length and
+// SHA-256 and the hashes of its pieces in order. A reader joins the pieces the index
+// names, whichever version's publication wrote them; a writer leaves out the content
+// messages whose keys are live on the topic already.
+func ContentChunks(v *Version) (content []Message, index Message) {
+	p := v.Encode()
+	sum := sha256.Sum256(p)
+	pieces := cuts(p)
+	seen := map[[32]byte]bool{}
+	b := header(KindIndex, v.Version)
+	b = binenc.AppendU64(b, uint64(len(p)))
+	b = append(b, sum[:]...)
+	b = binenc.AppendU32(b, uint32(len(pieces)))
+	for _, piece := range pieces {
+		h := sha256.Sum256(piece)
+		b = append(b, h[:]...)
+		if seen[h] {
+			continue
+		}
+		seen[h] = true
+		c := header(KindContent, 0)
+		c = binenc.AppendBytes(c, piece)
+		content = append(content, Message{Key: ContentKey(h), Value: c})
+	}
+	return content, Message{Key: ManifestKey(v.Version), Value: b}
+}
+
+// decodeIndex reads an index's body after its header into d.
+func decodeIndex(r *binenc.Reader, d *Decoded) {
+	d.Length = r.Int("length")
+	copy(d.Sum[:], r.Fixed(32, "sum"))
+	d.Count = int(r.U32("count"))
+	if r.Err() != nil || d.Count < 1 || d.Count > r.Len()/32 {
+		r.Fail("count", fmt.Sprintf("%d pieces in %d bytes", d.Count, r.Len()))
+		return
+	}
+	d.Pieces = make([][32]byte, d.Count)
+	for i := range d.Pieces {
+		copy(d.Pieces[i][:], r.Fixed(32, "piece"))
+	}
+}
+
+// decodeContent reads a content chunk's body into d and checks that its bytes hash to
+// the key's sum.
+func decodeContent(r *binenc.Reader, d *Decoded, key []byte) {
+	d.Data = r.Bytes("data")
+	if r.Err() != nil {
+		return
+	}
+	d.Sum = sha256.Sum256(d.Data)
+	if string(ContentKey(d.Sum)) != string(key) {
+		r.Fail("data", "its SHA-256 is not the key's")
+	}
+}
