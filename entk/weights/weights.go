@@ -74,7 +74,7 @@ var Shipped = []File{
 		Command: "cairnctl train --data fashion-mnist --arch convnet:1x28x28-16-32-10 --epochs 15 --batch 64 --lr 2e-3 --seed 1 --out fashion-mnist-convnet.safetensors"},
 	{Name: "adult", Data: "adult", Arch: "resmlp:108-128x3-8", Path: "adult-resmlp.safetensors",
 		SHA256: "743a7ce15679925c905bc2dc39527389d5bd7d04cd62aaf2f5712335d2994b7d", TestAccuracy: 0.8550,
-		Command: "cairnctl train --data adult:/work/shared/datasets/adult --arch resmlp:108-128x3-8 --epochs 10 --batch 128 --lr 1e-3 --seed 1 --out adult-resmlp.safetensors"},
+		Command: "cairnctl train --data adult --arch resmlp:108-128x3-8 --epochs 10 --batch 128 --lr 1e-3 --seed 1 --out adult-resmlp.safetensors"},
 }
 
 // ErrNoShipped reports that no shipped weights match an architecture or name.
