@@ -1,4 +1,4 @@
-// Package modelbus is the models topic (DESIGN.md section 3, cairn.models): how the
+// Package modelbus is the models topic (cairn.models; docs/architecture.md): how the
 // primary publishes each immutable model version and every change of its deletion mask,
 // and how a replica reads them back. It knows messages and bytes, not Kafka or bbolt.
 //
@@ -6,16 +6,23 @@
 //
 // Every value starts with the magic "CRNM", a format byte (1) and a kind byte. Keys:
 //
-//	v/<version>/<i>   chunk i of version's encoding (kind 1): version, i, count, the
-//	                  SHA-256 of the whole encoding, and the chunk's bytes
-//	v/<version>       the manifest (kind 2), written after every chunk: version, count,
-//	                  length and SHA-256 of the whole encoding
+//	c/<sha256 hex>    a content piece (kind 4): bytes of some version's encoding, named
+//	                  by their SHA-256 (ContentChunks cuts at content-defined places, so
+//	                  two versions that share a run of bytes share its pieces)
+//	v/<version>       the version's index (kind 5), written after its pieces: length and
+//	                  SHA-256 of the whole encoding and its pieces' hashes in order
 //	mask/<version>    the deletion mask (kind 3): version and every id masked so far in
 //	                  the models with that version or older
 //
-// A null value is a tombstone: the primary writes them for the keys of versions older
-// than the one it just completed, so that compaction keeps one version, its masks and
-// nothing of the deleted points' landmark rows.
+// Written by earlier leaders, still read: v/<version>/<i>, chunk i of the encoding
+// (kind 1: version, i, count, the SHA-256 of the whole encoding, the bytes), and under
+// v/<version> the manifest of such chunks (kind 2: version, count, length, SHA-256).
+//
+// A null value is a tombstone: after each version the primary writes them for every
+// key the version does not name (the masks of that version and newer excepted), so that
+// compaction keeps one version, its pieces, its masks and nothing of the deleted points'
+// landmark rows. A piece that the next version names again is not written again: a
+// refit on an unchanged pool writes its fit (Ã, ω, …), not the landmarks' inputs.
 //
 // A version's encoding (Version.Encode) holds everything an answer needs: the landmark
 // ids, views and augmented inputs (masked landmarks' rows zero: a deleted point's data
