@@ -27,6 +27,7 @@ import (
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/metrics"
 	"github.com/cairnhq/cairn/internal/pipeline"
+	"github.com/cairnhq/cairn/internal/query"
 	"github.com/cairnhq/cairn/internal/refit"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/internal/ui"
@@ -58,6 +59,8 @@ type Daemon struct {
 	train  trainState   // the ingest and the refit baselines, under train.mu
 	serve  serveState   // the serving model, changed under serve.mu, read lock-free
 	query  queryState   // the query goroutine's own state
+	// answers decodes, answers and accounts queries (internal/query).
+	answers *query.Answerer
 	refits refitCounter // refit progress, read by /status and /metrics
 
 	pool     atomic.Pointer[poolStatus]
@@ -129,14 +132,11 @@ type serveState struct {
 	drawCount  atomic.Uint64
 }
 
-// queryState belongs to the query goroutine, except count (atomic) and answerWork (a
-// sync.Pool for Answer, safe for concurrent use).
+// queryState belongs to the query goroutine: the last offset answered per partition
+// and the answers' workspace.
 type queryState struct {
-	last       map[partition]int64
-	work       serving.Workspace
-	answerWork sync.Pool // *serving.Workspace for Answer
-	lim        stream.Limits
-	count      atomic.Uint64
+	last map[partition]int64
+	work serving.Workspace
 }
 
 // partition names a topic partition.
@@ -216,12 +216,9 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	qlim, err := ingest.TrainLimits(cfg, feat.InputDim())
+	qlim, err := query.Limits(cfg, feat.InputDim())
 	if err != nil {
 		return nil, err
-	}
-	for _, r := range certify.Rankings { // a query's "score": exactly the rankings answers know
-		qlim.Scores = append(qlim.Scores, string(r))
 	}
 	pcfg, err := ingest.PoolConfig(cfg, feat.Dim())
 	if err != nil {
@@ -234,8 +231,15 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 		refits: refitCounter{kick: make(chan struct{}, 1)},
 		models: modelsState{kick: make(chan struct{}, 1), advance: make(chan struct{}, 1)},
 		adopt:  adoptState{next: map[int]int64{}, buf: map[uint64][]stream.Audit{}, advance: make(chan struct{}, 1)},
-		query:  queryState{last: map[partition]int64{}, lim: qlim},
+		query:  queryState{last: map[partition]int64{}},
 	}
+	d.answers = query.New(query.Config{Daemon: cfg, Limits: qlim, Log: log, Metrics: d.metrics, UI: d.ui,
+		Points: d.train.cache.Load, Residuals: func() ([2]coreset.ResidualCertificate, bool) {
+			if p := d.pool.Load(); p != nil {
+				return p.residual, true
+			}
+			return [2]coreset.ResidualCertificate{}, false
+		}})
 	d.faults = fault.NewTracker(log, d.metrics.AddFaultRetry)
 	d.fitter = &refit.Fitter{Config: cfg, Features: feat, Pool: pcfg, Log: log, Serve: d.newServing}
 	d.deff.Store(math.Float64bits(math.NaN()))
@@ -263,7 +267,7 @@ func (d *Daemon) Metrics() *metrics.Set { return d.metrics }
 // Status reports the current state; safe for concurrent use.
 func (d *Daemon) Status() StatusReport {
 	st := StatusReport{Refits: d.refits.count.Load(), RefitRunning: d.refits.running.Load(),
-		RefitSeconds: math.Float64frombits(d.refits.secs.Load()), Queries: d.query.count.Load(),
+		RefitSeconds: math.Float64frombits(d.refits.secs.Load()), Queries: d.answers.Count(),
 		Role: d.cfg.Role, Leading: d.leading.Load()}
 	select {
 	case <-d.ready:

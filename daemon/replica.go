@@ -101,30 +101,18 @@ func (d *Daemon) handleReplicaQueries(ctx context.Context, batch []stream.Messag
 		}
 		s = d.serve.model.Load()
 	}
-	outs := d.answerAll(&d.query.work, s, batch)
+	outs := d.answers.Batch(&d.query.work, s, batch, nil)
 	msgs := make([]stream.Message, 0, len(batch))
 	for _, o := range outs {
-		if !o.skip {
-			msgs = append(msgs, stream.Message{Topic: o.topic, Key: o.key, Value: o.value})
+		if !o.Skip {
+			msgs = append(msgs, stream.Message{Topic: o.Topic, Key: o.Key, Value: o.Value})
 		}
 	}
 	if err := d.direct.Write(ctx, msgs...); err != nil {
 		return err
 	}
 	d.faults.Recovered("queries")
-	for _, o := range outs {
-		switch {
-		case o.skip:
-		case o.verdict != "":
-			d.query.count.Add(1)
-			s.CountDraw()
-			d.metrics.ObserveQuery(o.secs, o.verdict)
-			d.ui.Answered(o.ui)
-			d.metrics.AddEvents(o.msg.Topic, "applied", 1)
-		default:
-			d.metrics.AddEvents(o.msg.Topic, "dead_letter", 1)
-		}
-	}
+	d.answers.Account(outs, s)
 	return nil
 }
 

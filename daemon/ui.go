@@ -16,7 +16,6 @@ import (
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/ui"
 	"github.com/cairnhq/cairn/storage"
-	"github.com/cairnhq/cairn/stream"
 )
 
 // uiHandler is the /ui handler over the daemon (uiSource).
@@ -45,31 +44,6 @@ func (d *Daemon) uiReading() ui.Reading {
 	return ui.Reading{At: time.Now(), Events: st.Ingest.Upserts + st.Ingest.Deletes + st.Ingest.Missing,
 		Points: st.Points, Pool: st.Landmarks, TraceR: [2]float64{st.Residual[0].TraceR, st.Residual[1].TraceR},
 		Deff: math.Float64frombits(d.deff.Load()), Refits: st.Refits, Deletions: st.Ingest.Deletes}
-}
-
-// uiAnswer is what /ui/answer shows of one committed answer.
-func uiAnswer(a stream.Attribution, ex attributionExtra, ev stream.QueryEvent, secs float64) ui.Answer {
-	u := ui.Answer{Request: a.Request, At: time.Now(), Model: a.Model, ModelID: ex.ModelID, Verdict: a.Verdict,
-		K: ex.K, Lower: a.Lower, Upper: a.Upper, Separation: ex.Separation, VarianceModel: a.VarianceModel,
-		Delta: a.Delta, QueryID: ev.ID, LatencyMS: secs * 1e3}
-	if ev.ID == "" {
-		u.QueryX = ev.X
-	}
-	for _, s := range a.TopK {
-		u.Top = append(u.Top, ui.Scored{ID: s.ID, View: s.View, Score: s.Score, Radius: s.Radius})
-	}
-	if ex.RunnerUp.View != "" {
-		r := ex.RunnerUp
-		u.RunnerUp = &ui.Scored{ID: r.ID, View: r.View, Score: r.Score, Radius: r.Radius}
-	}
-	if f := ex.FitFloor; f != nil {
-		u.Floor = fmt.Sprintf("floor separation %.4g: %s", f.FloorSeparation, map[bool]string{
-			true: "fit-limited (refits alone could change the top-K)", false: "not limiting"}[f.FitLimited])
-		if f.RadiusOverGap != nil {
-			u.Floor += fmt.Sprintf(", fit radius over the gap at the cut %.3g", *f.RadiusOverGap)
-		}
-	}
-	return u
 }
 
 // uiSource is the daemon as the UI reads it (ui.Source).
