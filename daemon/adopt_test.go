@@ -36,7 +36,8 @@ func offline(t *testing.T, dir string, leading bool) *Daemon {
 
 // TestAdoptCandidates: a standby offered several records for the next seq (forged ones
 // first) adopts the one that extends its chain, the leader's, and drops the others;
-// the deletion it reports leaves the standby's pending list.
+// the deletion it reports leaves the standby's pending list (the daemon's chain and
+// ingest under internal/role/standby's adopter).
 func TestAdoptCandidates(t *testing.T) {
 	dirL, dirS := t.TempDir(), t.TempDir()
 	leader := offline(t, dirL, true)
@@ -82,8 +83,15 @@ func TestAdoptCandidates(t *testing.T) {
 	diverging.KeyID = "someone-else"
 	badSig := genuine
 	badSig.Sig = hex.EncodeToString(make([]byte, 64))
-	standby.adopt.buf[1] = []stream.Audit{badBody, diverging, badSig, genuine}
-	if err := standby.adoptBuffered(ctx); err != nil {
+	var offered []stream.Message
+	for i, a := range []stream.Audit{badBody, diverging, badSig, genuine} {
+		v, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offered = append(offered, stream.Message{Topic: tp.Audits, Offset: int64(i), Value: v})
+	}
+	if err := standby.newAdopter().Handle(ctx, offered); err != nil {
 		t.Fatal(err)
 	}
 	var head storage.AuditLink

@@ -94,12 +94,8 @@ type Daemon struct {
 	// brokers), a standby once elected (leader.go), a replica never.
 	models  modelsState
 	leading atomic.Bool
-	// adopt is a standby's progress through the leader's audits (adopt.go).
-	adopt adoptState
 	// drainAtStop says the daemon led when asked to stop: its outbox is drained then.
 	drainAtStop atomic.Bool
-	// electionFailing says the election reported an error since its last generation.
-	electionFailing atomic.Bool
 	// direct writes a replica's outputs (it has no store, so no outbox).
 	direct *stream.Writer
 	// storeFaults is storage.Options.Faults of the state file (fault-injection tests).
@@ -230,7 +226,6 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 		serve: serveState{modelReady: make(chan struct{})}, lag: map[string]int64{},
 		refits: refitCounter{kick: make(chan struct{}, 1)},
 		models: modelsState{kick: make(chan struct{}, 1), advance: make(chan struct{}, 1)},
-		adopt:  adoptState{next: map[int]int64{}, buf: map[uint64][]stream.Audit{}, advance: make(chan struct{}, 1)},
 		query:  queryState{last: map[partition]int64{}},
 	}
 	d.answers = query.New(query.Config{Daemon: cfg, Limits: qlim, Log: log, Metrics: d.metrics, UI: d.ui,
@@ -519,24 +514,16 @@ func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, l l
 	spawn(&workWG, work, "topics", d.runTopicWatch)
 	if d.embedded != nil {
 		d.log.Info().Msg("leading: primary on the embedded broker")
-		spawn(&workWG, work, "lead", func(c context.Context) error { return d.lead(c, l, false) })
+		spawn(&workWG, work, "lead", func(c context.Context) error { d.lead(c, l, false); return nil })
 		spawn(&serveWG, serve, "publisher", l.pub.Run)
 	} else {
-		el, err := stream.NewElection(stream.ElectionConfig{Kafka: d.kafka, Group: d.cfg.Kafka.LeaderGroup,
-			Topic: d.cfg.Kafka.Topics.Leader, SessionTimeout: d.cfg.Kafka.SessionTimeout, Preferred: d.cfg.Role == "primary",
-			Observe: d.observeElection})
+		cand, ad, err := d.candidate(l)
 		if err != nil {
 			return err
 		}
 		spawn(&workWG, work, "models", d.runFollow)
-		spawn(&workWG, work, "adopt", d.runAdopt)
-		spawn(&workWG, work, "election", func(c context.Context) error {
-			return el.Run(c, func(lc context.Context) {
-				if err := d.lead(lc, l, true); err != nil {
-					d.log.Error().Err(err).Msg("leading failed; stepping down")
-				}
-			})
-		})
+		spawn(&workWG, work, "adopt", ad.Run)
+		spawn(&workWG, work, "election", cand.Run)
 	}
 	close(d.ready)
 	d.log.Info().Str("role", d.cfg.Role).Str("data_dir", d.cfg.DataDir).Strs("brokers", d.kafka.Brokers).

@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/cairnhq/cairn/internal/fault"
 	"github.com/cairnhq/cairn/internal/ingest"
-	"github.com/cairnhq/cairn/stream"
 )
 
 // The daemon rides out faults instead of exiting (package internal/fault): /readyz
@@ -85,28 +82,4 @@ func (d *Daemon) readiness() error {
 		errs = append(errs, *p)
 	}
 	return errors.Join(errs...)
-}
-
-// observeElection logs the election's steps: each generation at info, the first error
-// after a generation at warn and the rest at debug (kafka-go's own messages say where
-// a join or a sync failed), a consumer group made anew at warn. Election errors are
-// not faults: a rebalance, which a replica joining causes, reports one.
-func (d *Daemon) observeElection(ev stream.ElectionEvent) {
-	switch ev.Kind {
-	case stream.EventGeneration:
-		d.electionFailing.Store(false)
-		d.log.Info().Int("generation", ev.Generation).Str("member", ev.Member).Bool("leads", ev.Leads).Msg("election generation")
-	case stream.EventRejoin:
-		d.log.Warn().Err(ev.Err).Msg("election: making the consumer group anew")
-	default:
-		err := ev.Err
-		if ev.Kind == stream.EventClient {
-			err = errors.New(ev.Client)
-		}
-		lvl := zerolog.DebugLevel
-		if !d.electionFailing.Swap(true) {
-			lvl = zerolog.WarnLevel
-		}
-		d.log.WithLevel(lvl).Err(err).Msg("election: retrying")
-	}
 }

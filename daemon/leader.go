@@ -3,12 +3,10 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync"
-	"time"
 
-	"github.com/cairnhq/cairn/internal/fault"
 	"github.com/cairnhq/cairn/internal/modelbus"
+	"github.com/cairnhq/cairn/internal/role/standby"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
@@ -24,26 +22,12 @@ type leader struct {
 }
 
 // lead runs the leader's components until ctx ends (shutdown, or, when elected, the
-// loss of the leadership). An elected leader first takes over (takeOver) and runs its
-// publisher itself; a primary on the embedded broker leads from its start and Run
-// owns its publisher, so that the outbox drains after the readers stop.
-func (d *Daemon) lead(ctx context.Context, l leader, elected bool) error {
+// loss of the leadership). An elected leader (standby.Candidate, which took over
+// first) leads from now on and runs its publisher itself; a primary on the embedded
+// broker leads from its start and Run owns its publisher, so that the outbox drains
+// after the readers stop.
+func (d *Daemon) lead(ctx context.Context, l leader, elected bool) {
 	if elected {
-		// The group gave this daemon the leadership: a failed takeover (the broker not
-		// answering) is retried, never abandoned, or nobody would lead.
-		var b fault.Backoff
-		for {
-			err := d.takeOver(ctx)
-			if err == nil {
-				d.faults.Recovered("leader")
-				break
-			}
-			wait := b.Next()
-			d.faults.Fail("leader", fmt.Errorf("take over: %w", err), wait)
-			if !fault.Sleep(ctx, wait) {
-				return nil
-			}
-		}
 		d.leading.Store(true)
 		defer d.leading.Store(false)
 		d.emitStatus("audit_key", d.AuditKey())
@@ -72,19 +56,33 @@ func (d *Daemon) lead(ctx context.Context, l leader, elected bool) error {
 	}
 	d.poke()
 	wg.Wait()
-	return nil
 }
 
-// takeOver makes an elected standby the leader: it adopts every audit the previous
-// leader published (so its chain continues the published one and no deletion is
-// audited twice), masks every pending deletion in the serving model (a model from the
-// models topic, which the previous leader may not have masked yet), and enqueues that
-// mask, so it goes out first.
-func (d *Daemon) takeOver(ctx context.Context) error {
-	t0 := time.Now()
-	if err := d.adoptAll(ctx); err != nil {
-		return err
-	}
+// candidate is this daemon in the leader election with external brokers
+// (internal/role/standby): it adopts the leader's audits while it follows, and once
+// elected hands over (handover) and leads.
+func (d *Daemon) candidate(l leader) (*standby.Candidate, *standby.Adopter, error) {
+	ad := d.newAdopter()
+	c, err := standby.NewCandidate(standby.CandidateConfig{
+		Election: stream.ElectionConfig{Kafka: d.kafka, Group: d.cfg.Kafka.LeaderGroup, Topic: d.cfg.Kafka.Topics.Leader,
+			SessionTimeout: d.cfg.Kafka.SessionTimeout, Preferred: d.cfg.Role == "primary"},
+		Adopter: ad, Handover: d.handover, Lead: func(c context.Context) { d.lead(c, l, true) },
+		Floor: d.models.floor.Load, Faults: d.faults, Metrics: d.metrics, Log: d.log})
+	return c, ad, err
+}
+
+// newAdopter is the adopter of the leader's audits into this daemon's chain.
+func (d *Daemon) newAdopter() *standby.Adopter {
+	return standby.NewAdopter(standby.AdopterConfig{Kafka: d.kafka, Topic: d.cfg.Kafka.Topics.Audits,
+		Train: d.cfg.Kafka.Topics.Train, Key: d.signer, Chain: chain{d}, Leading: d.leading.Load,
+		Faults: d.faults, Metrics: d.metrics, Log: d.log})
+}
+
+// handover makes an elected standby ready to lead once it adopted every audit the
+// previous leader published: it masks every pending deletion in the serving model (a
+// model from the models topic, which the previous leader may not have masked yet) and
+// enqueues that mask, so it goes out first. It returns the number of pending deletions.
+func (d *Daemon) handover() (int, error) {
 	d.train.mu.Lock()
 	ids := d.train.ingest.PendingIDs()
 	// The serving model came from the models topic (or from before the leadership was
@@ -107,12 +105,10 @@ func (d *Daemon) takeOver(ctx context.Context) error {
 			_, err := tx.Enqueue(d.cfg.Kafka.Topics.Models, m.Key, m.Value)
 			return err
 		}); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	d.metrics.ObserveTakeover(time.Since(t0).Seconds())
-	d.log.Info().Dur("took", time.Since(t0)).Int("pending", len(ids)).Uint64("floor", d.models.floor.Load()).Msg("took over as leader")
-	return nil
+	return len(ids), nil
 }
 
 // latestStoredID is the model id of the store's latest model ("" for none or unreadable).
@@ -127,4 +123,35 @@ func (d *Daemon) latestStoredID() string {
 		return err
 	})
 	return id
+}
+
+// chain is the daemon's audit chain and ingest as a standby's adopter extends them
+// (standby.Chain).
+type chain struct{ d *Daemon }
+
+// Head implements standby.Chain.
+func (c chain) Head() (storage.AuditLink, error) {
+	var head storage.AuditLink
+	err := c.d.store.View(func(tx *storage.ReadTx) error {
+		var err error
+		head, _, err = tx.AuditHead()
+		return err
+	})
+	return head, err
+}
+
+// Applied implements standby.Chain.
+func (c chain) Applied(topic string, part int) (int64, bool) {
+	c.d.train.mu.Lock()
+	defer c.d.train.mu.Unlock()
+	return c.d.train.ingest.Applied(topic, part)
+}
+
+// Adopt implements standby.Chain.
+func (c chain) Adopt(body []byte, request, id string, hash [32]byte) error {
+	c.d.train.mu.Lock()
+	defer c.d.train.mu.Unlock()
+	_, err := c.d.train.ingest.AdoptAudit(body, request, id, hash)
+	c.d.publishPool()
+	return err
 }
