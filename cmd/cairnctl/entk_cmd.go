@@ -23,10 +23,6 @@ func entkKernelCmd(fs *flag.FlagSet) cli.Func {
 	return func(ctx context.Context, stdio cli.Stdio) error {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		res, err := offline.Kernel(o, set["h"], set["s"])
-		if err != nil {
-			return err
-		}
-		return writeJSON(stdio.Out, res)
+		return jsonOut(stdio)(offline.Kernel(o, set["h"], set["s"]))
 	}
 }

@@ -20,10 +20,6 @@ func explainCmd(fs *flag.FlagSet) cli.Func {
 	fits := fs.Int("fits", 2, "R repeated fits for the fit floor (1: fixed-fit certificate only)")
 	return func(ctx context.Context, stdio cli.Stdio) error {
 		o := mf.options()
-		e, err := offline.ExplainQuery(ctx, &o, *query, *k, *delta, *fits)
-		if err != nil {
-			return err
-		}
-		return writeJSON(stdio.Out, e)
+		return jsonOut(stdio)(offline.ExplainQuery(ctx, &o, *query, *k, *delta, *fits))
 	}
 }

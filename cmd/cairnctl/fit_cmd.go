@@ -40,10 +40,6 @@ func fitCmd(fs *flag.FlagSet) cli.Func {
 	fs.StringVar(&o.KernelScale, "kernel-scale", fit.ScaleDiag, "kernel normalization: diag (divide every block by the mean of diag K_mm) | none")
 	return func(ctx context.Context, stdio cli.Stdio) error {
 		o.Pipeline = pf.options()
-		out, err := offline.Fit(ctx, &o)
-		if err != nil {
-			return err
-		}
-		return writeJSON(stdio.Out, out)
+		return jsonOut(stdio)(offline.Fit(ctx, &o))
 	}
 }

@@ -22,10 +22,7 @@ import (
 // reproTables lists the tables of cairnctl reproduce in the order --table all runs them,
 // each with the paper label it regenerates and its runner. A runner fills cairn's value
 // of the table's paper cells (paperTables) from cairn's own code: the verify commands
-// run in process, and the fit, audit and select code called as functions.
-//
-// A function, not a variable: the runners reach root() (runCommand), whose command
-// tree names reproduceCmd, which lists the tables.
+// called as functions (verify), and the fit, audit and select code likewise.
 func reproTables() []reproSpec {
 	return []reproSpec{
 		{"srht", "Thm. srht-exact, fig:theory(a)", reproSRHT},
@@ -643,15 +640,6 @@ func reproduceTable(ctx context.Context, name string, size reproSize, adultDir s
 		return nil, err
 	}
 	return t, nil
-}
-
-// runCommand runs `cairnctl ARGS...` in process and decodes its JSON output into v.
-func runCommand(ctx context.Context, args []string, v any) error {
-	var out bytes.Buffer
-	if err := root().Run(ctx, args, cli.Stdio{Out: &out, Err: io.Discard}); err != nil {
-		return err
-	}
-	return json.Unmarshal(out.Bytes(), v)
 }
 
 // writeReproMarkdown writes t as a Markdown heading, its settings line and a grid of its

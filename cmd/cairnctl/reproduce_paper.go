@@ -1,5 +1,7 @@
 package main
 
+import "github.com/cairnhq/cairn/internal/lab/verify"
+
 // The paper's numbers, transcribed from the paper's LaTeX source
 // (/work/shared/seeds/000_1d4ee020cb128e37.txt). These are the only constants of
 // cairnctl reproduce: every number cairn reports is computed when the table runs.
@@ -50,11 +52,6 @@ var (
 	}
 )
 
-// srhtCaseNames are the input pairs of cairnctl verify srht (verifySRHTCmd), in its order.
-var srhtCaseNames = []string{
-	"dense-gaussian", "u=v gaussian", "spiky", "u=v spiky", "u=v two spikes", "power-law", "e_j, ones", "u=v=e_j",
-}
-
 // paperTables holds every table's paper cells, keyed by the reproduce table name.
 var paperTables = map[string][]paperCell{
 	// Sec. 2 after Thm. srht-exact and fig:theory(a): measured/predicted within
@@ -62,7 +59,7 @@ var paperTables = map[string][]paperCell{
 	// states one range for all its inputs; each of cairn's inputs is held to it.
 	"srht": func() []paperCell {
 		var cs []paperCell
-		for _, n := range srhtCaseNames {
+		for _, n := range verify.SRHTCaseNames {
 			cs = append(cs, rg(n, "measured/predicted", "0.96–1.03", 0.96, 1.03, "fig:theory(a), Thm. srht-exact"))
 		}
 		return append(cs, pt("max over inputs", "JL predicted/measured", "up to 2.5", 2.5, "fig:theory(a), Sec. 2"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/cairnhq/cairn/internal/lab/offline"
+	"github.com/cairnhq/cairn/internal/lab/verify"
 	"maps"
 	"math"
 	"slices"
@@ -18,13 +19,13 @@ import (
 	"github.com/cairnhq/cairn/internal/pipeline"
 )
 
-// reproSRHT runs cairnctl verify srht at the paper's P = 256, s = 32 (fig:theory(a)).
+// reproSRHT runs cairnctl verify srht (verify.SRHT) at the paper's P = 256, s = 32 (fig:theory(a)).
 func reproSRHT(ctx context.Context, r *reproRun, t *reproTable) error {
 	args := []string{"verify", "srht", "--P", "256", "--s", "32", "--draws", strconv.Itoa(r.size.SRHTDraws), "--seed", strconv.FormatUint(r.seed, 10)}
 	t.Settings["command"] = "cairnctl " + strings.Join(args, " ")
 	r.logf("srht: %s", strings.Join(args, " "))
-	var rep srhtReport
-	if err := runCommand(ctx, args, &rep); err != nil {
+	rep, err := verify.SRHT(verify.SRHTOptions{P: 256, S: 32, Draws: r.size.SRHTDraws, Seed: r.seed})
+	if err != nil {
 		return err
 	}
 	jl := math.Inf(-1)
@@ -50,15 +51,15 @@ func reproSRHT(ctx context.Context, r *reproRun, t *reproTable) error {
 	return nil
 }
 
-// reproTwoAxis runs cairnctl verify two-axis on the paper's d = 8, 1864-parameter
+// reproTwoAxis runs cairnctl verify two-axis (verify.TwoAxis) on the paper's d = 8, 1864-parameter
 // backbone with h = 1, 4, 16 and s = 20 and ∞, 96 draws per cell (fig:2b).
 func reproTwoAxis(ctx context.Context, r *reproRun, t *reproTable) error {
 	args := []string{"verify", "two-axis", "--arch", "mlp:16-32-32-8", "--h", "1,4,16", "--s", "20,0",
 		"--draws", strconv.Itoa(r.size.TwoAxisDraws), "--seed", strconv.FormatUint(r.seed, 10)}
 	t.Settings["command"] = "cairnctl " + strings.Join(args, " ")
 	r.logf("two-axis: %s", strings.Join(args, " "))
-	var rep twoAxisReport
-	if err := runCommand(ctx, args, &rep); err != nil {
+	rep, err := verify.TwoAxis(verify.TwoAxisOptions{Arch: "mlp:16-32-32-8", H: []int{1, 4, 16}, S: []int{20, 0}, Draws: r.size.TwoAxisDraws, Seed: r.seed})
+	if err != nil {
 		return err
 	}
 	const pair = "cairn's pair is two seeded Gaussian inputs of the seeded mlp:16-32-32-8 network; the paper's is a pair of a real eNTK block"

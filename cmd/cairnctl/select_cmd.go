@@ -27,10 +27,6 @@ func selectCmd(fs *flag.FlagSet) cli.Func {
 	fs.IntVar(&o.SLQ.Deflate, "slq-deflate", slq.Deflate, "SLQ deflation rank (negative: none)")
 	return func(ctx context.Context, stdio cli.Stdio) error {
 		o.Pipeline = pf.options()
-		res, err := offline.Select(ctx, &o)
-		if err != nil {
-			return err
-		}
-		return writeJSON(stdio.Out, res)
+		return jsonOut(stdio)(offline.Select(ctx, &o))
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/lab/verify"
 	"github.com/cairnhq/cairn/internal/rng"
 )
 
@@ -161,17 +162,6 @@ func TestVerifyCertificateOmegaFile(t *testing.T) {
 	}
 }
 
-func TestCommon(t *testing.T) {
-	for _, c := range []struct {
-		a, b []int
-		want int
-	}{{nil, nil, 0}, {[]int{1, 2}, []int{2, 1}, 2}, {[]int{1, 2, 3}, []int{3, 4, 5}, 1}, {[]int{1}, []int{2}, 0}} {
-		if got := common(c.a, c.b); got != c.want {
-			t.Errorf("common(%v, %v) = %d, want %d", c.a, c.b, got, c.want)
-		}
-	}
-}
-
 // TestVerifyCertificateTopKRates recomputes sketch_topk_exact_rate and mean_topk_overlap
 // with a slow reference: the same seeded landmarks, queries and evaluation sketches
 // (named as the command names them), the exact kernel from full Jacobians
@@ -195,8 +185,8 @@ func TestVerifyCertificateTopKRates(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := b.InDim()
-	lx := gaussianInputs(seed, "cairnctl/verify/certificate/landmarks", m, in)
-	qx := gaussianInputs(seed, "cairnctl/verify/certificate/queries", queries, in)
+	lx := verify.GaussianInputs(seed, "cairnctl/verify/certificate/landmarks", m, in)
+	qx := verify.GaussianInputs(seed, "cairnctl/verify/certificate/queries", queries, in)
 	ws := b.NewWorkspace()
 	topSet := func(scores []float64) map[int]bool {
 		idx := []int{0, 1, 2, 3, 4, 5}

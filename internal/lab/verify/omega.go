@@ -1,4 +1,4 @@
-package main
+package verify
 
 import (
 	"context"
@@ -14,71 +14,71 @@ import (
 	"github.com/cairnhq/cairn/internal/rng"
 )
 
-// omegaSpec is how verify certificate gets the landmarks' ω (--omega and its flags).
-type omegaSpec struct {
-	from  string // "real", "halving" or a file name
-	data  string // real: data set of the fit
-	n     int    // real: training rows of the fit
-	ratio float64
+// OmegaSpec is how verify certificate gets the landmarks' ω (--omega and its flags).
+type OmegaSpec struct {
+	From  string  // --omega: "real", "halving" or a file name
+	Data  string  // --omega-data: data set of the real fit
+	N     int     // --omega-n: training rows of the real fit
+	Ratio float64 // --omega-ratio: the halving ratio
 }
 
-// omegaValues are the m values of ω verify certificate ranks with, where they came
+// OmegaValues are the m values of ω verify certificate ranks with, where they came
 // from, and for a real fit the recipe.
-type omegaValues struct {
-	values []float64
-	source string
-	fit    string
+type OmegaValues struct {
+	Values []float64
+	Source string
+	Fit    string
 }
 
-// certificateOmega returns m values of ω by spec:
+// CertificateOmega returns m values of ω by spec:
 //
 //   - real: ω of a model fitted by cairnctl explain's recipe (offline.FitModel with every
 //     offline.DefaultModelOptions value: the data set's trained backbone, h = 4, s = 1024, SimCLR from
-//     PCI, 20 epochs) on the first spec.n training rows of spec.data, with ⌈m/2⌉
+//     PCI, 20 epochs) on the first spec.N training rows of spec.Data, with ⌈m/2⌉
 //     landmarks per view so that the pool holds m (m+1 for odd m, the last dropped), in
 //     raw kernel units (ω of the first fit times kernel_scale, as explain and the daemon
 //     report it), in model row order;
 //   - halving: synthetic, ratio^{-rank}·U(0.9, 1.1) over a seeded random ranking (the
 //     command's former default);
 //   - otherwise a file (readOmegaFile), of which the first m values are used.
-func certificateOmega(ctx context.Context, spec omegaSpec, m int, seed uint64) (omegaValues, error) {
-	switch spec.from {
+func CertificateOmega(ctx context.Context, spec OmegaSpec, m int, seed uint64) (OmegaValues, error) {
+	switch spec.From {
 	case "halving":
-		if !(spec.ratio >= 1) || math.IsInf(spec.ratio, 0) {
-			return omegaValues{}, fmt.Errorf("--omega-ratio: %v, want finite ≥ 1", spec.ratio)
+		if !(spec.Ratio >= 1) || math.IsInf(spec.Ratio, 0) {
+			return OmegaValues{}, fmt.Errorf("--omega-ratio: %v, want finite ≥ 1", spec.Ratio)
 		}
 		omega := make([]float64, m)
 		or := rng.New(seed, "cairnctl/verify/certificate/omega")
 		for rank, l := range or.Perm(m) {
-			omega[l] = math.Pow(spec.ratio, -float64(rank)) * (0.9 + 0.2*or.Float64())
+			omega[l] = math.Pow(spec.Ratio, -float64(rank)) * (0.9 + 0.2*or.Float64())
 		}
-		return omegaValues{values: omega, source: "halving"}, nil
+		return OmegaValues{Values: omega, Source: "halving"}, nil
 	case "real":
-		if spec.n < 2 {
-			return omegaValues{}, fmt.Errorf("--omega-n: %d, want ≥ 2", spec.n)
+		if spec.N < 2 {
+			return OmegaValues{}, fmt.Errorf("--omega-n: %d, want ≥ 2", spec.N)
 		}
-		args := []string{"--data", spec.data, "--n", strconv.Itoa(spec.n), "--m", strconv.Itoa((m + 1) / 2),
+		args := []string{"--data", spec.Data, "--n", strconv.Itoa(spec.N), "--m", strconv.Itoa((m + 1) / 2),
 			"--seed", strconv.FormatUint(seed, 10)}
 		mo := offline.DefaultModelOptions()
-		mo.Pipeline.Data, mo.Pipeline.N, mo.Pipeline.M, mo.Pipeline.Seed = spec.data, spec.n, (m+1)/2, seed
+		mo.Pipeline.Data, mo.Pipeline.N, mo.Pipeline.M, mo.Pipeline.Seed = spec.Data, spec.N, (m+1)/2, seed
 		fm, err := offline.FitModel(ctx, &mo, 1, 0)
 		if err != nil {
-			return omegaValues{}, fmt.Errorf("--omega real (cairnctl explain %s): %w", strings.Join(args, " "), err)
+			return OmegaValues{}, fmt.Errorf("--omega real (cairnctl explain %s): %w", strings.Join(args, " "), err)
 		}
 		omega := fm.ExplainInput(&mo.Pipeline).Omega
 		if len(omega) < m {
-			return omegaValues{}, fmt.Errorf("--omega real: the fit selected %d landmarks, want %d (raise --omega-n)", len(omega), m)
+			return OmegaValues{}, fmt.Errorf("--omega real: the fit selected %d landmarks, want %d (raise --omega-n)", len(omega), m)
 		}
-		return omegaValues{values: omega[:m], source: "real", fit: "cairnctl explain " + strings.Join(args, " ")}, nil
+		return OmegaValues{Values: omega[:m], Source: "real", Fit: "cairnctl explain " + strings.Join(args, " ")}, nil
 	}
-	omega, err := readOmegaFile(spec.from)
+	omega, err := readOmegaFile(spec.From)
 	if err != nil {
-		return omegaValues{}, fmt.Errorf("--omega %s: %w", spec.from, err)
+		return OmegaValues{}, fmt.Errorf("--omega %s: %w", spec.From, err)
 	}
 	if len(omega) < m {
-		return omegaValues{}, fmt.Errorf("--omega %s: %d values, want at least m = %d", spec.from, len(omega), m)
+		return OmegaValues{}, fmt.Errorf("--omega %s: %d values, want at least m = %d", spec.From, len(omega), m)
 	}
-	return omegaValues{values: omega[:m], source: "file:" + spec.from}, nil
+	return OmegaValues{Values: omega[:m], Source: "file:" + spec.From}, nil
 }
 
 // readOmegaFile reads ω values from path: a JSON array of numbers, a JSON object with
