@@ -56,12 +56,12 @@ type Daemon struct {
 	kafka    stream.Config
 	httpAddr string
 
-	train  trainState   // the ingest and the refit baselines, under train.mu
-	serve  serveState   // the serving model, changed under serve.mu, read lock-free
-	query  queryState   // the query goroutine's own state
+	train trainState // the ingest and the refit baselines, under train.mu
+	serve serveState // the serving model, changed under serve.mu, read lock-free
+	query queryState // the query goroutine's own state
 	// answers decodes, answers and accounts queries (internal/query).
 	answers *query.Answerer
-	refits refitCounter // refit progress, read by /status and /metrics
+	refits  refitCounter // refit progress, read by /status and /metrics
 
 	pool     atomic.Pointer[poolStatus]
 	lagMu    sync.Mutex
@@ -485,57 +485,76 @@ func (d *Daemon) readers() (train, queries *stream.Reader, err error) {
 	return train, queries, err
 }
 
-// runComponents runs the components until ctx ends or one fails, in two groups: work
-// (readers, refits, lag, the leader's components) stops first; serve (the publisher of
-// a daemon that leads from its start) keeps running until work has stopped. A primary
-// on the embedded broker leads from its start; with external brokers the primary and
-// its standbys elect the leader (leader.go). It returns after every goroutine it
-// started has exited.
-func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, l leader, trainR *stream.Reader) (err error) {
-	work, stopWork := context.WithCancel(context.Background())
-	defer stopWork()
-	serve, stopServe := context.WithCancel(context.Background())
-	defer stopServe()
-	errc := make(chan error, 8)
-	var workWG, serveWG sync.WaitGroup
-	spawn := func(wg *sync.WaitGroup, c context.Context, name string, f func(context.Context) error) {
-		wg.Go(func() {
-			if err := f(c); err != nil {
-				errc <- fmt.Errorf("daemon: %s: %w", name, err)
-			}
+// runComponents runs a primary's or a standby's components (runGroups): the training
+// reader, refits, lag, the UI's samples and the topic watch, and the leader's
+// components. A primary on the embedded broker leads from its start (its publisher is
+// a serve component); with external brokers the primary and its standbys elect the
+// leader (internal/role/standby).
+func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, l leader, trainR *stream.Reader) error {
+	return d.runGroups(ctx, httpFailed, func(work, serve spawnFunc) error {
+		work("train", func(c context.Context) error {
+			return d.faults.KeepReading(c, "train", trainR, d.handleTrain, d.rebuildIngest)
 		})
-	}
-	spawn(&workWG, work, "train", func(c context.Context) error {
-		return d.faults.KeepReading(c, "train", trainR, d.handleTrain, d.rebuildIngest)
-	})
-	spawn(&workWG, work, "refit", d.runRefits)
-	spawn(&workWG, work, "lag", d.runLag)
-	spawn(&workWG, work, "ui", d.runUISamples)
-	spawn(&workWG, work, "topics", d.runTopicWatch)
-	if d.embedded != nil {
-		d.log.Info().Msg("leading: primary on the embedded broker")
-		spawn(&workWG, work, "lead", func(c context.Context) error { d.lead(c, l, false); return nil })
-		spawn(&serveWG, serve, "publisher", l.pub.Run)
-	} else {
+		work("refit", d.runRefits)
+		work("lag", d.runLag)
+		work("ui", d.runUISamples)
+		work("topics", d.runTopicWatch)
+		if d.embedded != nil {
+			d.log.Info().Msg("leading: primary on the embedded broker")
+			work("lead", func(c context.Context) error { d.lead(c, l, false); return nil })
+			serve("publisher", l.pub.Run)
+			return nil
+		}
 		cand, ad, err := d.candidate(l)
 		if err != nil {
 			return err
 		}
-		spawn(&workWG, work, "models", d.runFollow)
-		spawn(&workWG, work, "adopt", ad.Run)
-		spawn(&workWG, work, "election", cand.Run)
-	}
-	close(d.ready)
-	d.log.Info().Str("role", d.cfg.Role).Str("data_dir", d.cfg.DataDir).Strs("brokers", d.kafka.Brokers).
-		Str("http", d.httpAddr).Msg("cairnd serving")
+		work("models", d.runFollow)
+		work("adopt", ad.Run)
+		work("election", cand.Run)
+		return nil
+	}, func() {
+		d.log.Info().Str("role", d.cfg.Role).Str("data_dir", d.cfg.DataDir).Strs("brokers", d.kafka.Brokers).
+			Str("http", d.httpAddr).Msg("cairnd serving")
+	})
+}
 
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-		d.log.Error().Err(err).Msg("component failed; shutting down")
-	case herr := <-httpFailed:
-		err = fmt.Errorf("daemon: http: %w", herr)
-		d.log.Error().Err(err).Msg("component failed; shutting down")
+// spawnFunc starts the component f, named name, on a goroutine of its own.
+type spawnFunc func(name string, f func(context.Context) error)
+
+// runGroups runs the components start spawns until ctx ends, one fails, or HTTP fails,
+// in two groups: work stops first; serve (the publisher of a daemon that leads from its
+// start) keeps running until work has stopped, so that it drains what work committed.
+// Once start has spawned them the daemon is ready, and serving logs so. It returns
+// after every goroutine it started has exited, with the first failure joined with the
+// others (nil after a clean shutdown).
+func (d *Daemon) runGroups(ctx context.Context, httpFailed <-chan error, start func(work, serve spawnFunc) error, serving func()) (err error) {
+	work, stopWork := context.WithCancel(context.Background())
+	defer stopWork()
+	serve, stopServe := context.WithCancel(context.Background())
+	defer stopServe()
+	errc := make(chan error, 16)
+	var workWG, serveWG sync.WaitGroup
+	spawner := func(wg *sync.WaitGroup, c context.Context) spawnFunc {
+		return func(name string, f func(context.Context) error) {
+			wg.Go(func() {
+				if err := f(c); err != nil {
+					errc <- fmt.Errorf("daemon: %s: %w", name, err)
+				}
+			})
+		}
+	}
+	if err = start(spawner(&workWG, work), spawner(&serveWG, serve)); err == nil {
+		close(d.ready)
+		serving()
+		select {
+		case <-ctx.Done():
+		case err = <-errc:
+			d.log.Error().Err(err).Msg("component failed; shutting down")
+		case herr := <-httpFailed:
+			err = fmt.Errorf("daemon: http: %w", herr)
+			d.log.Error().Err(err).Msg("component failed; shutting down")
+		}
 	}
 	d.drainAtStop.Store(d.leading.Load())
 	d.stopping.Store(true)

@@ -3,22 +3,20 @@ package daemon
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"path/filepath"
-	"sync"
 	"time"
 
+	"github.com/cairnhq/cairn/internal/role/replica"
+	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/stream"
 )
 
-// runReplica is Run for role replica: no store and no ingestion. It reads model
-// versions and masks from the models topic (runFollow) and answers the query topic as
-// one member of the replicas' consumer group (kafka.group), writing each batch's
-// attributions and dead letters straight to Kafka and committing the batch's offsets to
-// the group only after the broker acknowledged them: answers are at least once, and a
-// repeated answer carries the same request id (the key). Every batch is answered
-// behind the deletion fence (fence, internal/modelbus).
+// runReplica is Run for role replica (internal/role/replica): no store and no
+// ingestion. It follows the models topic (runFollow) for the model versions and masks,
+// and answers the query topic as one member of the replicas' consumer group
+// (kafka.group), writing each batch's answers straight to Kafka before the group
+// commits its offsets, behind the deletion fence (fence).
 func (d *Daemon) runReplica(ctx context.Context) (err error) {
 	h, err := d.startHTTP()
 	if err != nil {
@@ -40,80 +38,41 @@ func (d *Daemon) runReplica(ctx context.Context) (err error) {
 	}
 	defer func() { err = errors.Join(err, w.Close()) }()
 	d.direct = w
-	gr, err := stream.NewGroupReader(stream.GroupReaderConfig{Kafka: d.kafka, Group: d.cfg.Kafka.Group,
-		Topic: d.cfg.Kafka.Topics.Queries, MaxBatch: 64, SessionTimeout: d.cfg.Kafka.SessionTimeout,
-		FetchMaxBytes: max(8<<20, 2*d.cfg.Limits.MaxMessageBytes)})
+	rep, err := replica.New(replica.Config{Kafka: d.kafka, Group: d.cfg.Kafka.Group, Topic: d.cfg.Kafka.Topics.Queries,
+		SessionTimeout: d.cfg.Kafka.SessionTimeout, FetchMaxBytes: max(8<<20, 2*d.cfg.Limits.MaxMessageBytes),
+		Writer: w, Fence: d.fence, Model: d.servingFor, Answers: d.answers, Faults: d.faults})
 	if err != nil {
 		return err
 	}
-	work, stop := context.WithCancel(context.Background())
-	defer stop()
-	errc := make(chan error, 2)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := d.runFollow(work); err != nil {
-			errc <- fmt.Errorf("daemon: models: %w", err)
-		}
+	err = d.runGroups(ctx, h.failed, func(work, _ spawnFunc) error {
+		work("models", d.runFollow)
+		work("queries", rep.Run)
+		work("ui", d.runUISamples)
+		return nil
+	}, func() {
+		d.log.Info().Str("role", "replica").Strs("brokers", d.kafka.Brokers).Str("group", d.cfg.Kafka.Group).
+			Str("http", d.httpAddr).Msg("cairnd serving")
 	})
-	wg.Go(func() {
-		if err := d.faults.KeepReading(work, "queries", gr, d.handleReplicaQueries, nil); err != nil {
-			errc <- fmt.Errorf("daemon: queries: %w", err)
-		}
-	})
-	wg.Go(func() { _ = d.runUISamples(work) }) // returns nil when work ends
-	close(d.ready)
-	d.log.Info().Str("role", "replica").Strs("brokers", d.kafka.Brokers).Str("group", d.cfg.Kafka.Group).
-		Str("http", d.httpAddr).Msg("cairnd serving")
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
-		d.log.Error().Err(err).Msg("component failed; shutting down")
-	case herr := <-h.failed:
-		err = fmt.Errorf("daemon: http: %w", herr)
-	}
-	d.stopping.Store(true)
-	stop()
-	wg.Wait()
-	close(errc)
-	for e := range errc {
-		err = errors.Join(err, e)
-	}
 	d.log.Info().Err(err).Msg("cairnd stopped")
 	return err
 }
 
-// handleReplicaQueries answers one batch of the query topic on a replica: behind the
-// deletion fence, on the serving model, written to Kafka before the group reader
-// commits the batch.
-func (d *Daemon) handleReplicaQueries(ctx context.Context, batch []stream.Message) error {
-	if err := d.fence(ctx); err != nil {
-		return err
-	}
+// servingFor waits for the first model, then returns the serving model with room in
+// its evaluation draw for n more answers (redraw when it has none).
+func (d *Daemon) servingFor(ctx context.Context, n int) (*serving.Model, error) {
 	select {
 	case <-d.serve.modelReady:
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	s := d.serve.model.Load()
-	if s != nil && s.Draw != nil && s.Draw.Used.Load()+int64(len(batch)) > int64(d.cfg.Query.DrawQueries) {
+	if s != nil && s.Draw != nil && s.Draw.Used.Load()+int64(n) > int64(d.cfg.Query.DrawQueries) {
 		if err := d.redraw(s); err != nil {
-			return err
+			return nil, err
 		}
 		s = d.serve.model.Load()
 	}
-	outs := d.answers.Batch(&d.query.work, s, batch, nil)
-	msgs := make([]stream.Message, 0, len(batch))
-	for _, o := range outs {
-		if !o.Skip {
-			msgs = append(msgs, stream.Message{Topic: o.Topic, Key: o.Key, Value: o.Value})
-		}
-	}
-	if err := d.direct.Write(ctx, msgs...); err != nil {
-		return err
-	}
-	d.faults.Recovered("queries")
-	d.answers.Account(outs, s)
-	return nil
+	return s, nil
 }
 
 // emitDirect writes one status event straight to Kafka (a replica's, which has no
