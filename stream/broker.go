@@ -151,8 +151,11 @@ const noCleanerMs = "3153600000000"
 
 // segmentBytes is the size at which the embedded broker starts a new segment file of a
 // partition (kfake's default is 100 MiB): what one erasure rewrites is about a
-// segment, and a partition of n points holds about n × 2.5 KB / segmentBytes files.
-const segmentBytes = "1048576"
+// segment, and a partition of n points holds about n × 2.5 KB / segmentBytes files
+// (about 150 per partition of 60,000 MNIST points over four partitions). 256 KiB keeps
+// one non-landmark deletion's broker writes at n = 10,000 near 0.4 MB on the training
+// topic (1.5 MB with 1 MiB segments; scripts/erasure-bytes).
+const segmentBytes = "262144"
 
 // Compact runs log compaction now on every topic whose cleanup.policy is compact: of
 // each key only the newest record stays (a null value, a tombstone, for

@@ -1,6 +1,8 @@
 package modelbus
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"errors"
 	"reflect"
 	"testing"
@@ -104,5 +106,34 @@ func TestCutsDeterministic(t *testing.T) {
 		if len(p) < minContent || len(p) > MaxChunk {
 			t.Fatalf("piece of %d bytes outside [%d, %d]", len(p), minContent, MaxChunk)
 		}
+	}
+}
+
+// TestContentDeflate: a compressible piece travels deflated and decodes to its bytes; a
+// piece that inflates beyond MaxChunk or names an unknown encoding is refused.
+func TestContentDeflate(t *testing.T) {
+	piece := make([]byte, 100000)
+	for i := range piece {
+		if i%97 == 0 {
+			piece[i] = byte(i)
+		}
+	}
+	h := sha256.Sum256(piece)
+	v := contentValue(piece)
+	if len(v) > len(piece)/4 {
+		t.Fatalf("a mostly zero piece of %d bytes travels in %d", len(piece), len(v))
+	}
+	d, err := Decode(ContentKey(h), v)
+	if err != nil || !bytes.Equal(d.Data, piece) {
+		t.Fatalf("decode: %v (equal %v)", err, bytes.Equal(d.Data, piece))
+	}
+	big := make([]byte, MaxChunk+1)
+	if _, err := Decode(ContentKey(sha256.Sum256(big)), contentValue(big)); !errors.Is(err, ErrMessage) {
+		t.Fatalf("a piece inflating beyond MaxChunk: %v; want ErrMessage", err)
+	}
+	bad := append([]byte(nil), v...)
+	bad[len(header(KindContent, 0))] = 7
+	if _, err := Decode(ContentKey(h), bad); !errors.Is(err, ErrMessage) {
+		t.Fatalf("encoding 7: %v; want ErrMessage", err)
 	}
 }
