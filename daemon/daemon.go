@@ -225,7 +225,6 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 		ui:    ui.NewRecorder(cfg.UI.Answers, cfg.UI.Samples),
 		serve: serveState{modelReady: make(chan struct{})}, lag: map[string]int64{},
 		refits: refitCounter{kick: make(chan struct{}, 1)},
-		models: modelsState{kick: make(chan struct{}, 1), advance: make(chan struct{}, 1)},
 		query:  queryState{last: map[partition]int64{}},
 	}
 	d.answers = query.New(query.Config{Daemon: cfg, Limits: qlim, Log: log, Metrics: d.metrics, UI: d.ui,
@@ -336,6 +335,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, closeBroker()) }()
+	d.openModels()
 	if err := d.restore(); err != nil {
 		return diagnose(st, err)
 	}
@@ -509,7 +509,7 @@ func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, l l
 		if err != nil {
 			return err
 		}
-		work("models", d.runFollow)
+		work("models", d.models.follow.Run)
 		work("adopt", ad.Run)
 		work("election", cand.Run)
 		return nil
@@ -940,10 +940,10 @@ func (d *Daemon) removing(ids []string) {
 		// The mask goes on the models topic in this batch's transaction (commitMask),
 		// also when a retried batch finds the model masked already.
 		d.models.maskDirty = true
-		d.models.eraseDue.Store(true)
+		d.models.pub.EraseDue()
 		if ns := s.WithMask(ids); ns != s {
 			d.serve.model.Store(ns)
-			d.kickModels() // republish the version without the deleted rows
+			d.models.pub.Kick() // republish the version without the deleted rows
 			d.metrics.SetModel(ns.Version, ns.MaskedCount())
 			d.log.Info().Uint64("model", ns.Version).Int("masked", ns.MaskedCount()).Msg("deleted landmarks left the serving encoder")
 		}

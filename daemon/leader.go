@@ -36,7 +36,7 @@ func (d *Daemon) lead(ctx context.Context, l leader, elected bool) {
 	defer d.metrics.SetLeading(false)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := d.runModels(ctx, l.w); err != nil {
+		if err := d.models.pub.Run(ctx, l.w); err != nil {
 			d.log.Error().Err(err).Msg("model publisher stopped")
 		}
 	})

@@ -195,7 +195,7 @@ func (d *Daemon) finishRefit(snap *job, c *refitCommit, secs, syncSecs float64) 
 		}
 		d.train.mu.Unlock()
 		d.install(ft.Serving.WithMask(still), snap.mark)
-		d.kickModels()
+		d.models.pub.Kick()
 	}
 	d.train.mu.Lock()
 	d.train.ingest.DropPending(audited)

@@ -13,10 +13,10 @@ import (
 )
 
 // runReplica is Run for role replica (internal/role/replica): no store and no
-// ingestion. It follows the models topic (runFollow) for the model versions and masks,
+// ingestion. It follows the models topic (modeltopic.Follower) for the model versions and masks,
 // and answers the query topic as one member of the replicas' consumer group
 // (kafka.group), writing each batch's answers straight to Kafka before the group
-// commits its offsets, behind the deletion fence (fence).
+// commits its offsets, behind the deletion fence (modeltopic.Follower.Fence).
 func (d *Daemon) runReplica(ctx context.Context) (err error) {
 	h, err := d.startHTTP()
 	if err != nil {
@@ -26,6 +26,7 @@ func (d *Daemon) runReplica(ctx context.Context) (err error) {
 	if _, err := d.connect(ctx); err != nil {
 		return err
 	}
+	d.openModels()
 	// Evaluation draws are named apart from every other replica's: by the data
 	// directory (each replica has its own).
 	abs, _ := filepath.Abs(d.cfg.DataDir)
@@ -40,12 +41,12 @@ func (d *Daemon) runReplica(ctx context.Context) (err error) {
 	d.direct = w
 	rep, err := replica.New(replica.Config{Kafka: d.kafka, Group: d.cfg.Kafka.Group, Topic: d.cfg.Kafka.Topics.Queries,
 		SessionTimeout: d.cfg.Kafka.SessionTimeout, FetchMaxBytes: max(8<<20, 2*d.cfg.Limits.MaxMessageBytes),
-		Writer: w, Fence: d.fence, Model: d.servingFor, Answers: d.answers, Faults: d.faults})
+		Writer: w, Fence: d.models.follow.Fence, Model: d.servingFor, Answers: d.answers, Faults: d.faults})
 	if err != nil {
 		return err
 	}
 	err = d.runGroups(ctx, h.failed, func(work, _ spawnFunc) error {
-		work("models", d.runFollow)
+		work("models", d.models.follow.Run)
 		work("queries", rep.Run)
 		work("ui", d.runUISamples)
 		return nil

@@ -46,10 +46,11 @@
 //
 // A replica, before it answers a batch of queries, asks the broker for the end offset
 // of the models topic and answers only once it has applied every message below it
-// (the replica side of the daemon, daemon/replica.go). So: every answer whose batch a
-// replica began after a deletion's audit was acknowledged is computed on a model with
-// that deletion's mask, and cannot name the deleted id. An answer begun before the
-// audit may name it, as an answer of the primary committed before the deletion may.
+// (modeltopic.Follower.Fence, which internal/role/replica calls). So: every answer
+// whose batch a replica began after a deletion's audit was acknowledged is computed
+// on a model with that deletion's mask, and cannot name the deleted id. An answer
+// begun before the audit may name it, as an answer of the primary committed before the
+// deletion may.
 //
 // # Contracts
 //

@@ -1,0 +1,152 @@
+package modeltopic
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/fault"
+	"github.com/cairnhq/cairn/internal/metrics"
+	"github.com/cairnhq/cairn/internal/modelbus"
+	"github.com/cairnhq/cairn/internal/serving"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// TestFloor: Raise only raises, also when called at once from many goroutines.
+func TestFloor(t *testing.T) {
+	var f Floor
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() { f.Raise(uint64(i)) })
+	}
+	wg.Wait()
+	f.Raise(3)
+	if got := f.Load(); got != 63 {
+		t.Errorf("floor %d, want 63", got)
+	}
+}
+
+// testModel is a served model of m landmarks of a seeded MLP with random coefficients.
+func testModel(t *testing.T, version uint64, m int) *serving.Model {
+	t.Helper()
+	b, err := entk.NewBackbone("mlp:6-8-4", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	in := serving.Input{Version: version, Points: 3 * m, Scale: 1, A: mat.NewDense(m, 3, nil), B: []float64{0.1, 0.2, 0.3}}
+	in.LandmarkX = make([]float64, m*b.InDim())
+	for i := range in.LandmarkX {
+		in.LandmarkX[i] = r.NormFloat64()
+	}
+	for l := range m {
+		in.LandmarkIDs = append(in.LandmarkIDs, fmt.Sprintf("p%02d", l))
+		in.Views = append(in.Views, "AB"[l%2])
+		in.Omega = append(in.Omega, 0.5+r.Float64())
+		for c := range 3 {
+			in.A.Set(l, c, r.NormFloat64())
+		}
+	}
+	in.ID = serving.ModelID(in.LandmarkIDs, in.Views, in.A, in.B)
+	s, err := serving.New(in, serving.Settings{Backbone: b, H: 2, S: 16, Seed: 5, DrawName: "test/eval", ExactMemoryBytes: 1 << 30, Fits: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// installed is what a follower installed.
+type installed struct {
+	mu      sync.Mutex
+	version uint64
+	id      string
+	masked  []string
+}
+
+// TestPublishFollow: on an embedded broker, a leader's Publisher puts the serving
+// version on the topic, a Follower installs it (same id, the floor raised), applies a
+// mask written afterwards, and its Fence returns once that mask is applied.
+func TestPublishFollow(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const topic = "t.models"
+	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Topics: []string{topic}, Partitions: 1,
+		TopicConfigs: map[string]map[string]string{topic: {"cleanup.policy": "compact"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	kc := stream.Config{Brokers: []string{b.Addr()}}
+	w, err := stream.NewWriter(stream.WriterConfig{Kafka: kc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	s := testModel(t, 7, 6)
+	faults := fault.NewTracker(zerolog.Nop(), nil)
+	var leaderFloor, followerFloor Floor
+	pub := NewPublisher(PublisherConfig{Kafka: kc, Topic: topic, Features: "fp", Floor: &leaderFloor,
+		Serving: func() *serving.Model { return s }, Faults: faults, Log: zerolog.Nop()})
+	var got installed
+	fol := NewFollower(FollowerConfig{Kafka: kc, Topic: topic, Features: "fp", Floor: &followerFloor,
+		Leading: func() bool { return false },
+		Install: func(v *modelbus.Version, mask []string) error {
+			got.mu.Lock()
+			defer got.mu.Unlock()
+			got.version, got.id, got.masked = v.Version, v.ID, mask
+			return nil
+		},
+		Mask: func(mask func(uint64) []string) {
+			got.mu.Lock()
+			defer got.mu.Unlock()
+			got.masked = mask(got.version)
+		},
+		Faults: faults, Metrics: metrics.New(), Log: zerolog.Nop()})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { _ = pub.Run(ctx, w) })
+	wg.Go(func() { _ = fol.Run(ctx) })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got.mu.Lock()
+		v, id := got.version, got.id
+		got.mu.Unlock()
+		if v == 7 {
+			if id != s.ID {
+				t.Fatalf("installed model id %s, want %s", id, s.ID)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("version 7 not installed (faults: %v)", faults.Err())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if leaderFloor.Load() != 7 || followerFloor.Load() != 7 {
+		t.Errorf("floors %d (leader), %d (follower), want 7", leaderFloor.Load(), followerFloor.Load())
+	}
+	m := modelbus.Mask(7, []string{"p01"})
+	if err := w.Write(ctx, stream.Message{Topic: topic, Key: m.Key, Value: m.Value}); err != nil {
+		t.Fatal(err)
+	}
+	fctx, fcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer fcancel()
+	if err := fol.Fence(fctx); err != nil {
+		t.Fatal(err)
+	}
+	got.mu.Lock()
+	masked := got.masked
+	got.mu.Unlock()
+	if !slices.Equal(masked, []string{"p01"}) {
+		t.Errorf("after the fence the mask is %v, want [p01]", masked)
+	}
+}
