@@ -1,0 +1,195 @@
+package onnx
+
+import (
+	"math"
+)
+
+// opBinary compiles Add, Sub, Mul, Div and Pow with multidirectional broadcasting. Integer
+// operands (shape arithmetic) compute exactly; integer Div truncates toward zero.
+func opBinary(op byte) opFunc {
+	return func(x *nodeCtx) ([]outSpec, kernel, error) {
+		if err := x.check(2, 2); err != nil {
+			return nil, nil, err
+		}
+		a, b := x.in[0], x.in[1]
+		if a.dt != b.dt && op != '^' {
+			return nil, nil, errf(ErrModel, "operands of types %v and %v", a.dt, b.dt)
+		}
+		shape, ok := broadcastShapes(a.shape, b.shape)
+		if !ok {
+			return nil, nil, errf(ErrShape, "shapes %v and %v do not broadcast", a.shape, b.shape)
+		}
+		k := &binaryKernel{op: op, n: numel(shape), ia: bcastMap(a.shape, shape), ib: bcastMap(b.shape, shape), intDiv: a.dt == dtInt && op == '/'}
+		if err := x.c.spend((len(k.ia)+len(k.ib))/2, "broadcast maps"); err != nil {
+			return nil, nil, err
+		}
+		return []outSpec{{dt: a.dt, shape: shape}}, k, nil
+	}
+}
+
+// binaryKernel computes y[i] = a[ia[i]] op b[ib[i]] (ia, ib nil: the identity).
+type binaryKernel struct {
+	op     byte
+	n      int
+	ia, ib []int32
+	intDiv bool
+}
+
+func (k *binaryKernel) scratch() int { return 0 }
+
+// at returns m[i], or i for the identity map.
+func at(m []int32, i int) int {
+	if m == nil {
+		return i
+	}
+	return int(m[i])
+}
+
+func (k *binaryKernel) forward(out, in [][]float64, _ []float64) {
+	y, a, b := out[0][:k.n], in[0], in[1]
+	if k.ia == nil && k.ib == nil && k.op == '+' {
+		for i := range y {
+			y[i] = a[i] + b[i]
+		}
+		return
+	}
+	for i := range y {
+		u, v := a[at(k.ia, i)], b[at(k.ib, i)]
+		switch k.op {
+		case '+':
+			y[i] = u + v
+		case '-':
+			y[i] = u - v
+		case '*':
+			y[i] = u * v
+		case '/':
+			y[i] = u / v
+			if k.intDiv {
+				y[i] = math.Trunc(y[i])
+			}
+		case '^':
+			y[i] = math.Pow(u, v)
+		}
+	}
+}
+
+// backward: d(a+b) = (g, g), d(a−b) = (g, −g), d(ab) = (g·b, g·a), d(a/b) = (g/b, −g·y/b),
+// d(a^b) = (g·b·a^(b−1), g·y·ln a), the last 0 where a ≤ 0 (ln undefined). Broadcast
+// operands receive the sum over the elements they were repeated to.
+func (k *binaryKernel) backward(gin, gout, in, out [][]float64, _ []float64) {
+	g, a, b, y := gout[0][:k.n], in[0], in[1], out[0]
+	ga, gb := gin[0], gin[1]
+	for i, gi := range g {
+		ja, jb := at(k.ia, i), at(k.ib, i)
+		var da, db float64
+		switch k.op {
+		case '+':
+			da, db = gi, gi
+		case '-':
+			da, db = gi, -gi
+		case '*':
+			da, db = gi*b[jb], gi*a[ja]
+		case '/':
+			da, db = gi/b[jb], -gi*y[i]/b[jb]
+		case '^':
+			u, v := a[ja], b[jb]
+			da = gi * v * math.Pow(u, v-1)
+			if u > 0 {
+				db = gi * y[i] * math.Log(u)
+			}
+		}
+		if ga != nil {
+			ga[ja] += da
+		}
+		if gb != nil {
+			gb[jb] += db
+		}
+	}
+}
+
+// unary operators.
+const (
+	uRelu = iota
+	uTanh
+	uSigmoid
+	uSqrt
+	uErf
+	uNeg
+	uExp
+	uLog
+)
+
+// opUnary compiles a float elementwise function.
+func opUnary(f int) opFunc {
+	return func(x *nodeCtx) ([]outSpec, kernel, error) {
+		if err := x.check(1, 1); err != nil {
+			return nil, nil, err
+		}
+		if f != uRelu && f != uNeg {
+			if err := x.floatIn(0); err != nil {
+				return nil, nil, err
+			}
+		}
+		v := x.in[0]
+		return []outSpec{{dt: v.dt, shape: v.shape}}, &unaryKernel{f: f, n: numel(v.shape)}, nil
+	}
+}
+
+// unaryKernel computes y = f(x) elementwise.
+type unaryKernel struct{ f, n int }
+
+func (k *unaryKernel) scratch() int { return 0 }
+
+func (k *unaryKernel) forward(out, in [][]float64, _ []float64) {
+	y, x := out[0][:k.n], in[0][:k.n]
+	for i, v := range x {
+		switch k.f {
+		case uRelu:
+			y[i] = max(v, 0)
+		case uTanh:
+			y[i] = math.Tanh(v)
+		case uSigmoid:
+			y[i] = 1 / (1 + math.Exp(-v))
+		case uSqrt:
+			y[i] = math.Sqrt(v)
+		case uErf:
+			y[i] = math.Erf(v)
+		case uNeg:
+			y[i] = -v
+		case uExp:
+			y[i] = math.Exp(v)
+		case uLog:
+			y[i] = math.Log(v)
+		}
+	}
+}
+
+// backward multiplies by f'(x): relu' = [x > 0] (0 at 0), tanh' = 1 − y², σ' = y(1 − y),
+// sqrt' = 1/(2y), erf' = 2/√π·e^{−x²}, neg' = −1, exp' = y, log' = 1/x.
+func (k *unaryKernel) backward(gin, gout, in, out [][]float64, _ []float64) {
+	gx, g, x, y := gin[0][:k.n], gout[0][:k.n], in[0][:k.n], out[0][:k.n]
+	for i, gi := range g {
+		var d float64
+		switch k.f {
+		case uRelu:
+			if x[i] > 0 {
+				d = gi
+			}
+		case uTanh:
+			d = gi * (1 - y[i]*y[i])
+		case uSigmoid:
+			d = gi * y[i] * (1 - y[i])
+		case uSqrt:
+			d = gi / (2 * y[i])
+		case uErf:
+			d = gi * 2 / math.Sqrt(math.Pi) * math.Exp(-x[i]*x[i])
+		case uNeg:
+			d = -gi
+		case uExp:
+			d = gi * y[i]
+		case uLog:
+			d = gi / x[i]
+		}
+		gx[i] += d
+	}
+}

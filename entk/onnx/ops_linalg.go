@@ -1,0 +1,224 @@
+package onnx
+
+import (
+	"slices"
+
+	"gonum.org/v1/gonum/blas"
+
+	"github.com/cairnhq/cairn/internal/gemm"
+)
+
+// dgemm adds alpha·op(A)·op(B) to C (m×n, row-major, ldc): internal/gemm's blocked FMA
+// product for large products, gonum's below its size threshold; either way a function of
+// the arguments alone.
+func dgemm(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
+	if m == 0 || n == 0 || k == 0 {
+		return
+	}
+	ta, tb := blas.NoTrans, blas.NoTrans
+	if tA {
+		ta = blas.Trans
+	}
+	if tB {
+		tb = blas.Trans
+	}
+	gemm.Implementation{}.Dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, 1, c, ldc)
+}
+
+// opGemm: Y = alpha·op(A)·op(B) + beta·C, A and B 2-D, C broadcast to [M, N].
+func opGemm(x *nodeCtx) ([]outSpec, kernel, error) {
+	if err := x.check(2, 3, "alpha", "beta", "transA", "transB"); err != nil {
+		return nil, nil, err
+	}
+	if err := x.floatIn(0, 1, 2); err != nil {
+		return nil, nil, err
+	}
+	var vals [4]int64
+	for i, name := range []string{"transA", "transB"} {
+		v, err := x.attrInt(name, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		vals[i] = v
+	}
+	alpha, err := x.attrFloat("alpha", 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	beta, err := x.attrFloat("beta", 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	as, bs := x.in[0].shape, x.in[1].shape
+	if len(as) != 2 || len(bs) != 2 {
+		return nil, nil, errf(ErrShape, "Gemm of %v and %v (want 2-D)", as, bs)
+	}
+	k := &gemmKernel{transA: vals[0] != 0, transB: vals[1] != 0, alpha: alpha, beta: beta}
+	k.m, k.k = as[0], as[1]
+	if k.transA {
+		k.m, k.k = as[1], as[0]
+	}
+	kb := bs[0]
+	k.n = bs[1]
+	if k.transB {
+		kb, k.n = bs[1], bs[0]
+	}
+	if kb != k.k {
+		return nil, nil, errf(ErrShape, "Gemm inner dimensions %d and %d (A %v, B %v, transA %d, transB %d)", k.k, kb, as, bs, vals[0], vals[1])
+	}
+	shape := []int{k.m, k.n}
+	if c := x.opt(2); c != nil {
+		if bc, ok := broadcastShapes(c.shape, shape); !ok || !slices.Equal(bc, shape) {
+			return nil, nil, errf(ErrShape, "Gemm C %v does not broadcast to %v", c.shape, shape)
+		}
+		if numel(c.shape) != k.m*k.n {
+			k.cb = bcastMap(c.shape, shape)
+		}
+	}
+	return []outSpec{{dt: dtFloat, shape: shape}}, k, nil
+}
+
+// gemmKernel is Gemm with op(A) M×K, op(B) K×N; cb maps C to [M, N] (nil: C has M·N
+// elements in order).
+type gemmKernel struct {
+	transA, transB bool
+	m, n, k        int
+	alpha, beta    float64
+	cb             []int32
+}
+
+func (k *gemmKernel) scratch() int { return 0 }
+
+// ld returns the leading dimensions of A and B as stored.
+func (k *gemmKernel) ld() (lda, ldb int) {
+	lda, ldb = k.k, k.n
+	if k.transA {
+		lda = k.m
+	}
+	if k.transB {
+		ldb = k.k
+	}
+	return lda, ldb
+}
+
+func (k *gemmKernel) forward(out, in [][]float64, _ []float64) {
+	y, a, b, c := out[0][:k.m*k.n], in[0], in[1], get(in, 2)
+	for i := range y {
+		y[i] = 0
+		if c != nil {
+			y[i] = k.beta * c[at(k.cb, i)]
+		}
+	}
+	lda, ldb := k.ld()
+	dgemm(k.transA, k.transB, k.m, k.n, k.k, k.alpha, a, lda, b, ldb, y, k.n)
+}
+
+// backward: with dop(A) = α·g·op(B)ᵀ and dop(B) = α·op(A)ᵀ·g, gA gets dop(A) (or its
+// transpose when transA), gB likewise, and gC gets β·g summed over C's broadcast.
+func (k *gemmKernel) backward(gin, gout, in, _ [][]float64, _ []float64) {
+	g, a, b := gout[0][:k.m*k.n], in[0], in[1]
+	lda, ldb := k.ld()
+	if ga := gin[0]; ga != nil {
+		if !k.transA {
+			dgemm(false, !k.transB, k.m, k.k, k.n, k.alpha, g, k.n, b, ldb, ga, k.k)
+		} else {
+			dgemm(k.transB, true, k.k, k.m, k.n, k.alpha, b, ldb, g, k.n, ga, k.m)
+		}
+	}
+	if gb := gin[1]; gb != nil {
+		if !k.transB {
+			dgemm(!k.transA, false, k.k, k.n, k.m, k.alpha, a, lda, g, k.n, gb, k.n)
+		} else {
+			dgemm(true, k.transA, k.n, k.k, k.m, k.alpha, g, k.n, a, lda, gb, k.k)
+		}
+	}
+	if gc := get(gin, 2); gc != nil {
+		for i, gi := range g {
+			gc[at(k.cb, i)] += k.beta * gi
+		}
+	}
+}
+
+// opMatMul: numpy matmul: 1-D operands are promoted (and the added dimension dropped
+// from the result), batch dimensions broadcast.
+func opMatMul(x *nodeCtx) ([]outSpec, kernel, error) {
+	if err := x.check(2, 2); err != nil {
+		return nil, nil, err
+	}
+	if err := x.floatIn(0, 1); err != nil {
+		return nil, nil, err
+	}
+	as, bs := x.in[0].shape, x.in[1].shape
+	if len(as) == 0 || len(bs) == 0 {
+		return nil, nil, errf(ErrShape, "MatMul of a scalar (%v, %v)", as, bs)
+	}
+	a1, b1 := len(as) == 1, len(bs) == 1
+	if a1 {
+		as = []int{1, as[0]}
+	}
+	if b1 {
+		bs = []int{bs[0], 1}
+	}
+	k := &matmulKernel{m: as[len(as)-2], k: as[len(as)-1], n: bs[len(bs)-1]}
+	if bs[len(bs)-2] != k.k {
+		return nil, nil, errf(ErrShape, "MatMul of %v and %v: inner dimensions differ", x.in[0].shape, x.in[1].shape)
+	}
+	ab, bb := as[:len(as)-2], bs[:len(bs)-2]
+	batch, ok := broadcastShapes(ab, bb)
+	if !ok {
+		return nil, nil, errf(ErrShape, "MatMul batch dimensions %v and %v do not broadcast", ab, bb)
+	}
+	if _, err := checkedNumel(ints64(append(slices.Clone(batch), k.m, k.n)), x.c.budget); err != nil {
+		return nil, nil, errf(ErrShape, "MatMul: %v", err)
+	}
+	if numel(bb) == 1 && slices.Equal(ab, batch) {
+		k.m *= numel(batch) // B is shared: one product with the batch folded into rows
+		k.offA, k.offB = []int{0}, []int{0}
+	} else {
+		for _, o := range stridedMap(batch, alignedStrides(ab, batch), 0) {
+			k.offA = append(k.offA, int(o)*k.m*k.k)
+		}
+		for _, o := range stridedMap(batch, alignedStrides(bb, batch), 0) {
+			k.offB = append(k.offB, int(o)*k.k*k.n)
+		}
+	}
+	shape := slices.Clone(batch)
+	if !a1 {
+		shape = append(shape, as[len(as)-2])
+	}
+	if !b1 {
+		shape = append(shape, k.n)
+	}
+	return []outSpec{{dt: dtFloat, shape: shape}}, k, nil
+}
+
+// matmulKernel computes, for each batch element i, Y_i = A[offA[i]:] · B[offB[i]:] (M×K by
+// K×N); VJP gA_i += g_i·B_iᵀ, gB_i += A_iᵀ·g_i, summing over broadcast batches.
+type matmulKernel struct {
+	m, n, k    int
+	offA, offB []int
+}
+
+func (k *matmulKernel) scratch() int { return 0 }
+
+func (k *matmulKernel) forward(out, in [][]float64, _ []float64) {
+	mn := k.m * k.n
+	y := out[0][:len(k.offA)*mn]
+	clear(y)
+	for i, oa := range k.offA {
+		dgemm(false, false, k.m, k.n, k.k, 1, in[0][oa:], k.k, in[1][k.offB[i]:], k.n, y[i*mn:], k.n)
+	}
+}
+
+func (k *matmulKernel) backward(gin, gout, in, _ [][]float64, _ []float64) {
+	mn := k.m * k.n
+	for i, oa := range k.offA {
+		g, ob := gout[0][i*mn:], k.offB[i]
+		if gin[0] != nil {
+			dgemm(false, true, k.m, k.k, k.n, 1, g, k.n, in[1][ob:], k.n, gin[0][oa:], k.k)
+		}
+		if gin[1] != nil {
+			dgemm(true, false, k.k, k.n, k.m, 1, in[0][oa:], k.k, g, k.n, gin[1][ob:], k.n)
+		}
+	}
+}

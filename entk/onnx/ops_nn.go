@@ -1,0 +1,494 @@
+package onnx
+
+import (
+	"math"
+	"slices"
+)
+
+// geom is the sliding-window geometry of Conv and the pools over 1 or 2 spatial
+// dimensions (1-D is H = 1), dimension 0 being H.
+type geom struct {
+	in, k, out, stride, dil, padB, padE [2]int
+}
+
+// window reads auto_pad, pads, strides and dilations for spatial input dims in and kernel
+// dims k (ceil: ceil_mode of the pools, with PyTorch's rule that the last window must
+// start inside the input or its leading padding).
+func (x *nodeCtx) window(in, k []int, ceil bool) (geom, error) {
+	var g geom
+	s := len(in)
+	if s < 1 || s > 2 || len(k) != s {
+		return g, errf(ErrUnsupported, "%d spatial dimensions (kernel %v); 1 or 2 are supported", s, k)
+	}
+	autoPad, err := x.attrString("auto_pad", "NOTSET")
+	if err != nil {
+		return g, err
+	}
+	var lists [3][]int64
+	for i, name := range []string{"pads", "strides", "dilations"} {
+		if lists[i], err = x.attrInts(name); err != nil {
+			return g, err
+		}
+	}
+	pads, strd, dil := lists[0], lists[1], lists[2]
+	if pads != nil && len(pads) != 2*s || strd != nil && len(strd) != s || dil != nil && len(dil) != s {
+		return g, errf(ErrShape, "pads %v, strides %v, dilations %v for %d spatial dimensions", pads, strd, dil, s)
+	}
+	for i := range 2 {
+		g.in[i], g.k[i], g.out[i], g.stride[i], g.dil[i] = 1, 1, 1, 1, 1
+	}
+	for i := range s {
+		j := i + 2 - s // 1-D uses dimension 1 (W)
+		g.in[j], g.k[j] = in[i], k[i]
+		if strd != nil {
+			g.stride[j] = int(min(max(strd[i], 0), 1<<20))
+		}
+		if dil != nil {
+			g.dil[j] = int(min(max(dil[i], 0), 1<<20))
+		}
+		if pads != nil {
+			g.padB[j], g.padE[j] = int(min(max(pads[i], -1), 1<<20)), int(min(max(pads[i+s], -1), 1<<20))
+		}
+		if g.stride[j] < 1 || g.dil[j] < 1 || g.padB[j] < 0 || g.padE[j] < 0 || g.k[j] < 1 {
+			return g, errf(ErrShape, "kernel %v, strides %v, dilations %v, pads %v", k, strd, dil, pads)
+		}
+		span := g.dil[j]*(g.k[j]-1) + 1
+		switch autoPad {
+		case "NOTSET":
+		case "VALID":
+			g.padB[j], g.padE[j] = 0, 0
+		case "SAME_UPPER", "SAME_LOWER":
+			o := (g.in[j] + g.stride[j] - 1) / g.stride[j]
+			t := max(0, (o-1)*g.stride[j]+span-g.in[j])
+			g.padB[j], g.padE[j] = t/2, t-t/2
+			if autoPad == "SAME_LOWER" {
+				g.padB[j], g.padE[j] = t-t/2, t/2
+			}
+		default:
+			return g, errf(ErrUnsupported, "auto_pad %q", autoPad)
+		}
+		ext := g.in[j] + g.padB[j] + g.padE[j] - span
+		if ext < 0 {
+			return g, errf(ErrShape, "kernel %v larger than the padded input %v", k, in)
+		}
+		g.out[j] = ext/g.stride[j] + 1
+		if ceil && ext%g.stride[j] != 0 {
+			g.out[j]++
+			if (g.out[j]-1)*g.stride[j] >= g.in[j]+g.padB[j] {
+				g.out[j]--
+			}
+		}
+	}
+	return g, nil
+}
+
+// fits checks that c copies of the window tables (c·kh·kw·Ho·Wo entries) fit the budget
+// before they are built.
+func (g geom) fits(x *nodeCtx, c int) error {
+	if _, err := checkedNumel([]int64{int64(c), int64(g.k[0]), int64(g.k[1]), int64(g.out[0]), int64(g.out[1])}, x.c.budget); err != nil {
+		return errf(ErrShape, "window tables: %v", err)
+	}
+	return nil
+}
+
+// positions is Ho·Wo and area kh·kw.
+func (g geom) positions() int { return g.out[0] * g.out[1] }
+func (g geom) area() int      { return g.k[0] * g.k[1] }
+
+// offsets returns, for output position p and kernel element e, off[e·P + p] = the input
+// offset iy·W + ix within a plane, or -1 outside the input; and padded[e·P + p] whether
+// the element lies inside the padded input (AveragePool's count_include_pad).
+func (g geom) offsets() (off []int32, padded []bool) {
+	P, A := g.positions(), g.area()
+	off, padded = make([]int32, A*P), make([]bool, A*P)
+	for ky := 0; ky < g.k[0]; ky++ {
+		for kx := 0; kx < g.k[1]; kx++ {
+			e := ky*g.k[1] + kx
+			for oy := 0; oy < g.out[0]; oy++ {
+				iy := oy*g.stride[0] - g.padB[0] + ky*g.dil[0]
+				for ox := 0; ox < g.out[1]; ox++ {
+					ix := ox*g.stride[1] - g.padB[1] + kx*g.dil[1]
+					i := e*P + oy*g.out[1] + ox
+					off[i] = -1
+					if iy >= 0 && iy < g.in[0] && ix >= 0 && ix < g.in[1] {
+						off[i] = int32(iy*g.in[1] + ix)
+					}
+					padded[i] = iy < g.in[0]+g.padE[0] && ix < g.in[1]+g.padE[1]
+				}
+			}
+		}
+	}
+	return off, padded
+}
+
+// outShape is [N, C, spatial out…] for an input of the given rank.
+func (g geom) outShape(n, c, rank int) []int {
+	if rank == 3 {
+		return []int{n, c, g.out[1]}
+	}
+	return []int{n, c, g.out[0], g.out[1]}
+}
+
+// opConv: 1-D or 2-D convolution, group 1, with pads, strides, dilations and auto_pad.
+func opConv(x *nodeCtx) ([]outSpec, kernel, error) {
+	if err := x.check(2, 3, "auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"); err != nil {
+		return nil, nil, err
+	}
+	if err := x.floatIn(0, 1, 2); err != nil {
+		return nil, nil, err
+	}
+	if g, err := x.attrInt("group", 1); err != nil || g != 1 {
+		if err == nil {
+			err = errf(ErrUnsupported, "Conv group = %d (only 1)", g)
+		}
+		return nil, nil, err
+	}
+	xs, ws := x.in[0].shape, x.in[1].shape
+	if len(xs) < 3 || len(ws) != len(xs) || ws[1] != xs[1] {
+		return nil, nil, errf(ErrShape, "Conv input %v with weight %v", xs, ws)
+	}
+	if ks, err := x.attrInts("kernel_shape"); err != nil || ks != nil && !slices.Equal(ints64(ws[2:]), ks) {
+		if err == nil {
+			err = errf(ErrShape, "kernel_shape %v, weight %v", ks, ws)
+		}
+		return nil, nil, err
+	}
+	if b := x.opt(2); b != nil && numel(b.shape) != ws[0] {
+		return nil, nil, errf(ErrShape, "Conv bias %v for %d channels", b.shape, ws[0])
+	}
+	g, err := x.window(xs[2:], ws[2:], false)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := g.fits(x, xs[1]); err != nil {
+		return nil, nil, err
+	}
+	off, _ := g.offsets()
+	P, A, C := g.positions(), g.area(), xs[1]
+	k := &convKernel{n: xs[0], m: ws[0], K: C * A, P: P, plane: numel(xs[1:]), cols: make([]int32, C*A*P)}
+	hw := g.in[0] * g.in[1]
+	for c := 0; c < C; c++ {
+		for i, o := range off {
+			k.cols[c*A*P+i] = o
+			if o >= 0 {
+				k.cols[c*A*P+i] = o + int32(c*hw)
+			}
+		}
+	}
+	if err := x.c.spend(len(k.cols)/2, "im2col map"); err != nil {
+		return nil, nil, err
+	}
+	return []outSpec{{dt: dtFloat, shape: g.outShape(xs[0], ws[0], len(xs))}}, k, nil
+}
+
+// convKernel is a convolution as a matrix product (im2col): per batch element b,
+//
+//	cols[r, p] = x_b[cols map[r·P + p]] (0 in the padding),  r = c·A + e
+//	y_b[m, p]  = bias[m] + Σ_r W[m, r] · cols[r, p]          (y_b = W·cols, one Dgemm)
+//
+// and its VJP gW += g_b·colsᵀ, gbias[m] += Σ_p g_b[m, p], gx_b += col2im(Wᵀ·g_b).
+type convKernel struct {
+	n, m, K, P, plane int
+	cols              []int32 // K×P
+}
+
+// scratch holds the n im2col matrices (for the weight gradient) and one gradient of
+// cols.
+func (k *convKernel) scratch() int { return (k.n + 1) * k.K * k.P }
+
+func (k *convKernel) forward(out, in [][]float64, scr []float64) {
+	y, xin, w, bias := out[0], in[0], in[1], get(in, 2)
+	KP, MP := k.K*k.P, k.m*k.P
+	for b := 0; b < k.n; b++ {
+		cols, xb, yb := scr[b*KP:(b+1)*KP], xin[b*k.plane:(b+1)*k.plane], y[b*MP:(b+1)*MP]
+		for i, j := range k.cols {
+			if j < 0 {
+				cols[i] = 0
+			} else {
+				cols[i] = xb[j]
+			}
+		}
+		for m := 0; m < k.m; m++ {
+			row := yb[m*k.P : (m+1)*k.P]
+			v := 0.0
+			if bias != nil {
+				v = bias[m]
+			}
+			for p := range row {
+				row[p] = v
+			}
+		}
+		dgemm(false, false, k.m, k.P, k.K, 1, w, k.K, cols, k.P, yb, k.P)
+	}
+}
+
+func (k *convKernel) backward(gin, gout, in, _ [][]float64, scr []float64) {
+	gx, gw, gb, w := gin[0], gin[1], get(gin, 2), in[1]
+	KP, MP := k.K*k.P, k.m*k.P
+	gcols := scr[k.n*KP : (k.n+1)*KP]
+	for b := 0; b < k.n; b++ {
+		g, cols := gout[0][b*MP:(b+1)*MP], scr[b*KP:(b+1)*KP]
+		if gw != nil {
+			dgemm(false, true, k.m, k.K, k.P, 1, g, k.P, cols, k.P, gw, k.K)
+		}
+		if gb != nil {
+			for m := 0; m < k.m; m++ {
+				s := 0.0
+				for _, v := range g[m*k.P : (m+1)*k.P] {
+					s += v
+				}
+				gb[m] += s
+			}
+		}
+		if gx != nil {
+			clear(gcols)
+			dgemm(true, false, k.K, k.P, k.m, 1, w, k.K, g, k.P, gcols, k.P)
+			xb := gx[b*k.plane : (b+1)*k.plane]
+			for i, j := range k.cols {
+				if j >= 0 {
+					xb[j] += gcols[i]
+				}
+			}
+		}
+	}
+}
+
+// opPool compiles MaxPool (max = true) and AveragePool.
+func opPool(isMax bool) opFunc {
+	return func(x *nodeCtx) ([]outSpec, kernel, error) {
+		attrs := []string{"auto_pad", "ceil_mode", "kernel_shape", "pads", "strides", "dilations"}
+		if isMax {
+			attrs = append(attrs, "storage_order")
+		} else {
+			attrs = append(attrs, "count_include_pad")
+		}
+		if err := x.check(1, 1, attrs...); err != nil {
+			return nil, nil, err
+		}
+		if err := x.floatIn(0); err != nil {
+			return nil, nil, err
+		}
+		xs := x.in[0].shape
+		ks, err := x.attrInts("kernel_shape")
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(xs) < 3 || len(ks) != len(xs)-2 {
+			return nil, nil, errf(ErrShape, "pool input %v with kernel_shape %v", xs, ks)
+		}
+		kd := make([]int, len(ks))
+		for i, v := range ks {
+			kd[i] = int(min(max(v, 0), 1<<20))
+		}
+		ceil, err := x.attrInt("ceil_mode", 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		incl, err := x.attrInt("count_include_pad", 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		g, err := x.window(xs[2:], kd, ceil != 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := g.fits(x, 1); err != nil {
+			return nil, nil, err
+		}
+		k := &poolKernel{max: isMax, planes: xs[0] * xs[1], hw: g.in[0] * g.in[1], P: g.positions(), A: g.area()}
+		var padded []bool
+		k.off, padded = g.offsets()
+		if !isMax {
+			k.div = make([]float64, k.P)
+			for p := range k.P {
+				for e := range k.A {
+					if k.off[e*k.P+p] >= 0 || incl != 0 && padded[e*k.P+p] {
+						k.div[p]++
+					}
+				}
+			}
+		}
+		if err := x.c.spend(len(k.off)/2+len(k.div), "pool map"); err != nil {
+			return nil, nil, err
+		}
+		return []outSpec{{dt: dtFloat, shape: g.outShape(xs[0], xs[1], len(xs))}}, k, nil
+	}
+}
+
+var (
+	opMaxPool     = opPool(true)
+	opAveragePool = opPool(false)
+)
+
+// poolKernel pools every plane (n·c of them) of hw values into P outputs over windows of A
+// elements (off as geom.offsets). MaxPool: y = the first maximum in row-major window order
+// (strict >), its gradient to that element; a window wholly in the padding gives -Inf.
+// AveragePool: y = Σ valid / div[p], div counting the padding when count_include_pad.
+type poolKernel struct {
+	max        bool
+	planes, hw int
+	P, A       int
+	off        []int32
+	div        []float64
+}
+
+// scratch is MaxPool's argmax per output (as a float64; -1 for none).
+func (k *poolKernel) scratch() int {
+	if k.max {
+		return k.planes * k.P
+	}
+	return 0
+}
+
+func (k *poolKernel) forward(out, in [][]float64, scr []float64) {
+	for c := 0; c < k.planes; c++ {
+		x, y := in[0][c*k.hw:(c+1)*k.hw], out[0][c*k.P:(c+1)*k.P]
+		for p := range y {
+			if !k.max {
+				s := 0.0
+				for e := 0; e < k.A; e++ {
+					if j := k.off[e*k.P+p]; j >= 0 {
+						s += x[j]
+					}
+				}
+				y[p] = s / k.div[p]
+				continue
+			}
+			best, arg := math.Inf(-1), -1
+			for e := 0; e < k.A; e++ {
+				if j := int(k.off[e*k.P+p]); j >= 0 && (arg < 0 || x[j] > best) {
+					best, arg = x[j], j
+				}
+			}
+			y[p] = best
+			scr[c*k.P+p] = float64(arg)
+		}
+	}
+}
+
+func (k *poolKernel) backward(gin, gout, _, _ [][]float64, scr []float64) {
+	for c := 0; c < k.planes; c++ {
+		gx, g := gin[0][c*k.hw:(c+1)*k.hw], gout[0][c*k.P:(c+1)*k.P]
+		for p, gp := range g {
+			if k.max {
+				if j := int(scr[c*k.P+p]); j >= 0 {
+					gx[j] += gp
+				}
+				continue
+			}
+			d := gp / k.div[p]
+			for e := 0; e < k.A; e++ {
+				if j := k.off[e*k.P+p]; j >= 0 {
+					gx[j] += d
+				}
+			}
+		}
+	}
+}
+
+// opGlobalAveragePool is the mean over all spatial positions per (n, c).
+func opGlobalAveragePool(x *nodeCtx) ([]outSpec, kernel, error) {
+	if err := x.check(1, 1); err != nil {
+		return nil, nil, err
+	}
+	xs := x.in[0].shape
+	if len(xs) < 3 {
+		return nil, nil, errf(ErrShape, "GlobalAveragePool of %v", xs)
+	}
+	shape := slices.Clone(xs)
+	for i := 2; i < len(shape); i++ {
+		shape[i] = 1
+	}
+	hw := numel(xs[2:])
+	off := make([]int32, hw)
+	for i := range off {
+		off[i] = int32(i)
+	}
+	div := []float64{float64(hw)}
+	if hw == 0 {
+		return nil, nil, errf(ErrShape, "GlobalAveragePool of an empty plane %v", xs)
+	}
+	return []outSpec{{dt: dtFloat, shape: shape}}, &poolKernel{planes: xs[0] * xs[1], hw: hw, P: 1, A: hw, off: off, div: div}, nil
+}
+
+// opBatchNorm: the inference form y = (x − mean)/√(var + ε)·scale + B per channel (axis
+// 1); mean and var never receive a gradient (they are running statistics).
+func opBatchNorm(x *nodeCtx) ([]outSpec, kernel, error) {
+	if err := x.check(5, 5, "epsilon", "momentum", "training_mode"); err != nil {
+		return nil, nil, err
+	}
+	if err := x.floatIn(0, 1, 2, 3, 4); err != nil {
+		return nil, nil, err
+	}
+	if t, err := x.attrInt("training_mode", 0); err != nil || t != 0 {
+		if err == nil {
+			err = errf(ErrUnsupported, "BatchNormalization training_mode = 1: export the module in eval mode")
+		}
+		return nil, nil, err
+	}
+	eps, err := x.attrFloat("epsilon", float64(float32(1e-5)))
+	if err != nil {
+		return nil, nil, err
+	}
+	xs := x.in[0].shape
+	if len(xs) < 2 {
+		return nil, nil, errf(ErrShape, "BatchNormalization of %v", xs)
+	}
+	for k := 1; k < 5; k++ {
+		if numel(x.in[k].shape) != xs[1] {
+			return nil, nil, errf(ErrShape, "BatchNormalization input %d shape %v for %d channels", k, x.in[k].shape, xs[1])
+		}
+	}
+	k := &bnKernel{n: xs[0], c: xs[1], inner: numel(xs[2:]), eps: eps}
+	return []outSpec{{dt: dtFloat, shape: xs}}, k, nil
+}
+
+// bnKernel is BatchNormalization on x [n, c, inner].
+type bnKernel struct {
+	n, c, inner int
+	eps         float64
+}
+
+func (k *bnKernel) scratch() int { return 0 }
+
+func (k *bnKernel) forward(out, in [][]float64, _ []float64) {
+	x, scale, bias, mean, vr := in[0], in[1], in[2], in[3], in[4]
+	for b := 0; b < k.n; b++ {
+		for c := 0; c < k.c; c++ {
+			o := (b*k.c + c) * k.inner
+			sd := math.Sqrt(vr[c] + k.eps)
+			for i, v := range x[o : o+k.inner] {
+				out[0][o+i] = (v-mean[c])/sd*scale[c] + bias[c]
+			}
+		}
+	}
+}
+
+func (k *bnKernel) backward(gin, gout, in, _ [][]float64, _ []float64) {
+	x, scale, mean, vr := in[0], in[1], in[3], in[4]
+	gx, gs, gbias := gin[0], gin[1], gin[2]
+	for b := 0; b < k.n; b++ {
+		for c := 0; c < k.c; c++ {
+			o := (b*k.c + c) * k.inner
+			sd := math.Sqrt(vr[c] + k.eps)
+			g := gout[0][o : o+k.inner]
+			var sg, sgx float64
+			for i, gi := range g {
+				sg += gi
+				sgx += gi * (x[o+i] - mean[c]) / sd
+			}
+			if gs != nil {
+				gs[c] += sgx
+			}
+			if gbias != nil {
+				gbias[c] += sg
+			}
+			if gx != nil {
+				f := scale[c] / sd
+				for i, gi := range g {
+					gx[o+i] += gi * f
+				}
+			}
+		}
+	}
+}
