@@ -145,6 +145,7 @@ type Client struct {
 	cfg  Config
 	http *http.Client
 	w    *stream.Writer // nil without brokers
+	ans  answers        // the reader of the answer topics, started by the first wait
 }
 
 // New validates cfg, reads the HTTP credential files and prepares the Kafka writer. It
@@ -169,9 +170,11 @@ func New(cfg Config) (*Client, error) {
 // Topics returns the topic names the client uses (defaults filled in).
 func (c *Client) Topics() config.Topics { return c.cfg.Topics }
 
-// Close closes the Kafka writer after flushing what it holds. It is idempotent
-// (stream.Writer.Close is).
+// Close stops the reader of the answer topics (requests still waiting get an error)
+// and waits for it, then closes the Kafka writer after flushing what it holds. It is
+// idempotent.
 func (c *Client) Close() error {
+	c.ans.close()
 	if c.w == nil {
 		return nil
 	}

@@ -330,3 +330,53 @@ func TestHTTPErrors(t *testing.T) {
 		t.Errorf("Status of nobody: %v, want ErrUnreachable naming the URL", err)
 	}
 }
+
+// TestCloseWhileWaiting: Close ends a request still waiting for its answer with
+// ErrClosed, joins the answer reader, and refuses later waits.
+func TestCloseWhileWaiting(t *testing.T) {
+	b := startBroker(t)
+	c, err := New(Config{Kafka: stream.Config{Brokers: []string{b.Addr()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Ask(context.Background(), stream.QueryEvent{Request: "waits", ID: "p"})
+		errc <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !c.waiting("waits") {
+		if time.Now().After(deadline) {
+			t.Fatal("the request never waited")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("Ask during Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Ask still waiting after Close")
+	}
+	if !isClosed(c.ans.done) {
+		t.Error("the answer reader still runs after Close")
+	}
+	if _, err := c.DeleteAndWait(context.Background(), "p", ""); !errors.Is(err, ErrClosed) {
+		t.Errorf("DeleteAndWait after Close: %v, want ErrClosed", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// waiting reports whether request is registered with the answer reader.
+func (c *Client) waiting(request string) bool {
+	c.ans.mu.Lock()
+	defer c.ans.mu.Unlock()
+	_, ok := c.ans.waiting[request]
+	return ok
+}

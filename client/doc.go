@@ -18,14 +18,16 @@
 //
 // # Answers are correlated by request id
 //
-// Ask and DeleteAndWait open a Watcher on the answer topic and the dead-letter topic
-// before they send, so an answer cannot be missed however fast it comes. The answer is
-// the first message on the answer topic keyed by the request id whose "request" field
-// is that id; a dead letter is matched to the message sent by topic, key, length and
-// SHA-256 (or by the copied bytes from a daemon that keeps them), and returned as a
-// *DeadLetterError (errors.Is(err, ErrDeadLettered)). Other messages are skipped. The
-// wait for the answer is bounded by ctx and, once the request is sent, by
-// Config.AnswerTimeout; running out of time is ErrNoAnswer.
+// Ask and DeleteAndWait register their request with the client's reader of the answer
+// topics (attributions, audits and dead letters) before they send, so an answer cannot
+// be missed however fast it comes. The answer is the first message on the answer topic
+// keyed by the request id whose "request" field is that id; a dead letter is matched to
+// the message sent by topic, key, length and SHA-256 (or by the copied bytes from a
+// daemon that keeps them), and returned as a *DeadLetterError (errors.Is(err,
+// ErrDeadLettered)). Other messages are skipped. The wait for the answer is bounded by
+// ctx and, once the request is sent, by Config.AnswerTimeout; running out of time is
+// ErrNoAnswer. A Watcher does the same for a caller that reads the topics itself
+// (Watcher.Await).
 //
 // # Audits
 //
@@ -47,12 +49,14 @@
 //
 // # Lifecycle and concurrency
 //
-// New opens no connection. A Client is safe for concurrent use; each Ask and
-// DeleteAndWait reads the answer topic on its own Watcher, so concurrent calls do not
-// take each other's answers. A Watcher runs one reader goroutine from Watch until
-// Close, which joins it; Ask and DeleteAndWait return only after their Watcher's reader
-// has exited. Close on a Client and on a Watcher is idempotent. Every method takes its
-// context first and stops when it ends. Byte slices in returned values (Raw, Sent's
+// New opens no connection. A Client is safe for concurrent use: concurrent Asks and
+// DeleteAndWaits share one reader of the answer topics, which hands each answer to the
+// request it names (a request id may wait only once at a time). That reader, a
+// goroutine and its Watcher, starts with the first request that waits and runs until
+// Client.Close, which joins it (a reader that fails hands its error to the waiting
+// requests and is started again by the next). A Watcher runs one reader goroutine from
+// Watch until Close, which joins it. Close on a Client and on a Watcher is idempotent.
+// Every method takes its context first and stops when it ends. Byte slices in returned values (Raw, Sent's
 // Key and Value) belong to the caller; arguments are never modified.
 //
 // # HTTP

@@ -184,18 +184,17 @@ func (c *Client) DeleteAndWait(ctx context.Context, id, request string) (Audit, 
 	return a, nil
 }
 
-// sendAndWait watches s's answer topic and the dead-letter topic, sends s and awaits
-// its answer, within Config.AnswerTimeout of the send.
+// sendAndWait registers s with the client's answer reader, sends it and waits for its
+// answer or dead letter, within Config.AnswerTimeout of the send.
 func (c *Client) sendAndWait(ctx context.Context, s Sent, what string) (stream.Message, error) {
 	if _, err := c.writer(); err != nil {
 		return stream.Message{}, err
 	}
-	w, err := c.Watch(ctx, s.AnswerTopic, c.cfg.Topics.DLQ)
+	wt, err := c.ans.wait(ctx, c, s)
 	if err != nil {
 		return stream.Message{}, err
 	}
-	// Close's error is the reader's, which Await has already returned if it mattered.
-	defer w.Close()
+	defer c.ans.forget(wt)
 	if err := c.send(ctx, s, what); err != nil {
 		return stream.Message{}, err
 	}
@@ -204,5 +203,10 @@ func (c *Client) sendAndWait(ctx context.Context, s Sent, what string) (stream.M
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.AnswerTimeout)
 		defer cancel()
 	}
-	return w.Await(ctx, s)
+	select {
+	case r := <-wt.ch:
+		return r.m, r.err
+	case <-ctx.Done():
+		return stream.Message{}, s.noAnswer(c.cfg.Topics.DLQ)
+	}
 }

@@ -139,16 +139,12 @@ func (w *Watcher) Await(ctx context.Context, s Sent) (stream.Message, error) {
 		if err != nil {
 			if ctx.Err() != nil {
 				others := slices.DeleteFunc(slices.Clone(w.topics), func(t string) bool { return t == s.AnswerTopic })
-				return stream.Message{}, fmt.Errorf("%w to request %s on %s (nor a dead letter on %s) in time: is the daemon running and consuming %s?",
-					ErrNoAnswer, s.Request, s.AnswerTopic, strings.Join(others, ", "), s.Topic)
+				return stream.Message{}, s.noAnswer(strings.Join(others, ", "))
 			}
 			return stream.Message{}, err
 		}
 		if m.Topic == s.AnswerTopic {
-			var body struct {
-				Request string `json:"request"`
-			}
-			if string(m.Key) == s.Request && json.Unmarshal(m.Value, &body) == nil && body.Request == s.Request {
+			if s.answeredBy(m) {
 				return m, nil
 			}
 			continue
@@ -158,6 +154,22 @@ func (w *Watcher) Await(ctx context.Context, s Sent) (stream.Message, error) {
 			return stream.Message{}, &DeadLetterError{Request: s.Request, DeadLetter: dl, Raw: m.Value}
 		}
 	}
+}
+
+// answeredBy reports whether m is the answer to s: on s.AnswerTopic, keyed by the
+// request id, with that id in its "request" field.
+func (s Sent) answeredBy(m stream.Message) bool {
+	var body struct {
+		Request string `json:"request"`
+	}
+	return m.Topic == s.AnswerTopic && string(m.Key) == s.Request &&
+		json.Unmarshal(m.Value, &body) == nil && body.Request == s.Request
+}
+
+// noAnswer is the ErrNoAnswer of s, whose dead letter would have come on dlq.
+func (s Sent) noAnswer(dlq string) error {
+	return fmt.Errorf("%w to request %s on %s (nor a dead letter on %s) in time: is the daemon running and consuming %s?",
+		ErrNoAnswer, s.Request, s.AnswerTopic, dlq, s.Topic)
 }
 
 // deadLetterOf reports whether dl records the rejection of the message (key, sent)
