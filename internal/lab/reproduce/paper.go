@@ -1,10 +1,11 @@
-package main
+package reproduce
 
 import "github.com/cairnhq/cairn/internal/lab/verify"
 
-// The paper's numbers, transcribed from the paper's LaTeX source
-// (/work/shared/seeds/000_1d4ee020cb128e37.txt). These are the only constants of
-// cairnctl reproduce: every number cairn reports is computed when the table runs.
+// The paper's numbers, transcribed from the paper's LaTeX source (the CAIRN paper,
+// seeds/000_1d4ee020cb128e37.txt of the project's shared files, as DESIGN.md cites it).
+// These are the only constants of cairnctl reproduce: every number cairn reports is
+// computed when the table runs.
 // Each table's cells are listed in the paper's row and column order; a table's runner
 // fills cairn's value of exactly these cells, so a cell the paper has and cairn lacks
 // shows as cairn null with a note, never as a made-up number.
@@ -33,21 +34,21 @@ const (
 	failValue = 0
 )
 
-// reproItem is a data set, loss, selector or initializer: the name the paper's tables
+// item is a data set, loss, selector or initializer: the name the paper's tables
 // use for it and cairnctl's flag value.
-type reproItem struct{ name, flag string }
+type item struct{ name, flag string }
 
 // The data sets, losses, selectors and initializers in the paper's order, with the
 // names the paper's tables use for them and cairnctl's flag values.
 var (
-	reproDatasets = []reproItem{{"Adult", "adult"}, {"MNIST", "mnist"}}
-	// reproDatasetsMNISTFirst is the order of the paper's coverage and initializer tables.
-	reproDatasetsMNISTFirst = []reproItem{{"MNIST", "mnist"}, {"Adult", "adult"}}
-	reproLosses             = []reproItem{{"BT", "bt"}, {"SimCLR", "simclr"}, {"VICReg", "vicreg"}}
-	reproSelector           = []reproItem{
+	datasets = []item{{"Adult", "adult"}, {"MNIST", "mnist"}}
+	// datasetsMNISTFirst is the order of the paper's coverage and initializer tables.
+	datasetsMNISTFirst = []item{{"MNIST", "mnist"}, {"Adult", "adult"}}
+	losses             = []item{{"BT", "bt"}, {"SimCLR", "simclr"}, {"VICReg", "vicreg"}}
+	selectors          = []item{
 		{"Random", "random"}, {"k-means++", "kmeans++"}, {"DPP", "dpp"}, {"k-center", "kcenter"}, {"PC-NTK", "pc-ntk"}, {"PC", "pc"},
 	}
-	reproInits = []reproItem{
+	inits = []item{
 		{"Kaiming", "kaiming"}, {"PCI-D", "pci"}, {"PCI-L", "pci-lanczos"}, {"CSI", "csi"}, {"AUI", "aui"},
 	}
 )
@@ -82,9 +83,9 @@ var paperTables = map[string][]paperCell{
 	// claim at both the fit's ridge (rows "Adult", "MNIST") and λ = 10 (rows "…, λ = 10").
 	"deff": func() []paperCell {
 		var cs []paperCell
-		for _, d := range reproDatasets {
+		for _, d := range datasets {
 			for _, row := range []string{d.name, deffPaperRow(d.name)} {
-				for _, s := range reproSelector {
+				for _, s := range selectors {
 					cs = append(cs, rg(row, s.name, "≤ 0.72", 0, 0.72, "app. additional (SLQ d_eff), Sec. 4"))
 				}
 			}
@@ -143,7 +144,7 @@ var paperTables = map[string][]paperCell{
 	"deletion": func() []paperCell {
 		var cs []paperCell
 		for _, d := range []string{"Adult", "MNIST"} {
-			for _, l := range reproLosses {
+			for _, l := range losses {
 				row := d + " " + l.name
 				omega := paperCell{Row: row, Column: "top-10 by ω", Text: "fail", Label: "fig:acc-del(b), Sec. 4"}
 				if d == "Adult" && l.name != "BT" {
@@ -159,9 +160,9 @@ var paperTables = map[string][]paperCell{
 func kappaCells(v map[string][6]float64) []paperCell {
 	var cs []paperCell
 	for _, d := range []string{"MNIST", "Adult"} {
-		for _, l := range reproLosses {
+		for _, l := range losses {
 			row := d + " " + l.name
-			for i, s := range reproSelector {
+			for i, s := range selectors {
 				cs = append(cs, pt(row, s.name, ftoa(v[row][i]), v[row][i], "tab:kappa-matched"))
 			}
 		}
@@ -175,7 +176,7 @@ func kappaCells(v map[string][6]float64) []paperCell {
 		{summaryMeanRatio, [6]string{"2.73", "3.61", "1.39", "2.53", "2.11", "1.24"}},
 		{summaryWorstRatio, [6]string{"4.50", "8.50", "2.50", "7.50", "4.00", "1.55"}},
 	} {
-		for i, s := range reproSelector {
+		for i, s := range selectors {
 			cs = append(cs, pt(r.row, s.name, r.v[i], atof(r.v[i]), "tab:kappa-matched"))
 		}
 	}
@@ -185,14 +186,14 @@ func kappaCells(v map[string][6]float64) []paperCell {
 func initCells(v map[string][5]string) []paperCell {
 	var cs []paperCell
 	for _, d := range []string{"MNIST", "Adult"} {
-		for _, l := range reproLosses {
+		for _, l := range losses {
 			row := d + " " + l.name
-			for i, in := range reproInits {
+			for i, in := range inits {
 				cs = append(cs, pt(row, in.name, v[row][i], atof(v[row][i]), "tab:d3-merged"))
 			}
 		}
 	}
-	for i, in := range reproInits {
+	for i, in := range inits {
 		r := [5]string{"2.17", "4.17", "4.17", "2.00", "2.50"}[i]
 		cs = append(cs, pt(summaryMeanRank, in.name, r, atof(r), "tab:d3-merged"))
 	}

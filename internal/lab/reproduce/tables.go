@@ -1,4 +1,4 @@
-package main
+package reproduce
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 	"github.com/cairnhq/cairn/internal/pipeline"
 )
 
-// reproSRHT runs cairnctl verify srht (verify.SRHT) at the paper's P = 256, s = 32 (fig:theory(a)).
-func reproSRHT(ctx context.Context, r *reproRun, t *reproTable) error {
+// tableSRHT runs cairnctl verify srht (verify.SRHT) at the paper's P = 256, s = 32 (fig:theory(a)).
+func tableSRHT(ctx context.Context, r *runner, t *Table) error {
 	args := []string{"verify", "srht", "--P", "256", "--s", "32", "--draws", strconv.Itoa(r.size.SRHTDraws), "--seed", strconv.FormatUint(r.seed, 10)}
 	t.Settings["command"] = "cairnctl " + strings.Join(args, " ")
 	r.logf("srht: %s", strings.Join(args, " "))
@@ -51,9 +51,9 @@ func reproSRHT(ctx context.Context, r *reproRun, t *reproTable) error {
 	return nil
 }
 
-// reproTwoAxis runs cairnctl verify two-axis (verify.TwoAxis) on the paper's d = 8, 1864-parameter
+// tableTwoAxis runs cairnctl verify two-axis (verify.TwoAxis) on the paper's d = 8, 1864-parameter
 // backbone with h = 1, 4, 16 and s = 20 and ∞, 96 draws per cell (fig:2b).
-func reproTwoAxis(ctx context.Context, r *reproRun, t *reproTable) error {
+func tableTwoAxis(ctx context.Context, r *runner, t *Table) error {
 	args := []string{"verify", "two-axis", "--arch", "mlp:16-32-32-8", "--h", "1,4,16", "--s", "20,0",
 		"--draws", strconv.Itoa(r.size.TwoAxisDraws), "--seed", strconv.FormatUint(r.seed, 10)}
 	t.Settings["command"] = "cairnctl " + strings.Join(args, " ")
@@ -89,16 +89,16 @@ func reproTwoAxis(ctx context.Context, r *reproRun, t *reproTable) error {
 	return nil
 }
 
-// reproDeff compares SLQ with the exact d_eff (select's deff: the same estimator options
+// tableDeff compares SLQ with the exact d_eff (select's deff: the same estimator options
 // as cairnctl select) on the landmark kernel K_mm of each selector's two-view pool, at two
 // ridges: the fit's, the paper's 10⁻³ (tab:hparams) relative to the mean of diag K_mm
 // (the fit's diagonal kernel scaling; d_eff is scale-invariant, Lemma deff (iii)), and
 // deffPaperLambda on the kernel's own scale.
-func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
+func tableDeff(ctx context.Context, r *runner, t *Table) error {
 	const ridge = 1e-3
 	t.Settings["ridge"] = fmt.Sprintf("rows Adult, MNIST: 1e-3 × mean diag K_mm (the fit's); rows %q: λ = %g (the paper's)", deffPaperRow("…"), float64(deffPaperLambda))
 	t.Settings["cell"] = "100·|SLQ − exact|/exact on the pool kernel (M = 2m); noise: SLQ's standard error in %"
-	for _, d := range reproDatasets {
+	for _, d := range datasets {
 		pf := r.pipeline(d.flag)
 		if pf.Data == "" {
 			t.skip(d.name, r.notRun(d.flag))
@@ -106,7 +106,7 @@ func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
 			continue
 		}
 		rows := []string{d.name, deffPaperRow(d.name)}
-		if r.keep(t, d.name, func(c *reproCell) bool { return slices.Contains(rows, c.Row) }) {
+		if r.keep(t, d.name, func(c *Cell) bool { return slices.Contains(rows, c.Row) }) {
 			continue
 		}
 		r.logf("deff: %s: features", d.name)
@@ -115,14 +115,14 @@ func reproDeff(ctx context.Context, r *reproRun, t *reproTable) error {
 		if err != nil {
 			return err
 		}
-		for _, s := range reproSelector {
+		for _, s := range selectors {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if r.keep(t, d.name+" "+s.name, func(c *reproCell) bool { return slices.Contains(rows, c.Row) && c.Column == s.name }) {
+			if r.keep(t, d.name+" "+s.name, func(c *Cell) bool { return slices.Contains(rows, c.Row) && c.Column == s.name }) {
 				continue
 			}
-			vs, err := offline.SelectViews(ctx, prep, s.flag, pf.M, pf.Seed, pf.Rule()) // the paper's rule (reproRun.pipeline)
+			vs, err := offline.SelectViews(ctx, prep, s.flag, pf.M, pf.Seed, pf.Rule()) // the paper's rule (runner.pipeline)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", d.name, s.name, err)
 			}
@@ -172,7 +172,7 @@ func deffPaperRow(name string) string {
 
 // model fits a model the way cairnctl audit and explain do (offline.FitModel: the daemon's
 // recipe at the run's size) with the given loss, initializer, selector and fits.
-func (r *reproRun) model(ctx context.Context, data, loss, init, selector string, fits int, withTest bool) (*offline.Model, error) {
+func (r *runner) model(ctx context.Context, data, loss, init, selector string, fits int, withTest bool) (*offline.Model, error) {
 	mo := offline.ModelOptions{Pipeline: r.pipeline(data), Loss: loss, Init: init, Dim: r.size.K, Epochs: r.size.Epochs,
 		Selector: selector, ValFrac: 0.2, Cache: r.cache}
 	testN := 0
@@ -205,13 +205,13 @@ func kappa(fm *offline.Model, f *fit.Result) (certify.Coverage, int, error) {
 	return cov, fm.Info.Classes - len(cov.Missing), err
 }
 
-// reproCoverage is tab:kappa-matched: κ_C of the ω ranking by selector and loss, with
+// tableCoverage is tab:kappa-matched: κ_C of the ω ranking by selector and loss, with
 // the PCI-Lanczos initializer (fig:acc-del(a): "across selectors (PCI-Lanczos fixed)").
-func reproCoverage(ctx context.Context, r *reproRun, t *reproTable) error {
+func tableCoverage(ctx context.Context, r *runner, t *Table) error {
 	t.Settings["init"] = "pci-lanczos"
-	err := eachRow(r, t, reproDatasetsMNISTFirst, func(d, l reproItem, row string) error {
+	err := eachRow(r, t, datasetsMNISTFirst, func(d, l item, row string) error {
 		flag := d.flag
-		for _, s := range reproSelector {
+		for _, s := range selectors {
 			if r.keepCell(t, row, s.name) {
 				continue
 			}
@@ -235,17 +235,17 @@ func reproCoverage(ctx context.Context, r *reproRun, t *reproTable) error {
 	if err != nil {
 		return err
 	}
-	setSummary(t, tableRows(reproDatasetsMNISTFirst), reproSelector, true, true)
+	setSummary(t, tableRows(datasetsMNISTFirst), selectors, true, true)
 	return nil
 }
 
-// reproInit is tab:d3-merged: test k-NN accuracy (%) by initializer, k-means++ landmarks
+// tableInit is tab:d3-merged: test k-NN accuracy (%) by initializer, k-means++ landmarks
 // (fig:acc-del(a): "initializers (k-means++ fixed)").
-func reproInit(ctx context.Context, r *reproRun, t *reproTable) error {
+func tableInit(ctx context.Context, r *runner, t *Table) error {
 	t.Settings["selector"] = "kmeans++"
-	err := eachRow(r, t, reproDatasetsMNISTFirst, func(d, l reproItem, row string) error {
+	err := eachRow(r, t, datasetsMNISTFirst, func(d, l item, row string) error {
 		flag := d.flag
-		for _, in := range reproInits {
+		for _, in := range inits {
 			if r.keepCell(t, row, in.name) {
 				continue
 			}
@@ -261,17 +261,17 @@ func reproInit(ctx context.Context, r *reproRun, t *reproTable) error {
 	if err != nil {
 		return err
 	}
-	setSummary(t, tableRows(reproDatasetsMNISTFirst), reproInits, false, false)
+	setSummary(t, tableRows(datasetsMNISTFirst), inits, false, false)
 	return nil
 }
 
 const accuracyNote = "cairn: plain k-NN test accuracy of the selected checkpoint (50 neighbours; validation-selected, balanced on Adult)"
 
-// reproTable1 is tab:table1-all: Kaiming initializer, k-means++ landmarks: accuracy, κ_C
+// tableAll is tab:table1-all: Kaiming initializer, k-means++ landmarks: accuracy, κ_C
 // and the classes the pool holds.
-func reproTable1(ctx context.Context, r *reproRun, t *reproTable) error {
+func tableAll(ctx context.Context, r *runner, t *Table) error {
 	t.Settings["init"], t.Settings["selector"] = "kaiming", "kmeans++"
-	return eachRow(r, t, reproDatasets, func(d, l reproItem, row string) error {
+	return eachRow(r, t, datasets, func(d, l item, row string) error {
 		fm, err := r.model(ctx, d.flag, l.flag, "kaiming", "kmeans++", 1, true)
 		if err != nil {
 			return err
@@ -293,16 +293,16 @@ func reproTable1(ctx context.Context, r *reproRun, t *reproTable) error {
 	})
 }
 
-// reproKrepes is tab:cairn-vs-krepes: Adam (r.size.Seeds fits) and the KREPES final CG
+// tableKrepes is tab:cairn-vs-krepes: Adam (r.size.Seeds fits) and the KREPES final CG
 // iterate from the same PCI start on the same blocks (cairnctl fit --solver krepes's
 // code), their k-NN accuracy, the speed-up (KREPES solve time including its setup over
 // Adam's time to its selected checkpoint), and identifiability: the best of the three
 // rankings' median percentiles (cairnctl audit's code) for the Adam fits and for the
 // KREPES solution against the same random deletions.
-func reproKrepes(ctx context.Context, r *reproRun, t *reproTable) error {
+func tableKrepes(ctx context.Context, r *runner, t *Table) error {
 	t.Settings["init"], t.Settings["selector"] = "pci", "pc-ntk"
 	t.Settings["krepes"] = map[string]any{"damping": 1e-3, "cg_iters": 150}
-	return eachRow(r, t, reproDatasets, func(d, l reproItem, row string) error {
+	return eachRow(r, t, datasets, func(d, l item, row string) error {
 		fm, err := r.model(ctx, d.flag, l.flag, "pci", "pc-ntk", r.size.Seeds, true)
 		if err != nil {
 			return err
@@ -316,7 +316,7 @@ func reproKrepes(ctx context.Context, r *reproRun, t *reproTable) error {
 		}
 		mean, sd := meanSD(accs)
 		t.set(row, "CAIRN acc (%)", mean, sd, accuracyTolerance, fmt.Sprintf("cairn: mean ± s.d. over %d Adam fits; %s", len(accs), accuracyNote))
-		// KREPES from the same started problem: fitModel scaled the blocks and
+		// KREPES from the same started problem: offline.FitModel scaled the blocks and
 		// initialized; the fit command's krepes path runs on exactly these.
 		c := config.Default().Fit
 		c.Loss = l.flag
@@ -343,14 +343,14 @@ func reproKrepes(ctx context.Context, r *reproRun, t *reproTable) error {
 		t.set(row, "Δ (points)", mean-kacc, sd, accuracyTolerance, "")
 		speed := math.NaN()
 		if len(toBest) > 0 {
-			speed = solve / median(toBest)
+			speed = solve / verify.Median(toBest)
 		}
 		t.set(row, "speed-up", speed, math.NaN(), 0,
-			fmt.Sprintf("%s speed-up: KREPES %.2f s (setup and %d CG iterations, no evaluation) over Adam's median %.2f s to its checkpoint, on 2 CPU cores (the paper: one GPU, float32); matches when ≥ the paper's", row, solve, len(kr.IterateSeconds), median(toBest)))
+			fmt.Sprintf("%s speed-up: KREPES %.2f s (setup and %d CG iterations, no evaluation) over Adam's median %.2f s to its checkpoint, on 2 CPU cores (the paper: one GPU, float32); matches when ≥ the paper's", row, solve, len(kr.IterateSeconds), verify.Median(toBest)))
 		if c := t.cell(row, "speed-up"); c.Cairn != nil {
 			c.Match = *c.Cairn >= c.PaperRange[0]
 		}
-		rep, err := auditModel(fittedOf(fm), d.flag, 10, r.size.Random, r.seed)
+		rep, err := r.identifiability(fm, d.flag, 10, r.size.Random)
 		if err != nil {
 			return fmt.Errorf("%s audit: %w", row, err)
 		}
@@ -359,7 +359,7 @@ func reproKrepes(ctx context.Context, r *reproRun, t *reproTable) error {
 		kfm := *fm
 		kfm.Fits = &fit.Repeated{Fits: []*fit.Result{&kr.Result}}
 		kfm.Seconds = maps.Clone(fm.Seconds)
-		krep, err := auditModel(fittedOf(&kfm), d.flag, 10, r.size.Random, r.seed)
+		krep, err := r.identifiability(&kfm, d.flag, 10, r.size.Random)
 		if err != nil {
 			return fmt.Errorf("%s audit krepes: %w", row, err)
 		}
@@ -371,7 +371,7 @@ func reproKrepes(ctx context.Context, r *reproRun, t *reproTable) error {
 
 // bestRanking is the best of the displacement, contribution and leave-one-out median
 // percentiles of rep, in %.
-func bestRanking(rep *auditReport) float64 {
+func bestRanking(rep *Audit) float64 {
 	best := math.Inf(-1)
 	for _, name := range []string{"displacement", "contribution", "leave_one_out"} {
 		if row := rep.Rankings[name]; row != nil {
@@ -381,18 +381,18 @@ func bestRanking(rep *auditReport) float64 {
 	return 100 * best
 }
 
-// reproDeletion is fig:acc-del(b): the top-10 landmarks by ω and by Latent-Space
+// tableDeletion is fig:acc-del(b): the top-10 landmarks by ω and by Latent-Space
 // Reselection pass when deleting them lowers the 50-NN confidence more than every one
 // of 20 random deletions of 10 landmarks (cairnctl audit's code, one fit).
-func reproDeletion(ctx context.Context, r *reproRun, t *reproTable) error {
+func tableDeletion(ctx context.Context, r *runner, t *Table) error {
 	const random = 20
 	t.Settings["random"], t.Settings["k"], t.Settings["init"], t.Settings["selector"] = random, 10, "pci", "pc-ntk"
-	return eachRow(r, t, reproDatasets, func(d, l reproItem, row string) error {
+	return eachRow(r, t, datasets, func(d, l item, row string) error {
 		fm, err := r.model(ctx, d.flag, l.flag, "pci", "pc-ntk", 1, true)
 		if err != nil {
 			return err
 		}
-		rep, err := auditModel(fittedOf(fm), d.flag, 10, random, r.seed)
+		rep, err := r.identifiability(fm, d.flag, 10, random)
 		if err != nil {
 			return fmt.Errorf("%s audit: %w", row, err)
 		}
@@ -417,9 +417,9 @@ func reproDeletion(ctx context.Context, r *reproRun, t *reproTable) error {
 // eachRow calls row for every data set of ds and every loss, in that order, with the
 // row's name ("MNIST SimCLR"); a data set that was not given (Adult without --adult)
 // has its rows marked as not run instead.
-func eachRow(r *reproRun, t *reproTable, ds []reproItem, row func(d, l reproItem, name string) error) error {
+func eachRow(r *runner, t *Table, ds []item, row func(d, l item, name string) error) error {
 	for _, d := range ds {
-		for _, l := range reproLosses {
+		for _, l := range losses {
 			name := d.name + " " + l.name
 			if r.dataSpec(d.flag) == "" {
 				t.skip(name, r.notRun(d.flag))
@@ -513,7 +513,7 @@ func summaryOf(vals [][]float64, lowerBetter bool) (meanRank, meanRatio, worstRa
 // without any computed cell, such as Adult without --adult, are left out; a missing
 // cell of a computed row counts as the worst value, ±Inf). ratios also fills
 // the mean and worst ratio rows. Allowances: half a rank; a quarter of the paper's ratio.
-func setSummary(t *reproTable, rows []string, cols []reproItem, lowerBetter, ratios bool) {
+func setSummary(t *Table, rows []string, cols []item, lowerBetter, ratios bool) {
 	var vals [][]float64
 	var used []string
 	for _, r := range rows {
@@ -548,11 +548,11 @@ func setSummary(t *reproTable, rows []string, cols []reproItem, lowerBetter, rat
 	}
 }
 
-// tableRows returns the row names of ds × reproLosses ("MNIST BT", ...).
-func tableRows(ds []reproItem) []string {
+// tableRows returns the row names of ds × losses ("MNIST BT", ...).
+func tableRows(ds []item) []string {
 	var rows []string
 	for _, d := range ds {
-		for _, l := range reproLosses {
+		for _, l := range losses {
 			rows = append(rows, d.name+" "+l.name)
 		}
 	}
