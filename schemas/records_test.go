@@ -5,8 +5,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +31,7 @@ import (
 	"github.com/cairnhq/cairn/internal/refit"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/internal/ui"
+	"github.com/cairnhq/cairn/schemas"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -322,5 +329,66 @@ func TestAttributionRecords(t *testing.T) {
 				t.Errorf("attribution schema accepts verdict %q", at["verdict"])
 			}
 		}
+	}
+}
+
+// TestDeadLetterReasons: the dead-letter schema's reasons are exactly stream's Reason
+// constants (read from stream's source) and "internal", so a new reason cannot be
+// written without its schema.
+func TestDeadLetterReasons(t *testing.T) {
+	files, err := filepath.Glob("../stream/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("stream's sources: %v", err)
+	}
+	want := []string{"internal"}
+	fset := token.NewFileSet()
+	for _, p := range files {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, s := range g.Specs {
+				vs := s.(*ast.ValueSpec)
+				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "Reason" {
+					continue
+				}
+				for _, v := range vs.Values {
+					lit, ok := v.(*ast.BasicLit)
+					if !ok {
+						t.Fatalf("%s: a Reason that is not a literal", fset.Position(v.Pos()))
+					}
+					s, err := strconv.Unquote(lit.Value)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, s)
+				}
+			}
+		}
+	}
+	b, _ := schemas.Get("deadletter")
+	var doc struct {
+		Properties struct {
+			Reason struct {
+				Enum []string `json:"enum"`
+			} `json:"reason"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	got := doc.Properties.Reason.Enum
+	slices.Sort(got)
+	slices.Sort(want)
+	if len(want) < 10 || !slices.Equal(got, want) {
+		t.Errorf("deadletter reasons %v, want stream's %v", got, want)
 	}
 }
