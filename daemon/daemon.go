@@ -23,6 +23,7 @@ import (
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/internal/admin"
 	"github.com/cairnhq/cairn/internal/auditsig"
+	"github.com/cairnhq/cairn/internal/cluster"
 	"github.com/cairnhq/cairn/internal/fault"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/metrics"
@@ -38,7 +39,7 @@ import (
 // StateFile is the bbolt file's name inside the data directory.
 const StateFile = "cairn.db"
 
-// Daemon is the long-running service of DESIGN.md. Run owns every component; the other
+// Daemon is the long-running service cairnd runs. Run owns every component; the other
 // methods are safe for concurrent use while it runs.
 type Daemon struct {
 	cfg     config.Config
@@ -74,19 +75,14 @@ type Daemon struct {
 	broker fault.Broker
 	pub    atomic.Pointer[stream.Publisher]
 	outbox atomic.Int64
-	// embedded is the in-process broker, nil with external brokers; compactWaits counts
+	// conn is the Kafka side (internal/cluster: the topics and their check and watch);
+	// embedded is its in-process broker, nil with external brokers; compactWaits counts
 	// the compactions waiting for the training reader (compact).
+	conn         *cluster.Conn
 	embedded     *stream.Broker
 	compactWaits atomic.Int32
-	// trainPolicy is the training topic's cleanup.policy, as the cluster describes it
-	// at start; box publishes the outputs and the deletions' tombstones.
-	trainPolicy string
-	box         *ingest.Outbox
-	// topicErr is what checkTopics found wrong with the topics' settings under
-	// kafka.topic_policy warn (nil: nothing); readiness reports it.
-	topicErr atomic.Pointer[error]
-	// watch is the start's partition counts of those topics (topicwatch.go).
-	watch topicWatch
+	// box publishes the outputs and the deletions' tombstones.
+	box *ingest.Outbox
 	// signer signs every audit record (DataDir/audit.key, internal/auditsig).
 	signer *auditsig.Signer
 	// models is the models topic (models.go); leading says whether this daemon is the
@@ -287,25 +283,8 @@ func (d *Daemon) Status() StatusReport {
 }
 
 // KafkaConfig is the stream configuration of cfg's external brokers (TLS and SASL
-// included); with the embedded broker Run fills in its address.
-func KafkaConfig(cfg config.Config) stream.Config {
-	k := cfg.Kafka
-	sasl := stream.SASLConfig{Username: k.SASL.Username, Password: k.SASL.Password}
-	switch k.SASL.Mechanism {
-	case "plain":
-		sasl.Mechanism = stream.SASLPlain
-	case "scram-sha-256":
-		sasl.Mechanism = stream.SASLScramSHA256
-	case "scram-sha-512":
-		sasl.Mechanism = stream.SASLScramSHA512
-	}
-	return stream.Config{
-		Brokers: slices.Clone(k.Brokers), ClientID: "cairnd",
-		TLS: stream.TLSConfig{Enable: k.TLS.Enabled, CAFile: k.TLS.CAFile, CertFile: k.TLS.CertFile,
-			KeyFile: k.TLS.KeyFile, InsecureSkipVerify: k.TLS.InsecureSkipVerify},
-		SASL: sasl, AllowPlaintextSASL: k.AllowPlaintextSASL,
-	}
-}
+// included): cluster.KafkaConfig.
+func KafkaConfig(cfg config.Config) stream.Config { return cluster.KafkaConfig(cfg) }
 
 // Run serves until ctx is done, then shuts down: the readers and any refit stop, the
 // outbox is drained to Kafka for at most cfg.ShutdownTimeout, HTTP stops, the embedded
@@ -330,12 +309,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, h.stop()) }()
-	closeBroker, err := d.connect(ctx)
-	if err != nil {
+	if err := d.connect(ctx); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, closeBroker()) }()
-	d.openModels()
+	defer func() { err = errors.Join(err, d.conn.Close()) }()
 	if err := d.restore(); err != nil {
 		return diagnose(st, err)
 	}
@@ -348,7 +325,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if d.embedded != nil {
 		erase = func(copies []stream.Message) error { return d.eraseFromBroker(w, copies) }
 	}
-	d.box = ingest.NewOutbox(st, d.cfg.Kafka.Topics.Train, d.trainPolicy, erase)
+	d.box = ingest.NewOutbox(st, d.cfg.Kafka.Topics.Train, d.conn.TrainPolicy, erase)
 	defer func() { err = errors.Join(err, w.Close()) }()
 	pub, err := stream.NewPublisher(w, d.box, stream.PublisherConfig{Ready: st.OutboxReady(),
 		RetryMin: fault.RetryMin, RetryMax: fault.RetryMax, OnError: d.publishFailed, First: []string{d.cfg.Kafka.Topics.Models}})
@@ -397,7 +374,7 @@ func (d *Daemon) startHTTP() (*httpServer, error) {
 	if d.cfg.UI.Enabled {
 		checks.UI = d.uiHandler()
 	}
-	sec := httpSecurity(d.cfg)
+	sec := admin.SecurityOf(d.cfg)
 	h, err := admin.Listen(d.cfg.HTTP, d.metrics.Handler(), checks, sec, d.log)
 	if err != nil {
 		return nil, err
@@ -420,52 +397,19 @@ func (d *Daemon) startHTTP() (*httpServer, error) {
 	}}, nil
 }
 
-// connect starts the embedded broker (closed by the returned function) or waits for
-// the external one to take the topics.
-func (d *Daemon) connect(ctx context.Context) (closeBroker func() error, err error) {
-	cfg := d.cfg
-	d.kafka = KafkaConfig(cfg)
-	d.warnPlaintextSASL()
-	topics := []string{cfg.Kafka.Topics.Train, cfg.Kafka.Topics.Queries, cfg.Kafka.Topics.Attributions,
-		cfg.Kafka.Topics.Audits, cfg.Kafka.Topics.DLQ, cfg.Kafka.Topics.Status}
-	if len(cfg.Kafka.Brokers) > 0 {
-		if err := d.waitTopics(ctx, topics); err != nil {
-			return nil, err
-		}
-		policy, err := stream.TopicSetting(ctx, d.kafka, cfg.Kafka.Topics.Train, "cleanup.policy")
-		if err != nil {
-			d.log.Warn().Err(err).Msg("cleanup.policy of the training topic unknown")
-			policy = "unknown"
-		}
-		d.trainPolicy = policy
-		if err := d.ensureSingle(ctx); err != nil {
-			return nil, err
-		}
-		if err := d.checkTopics(ctx); err != nil {
-			return nil, err
-		}
-		return func() error { return nil }, nil
-	}
-	d.trainPolicy = "compact"
-	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: cfg.Kafka.EmbeddedBroker, Topics: topics,
-		Partitions: cfg.Kafka.Partitions, DataDir: filepath.Join(cfg.DataDir, "kafka"), TopicConfigs: d.topicConfigs()})
+// connect connects to Kafka (cluster.Connect: the embedded broker, on which this daemon
+// leads from its start, or the external one) and opens the models topic.
+func (d *Daemon) connect(ctx context.Context) error {
+	c, err := cluster.Connect(ctx, d.cfg, d.faults, d.log)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	d.kafka.Brokers = []string{b.Addr()}
-	d.embedded = b
-	d.leading.Store(true) // nobody else can lead on this daemon's own broker
-	if err := d.ensureSingle(ctx); err != nil {
-		return nil, errors.Join(err, b.Close())
+	d.conn, d.kafka, d.embedded = c, c.Kafka, c.Embedded
+	if c.Embedded != nil {
+		d.leading.Store(true) // nobody else can lead on this daemon's own broker
 	}
-	if err := d.checkTopics(ctx); err != nil {
-		return nil, errors.Join(err, b.Close())
-	}
-	d.log.Info().Str("addr", b.Addr()).Msg("embedded broker started")
-	if b.RestoredCompaction() {
-		d.log.Warn().Msg("embedded broker: a compaction interrupted by a crash was undone and run again")
-	}
-	return b.Close, nil
+	d.openModels()
+	return nil
 }
 
 // readers builds the training and query readers, resuming after the stored offsets.
@@ -498,7 +442,7 @@ func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, l l
 		work("refit", d.runRefits)
 		work("lag", d.runLag)
 		work("ui", d.runUISamples)
-		work("topics", d.runTopicWatch)
+		work("topics", d.conn.Watch)
 		if d.embedded != nil {
 			d.log.Info().Msg("leading: primary on the embedded broker")
 			work("lead", func(c context.Context) error { d.lead(c, l, false); return nil })
@@ -630,59 +574,10 @@ func (d *Daemon) compact(ctx context.Context) error {
 	}
 }
 
-// ensureSingle creates the one-partition topics: the models topic (compacted: one
-// partition keeps its chunks, manifests, masks and tombstones in order) and the
-// election topic.
-func (d *Daemon) ensureSingle(ctx context.Context) error {
-	t := d.cfg.Kafka.Topics
-	rf := 1
-	if d.embedded != nil {
-		rf = -1
-	}
-	return stream.EnsureTopicsWithConfigs(ctx, d.kafka, 1, rf, map[string]map[string]string{
-		t.Models: {"cleanup.policy": "compact"}}, t.Models, t.Leader)
-}
-
-// topicConfigs are TopicConfigs(d.cfg).
-func (d *Daemon) topicConfigs() map[string]map[string]string { return TopicConfigs(d.cfg) }
-
-// TopicConfigs are the settings of the topics cairnd creates with kafka.partitions
-// partitions under cfg: the audit topic keeps every record (retention.ms and
-// retention.bytes -1), so that the hash chain can be verified from its first record,
-// and the training topic is compacted (the models topic, which cairnd creates with one
-// partition, is compacted too). On an external cluster a topic that exists keeps its
-// settings, which kafka.topic_policy then judges (stream.CheckTopics); the embedded
-// broker applies them. A deployment (or a test) that creates the topics itself gives
-// them these.
-func TopicConfigs(cfg config.Config) map[string]map[string]string {
-	return map[string]map[string]string{
-		cfg.Kafka.Topics.Audits: {"retention.ms": "-1", "retention.bytes": "-1"},
-		// Compaction keeps the last record of each id: a deletion's tombstone (null
-		// value) makes it erase the point's upserts.
-		cfg.Kafka.Topics.Train: {"cleanup.policy": "compact"},
-	}
-}
-
-// waitTopics creates the topics on an external broker, waiting with a doubling delay
-// (logged once per faultLogEvery) while the broker does not answer, until ctx ends.
-func (d *Daemon) waitTopics(ctx context.Context, topics []string) error {
-	var b fault.Backoff
-	for {
-		err := stream.EnsureTopicsWithConfigs(ctx, d.kafka, d.cfg.Kafka.Partitions, 1, d.topicConfigs(), topics...)
-		if err == nil || ctx.Err() != nil {
-			d.faults.Recovered("broker")
-			return err
-		}
-		if errors.Is(err, stream.ErrConfig) {
-			return err
-		}
-		wait := b.Next()
-		d.faults.Fail("broker", fmt.Errorf("create topics: %w", err), wait)
-		if !fault.Sleep(ctx, wait) {
-			return ctx.Err()
-		}
-	}
-}
+// TopicConfigs are the settings of the topics cairnd creates under cfg
+// (cluster.TopicConfigs: the audit topic keeps every record, the training topic is
+// compacted); a deployment (or a test) that creates the topics itself gives them these.
+func TopicConfigs(cfg config.Config) map[string]map[string]string { return cluster.TopicConfigs(cfg) }
 
 // modelStatus is the HTTP status of an error of Export: 404 for a version that is not
 // stored, 503 before the first model, 500 otherwise.

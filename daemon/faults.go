@@ -78,8 +78,8 @@ func (d *Daemon) readiness() error {
 		}
 	}
 	errs = append(errs, d.faults.Err())
-	if p := d.topicErr.Load(); p != nil {
-		errs = append(errs, *p)
+	if d.conn != nil {
+		errs = append(errs, d.conn.TopicsErr())
 	}
 	return errors.Join(errs...)
 }

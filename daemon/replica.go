@@ -23,10 +23,9 @@ func (d *Daemon) runReplica(ctx context.Context) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, h.stop()) }()
-	if _, err := d.connect(ctx); err != nil {
+	if err := d.connect(ctx); err != nil {
 		return err
 	}
-	d.openModels()
 	// Evaluation draws are named apart from every other replica's: by the data
 	// directory (each replica has its own).
 	abs, _ := filepath.Abs(d.cfg.DataDir)
