@@ -6,13 +6,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/cairnhq/cairn/internal/lab/offline"
 	"io"
-	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"sort"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -21,74 +18,14 @@ import (
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/internal/cli"
-	"github.com/cairnhq/cairn/internal/pipeline"
+	"github.com/cairnhq/cairn/internal/lab/bench"
 	"github.com/cairnhq/cairn/stream"
-)
-
-// benchReport is the output of `cairnctl bench`. Absolute rates and latencies depend
-// on the machine and on what else runs on it; ingest_vs_features_ratio compares the
-// daemon's ingest rate with the bare feature computation measured in the same run and
-// is the number to compare across machines.
-type benchReport struct {
-	Data       string `json:"data"`
-	N          int    `json:"n"`
-	Queries    int    `json:"queries"`
-	M          int    `json:"m"`
-	GOMAXPROCS int    `json:"gomaxprocs"`
-
-	// IngestEventsPerSecond: n upserts from the first write until Status().Ingest.Upserts
-	// reaches n. ProduceEventsPerSecond: the producer alone (writes acknowledged).
-	IngestEventsPerSecond  float64 `json:"ingest_events_per_second"`
-	ProduceEventsPerSecond float64 `json:"produce_events_per_second"`
-	// FeaturesPerSecondReference: points per second through Features.BothViewsTo (both
-	// views, the fit draw), the per-upsert work of ingest without Kafka and bbolt.
-	FeaturesPerSecondReference float64 `json:"features_per_second_reference"`
-	IngestVsFeaturesRatio      float64 `json:"ingest_vs_features_ratio"`
-
-	QueryInProcessP50Ms float64 `json:"query_in_process_p50_ms"`
-	QueryInProcessP99Ms float64 `json:"query_in_process_p99_ms"`
-	QueryKafkaP50Ms     float64 `json:"query_kafka_p50_ms"`
-	QueryKafkaP99Ms     float64 `json:"query_kafka_p99_ms"`
-
-	// RefitSeconds is Status().RefitSeconds of the model fitted on the n points.
-	RefitSeconds float64 `json:"refit_seconds"`
-	// DeletedID is the deleted landmark; DeletionToAuditSeconds the time from writing
-	// the delete until its audit arrived; DeletionRefitSeconds the refit that the
-	// deletion triggered (Status().RefitSeconds once the audit is in).
-	DeletedID                        string  `json:"deleted_id"`
-	DeletionToAuditSeconds           float64 `json:"deletion_to_audit_seconds"`
-	DeletionRefitSeconds             float64 `json:"deletion_refit_seconds"`
-	DeletionToAuditMinusRefitSeconds float64 `json:"deletion_to_audit_minus_refit_seconds"`
-
-	// Certification: the closed-loop Kafka answers checked against a reference computed
-	// from GET /model and full Jacobians. Load: an open-loop load at --rate of queries by
-	// input (x), zero with --by id; LoadByID: the same load of queries by stored id (a
-	// training point's id), absent with --by x.
-	Certification certStats  `json:"certification"`
-	Load          loadStats  `json:"load"`
-	LoadByID      *loadStats `json:"load_by_id,omitempty"`
-	// Resident memory of the whole process (daemon, broker and the bench client) after
-	// the load, and its peak so far, in MiB.
-	ResidentMB     float64 `json:"resident_mb"`
-	PeakResidentMB float64 `json:"peak_resident_mb"`
-
-	TargetsMet map[string]bool `json:"targets_met"`
-	Note       string          `json:"note"`
-}
-
-// Targets of the operator contract.
-const (
-	targetIngestEventsPerSecond = 1000
-	targetQueryKafkaP99Ms       = 20
-	targetDeletionSlackSeconds  = 1
-	targetCertifiedRate         = 0.9
-	targetLoadP99Ms             = 25
 )
 
 // benchCmd is `cairnctl bench [--n 5000] [--queries 200] [--data mnist] [--m 256]`: it
 // runs the daemon in process on a temporary directory with m landmarks per view and
 // measures ingest, query latency (in process and through Kafka), refit and
-// deletion-to-audit times; see benchReport.
+// deletion-to-audit times; see bench.Report.
 func benchCmd(fs *flag.FlagSet) cli.Func {
 	n := fs.Int("n", 5000, "training rows to ingest")
 	queries := fs.Int("queries", 200, "queries per latency measurement (test-split rows)")
@@ -142,7 +79,7 @@ func benchCmd(fs *flag.FlagSet) cli.Func {
 		}
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
-		rep, err := bench(ctx, benchOptions{cfg: cfg, data: *data, n: *n, queries: *queries, reference: *reference, log: log, stderr: stdio.Err,
+		rep, err := runBench(ctx, benchOptions{cfg: cfg, data: *data, n: *n, queries: *queries, reference: *reference, log: log, stderr: stdio.Err,
 			rate: *rate, loadDuration: *loadDur, by: *by})
 		if err != nil {
 			return err
@@ -165,8 +102,10 @@ type benchOptions struct {
 	by           string // x, id, or both ("" is both)
 }
 
-func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
-	rep = benchReport{Data: o.data, N: o.n, Queries: o.queries, M: o.cfg.Pool.M, GOMAXPROCS: runtime.GOMAXPROCS(0),
+// runBench runs the bench of o against a daemon started in process (startHarness) and
+// returns its report (bench.Report), filled up to an error.
+func runBench(ctx context.Context, o benchOptions) (rep bench.Report, err error) {
+	rep = bench.Report{Data: o.data, N: o.n, Queries: o.queries, M: o.cfg.Pool.M, GOMAXPROCS: runtime.GOMAXPROCS(0),
 		Note: "absolute numbers depend on the (shared) machine; ingest_vs_features_ratio is measured in the same run"}
 	r := &benchRun{o: o, rep: &rep}
 	if r.train, err = dataset.Open(o.data, "train", o.n); err != nil {
@@ -175,11 +114,11 @@ func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
 	if r.test, err = dataset.Open(o.data, "test", o.queries); err != nil {
 		return rep, fmt.Errorf("--data (test split for the queries): %w", err)
 	}
-	o.cfg.Model = offline.WeightsForData(o.cfg.Model, r.train.Name)
+	o.cfg.Model = weightsForData(o.cfg.Model, r.train.Name)
 
 	// The reference runs before the daemon starts, so nothing else in this process
 	// competes with it.
-	if rep.FeaturesPerSecondReference, err = featureRate(o.cfg, r.train, o.reference); err != nil {
+	if rep.FeaturesPerSecondReference, err = bench.FeatureRate(o.cfg, r.train, o.reference); err != nil {
 		return rep, err
 	}
 	if r.h, err = startHarness(ctx, o.cfg, "", o.log); err != nil {
@@ -204,7 +143,7 @@ func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
 			return rep, err
 		}
 	}
-	r.targets()
+	rep.SetTargets(o.rate, o.by)
 	return rep, nil
 }
 
@@ -212,7 +151,7 @@ func bench(ctx context.Context, o benchOptions) (rep benchReport, err error) {
 // and client, and the report the phases fill in order.
 type benchRun struct {
 	o           benchOptions
-	rep         *benchReport
+	rep         *bench.Report
 	train, test *dataset.Set
 	h           *harness
 	w           *stream.Writer
@@ -336,7 +275,7 @@ func (r *benchRun) load(ctx context.Context) error {
 		}
 		r.rep.LoadByID = &l
 	}
-	r.rep.ResidentMB, r.rep.PeakResidentMB = residentMB()
+	r.rep.ResidentMB, r.rep.PeakResidentMB = bench.ResidentMB()
 	return nil
 }
 
@@ -351,7 +290,7 @@ func (r *benchRun) check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.rep.Certification, err = checkAnswers(bb, em, r.answers, r.xs)
+	r.rep.Certification, err = bench.CheckAnswers(bb, em, r.answers, r.xs)
 	return err
 }
 
@@ -379,48 +318,6 @@ func (r *benchRun) deleteLandmark(ctx context.Context) error {
 	return nil
 }
 
-// targets records which of the issue's targets the run met.
-func (r *benchRun) targets() {
-	rep := r.rep
-	rep.TargetsMet = map[string]bool{
-		"ingest_events_per_second_ge_1000":   rep.IngestEventsPerSecond >= targetIngestEventsPerSecond,
-		"query_kafka_p99_le_20ms":            rep.QueryKafkaP99Ms <= targetQueryKafkaP99Ms,
-		"deletion_to_audit_le_refit_plus_1s": rep.DeletionToAuditMinusRefitSeconds <= targetDeletionSlackSeconds,
-		"certified_rate_ge_0.9":              rep.Certification.CertifiedRate >= targetCertifiedRate,
-		"incorrect_certificates_eq_0":        rep.Certification.Incorrect == 0,
-	}
-	if r.o.rate > 0 && r.o.by != "id" {
-		rep.TargetsMet["load_p99_le_25ms"] = rep.Load.Answered == rep.Load.Sent && rep.Load.P99Ms <= targetLoadP99Ms
-	}
-	if l := rep.LoadByID; l != nil {
-		rep.TargetsMet["load_by_id_p99_le_25ms"] = l.Answered == l.Sent && l.P99Ms <= targetLoadP99Ms
-	}
-}
-
-// featureRate times Features.BothViewsTo on the first k rows of set (both views of
-// each point under the fit draw, what ingest computes per upsert) and returns points
-// per second.
-func featureRate(cfg config.Config, set *dataset.Set, k int) (float64, error) {
-	f, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
-	if err != nil {
-		return 0, err
-	}
-	k = min(k, set.N)
-	if set.D != f.InputDim() {
-		return 0, fmt.Errorf("--data has %d features but the model %s takes %d", set.D, cfg.Model.Arch, f.InputDim())
-	}
-	dst := make([]float64, 2*k*f.Dim())
-	views := make([]float64, 2*k*set.D)
-	xs := set.X[:k*set.D]
-	ids := set.IDs[:k]
-	// One warm-up point first, so the timing excludes first-touch costs.
-	d, q := set.D, f.Dim()
-	f.BothViewsTo(dst[:2*q], views[:2*d], xs[:d], ids[:1])
-	t := time.Now()
-	f.BothViewsTo(dst, views, xs, ids)
-	return float64(k) / time.Since(t).Seconds(), nil
-}
-
 // poll checks cond on the daemon's status every 10 ms until it holds.
 func poll(ctx context.Context, h *harness, cond func(daemon.StatusReport) bool) error {
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -438,13 +335,5 @@ func poll(ctx context.Context, h *harness, cond func(daemon.StatusReport) bool) 
 	return nil
 }
 
-// percentile is the nearest-rank p-quantile of xs (the smallest value with at least
-// p·n values at or below it); xs is sorted in place. NaN for an empty slice.
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	sort.Float64s(xs)
-	i := int(math.Ceil(p*float64(len(xs)))) - 1
-	return xs[min(max(i, 0), len(xs)-1)]
-}
+// percentile is bench.Percentile (xs is sorted in place).
+func percentile(xs []float64, p float64) float64 { return bench.Percentile(xs, p) }

@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"io"
 	"math"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/cairnhq/cairn/stream"
 )
 
 // TestBench runs the bench harness on a small daemon and checks that every
@@ -26,7 +23,7 @@ func TestBench(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cfg := smallConfig()
-	rep, err := bench(ctx, benchOptions{cfg: cfg, data: "mnist", n: 100, queries: 8, reference: 20, log: zerolog.Nop(), stderr: io.Discard,
+	rep, err := runBench(ctx, benchOptions{cfg: cfg, data: "mnist", n: 100, queries: 8, reference: 20, log: zerolog.Nop(), stderr: io.Discard,
 		rate: 20, loadDuration: time.Second})
 	if err != nil {
 		t.Fatalf("bench: %v", err)
@@ -107,29 +104,5 @@ func TestBenchByFlag(t *testing.T) {
 	err := cmdRun("bench", []string{"--by", "input"}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), `--by "input"`) {
 		t.Errorf("bench --by input: error %v, want one naming --by and the value", err)
-	}
-}
-
-// TestLoadPairs: an answer read before its query record still pairs with it, a record
-// read twice counts once, and other requests' records are ignored.
-func TestLoadPairs(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	msg := func(topic, req string, ms int) stream.Message {
-		return stream.Message{Topic: topic, Key: []byte(req), Time: t0.Add(time.Duration(ms) * time.Millisecond)}
-	}
-	p := newLoadPairs("b-load-", "q")
-	for _, m := range []stream.Message{
-		msg("a", "b-load-1", 7), // the answer first
-		msg("q", "b-load-0", 0),
-		msg("q", "b-load-1", 2),
-		msg("a", "b-load-1", 9), // a duplicate answer
-		msg("a", "other-3", 4),
-		msg("q", "b-load-0", 0), // a duplicate query record
-		msg("a", "b-load-0", 3),
-	} {
-		p.add(m)
-	}
-	if want := []float64{5, 3}; !slices.Equal(p.lat, want) {
-		t.Errorf("latencies %v ms, want %v", p.lat, want)
 	}
 }

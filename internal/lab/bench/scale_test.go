@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -21,7 +21,7 @@ func TestBenchScale(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "cairnd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cairnd").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/cairnd").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	cfgFile := filepath.Join(dir, "small.yaml")
