@@ -103,14 +103,17 @@ var recordChecks = map[string]func(k, v []byte) string{
 		_, why := decodePoolState(k, v)
 		return why
 	},
-	string(bucketPoolPts):  func(k, v []byte) string { _, why := decodePoolPoint(k, v); return why },
-	string(bucketModels):   func(k, v []byte) string { _, why := decodeModel(k, v); return why },
-	string(bucketFitStats): func(k, v []byte) string { _, why := decodeFitStats(k, v); return why },
-	string(bucketOffsets):  func(k, v []byte) string { _, why := decodeOffset(k, v); return why },
-	string(bucketOutbox):   func(k, v []byte) string { _, why := decodeOutbox(k, v); return why },
-	string(bucketAudit):    func(k, v []byte) string { _, why := decodeAudit(k, v); return why },
-	string(bucketPending):  func(k, v []byte) string { _, _, why := decodePending(k, v); return why },
-	string(bucketDeleted):  func(k, v []byte) string { _, why := decodeDeleted(k, v); return why },
+	string(bucketPoolPts):   func(k, v []byte) string { _, why := decodePoolPoint(k, v); return why },
+	string(bucketModels):    func(k, v []byte) string { _, why := decodeModel(k, v); return why },
+	string(bucketFitStats):  func(k, v []byte) string { _, why := decodeFitStats(k, v); return why },
+	string(bucketOffsets):   func(k, v []byte) string { _, why := decodeOffset(k, v); return why },
+	string(bucketOutbox):    func(k, v []byte) string { _, why := decodeOutbox(k, v); return why },
+	string(bucketAudit):     func(k, v []byte) string { _, why := decodeAudit(k, v); return why },
+	string(bucketPending):   func(k, v []byte) string { _, _, why := decodePending(k, v); return why },
+	string(bucketDeleted):   func(k, v []byte) string { _, why := decodeDeleted(k, v); return why },
+	string(bucketSubjects):  decodeSubjectRecord,
+	string(bucketPointSubj): decodePointSubject,
+	string(bucketBlocked):   decodeBlocked,
 	string(bucketMeta): func(k, v []byte) string {
 		if bytes.Equal(k, metaSlotDropped) {
 			_, why := decodeMetaU64s(k, v)
@@ -180,8 +183,8 @@ func checkBucket(tx *bolt.Tx, name string, chk func(k, v []byte) string, rep *Ch
 		if why := chk(k, v); why != "" {
 			rep.add("bucket %q key %x: %s", name, k, why)
 		}
-		if name == string(bucketPoolPts) && points != nil && points.Get(k) == nil {
-			rep.add("bucket %q key %x: a pool record of a point that is not stored", name, k)
+		if (name == string(bucketPoolPts) || name == string(bucketPointSubj)) && points != nil && points.Get(k) == nil {
+			rep.add("bucket %q key %x: a record of a point that is not stored", name, k)
 		}
 	}
 	return nil

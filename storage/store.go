@@ -21,7 +21,7 @@ import (
 // FormatVersion is the file format version this package writes and reads
 // (FORMAT.md). Open migrates a file of an older version listed in migrations;
 // any other version fails with *FormatError.
-const FormatVersion = 5
+const FormatVersion = 6
 
 // MaxIDLen is the longest point id, in bytes, that the store accepts.
 const MaxIDLen = 1024
@@ -72,11 +72,13 @@ var (
 	v2Buckets = append(v1Buckets[:len(v1Buckets):len(v1Buckets)], bucketPending)
 	// v3Buckets are the buckets of a format version 3 or 4 file.
 	v3Buckets = append(v2Buckets[:len(v2Buckets):len(v2Buckets)], bucketPoolPts)
+	// v5Buckets are the buckets of a format version 5 file.
+	v5Buckets = append(v3Buckets[:len(v3Buckets):len(v3Buckets)], bucketDeleted)
 	// allBuckets are the buckets of a file of FormatVersion.
-	allBuckets = append(v3Buckets[:len(v3Buckets):len(v3Buckets)], bucketDeleted)
+	allBuckets = append(v5Buckets[:len(v5Buckets):len(v5Buckets)], bucketSubjects, bucketPointSubj, bucketBlocked)
 
 	// formatBuckets[v] are the buckets every valid file of version v has.
-	formatBuckets = [FormatVersion + 1][][]byte{1: v1Buckets, 2: v2Buckets, 3: v3Buckets, 4: v3Buckets, 5: allBuckets}
+	formatBuckets = [FormatVersion + 1][][]byte{1: v1Buckets, 2: v2Buckets, 3: v3Buckets, 4: v3Buckets, 5: v5Buckets, 6: allBuckets}
 )
 
 // migrations[v] upgrades a file of format version v to v+1 inside the opening
@@ -88,6 +90,7 @@ var migrations = [FormatVersion]func(path string, tx *bolt.Tx) error{
 	2: migrate2to3,
 	3: migrate3to4,
 	4: migrate4to5,
+	5: migrate5to6,
 }
 
 // migrate1to2 adds the pending bucket (FORMAT.md, "Migrations").

@@ -425,9 +425,9 @@ func TestOpenUnknownVersion(t *testing.T) {
 		corrupt func(tx *bolt.Tx) error
 		wantGot uint32
 	}{
-		{"version 6", func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 6))
-		}, 6},
+		{"version 7", func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 7))
+		}, 7},
 		{"version max", func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, math.MaxUint64))
 		}, math.MaxUint32},
@@ -437,10 +437,14 @@ func TestOpenUnknownVersion(t *testing.T) {
 		{"no version key", func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(metaFormat) }, 0},
 		{"no meta bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketMeta) }, 0},
 		{"garbled version", func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaFormat, []byte{1, 2, 3}) }, 0},
-		{"missing bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketOutbox) }, 5},
-		{"version 5 without pending", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPending) }, 5},
-		{"version 5 without poolpoints", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPoolPts) }, 5},
-		{"version 5 without deleted", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketDeleted) }, 5},
+		{"missing bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketOutbox) }, 6},
+		{"version 6 without pending", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPending) }, 6},
+		{"version 6 without poolpoints", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPoolPts) }, 6},
+		{"version 6 without deleted", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketDeleted) }, 6},
+		{"version 6 without subjects", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketSubjects) }, 6},
+		{"version 5 with subjects", func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 5))
+		}, 5},
 		{"version 4 with deleted", func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 4))
 		}, 4},
@@ -477,8 +481,10 @@ func TestMigrate4to5(t *testing.T) {
 	}
 	s.Close()
 	rawUpdate(t, path, func(tx *bolt.Tx) error {
-		if err := tx.DeleteBucket(bucketDeleted); err != nil {
-			return err
+		for _, b := range [][]byte{bucketDeleted, bucketSubjects, bucketPointSubj, bucketBlocked} {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
 		}
 		// The point as format 4 wrote it: flags without bit 2, no version.
 		b := tx.Bucket(bucketPoints)

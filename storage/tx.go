@@ -538,6 +538,9 @@ func (t *Tx) DeletePoint(id string) (existed bool, err error) {
 	if err := t.tx.Bucket(bucketPoolPts).Delete(k); err != nil {
 		return false, fmt.Errorf("storage: delete pool point %q: %w", id, err)
 	}
+	if err := t.clearSubject(k); err != nil {
+		return false, err
+	}
 	t.points--
 	t.pointsDirty = true
 	return true, nil
