@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	cairn "github.com/cairnhq/cairn/client"
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/dataset"
@@ -159,18 +160,16 @@ func demo(ctx context.Context, o demoOptions, stdout io.Writer) (err error) {
 	}}); err != nil {
 		return err
 	}
-	if r.w, err = openWriter(h.kc); err != nil {
+	if r.c, err = h.client(o.stderr); err != nil {
 		return err
 	}
-	defer r.w.Close()
+	defer r.c.Close()
 	if err := r.ingest(ctx); err != nil {
 		return err
 	}
-	if r.base, err = newRequestID("demo"); err != nil {
+	if r.base, err = cairn.NewRequestID("demo"); err != nil {
 		return err
 	}
-	r.c = client{kc: h.kc, topics: h.cfg.Kafka.Topics, stderr: o.stderr}
-	r.lim = inputLimits(h.cfg, r.train.D)
 	first, err := r.ask(ctx)
 	if err != nil {
 		return err
@@ -212,7 +211,7 @@ func demo(ctx context.Context, o demoOptions, stdout io.Writer) (err error) {
 const demoAnswerTimeout = 5 * time.Minute
 
 // demoRun is one demo against its in-process daemon: the data and queries, the
-// harness, a writer and client, where events go, and the phase timings.
+// harness and a client of it, where events go, and the phase timings.
 type demoRun struct {
 	o     demoOptions
 	emit  func(demoLine) error
@@ -220,9 +219,7 @@ type demoRun struct {
 	train *dataset.Set
 	qs    []demoQuery
 	h     *harness
-	w     *stream.Writer
-	c     client
-	lim   stream.Limits
+	c     *cairn.Client
 	base  string // request id prefix
 }
 
@@ -256,15 +253,14 @@ func demoQueries(o demoOptions, train *dataset.Set) ([]demoQuery, error) {
 func (r *demoRun) ingest(ctx context.Context) error {
 	h, train := r.h, r.train
 	t0 := time.Now()
-	p := producer{w: r.w, topic: h.cfg.Kafka.Topics.Train, lim: inputLimits(h.cfg, train.D), batch: 500}
 	prog := newProgress(r.o.stderr, "produce", train.N)
-	sent, err := p.produce(ctx, train, 0, train.N, prog)
+	sent, err := produceRows(ctx, train, 0, train.N, 500, prog, r.c.Upsert)
 	prog.finish(sent)
 	if err != nil {
 		return err
 	}
 	r.secs["produce"] = time.Since(t0).Seconds()
-	if err := r.emit(demoLine{Event: "status", Data: map[string]any{"stage": "produced", "produced": sent, "topic": p.topic}}); err != nil {
+	if err := r.emit(demoLine{Event: "status", Data: map[string]any{"stage": "produced", "produced": sent, "topic": r.c.Topics().Train}}); err != nil {
 		return err
 	}
 	st, err := h.waitModel(ctx, train.N, r.o.stderr)
@@ -281,17 +277,15 @@ func (r *demoRun) ask(ctx context.Context) (stream.Attribution, error) {
 	var first stream.Attribution
 	for i, q := range r.qs {
 		t1 := time.Now()
-		m, err := r.c.ask(ctx, demoAnswerTimeout, q.event(fmt.Sprintf("%s-q%d", r.base, i+1)), r.lim)
+		a, err := r.c.Ask(ctx, q.event(fmt.Sprintf("%s-q%d", r.base, i+1)))
 		if err != nil {
 			return first, fmt.Errorf("query %d: %w", i+1, err)
 		}
 		r.secs[fmt.Sprintf("query_%d", i+1)] = time.Since(t1).Seconds()
 		if i == 0 {
-			if err := json.Unmarshal(m.Value, &first); err != nil {
-				return first, fmt.Errorf("query 1: attribution: %w", err)
-			}
+			first = a.Attribution
 		}
-		if err := r.emit(demoLine{Event: "attribution", Query: &q, Data: json.RawMessage(m.Value)}); err != nil {
+		if err := r.emit(demoLine{Event: "attribution", Query: &q, Data: a.Raw}); err != nil {
 			return first, err
 		}
 	}
@@ -306,15 +300,13 @@ func (r *demoRun) ask(ctx context.Context) (stream.Attribution, error) {
 func (r *demoRun) deleteAndAskAgain(ctx context.Context, first stream.Attribution) (victim string, audit stream.Audit, gone bool, err error) {
 	victim = first.TopK[0].ID
 	t2 := time.Now()
-	m, err := r.c.deleteAndWait(ctx, demoAnswerTimeout, stream.TrainEvent{Op: stream.OpDelete, ID: victim, Request: r.base + "-delete"}, r.lim)
+	a, err := r.c.DeleteAndWait(ctx, victim, r.base+"-delete")
 	if err != nil {
 		return victim, audit, false, fmt.Errorf("deleting %s: %w", victim, err)
 	}
 	r.secs["delete_to_audit"] = time.Since(t2).Seconds()
-	if err := json.Unmarshal(m.Value, &audit); err != nil {
-		return victim, audit, false, fmt.Errorf("audit of %s: %w", victim, err)
-	}
-	if err := r.emit(demoLine{Event: "audit", Deleted: victim, Data: json.RawMessage(m.Value)}); err != nil {
+	audit = a.Audit
+	if err := r.emit(demoLine{Event: "audit", Deleted: victim, Data: a.Raw}); err != nil {
 		return victim, audit, false, err
 	}
 
@@ -325,16 +317,12 @@ func (r *demoRun) deleteAndAskAgain(ctx context.Context, first stream.Attributio
 		row := 0
 		again = demoQuery{Row: &row, x: r.train.Row(0)}
 	}
-	m, err = r.c.ask(ctx, demoAnswerTimeout, again.event(r.base+"-q1-again"), r.lim)
+	after, err := r.c.Ask(ctx, again.event(r.base+"-q1-again"))
 	if err != nil {
 		return victim, audit, false, fmt.Errorf("query 1 again: %w", err)
 	}
-	var after stream.Attribution
-	if err := json.Unmarshal(m.Value, &after); err != nil {
-		return victim, audit, false, fmt.Errorf("query 1 again: attribution: %w", err)
-	}
 	gone = !slices.ContainsFunc(after.TopK, func(s stream.Scored) bool { return s.ID == victim })
-	err = r.emit(demoLine{Event: "attribution", Query: &again, RepeatOf: 1, Deleted: victim, DeletedAbsent: &gone, Data: json.RawMessage(m.Value)})
+	err = r.emit(demoLine{Event: "attribution", Query: &again, RepeatOf: 1, Deleted: victim, DeletedAbsent: &gone, Data: after.Raw})
 	return victim, audit, gone, err
 }
 
@@ -378,7 +366,8 @@ func startHarness(ctx context.Context, cfg config.Config, dataDir string, log ze
 	case <-h.d.Ready():
 		// The daemon reports the addresses it bound (a port 0 in the configuration
 		// becomes the chosen port).
-		h.kc = kafkaConfig(h.cfg, h.d.Brokers())
+		h.kc = daemon.KafkaConfig(h.cfg)
+		h.kc.Brokers, h.kc.ClientID = h.d.Brokers(), "cairnctl"
 		h.cfg.HTTP = h.d.HTTPAddr()
 		if len(h.cfg.Kafka.Brokers) == 0 {
 			h.cfg.Kafka.EmbeddedBroker = h.d.Brokers()[0]
@@ -390,6 +379,21 @@ func startHarness(ctx context.Context, cfg config.Config, dataDir string, log ze
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for the daemon to be ready: %w", ctx.Err())
 	}
+}
+
+// client is a client of the daemon (client.FromDaemon) that waits demoAnswerTimeout
+// for each answer and reports read errors on stderr.
+func (h *harness) client(stderr io.Writer) (*cairn.Client, error) {
+	cc, err := cairn.FromDaemon(h.cfg, h.kc.Brokers)
+	if err != nil {
+		return nil, err
+	}
+	cc.Kafka = h.kc
+	cc.AnswerTimeout = demoAnswerTimeout
+	cc.OnReadError = func(topic string, partition int, err error) {
+		fmt.Fprintf(stderr, "cairnctl: reading %s/%d: %v (retrying)\n", topic, partition, err)
+	}
+	return cairn.New(cc)
 }
 
 // close stops the daemon, waits for Run to return and removes a temporary data

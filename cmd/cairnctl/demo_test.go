@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	cairn "github.com/cairnhq/cairn/client"
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -96,7 +97,7 @@ func TestDemo(t *testing.T) {
 	if audit.ID != victim || lines[5].Deleted != victim || audit.Seq != 1 || audit.PrevHash != strings.Repeat("0", 64) || !audit.WasLandmark {
 		t.Errorf("audit %s: want seq 1 from the zero hash deleting landmark %s", lines[5].Data, victim)
 	}
-	if rep := verifyChain([]chainRecord{{Seq: audit.Seq, PrevHash: audit.PrevHash, Hash: audit.Hash, Body: audit.Body, Where: "demo"}}); !rep.OK {
+	if rep := cairn.VerifyMessages([]stream.Message{{Topic: "demo", Value: lines[5].Data}}, nil, nil); !rep.OK {
 		t.Errorf("the demo's audit does not verify: %s", rep.Reason)
 	}
 	for _, s := range atts[2].TopK {

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	cairn "github.com/cairnhq/cairn/client"
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/stream"
@@ -225,6 +225,7 @@ func TestKafkaCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &prep); err != nil || prep.Produced != n || prep.Topic != "cairn.train" || !(prep.EventsPerSecond > 0) {
 		t.Fatalf("produce output %s (%v): want produced %d on cairn.train", out, err, n)
 	}
+	checkKeys(t, "produce", out, []string{"data", "events_per_second", "produced", "seconds", "split", "topic"})
 	set, err := dataset.Open("csv:"+path, "train", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -280,6 +281,7 @@ func TestKafkaCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rej); err != nil || rej.Request != "req-bad" || rej.Rejected.Reason != stream.ReasonBadID || rej.Rejected.Topic != "cairn.queries" {
 		t.Errorf("rejected query output %s (%v): want request req-bad rejected with bad_id", out, err)
 	}
+	checkKeys(t, "rejected query", out, []string{"rejected", "request"})
 
 	// An unanswered query times out with an error that says what to check.
 	code, _, errs = runCmd("query", brokers, "--id", "ignore-me", "--wait", "--timeout", "1s")
@@ -289,9 +291,10 @@ func TestKafkaCommands(t *testing.T) {
 
 	// Without --wait the command only sends.
 	code, out, errs = runCmd("query", brokers, "--id", set.IDs[0], "--request", "req-nowait")
-	if code != 0 || !strings.Contains(out, `"req-nowait"`) || !strings.Contains(out, `"sent": true`) {
+	if code != 0 || !strings.Contains(out, `"req-nowait"`) || !strings.Contains(out, `"sent": true`) || !strings.Contains(out, `"cairn.queries"`) {
 		t.Errorf("query without --wait: exit %d, out %s, stderr %s", code, out, errs)
 	}
+	checkKeys(t, "query without --wait", out, []string{"request", "sent", "topic"})
 
 	// delete --wait prints the audit; a re-sent duplicate and a second deletion make
 	// a chain that audit verify accepts.
@@ -311,9 +314,13 @@ func TestKafkaCommands(t *testing.T) {
 		t.Errorf("after delete: fake daemon holds %d points (has %s: %v), want %d without it", len(ups), set.IDs[3], still, n-1)
 	}
 	code, out, errs = runCmd("audit", "verify", brokers)
-	var rep chainReport
+	var rep cairn.ChainReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || !rep.OK || rep.Records != 2 || rep.Duplicates != 1 || rep.Source != "kafka:cairn.audits" {
 		t.Fatalf("audit verify: exit %d, out %s (%v), stderr %s; want ok with 2 records and 1 duplicate", code, out, err, errs)
+	}
+	checkKeys(t, "audit verify", out, chainReportKeys)
+	if want := cairn.NotChecked + " (pass --key FILE, or --http of the running daemon)"; rep.Signatures != want {
+		t.Errorf("audit verify without a key: signatures %q, want %q", rep.Signatures, want)
 	}
 
 	// A forged second record for seq 2 breaks the chain.
@@ -339,6 +346,13 @@ func TestKafkaCommands(t *testing.T) {
 		rep.FirstBadSeq != nil || rep.Records != 2 {
 		t.Errorf("audit verify after forgery: exit %d, out %s (%v); want failure naming the forged seq 2, the 2 genuine records verified", code, out, err)
 	}
+
+	// delete without --wait only sends.
+	code, out, errs = runCmd("delete", brokers, "--id", "dup-nowait", "--request", "del-nowait")
+	if code != 0 || !strings.Contains(out, `"del-nowait"`) || !strings.Contains(out, `"cairn.train"`) || !strings.Contains(out, `"dup-nowait"`) {
+		t.Errorf("delete without --wait: exit %d, out %s, stderr %s", code, out, errs)
+	}
+	checkKeys(t, "delete without --wait", out, []string{"id", "request", "sent", "topic"})
 }
 
 // TestProduceRejectsBadFlags checks the input errors name the flag and value.
@@ -383,49 +397,5 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// TestTailSeesOnlyNewMessages: a tail opened between two writes delivers the second
-// and never the first, and Close joins its reader.
-func TestTailSeesOnlyNewMessages(t *testing.T) {
-	b := startTestBroker(t)
-	kc := stream.Config{Brokers: []string{b.Addr()}}
-	w, err := openWriter(kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	const topic = "cairn.attributions"
-	var old []stream.Message
-	for i := range 20 {
-		old = append(old, stream.Message{Topic: topic, Key: fmt.Appendf(nil, "k%d", i), Value: []byte("old")})
-	}
-	if err := w.Write(ctx, old...); err != nil {
-		t.Fatal(err)
-	}
-	tl, err := newTail(ctx, kc, io.Discard, topic, "cairn.dlq")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(ctx, stream.Message{Topic: topic, Key: []byte("k3"), Value: []byte("new")}); err != nil {
-		t.Fatal(err)
-	}
-	m, err := tl.next(ctx)
-	if err != nil || string(m.Value) != "new" || string(m.Key) != "k3" {
-		t.Fatalf("next = %q/%q, %v; want the new message k3", m.Key, m.Value, err)
-	}
-	short, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer scancel()
-	if m, err := tl.next(short); err == nil {
-		t.Errorf("next after the only new message = %q/%q, want a timeout", m.Key, m.Value)
-	}
-	if err := tl.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-	if err := tl.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/cairnhq/cairn/stream"
 )
 
 func TestParseVector(t *testing.T) {
@@ -98,42 +96,4 @@ func FuzzParseVector(f *testing.F) {
 			}
 		}
 	})
-}
-
-func TestDeadLetterOf(t *testing.T) {
-	sent := []byte(`{"v":1,"request":"q1","x":[1,2]}`)
-	long := []byte(`{"v":1,"request":"q2","x":[` + strings.Repeat("0.123456789,", stream.MaxDeadLetterRaw/12+10) + `1]}`)
-	dl := func(src stream.Message) stream.DeadLetter {
-		return stream.NewDeadLetter(src, &stream.RejectError{Reason: stream.ReasonWrongDim, Field: "x", Msg: "test"})
-	}
-	for _, tc := range []struct {
-		name string
-		dl   stream.DeadLetter
-		key  []byte
-		sent []byte
-		want bool
-	}{
-		{"exact", dl(stream.Message{Topic: "q", Key: []byte("q1"), Value: sent}), []byte("q1"), sent, true},
-		{"truncated copy of ours", dl(stream.Message{Topic: "q", Key: []byte("q2"), Value: long}), []byte("q2"), long, true},
-		{"other topic", dl(stream.Message{Topic: "t", Key: []byte("q1"), Value: sent}), []byte("q1"), sent, false},
-		{"other key", dl(stream.Message{Topic: "q", Key: []byte("q9"), Value: sent}), []byte("q1"), sent, false},
-		{"same key, other body", dl(stream.Message{Topic: "q", Key: []byte("q1"), Value: []byte(`{"v":1,"request":"q1","x":[1,3]}`)}), []byte("q1"), sent, false},
-		{"same prefix, other length", dl(stream.Message{Topic: "q", Key: []byte("q2"), Value: append(slices.Clone(long), ' ')}), []byte("q2"), long, false},
-	} {
-		if got := deadLetterOf(tc.dl, "q", tc.key, tc.sent); got != tc.want {
-			t.Errorf("%s: deadLetterOf = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
-func TestStatusURL(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"127.0.0.1:8080", "http://127.0.0.1:8080/status"},
-		{"http://h:1/", "http://h:1/status"},
-		{"https://h:1", "https://h:1/status"},
-	} {
-		if got := statusURL(tc.in); got != tc.want {
-			t.Errorf("statusURL(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
 }

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -15,5 +18,21 @@ func TestOperatorConnectionFlags(t *testing.T) {
 		if got := run(context.Background(), args, nil, io.Discard, io.Discard); got != 0 {
 			t.Errorf("cairnctl %s --brokers --http --config -h: exit %d, want 0", c, got)
 		}
+	}
+}
+
+// chainReportKeys are the keys of `cairnctl audit verify`, from Kafka or a file.
+var chainReportKeys = []string{"duplicates", "first_bad_seq", "forged", "from_checkpoint", "head", "ok", "reason", "records", "signatures", "source"}
+
+// checkKeys checks that out is one JSON object with exactly the keys want (sorted).
+func checkKeys(t *testing.T, what, out string, want []string) {
+	t.Helper()
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &top); err != nil {
+		t.Errorf("%s: output %q is not one JSON object: %v", what, out, err)
+		return
+	}
+	if got := slices.Sorted(maps.Keys(top)); !slices.Equal(got, want) {
+		t.Errorf("%s: keys %v, want %v", what, got, want)
 	}
 }

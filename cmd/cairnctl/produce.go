@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	cairn "github.com/cairnhq/cairn/client"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/internal/cli"
-	"github.com/cairnhq/cairn/stream"
 	"github.com/mattn/go-isatty"
 )
 
@@ -27,10 +27,10 @@ type produceReport struct {
 
 // produceCmd is `cairnctl produce --data mnist|fashion-mnist|adult:DIR|csv:FILE [--n N]
 // [--split train] [--batch 500]`: it streams the rows of a data set to cairn.train as
-// upserts {"v":1,"op":"upsert","id":…,"x":[…],"label":…} keyed by the point id, with a
-// progress bar on stderr (periodic lines when stderr is not a terminal). When ctx ends
-// (SIGINT or SIGTERM) it stops after the batch in flight, prints the report with the
-// rows acknowledged so far, and fails.
+// upserts {"v":1,"op":"upsert","id":…,"x":[…],"label":…} keyed by the point id
+// (client.Client.Upsert), with a progress bar on stderr (periodic lines when stderr is
+// not a terminal). When ctx ends (SIGINT or SIGTERM) it stops after the batch in
+// flight, prints the report with the rows acknowledged so far, and fails.
 func produceCmd(fs *flag.FlagSet) cli.Func {
 	var kf connFlags
 	kf.register(fs, usesBrokers|usesConfig)
@@ -45,31 +45,26 @@ func produceCmd(fs *flag.FlagSet) cli.Func {
 		if *batch < 1 {
 			return fmt.Errorf("--batch %d: must be at least 1", *batch)
 		}
-		cfg, kc, err := kf.load(fs)
+		cfg, c, err := kf.load(fs, stdio.Err, 0)
 		if err != nil {
 			return err
 		}
+		defer c.Close()
 		set, err := dataset.Open(*data, *split, *n)
 		if err != nil {
 			return fmt.Errorf("--data: %w", err)
 		}
 		warnInputDim(stdio.Err, cfg, set.D)
-		w, err := openWriter(kc)
-		if err != nil {
-			return err
-		}
-		defer w.Close()
-		p := producer{w: w, topic: cfg.Kafka.Topics.Train, lim: inputLimits(cfg, set.D), batch: *batch}
 		start := time.Now()
 		prog := newProgress(stdio.Err, "produce", set.N)
-		sent, err := p.produce(ctx, set, 0, set.N, prog)
+		sent, err := produceRows(ctx, set, 0, set.N, *batch, prog, c.Upsert)
 		prog.finish(sent)
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
 		secs := time.Since(start).Seconds()
 		if werr := writeJSON(stdio.Out, produceReport{
-			Produced: sent, Topic: p.topic, Data: *data, Split: *split,
+			Produced: sent, Topic: c.Topics().Train, Data: *data, Split: *split,
 			Seconds: secs, EventsPerSecond: float64(sent) / secs,
 		}); werr != nil {
 			return werr
@@ -82,43 +77,30 @@ func produceCmd(fs *flag.FlagSet) cli.Func {
 	}
 }
 
-// producer writes a data set's rows as upserts to the training topic.
-type producer struct {
-	w     *stream.Writer
-	topic string
-	lim   stream.Limits // InputDim is the data's width
-	batch int
-}
-
-// produce sends rows [from, to) of set and returns how many were acknowledged. Each
-// event is validated by stream.EncodeTrain under p.lim, as the daemon will validate
-// it, so a row the daemon would reject is reported here, naming the row, instead.
-// Batches of p.batch events are written synchronously (all acknowledged before the
-// next), so the count returned on error is exact.
-func (p producer) produce(ctx context.Context, set *dataset.Set, from, to int, prog *progress) (int, error) {
+// produceRows sends rows [from, to) of set as upserts with upsert, batch rows per call
+// (each call validates its rows and returns once all are acknowledged, as
+// client.Client.Upsert does), and returns how many were acknowledged: exact on error.
+func produceRows(ctx context.Context, set *dataset.Set, from, to, batch int, prog *progress,
+	upsert func(context.Context, ...cairn.Point) error) (int, error) {
 	sent := 0
-	msgs := make([]stream.Message, 0, p.batch)
+	pts := make([]cairn.Point, 0, batch)
 	for i := from; i < to; {
 		if err := ctx.Err(); err != nil {
 			return sent, err
 		}
-		msgs = msgs[:0]
-		for ; i < to && len(msgs) < p.batch; i++ {
-			ev := stream.TrainEvent{Op: stream.OpUpsert, ID: set.IDs[i], X: set.Row(i)}
+		pts = pts[:0]
+		for ; i < to && len(pts) < batch; i++ {
+			p := cairn.Point{ID: set.IDs[i], X: set.Row(i)}
 			if set.Labels != nil {
 				l := int64(set.Labels[i])
-				ev.Label = &l
+				p.Label = &l
 			}
-			body, err := stream.EncodeTrain(ev, p.lim)
-			if err != nil {
-				return sent, fmt.Errorf("row %d (id %q): %w", i, set.IDs[i], err)
-			}
-			msgs = append(msgs, stream.Message{Topic: p.topic, Key: []byte(ev.ID), Value: body})
+			pts = append(pts, p)
 		}
-		if err := p.w.Write(ctx, msgs...); err != nil {
-			return sent, fmt.Errorf("writing rows %d..%d to %s: %w", i-len(msgs), i-1, p.topic, err)
+		if err := upsert(ctx, pts...); err != nil {
+			return sent, fmt.Errorf("rows %d..%d: %w", i-len(pts), i-1, err)
 		}
-		sent += len(msgs)
+		sent += len(pts)
 		prog.update(sent)
 	}
 	return sent, nil
