@@ -32,18 +32,6 @@ func contentIDOracle(topic string, key, value []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-func headerMap(t *testing.T, hs []Header) map[string]string {
-	t.Helper()
-	m := map[string]string{}
-	for _, h := range hs {
-		if _, dup := m[h.Key]; dup {
-			t.Errorf("header %q twice", h.Key)
-		}
-		m[h.Key] = string(h.Value)
-	}
-	return m
-}
-
 // TestCloudEventHeaders: the headers of each output type, in order, with ce_id from the
 // record's content (checked against a hand-written oracle), ce_dataschema the type's
 // schema $id, content-type by type; the same record gives the same bytes, and a record
