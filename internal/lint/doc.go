@@ -1,4 +1,5 @@
 // Package lint holds the repository's code rules that matter as tests: package synopses
 // that read as whole sentences in go doc, no issue numbers in code, one spelling per
-// sentinel. It has no code of its own; run its tests with go test ./internal/lint.
+// sentinel, no absolute path of a build machine in any tracked file. It has no code of
+// its own; run its tests with go test ./internal/lint.
 package lint
