@@ -178,7 +178,7 @@ func (d *Daemon) withTombstone(tx *storage.Tx, rec *ingest.Deletion) (*ingest.De
 // the audits say model_after 0 and the serving model is withdrawn.
 func (d *Daemon) auditWithoutModel(snap *job) error {
 	if !d.leading.Load() {
-		return nil // a standby adopts the leader's audits (adopt.go)
+		return nil // a standby adopts the leader's audits (internal/role/standby)
 	}
 	done := time.Now()
 	err := d.store.Apply(func(tx *storage.Tx) error {

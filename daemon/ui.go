@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cairnhq/cairn/internal/auditsig"
@@ -26,16 +23,7 @@ func (d *Daemon) uiHandler() http.Handler {
 
 // runUISamples records one ui.Reading every ui.sample_interval until ctx ends.
 func (d *Daemon) runUISamples(ctx context.Context) error {
-	t := time.NewTicker(d.cfg.UI.SampleInterval)
-	defer t.Stop()
-	for {
-		d.ui.Record(d.uiReading())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	return d.ui.Sample(ctx, d.cfg.UI.SampleInterval, d.uiReading)
 }
 
 // uiReading is the current ui.Reading from Status.
@@ -58,30 +46,13 @@ func (s uiSource) Overview() ui.Overview {
 		Samples: s.d.ui.Samples(), Recent: s.d.ui.Recent(20), Labels: labelRows(st)}
 }
 
-// labelRows are the overview's per-label rows of st, by label (numerically when the
-// labels are integers, as they always are on the wire).
+// labelRows are the overview's per-label rows of st (ui.LabelRows).
 func labelRows(st StatusReport) []ui.LabelRow {
-	var rows []ui.LabelRow
-	var points, landmarks int
-	for _, c := range st.Labels {
-		points, landmarks = points+c.Points, landmarks+c.Landmarks
-	}
+	rows := make([]ui.LabelRow, 0, len(st.Labels))
 	for l, c := range st.Labels {
-		r := ui.LabelRow{Label: l, Points: c.Points, Landmarks: c.Landmarks}
-		if c.Points > 0 && landmarks > 0 {
-			r.Coverage = (float64(c.Landmarks) / float64(landmarks)) / (float64(c.Points) / float64(points))
-		}
-		rows = append(rows, r)
+		rows = append(rows, ui.LabelRow{Label: l, Points: c.Points, Landmarks: c.Landmarks})
 	}
-	slices.SortFunc(rows, func(a, b ui.LabelRow) int {
-		x, errA := strconv.Atoi(a.Label)
-		y, errB := strconv.Atoi(b.Label)
-		if errA == nil && errB == nil {
-			return x - y
-		}
-		return strings.Compare(a.Label, b.Label)
-	})
-	return rows
+	return ui.LabelRows(rows)
 }
 
 // Answer implements ui.Source.

@@ -42,7 +42,7 @@
 //     later outbox entry until then, and New finishes an erasure a crash or a failure
 //     interrupted, Store.ScrubPending), and each deletion enqueues a tombstone for its
 //     id on its topic (a claim, see "Versions"). Deletions also write their pending
-//     audit records in step 4 and call the hooks (Hooks; the daemon's doc.go
+//     audit records in step 4 and call the hooks (Hooks; internal/refit's doc.go
 //     "Deletions and audits").
 //
 // cairnd's own records on the training topic, its claims, are not inputs: they store

@@ -32,6 +32,38 @@
 // "daemon/audit/<role>/<id>") from when this code lived in package daemon: stored
 // models depend on them.
 //
+// # Deletions and audits
+//
+// A delete of a stored id removes the point from the pool and the store, and in the
+// same transaction writes a pending deletion record (storage pending bucket: request,
+// id, whether it was a landmark of the serving model and of the pool, the serving
+// model version, the pool's residual certificates before and after, timestamps).
+// Before that transaction commits, the daemon's serving model masks the point's
+// landmark terms, which is exact for the representation (a sum over landmarks). The
+// leader refits once no deletion arrived for refit.delete_debounce, so deletions close
+// together share a refit; the refit's commit (the daemon's) holds the new model, the
+// audits of every deletion its snapshot reflects (hash-chained through
+// storage.Tx.AppendAudit, emitted on cairn.audits keyed by request, with the canonical
+// body the chain covers), the removal of their pending records, and a signed checkpoint
+// of the chain head on cairn.status. Every audit event carries the audit key's id and
+// its Ed25519 signature of seq, prev_hash and hash (internal/auditsig; the key is
+// DataDir/audit.key, published on GET /audit/key). A delete of an unknown id is
+// audited at once (known: false, no refit).
+//
+// The deletion effect (Effects) is appendix D's Δ(S) for S the point's landmark terms
+// in the model it was deleted from, ranked against audit.random random landmark sets of
+// the same size (percentile and permutation p-value); percentile is -1 when it cannot
+// be computed (the point was no landmark, or no labelled audit points), and the body's
+// effect.reason says why. Raw inputs of deleted points are erased from their slot
+// files (storage) before any later output is published, and with the embedded broker
+// from its files too (tombstones and a compaction, ingest.Outbox). The audit states
+// where the tombstone landed (tombstone.partition and offset), stored in the pending
+// record in the transaction that acknowledges the tombstone, so a crash cannot lose
+// it; an audit written before the broker acknowledged the tombstone says so in
+// tombstone.unknown instead (ingest.TombstoneNotAcked), and the outbox publishes the
+// tombstone before that audit. With fewer stored points than refit.min_points the
+// audits say model_after 0 and the serving model is withdrawn.
+//
 // # Contracts
 //
 // A Fitter's fields are set before its first use; Fit and Restore are then safe for

@@ -58,7 +58,7 @@ func (e *ModelExport) WithEncoder(a *mat.Dense, b []float64, masked []bool) {
 }
 
 // scoreFormula says in words how an answer's scores follow from the export (serving.go
-// answer and refineCrossing; refit.go fitSnapshot for ω and kernel_scale).
+// answer and refineCrossing; refit.Fitter.Fit for ω and kernel_scale).
 const scoreFormula = "an answer's score names its ranking: entk: score(ℓ, t) = k(x_ℓ, x_t); " +
 	"displacement: score(ℓ, t) = k(x_ℓ, x_t) · omega_ℓ; representer: score(ℓ, t) = k(x_ℓ, x_t) · " +
 	"kernel_scale · <coefficients_ℓ, z/|z|>, z = bias + kernel_scale · Σ_ℓ k(x_ℓ, x_t) · coefficients_ℓ. " +

@@ -38,8 +38,8 @@ func (r *Restored) View(l int) int {
 // stored point; ω_ℓ = kernel_scale·‖Ã_ℓ − Ã_{0,ℓ}‖₂. A landmark whose id point does not
 // know is missing, and so is one whose stored input is not the one it was fitted on
 // (meta.Inputs, when the model records them: the point was replaced since). This is
-// the one rule for masks rebuilt from storage, used by a
-// restart (loadServing) and by exports of stored versions (ExportStored): a deletion
+// the one rule for masks rebuilt from storage, used by a restart
+// (refit.Fitter.Restore) and by exports of stored versions (ExportStored): a deletion
 // removes the point from the points bucket in the same transaction that writes its
 // pending deletion record, so "not stored" covers deletions audited and pending alike.
 func Restore(f *pipeline.Features, m storage.Model, point func(id string) ([]float64, bool)) (*Restored, error) {
