@@ -27,14 +27,20 @@ import (
 // weight blocks then biases); only inner products between φs of the same backbone mean
 // anything.
 
-// ExactDim returns the length of φ for b: d·(P − d·A − d) + A + 1.
+// ExactDim returns the length of φ for b: d·(P − d·A − d) + A + 1. An ONNX backbone whose
+// parameters do not end in a final Linear (onnx.Model.FinalLinear) has A = −1: no closed
+// form, φ = [d^{-1/2} g_1; …; d^{-1/2} g_d] over all P parameters, d·P long.
 func ExactDim(b Backbone) int {
 	d, a := b.OutDim(), lastInDim(b)
 	return d*(b.NumParams()-d*a-d) + a + 1
 }
 
-// lastInDim returns A, the input width of b's final Linear.
+// lastInDim returns A, the input width of b's final Linear (−1 for an ONNX backbone
+// without one).
 func lastInDim(b Backbone) int {
+	if o, ok := b.(*ONNX); ok {
+		return o.exactLinearIn()
+	}
 	a, err := ParseArch(b.Arch())
 	if err != nil {
 		panic(fmt.Sprintf("entk: backbone arch %q does not parse: %v", b.Arch(), err))
@@ -100,7 +106,7 @@ func (q *Query) genericExactHalf(h *queryHalf) {
 		for k, v := range h.grad[:body] {
 			blk[k] = c * v
 		}
-		if i == 0 {
+		if i == 0 && a >= 0 {
 			copy(q.dst[d*body:d*body+a], h.grad[body:body+a])
 			q.dst[d*body+a] = 1
 		}

@@ -39,6 +39,10 @@ type Workspace struct {
 	// exact-kernel scratch (exact.go), allocated on first use: a d×P Jacobian, one
 	// P-vector and one d-vector.
 	jac, vecP, unit []float64
+
+	// ext is the scratch of a backbone implemented outside this package (an ONNX model's
+	// *onnx.Workspace), which only that backbone reads.
+	ext any
 }
 
 // out returns a reusable buffer of length d.

@@ -406,3 +406,22 @@ func TestExternalData(t *testing.T) {
 		t.Errorf("short data file: %v", err)
 	}
 }
+
+// TestNoAllocs: Forward and Backward allocate nothing once the workspace exists (products
+// this small stay below internal/gemm's parallel threshold).
+func TestNoAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 1))
+	m, err := LoadBytes(smallCNN(t, r), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := m.NewWorkspace()
+	x, w := randVals(r, m.InDim(), 1), randVals(r, m.OutDim(), 1)
+	out, g := make([]float64, m.OutDim()), make([]float64, m.NumParams())
+	if n := testing.AllocsPerRun(20, func() {
+		m.Forward(out, x, ws)
+		m.Backward(g, w, ws)
+	}); n != 0 {
+		t.Errorf("Forward+Backward: %v allocations", n)
+	}
+}

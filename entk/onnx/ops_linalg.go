@@ -4,13 +4,17 @@ import (
 	"slices"
 
 	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
 
 	"github.com/cairnhq/cairn/internal/gemm"
 )
 
-// dgemm adds alpha·op(A)·op(B) to C (m×n, row-major, ldc): internal/gemm's blocked FMA
-// product for large products, gonum's below its size threshold; either way a function of
-// the arguments alone.
+// dgemm adds alpha·op(A)·op(B) to C (m×n, row-major, ldc). Products of at least
+// gemmParallel multiply-adds run in internal/gemm (blocked, FMA micro-kernels, its row
+// blocks spread over GOMAXPROCS goroutines: a few small allocations per call for their
+// closures); smaller ones in gonum's Dgemm on blocks of at most gemmBlock rows and
+// columns, which keeps it serial and allocation-free. Either way the result is a
+// function of the arguments alone.
 func dgemm(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
 	if m == 0 || n == 0 || k == 0 {
 		return
@@ -22,8 +26,32 @@ func dgemm(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []fl
 	if tB {
 		tb = blas.Trans
 	}
-	gemm.Implementation{}.Dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, 1, c, ldc)
+	if m*n*k >= gemmParallel {
+		gemm.Implementation{}.Dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, 1, c, ldc)
+		return
+	}
+	impl := gonum.Implementation{}
+	for r0 := 0; r0 < m; r0 += gemmBlock {
+		for c0 := 0; c0 < n; c0 += gemmBlock {
+			ao, bo := r0*lda, c0
+			if tA {
+				ao = r0
+			}
+			if tB {
+				bo = c0 * ldb
+			}
+			impl.Dgemm(ta, tb, min(gemmBlock, m-r0), min(gemmBlock, n-c0), k, alpha, a[ao:], lda, b[bo:], ldb, 1, c[r0*ldc+c0:], ldc)
+		}
+	}
 }
+
+// gemmParallel is internal/gemm's own threshold (2^18 multiply-adds), below which it
+// would call gonum anyway; gemmBlock keeps gonum's Dgemm serial (it spawns goroutines
+// from 4 blocks of 64×64 on), as entk's ConvNet does.
+const (
+	gemmParallel = 1 << 18
+	gemmBlock    = 64
+)
 
 // opGemm: Y = alpha·op(A)·op(B) + beta·C, A and B 2-D, C broadcast to [M, N].
 func opGemm(x *nodeCtx) ([]outSpec, kernel, error) {

@@ -3,6 +3,8 @@ package onnx
 import (
 	"math"
 	"slices"
+
+	"gonum.org/v1/gonum/blas/gonum"
 )
 
 // geom is the sliding-window geometry of Conv and the pools over 1 or 2 spatial
@@ -168,10 +170,13 @@ func opConv(x *nodeCtx) ([]outSpec, kernel, error) {
 	k := &convKernel{n: xs[0], m: ws[0], K: C * A, P: P, plane: numel(xs[1:]), cols: make([]int32, C*A*P)}
 	hw := g.in[0] * g.in[1]
 	for c := 0; c < C; c++ {
-		for i, o := range off {
-			k.cols[c*A*P+i] = o
-			if o >= 0 {
-				k.cols[c*A*P+i] = o + int32(c*hw)
+		for e := 0; e < A; e++ {
+			for p := 0; p < P; p++ {
+				o := off[e*P+p]
+				if o >= 0 {
+					o += int32(c * hw)
+				}
+				k.cols[p*k.K+c*A+e] = o
 			}
 		}
 	}
@@ -181,16 +186,25 @@ func opConv(x *nodeCtx) ([]outSpec, kernel, error) {
 	return []outSpec{{dt: dtFloat, shape: g.outShape(xs[0], ws[0], len(xs))}}, k, nil
 }
 
-// convKernel is a convolution as a matrix product (im2col): per batch element b,
+// convKernel is a convolution as a matrix product (im2col, position-major): per batch
+// element b,
 //
-//	cols[r, p] = x_b[cols map[r·P + p]] (0 in the padding),  r = c·A + e
-//	y_b[m, p]  = bias[m] + Σ_r W[m, r] · cols[r, p]          (y_b = W·cols, one Dgemm)
+//	cols[p, r] = x_b[cols map[p·K + r]] (0 in the padding),  r = c·A + e
+//	y_b[m, p]  = bias[m] + Σ_r W[m, r] · cols[p, r]          (y_b = W·colsᵀ, one Dgemm)
 //
-// and its VJP gW += g_b·colsᵀ, gbias[m] += Σ_p g_b[m, p], gx_b += col2im(Wᵀ·g_b).
+// and its VJP gW += g_b·cols, gbias[m] += Σ_p g_b[m, p], gx_b += col2im(g_bᵀ·W). When at
+// most one in sparseFrac of g_b's entries is non-zero (a ReLU and a max-pool downstream
+// pass few gradients), the two products run as one axpy of length K per non-zero entry
+// instead: gW[m, :] += g·cols[p, :] and gcols[p, :] += g·W[m, :].
 type convKernel struct {
 	n, m, K, P, plane int
-	cols              []int32 // K×P
+	cols              []int32 // P×K
 }
+
+// sparseFrac: the sparse backward runs when nnz(g_b)·sparseFrac ≤ M·P. The dense products
+// run in internal/gemm's FMA kernel at several times the speed of an axpy per term, so the
+// sparse path only pays when it skips most of the terms.
+const sparseFrac = 6
 
 // scratch holds the n im2col matrices (for the weight gradient) and one gradient of
 // cols.
@@ -218,7 +232,7 @@ func (k *convKernel) forward(out, in [][]float64, scr []float64) {
 				row[p] = v
 			}
 		}
-		dgemm(false, false, k.m, k.P, k.K, 1, w, k.K, cols, k.P, yb, k.P)
+		dgemm(false, true, k.m, k.P, k.K, 1, w, k.K, cols, k.K, yb, k.P)
 	}
 }
 
@@ -228,26 +242,57 @@ func (k *convKernel) backward(gin, gout, in, _ [][]float64, scr []float64) {
 	gcols := scr[k.n*KP : (k.n+1)*KP]
 	for b := 0; b < k.n; b++ {
 		g, cols := gout[0][b*MP:(b+1)*MP], scr[b*KP:(b+1)*KP]
-		if gw != nil {
-			dgemm(false, true, k.m, k.K, k.P, 1, g, k.P, cols, k.P, gw, k.K)
-		}
-		if gb != nil {
-			for m := 0; m < k.m; m++ {
-				s := 0.0
-				for _, v := range g[m*k.P : (m+1)*k.P] {
-					s += v
+		nnz := 0
+		for m := 0; m < k.m; m++ {
+			s := 0.0
+			for _, v := range g[m*k.P : (m+1)*k.P] {
+				s += v
+				if v != 0 {
+					nnz++
 				}
+			}
+			if gb != nil {
 				gb[m] += s
 			}
 		}
 		if gx != nil {
 			clear(gcols)
-			dgemm(true, false, k.K, k.P, k.m, 1, w, k.K, g, k.P, gcols, k.P)
+		}
+		if nnz*sparseFrac <= MP {
+			k.sparseBackward(gx != nil, gw, gcols, g, cols, w)
+		} else {
+			if gw != nil {
+				dgemm(false, false, k.m, k.K, k.P, 1, g, k.P, cols, k.K, gw, k.K)
+			}
+			if gx != nil {
+				dgemm(true, false, k.P, k.K, k.m, 1, g, k.P, w, k.K, gcols, k.K)
+			}
+		}
+		if gx != nil {
 			xb := gx[b*k.plane : (b+1)*k.plane]
 			for i, j := range k.cols {
 				if j >= 0 {
 					xb[j] += gcols[i]
 				}
+			}
+		}
+	}
+}
+
+// sparseBackward adds the terms of the non-zero entries of g: gW[m, :] += g[m,p]·cols[p, :]
+// (gw non-nil) and, when dx, gcols[p, :] += g[m,p]·W[m, :].
+func (k *convKernel) sparseBackward(dx bool, gw, gcols, g, cols, w []float64) {
+	impl := gonum.Implementation{}
+	for m := 0; m < k.m; m++ {
+		for p, v := range g[m*k.P : (m+1)*k.P] {
+			if v == 0 {
+				continue
+			}
+			if gw != nil {
+				impl.Daxpy(k.K, v, cols[p*k.K:(p+1)*k.K], 1, gw[m*k.K:(m+1)*k.K], 1)
+			}
+			if dx {
+				impl.Daxpy(k.K, v, w[m*k.K:(m+1)*k.K], 1, gcols[p*k.K:(p+1)*k.K], 1)
 			}
 		}
 	}

@@ -1,0 +1,92 @@
+package entk
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/entk/onnx"
+)
+
+// BenchmarkONNXFeatures times ψ (FeaturesBatchTo, h = 4, s = 1024, 32 examples) on ONNX
+// backbones. "convnet-export" is the MNIST convnet exported to ONNX (exportONNX) with
+// the built-in ConvNet timed in the same loop: x_builtin is the ONNX time over the
+// built-in one (which has the multi-head backward sweep and the AVX2 convolution).
+// Each reference model under entk/onnx/testdata, when present, is timed against one
+// Forward+Backward of its own (x_vjp: ψ's time per example over a VJP's; h heads cost
+// about h backward passes and one forward).
+func BenchmarkONNXFeatures(b *testing.B) {
+	b.Run("convnet-export", func(b *testing.B) {
+		bi, err := NewBackbone("convnet:1x28x28-16-32-10", 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ob, err := LoadONNXBytes(exportONNX(b, bi), onnx.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchONNX(b, ob, bi)
+	})
+	for _, name := range []string{"convnet", "resnet20", "vit", "embmlp"} {
+		path := filepath.Join("onnx", "testdata", name+".onnx")
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			ob, _, err := LoadONNX(path, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchONNX(b, ob, nil)
+		})
+	}
+}
+
+// benchONNX times ψ on ob and, in the same loop, ψ on ref (nil: one VJP per example).
+func benchONNX(b *testing.B, ob Backbone, ref Backbone) {
+	sk, err := NewSketch(ob, 4, 1024, 1, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var skr *Sketch
+	if ref != nil {
+		if skr, err = NewSketch(ref, 4, 1024, 1, "bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const n = 32
+	r := rand.New(rand.NewPCG(1, 2))
+	xs := make([]float64, n*ob.InDim())
+	for i := range xs {
+		xs[i] = r.Float64()
+	}
+	dst := make([]float64, n*sk.Dim())
+	sk.FeaturesBatchTo(dst, xs, n)
+	ws := ob.NewWorkspace()
+	g, w := make([]float64, ob.NumParams()), sk.Heads()[:ob.OutDim()]
+	var tf, tr time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		sk.FeaturesBatchTo(dst, xs, n)
+		t1 := time.Now()
+		if skr != nil {
+			skr.FeaturesBatchTo(dst, xs, n)
+		} else {
+			for k := 0; k < n; k++ {
+				VJP(ob, g, xs[k*ob.InDim():(k+1)*ob.InDim()], w, ws)
+			}
+		}
+		tr += time.Since(t1)
+		tf += t1.Sub(t0)
+	}
+	b.ReportMetric(float64(b.N*n)/tf.Seconds(), "examples/s")
+	if skr != nil {
+		b.ReportMetric(float64(tf)/float64(tr), "x_builtin")
+	} else {
+		b.ReportMetric(float64(tf)/float64(tr), "x_vjp")
+	}
+	fwhtSink = dst[0] + g[0]
+}
