@@ -1,9 +1,10 @@
-// Package bench holds cairnctl's benchmarks of a running cairn: the report of cairnctl
-// bench (Report) with the parts of it that need no daemon (CheckAnswers against an
-// exact-kernel reference built from the exported model alone, the open-loop load's
-// pairing of queries with answers, resident memory, the bare feature rate), and cairnctl
-// bench-scale whole (Scale: cairnd processes on one embedded broker, replica
-// throughput, a replica killed under load, a standby's takeover).
+// Package bench runs cairnctl's benchmarks of a running cairn. Run is cairnctl bench: a
+// daemon started in this process (internal/lab/inproc) is fed and queried through
+// package client, its answers are checked against an exact-kernel reference built from
+// the exported model alone (CheckAnswers), and its ingest rate, query latencies,
+// open-loop loads, refit and deletion-to-audit times are reported (Report). Scale is
+// cairnctl bench-scale: cairnd processes on one embedded broker, replica throughput, a
+// replica killed under load and a standby's takeover (ScaleReport).
 //
 // # Contracts
 //
@@ -12,9 +13,9 @@
 //     ingest_vs_features_ratio, bench-scale's speedups) as the number to compare.
 //   - CheckAnswers reads only the model export and full Jacobians (entk.JacobianTo),
 //     none of the query path's code, and runs on all cores, joining its workers.
-//   - Scale owns every process, broker and directory it starts: all are stopped or
-//     removed before it returns (the directory is kept with ScaleOptions.Keep), and its
-//     report holds what was measured up to an error. It reaches Kafka as a client of
-//     package client would.
+//   - Run and Scale own every daemon, process, broker, goroutine and directory they
+//     start: all are stopped, joined or removed before they return (Scale keeps its
+//     directory with ScaleOptions.Keep), and their reports hold what was measured up to
+//     an error. They reach Kafka and HTTP as any client of package client does.
 //   - Errors name the offending setting by its cairnctl flag.
 package bench
