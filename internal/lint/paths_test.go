@@ -12,8 +12,9 @@ import (
 	"testing"
 )
 
-// machinePath matches an absolute path of a build machine: this team's checkouts and
-// shared files (/work/main, /work/shared), root's home, and any user's home directory.
+// machinePath matches an absolute path of a build machine: this team's checkout and
+// shared files (the main and shared directories under /work), root's home, and any
+// user's home directory.
 // A file that names one works only on that machine; a test's files belong in
 // t.TempDir(), a user's in a flag or argument, and a document says DIR or a path
 // relative to the repository. The pattern is assembled so that this file does not
