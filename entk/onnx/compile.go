@@ -114,6 +114,9 @@ func (c *compiler) node(idx int, n *onnxpb.NodeProto) error {
 		return err
 	}
 	names := n.GetOutput()
+	if err := c.checkNames(names); err != nil {
+		return err
+	}
 	for j, name := range names {
 		if j >= len(outs) && name != "" {
 			return fmt.Errorf("%w: output %d %q (only %d supported)", ErrUnsupported, j, name, len(outs))
@@ -181,6 +184,19 @@ func (c *compiler) define(x *nodeCtx, names []string, outs []outSpec, k kernel) 
 	for j, v := range vs {
 		if names[j] != "" {
 			c.vals[names[j]] = v
+		}
+	}
+	return nil
+}
+
+// checkNames rejects node outputs that redefine a value (the graph must be in SSA form).
+func (c *compiler) checkNames(names []string) error {
+	for j, name := range names {
+		if _, dup := c.vals[name]; dup && name != "" {
+			return fmt.Errorf("%w: output %d %q is defined twice", ErrModel, j, name)
+		}
+		if slices.Contains(names[:j], name) && name != "" {
+			return fmt.Errorf("%w: output %d %q is defined twice", ErrModel, j, name)
 		}
 	}
 	return nil

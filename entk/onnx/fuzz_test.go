@@ -13,6 +13,7 @@ func FuzzLoad(f *testing.F) {
 	cnn, emb := smallCNN(f, r), embMLP(f, r)
 	f.Add(cnn)
 	f.Add(emb)
+	f.Add(tinyViT(f, 13, 1))
 	f.Add(cnn[:len(cnn)/3])
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -307,6 +307,7 @@ func TestLoadErrors(t *testing.T) {
 		{"group conv", edit(func(m *onnxpb.ModelProto) {
 			m.Graph.Node[0].Attribute = append(m.Graph.Node[0].Attribute, aInt("group", 3))
 		}), Options{}, ErrUnsupported, "op Conv, opset 17"},
+		{"redefined value", edit(func(m *onnxpb.ModelProto) { m.Graph.Node[2].Output[0] = "fc.weight" }), Options{}, ErrModel, "defined twice"},
 		{"undefined input", edit(func(m *onnxpb.ModelProto) { m.Graph.Node[2].Input[0] = "nowhere" }), Options{}, ErrModel, "nowhere"},
 		{"batch 2", edit(func(m *onnxpb.ModelProto) {
 			m.Graph.Input[0].Type.GetTensorType().Shape.Dim[0].Value = &onnxpb.TensorShapeProto_Dimension_DimValue{DimValue: 2}

@@ -20,6 +20,9 @@ const (
 // DefaultMaxElements is Options.MaxElements when it is 0: 2^28 float64s (2 GiB).
 const DefaultMaxElements = 1 << 28
 
+// maxElementsCap bounds Options.MaxElements so that every index fits the int32 tables.
+const maxElementsCap = 1 << 30
+
 // Options are the choices Load makes beyond the file. The zero value selects every
 // parameter, takes the input shape from the file and reads external data beside it.
 type Options struct {
@@ -37,7 +40,8 @@ type Options struct {
 	Dir string
 	// MaxElements bounds the float64s of every tensor the model decodes, folds or keeps
 	// per workspace (constants, activations, index tables), so that a hostile file cannot
-	// make Load allocate without bound; 0 means DefaultMaxElements.
+	// make Load allocate without bound; 0 means DefaultMaxElements, and values above 2^30
+	// count as 2^30.
 	MaxElements int
 }
 
@@ -63,6 +67,7 @@ func LoadBytes(data []byte, opts Options) (*Model, error) {
 	if opts.MaxElements <= 0 {
 		opts.MaxElements = DefaultMaxElements
 	}
+	opts.MaxElements = min(opts.MaxElements, maxElementsCap)
 	var mp onnxpb.ModelProto
 	if err := proto.Unmarshal(data, &mp); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrModel, err)

@@ -326,10 +326,13 @@ func sliceRange(start, end, step, n int64) (int, int) {
 		end = max(end, -n-1) + n
 	}
 	var count int64
-	if step > 0 {
+	switch {
+	case n == 0:
+		return 0, 0
+	case step > 0:
 		start, end = clamp(start, 0, n), clamp(end, 0, n)
 		count = max(0, (end-start+step-1)/step)
-	} else {
+	default:
 		start, end = clamp(start, 0, n-1), clamp(end, -1, n-1)
 		count = max(0, (start-end-step-1)/(-step))
 	}
