@@ -22,6 +22,15 @@
 // re-encodes (EncodeTrain, EncodeQuery) to bytes that decode to the same
 // value. Decoded events share no memory with the input.
 //
+// Data subjects. An upsert may name the data subject its point is about ("subject",
+// validated as an id), and the erasures topic (DefaultErasuresTopic, keyed by subject)
+// carries a subject's erasure and unblock requests (DecodeErasure, CheckErasureKey).
+// A subject id is somebody's identity: no rejection message quotes it (a bad subject
+// is named by its problem only, a key mismatch on the erasures topic by the key's
+// length), so a dead letter cannot carry it in its message; MayNameSubject tells a
+// caller that keeps raw bytes in dead letters which records must not be copied. An
+// upsert of an erased subject is rejected by the daemon with ReasonSubjectErased.
+//
 // Output events (Attribution, Audit, Status, DeadLetter) are plain structs
 // the daemon fills; Encode checks the required keys and finiteness and
 // writes JSON with "v":1 first. Dead letters copy at most MaxDeadLetterRaw

@@ -149,16 +149,19 @@ const (
 
 // TrainEvent is one message of the training topic:
 //
-//	{"v":1,"op":"upsert","id":"p1","x":[0.5,1],"label":3}
+//	{"v":1,"op":"upsert","id":"p1","x":[0.5,1],"label":3,"subject":"customer-42"}
 //	{"v":1,"op":"delete","id":"p1","request":"r9"}
 //
 // Upserts carry X (exactly Limits.InputDim finite values) and optionally an
-// integer Label; deletes carry the Request id that the audit will answer.
+// integer Label and the data Subject the point is about (an id under the rules of ids,
+// whose erasure request removes the point: ErasureEvent); deletes carry the Request id
+// that the audit will answer.
 type TrainEvent struct {
 	Op      Op
 	ID      string
 	X       []float64 // upsert only
 	Label   *int64    // upsert only, optional
+	Subject string    // upsert only, optional ("": none)
 	Request string    // delete only
 }
 
@@ -216,6 +219,10 @@ func DecodeTrain(raw []byte, lim Limits) (TrainEvent, error) {
 			s, rerr := decodeID(d, key, lim)
 			ev.Request = s
 			return rerr
+		case "subject":
+			s, rerr := decodeSubject(d, key, lim)
+			ev.Subject = s
+			return rerr
 		}
 		return reject(ReasonUnknownField, key, "key not in the training schema")
 	}, &have)
@@ -244,7 +251,7 @@ func DecodeTrain(raw []byte, lim Limits) (TrainEvent, error) {
 		if !have.has("request") {
 			return TrainEvent{}, reject(ReasonMissingField, "request", "missing; a delete needs a request id for its audit")
 		}
-		for _, k := range []string{"x", "label"} {
+		for _, k := range []string{"x", "label", "subject"} {
 			if have.has(k) {
 				return TrainEvent{}, reject(ReasonUnknownField, k, "not allowed in a delete")
 			}
@@ -583,7 +590,7 @@ func EncodeTrain(ev TrainEvent, lim Limits) ([]byte, error) {
 	if err := checkTrain(ev, lim); err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, 32+len(ev.ID)+len(ev.Request)+24*len(ev.X))
+	b := make([]byte, 0, 48+len(ev.ID)+len(ev.Request)+len(ev.Subject)+24*len(ev.X))
 	b = append(b, `{"v":1,"op":`...)
 	b = appendString(b, string(ev.Op))
 	b = append(b, `,"id":`...)
@@ -595,6 +602,10 @@ func EncodeTrain(ev TrainEvent, lim Limits) ([]byte, error) {
 		if ev.Label != nil {
 			b = append(b, `,"label":`...)
 			b = strconv.AppendInt(b, *ev.Label, 10)
+		}
+		if ev.Subject != "" {
+			b = append(b, `,"subject":`...)
+			b = appendString(b, ev.Subject)
 		}
 	case OpDelete:
 		b = append(b, `,"request":`...)
@@ -657,12 +668,15 @@ func checkTrain(ev TrainEvent, lim Limits) error {
 		if ev.Label != nil && (*ev.Label < -MaxLabel || *ev.Label > MaxLabel) {
 			return reject(ReasonBadValue, "label", "%d: want |label| <= %d", *ev.Label, MaxLabel)
 		}
+		if e := checkID(ev.Subject, lim.MaxIDBytes); ev.Subject != "" && e != "" {
+			return reject(ReasonBadID, "subject", "%s (a data subject: the value is not repeated)", e)
+		}
 	case OpDelete:
 		if e := checkID(ev.Request, lim.MaxIDBytes); e != "" {
 			return reject(ReasonBadID, "request", "%q: %s", truncate(ev.Request, 64), e)
 		}
-		if ev.X != nil || ev.Label != nil {
-			return reject(ReasonUnknownField, "x", "x and label not allowed in a delete")
+		if ev.X != nil || ev.Label != nil || ev.Subject != "" {
+			return reject(ReasonUnknownField, "x", "x, label and subject not allowed in a delete")
 		}
 	default:
 		return reject(ReasonUnknownOp, "op", "%q: want %q or %q", truncate(string(ev.Op), 64), OpUpsert, OpDelete)

@@ -280,6 +280,7 @@ func FuzzDecodeTrain(f *testing.F) {
 		`[]`, `{}`, ``, `{"v":1,"x":[[[[`,
 		`{"v":1,"op":"upsert","id":"\u00e9\ud83d\ude00\n","x":[-0,0.5E+2,1e-7],"label":-0}`,
 		`{ "v" : 1 , "op" : "delete" , "id" : "a\/b" , "request" : "\"r\"" }`,
+		`{"v":1,"op":"upsert","id":"p","x":[1,2,3],"subject":"s\u00e9"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -304,12 +305,13 @@ func FuzzDecodeTrain(f *testing.F) {
 			ID      string    `json:"id"`
 			X       []float64 `json:"x"`
 			Label   *int64    `json:"label"`
+			Subject string    `json:"subject"`
 			Request string    `json:"request"`
 		}
 		if err := json.Unmarshal(raw, &ref); err != nil {
 			t.Fatalf("accepted %q but encoding/json: %v", raw, err)
 		}
-		if want := (TrainEvent{Op: Op(ref.Op), ID: ref.ID, X: ref.X, Label: ref.Label, Request: ref.Request}); ref.V != 1 || !reflect.DeepEqual(ev, want) {
+		if want := (TrainEvent{Op: Op(ref.Op), ID: ref.ID, X: ref.X, Label: ref.Label, Subject: ref.Subject, Request: ref.Request}); ref.V != 1 || !reflect.DeepEqual(ev, want) {
 			t.Fatalf("decoded %+v, encoding/json read %+v (v=%d)", ev, want, ref.V)
 		}
 		b, err := EncodeTrain(ev, testLim)

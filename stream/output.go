@@ -105,9 +105,21 @@ type Audit struct {
 	// KeyID names the daemon's audit key and Sig is its Ed25519 signature (hex) of seq,
 	// prev_hash and hash (package internal/auditsig), so that a record appended by
 	// anybody else is told apart. Empty only in audits of an unsigned build.
-	KeyID string          `json:"key_id,omitempty"`
-	Sig   string          `json:"sig,omitempty"`
-	Extra json.RawMessage `json:"extra,omitempty"`
+	KeyID string `json:"key_id,omitempty"`
+	Sig   string `json:"sig,omitempty"`
+	// SubjectHash and Points are set in the audit of a data subject's request (an
+	// ErasureEvent): the subject as its keyed hash (hex HMAC-SHA256, never the subject
+	// itself), and for an erasure every point it erased; ID is then the subject hash too.
+	SubjectHash string          `json:"subject_hash,omitempty"`
+	Points      []AuditPoint    `json:"points,omitempty"`
+	Extra       json.RawMessage `json:"extra,omitempty"`
+}
+
+// AuditPoint is one point an erasure audit lists: its id and whether it was a landmark of
+// the serving model it was erased from. The audit's Body adds where its tombstone landed.
+type AuditPoint struct {
+	ID          string `json:"id"`
+	WasLandmark bool   `json:"was_landmark"`
 }
 
 // Status is the body of a cairn.status event, keyed by Kind (for example
