@@ -26,6 +26,9 @@ func dgemm(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []fl
 	if tB {
 		tb = blas.Trans
 	}
+	if vectorProduct(tA, tB, m, n, k, alpha, a, lda, b, ldb, c, ldc) {
+		return
+	}
 	if m*n*k >= gemmParallel {
 		gemm.Implementation{}.Dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, 1, c, ldc)
 		return
@@ -43,6 +46,44 @@ func dgemm(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []fl
 			impl.Dgemm(ta, tb, min(gemmBlock, m-r0), min(gemmBlock, n-c0), k, alpha, a[ao:], lda, b[bo:], ldb, 1, c[r0*ldc+c0:], ldc)
 		}
 	}
+}
+
+// vectorProduct computes dgemm's product when one of its dimensions is 1, where a matrix
+// product degenerates (a Linear layer on one example): k = 1 is the rank-one update
+// C += α·op(A)[:,0]·op(B)[0,:] (Dger), m = 1 and n = 1 are matrix–vector products
+// (Dgemv), all serial and allocation-free. It reports false for the other shapes.
+func vectorProduct(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) bool {
+	impl := gonum.Implementation{}
+	// op(A)[i, p] = a[i·lda + p], or a[p·lda + i] when tA; likewise op(B)[p, j].
+	incA, incB := 1, ldb // along p in a row of op(A), along p in a column of op(B)
+	if tA {
+		incA = lda
+	}
+	if tB {
+		incB = 1
+	}
+	switch {
+	case k == 1:
+		incX, incY := lda, 1 // op(A)[:, 0] and op(B)[0, :]
+		if tA {
+			incX = 1
+		}
+		if tB {
+			incY = ldb
+		}
+		impl.Dger(m, n, alpha, a, incX, b, incY, c, ldc)
+	case m == 1 && tB: // c[j] += α Σ_p B[j, p]·op(A)[0, p]
+		impl.Dgemv(blas.NoTrans, n, k, alpha, b, ldb, a, incA, 1, c, 1)
+	case m == 1: // c[j] += α Σ_p B[p, j]·op(A)[0, p]
+		impl.Dgemv(blas.Trans, k, n, alpha, b, ldb, a, incA, 1, c, 1)
+	case n == 1 && tA: // c[i] += α Σ_p A[p, i]·op(B)[p, 0]
+		impl.Dgemv(blas.Trans, k, m, alpha, a, lda, b, incB, 1, c, ldc)
+	case n == 1:
+		impl.Dgemv(blas.NoTrans, m, k, alpha, a, lda, b, incB, 1, c, ldc)
+	default:
+		return false
+	}
+	return true
 }
 
 // gemmParallel is internal/gemm's own threshold (2^18 multiply-adds), below which it

@@ -204,7 +204,7 @@ type convKernel struct {
 // sparseFrac: the sparse backward runs when nnz(g_b)·sparseFrac ≤ M·P. The dense products
 // run in internal/gemm's FMA kernel at several times the speed of an axpy per term, so the
 // sparse path only pays when it skips most of the terms.
-const sparseFrac = 6
+const sparseFrac = 2
 
 // scratch holds the n im2col matrices (for the weight gradient) and one gradient of
 // cols.
