@@ -52,7 +52,8 @@
 //	Relu Tanh Sigmoid Sqrt Erf Neg Exp Log
 //	Softmax              one axis (opset 13 semantics)
 //	ReduceMean           axes attribute, keepdims
-//	Reshape Flatten Squeeze Unsqueeze Identity   views: no copy, no step
+//	Reshape Flatten Squeeze Unsqueeze Identity   views: no copy, no step (Dropout too,
+//	                     in inference form)
 //	Transpose Slice Expand Pad                   index maps (Pad: constant, reflect, edge)
 //	Concat Split Gather                          Gather also with run-time indices
 //	Cast                 between float types the identity; float to integer truncates
@@ -78,8 +79,10 @@
 //     running mean and var, which stay constants);
 //   - the table of a Gather (an nn.Embedding);
 //   - an initializer added to, subtracted from, multiplied with or concatenated to a
-//     run-time tensor (position embeddings, class tokens, layer scales), unless it has a
-//     single element (an epsilon or a scale that an exporter made an initializer).
+//     run-time tensor (position embeddings, class tokens, layer scales, the bias Add after
+//     a MatMul), unless it has a single element (an epsilon or a scale that an exporter
+//     made an initializer) and is not added straight to a MatMul, Gemm or Conv output
+//     (the bias of nn.Linear(·, 1) on a 3-D input).
 //
 // Options.Params selects the kernel's parameters among them by initializer-name globs
 // (path.Match: "layer3.*", "fc.*"); the rest are constants. Model.Params flattens the

@@ -426,3 +426,31 @@ func TestNoAllocs(t *testing.T) {
 		t.Errorf("Forward+Backward: %v allocations", n)
 	}
 }
+
+// TestParamRule: a one-element bias added straight to a MatMul is a parameter (the bias
+// of nn.Linear(·, 1) on a 3-D input); a one-element factor is a constant; BatchNorm's
+// running statistics never are, and an embedding table is.
+func TestParamRule(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 1))
+	b := newBuilder(17)
+	b.input("x", -1, 2, 3)
+	h := b.node("MatMul", []string{"x", b.initF32("head.weight_t", []int{3, 1}, randVals(r, 3, 1))})
+	h = b.node("Add", []string{h, b.initF32("head.bias", []int{1}, randVals(r, 1, 1))})
+	h = b.node("Mul", []string{h, b.initF32("temperature", []int{1}, []float64{0.5})})
+	b.output(b.node("Reshape", []string{h, b.ints(1, -1)}))
+	m, err := LoadBytes(b.bytes(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, tc := range m.Coverage().Tensors {
+		got[tc.Name] = tc.Parameter
+	}
+	want := map[string]bool{"head.weight_t": true, "head.bias": true, "temperature": false}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: parameter %v, want %v", k, got[k], v)
+		}
+	}
+	checkVJP(t, "rule", m, randVals(r, 6, 1), r)
+}

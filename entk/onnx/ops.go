@@ -20,7 +20,7 @@ var ops = map[string]opFunc{
 	"Relu": opUnary(uRelu), "Tanh": opUnary(uTanh), "Sigmoid": opUnary(uSigmoid), "Sqrt": opUnary(uSqrt),
 	"Erf": opUnary(uErf), "Neg": opUnary(uNeg), "Exp": opUnary(uExp), "Log": opUnary(uLog),
 	// layout (ops_layout.go)
-	"Identity": opIdentity, "Cast": opCast, "Reshape": opReshape, "Flatten": opFlatten,
+	"Identity": opIdentity, "Dropout": opDropout, "Cast": opCast, "Reshape": opReshape, "Flatten": opFlatten,
 	"Squeeze": opSqueeze, "Unsqueeze": opUnsqueeze, "Transpose": opTranspose, "Slice": opSlice,
 	"Expand": opExpand, "Pad": opPad, "Concat": opConcat, "Split": opSplit, "Gather": opGather,
 	// constants and shape arithmetic, folded at load (ops_const.go)

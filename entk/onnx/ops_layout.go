@@ -60,6 +60,18 @@ func opIdentity(x *nodeCtx) ([]outSpec, kernel, error) {
 	return x.alias(x.in[0].shape, x.in[0].dt)
 }
 
+// opDropout is the identity: an inference graph (training_mode absent or false; its
+// mask output is not supported).
+func opDropout(x *nodeCtx) ([]outSpec, kernel, error) {
+	if err := x.check(1, 3, "seed"); err != nil {
+		return nil, nil, err
+	}
+	if v := x.opt(2); v != nil && (v.c == nil || len(v.c) != 1 || v.c[0] != 0) {
+		return nil, nil, errf(ErrUnsupported, "Dropout in training mode: export the module in eval mode")
+	}
+	return x.alias(x.in[0].shape, x.in[0].dt)
+}
+
 // opCast: between float types, and from integers to floats, the value is unchanged
 // (everything is float64 here); float to integer truncates toward zero, anything to bool
 // tests ≠ 0. Neither of the last two passes a gradient.

@@ -338,6 +338,7 @@ func layoutCases() []opCase {
 		{name: "Unsqueeze", op: "Unsqueeze", in: []operand{act(2, 3), ints(0, -1)}, ref: ident},
 		{name: "Flatten", op: "Flatten", in: []operand{act(2, 3, 2)}, attrs: []*onnxpb.AttributeProto{aInt("axis", 2)}, ref: ident},
 		{name: "Identity", op: "Identity", in: []operand{act(5)}, ref: ident},
+		{name: "Dropout", op: "Dropout", in: []operand{act(5), {kind: 'c', shape: []int{}, vals: []float64{0.5}}}, ref: ident},
 		{name: "Where", op: "Where", in: []operand{{kind: 'c', shape: []int{3, 1}, vals: []float64{1, 0, 1}}, act(3, 4), act(4)},
 			ref: func(in [][]float64) []float64 {
 				return refBroadcast([][]int{{3, 1}, {3, 4}, {4}}, in, func(v []float64) float64 {

@@ -186,10 +186,8 @@ func (c *compiler) findParams(g *onnxpb.GraphProto) error {
 			if name == "" || v == nil || v.dt != dtFloat {
 				continue
 			}
-			if op := n.GetOpType(); op == "Add" || op == "Sub" || op == "Mul" {
-				if len(v.c) <= 1 {
-					continue // a scalar such as an epsilon or a scale
-				}
+			if op := n.GetOpType(); (op == "Add" || op == "Sub" || op == "Mul") && len(v.c) <= 1 && !biasOf(n, k, prod) {
+				continue // a scalar such as an epsilon or a scale
 			}
 			u := uses[name]
 			if u == nil {
@@ -223,6 +221,24 @@ func (c *compiler) findParams(g *onnxpb.GraphProto) error {
 		}
 	}
 	return nil
+}
+
+// biasOf reports whether input k of the Add n is the bias of a Linear or Conv written
+// out: its other operand comes straight from a MatMul, Gemm or Conv (nn.Linear(·, 1) on
+// a 3-D input exports as MatMul then Add of a one-element bias).
+func biasOf(n *onnxpb.NodeProto, k int, prod map[string]*onnxpb.NodeProto) bool {
+	if n.GetOpType() != "Add" {
+		return false
+	}
+	for j, in := range n.GetInput() {
+		if p := prod[in]; j != k && p != nil {
+			switch p.GetOpType() {
+			case "MatMul", "Gemm", "Conv":
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // trace follows name back through layout-only nodes to the value they start from, and
