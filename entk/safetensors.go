@@ -71,101 +71,13 @@ func ReadSafetensors(data []byte) (Safetensors, error) {
 	if len(hdr) == 0 || hdr[0] != '{' {
 		return Safetensors{}, fmt.Errorf("%w: header does not start with '{'", ErrSafetensors)
 	}
-	type entry struct {
-		name       string
-		h          tensorHeader
-		begin, end uint64
+	var out Safetensors
+	entries, err := readSafetensorsHeader(hdr, uint64(len(buf)), &out.Metadata)
+	if err != nil {
+		return Safetensors{}, err
 	}
-	var (
-		out     Safetensors
-		entries []entry
-		seen    = map[string]bool{}
-	)
-	dec := json.NewDecoder(bytes.NewReader(hdr))
-	if _, err := dec.Token(); err != nil { // '{'
-		return Safetensors{}, fmt.Errorf("%w: header JSON: %v", ErrSafetensors, err)
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return Safetensors{}, fmt.Errorf("%w: header JSON: %v", ErrSafetensors, err)
-		}
-		key, _ := tok.(string) // object keys are always strings
-		if seen[key] {
-			return Safetensors{}, fmt.Errorf("%w: key %q appears twice in the header", ErrSafetensors, key)
-		}
-		seen[key] = true
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return Safetensors{}, fmt.Errorf("%w: header JSON at key %q: %v", ErrSafetensors, key, err)
-		}
-		if key == "__metadata__" {
-			if err := json.Unmarshal(raw, &out.Metadata); err != nil {
-				return Safetensors{}, fmt.Errorf("%w: __metadata__ must map strings to strings: %v", ErrSafetensors, err)
-			}
-			continue
-		}
-		var th tensorHeader
-		td := json.NewDecoder(bytes.NewReader(raw))
-		td.DisallowUnknownFields()
-		if err := td.Decode(&th); err != nil {
-			return Safetensors{}, fmt.Errorf("%w: tensor %q: %v", ErrSafetensors, key, err)
-		}
-		size, ok := dtypeSize[th.Dtype]
-		if !ok {
-			return Safetensors{}, fmt.Errorf("%w: tensor %q: unsupported dtype %q (want F64, F32, F16 or BF16)", ErrSafetensors, key, th.Dtype)
-		}
-		if len(th.DataOffsets) != 2 || th.DataOffsets[0] > th.DataOffsets[1] || th.DataOffsets[1] > uint64(len(buf)) {
-			return Safetensors{}, fmt.Errorf("%w: tensor %q: data_offsets %v out of range for a %d-byte buffer", ErrSafetensors, key, th.DataOffsets, len(buf))
-		}
-		// Π shape, bounded by the buffer before it can overflow: numel·size ≤ len(buf).
-		numel := uint64(1)
-		limit := uint64(len(buf)) / uint64(size)
-		for _, d := range th.Shape {
-			if d < 0 {
-				return Safetensors{}, fmt.Errorf("%w: tensor %q: negative dimension in shape %v", ErrSafetensors, key, th.Shape)
-			}
-			if d == 0 {
-				numel = 0
-				break
-			}
-			if uint64(d) > limit/numel {
-				return Safetensors{}, fmt.Errorf("%w: tensor %q: shape %v needs more than the %d-byte buffer", ErrSafetensors, key, th.Shape, len(buf))
-			}
-			numel *= uint64(d)
-		}
-		begin, end := th.DataOffsets[0], th.DataOffsets[1]
-		if end-begin != numel*uint64(size) {
-			return Safetensors{}, fmt.Errorf("%w: tensor %q: %s shape %v needs %d bytes, data_offsets %v hold %d", ErrSafetensors, key, th.Dtype, th.Shape, numel*uint64(size), th.DataOffsets, end-begin)
-		}
-		entries = append(entries, entry{name: key, h: th, begin: begin, end: end})
-	}
-	if _, err := dec.Token(); err != nil { // '}'
-		return Safetensors{}, fmt.Errorf("%w: header JSON: %v", ErrSafetensors, err)
-	}
-	if rest := bytes.TrimRight(hdr[dec.InputOffset():], " "); len(rest) != 0 {
-		return Safetensors{}, fmt.Errorf("%w: %d bytes of trailing data after the header JSON", ErrSafetensors, len(rest))
-	}
-	slices.SortStableFunc(entries, func(a, b entry) int {
-		if a.begin != b.begin {
-			return cmpU(a.begin, b.begin)
-		}
-		return cmpU(a.end, b.end)
-	})
-	var pos uint64
-	prev := "start of buffer"
-	for _, e := range entries {
-		if e.begin < pos {
-			return Safetensors{}, fmt.Errorf("%w: tensor %q (bytes %d–%d) overlaps %s (ending at %d)", ErrSafetensors, e.name, e.begin, e.end, prev, pos)
-		}
-		if e.begin > pos {
-			return Safetensors{}, fmt.Errorf("%w: hole of %d bytes before tensor %q (after %s)", ErrSafetensors, e.begin-pos, e.name, prev)
-		}
-		pos = e.end
-		prev = fmt.Sprintf("%q", e.name)
-	}
-	if pos != uint64(len(buf)) {
-		return Safetensors{}, fmt.Errorf("%w: %d unused bytes after the last tensor (%s)", ErrSafetensors, uint64(len(buf))-pos, prev)
+	if err := checkTiling(entries, uint64(len(buf))); err != nil {
+		return Safetensors{}, err
 	}
 	out.Tensors = make([]Tensor, len(entries))
 	for i, e := range entries {
@@ -177,6 +89,128 @@ func ReadSafetensors(data []byte) (Safetensors, error) {
 		out.Tensors[i] = t
 	}
 	return out, nil
+}
+
+// tensorEntry is one tensor of a safetensors header, checked against the buffer:
+// buffer[begin:end] holds exactly its Π shape values of its dtype.
+type tensorEntry struct {
+	name       string
+	h          tensorHeader
+	begin, end uint64
+}
+
+// readSafetensorsHeader parses the JSON header hdr (which starts with '{') of a file whose
+// byte buffer has bufLen bytes: it stores the "__metadata__" object in *meta and returns
+// the tensors in header order, each checked by checkTensor. Keys must be unique, and
+// nothing but spaces may follow the object.
+func readSafetensorsHeader(hdr []byte, bufLen uint64, meta *map[string]string) ([]tensorEntry, error) {
+	var entries []tensorEntry
+	seen := map[string]bool{}
+	dec := json.NewDecoder(bytes.NewReader(hdr))
+	if _, err := dec.Token(); err != nil { // '{'
+		return nil, fmt.Errorf("%w: header JSON: %v", ErrSafetensors, err)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%w: header JSON: %v", ErrSafetensors, err)
+		}
+		key, _ := tok.(string) // object keys are always strings
+		if seen[key] {
+			return nil, fmt.Errorf("%w: key %q appears twice in the header", ErrSafetensors, key)
+		}
+		seen[key] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("%w: header JSON at key %q: %v", ErrSafetensors, key, err)
+		}
+		if key == "__metadata__" {
+			if err := json.Unmarshal(raw, meta); err != nil {
+				return nil, fmt.Errorf("%w: __metadata__ must map strings to strings: %v", ErrSafetensors, err)
+			}
+			continue
+		}
+		e, err := checkTensor(key, raw, bufLen)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, e)
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return nil, fmt.Errorf("%w: header JSON: %v", ErrSafetensors, err)
+	}
+	if rest := bytes.TrimRight(hdr[dec.InputOffset():], " "); len(rest) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes of trailing data after the header JSON", ErrSafetensors, len(rest))
+	}
+	return entries, nil
+}
+
+// checkTensor decodes the header entry raw of tensor key (no unknown fields) and checks
+// it against a buffer of bufLen bytes: a supported dtype, data_offsets inside the buffer,
+// no negative dimension, and end−begin = Π shape · sizeof(dtype), the product bounded by
+// the buffer before it can overflow.
+func checkTensor(key string, raw json.RawMessage, bufLen uint64) (tensorEntry, error) {
+	var th tensorHeader
+	td := json.NewDecoder(bytes.NewReader(raw))
+	td.DisallowUnknownFields()
+	if err := td.Decode(&th); err != nil {
+		return tensorEntry{}, fmt.Errorf("%w: tensor %q: %v", ErrSafetensors, key, err)
+	}
+	size, ok := dtypeSize[th.Dtype]
+	if !ok {
+		return tensorEntry{}, fmt.Errorf("%w: tensor %q: unsupported dtype %q (want F64, F32, F16 or BF16)", ErrSafetensors, key, th.Dtype)
+	}
+	if len(th.DataOffsets) != 2 || th.DataOffsets[0] > th.DataOffsets[1] || th.DataOffsets[1] > bufLen {
+		return tensorEntry{}, fmt.Errorf("%w: tensor %q: data_offsets %v out of range for a %d-byte buffer", ErrSafetensors, key, th.DataOffsets, bufLen)
+	}
+	// Π shape, bounded by the buffer before it can overflow: numel·size ≤ len(buf).
+	numel := uint64(1)
+	limit := bufLen / uint64(size)
+	for _, d := range th.Shape {
+		if d < 0 {
+			return tensorEntry{}, fmt.Errorf("%w: tensor %q: negative dimension in shape %v", ErrSafetensors, key, th.Shape)
+		}
+		if d == 0 {
+			numel = 0
+			break
+		}
+		if uint64(d) > limit/numel {
+			return tensorEntry{}, fmt.Errorf("%w: tensor %q: shape %v needs more than the %d-byte buffer", ErrSafetensors, key, th.Shape, bufLen)
+		}
+		numel *= uint64(d)
+	}
+	begin, end := th.DataOffsets[0], th.DataOffsets[1]
+	if end-begin != numel*uint64(size) {
+		return tensorEntry{}, fmt.Errorf("%w: tensor %q: %s shape %v needs %d bytes, data_offsets %v hold %d", ErrSafetensors, key, th.Dtype, th.Shape, numel*uint64(size), th.DataOffsets, end-begin)
+	}
+	return tensorEntry{name: key, h: th, begin: begin, end: end}, nil
+}
+
+// checkTiling sorts entries by their data offsets (stably) and checks that they tile a
+// buffer of bufLen bytes exactly: no overlap, no hole, nothing after the last tensor.
+func checkTiling(entries []tensorEntry, bufLen uint64) error {
+	slices.SortStableFunc(entries, func(a, b tensorEntry) int {
+		if a.begin != b.begin {
+			return cmpU(a.begin, b.begin)
+		}
+		return cmpU(a.end, b.end)
+	})
+	var pos uint64
+	prev := "start of buffer"
+	for _, e := range entries {
+		if e.begin < pos {
+			return fmt.Errorf("%w: tensor %q (bytes %d–%d) overlaps %s (ending at %d)", ErrSafetensors, e.name, e.begin, e.end, prev, pos)
+		}
+		if e.begin > pos {
+			return fmt.Errorf("%w: hole of %d bytes before tensor %q (after %s)", ErrSafetensors, e.begin-pos, e.name, prev)
+		}
+		pos = e.end
+		prev = fmt.Sprintf("%q", e.name)
+	}
+	if pos != bufLen {
+		return fmt.Errorf("%w: %d unused bytes after the last tensor (%s)", ErrSafetensors, bufLen-pos, prev)
+	}
+	return nil
 }
 
 func cmpU(a, b uint64) int {
