@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sort"
 
@@ -570,6 +571,24 @@ func GreedyKernel(diag []float64, col KernelColumn, n, m int, tol float64, topUp
 // singular vectors come from a randomized range finder with two power iterations (Halko,
 // Martinsson & Tropp 2011, Alg. 4.4) and an exact SVD of the small projected matrix.
 func projectionDPP(ctx context.Context, g rows, m int, seed uint64) ([]int, int, error) {
+	V, k, err := dppBasis(ctx, g, m, seed)
+	if err != nil {
+		return nil, 0, err
+	}
+	out, err := sampleProjection(ctx, V, g.n, k, rng.New(seed, "coreset/select/dpp/sample"))
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, k, nil
+}
+
+// dppBasis returns V (n×k, row-major), orthonormal columns spanning the top-k left
+// singular vectors of G, with k = min(m, the number of singular values above
+// sqrt(DefaultTol) times the largest): a randomized range finder of l = min(m+10, n, q)
+// columns drawn from the "coreset/select/dpp/range" stream of seed, two power
+// iterations (Halko, Martinsson & Tropp 2011, Alg. 4.4), and an exact SVD of the l×q
+// projection.
+func dppBasis(ctx context.Context, g rows, m int, seed uint64) ([]float64, int, error) {
 	n, q := g.n, g.q
 	l := m + 10
 	if l > n {
@@ -588,17 +607,16 @@ func projectionDPP(ctx context.Context, g rows, m int, seed uint64) ([]int, int,
 	}
 	var y, z mat.Dense
 	p.mul(&y, om)
-	orth := thinQ
-	Y := orth(&y)
+	Y := thinQ(&y)
 	for it := 0; it < 2; it++ {
 		if err := ctx.Err(); err != nil {
 			return nil, 0, err
 		}
 		p.mulT(&z, Y, false)
-		Z := orth(&z)
+		Z := thinQ(&z)
 		y.Reset()
 		p.mul(&y, Z)
-		Y = orth(&y)
+		Y = thinQ(&y)
 	}
 	var b mat.Dense
 	p.mulT(&b, Y, true) // l×q
@@ -621,7 +639,14 @@ func projectionDPP(ctx context.Context, g rows, m int, seed uint64) ([]int, int,
 			V[i*k+j] = u.At(i, j)
 		}
 	}
-	rs := rng.New(seed, "coreset/select/dpp/sample")
+	return V, k, nil
+}
+
+// sampleProjection runs the sequential sampler of the projection DPP whose kernel is
+// V Vᵀ (V n×k row-major with orthonormal columns; V is overwritten): it draws rows until
+// the remaining subspace is empty or every unchosen row has zero norm, and returns them
+// in the order drawn.
+func sampleProjection(ctx context.Context, V []float64, n, k int, rs *rand.Rand) ([]int, error) {
 	out := make([]int, 0, k)
 	chosen := make([]bool, n)
 	norms := make([]float64, n)
@@ -630,7 +655,7 @@ func projectionDPP(ctx context.Context, g rows, m int, seed uint64) ([]int, int,
 	cols := k
 	for cols > 0 {
 		if err := ctx.Err(); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		var tot float64
 		for i := 0; i < n; i++ {
@@ -644,47 +669,57 @@ func projectionDPP(ctx context.Context, g rows, m int, seed uint64) ([]int, int,
 		if !(tot > 0) {
 			break
 		}
-		u := rs.Float64() * tot
-		pick := -1
-		for i := 0; i < n; i++ {
-			u -= norms[i]
-			if u < 0 && norms[i] > 0 {
-				pick = i
-				break
-			}
-		}
-		if pick < 0 {
-			for i := n - 1; i >= 0; i-- {
-				if norms[i] > 0 {
-					pick = i
-					break
-				}
-			}
-		}
+		pick := drawRow(norms, rs.Float64()*tot)
 		chosen[pick] = true
 		out = append(out, pick)
-		// New basis of {v ∈ span V : v_pick = 0}: with a = row pick of V (coordinates),
-		// rotate coordinates so that a lies along the last one and drop it.
-		a := append([]float64(nil), V[pick*k:pick*k+cols]...)
-		na := math.Sqrt(dot(a, a))
-		for j := range a {
-			a[j] /= na
-		}
-		// Householder H = I − 2 w wᵀ with w = (a − e_last)/||·|| maps a to e_last.
-		w := append([]float64(nil), a...)
-		w[cols-1] -= 1
-		nw := math.Sqrt(dot(w, w))
-		if nw > 1e-14 {
-			for j := range w {
-				w[j] /= nw
-			}
-			for i := 0; i < n; i++ {
-				row := V[i*k : i*k+cols]
-				s := 2 * dot(row, w)
-				axpy(row, -s, w)
-			}
-		}
+		dropRow(V, n, k, cols, pick)
 		cols--
 	}
-	return out, k, nil
+	return out, nil
+}
+
+// drawRow returns the first row i with norms[i] > 0 at which u − Σ_{j≤i} norms[j] falls
+// below zero (u uniform on [0, Σ norms) draws row i with probability norms[i]/Σ norms);
+// when rounding leaves u non-negative past the end, the last row with a positive norm.
+func drawRow(norms []float64, u float64) int {
+	for i := range norms {
+		u -= norms[i]
+		if u < 0 && norms[i] > 0 {
+			return i
+		}
+	}
+	for i := len(norms) - 1; i >= 0; i-- {
+		if norms[i] > 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// dropRow restricts the first cols columns of V (n×k row-major, orthonormal columns) to
+// {v ∈ span V : v_pick = 0}: a Householder reflection of the coordinates maps row pick's
+// direction onto the last column, which the caller then drops (cols−1 columns remain,
+// orthonormal, with row pick zero up to rounding).
+func dropRow(V []float64, n, k, cols, pick int) {
+	// New basis of {v ∈ span V : v_pick = 0}: with a = row pick of V (coordinates),
+	// rotate coordinates so that a lies along the last one and drop it.
+	a := append([]float64(nil), V[pick*k:pick*k+cols]...)
+	na := math.Sqrt(dot(a, a))
+	for j := range a {
+		a[j] /= na
+	}
+	// Householder H = I − 2 w wᵀ with w = (a − e_last)/||·|| maps a to e_last.
+	w := append([]float64(nil), a...)
+	w[cols-1] -= 1
+	nw := math.Sqrt(dot(w, w))
+	if nw > 1e-14 {
+		for j := range w {
+			w[j] /= nw
+		}
+		for i := 0; i < n; i++ {
+			row := V[i*k : i*k+cols]
+			s := 2 * dot(row, w)
+			axpy(row, -s, w)
+		}
+	}
 }
