@@ -56,45 +56,26 @@ func readCSV(r io.Reader, split string, n int) (*Set, error) {
 		return nil, fmt.Errorf("%w: %v", ErrFormat, err)
 	}
 	cols := len(first)
-	labelCol, idCol := -1, -1
-	header := false
-	for _, v := range first {
-		if _, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
-			header = true
-			break
-		}
+	lay, header, err := csvHeader(first)
+	if err != nil {
+		return nil, err
 	}
 	pending := [][]string(nil) // the first record when it is data
-	if header {
-		for j, name := range first {
-			switch strings.ToLower(strings.TrimSpace(name)) {
-			case "label":
-				if labelCol >= 0 {
-					return nil, fmt.Errorf("%w: header has two label columns (%d and %d)", ErrFormat, labelCol, j)
-				}
-				labelCol = j
-			case "id":
-				if idCol >= 0 {
-					return nil, fmt.Errorf("%w: header has two id columns (%d and %d)", ErrFormat, idCol, j)
-				}
-				idCol = j
-			}
-		}
-	} else {
+	if !header {
 		pending = append(pending, append([]string(nil), first...))
 	}
 	d := cols
-	if labelCol >= 0 {
+	if lay.label >= 0 {
 		d--
 	}
-	if idCol >= 0 {
+	if lay.id >= 0 {
 		d--
 	}
 	if d == 0 {
 		return nil, fmt.Errorf("%w: no feature columns among %d columns", ErrFormat, cols)
 	}
 	s := &Set{Name: "csv", D: d}
-	if labelCol >= 0 {
+	if lay.label >= 0 {
 		s.Labels = []int{}
 	}
 	seen := map[string]int{}
@@ -116,39 +97,11 @@ func readCSV(r io.Reader, split string, n int) (*Set, error) {
 			}
 		}
 		line, _ := cr.FieldPos(0)
-		row := s.N
-		for j, v := range rec {
-			v = strings.TrimSpace(v)
-			switch j {
-			case labelCol:
-				l, err := strconv.Atoi(v)
-				if err != nil || l < 0 {
-					return nil, fmt.Errorf("%w: line %d: label %q is not an integer ≥ 0", ErrFormat, line, v)
-				}
-				s.Labels = append(s.Labels, l)
-				s.Classes = max(s.Classes, l+1)
-			case idCol:
-				if v == "" {
-					return nil, fmt.Errorf("%w: line %d: empty id", ErrFormat, line)
-				}
-				if prev, dup := seen[v]; dup {
-					return nil, fmt.Errorf("%w: line %d: id %q repeats row %d", ErrFormat, line, v, prev)
-				}
-				seen[v] = row
-				s.IDs = append(s.IDs, v)
-			default:
-				x, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					return nil, fmt.Errorf("%w: line %d column %d: %q is not a number", ErrFormat, line, j, v)
-				}
-				if math.IsNaN(x) || math.IsInf(x, 0) {
-					return nil, fmt.Errorf("%w: line %d column %d: %q", ErrNotFinite, line, j, v)
-				}
-				s.X = append(s.X, x)
-			}
+		if err := appendCSVRow(s, rec, lay, line, seen); err != nil {
+			return nil, err
 		}
-		if idCol < 0 {
-			s.IDs = append(s.IDs, pointID("csv", split, row))
+		if lay.id < 0 {
+			s.IDs = append(s.IDs, pointID("csv", split, s.N))
 		}
 		s.N++
 	}
@@ -159,4 +112,77 @@ func readCSV(r io.Reader, split string, n int) (*Set, error) {
 		return nil, fmt.Errorf("%w: n = %d exceeds the %d rows of the file", ErrRows, n, s.N)
 	}
 	return s, nil
+}
+
+// csvLayout names the special columns of a CSV file: the index of its "label" and "id"
+// columns, −1 where there is none.
+type csvLayout struct{ label, id int }
+
+// csvHeader decides whether the first record is a header (any field that does not parse
+// as a float64) and, when it is, finds the label and id columns by name
+// (case-insensitive, at most one of each).
+func csvHeader(first []string) (lay csvLayout, header bool, err error) {
+	lay = csvLayout{label: -1, id: -1}
+	for _, v := range first {
+		if _, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+			header = true
+			break
+		}
+	}
+	if !header {
+		return lay, false, nil
+	}
+	for j, name := range first {
+		switch strings.ToLower(strings.TrimSpace(name)) {
+		case "label":
+			if lay.label >= 0 {
+				return csvLayout{}, false, fmt.Errorf("%w: header has two label columns (%d and %d)", ErrFormat, lay.label, j)
+			}
+			lay.label = j
+		case "id":
+			if lay.id >= 0 {
+				return csvLayout{}, false, fmt.Errorf("%w: header has two id columns (%d and %d)", ErrFormat, lay.id, j)
+			}
+			lay.id = j
+		}
+	}
+	return lay, true, nil
+}
+
+// appendCSVRow appends the data record rec, which starts at line of the file, to s as its
+// row s.N: the label (an integer ≥ 0; Classes grows to cover it), the id (non-empty, not
+// in seen, which records it) and the features (finite float64s). It leaves s.N and the
+// ids of a file without an id column to the caller.
+func appendCSVRow(s *Set, rec []string, lay csvLayout, line int, seen map[string]int) error {
+	for j, v := range rec {
+		v = strings.TrimSpace(v)
+		switch j {
+		case lay.label:
+			l, err := strconv.Atoi(v)
+			if err != nil || l < 0 {
+				return fmt.Errorf("%w: line %d: label %q is not an integer ≥ 0", ErrFormat, line, v)
+			}
+			s.Labels = append(s.Labels, l)
+			s.Classes = max(s.Classes, l+1)
+		case lay.id:
+			if v == "" {
+				return fmt.Errorf("%w: line %d: empty id", ErrFormat, line)
+			}
+			if prev, dup := seen[v]; dup {
+				return fmt.Errorf("%w: line %d: id %q repeats row %d", ErrFormat, line, v, prev)
+			}
+			seen[v] = s.N
+			s.IDs = append(s.IDs, v)
+		default:
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return fmt.Errorf("%w: line %d column %d: %q is not a number", ErrFormat, line, j, v)
+			}
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return fmt.Errorf("%w: line %d column %d: %q", ErrNotFinite, line, j, v)
+			}
+			s.X = append(s.X, x)
+		}
+	}
+	return nil
 }
