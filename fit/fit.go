@@ -648,62 +648,15 @@ func AdamContext(ctx context.Context, p *Problem, a0 *mat.Dense, opt Options) (*
 	if crit == SelectedByValLoss {
 		res.InitVal = -res.InitVal
 	}
-	best := slices.Clone(md.theta)
-	bestScore := math.Inf(-1)
 	bounds := batchBounds(n, opt.BatchSize)
-	total := opt.Epochs * (len(bounds) - 1)
-	opt2 := newAdam(len(md.theta), opt.WeightDecay, opt.DecoupledDecay)
-	idHash := hashIDs(p.IDs)
-	order := make([]int, 0, n)
-	stale := 0
-	step := 0
-	var traceTime time.Duration // excluded from every Seconds field
-	for epoch := 1; epoch <= opt.Epochs; epoch++ {
-		order = batchOrder(order, p.IDs, idHash, opt.Seed, epoch)
-		var sum float64
-		for bi := 0; bi+1 < len(bounds); bi++ {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			md.gather(p, order[bounds[bi]:bounds[bi+1]])
-			l := md.lossGrad(opt.Loss, opt.Params)
-			if math.IsNaN(l) || math.IsInf(l, 0) {
-				return nil, fmt.Errorf("%w: loss %v at epoch %d batch %d", ErrNotFinite, l, epoch, bi)
-			}
-			sum += l
-			md.update(opt2, opt, step, total)
-			step++
-			if opt.TraceEvery > 0 && step%opt.TraceEvery == 0 {
-				t0 := time.Now()
-				te, err := ev.test(md.a, md.b)
-				if err != nil {
-					return nil, err
-				}
-				res.Trace = append(res.Trace, TracePoint{Step: step, Epoch: epoch, Seconds: (t0.Sub(start) - traceTime).Seconds(), Test: te})
-				traceTime += time.Since(t0)
-			}
-		}
-		sc, err := ev.score(md.a, md.b, crit)
-		if err != nil {
-			return nil, err
-		}
-		val := sc
-		if crit == SelectedByValLoss {
-			val = -sc
-		}
-		res.History = append(res.History, Epoch{TrainLoss: sum / float64(len(bounds)-1), ValMetric: val, Seconds: (time.Since(start) - traceTime).Seconds()})
-		res.Epochs = epoch
-		if crit == SelectedByFinal || sc > bestScore {
-			bestScore = sc
-			copy(best, md.theta)
-			res.BestEpoch = epoch
-			stale = 0
-			continue
-		}
-		stale++
-		if stale >= opt.Patience {
-			break
-		}
+	run := &adamRun{
+		p: p, opt: opt, md: md, ev: ev, res: res,
+		ad:     newAdam(len(md.theta), opt.WeightDecay, opt.DecoupledDecay),
+		bounds: bounds, total: opt.Epochs * (len(bounds) - 1), start: start,
+	}
+	best, err := run.epochs(ctx, crit)
+	if err != nil {
+		return nil, err
 	}
 	copy(md.theta, best)
 	for _, v := range md.theta {
@@ -721,6 +674,97 @@ func AdamContext(ctx context.Context, p *Problem, a0 *mat.Dense, opt Options) (*
 		return nil, err
 	}
 	return res, nil
+}
+
+// adamRun is one Adam fit in progress: the problem, the model being trained, the
+// optimizer and its step counter, and the result that each epoch extends.
+type adamRun struct {
+	p      *Problem
+	opt    Options
+	md     *model
+	ev     *evaluator
+	res    *Result
+	ad     *adam
+	bounds []int // batch boundaries of an epoch (batchBounds)
+	total  int   // optimizer steps of all epochs, for the schedules
+	step   int   // optimizer steps taken
+	start  time.Time
+	// traceTime is the time spent scoring Trace points, excluded from every Seconds field.
+	traceTime time.Duration
+}
+
+// epochs trains for up to opt.Epochs epochs, scoring the validation split by crit after
+// each one and appending it to res.History, and returns the parameters of the selected
+// checkpoint: the best strict gain in the score (the last epoch under SelectedByFinal),
+// stopping after opt.Patience epochs without one. It sets res.Epochs and res.BestEpoch.
+func (r *adamRun) epochs(ctx context.Context, crit string) ([]float64, error) {
+	md, res := r.md, r.res
+	n, _ := r.p.KA.Dims()
+	best := slices.Clone(md.theta)
+	bestScore := math.Inf(-1)
+	idHash := hashIDs(r.p.IDs)
+	order := make([]int, 0, n)
+	stale := 0
+	for epoch := 1; epoch <= r.opt.Epochs; epoch++ {
+		order = batchOrder(order, r.p.IDs, idHash, r.opt.Seed, epoch)
+		sum, err := r.epoch(ctx, epoch, order)
+		if err != nil {
+			return nil, err
+		}
+		sc, err := r.ev.score(md.a, md.b, crit)
+		if err != nil {
+			return nil, err
+		}
+		val := sc
+		if crit == SelectedByValLoss {
+			val = -sc
+		}
+		res.History = append(res.History, Epoch{TrainLoss: sum / float64(len(r.bounds)-1), ValMetric: val, Seconds: (time.Since(r.start) - r.traceTime).Seconds()})
+		res.Epochs = epoch
+		if crit == SelectedByFinal || sc > bestScore {
+			bestScore = sc
+			copy(best, md.theta)
+			res.BestEpoch = epoch
+			stale = 0
+			continue
+		}
+		stale++
+		if stale >= r.opt.Patience {
+			break
+		}
+	}
+	return best, nil
+}
+
+// epoch takes one optimizer step per minibatch of order, checking ctx before each, and
+// returns the sum of the batch losses (an ErrNotFinite error for a NaN or infinite one).
+// Every opt.TraceEvery steps it appends the test split's evaluation to res.Trace.
+func (r *adamRun) epoch(ctx context.Context, epoch int, order []int) (float64, error) {
+	md := r.md
+	var sum float64
+	for bi := 0; bi+1 < len(r.bounds); bi++ {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		md.gather(r.p, order[r.bounds[bi]:r.bounds[bi+1]])
+		l := md.lossGrad(r.opt.Loss, r.opt.Params)
+		if math.IsNaN(l) || math.IsInf(l, 0) {
+			return 0, fmt.Errorf("%w: loss %v at epoch %d batch %d", ErrNotFinite, l, epoch, bi)
+		}
+		sum += l
+		md.update(r.ad, r.opt, r.step, r.total)
+		r.step++
+		if r.opt.TraceEvery > 0 && r.step%r.opt.TraceEvery == 0 {
+			t0 := time.Now()
+			te, err := r.ev.test(md.a, md.b)
+			if err != nil {
+				return 0, err
+			}
+			r.res.Trace = append(r.res.Trace, TracePoint{Step: r.step, Epoch: epoch, Seconds: (t0.Sub(r.start) - r.traceTime).Seconds(), Test: te})
+			r.traceTime += time.Since(t0)
+		}
+	}
+	return sum, nil
 }
 
 // Omega returns ω_ℓ = ||Ã_ℓ − Ã₀,ℓ||₂ for every landmark row ℓ (paper eq. influence).

@@ -126,18 +126,8 @@ func (o *gn) apply(dst, v []float64) {
 // Loss BYOL is an ErrUnsupported error, returned before any work: it has no loss Hessian
 // to solve with (package doc, the BYOL item).
 func Krepes(p *Problem, a0 *mat.Dense, opt KrepesOptions) (*KrepesResult, error) {
-	if err := opt.Options.Validate(); err != nil {
+	if err := checkKrepes(opt); err != nil {
 		return nil, err
-	}
-	if opt.Loss == BYOL {
-		// BYOL's step is the semi-gradient ∂L(θ, φ; ξ)/∂(θ, φ) with the target ξ tracking θ:
-		// not the gradient of one objective of θ, so there is no H_b. Freezing ξ = θ₀ and
-		// the predictor φ₀ would give one, but Gauss–Newton on it regresses the latents onto
-		// the initial encoder's through a fixed map: another method, not KREPES on BYOL.
-		return nil, fmt.Errorf("%w: KREPES needs a loss Hessian in z and loss %v has none (stop-gradient EMA target, learned predictor); use Adam", ErrUnsupported, opt.Loss)
-	}
-	if !(opt.Damping >= 0) || opt.MaxIter < 1 || !(opt.Tol >= 0) {
-		return nil, errorf(ErrOption, "Damping = %v, MaxIter = %d, Tol = %v", opt.Damping, opt.MaxIter, opt.Tol)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -147,26 +137,14 @@ func Krepes(p *Problem, a0 *mat.Dense, opt KrepesOptions) (*KrepesResult, error)
 		return nil, err
 	}
 	start := time.Now()
-	n, _ := p.KA.Dims()
 	res := &KrepesResult{}
 	res.A0, res.B0 = mat.DenseCopyOf(a0), slices.Clone(md.b)
 	res.SelectedBy = SelectedByKrepes
 	res.InitVal = math.NaN() // not scored: KREPES does no checkpoint selection, and it would cost timed work
 	ev := newEvaluator(p, opt.Options, k)
 
-	order := batchOrder(nil, p.IDs, hashIDs(p.IDs), opt.Seed, 0)
-	bounds := batchBounds(n, opt.BatchSize)
 	op := &gn{p: p, md: md, opt: opt}
-	g := make([]float64, len(md.theta))
-	var lossSum float64
-	for bi := 0; bi+1 < len(bounds); bi++ {
-		rows := order[bounds[bi]:bounds[bi+1]]
-		op.batches = append(op.batches, rows)
-		md.gather(p, rows)
-		lossSum += md.lossGrad(opt.Loss, opt.Params)
-		op.zs = append(op.zs, mat.DenseCopyOf(md.z))
-		floats.Add(g, md.grad)
-	}
+	g, lossSum := op.gradient()
 	res.SetupSeconds = time.Since(start).Seconds()
 	res.GradNorm = floats.Norm(g, 2)
 	if math.IsNaN(res.GradNorm) || math.IsInf(res.GradNorm, 0) {
@@ -176,46 +154,9 @@ func Krepes(p *Problem, a0 *mat.Dense, opt KrepesOptions) (*KrepesResult, error)
 		return nil, err
 	}
 	theta0 := slices.Clone(md.theta)
-	// Conjugate gradients (Hestenes & Stiefel 1952) on A x = −g from x = 0.
-	x := make([]float64, len(g))
-	r := make([]float64, len(g))
-	floats.ScaleTo(r, -1, g)
-	d := slices.Clone(r)
-	ad := make([]float64, len(g))
-	rr := floats.Dot(r, r)
-	evalTime := time.Duration(0)
-	for it := 0; it < opt.MaxIter && res.GradNorm > 0; it++ {
-		op.apply(ad, d)
-		dad := floats.Dot(d, ad)
-		if dad <= 0 {
-			res.NegativeCurvature++
-		}
-		if dad == 0 || math.IsNaN(dad) || math.IsInf(dad, 0) {
-			break
-		}
-		alpha := rr / dad
-		floats.AddScaled(x, alpha, d)
-		floats.AddScaled(r, -alpha, ad)
-		rrNew := floats.Dot(r, r)
-		rel := math.Sqrt(rrNew) / res.GradNorm
-		res.CGResiduals = append(res.CGResiduals, rel)
-		res.IterateSeconds = append(res.IterateSeconds, (time.Since(start) - evalTime).Seconds())
-		if !opt.SkipIterateEval {
-			t0 := time.Now()
-			floats.AddTo(md.theta, theta0, x)
-			e, err := ev.test(md.a, md.b)
-			if err != nil {
-				return nil, err
-			}
-			res.IterateEval = append(res.IterateEval, e)
-			evalTime += time.Since(t0)
-		}
-		res.Epochs = it + 1
-		if rel <= opt.Tol {
-			break
-		}
-		floats.AddScaledTo(d, r, rrNew/rr, d)
-		rr = rrNew
+	x, err := op.solve(res, ev, g, theta0, start)
+	if err != nil {
+		return nil, err
 	}
 	floats.AddTo(md.theta, theta0, x)
 	for _, v := range md.theta {
@@ -239,4 +180,94 @@ func Krepes(p *Problem, a0 *mat.Dense, opt KrepesOptions) (*KrepesResult, error)
 		return nil, err
 	}
 	return res, nil
+}
+
+// checkKrepes validates opt for Krepes: the shared Options, a loss with a Hessian (BYOL is
+// an ErrUnsupported error), and the solver's Damping ≥ 0, MaxIter ≥ 1 and Tol ≥ 0.
+func checkKrepes(opt KrepesOptions) error {
+	if err := opt.Options.Validate(); err != nil {
+		return err
+	}
+	if opt.Loss == BYOL {
+		// BYOL's step is the semi-gradient ∂L(θ, φ; ξ)/∂(θ, φ) with the target ξ tracking θ:
+		// not the gradient of one objective of θ, so there is no H_b. Freezing ξ = θ₀ and
+		// the predictor φ₀ would give one, but Gauss–Newton on it regresses the latents onto
+		// the initial encoder's through a fixed map: another method, not KREPES on BYOL.
+		return fmt.Errorf("%w: KREPES needs a loss Hessian in z and loss %v has none (stop-gradient EMA target, learned predictor); use Adam", ErrUnsupported, opt.Loss)
+	}
+	if !(opt.Damping >= 0) || opt.MaxIter < 1 || !(opt.Tol >= 0) {
+		return errorf(ErrOption, "Damping = %v, MaxIter = %d, Tol = %v", opt.Damping, opt.MaxIter, opt.Tol)
+	}
+	return nil
+}
+
+// gradient makes one pass over the minibatches of the epoch-0 order at θ₀ and returns
+// g = Σ_b ∇_θ L_b(θ₀) with the sum of the batch losses. It records each batch's rows and
+// latents in o (batches, zs) for the operator's later applications.
+func (o *gn) gradient() (g []float64, lossSum float64) {
+	n, _ := o.p.KA.Dims()
+	order := batchOrder(nil, o.p.IDs, hashIDs(o.p.IDs), o.opt.Seed, 0)
+	bounds := batchBounds(n, o.opt.BatchSize)
+	g = make([]float64, len(o.md.theta))
+	for bi := 0; bi+1 < len(bounds); bi++ {
+		rows := order[bounds[bi]:bounds[bi+1]]
+		o.batches = append(o.batches, rows)
+		o.md.gather(o.p, rows)
+		lossSum += o.md.lossGrad(o.opt.Loss, o.opt.Params)
+		o.zs = append(o.zs, mat.DenseCopyOf(o.md.z))
+		floats.Add(g, o.md.grad)
+	}
+	return g, lossSum
+}
+
+// solve runs conjugate gradients (Hestenes & Stiefel 1952) on (JᵀHJ + λI) x = −g from
+// x = 0 for at most MaxIter iterations, stopping at relative residual Tol, at zero or
+// non-finite curvature, or at once when g = 0 (res.GradNorm holds ||g||₂). It returns
+// the final iterate and records in res every iterate's relative residual, its time since
+// start (evaluations excluded), its test evaluation at θ₀ + x (unless SkipIterateEval;
+// md.theta is left at the last one evaluated), the iteration count (Epochs) and the
+// count of non-positive curvatures.
+func (o *gn) solve(res *KrepesResult, ev *evaluator, g, theta0 []float64, start time.Time) ([]float64, error) {
+	md := o.md
+	x := make([]float64, len(g))
+	r := make([]float64, len(g))
+	floats.ScaleTo(r, -1, g)
+	d := slices.Clone(r)
+	ad := make([]float64, len(g))
+	rr := floats.Dot(r, r)
+	evalTime := time.Duration(0)
+	for it := 0; it < o.opt.MaxIter && res.GradNorm > 0; it++ {
+		o.apply(ad, d)
+		dad := floats.Dot(d, ad)
+		if dad <= 0 {
+			res.NegativeCurvature++
+		}
+		if dad == 0 || math.IsNaN(dad) || math.IsInf(dad, 0) {
+			break
+		}
+		alpha := rr / dad
+		floats.AddScaled(x, alpha, d)
+		floats.AddScaled(r, -alpha, ad)
+		rrNew := floats.Dot(r, r)
+		rel := math.Sqrt(rrNew) / res.GradNorm
+		res.CGResiduals = append(res.CGResiduals, rel)
+		res.IterateSeconds = append(res.IterateSeconds, (time.Since(start) - evalTime).Seconds())
+		if !o.opt.SkipIterateEval {
+			t0 := time.Now()
+			floats.AddTo(md.theta, theta0, x)
+			e, err := ev.test(md.a, md.b)
+			if err != nil {
+				return nil, err
+			}
+			res.IterateEval = append(res.IterateEval, e)
+			evalTime += time.Since(t0)
+		}
+		res.Epochs = it + 1
+		if rel <= o.opt.Tol {
+			break
+		}
+		floats.AddScaledTo(d, r, rrNew/rr, d)
+		rr = rrNew
+	}
+	return x, nil
 }
