@@ -2,6 +2,7 @@ package serving
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 
 	"gonum.org/v1/gonum/mat"
@@ -52,45 +53,12 @@ func (s *Model) DeletionEffect(id, request string, n int, seed uint64) *Effect {
 		e.Reason = "no labelled audit Points: the confidence needs labels"
 		return e
 	}
-	a := s.audit
-	// conf removes sub and the landmarks masked before this deletion; the audit
-	// embeddings are those of the unmasked model.
-	conf := func(sub []int) (float64, error) {
-		zr := mat.DenseCopyOf(a.zRef)
-		zt := mat.DenseCopyOf(a.zTest)
-		for _, l := range slices.Concat(others, sub) {
-			arow := s.enc.A.RawRowView(l)
-			for i := range zr.RawMatrix().Rows {
-				kv := a.KRef.At(i, l)
-				row := zr.RawRowView(i)
-				for c, v := range arow {
-					row[c] -= kv * v
-				}
-			}
-			for i := range zt.RawMatrix().Rows {
-				kv := a.KTest.At(i, l)
-				row := zt.RawRowView(i)
-				for c, v := range arow {
-					row[c] -= kv * v
-				}
-			}
-		}
-		cl, err := knn.New(zr, a.RefLabels)
-		if err != nil {
-			return 0, err
-		}
-		p, err := cl.Predict(zt, min(knn.ConfidenceK, len(a.RefLabels)))
-		if err != nil {
-			return 0, err
-		}
-		return knn.Confidence(p), nil
-	}
-	base, err := conf(nil)
+	base, err := s.auditConfidence(others, nil)
 	if err != nil {
 		e.Reason = err.Error()
 		return e
 	}
-	c, err := conf(set)
+	c, err := s.auditConfidence(others, set)
 	if err != nil {
 		e.Reason = err.Error()
 		return e
@@ -106,19 +74,10 @@ func (s *Model) DeletionEffect(id, request string, n int, seed uint64) *Effect {
 		e.Reason = "too few landmarks for random sets"
 		return e
 	}
-	r := rng.New(seed, "daemon/audit/"+request)
-	for range n {
-		sub := make([]int, len(set))
-		perm := r.Perm(len(pool))
-		for i := range sub {
-			sub[i] = pool[perm[i]]
-		}
-		c, err := conf(sub)
-		if err != nil {
-			e.Reason = err.Error()
-			return e
-		}
-		e.Random = append(e.Random, base-c)
+	e.Random, err = s.randomEffects(base, others, pool, len(set), n, rng.New(seed, "daemon/audit/"+request))
+	if err != nil {
+		e.Reason = err.Error()
+		return e
 	}
 	if e.Percentile, err = certify.Percentile(e.Effect, e.Random); err != nil {
 		e.Reason = err.Error()
@@ -132,4 +91,61 @@ func (s *Model) DeletionEffect(id, request string, n int, seed uint64) *Effect {
 		e.Reason = "confidence is not finite"
 	}
 	return e
+}
+
+// randomEffects returns Δ(R_t) = base − confidence without R_t for n random sets R_t of
+// size landmarks from pool, each the first size entries of a permutation of pool drawn
+// from r, with the landmarks others removed in every term. On an error it returns the
+// effects computed so far with it.
+func (s *Model) randomEffects(base float64, others, pool []int, size, n int, r *rand.Rand) ([]float64, error) {
+	var out []float64
+	for range n {
+		sub := make([]int, size)
+		perm := r.Perm(len(pool))
+		for i := range sub {
+			sub[i] = pool[perm[i]]
+		}
+		c, err := s.auditConfidence(others, sub)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, base-c)
+	}
+	return out, nil
+}
+
+// auditConfidence is the mean 50-NN cosine confidence of the audit test embeddings
+// against the labelled reference embeddings with the terms of the landmarks others, then
+// sub, removed from both sides (Z − K[:, l] A[l, :] for each); the audit embeddings are
+// those of the unmasked model. s.audit must be non-nil; it is not modified.
+func (s *Model) auditConfidence(others, sub []int) (float64, error) {
+	a := s.audit
+	zr := mat.DenseCopyOf(a.zRef)
+	zt := mat.DenseCopyOf(a.zTest)
+	for _, l := range slices.Concat(others, sub) {
+		arow := s.enc.A.RawRowView(l)
+		for i := range zr.RawMatrix().Rows {
+			kv := a.KRef.At(i, l)
+			row := zr.RawRowView(i)
+			for c, v := range arow {
+				row[c] -= kv * v
+			}
+		}
+		for i := range zt.RawMatrix().Rows {
+			kv := a.KTest.At(i, l)
+			row := zt.RawRowView(i)
+			for c, v := range arow {
+				row[c] -= kv * v
+			}
+		}
+	}
+	cl, err := knn.New(zr, a.RefLabels)
+	if err != nil {
+		return 0, err
+	}
+	p, err := cl.Predict(zt, min(knn.ConfidenceK, len(a.RefLabels)))
+	if err != nil {
+		return 0, err
+	}
+	return knn.Confidence(p), nil
 }
