@@ -5,7 +5,8 @@ import (
 	"math"
 )
 
-// Verdict is the outcome of one attribution (paper appendix "Output", DESIGN.md §5).
+// Verdict is the outcome of one attribution (paper appendix "Output"; docs/architecture.md,
+// "Certificates and verdicts").
 type Verdict string
 
 const (
@@ -93,11 +94,11 @@ type Entry struct {
 	Radius float64 `json:"radius"`
 }
 
-// Certificate is everything an attribution answer carries (DESIGN.md §5), in a form the
-// daemon emits unchanged. CertifyTo fills K, TopK, the separation fields, Verdict and
-// Allocation; the caller sets the provenance fields (Budget, VarianceModel, EvalSeed,
-// EvalDraw, Residual, ModelVersion) and, after a repeated-fit analysis, Floor and Verdict
-// through ApplyFloor.
+// Certificate is everything an attribution answer carries (docs/architecture.md,
+// "Certificates and verdicts"), in a form the daemon emits unchanged. CertifyTo fills K,
+// TopK, the separation fields, Verdict and Allocation; the caller sets the provenance
+// fields (Budget, VarianceModel, EvalSeed, EvalDraw, Residual, ModelVersion) and, after a
+// repeated-fit analysis, Floor and Verdict through ApplyFloor.
 type Certificate struct {
 	K    int     `json:"k"`
 	TopK []Entry `json:"top_k"` // by score, highest first; ties by lower index
