@@ -83,7 +83,8 @@
 // # Pool contract
 //
 // A Pool holds the stored points of one view and serves a landmark sequence with its
-// certificate. DESIGN.md section 4 "Pool semantics":
+// certificate; docs/architecture.md, "The landmark pool", states the same contract for the
+// daemon:
 //
 //   - Served pool. The served landmarks change only in Sync and in landmark deletions
 //     (which only remove). After Sync they equal batch greedy pivoted Cholesky (plus
