@@ -105,8 +105,8 @@ func TestExactDim(t *testing.T) {
 }
 
 // TestExactToAllocates: the query path's exact row and φ allocate nothing in steady state
-// (DESIGN.md section 7), on the convnet (whose row is large enough to split between two
-// goroutines) and on the generic path. A garbage collection may empty the helper's
+// (docs/architecture.md, "Invariants"), on the convnet (whose row is large enough to split
+// between two goroutines) and on the generic path. A garbage collection may empty the helper's
 // sync.Pool, costing one allocation now and then, so the bound is below one per query.
 func TestExactToAllocates(t *testing.T) {
 	for _, spec := range []string{"convnet:1x8x8-3-4-5", "mlp:7-5-3"} {

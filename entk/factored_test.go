@@ -187,7 +187,7 @@ func TestFactoredDim(t *testing.T) {
 }
 
 // TestFactoredAllocates: a query's factored row and its kernel rows allocate nothing in
-// steady state (DESIGN.md section 7).
+// steady state (docs/architecture.md, "Invariants").
 func TestFactoredAllocates(t *testing.T) {
 	for _, spec := range []string{"mlp:7-5-3", "resmlp:6-8x2-3"} {
 		b, _ := NewBackbone(spec, 2)
