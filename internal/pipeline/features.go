@@ -195,7 +195,8 @@ func RoundTo32(x []float64) {
 }
 
 // ViewTo writes view v (0 or 1) of the point id with input x into dst (len D): the
-// seeded augmentation of DESIGN.md section 4, a function of (seed, id, v, x) only.
+// seeded augmentation of docs/architecture.md, "Views", a function of (seed, id, v, x)
+// only.
 func (f *Features) ViewTo(dst, x []float64, id string, v int) { f.aug.ViewTo(dst, x, id, v) }
 
 // ViewsTo writes both views of the n points xs (n×D, point i named ids[i]) into a (view
