@@ -25,8 +25,8 @@ import (
 // Model is one immutable model version as queries and audits read it: the fitted
 // coefficients, the landmarks with their evaluation-draw features and exact diagonals,
 // and the landmarks masked since the fit (deleted or replaced points, whose terms left
-// the encoder at once, DESIGN.md section 4). A mask change makes a new value
-// (WithMask); readers load the current one atomically and never see it change.
+// the encoder at once, docs/architecture.md, "Exact unlearning"). A mask change makes a
+// new value (WithMask); readers load the current one atomically and never see it change.
 //
 // The exported fields are the model's public description (what ModelExport and an
 // answer name: version, id, landmarks, their views, inputs and ω, the kernel scale, the
