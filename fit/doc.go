@@ -66,7 +66,8 @@
 //     it changes nothing in the fit and its time is left out of every Seconds field.
 //   - Options.DecoupledDecay replaces the L2 form of the weight decay by AdamW's shrink
 //     θ ← θ − lr·wd·θ (moments see the loss gradient alone). Off by default (cairnctl fit
-//     --decay; README "Fitting" has its measured effect).
+//     --decay; docs/performance.md, "Fitting: Adam against the KREPES baseline, and the
+//     initializers", has its measured effect).
 //   - Losses, and the constants the paper leaves open, are documented on their functions:
 //     Barlow Twins uses means over the k diagonal and the k(k−1) off-diagonal entries
 //     (weight 35 on the latter) with PyTorch-BatchNorm standardization (ε = 1e-5); SimCLR
