@@ -14,8 +14,9 @@
 // grow to the size of the whole live heap before collecting: the peak resident memory
 // was twice the live heap (full MNIST: 6.4 GB of heap at a 3.3 GB live heap, the
 // collector's next goal 6.7 GB). GOGC=25 sets the goal at 1.25 times the live heap; the
-// measured peak resident memory went from 6.55 to 4.45 GB (README, "Full MNIST on one
-// primary"; that run also dropped the bench client's copy of the training rows).
+// measured peak resident memory went from 6.55 to 4.45 GB (docs/performance.md, "Full
+// MNIST on one primary"; that run also dropped the bench client's copy of the training
+// rows).
 package gcpace
 
 import (
