@@ -64,13 +64,7 @@ func readCSV(r io.Reader, split string, n int) (*Set, error) {
 	if !header {
 		pending = append(pending, append([]string(nil), first...))
 	}
-	d := cols
-	if lay.label >= 0 {
-		d--
-	}
-	if lay.id >= 0 {
-		d--
-	}
+	d := lay.features(cols)
 	if d == 0 {
 		return nil, fmt.Errorf("%w: no feature columns among %d columns", ErrFormat, cols)
 	}
@@ -84,16 +78,12 @@ func readCSV(r io.Reader, split string, n int) (*Set, error) {
 		if len(pending) > 0 {
 			rec, pending = pending[0], nil
 		} else {
-			rec, err = cr.Read()
+			rec, err = nextCSVRecord(cr)
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
-				var pe *csv.ParseError
-				if errors.As(err, &pe) {
-					return nil, fmt.Errorf("%w: line %d: %v", ErrFormat, pe.Line, pe.Err)
-				}
-				return nil, fmt.Errorf("%w: %v", ErrFormat, err)
+				return nil, err
 			}
 		}
 		line, _ := cr.FieldPos(0)
@@ -114,9 +104,38 @@ func readCSV(r io.Reader, split string, n int) (*Set, error) {
 	return s, nil
 }
 
+// nextCSVRecord reads the next record of cr: io.EOF itself at the end of the file, and
+// an ErrFormat error that names the line for a malformed record.
+func nextCSVRecord(cr *csv.Reader) ([]string, error) {
+	rec, err := cr.Read()
+	if err == io.EOF {
+		return nil, io.EOF
+	}
+	if err != nil {
+		var pe *csv.ParseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%w: line %d: %v", ErrFormat, pe.Line, pe.Err)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrFormat, err)
+	}
+	return rec, nil
+}
+
 // csvLayout names the special columns of a CSV file: the index of its "label" and "id"
 // columns, −1 where there is none.
 type csvLayout struct{ label, id int }
+
+// features is the number of feature columns among cols: all but the label and id columns.
+func (l csvLayout) features(cols int) int {
+	d := cols
+	if l.label >= 0 {
+		d--
+	}
+	if l.id >= 0 {
+		d--
+	}
+	return d
+}
 
 // csvHeader decides whether the first record is a header (any field that does not parse
 // as a float64) and, when it is, finds the label and id columns by name
