@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/cairnhq/cairn/internal/pipeline"
+	"github.com/cairnhq/cairn/storage"
 )
 
 // Points keeps, for stored points, what a refit or a Sync needs without running the
@@ -34,6 +35,9 @@ type Entry struct {
 	HasLabel bool
 	// Version is the value's version (storage.Point.Version; doc.go, "Versions").
 	Version int64
+	// Subject is the keyed hash of the data subject the point's upsert named (nil:
+	// none; erasure.go).
+	Subject *storage.SubjectHash
 	fa, fb  []float32 // nil when the features are not kept (over budget)
 }
 

@@ -2,9 +2,11 @@ package ingest
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"math"
 	"strconv"
 
+	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
 
@@ -14,13 +16,27 @@ import (
 // partition, of the input whose effect the claim restates.
 const VersionHeader = "cairn_version"
 
+// SubjectHeader carries, on a republished upsert of a point about a data subject, the
+// subject's keyed hash (64 hex digits): the republished value cannot name the subject,
+// which cairnd never keeps in plain text, so a reader that applies the republication
+// files the point under the hash itself (erasure.go).
+const SubjectHeader = "cairn_subject"
+
 // claim is what a claim record says about its key: a tombstone (the id is deleted) or
-// a republished upsert (the id holds the record's value), as of version, the offset of
-// the input it restates (-1: unknown, a tombstone written before versions existed).
+// a republished upsert (the id holds the record's value, about subject when set), as of
+// version, the offset of the input it restates (-1: unknown, a tombstone written before
+// versions existed).
 type claim struct {
 	tomb    bool
 	version int64
+	subject *storage.SubjectHash
 }
+
+// erases says whether a tombstone of this claim's version erases a point stored at
+// version w: when it restates a later input (a deletion, v > w) or the erasure of that
+// very input (an erasure's tombstone carries the version of the upsert it erased, v =
+// w; an unversioned point, w = -1, is erased by a later version only).
+func (c claim) erases(w int64) bool { return c.version > w || (c.version == w && w >= 0) }
 
 // claimOf reports whether m is a claim and what it claims. A record with a null value
 // is a tombstone whatever its headers (versioned by a valid header, else -1); a record
@@ -39,18 +55,36 @@ func claimOf(m stream.Message) (claim, bool) {
 	if m.Value == nil {
 		return claim{tomb: true, version: v}, true
 	}
-	return claim{version: v}, ok
+	c := claim{version: v}
+	if h, found := m.Header(SubjectHeader); found && ok {
+		if b, err := hex.DecodeString(string(h)); err == nil && len(b) == len(storage.SubjectHash{}) {
+			c.subject = (*storage.SubjectHash)(b)
+		}
+	}
+	return c, ok
 }
 
 // claimMarker starts the outbox value of a claim (no JSON value starts with a NUL):
 // the marker, the version as 8 bytes big-endian, then the record's value (nothing for
-// a tombstone). An empty outbox value on the training topic is a tombstone written
-// before versions existed, published without a header.
-const claimMarker = 0x00
+// a tombstone). claimSubjectMarker starts a republication about a data subject: the
+// marker, the version, the subject's 32-byte hash, then the value. An empty outbox
+// value on the training topic is a tombstone written before versions existed,
+// published without a header.
+const (
+	claimMarker        = 0x00
+	claimSubjectMarker = 0x01
+)
 
-// encodeClaim is the outbox value of a claim of version with value (nil: a tombstone).
-func encodeClaim(version int64, value []byte) []byte {
-	b := make([]byte, 0, 9+len(value))
+// encodeClaim is the outbox value of a claim of version with value (nil: a tombstone),
+// about subject when it is set (republications only).
+func encodeClaim(version int64, subject *storage.SubjectHash, value []byte) []byte {
+	b := make([]byte, 0, 41+len(value))
+	if subject != nil && value != nil {
+		b = append(b, claimSubjectMarker)
+		b = binary.BigEndian.AppendUint64(b, uint64(version))
+		b = append(b, subject[:]...)
+		return append(b, value...)
+	}
 	b = append(b, claimMarker)
 	b = binary.BigEndian.AppendUint64(b, uint64(version))
 	return append(b, value...)
@@ -62,6 +96,11 @@ func encodeClaim(version int64, value []byte) []byte {
 func decodeClaim(v []byte) (value []byte, headers []stream.Header, ok bool) {
 	if len(v) == 0 {
 		return nil, nil, true // a tombstone without a version
+	}
+	if len(v) >= 41 && v[0] == claimSubjectMarker {
+		version := int64(binary.BigEndian.Uint64(v[1:9]))
+		return v[41:], []stream.Header{{Key: VersionHeader, Value: strconv.AppendInt(nil, version, 10)},
+			{Key: SubjectHeader, Value: []byte(hex.EncodeToString(v[9:41]))}}, true
 	}
 	if len(v) < 9 || v[0] != claimMarker {
 		return v, nil, false
@@ -84,6 +123,7 @@ type key struct {
 	x         []float64
 	label     int64
 	hasLabel  bool
+	subject   *storage.SubjectHash
 	deleted   int64
 	republish bool
 }
@@ -95,7 +135,7 @@ func (in *State) keyOf(keys map[string]*key, id string) *key {
 	}
 	k := &key{deleted: -1, version: -1}
 	if e := in.cache.Get(id); e != nil && in.pool.A.Has(id) {
-		k.stored, k.version, k.x, k.label, k.hasLabel = true, e.Version, e.X, e.Label, e.HasLabel
+		k.stored, k.version, k.x, k.label, k.hasLabel, k.subject = true, e.Version, e.X, e.Label, e.HasLabel, e.Subject
 	}
 	if d, ok := in.deleted[id]; ok {
 		k.deleted = d
@@ -104,14 +144,19 @@ func (in *State) keyOf(keys map[string]*key, id string) *key {
 	return k
 }
 
-// sameValue says whether an upsert restates k's stored value: the same label and the
-// same input bit for bit.
-func (k *key) sameValue(ev stream.TrainEvent) bool {
+// sameValue says whether an upsert about subject (nil: none) restates k's stored value:
+// the same label, the same subject and the same input bit for bit.
+func (k *key) sameValue(ev stream.TrainEvent, subject *storage.SubjectHash) bool {
 	hasLabel := ev.Label != nil
-	if hasLabel != k.hasLabel || (hasLabel && *ev.Label != k.label) {
+	if hasLabel != k.hasLabel || (hasLabel && *ev.Label != k.label) || !sameSubject(subject, k.subject) {
 		return false
 	}
 	return sameBits(ev.X, k.x)
+}
+
+// sameSubject says whether a and b name the same subject (or both none).
+func sameSubject(a, b *storage.SubjectHash) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
 }
 
 // sameBits says whether a and b hold the same float64 bit patterns.
@@ -133,5 +178,6 @@ type republication struct {
 	topic   string
 	id      string
 	version int64
+	subject *storage.SubjectHash
 	ev      stream.TrainEvent
 }

@@ -246,7 +246,9 @@ func TestClaimRules(t *testing.T) {
 		want      *event
 		republish int64 // the version republished, -1: none
 	}{
-		{"stale tombstone over a stored point", []stream.Message{plain(xa), tomb(0)}, &xa, 0},
+		{"stale tombstone over a stored point", []stream.Message{plain(xb0), plain(xa), tomb(0)}, &xa, 1},
+		{"erasure's tombstone of the stored value", []stream.Message{plain(xa), tomb(0)}, nil, -1},
+		{"erasure's tombstone of an older value", []stream.Message{plain(xa), plain(xb), tomb(0)}, &xb, 1},
 		{"unversioned tombstone over a stored point", []stream.Message{plain(xa), {Key: []byte("a")}}, &xa, 0},
 		{"newer tombstone over a stored point", []stream.Message{plain(xb0), plain(xb0), repub(xa, 0), tomb(1)}, nil, -1},
 		{"republication of the stored value", []stream.Message{plain(xa), repub(xa, 0)}, &xa, -1},

@@ -41,6 +41,20 @@ type Deletion struct {
 	// Tombstone is where the deletion's tombstone landed, once the broker acknowledged
 	// it (RecordTombstones); the audit states it (AuditBody).
 	Tombstone *Tombstone `json:"tombstone,omitempty"`
+
+	// Kind is "" for the deletion of one id, KindErasure or KindUnblock for a data
+	// subject's request (erasure.go). Subject is then the subject's keyed hash (hex),
+	// which ID repeats, and Points, for an erasure, the points it erased (Part of Parts
+	// when a subject had more than MaxErasurePoints). Known is false for both kinds:
+	// it says whether one stored id was deleted (refit.Effects computes the effect of
+	// those only); an erasure's audit is "known" when it erased a point, an unblock's
+	// when the subject was blocked (Blocked).
+	Kind    string        `json:"kind,omitempty"`
+	Subject string        `json:"subject,omitempty"`
+	Points  []ErasedPoint `json:"points,omitempty"`
+	Part    int           `json:"part,omitempty"`
+	Parts   int           `json:"parts,omitempty"`
+	Blocked bool          `json:"blocked,omitempty"`
 	// before is the serving model the deletion was applied to (nil after a restart:
 	// the audit then uses the model serving at audit time and says which), and effect
 	// the deletion effect computed on it before the audit is written.
@@ -65,6 +79,9 @@ func decodeDeletion(b []byte) (*Deletion, error) {
 	}
 	if r.ID == "" || r.Request == "" {
 		return nil, fmt.Errorf("deletion record without id or request")
+	}
+	if r.Kind != "" && r.Kind != KindErasure && r.Kind != KindUnblock {
+		return nil, fmt.Errorf("deletion record of unknown kind %q", r.Kind)
 	}
 	return &r, nil
 }
@@ -161,6 +178,9 @@ func (t *Tombstone) UnmarshalJSON(b []byte) error {
 // finished (the deletion time for unknown ids), sig the key that signs the record (nil:
 // unsigned). It returns the event.
 func AppendAudit(tx *storage.Tx, topic string, rec *Deletion, after *serving.Model, done time.Time, sig *auditsig.Signer) (stream.Audit, error) {
+	if rec.Kind != "" {
+		return appendSubjectAudit(tx, topic, rec, after, done, sig)
+	}
 	b := AuditBody{
 		Request: rec.Request, ID: rec.ID, Known: rec.Known, WasLandmark: rec.WasLandmark,
 		PoolLandmark: rec.PoolLandmark, ModelBefore: rec.ModelBefore,
@@ -213,8 +233,9 @@ func AppendAudit(tx *storage.Tx, topic string, rec *Deletion, after *serving.Mod
 
 // RecordTombstones stores in tx where the tombstones of pending deletions landed
 // (keyed by id), so that their audits state it even after a restart (Outbox.Ack calls
-// it in the transaction that acknowledges them). A record that already has one keeps
-// it (a re-published tombstone lands again, later).
+// it in the transaction that acknowledges them); an erasure's record keeps one per
+// point. A record that already has one keeps it (a re-published tombstone lands again,
+// later).
 func RecordTombstones(tx *storage.Tx, at map[string]Tombstone) error {
 	type upd struct {
 		seq  uint64
@@ -223,14 +244,20 @@ func RecordTombstones(tx *storage.Tx, at map[string]Tombstone) error {
 	var upds []upd
 	err := tx.ForEachPending(func(seq uint64, body []byte) error {
 		rec, err := decodeDeletion(body)
-		if err != nil || rec.Tombstone != nil {
+		if err != nil {
 			return nil
 		}
-		t, ok := at[rec.ID]
-		if !ok {
-			return nil
+		if rec.Kind == KindErasure {
+			if !recordPointTombstones(rec, at) {
+				return nil
+			}
+		} else {
+			t, ok := at[rec.ID]
+			if rec.Kind != "" || rec.Tombstone != nil || !ok {
+				return nil
+			}
+			rec.Tombstone = &t
 		}
-		rec.Tombstone = &t
 		b, err := rec.encode()
 		if err != nil {
 			return err

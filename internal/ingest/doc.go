@@ -82,8 +82,10 @@
 // carries the version of the input whose effect it restates in the header
 // VersionHeader ("cairn_version"). Claims are a deletion's tombstone (null value,
 // version = the delete's offset; with the embedded broker, the erasure writes a second
-// copy) and a republished upsert (the stored value, version = the offset of the upsert
-// it came from). Every stored point keeps its version (storage.Point.Version, Entry;
+// copy), an erasure's tombstone (null value, version = the offset of the upsert whose
+// value it erases: a subject's erasure request is on another topic, whose offsets mean
+// nothing here), and a republished upsert (the stored value, version = the offset of
+// the upsert it came from; about a data subject, the subject's hash in SubjectHeader). Every stored point keeps its version (storage.Point.Version, Entry;
 // -1 for points stored before versions existed), and each deletion of a stored point
 // is remembered with its version (the store's deleted bucket, State.deleted) until its
 // own tombstone is read back: a record with a null value is a tombstone whatever its
@@ -92,10 +94,12 @@
 //
 // Claims, in offset order, against the state left by everything before them:
 //
-//   - a tombstone of version v over a point stored at version w: v > w erases the point
-//     (opErase: a deletion this reader never read, compacted away under it; no audit,
-//     the deletion was audited where it was applied); otherwise the point is newer and
-//     is republished. Over an id not stored, it ends the wait for the deletion of
+//   - a tombstone of version v over a point stored at version w: v > w, or v = w ≥ 0
+//     (an erasure's tombstone of that very value), erases the point (opErase: a deletion
+//     or erasure this reader never read, compacted away under it or not read yet on the
+//     erasures topic; no audit, it was audited where it was applied); otherwise the
+//     point is newer and is republished. A delete's offset is never an upsert's, so the
+//     equality can only mean an erasure. Over an id not stored, it ends the wait for the deletion of
 //     version ≤ v, if any.
 //   - a republication of version v: the same value as the stored one changes nothing;
 //     over a point stored at version w < v, or an id not stored whose awaited deletion
@@ -122,11 +126,50 @@
 // partition: the topic's partition count must not change, as order per id already
 // requires.
 //
+// A reader of the whole topic may still apply an erasure's tombstone: the erasure
+// request is on another topic, and the reader may read the tombstone first. It then
+// erases the point without an audit, and the request, read later, erases what is left
+// of the subject (the pending record lists fewer points; the leader's audit is
+// adopted all the same).
+//
 // Compaction must not erase a record before the reader has read it: an upsert behind a
 // claim of its id is safe once read (it is applied and the claim answered). The daemon
 // compacts the embedded broker only once its reader has read every record written
 // before (daemon.compact); an external broker must keep min.compaction.lag.ms above
 // the reader's longest lag.
+//
+// # Data subjects
+//
+// An upsert may name the data subject its point is about (stream.TrainEvent.Subject).
+// The ingest keeps the subject only as its keyed hash (SubjectKey.Hash, HMAC-SHA256
+// under the deployment's key, SubjectKeyFile beside the state file, created at the
+// first start): the point is filed under it in the upsert's own transaction
+// (storage.Tx.SetSubject; an upsert without a subject clears it, a deletion removes
+// it), and nothing the ingest writes, logs or publishes holds the subject itself.
+//
+// The training reader also reads the erasures topic (stream.DefaultErasuresTopic,
+// keyed by subject), and Apply takes its requests in the same batches, in offset order
+// with the training messages, each consuming its own offset in the batch's
+// transaction (exactly once, like every input). An erase request (opErasure) removes
+// every point stored about the subject at that moment of the batch: those the store
+// files under it and those the batch upserted with it, less those the batch replaced or
+// removed. It is a batch of deletions: the points leave the pool (the Removing hook
+// masks their landmark terms), the store (their inputs leave their slot files) and,
+// by a tombstone each (at the version of the value it erases, above), the training
+// topic; their awaited tombstones are recorded as a deletion's are. Its record
+// (Deletion with Kind KindErasure, ID and Subject the subject's hash, Points every
+// point with its version, at most MaxErasurePoints per record) is pending like a
+// deletion's, and its one audit (SubjectAuditBody: every point with where its
+// tombstone landed, the models before and after) is written by the refit that follows,
+// through AppendAudit like a deletion's; Outbox.WithTombstones states the tombstones.
+// An erasure that finds no point is audited at once by the Unknown hook. The subject
+// is then blocked (storage.Tx.Block, with the request and the time): a later upsert
+// naming it is a dead letter, reason subject_erased, until an unblock request
+// (opUnblock, audited at once by the Unknown hook; a daemon that does not lead keeps
+// it pending for the leader's audit) lifts the block. An invalid request, or one
+// whose key is not its subject, is a dead letter without key or bytes (the key is the
+// subject), and a dead letter of a training message that may name a subject
+// (stream.MayNameSubject) keeps no bytes whatever kafka.dlq_keep_raw says.
 //
 // # Determinism
 //

@@ -39,6 +39,14 @@ type State struct {
 	// ingest (see Points); hooks connect deletions to the serving model and audits.
 	cache *Points
 	hooks Hooks
+	// subjects names data subjects (erasure.go); train is the training topic, where an
+	// erasure's tombstones go, and erasures the topic of the subjects' requests, read
+	// with the training topic. subj caches, per batch, what the store says of each
+	// subject the batch names, updated as the batch goes.
+	subjects *SubjectKey
+	train    string
+	erasures string
+	subj     map[storage.SubjectHash]*subjectState
 	// pending are the applied deletions of stored points whose audit is not emitted yet
 	// (mirrored from the store's pending bucket), in seq order; pendSeq is the last seq.
 	pending []*Deletion
@@ -80,12 +88,14 @@ type partition struct {
 type opKind uint8
 
 const (
-	opSkip   opKind = iota // offset already applied: nothing, not even the offset
-	opDead                 // rejected: dead letter plus offset
-	opUpsert               // store the point, insert into the pool
-	opDelete               // remove from store and pool
-	opClaim                // a claim (claims.go) that changes no point
-	opErase                // a tombstone newer than the stored point: remove it, without an audit
+	opSkip    opKind = iota // offset already applied: nothing, not even the offset
+	opDead                  // rejected: dead letter plus offset
+	opUpsert                // store the point, insert into the pool
+	opDelete                // remove from store and pool
+	opClaim                 // a claim (claims.go) that changes no point
+	opErase                 // a tombstone newer than the stored point: remove it, without an audit
+	opErasure               // a subject's erasure request: remove its points, block it (erasure.go)
+	opUnblock               // a subject's unblock request (erasure.go)
 )
 
 // Hooks let the owner of a State see deletions as they are applied (all optional).
@@ -131,6 +141,13 @@ type op struct {
 	// forget: the id's awaited deletion leaves the deleted bucket (an upsert applied,
 	// or the deletion's tombstone read back).
 	forget bool
+	// subj is the subject an upsert names (nil: none) or an erasure request's; er the
+	// request, recs its audit records (an erasure's points in chunks), audited whether
+	// the Unknown hook audited the record at once (nothing erased, or an unblock).
+	subj    *storage.SubjectHash
+	er      stream.ErasureEvent
+	recs    []*Deletion
+	audited bool
 }
 
 // Stats are cumulative counts since the State was built.
@@ -152,9 +169,13 @@ type BatchResult struct {
 	// deletion it restates was audited where it was applied).
 	Erased int
 	// Reasons has the reason of every dead letter; Deleted the record of every delete
-	// (Known false for ids that were not stored).
-	Reasons []stream.Reason
-	Deleted []*Deletion
+	// (Known false for ids that were not stored); Subjects the records of the subjects'
+	// erasure and unblock requests (Kind set), and Erasures the points the erasures
+	// removed.
+	Reasons  []stream.Reason
+	Deleted  []*Deletion
+	Subjects []*Deletion
+	Erasures int
 }
 
 // PoolConfig is the landmark pool configuration the daemon derives from cfg for
@@ -222,7 +243,11 @@ func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, erro
 	in := &State{
 		store: st, feat: feat, pcfg: pcfg, lim: lim, dlq: cfg.Kafka.Topics.DLQ,
 		stale: cfg.Pool.SyncStaleFraction, log: log, dlqRaw: cfg.Kafka.DLQKeepRaw, last: map[partition]int64{}, tombs: map[partition]int64{},
-		deleted: map[string]int64{},
+		deleted: map[string]int64{}, train: cfg.Kafka.Topics.Train, erasures: stream.DefaultErasuresTopic,
+		subj: map[storage.SubjectHash]*subjectState{},
+	}
+	if in.subjects, err = loadSubjectKey(st, log); err != nil {
+		return nil, err
 	}
 	if erased, err := st.ScrubPending(); err != nil {
 		return nil, fmt.Errorf("ingest: erase deletions committed before: %w", err)
@@ -248,29 +273,7 @@ func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, erro
 		if offs, err = tx.Offsets(); err != nil {
 			return err
 		}
-		err = tx.ForEachPoint(func(p storage.Point) error {
-			if len(p.X) != feat.InputDim() {
-				return fmt.Errorf("%w: stored point %q has %d inputs, want %d", ErrPoolState, p.ID, len(p.X), feat.InputDim())
-			}
-			in.cache.put(p.ID, &Entry{X: p.X, Label: p.Label, HasLabel: p.HasLabel, Version: p.Version})
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if err := tx.ForEachDeleted(func(id string, v int64) error { in.deleted[id] = v; return nil }); err != nil {
-			return err
-		}
-		return tx.ForEachPending(func(seq uint64, body []byte) error {
-			rec, err := decodeDeletion(body)
-			if err != nil {
-				return fmt.Errorf("%w: pending deletion %d: %w", ErrPoolState, seq, err)
-			}
-			rec.Seq = seq
-			in.pending = append(in.pending, rec)
-			in.pendSeq = max(in.pendSeq, seq)
-			return nil
-		})
+		return in.readStored(tx)
 	})
 	if err != nil {
 		return nil, err
@@ -318,6 +321,40 @@ func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, erro
 	log.Info().Int("points", count).Int("offsets", len(offs)).Bool("restored_pool", havePS).
 		Str("features", feat.Fingerprint()).Msg("ingest restored")
 	return in, nil
+}
+
+// readStored fills the point cache (with each point's subject), the awaited deletions
+// and the pending records from tx, at New.
+func (in *State) readStored(tx *storage.ReadTx) error {
+	err := tx.ForEachPoint(func(p storage.Point) error {
+		if len(p.X) != in.feat.InputDim() {
+			return fmt.Errorf("%w: stored point %q has %d inputs, want %d", ErrPoolState, p.ID, len(p.X), in.feat.InputDim())
+		}
+		e := &Entry{X: p.X, Label: p.Label, HasLabel: p.HasLabel, Version: p.Version}
+		if h, ok, err := tx.Subject(p.ID); err != nil {
+			return err
+		} else if ok {
+			e.Subject = &h
+		}
+		in.cache.put(p.ID, e)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := tx.ForEachDeleted(func(id string, v int64) error { in.deleted[id] = v; return nil }); err != nil {
+		return err
+	}
+	return tx.ForEachPending(func(seq uint64, body []byte) error {
+		rec, err := decodeDeletion(body)
+		if err != nil {
+			return fmt.Errorf("%w: pending deletion %d: %w", ErrPoolState, seq, err)
+		}
+		rec.Seq = seq
+		in.pending = append(in.pending, rec)
+		in.pendSeq = max(in.pendSeq, seq)
+		return nil
+	})
 }
 
 // Start is the stream.StartFunc of the training reader: the last applied offset of a
@@ -371,11 +408,19 @@ func (in *State) LastPending() *Deletion {
 	return in.pending[len(in.pending)-1]
 }
 
-// PendingIDs are the ids of the deletions applied and not yet audited, in order.
+// PendingIDs are the ids of the deletions applied and not yet audited, in order: a
+// deletion's id, an erasure's points (an unblock has none).
 func (in *State) PendingIDs() []string {
-	ids := make([]string, len(in.pending))
-	for i, r := range in.pending {
-		ids[i] = r.ID
+	ids := make([]string, 0, len(in.pending))
+	for _, r := range in.pending {
+		switch r.Kind {
+		case "":
+			ids = append(ids, r.ID)
+		case KindErasure:
+			for _, p := range r.Points {
+				ids = append(ids, p.ID)
+			}
+		}
 	}
 	return ids
 }
@@ -511,7 +556,7 @@ func (in *State) fresh(batch []stream.Message) (map[partition]int64, []bool, []*
 		if !ok {
 			prev, ok = in.last[key]
 		}
-		if c, isClaim := claimOf(m); isClaim {
+		if c, isClaim := claimOf(m); isClaim && m.Topic != in.erasures {
 			// One of cairnd's claims (a tombstone, or a republished upsert): plan weighs
 			// it against what is stored, and it stores no offset, so that stored offsets
 			// are those of the input alone. One read before in this process is skipped.
@@ -539,13 +584,14 @@ func (in *State) fresh(batch []stream.Message) (map[partition]int64, []bool, []*
 // upserts (their ids and inputs appended to in.ids and in.xs), deletes, and claims (a
 // republication decoded as an upsert; one that does not decode changes nothing).
 func (in *State) decode(batch []stream.Message, fresh []bool, claims []*claim) error {
-	decoded := decodeAll(batch, fresh, in.lim)
+	decoded := decodeAll(batch, fresh, in.lim, in.erasures)
+	clear(in.subj)
 	for i, m := range batch {
 		o := op{msg: m}
 		if c := claims[i]; c != nil {
 			o.kind, o.isClaim, o.cl = opClaim, true, *c
-			if ev, derr := decoded[i].ev, decoded[i].err; !c.tomb && derr == nil && ev.Op == stream.OpUpsert {
-				o.kind, o.ev, o.row = opUpsert, ev, len(in.ids)
+			if ev, derr := decoded[i].ev, decoded[i].err; !c.tomb && derr == nil && ev.Op == stream.OpUpsert && ev.Subject == "" {
+				o.kind, o.ev, o.row, o.subj = opUpsert, ev, len(in.ids), c.subject
 				in.ids = append(in.ids, ev.ID)
 				in.xs = append(in.xs, ev.X...)
 			} else if !c.tomb {
@@ -562,12 +608,28 @@ func (in *State) decode(batch []stream.Message, fresh []bool, claims []*claim) e
 			continue
 		}
 		ev, derr := decoded[i].ev, decoded[i].err
+		if m.Topic == in.erasures {
+			if err := in.decodeRequest(&o, decoded[i]); err != nil {
+				return err
+			}
+			in.ops = append(in.ops, o)
+			continue
+		}
+		if derr == nil && ev.Subject != "" {
+			var err error
+			if o.subj, err = in.upsertSubject(ev); errors.Is(err, stream.ErrRejected) {
+				derr = err
+			} else if err != nil {
+				return err
+			}
+		}
 		switch {
 		case derr != nil:
 			if err := in.deadLetter(&o, derr); err != nil {
 				return err
 			}
 		case ev.Op == stream.OpUpsert:
+			ev.Subject = "" // named by o.subj from here on: the id itself is never kept
 			o.kind, o.ev, o.row = opUpsert, ev, len(in.ids)
 			in.ids = append(in.ids, ev.ID)
 			in.xs = append(in.xs, ev.X...)
@@ -619,10 +681,14 @@ func (in *State) featurize() error {
 func (in *State) plan(now time.Time) (leaving []string, poolChanged bool) {
 	keys := map[string]*key{} // each touched id as the batch goes
 	in.repub, in.claimWrites = in.repub[:0], false
-	var order []*op // the op that first touched each id, for the republications
+	var order []touched // each id in the order the batch first touched it, for the republications
 	touch := func(o *op, id string) *key {
 		if _, ok := keys[id]; !ok {
-			order = append(order, o)
+			topic := o.msg.Topic
+			if topic == in.erasures {
+				topic = in.train
+			}
+			order = append(order, touched{topic, id})
 		}
 		return in.keyOf(keys, id)
 	}
@@ -643,7 +709,7 @@ func (in *State) plan(now time.Time) (leaving []string, poolChanged bool) {
 				leaving = append(leaving, o.ev.ID) // an unchanged input keeps its landmark terms exact
 			}
 			o.forget = k.deleted >= 0
-			*k = key{stored: true, version: version, x: o.ev.X, hasLabel: o.ev.Label != nil, deleted: -1}
+			*k = key{stored: true, version: version, x: o.ev.X, hasLabel: o.ev.Label != nil, deleted: -1, subject: o.subj}
 			if k.hasLabel {
 				k.label = *o.ev.Label
 			}
@@ -673,7 +739,7 @@ func (in *State) plan(now time.Time) (leaving []string, poolChanged bool) {
 			}
 			k := touch(o, string(o.msg.Key))
 			switch {
-			case k.stored && o.cl.version > k.version:
+			case k.stored && o.cl.erases(k.version):
 				// A deletion newer than the stored point that this daemon never read (the
 				// topic was compacted under it): the point goes, without an audit.
 				o.kind, o.had = opErase, true
@@ -686,21 +752,30 @@ func (in *State) plan(now time.Time) (leaving []string, poolChanged bool) {
 				o.forget, k.deleted = true, -1 // the awaited tombstone
 				in.claimWrites = true
 			}
+		case opErasure:
+			erased := in.planErasure(o, keys, touch, now)
+			leaving = append(leaving, erased...)
+			poolChanged = poolChanged || len(erased) > 0
+		case opUnblock:
+			o.recs = []*Deletion{in.subjectRecord(o, KindUnblock, now)}
 		}
 	}
-	for _, o := range order {
-		id := string(o.msg.Key)
-		if k := keys[id]; k.republish && k.stored {
-			ev := stream.TrainEvent{Op: stream.OpUpsert, ID: id, X: k.x}
+	for _, t := range order {
+		if k := keys[t.id]; k.republish && k.stored {
+			ev := stream.TrainEvent{Op: stream.OpUpsert, ID: t.id, X: k.x}
 			if k.hasLabel {
 				ev.Label = &k.label
 			}
-			in.repub = append(in.repub, republication{topic: o.msg.Topic, id: id, version: k.version, ev: ev})
+			in.repub = append(in.repub, republication{topic: t.topic, id: t.id, version: k.version, subject: k.subject, ev: ev})
 			in.claimWrites = true
 		}
 	}
 	return leaving, poolChanged
 }
+
+// touched is an id the batch touched and the topic of the op that touched it first
+// (the training topic for an erasure's points).
+type touched struct{ topic, id string }
 
 // claimApplies decides a republication o of k's id (doc.go, "Versions"): it applies
 // when it restates a newer input than what is stored, or when the id is not stored and
@@ -709,7 +784,7 @@ func (in *State) plan(now time.Time) (leaving []string, poolChanged bool) {
 // republication when it is stored with another value.
 func (in *State) claimApplies(k *key, o *op) bool {
 	switch {
-	case k.stored && k.sameValue(o.ev):
+	case k.stored && k.sameValue(o.ev, o.subj):
 		k.republish = false
 		return false
 	case k.stored && o.cl.version > k.version:
@@ -745,6 +820,13 @@ func (in *State) updatePools(poolChanged bool) (storage.PoolState, error) {
 		if r := in.ops[i].rec; r != nil {
 			r.PoolLandmark = r.poolLandmark[0] || r.poolLandmark[1]
 		}
+		for _, r := range in.ops[i].recs {
+			for j := range r.Points {
+				p := &r.Points[j]
+				p.PoolLandmark = p.poolLandmark[0] || p.poolLandmark[1]
+				r.PoolLandmark = r.PoolLandmark || p.PoolLandmark
+			}
+		}
 	}
 	if !poolChanged {
 		return storage.PoolState{}, nil
@@ -778,7 +860,7 @@ func (in *State) commit(ps storage.PoolState, poolChanged bool) error {
 			if err != nil {
 				return fmt.Errorf("ingest: republish %q: %w", r.id, err)
 			}
-			if _, err := tx.Enqueue(r.topic, []byte(r.id), encodeClaim(r.version, v)); err != nil {
+			if _, err := tx.Enqueue(r.topic, []byte(r.id), encodeClaim(r.version, r.subject, v)); err != nil {
 				return err
 			}
 		}
@@ -813,6 +895,9 @@ func (in *State) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) error
 			p.HasLabel, p.Label = true, *o.ev.Label
 		}
 		if err := tx.PutPoint(p); err != nil {
+			return err
+		}
+		if err := tx.SetSubject(o.ev.ID, o.subj); err != nil {
 			return err
 		}
 		var err error
@@ -872,8 +957,10 @@ func (in *State) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) error
 		if err := tx.PutDeleted(o.ev.ID, o.msg.Offset); err != nil {
 			return err
 		}
-		_, err = tx.Enqueue(o.msg.Topic, []byte(o.ev.ID), encodeClaim(o.msg.Offset, nil))
+		_, err = tx.Enqueue(o.msg.Topic, []byte(o.ev.ID), encodeClaim(o.msg.Offset, nil, nil))
 		return err
+	case opErasure, opUnblock:
+		return in.commitRequest(tx, o, seq)
 	}
 	return nil
 }
@@ -887,7 +974,7 @@ func (in *State) cacheCommitted() {
 		switch o.kind {
 		case opUpsert:
 			e := &Entry{X: o.ev.X, fa: to32(in.feats[2*o.row*q : (2*o.row+1)*q]),
-				fb: to32(in.feats[(2*o.row+1)*q : (2*o.row+2)*q]), Version: o.version()}
+				fb: to32(in.feats[(2*o.row+1)*q : (2*o.row+2)*q]), Version: o.version(), Subject: o.subj}
 			if o.ev.Label != nil {
 				e.Label, e.HasLabel = *o.ev.Label, true
 			}
@@ -909,6 +996,8 @@ func (in *State) cacheCommitted() {
 			if o.forget {
 				delete(in.deleted, string(o.msg.Key))
 			}
+		case opErasure, opUnblock:
+			in.requestCommitted(o)
 		}
 	}
 }
@@ -946,9 +1035,15 @@ func (in *State) count(messages int) (res BatchResult) {
 			} else {
 				res.Missing++
 			}
+		case opErasure, opUnblock:
+			res.Subjects = append(res.Subjects, o.recs...)
+			for _, r := range o.recs {
+				res.Erasures += len(r.Points)
+			}
+			in.logRequest(o)
 		}
 	}
-	if res.Upserts+res.Deletes+res.Erased > 0 {
+	if res.Upserts+res.Deletes+res.Erased+res.Erasures > 0 {
 		in.version++
 	}
 	in.stats.Batches++
@@ -964,9 +1059,11 @@ func (in *State) count(messages int) (res BatchResult) {
 	return res
 }
 
-// decoded is one message's stream.DecodeTrain result.
+// decoded is one message's stream.DecodeTrain result, or for the erasures topic its
+// stream.DecodeErasure result.
 type decoded struct {
 	ev  stream.TrainEvent
+	er  stream.ErasureEvent
 	err error
 }
 
@@ -975,11 +1072,16 @@ type decoded struct {
 // function of the bytes, and parsing the numbers of an image (784 of them for MNIST) is,
 // after the features, the costliest per-event step, which a single goroutine would run
 // while the other cores wait.
-func decodeAll(batch []stream.Message, fresh []bool, lim stream.Limits) []decoded {
+func decodeAll(batch []stream.Message, fresh []bool, lim stream.Limits, erasures string) []decoded {
 	out := make([]decoded, len(batch))
 	dec := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			if fresh[i] {
+			if fresh[i] && batch[i].Topic == erasures {
+				out[i].er, out[i].err = stream.DecodeErasure(batch[i].Value, lim)
+				if out[i].err == nil {
+					out[i].err = stream.CheckErasureKey(batch[i].Key, out[i].er)
+				}
+			} else if fresh[i] {
 				out[i].ev, out[i].err = stream.DecodeTrain(batch[i].Value, lim)
 				if out[i].err == nil {
 					out[i].err = stream.CheckTrainKey(batch[i].Key, out[i].ev)
@@ -1042,6 +1144,10 @@ func (in *State) applyView(pool *coreset.Pool, v, q int) error {
 				}
 			}
 			o.rec.ResidualAfter[v] = pool.Residual()
+		case opErasure:
+			if err := eraseView(pool, v, o.recs); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -1055,7 +1161,11 @@ func (in *State) Residuals() [2]coreset.ResidualCertificate {
 // deadLetter turns o into a dead letter for rejection rej. Building the message can
 // fail only if the dead-letter event itself does not encode, a daemon bug.
 func (in *State) deadLetter(o *op, rej error) error {
-	dm, err := stream.DeadLetterMessage(in.dlq, o.msg, rej, in.dlqRaw)
+	src, keep := o.msg, in.dlqRaw && !stream.MayNameSubject(o.msg.Value)
+	if src.Topic == in.erasures {
+		src.Key, keep = nil, false // keyed by the subject itself
+	}
+	dm, err := stream.DeadLetterMessage(in.dlq, src, rej, keep)
 	if err != nil {
 		return fmt.Errorf("ingest: dead letter for %s/%d/%d: %w", o.msg.Topic, o.msg.Partition, o.msg.Offset, err)
 	}

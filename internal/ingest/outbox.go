@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/cairnhq/cairn/storage"
@@ -149,3 +150,58 @@ func (o *Outbox) TombstoneOf(tx *storage.Tx, rec *Deletion) (*Tombstone, error) 
 // acknowledged the deletion's tombstone.
 const TombstoneNotAcked = "the broker had not acknowledged the tombstone when this audit was written: " +
 	"it was still in the outbox, which publishes it before this audit"
+
+// WithTombstones is rec as its audit in tx states it: with where the tombstone of each
+// id it removed landed (TombstoneOf), for a deletion of a stored id or an erasure's
+// points that do not say yet. rec is not modified, so that a transaction that fails and
+// runs again looks again. Call it before tx removes the pending record.
+func (o *Outbox) WithTombstones(tx *storage.Tx, rec *Deletion) (*Deletion, error) {
+	switch {
+	case rec.Kind == KindErasure:
+		return o.erasureTombstones(tx, rec)
+	case rec.Kind != "" || !rec.Known || rec.Tombstone != nil:
+		return rec, nil
+	}
+	t, err := o.TombstoneOf(tx, rec)
+	if err != nil {
+		return nil, err
+	}
+	c := *rec
+	c.Tombstone = t
+	return &c, nil
+}
+
+// erasureTombstones is WithTombstones of an erasure's record: each point's tombstone as
+// stored with its acknowledgement, else as this process saw it written, else unknown.
+func (o *Outbox) erasureTombstones(tx *storage.Tx, rec *Deletion) (*Deletion, error) {
+	stored := map[string]*Tombstone{}
+	if rec.Seq > 0 {
+		body, ok, err := tx.Pending(rec.Seq)
+		if err != nil {
+			return nil, err
+		}
+		if s, err := decodeDeletion(body); ok && err == nil {
+			for _, p := range s.Points {
+				stored[p.ID] = p.Tombstone
+			}
+		}
+	}
+	c := *rec
+	c.Points = slices.Clone(rec.Points)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for j := range c.Points {
+		p := &c.Points[j]
+		if p.Tombstone != nil {
+			continue
+		}
+		if t := stored[p.ID]; t != nil {
+			p.Tombstone = t
+		} else if t, ok := o.at[p.ID]; ok {
+			p.Tombstone = &t
+		} else {
+			p.Tombstone = &Tombstone{Topic: o.train, Partition: -1, Offset: -1, Policy: o.policy, Unknown: TombstoneNotAcked}
+		}
+	}
+	return &c, nil
+}
