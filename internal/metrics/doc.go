@@ -13,7 +13,9 @@
 // cairn_model_masked_landmarks, cairn_refits_total{result}, cairn_refit_seconds,
 // cairn_queries_total{verdict}, cairn_query_seconds, cairn_deletions_total{landmark},
 // cairn_deletions_unknown_total, cairn_audits_total, cairn_deletion_to_audit_seconds,
-// and for faults
+// for data subjects' requests cairn_erasure_requests_total{op},
+// cairn_erased_points_total, cairn_erasures_pending and cairn_erasure_seconds (request
+// timestamp to the audit's acknowledgement: the erasure deadline), and for faults
 // cairn_outbox_entries, cairn_publish_retries_total, cairn_broker_up and
 // cairn_fault_retries_total{component}; with the Go runtime's (go_goroutines,
 // go_memstats_*) and, on Linux, the process's (process_start_time_seconds, …).

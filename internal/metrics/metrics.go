@@ -25,6 +25,10 @@ var (
 	// A deletion's audit waits for the refit it triggers, or is immediate when the
 	// deleted point was no landmark.
 	AuditBuckets = []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000}
+	// A data subject's erasure waits for the refit it triggers like a deletion, and
+	// behind whatever the training reader has not read yet when the request arrives: up
+	// to a day (a regulation's deadline is counted in days; the last bucket shows a miss).
+	ErasureBuckets = []float64{0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000}
 )
 
 // Set is the daemon's metrics and the registry that exposes them.
@@ -59,6 +63,11 @@ type Set struct {
 
 	leading   prometheus.Gauge
 	takeovers prometheus.Histogram
+
+	erasureRequests *prometheus.CounterVec
+	erasedPoints    prometheus.Counter
+	erasuresPending prometheus.Gauge
+	erasureSeconds  prometheus.Histogram
 }
 
 // New returns a Set with every counter at zero, registered in a registry of its own
@@ -105,14 +114,21 @@ func New() *Set {
 	s.faultRetries = counterVec("cairn_fault_retries_total", "Retries after a fault (a failed commit, a broken ingest, an unreachable broker), by component.", "component")
 	s.leading = gauge("cairn_leading", "1 while this daemon is the deployment's writer (primary or elected standby), 0 otherwise.")
 	s.takeovers = histogram("cairn_takeover_seconds", "Time an elected standby took to take over (adopt the audits, mask pending deletions).", AuditBuckets)
+	s.erasureRequests = counterVec("cairn_erasure_requests_total", "Data subjects' requests applied, by op (erase, unblock).", "op")
+	s.erasedPoints = prometheus.NewCounter(prometheus.CounterOpts{Name: "cairn_erased_points_total", Help: "Points removed by data subjects' erasure requests."})
+	s.erasuresPending = gauge("cairn_erasures_pending", "Data subjects' requests applied whose audit is not published yet.")
+	s.erasureSeconds = histogram("cairn_erasure_seconds", "Time from an erasure request's Kafka timestamp to the broker's acknowledgement of its audit.", ErasureBuckets)
 	for _, r := range []string{"cancelled", "error", "ok"} {
 		s.refits.WithLabelValues(r)
+	}
+	for _, op := range []string{"erase", "unblock"} {
+		s.erasureRequests.WithLabelValues(op)
 	}
 	s.reg.MustRegister(s.events, s.rejects, s.lag, s.poolPoints, s.poolLandmarks, s.residual, s.kernel, s.exact,
 		s.labelPoints, s.labelLandmark,
 		s.modelVersion, s.modelMasked, s.refits, s.refitSeconds, s.queries, s.querySeconds, deletions, s.unknownDels, s.audits,
 		s.auditSeconds, s.outbox, s.publishRetries, s.brokerUp, s.faultRetries,
-		s.leading, s.takeovers,
+		s.leading, s.takeovers, s.erasureRequests, s.erasedPoints, s.erasuresPending, s.erasureSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return s
 }
@@ -262,3 +278,19 @@ func (s *Set) SetLeading(on bool) {
 
 // ObserveTakeover records one takeover's duration.
 func (s *Set) ObserveTakeover(seconds float64) { s.takeovers.Observe(seconds) }
+
+// ObserveErasureRequest counts one applied request of a data subject by op (erase or
+// unblock) in cairn_erasure_requests_total, and the points it erased in
+// cairn_erased_points_total.
+func (s *Set) ObserveErasureRequest(op string, points int) {
+	s.erasureRequests.WithLabelValues(label(op)).Inc()
+	s.erasedPoints.Add(float64(points))
+}
+
+// SetErasuresPending sets cairn_erasures_pending, the subjects' requests applied whose
+// audit is not published yet.
+func (s *Set) SetErasuresPending(n int) { s.erasuresPending.Set(float64(n)) }
+
+// ObserveErasure records one published erasure audit: the time from its request's Kafka
+// timestamp to the broker's acknowledgement of the audit, in cairn_erasure_seconds.
+func (s *Set) ObserveErasure(seconds float64) { s.erasureSeconds.Observe(seconds) }

@@ -23,6 +23,10 @@ var families = []struct{ name, typ string }{
 	{"cairn_deletion_to_audit_seconds", "histogram"},
 	{"cairn_deletions_total", "counter"},
 	{"cairn_deletions_unknown_total", "counter"},
+	{"cairn_erased_points_total", "counter"},
+	{"cairn_erasure_requests_total", "counter"},
+	{"cairn_erasure_seconds", "histogram"},
+	{"cairn_erasures_pending", "gauge"},
 	{"cairn_model_masked_landmarks", "gauge"},
 	{"cairn_model_version", "gauge"},
 	{"cairn_outbox_entries", "gauge"},
@@ -98,6 +102,11 @@ func TestExposition(t *testing.T) {
 	s.AddPublishRetry()
 	s.SetBrokerUp(true)
 	s.AddFaultRetry("train")
+	s.ObserveErasureRequest("erase", 100)
+	s.ObserveErasureRequest("erase", 3)
+	s.SetErasuresPending(1)
+	s.ObserveErasure(2.5)
+	s.ObserveErasure(5)
 
 	want := `
 # HELP cairn_events_total Input messages consumed, by topic and result (applied, dead_letter, skipped, missing).
@@ -167,6 +176,16 @@ cairn_broker_up 1
 # HELP cairn_fault_retries_total Retries after a fault (a failed commit, a broken ingest, an unreachable broker), by component.
 # TYPE cairn_fault_retries_total counter
 cairn_fault_retries_total{component="train"} 1
+# HELP cairn_erasure_requests_total Data subjects' requests applied, by op (erase, unblock).
+# TYPE cairn_erasure_requests_total counter
+cairn_erasure_requests_total{op="erase"} 2
+cairn_erasure_requests_total{op="unblock"} 0
+# HELP cairn_erased_points_total Points removed by data subjects' erasure requests.
+# TYPE cairn_erased_points_total counter
+cairn_erased_points_total 103
+# HELP cairn_erasures_pending Data subjects' requests applied whose audit is not published yet.
+# TYPE cairn_erasures_pending gauge
+cairn_erasures_pending 1
 # HELP cairn_query_seconds Latency of answering one query.
 # TYPE cairn_query_seconds histogram
 cairn_query_seconds_bucket{le="0.0005"} 1
@@ -189,7 +208,8 @@ cairn_query_seconds_count 3
 	names := []string{"cairn_events_total", "cairn_rejects_total", "cairn_consumer_lag", "cairn_pool_points", "cairn_pool_landmarks",
 		"cairn_residual_trace", "cairn_kernel_trace", "cairn_residual_exact", "cairn_model_version", "cairn_model_masked_landmarks",
 		"cairn_refits_total", "cairn_queries_total", "cairn_deletions_total", "cairn_deletions_unknown_total", "cairn_audits_total", "cairn_outbox_entries",
-		"cairn_publish_retries_total", "cairn_broker_up", "cairn_fault_retries_total", "cairn_query_seconds"}
+		"cairn_publish_retries_total", "cairn_broker_up", "cairn_fault_retries_total", "cairn_query_seconds",
+		"cairn_erasure_requests_total", "cairn_erased_points_total", "cairn_erasures_pending"}
 	if err := testutil.GatherAndCompare(s.Registry(), strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
@@ -205,6 +225,7 @@ cairn_query_seconds_count 3
 	}{
 		{s.refitSeconds, "cairn_refit_seconds", 3, 5.3},
 		{s.auditSeconds, "cairn_deletion_to_audit_seconds", 1, 12},
+		{s.erasureSeconds, "cairn_erasure_seconds", 2, 7.5},
 	} {
 		mfs, err := s.Registry().Gather()
 		if err != nil {
