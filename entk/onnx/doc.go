@@ -66,7 +66,9 @@
 // float types change nothing and LayerNormalization's stash_type is ignored. A run-time
 // index outside [-n, n) (an embedding code out of range, or NaN) gives Gather a zero
 // slice and no gradient rather than failing, since Forward returns no error: validate
-// inputs first, as the daemon does.
+// inputs first, as the daemon does. Model.IndexInputs lists the input positions that
+// reach a Gather's indices unchanged (through a Cast to an integer type), with each
+// table's size, for that validation.
 //
 // # Parameters
 //

@@ -101,6 +101,7 @@ func LoadBytes(data []byte, opts Options) (*Model, error) {
 		return nil, err
 	}
 	m.digest = sha256.Sum256(data)
+	m.indexIn = m.findIndexInputs()
 	return m, nil
 }
 

@@ -76,6 +76,7 @@ type Model struct {
 	outSlot  int
 	cov      *Coverage
 	linearA  int // input width of a final Linear holding the last parameters, -1 if none
+	indexIn  []IndexInput
 }
 
 // SHA256 is the hex SHA-256 of the model file's bytes (external data not included).
