@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"path"
 	"reflect"
 	"slices"
 	"strconv"
@@ -255,6 +256,29 @@ type Backbone struct {
 	// fixed, 0.48 the other way round). Default 1, which equals the default Seed, so the
 	// default deployment's views and features are unchanged.
 	ViewSeed uint64 `yaml:"view_seed"`
+	// File is a network exported to ONNX (FILE.onnx, external data beside it) to use as
+	// the backbone instead of a built-in architecture: any graph of the operators package
+	// entk/onnx supports, with one input whose per-example shape the file fixes. Events'
+	// x is that input tensor flattened row-major. With File set, Arch is ignored unless it
+	// is "onnx:<hex SHA-256>", which pins the file's digest (a different file is refused);
+	// Weights and Untrained must be unset. Export in eval mode with BatchNorm preserved
+	// and constant folding off (the recipe entk/onnx's ExportRecipe holds); `cairnctl
+	// model inspect FILE.onnx` shows what cairn sees in a file.
+	File string `yaml:"file"`
+	// Params selects the kernel's parameters among the ONNX model's by initializer-name
+	// globs (path.Match syntax: "layer3.*", "fc.*"); the others stay constants and the
+	// eNTK is over the selected ones only (every answer states the coverage). Empty: every
+	// parameter. A glob that matches no parameter is an error. Only with File.
+	Params []string `yaml:"params"`
+	// AllowFoldedBatchNorm accepts an ONNX file whose BatchNorm layers the exporter
+	// folded into the convolutions (Conv weights named onnx::Conv_N and no
+	// BatchNormalization node). By default such a file is refused: its kernel would
+	// differentiate the folded weights, not the network's parameters, while the answers'
+	// coverage would claim every parameter. Re-export with the recipe above instead when
+	// you can; with this set the daemon starts and logs the warning. The other load
+	// warnings (Identity-shared initializers, parameters no output depends on) are logged
+	// and never refused.
+	AllowFoldedBatchNorm bool `yaml:"allow_folded_batchnorm"`
 }
 
 // Sketch is the fit-draw budget of the sketched eNTK: h heads, SRHT width s (0 = none).
@@ -831,6 +855,36 @@ func (c *Config) validateKafka(p *problems) {
 	}
 }
 
+// validateModelFile checks the ONNX settings: model.file excludes the built-in
+// backbone's weights and seeded initialization, model.arch may only pin its digest, and
+// model.params and model.allow_folded_batchnorm need the file.
+func (c *Config) validateModelFile(p *problems) {
+	m := c.Model
+	if m.File == "" {
+		if len(m.Params) > 0 {
+			p.bad("model.params", m.Params, "selects an ONNX model's parameters: set model.file too")
+		}
+		if m.AllowFoldedBatchNorm {
+			p.bad("model.allow_folded_batchnorm", true, "applies to an ONNX model: set model.file too")
+		}
+		return
+	}
+	if m.Weights != "" {
+		p.bad("model.weights", m.Weights, fmt.Sprintf("cannot be combined with model.file (%q): the ONNX file holds the weights", m.File))
+	}
+	if m.Untrained {
+		p.bad("model.untrained", true, fmt.Sprintf("cannot be combined with model.file (%q)", m.File))
+	}
+	if m.Arch != Default().Model.Arch && m.Arch != "onnx" && !strings.HasPrefix(m.Arch, "onnx:") {
+		p.bad("model.arch", m.Arch, fmt.Sprintf("names a built-in architecture, but model.file (%q) is set: leave model.arch at its default, or write onnx:<SHA-256 of the file> to pin it", m.File))
+	}
+	for _, g := range m.Params {
+		if _, err := path.Match(g, ""); err != nil || g == "" {
+			p.bad("model.params", g, "must be a non-empty path.Match glob")
+		}
+	}
+}
+
 // validateModel checks the backbone, the sketch and the pool.
 func (c *Config) validateModel(p *problems) {
 	if c.Model.Arch == "" {
@@ -839,6 +893,7 @@ func (c *Config) validateModel(p *problems) {
 	if c.Model.Untrained && c.Model.Weights != "" {
 		p.bad("model.untrained", c.Model.Untrained, fmt.Sprintf("cannot be combined with model.weights (%q)", c.Model.Weights))
 	}
+	c.validateModelFile(p)
 	if c.Sketch.H < 1 {
 		p.bad("sketch.h", c.Sketch.H, "must be at least 1")
 	}

@@ -16,7 +16,11 @@ type Flags struct {
 	Arch           string
 	Weights        string
 	Untrained      bool
-	Role           string
+	// Model is an ONNX file (model.file) and Params its kernel's parameter globs,
+	// comma-separated (model.params).
+	Model  string
+	Params string
+	Role   string
 	// The guard of the HTTP surface (http_tls, http_auth).
 	HTTPCertFile     string
 	HTTPKeyFile      string
@@ -35,6 +39,8 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.Brokers, "brokers", "", "comma-separated bootstrap servers of an external Kafka (disables the embedded broker)")
 	fs.StringVar(&f.Arch, "arch", d.Model.Arch, "backbone architecture spec, e.g. mlp:784-256-10")
 	fs.StringVar(&f.Weights, "weights", "", "safetensors file with the backbone's PyTorch state_dict, or shipped:NAME (default: the shipped trained weights for --arch)")
+	fs.StringVar(&f.Model, "model", "", "an ONNX export (FILE.onnx) to use as the backbone instead of --arch (model.file); cairnctl model inspect FILE.onnx shows what cairn sees in it")
+	fs.StringVar(&f.Params, "params", "", "comma-separated initializer-name globs selecting the --model's kernel parameters, e.g. 'layer3.*,fc.*' (model.params; default: all)")
 	fs.StringVar(&f.Role, "role", d.Role, "primary (ingestion, refits, deletions, audits, model versions), replica (answers queries from the models topic) or standby (follows the training topic; leads when the primary is gone)")
 	fs.BoolVar(&f.Untrained, "untrained", false, "use the seeded untrained network instead of trained weights (a test fixture)")
 	fs.StringVar(&f.HTTPCertFile, "http-cert-file", "", "PEM certificate chain of the HTTP server (http_tls.cert_file; with --http-key-file the server speaks HTTPS only)")
@@ -61,16 +67,15 @@ func (f *Flags) Load(fs *flag.FlagSet, environ []string) (Config, error) {
 		case "http":
 			c.HTTP = f.HTTP
 		case "brokers":
-			c.Kafka.Brokers = nil
-			for _, b := range strings.Split(f.Brokers, ",") {
-				if b = strings.TrimSpace(b); b != "" {
-					c.Kafka.Brokers = append(c.Kafka.Brokers, b)
-				}
-			}
+			c.Kafka.Brokers = splitList(f.Brokers)
 		case "arch":
 			c.Model.Arch = f.Arch
 		case "weights":
 			c.Model.Weights = f.Weights
+		case "model":
+			c.Model.File = f.Model
+		case "params":
+			c.Model.Params = splitList(f.Params)
 		case "role":
 			c.Role = f.Role
 		case "untrained":
@@ -86,4 +91,16 @@ func (f *Flags) Load(fs *flag.FlagSet, environ []string) (Config, error) {
 		}
 	})
 	return c, nil
+}
+
+// splitList is a comma-separated flag value as a list, blanks trimmed and empty items
+// dropped (nil for none).
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
