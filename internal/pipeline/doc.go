@@ -5,7 +5,9 @@
 // # Features
 //
 // Features (NewFeatures) turns a point's raw input into the fit-draw features ψ of its two
-// augmented views: the frozen backbone resolved by entk/weights, the sketch drawn under
+// augmented views: the frozen backbone resolved by entk/weights, or the ONNX model of
+// model.file with its parameter selection (entk.OpenBackbone; Coverage says what the
+// kernel covers, IndexInputs which inputs are embedding codes), the sketch drawn under
 // the named stream FitSketch, and the seeded augmenter of dataset. It is immutable and
 // safe for concurrent use; callers bring their own buffers, and every method documents
 // which arguments it writes.

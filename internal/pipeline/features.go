@@ -10,6 +10,7 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/entk/onnx"
 	"github.com/cairnhq/cairn/entk/weights"
 )
 
@@ -30,9 +31,17 @@ const FitSketch = "fit"
 // residual certificate is exact for; it differs from the float64 kernel by
 // |K̃_ij − K_ij| ≤ (2u + u²)‖ψ_i‖‖ψ_j‖ with u = 2⁻²⁴ (each entry of ψ̃ is within u of
 // the entry's magnitude), so tr K̃ is within 2⁻²³ of tr K, relatively.
+//
+// An ONNX backbone's input positions that the model reads as table indices
+// (IndexInputs: embedding codes) keep their value in both views: the augmentation
+// leaves categories alone, since noise would change one under the model's truncating
+// Cast.
 type Features struct {
 	backbone    entk.Backbone
 	source      weights.Source
+	cov         *onnx.Coverage
+	index       []onnx.IndexInput
+	sel         string // the ONNX kernel's tensor names, "" for a built-in backbone
 	sketch      *entk.Sketch
 	aug         *dataset.Augmenter
 	shape       [3]int
@@ -45,34 +54,42 @@ type Features struct {
 // NewFeatures builds the pipeline: the backbone as weights.Load resolves m (the shipped
 // trained weights for m.Arch and the data set named data by default, "" meaning the
 // default data set of the architecture; a file; or the seeded initialization when
-// m.Untrained); the sketch of sk.H heads and SRHT width sk.S drawn under (m.Seed,
-// FitSketch); and the augmenter seeded by ViewSeed(m). A convnet's input is an image of its
-// (C, H, W), any other input is tabular (config has no data-shape setting; this follows
-// the architecture). Errors wrap ErrConfig and name the setting.
+// m.Untrained), or the ONNX model of m.File with the kernel parameters m.Params select
+// (entk.OpenBackbone; a folded-BatchNorm export is refused with ErrFoldedBatchNorm
+// unless m.AllowFoldedBatchNorm); the sketch of sk.H heads and SRHT width sk.S drawn
+// under (m.Seed, FitSketch); and the augmenter seeded by ViewSeed(m). A convnet's input,
+// and an ONNX model's whose per-example input has three dimensions, is an image of its
+// (C, H, W); any other input is tabular (config has no data-shape setting; this follows
+// the model). Errors wrap ErrConfig and name the setting.
 func NewFeatures(m config.Backbone, sk config.Sketch, data string) (*Features, error) {
-	arch, err := entk.ParseArch(m.Arch)
+	bb, err := openBackbone(m, data)
 	if err != nil {
-		return nil, fmt.Errorf("%w: model.arch %q: %w", ErrConfig, m.Arch, err)
+		return nil, err
 	}
-	b, src, err := weights.Load(m.Arch, m.Weights, data, m.Untrained, m.Seed)
-	if err != nil {
-		return nil, fmt.Errorf("%w: model %q (weights %q, untrained %v): %w", ErrConfig, m.Arch, m.Weights, m.Untrained, err)
-	}
+	b := bb.b
 	s, err := entk.NewSketch(b, sk.H, sk.S, m.Seed, FitSketch)
 	if err != nil {
 		return nil, fmt.Errorf("%w: sketch h=%d s=%d: %w", ErrConfig, sk.H, sk.S, err)
 	}
-	var shape [3]int
-	if arch.Kind == "convnet" {
-		shape = [3]int{arch.C, arch.H, arch.W}
-	}
 	vs := ViewSeed(m)
-	f := &Features{backbone: b, source: src, sketch: s, aug: dataset.NewAugmenter(b.InDim(), shape, vs), shape: shape, sk: sk, seed: m.Seed, viewSeed: vs}
-	f.fingerprint = fingerprint(b, sk, m.Seed, shape)
-	if vs != m.Seed {
-		f.fingerprint = viewFingerprint(f.fingerprint, vs)
-	}
+	f := &Features{backbone: b, source: bb.src, cov: bb.cov, index: bb.index, sel: bb.sel, sketch: s,
+		aug: dataset.NewAugmenter(b.InDim(), bb.shape, vs), shape: bb.shape, sk: sk, seed: m.Seed, viewSeed: vs}
+	f.fingerprint = f.seal(fingerprint(b, sk, m.Seed, bb.shape))
 	return f, nil
+}
+
+// seal folds into a fingerprint of the features what the backbone's spec and parameters
+// leave out: an ONNX kernel's selection (selectionFingerprint) and a view seed that
+// differs from the model seed (viewFingerprint). A built-in backbone under equal seeds
+// keeps the fingerprint it always had.
+func (f *Features) seal(fp string) string {
+	if f.sel != "" {
+		fp = selectionFingerprint(fp, f.sel)
+	}
+	if f.viewSeed != f.seed {
+		fp = viewFingerprint(fp, f.viewSeed)
+	}
+	return fp
 }
 
 // ViewSeed is the root of the views' augmentations under m: model.view_seed, or
@@ -142,11 +159,7 @@ func (f *Features) Fingerprint() string { return f.fingerprint }
 // holds the same points and only needs its selection redone on the current features;
 // any other fingerprint means another model.
 func (f *Features) PreviousFingerprint() string {
-	fp := fingerprintVersion(2, f.backbone, f.sk, f.seed, f.shape)
-	if f.viewSeed != f.seed {
-		fp = viewFingerprint(fp, f.viewSeed)
-	}
-	return fp
+	return f.seal(fingerprintVersion(2, f.backbone, f.sk, f.seed, f.shape))
 }
 
 // Backbone returns the frozen network.
@@ -176,8 +189,8 @@ func (f *Features) BothViewsTo(dst, views, xs []float64, ids []string) {
 	}
 	for i, id := range ids {
 		x := xs[i*d : (i+1)*d]
-		f.aug.ViewTo(views[2*i*d:(2*i+1)*d], x, id, 0)
-		f.aug.ViewTo(views[(2*i+1)*d:(2*i+2)*d], x, id, 1)
+		f.ViewTo(views[2*i*d:(2*i+1)*d], x, id, 0)
+		f.ViewTo(views[(2*i+1)*d:(2*i+2)*d], x, id, 1)
 	}
 	if n > 0 {
 		f.sketch.FeaturesBatchTo(dst, views, 2*n)
@@ -196,8 +209,11 @@ func RoundTo32(x []float64) {
 
 // ViewTo writes view v (0 or 1) of the point id with input x into dst (len D): the
 // seeded augmentation of docs/architecture.md, "Views", a function of (seed, id, v, x)
-// only.
-func (f *Features) ViewTo(dst, x []float64, id string, v int) { f.aug.ViewTo(dst, x, id, v) }
+// only, with the input positions read as table indices left as in x (see Features).
+func (f *Features) ViewTo(dst, x []float64, id string, v int) {
+	f.aug.ViewTo(dst, x, id, v)
+	f.keepIndices(dst, x)
+}
 
 // ViewsTo writes both views of the n points xs (n×D, point i named ids[i]) into a (view
 // 0, n×D) and b (view 1, n×D). xs is not modified. Wrong lengths panic.
@@ -207,8 +223,8 @@ func (f *Features) ViewsTo(a, b, xs []float64, ids []string) {
 		panic(fmt.Sprintf("pipeline: ViewsTo lengths a %d b %d xs %d for n=%d D=%d", len(a), len(b), len(xs), n, d))
 	}
 	for i, id := range ids {
-		f.aug.ViewTo(a[i*d:(i+1)*d], xs[i*d:(i+1)*d], id, 0)
-		f.aug.ViewTo(b[i*d:(i+1)*d], xs[i*d:(i+1)*d], id, 1)
+		f.ViewTo(a[i*d:(i+1)*d], xs[i*d:(i+1)*d], id, 0)
+		f.ViewTo(b[i*d:(i+1)*d], xs[i*d:(i+1)*d], id, 1)
 	}
 }
 
@@ -233,9 +249,6 @@ func (f *Features) Reseeded(seed uint64) (*Features, error) {
 	}
 	g := *f
 	g.sketch, g.seed = s, seed
-	g.fingerprint = fingerprint(f.backbone, f.sk, seed, f.shape)
-	if g.viewSeed != seed {
-		g.fingerprint = viewFingerprint(g.fingerprint, g.viewSeed)
-	}
+	g.fingerprint = g.seal(fingerprint(f.backbone, f.sk, seed, f.shape))
 	return &g, nil
 }
