@@ -35,6 +35,7 @@ const (
 	ReasonUnknownID      Reason = "unknown_id"      // a query names an id that is not stored
 	ReasonUnavailable    Reason = "unavailable"     // the serving model cannot answer (e.g. every landmark deleted)
 	ReasonKeyMismatch    Reason = "key_mismatch"    // a training event whose Kafka key is not its id
+	ReasonBadIndex       Reason = "bad_index"       // an x entry the model reads as a table index is not an integer in [0, N)
 )
 
 // RejectError says why an input event was rejected. It matches ErrRejected.
@@ -91,6 +92,25 @@ type Limits struct {
 	// Scores are the ranking names a query's "score" may take; nil accepts the three
 	// rankings of package certify (entk, displacement, representer).
 	Scores []string
+	// Indices are the entries of x that the model reads as table indices (an ONNX
+	// backbone's embedding codes): each must be an integer in [0, N), or the event is
+	// rejected with ReasonBadIndex.
+	Indices []IndexLimit
+}
+
+// IndexLimit is one entry of x read as a table index: x[Pos] ∈ {0, 1, …, N−1}.
+type IndexLimit struct {
+	Pos, N int
+}
+
+// checkIndices rejects an x whose index entries are not integers in their tables' range.
+func checkIndices(x []float64, field string, idx []IndexLimit) *RejectError {
+	for _, l := range idx {
+		if v := x[l.Pos]; !(v >= 0 && v < float64(l.N)) || v != math.Trunc(v) {
+			return reject(ReasonBadIndex, field, "element %d is %v: it is a table index, want an integer in [0, %d)", l.Pos, v, l.N)
+		}
+	}
+	return nil
 }
 
 // defaultScores are the rankings a query may name when Limits.Scores is nil (package
@@ -134,6 +154,11 @@ func (l Limits) Validate() error {
 	}
 	if l.MaxK < 0 {
 		errs = append(errs, fmt.Errorf("%w: limits.max_k %d: must not be negative", ErrConfig, l.MaxK))
+	}
+	for _, x := range l.Indices {
+		if x.Pos < 0 || x.Pos >= l.InputDim || x.N < 1 {
+			errs = append(errs, fmt.Errorf("%w: limits.indices: position %d of a table of %d: want 0 <= position < %d and a table of at least 1", ErrConfig, x.Pos, x.N, l.InputDim))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -209,6 +234,9 @@ func DecodeTrain(raw []byte, lim Limits) (TrainEvent, error) {
 			return rerr
 		case "x":
 			x, rerr := decodeVector(d, key, lim.InputDim)
+			if rerr == nil {
+				rerr = checkIndices(x, key, lim.Indices)
+			}
 			ev.X = x
 			return rerr
 		case "label":
@@ -278,6 +306,9 @@ func DecodeQuery(raw []byte, lim Limits) (QueryEvent, error) {
 			return rerr
 		case "x":
 			x, rerr := decodeVector(d, key, lim.InputDim)
+			if rerr == nil {
+				rerr = checkIndices(x, key, lim.Indices)
+			}
 			ev.X = x
 			return rerr
 		case "id":
@@ -665,6 +696,9 @@ func checkTrain(ev TrainEvent, lim Limits) error {
 		if err := checkVector(ev.X, "x", lim.InputDim); err != nil {
 			return err
 		}
+		if err := checkIndices(ev.X, "x", lim.Indices); err != nil {
+			return err
+		}
 		if ev.Label != nil && (*ev.Label < -MaxLabel || *ev.Label > MaxLabel) {
 			return reject(ReasonBadValue, "label", "%d: want |label| <= %d", *ev.Label, MaxLabel)
 		}
@@ -693,6 +727,9 @@ func checkQuery(ev QueryEvent, lim Limits) error {
 		return reject(ReasonBadValue, "id", "both x and id given; want exactly one")
 	case ev.X != nil:
 		if err := checkVector(ev.X, "x", lim.InputDim); err != nil {
+			return err
+		}
+		if err := checkIndices(ev.X, "x", lim.Indices); err != nil {
 			return err
 		}
 	default:
