@@ -76,8 +76,19 @@ type Attribution struct {
 	// ResidualFraction is how much of the query the landmarks leave unexplained: its
 	// residual against the served landmarks as a fraction of k(x_t, x_t), in [0, 1]
 	// (0: the query lies in their span; 1: orthogonal to every landmark).
-	ResidualFraction *float64        `json:"residual_fraction,omitempty"`
-	Extra            json.RawMessage `json:"extra,omitempty"`
+	ResidualFraction *float64 `json:"residual_fraction,omitempty"`
+	// Coverage is the share of the backbone's parameters the kernel differentiates: all
+	// of a built-in backbone's, those model.params selects of an ONNX model's.
+	Coverage *Coverage       `json:"coverage,omitempty"`
+	Extra    json.RawMessage `json:"extra,omitempty"`
+}
+
+// Coverage is how much of the backbone the eNTK of an answer is over: the parameters in
+// the kernel, the model's parameters, and their ratio (1 for every parameter).
+type Coverage struct {
+	ParamsInKernel int     `json:"params_in_kernel"`
+	ParamsTotal    int     `json:"params_total"`
+	Share          float64 `json:"share"`
 }
 
 // Audit is the body of a cairn.audits event, keyed by Request. Seq,
@@ -232,6 +243,9 @@ func (a Attribution) Encode() ([]byte, error) {
 	errs = appendFinite(errs, "attribution.residual", a.Residual)
 	for k, v := range a.DeltaBy {
 		errs = appendFinite(errs, "attribution.delta_allocation."+k, v)
+	}
+	if c := a.Coverage; c != nil && !(c.ParamsInKernel >= 0 && c.ParamsInKernel <= c.ParamsTotal && c.Share >= 0 && c.Share <= 1) {
+		errs = append(errs, fmt.Errorf("attribution.coverage %+v: want 0 <= params_in_kernel <= params_total and share in [0, 1]", *c))
 	}
 	errs = appendExtra(errs, "attribution.extra", a.Extra)
 	if err := errors.Join(errs...); err != nil {

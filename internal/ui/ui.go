@@ -47,6 +47,18 @@ type Overview struct {
 	// Labels are the stored points and the pool's landmarks per label, by label
 	// (empty without labels): a class the pool leaves out shows as coverage 0.
 	Labels []LabelRow
+	// Backbone names the served network (its architecture spec, or "onnx:<SHA-256>"
+	// with the file), and Coverage says how much of it the kernel differentiates.
+	Backbone string
+	Coverage BackboneCoverage
+}
+
+// BackboneCoverage is the share of the backbone's parameters in the kernel (Share =
+// KernelParams/ModelParams) and the loader's warnings about the export, one line each.
+type BackboneCoverage struct {
+	KernelParams, ModelParams int
+	Share                     float64
+	Warnings                  []string
 }
 
 // LabelRow is one label's points and landmarks; Coverage is the label's share of the
