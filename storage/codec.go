@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/cairnhq/cairn/internal/binenc"
 )
@@ -273,14 +274,20 @@ func decodeOffset(key, v []byte) (Offset, string) {
 	return o, ""
 }
 
-// Outbox payload: topic bytes, key bytes, value bytes.
+// Outbox payload: topic bytes, key bytes, value bytes, then (since format 7) the time
+// its transaction began as i64 Unix nanoseconds, > 0. An entry written before format 7
+// has no time (OutboxEntry.Time zero), and a zero Time is written as none, so that
+// every accepted value re-encodes to its own bytes.
 
-func encodeOutbox(key []byte, topic string, k, v []byte) []byte {
-	b := make([]byte, 0, 1+12+len(topic)+len(k)+len(v)+4)
+func encodeOutbox(key []byte, topic string, k, v []byte, at time.Time) []byte {
+	b := make([]byte, 0, 1+12+len(topic)+len(k)+len(v)+8+4)
 	b = append(b, valueVersion)
 	b = binenc.AppendString(b, topic)
 	b = binenc.AppendBytes(b, k)
 	b = binenc.AppendBytes(b, v)
+	if !at.IsZero() {
+		b = binenc.AppendI64(b, at.UnixNano())
+	}
 	return seal(key, b)
 }
 
@@ -297,6 +304,13 @@ func decodeOutbox(key, v []byte) (OutboxEntry, string) {
 	e.Topic = r.String("topic")
 	e.Key = r.Bytes("key")
 	e.Value = r.Bytes("value")
+	if r.Err() == nil && r.Len() > 0 {
+		if ns := r.I64("time"); ns > 0 {
+			e.Time = time.Unix(0, ns).UTC()
+		} else if r.Err() == nil {
+			r.Fail("time", "not after 1970")
+		}
+	}
 	if err := r.End(); err != nil {
 		return OutboxEntry{}, err.Error()
 	}

@@ -149,7 +149,7 @@ var damages = []struct {
 // two-record audit chain with its outbox events, all seeded.
 func writeDamageBase(t *testing.T, path string) {
 	t.Helper()
-	s, err := Open(path, Options{InitialMmapSize: 32 << 10})
+	s, err := Open(path, Options{InitialMmapSize: 32 << 10, Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC) }})
 	if err != nil {
 		t.Fatal(err)
 	}

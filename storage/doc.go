@@ -29,7 +29,8 @@
 // Tx.Enqueue assigns outbox seqs 1, 2, 3… in apply order; they are never reused.
 // A publisher loops: wait on Store.OutboxReady, Store.Pending(limit), send with
 // acknowledgements, Store.Ack(seqs...). An entry is deleted only by Ack, so
-// after a crash it is sent again with the same topic, key and value.
+// after a crash it is sent again with the same topic, key and value, and the same
+// OutboxEntry.Time: the time its transaction began (Tx.Time), stored with it.
 //
 // # Deletion and erasure
 //
@@ -93,8 +94,8 @@
 //
 // Options.NoSync defaults to false: every commit is fsynced. Every stored value
 // carries a version byte and a CRC-32C over key and value; a mismatch is a
-// *CorruptError (errors.Is(err, ErrCorrupt)). Open migrates a file of version 1 to 4
-// to FormatVersion (5) in one transaction, silently (FORMAT.md, "Migrations");
+// *CorruptError (errors.Is(err, ErrCorrupt)). Open migrates a file of version 1 to 6
+// to FormatVersion (7) in one transaction, silently (FORMAT.md, "Migrations");
 // a file of any other version, or one missing a bucket of its version, fails
 // Open with *FormatError (errors.Is(err, ErrUnknownFormat)) and is left
 // unchanged.

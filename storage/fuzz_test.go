@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/cairnhq/cairn/internal/binenc"
 )
@@ -155,14 +156,15 @@ func FuzzDecodeOffset(f *testing.F) {
 
 func FuzzDecodeOutbox(f *testing.F) {
 	k := u64Key(9)
-	addSeeds(f, k, encodeOutbox(k, "cairn.audits", []byte("key"), []byte(`{"v":1}`)))
+	addSeeds(f, k, encodeOutbox(k, "cairn.audits", []byte("key"), []byte(`{"v":1}`), time.Time{}))
+	addSeeds(f, k, encodeOutbox(k, "cairn.audits", []byte("key"), []byte(`{"v":1}`), time.Unix(1_700_000_000, 123).UTC()))
 	f.Fuzz(func(t *testing.T, key, v []byte) {
 		both(key, v, func(v []byte) {
 			e, why := decodeOutbox(key, v)
 			if why != "" {
 				return
 			}
-			if got := encodeOutbox(key, e.Topic, e.Key, e.Value); !bytes.Equal(got, v) {
+			if got := encodeOutbox(key, e.Topic, e.Key, e.Value, e.Time); !bytes.Equal(got, v) {
 				t.Fatalf("accepted outbox entry not canonical:\n in  %x\n out %x", v, got)
 			}
 		})

@@ -1,5 +1,7 @@
 package storage
 
+import "time"
+
 // Point is one stored training point. Storage does not interpret the numbers.
 type Point struct {
 	// ID is the point id: non-empty, at most MaxIDLen bytes.
@@ -71,6 +73,10 @@ type OutboxEntry struct {
 	Topic string
 	Key   []byte
 	Value []byte
+	// Time is when the transaction that enqueued the entry began (Tx.Time), in UTC
+	// with nanoseconds: stored with the entry (since format 7), so every publication of
+	// it can state the same time. Zero for entries written before format 7.
+	Time time.Time
 }
 
 // AuditLink is the position of one audit record in the hash chain:

@@ -21,7 +21,7 @@ import (
 // FormatVersion is the file format version this package writes and reads
 // (FORMAT.md). Open migrates a file of an older version listed in migrations;
 // any other version fails with *FormatError.
-const FormatVersion = 6
+const FormatVersion = 7
 
 // MaxIDLen is the longest point id, in bytes, that the store accepts.
 const MaxIDLen = 1024
@@ -78,7 +78,7 @@ var (
 	allBuckets = append(v5Buckets[:len(v5Buckets):len(v5Buckets)], bucketSubjects, bucketPointSubj, bucketBlocked)
 
 	// formatBuckets[v] are the buckets every valid file of version v has.
-	formatBuckets = [FormatVersion + 1][][]byte{1: v1Buckets, 2: v2Buckets, 3: v3Buckets, 4: v3Buckets, 5: v5Buckets, 6: allBuckets}
+	formatBuckets = [FormatVersion + 1][][]byte{1: v1Buckets, 2: v2Buckets, 3: v3Buckets, 4: v3Buckets, 5: v5Buckets, 6: allBuckets, 7: allBuckets}
 )
 
 // migrations[v] upgrades a file of format version v to v+1 inside the opening
@@ -91,6 +91,7 @@ var migrations = [FormatVersion]func(path string, tx *bolt.Tx) error{
 	3: migrate3to4,
 	4: migrate4to5,
 	5: migrate5to6,
+	6: migrate6to7,
 }
 
 // migrate1to2 adds the pending bucket (FORMAT.md, "Migrations").
@@ -217,9 +218,20 @@ type Options struct {
 	// returns fails that write as the file system would (the transaction rolls back, the
 	// compaction leaves the old file). For fault-injection tests of the callers.
 	Faults func(site string) error
+	// Now is the clock of Tx.Time, which outbox entries record. Nil means time.Now;
+	// tests that need reproducible files set a fixed one.
+	Now func() time.Time
 	// Check runs Store.Check once the file is open and refuses a file with problems
 	// (an error matching ErrDamaged naming the first ones). It reads the whole file.
 	Check bool
+}
+
+// now is the time a transaction begins, in UTC (Options.Now).
+func (s *Store) now() time.Time {
+	if s.opts.Now != nil {
+		return s.opts.Now().UTC()
+	}
+	return time.Now().UTC()
 }
 
 func (o Options) withDefaults() Options {
@@ -610,7 +622,7 @@ func (s *Store) Apply(fn func(tx *Tx) error) (err error) {
 		}
 	}()
 	err = s.db.Update(func(btx *bolt.Tx) error {
-		t = &Tx{ReadTx: ReadTx{tx: btx, slots: s.slots}}
+		t = &Tx{ReadTx: ReadTx{tx: btx, slots: s.slots}, now: s.now()}
 		defer func() { t.done = true }()
 		if err := fn(t); err != nil {
 			return err

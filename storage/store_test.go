@@ -151,12 +151,13 @@ func writeAll(t *testing.T, s *Store) allRecords {
 				return err
 			}
 		}
-		for _, e := range r.outbox {
+		for i, e := range r.outbox {
 			seq, err := tx.Enqueue(e.Topic, e.Key, e.Value)
 			if err != nil {
 				return err
 			}
 			r.outSeqs = append(r.outSeqs, seq)
+			r.outbox[i].Time = tx.Time() // every entry records its transaction's time
 		}
 		for _, body := range []string{`{"deleted":"x"}`, `{"deleted":"y"}`} {
 			l, err := tx.AppendAudit([]byte(body))
@@ -425,9 +426,9 @@ func TestOpenUnknownVersion(t *testing.T) {
 		corrupt func(tx *bolt.Tx) error
 		wantGot uint32
 	}{
-		{"version 7", func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 7))
-		}, 7},
+		{"version 8", func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 8))
+		}, 8},
 		{"version max", func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, math.MaxUint64))
 		}, math.MaxUint32},
@@ -437,11 +438,17 @@ func TestOpenUnknownVersion(t *testing.T) {
 		{"no version key", func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(metaFormat) }, 0},
 		{"no meta bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketMeta) }, 0},
 		{"garbled version", func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaFormat, []byte{1, 2, 3}) }, 0},
-		{"missing bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketOutbox) }, 6},
-		{"version 6 without pending", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPending) }, 6},
-		{"version 6 without poolpoints", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPoolPts) }, 6},
-		{"version 6 without deleted", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketDeleted) }, 6},
-		{"version 6 without subjects", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketSubjects) }, 6},
+		{"missing bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketOutbox) }, 7},
+		{"version 7 without pending", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPending) }, 7},
+		{"version 7 without poolpoints", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPoolPts) }, 7},
+		{"version 7 without deleted", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketDeleted) }, 7},
+		{"version 7 without subjects", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketSubjects) }, 7},
+		{"version 6 without subjects", func(tx *bolt.Tx) error {
+			if err := tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 6)); err != nil {
+				return err
+			}
+			return tx.DeleteBucket(bucketSubjects)
+		}, 6},
 		{"version 5 with subjects", func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 5))
 		}, 5},
@@ -884,7 +891,7 @@ func TestOutboxOrderAndAck(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				e.Seq = seq
+				e.Seq, e.Time = seq, tx.Time()
 				want = append(want, e)
 			}
 			return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -391,6 +392,9 @@ func (r *ReadTx) ForEachDeleted(fn func(id string, version int64) error) error {
 type Tx struct {
 	ReadTx
 
+	// now is when the transaction began (Time).
+	now time.Time
+
 	outboxLoaded bool
 	outboxStart  uint64 // last assigned outbox seq before this transaction
 	outboxSeq    uint64 // last assigned outbox seq so far
@@ -564,9 +568,14 @@ func (t *Tx) SetOffset(topic string, partition int32, offset int64) error {
 	return nil
 }
 
+// Time is when the transaction began (Apply's clock, UTC), which Enqueue stores with
+// every entry (OutboxEntry.Time). A caller that states a time in what it enqueues and
+// wants it equal to the entry's uses this one.
+func (t *Tx) Time() time.Time { return t.now }
+
 // Enqueue appends an output event to the outbox and returns its seq. Seqs are
 // assigned in call order across transactions, so replaying the same inputs
-// assigns the same seqs.
+// assigns the same seqs. The entry records the transaction's Time.
 func (t *Tx) Enqueue(topic string, key, value []byte) (seq uint64, err error) {
 	if err := t.check(); err != nil {
 		return 0, err
@@ -583,7 +592,7 @@ func (t *Tx) Enqueue(topic string, key, value []byte) (seq uint64, err error) {
 	}
 	seq = t.outboxSeq + 1
 	k := u64Key(seq)
-	if err := t.tx.Bucket(bucketOutbox).Put(k, encodeOutbox(k, topic, key, value)); err != nil {
+	if err := t.tx.Bucket(bucketOutbox).Put(k, encodeOutbox(k, topic, key, value, t.now)); err != nil {
 		return 0, fmt.Errorf("storage: enqueue seq %d on %s: %w", seq, topic, err)
 	}
 	t.outboxSeq = seq
