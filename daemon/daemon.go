@@ -96,6 +96,9 @@ type Daemon struct {
 	direct *stream.Writer
 	// storeFaults is storage.Options.Faults of the state file (fault-injection tests).
 	storeFaults func(site string) error
+	// erasures is what /status and /metrics show of the data subjects' requests
+	// (erasure.go).
+	erasures erasureState
 }
 
 // trainState is the training side. mu guards the ingest (pool, point cache, pending
@@ -196,6 +199,11 @@ type StatusReport struct {
 	// Labels counts, per label of the stored points, the points and the pool's
 	// landmarks, so that a class the pool leaves out shows (absent without labels).
 	Labels map[string]LabelCount `json:"labels,omitempty"`
+	// Backbone is the served network and its parameter coverage.
+	Backbone *BackboneStatus `json:"backbone"`
+	// Erasures are the data subjects' requests awaiting their audit and the last erasure
+	// whose audit was published (erasure.go).
+	Erasures *ErasureStatus `json:"erasures,omitempty"`
 }
 
 // New validates cfg and builds the feature pipeline (which checks the model and
@@ -208,10 +216,12 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	logBackbone(log, feat)
 	qlim, err := query.Limits(cfg, feat.InputDim())
 	if err != nil {
 		return nil, err
 	}
+	qlim.Indices = ingest.IndexLimits(feat)
 	pcfg, err := ingest.PoolConfig(cfg, feat.Dim())
 	if err != nil {
 		return nil, err
@@ -224,7 +234,7 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 		query:  queryState{last: map[partition]int64{}},
 	}
 	d.answers = query.New(query.Config{Daemon: cfg, Limits: qlim, Log: log, Metrics: d.metrics, UI: d.ui,
-		Points: d.train.cache.Load, Residuals: func() ([2]coreset.ResidualCertificate, bool) {
+		Coverage: answerCoverage(feat), Points: d.train.cache.Load, Residuals: func() ([2]coreset.ResidualCertificate, bool) {
 			if p := d.pool.Load(); p != nil {
 				return p.residual, true
 			}
@@ -258,7 +268,7 @@ func (d *Daemon) Metrics() *metrics.Set { return d.metrics }
 func (d *Daemon) Status() StatusReport {
 	st := StatusReport{Refits: d.refits.count.Load(), RefitRunning: d.refits.running.Load(),
 		RefitSeconds: math.Float64frombits(d.refits.secs.Load()), Queries: d.answers.Count(),
-		Role: d.cfg.Role, Leading: d.leading.Load()}
+		Role: d.cfg.Role, Leading: d.leading.Load(), Backbone: backboneStatus(d.feat)}
 	select {
 	case <-d.ready:
 		st.Ready = !d.stopping.Load()
@@ -273,6 +283,7 @@ func (d *Daemon) Status() StatusReport {
 	if s := d.serve.model.Load(); s != nil {
 		st.Model, st.ModelID, st.ModelPoints, st.Masked = s.Version, s.ID, s.Points, s.MaskedCount()
 	}
+	st.Erasures = d.erasureStatus()
 	d.lagMu.Lock()
 	st.Lag = make(map[string]int64, len(d.lag))
 	for k, v := range d.lag {
@@ -313,6 +324,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, d.conn.Close()) }()
+	if err := d.ensureErasures(ctx); err != nil {
+		return err
+	}
 	if err := d.restore(); err != nil {
 		return diagnose(st, err)
 	}
@@ -419,7 +433,7 @@ func (d *Daemon) readers() (train, queries *stream.Reader, err error) {
 		d.log.Warn().Str("topic", topic).Int("partition", part).Err(err).Msg("fetch error (retrying)")
 	}
 	fetchMax := max(8<<20, 2*cfg.Limits.MaxMessageBytes)
-	train, err = stream.NewReader(stream.ReaderConfig{Kafka: d.kafka, Topics: []string{cfg.Kafka.Topics.Train},
+	train, err = stream.NewReader(stream.ReaderConfig{Kafka: d.kafka, Topics: []string{cfg.Kafka.Topics.Train, stream.DefaultErasuresTopic},
 		Start: d.startOffset, MaxBatch: cfg.Limits.BatchEvents, MaxWait: 100 * time.Millisecond, FetchMaxBytes: fetchMax, OnError: onErr})
 	if err != nil {
 		return nil, nil, err
@@ -515,7 +529,10 @@ func (d *Daemon) runGroups(ctx context.Context, httpFailed <-chan error, start f
 
 // tombstonesWritten is the writer's OnWritten: the outbox notes where tombstones
 // landed, and stores it when it acknowledges them.
-func (d *Daemon) tombstonesWritten(msgs []stream.Message) { d.box.Written(msgs) }
+func (d *Daemon) tombstonesWritten(msgs []stream.Message) {
+	d.box.Written(msgs)
+	d.erasuresWritten(msgs)
+}
 
 // eraseFromBroker makes the embedded broker drop the upserts of deleted points: it
 // writes each tombstone once more, with its version header (the first copy must leave
@@ -810,6 +827,7 @@ func (d *Daemon) publishPool() {
 	}
 	d.pool.Store(p)
 	d.metrics.SetPool(p.points, p.landmarks)
+	d.publishErasures(in)
 	for v, name := range []string{"A", "B"} {
 		c := p.residual[v]
 		d.metrics.SetResidual(name, c.Trace, c.TraceK, c.Exact)

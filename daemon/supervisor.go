@@ -158,20 +158,12 @@ func (d *Daemon) caughtUp(ctx context.Context) bool {
 	return true
 }
 
-// withTombstone is rec as its audit in tx states it: with where its tombstone landed
-// (ingest.Outbox.TombstoneOf) when rec is of a stored id and does not say yet. rec is
-// not modified, so that a transaction that fails and runs again looks again.
+// withTombstone is rec as its audit in tx states it: with where its tombstones landed
+// (ingest.Outbox.WithTombstones: a deletion's, or each of an erasure's points) when it
+// does not say yet. rec is not modified, so that a transaction that fails and runs
+// again looks again.
 func (d *Daemon) withTombstone(tx *storage.Tx, rec *ingest.Deletion) (*ingest.Deletion, error) {
-	if !rec.Known || rec.Tombstone != nil {
-		return rec, nil
-	}
-	t, err := d.box.TombstoneOf(tx, rec)
-	if err != nil {
-		return nil, err
-	}
-	c := *rec
-	c.Tombstone = t
-	return &c, nil
+	return d.box.WithTombstones(tx, rec)
 }
 
 // auditWithoutModel answers pending deletions when too few points are left to fit:

@@ -160,6 +160,11 @@ type Stats struct {
 	DeadLetters uint64 `json:"dead_letters"` // rejected messages sent to the dead-letter outbox
 	Skipped     uint64 `json:"skipped"`      // messages at or below the stored offset (re-deliveries), ignored
 	Syncs       uint64 `json:"syncs"`        // pool syncs that changed the served pool
+	// Data subjects' requests applied (erasure.go): erase requests, the points they
+	// removed, and unblock requests.
+	Erasures     uint64 `json:"erasures"`
+	ErasedPoints uint64 `json:"erased_points"`
+	Unblocks     uint64 `json:"unblocks"`
 }
 
 // BatchResult counts what one Apply did.
@@ -1040,6 +1045,11 @@ func (in *State) count(messages int) (res BatchResult) {
 			for _, r := range o.recs {
 				res.Erasures += len(r.Points)
 			}
+			if o.kind == opErasure {
+				in.stats.Erasures++
+			} else {
+				in.stats.Unblocks++
+			}
 			in.logRequest(o)
 		}
 	}
@@ -1050,6 +1060,7 @@ func (in *State) count(messages int) (res BatchResult) {
 	in.stats.Upserts += uint64(res.Upserts)
 	in.stats.Deletes += uint64(res.Deletes)
 	in.stats.Erased += uint64(res.Erased)
+	in.stats.ErasedPoints += uint64(res.Erasures)
 	in.stats.Missing += uint64(res.Missing)
 	in.stats.DeadLetters += uint64(res.DeadLetters)
 	in.stats.Skipped += uint64(res.Skipped)
