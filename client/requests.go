@@ -8,12 +8,14 @@ import (
 	"github.com/cairnhq/cairn/stream"
 )
 
-// Point is one training point to upsert: its id, its input vector and an optional
-// integer label.
+// Point is one training point to upsert: its id, its input vector, an optional integer
+// label and the data subject it is about ("": none), whose erasure request (Erase)
+// removes it.
 type Point struct {
-	ID    string
-	X     []float64
-	Label *int64
+	ID      string
+	X       []float64
+	Label   *int64
+	Subject string
 }
 
 // limits are the client's limits for an event with a vector of width dim (0: none).
@@ -51,7 +53,7 @@ func (c *Client) Upsert(ctx context.Context, pts ...Point) error {
 	}
 	msgs := make([]stream.Message, len(pts))
 	for i, p := range pts {
-		if msgs[i], err = c.trainMessage(stream.TrainEvent{Op: stream.OpUpsert, ID: p.ID, X: p.X, Label: p.Label}); err != nil {
+		if msgs[i], err = c.trainMessage(stream.TrainEvent{Op: stream.OpUpsert, ID: p.ID, X: p.X, Label: p.Label, Subject: p.Subject}); err != nil {
 			return fmt.Errorf("upsert %d of %d (id %q) not sent: %w", i, len(pts), p.ID, err)
 		}
 	}

@@ -176,12 +176,14 @@ func (s Sent) noAnswer(dlq string) error {
 // written to topic src: by its SHA-256, or, from a daemon that does not record one, by
 // the raw bytes it copied (at most stream.MaxDeadLetterRaw of key and value, so a
 // truncated copy must be a prefix of the sent bytes, with the recorded full length equal
-// to ours).
+// to ours). A dead letter of the erasures topic has no key (the key is the subject,
+// which the daemon does not copy) and is matched by the digest alone.
 func deadLetterOf(dl stream.DeadLetter, src string, key, sent []byte) bool {
 	if dl.Topic != src || dl.RawLen != len(sent) {
 		return false
 	}
-	if !bytes.Equal(dl.Key, key) && !(len(key) > stream.MaxDeadLetterRaw && bytes.HasPrefix(key, dl.Key)) {
+	keyless := dl.Key == nil && src == stream.DefaultErasuresTopic && dl.SHA256 != ""
+	if !keyless && !bytes.Equal(dl.Key, key) && !(len(key) > stream.MaxDeadLetterRaw && bytes.HasPrefix(key, dl.Key)) {
 		return false
 	}
 	if dl.SHA256 != "" { // without raw bytes (the daemon's default): match the digest
