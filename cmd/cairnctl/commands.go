@@ -35,6 +35,10 @@ func root() *cli.Command {
 			{Name: "produce", Synopsis: "stream a data set into cairn.train as upserts", Flags: produceCmd},
 			{Name: "query", Synopsis: "ask a certified top-K; with --wait print the attribution", Flags: queryCmd},
 			{Name: "delete", Synopsis: "delete a point; with --wait print its audit", Flags: deleteCmd},
+			{Name: "erase", Synopsis: "erase a data subject's points (or --unblock the subject); with --wait print the audit", Flags: eraseCmd},
+			{Name: "subject", Synopsis: "data subjects", Subcommands: []*cli.Command{
+				{Name: "hash", Synopsis: "the keyed hash by which cairn names a subject (from the daemon's subject.key)", Flags: subjectHashCmd},
+			}},
 			{Name: "status", Synopsis: "the daemon's /status", Flags: statusCmd},
 			{Name: "model", Synopsis: "served models", Subcommands: []*cli.Command{
 				{Name: "export", Synopsis: "print a model version from a running daemon or a stopped daemon's file", Flags: modelExportCmd},
