@@ -260,8 +260,8 @@ type Backbone struct {
 	// the backbone instead of a built-in architecture: any graph of the operators package
 	// entk/onnx supports, with one input whose per-example shape the file fixes. Events'
 	// x is that input tensor flattened row-major. With File set, Arch is ignored unless it
-	// is "onnx:<hex SHA-256>", which pins the file's digest (a different file is refused);
-	// Weights and Untrained must be unset. Export in eval mode with BatchNorm preserved
+	// is "onnx:<hex SHA-256>", which pins the file's digest (a different file is refused),
+	// and may be empty; Weights and Untrained must be unset. Export in eval mode with BatchNorm preserved
 	// and constant folding off (the recipe entk/onnx's ExportRecipe holds); `cairnctl
 	// model inspect FILE.onnx` shows what cairn sees in a file.
 	File string `yaml:"file"`
@@ -875,7 +875,7 @@ func (c *Config) validateModelFile(p *problems) {
 	if m.Untrained {
 		p.bad("model.untrained", true, fmt.Sprintf("cannot be combined with model.file (%q)", m.File))
 	}
-	if m.Arch != Default().Model.Arch && m.Arch != "onnx" && !strings.HasPrefix(m.Arch, "onnx:") {
+	if m.Arch != "" && m.Arch != Default().Model.Arch && m.Arch != "onnx" && !strings.HasPrefix(m.Arch, "onnx:") {
 		p.bad("model.arch", m.Arch, fmt.Sprintf("names a built-in architecture, but model.file (%q) is set: leave model.arch at its default, or write onnx:<SHA-256 of the file> to pin it", m.File))
 	}
 	for _, g := range m.Params {
@@ -887,8 +887,8 @@ func (c *Config) validateModelFile(p *problems) {
 
 // validateModel checks the backbone, the sketch and the pool.
 func (c *Config) validateModel(p *problems) {
-	if c.Model.Arch == "" {
-		p.bad("model.arch", "", "must not be empty")
+	if c.Model.Arch == "" && c.Model.File == "" {
+		p.bad("model.arch", "", "must not be empty (or set model.file)")
 	}
 	if c.Model.Untrained && c.Model.Weights != "" {
 		p.bad("model.untrained", c.Model.Untrained, fmt.Sprintf("cannot be combined with model.weights (%q)", c.Model.Weights))

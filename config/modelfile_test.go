@@ -20,6 +20,7 @@ func TestModelFileValidate(t *testing.T) {
 	}{
 		{"file", func(m *Backbone) { m.File = "m.onnx" }, nil},
 		{"file with params", func(m *Backbone) { m.File, m.Params = "m.onnx", []string{"fc.*", "layer3.*"} }, nil},
+		{"file without arch", func(m *Backbone) { m.File, m.Arch = "m.onnx", "" }, nil},
 		{"file pinned", func(m *Backbone) { m.File, m.Arch = "m.onnx", "onnx:"+strings.Repeat("ab", 32) }, nil},
 		{"file with folded batchnorm allowed", func(m *Backbone) { m.File, m.AllowFoldedBatchNorm = "m.onnx", true }, nil},
 		{"file and weights", func(m *Backbone) { m.File, m.Weights = "m.onnx", "w.safetensors" }, []string{"model.weights"}},
