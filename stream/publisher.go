@@ -11,13 +11,16 @@ import (
 
 // OutboxEntry is one output event waiting in the caller's outbox. Seq is
 // the outbox's own sequence number, increasing in commit order. Headers go out with
-// the record (nil: none).
+// the record (nil: none). Time is when the entry was committed, as stored with it (zero:
+// not known); it is the record's ce_time (Events), so that every publication of the
+// entry states the same time.
 type OutboxEntry struct {
 	Seq     uint64
 	Topic   string
 	Key     []byte
 	Value   []byte
 	Headers []Header
+	Time    time.Time
 }
 
 // Outbox is what the Publisher needs from the store that holds output
@@ -28,7 +31,7 @@ type OutboxEntry struct {
 //
 // stream declares its own OutboxEntry rather than importing storage (stream
 // knows nothing of bbolt). storage.OutboxEntry has the same fields but Headers, so
-// an adapter of a *storage.Store copies Seq, Topic, Key and Value per entry (see
+// an adapter of a *storage.Store copies Seq, Topic, Key, Value and Time per entry (see
 // outboxAdapter in the end-to-end test).
 type Outbox interface {
 	Pending(limit int) ([]OutboxEntry, error)
@@ -215,7 +218,7 @@ func (p *Publisher) Drain(ctx context.Context) (int, error) {
 	msgs := make([]Message, len(entries))
 	seqs := make([]uint64, len(entries))
 	for i, e := range entries {
-		msgs[i] = Message{Topic: e.Topic, Key: e.Key, Value: e.Value, Headers: e.Headers}
+		msgs[i] = Message{Topic: e.Topic, Key: e.Key, Value: e.Value, Headers: e.Headers, Time: e.Time}
 		seqs[i] = e.Seq
 	}
 	for _, group := range p.fenced(msgs) {

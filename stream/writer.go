@@ -81,6 +81,9 @@ type WriterConfig struct {
 	// Partition and Offset set, before the Write that sent them returns. It must be
 	// quick and safe for concurrent use.
 	OnWritten func(msgs []Message)
+	// Events, if set, stamps the records of its topics with their CloudEvents headers
+	// (Events.Stamp) as Write sends them; nil: records go out with their own headers.
+	Events *Events
 }
 
 func (c WriterConfig) withDefaults() WriterConfig {
@@ -113,6 +116,9 @@ func (c WriterConfig) Validate() error {
 	}
 	if c.Linger < 0 || c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("%w: writer.linger %v / timeout %v: must not be negative", ErrConfig, c.Linger, c.Timeout))
+	}
+	if c.Events != nil {
+		errs = append(errs, c.Events.Validate())
 	}
 	return errors.Join(errs...)
 }
@@ -185,7 +191,9 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	return &Writer{cfg: cfg, w: w, cancel: cancel}, nil
 }
 
-// Write sends msgs and returns when all are acknowledged, when the attempts
+// Write sends msgs (with the CloudEvents headers of WriterConfig.Events; a message's
+// Time is its ce_time, not its Kafka timestamp, which the client sets) and returns when
+// all are acknowledged, when the attempts
 // are exhausted (ErrWriteFailed), or when ctx is done (ctx's error). Only
 // the messages that failed are re-sent, so on success each message was
 // written at least once and, barring an acknowledgement lost in transit,
@@ -200,7 +208,14 @@ func (w *Writer) Write(ctx context.Context, msgs ...Message) error {
 		if m.Topic == "" {
 			return fmt.Errorf("stream: write message %d: empty topic", i)
 		}
-		pending[i] = kafka.Message{Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: toKafka(m.Headers)}
+		hs := m.Headers
+		if w.cfg.Events != nil {
+			var err error
+			if hs, err = w.cfg.Events.Stamp(m); err != nil {
+				return fmt.Errorf("stream: write message %d to %s: %w", i, m.Topic, err)
+			}
+		}
+		pending[i] = kafka.Message{Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: toKafka(hs)}
 	}
 	backoff := w.cfg.BackoffMin
 	var lastErr error

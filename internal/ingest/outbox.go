@@ -39,7 +39,8 @@ func NewOutbox(st *storage.Store, train, policy string, erase func(copies []stre
 	return &Outbox{store: st, train: train, policy: policy, erase: erase, stones: map[uint64]stream.Message{}, at: map[string]Tombstone{}}
 }
 
-// Pending is stream.Outbox's: the store's entries, claims with their header.
+// Pending is stream.Outbox's: the store's entries with the time each was committed
+// (their ce_time), claims with their header.
 func (o *Outbox) Pending(limit int) ([]stream.OutboxEntry, error) {
 	es, err := o.store.Pending(limit)
 	if err != nil {
@@ -48,7 +49,7 @@ func (o *Outbox) Pending(limit int) ([]stream.OutboxEntry, error) {
 	clear(o.stones)
 	out := make([]stream.OutboxEntry, len(es))
 	for i, e := range es {
-		out[i] = stream.OutboxEntry{Seq: e.Seq, Topic: e.Topic, Key: e.Key, Value: e.Value}
+		out[i] = stream.OutboxEntry{Seq: e.Seq, Topic: e.Topic, Key: e.Key, Value: e.Value, Time: e.Time}
 		if e.Topic != o.train {
 			continue
 		}
