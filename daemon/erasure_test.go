@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -69,11 +70,11 @@ func readTopic(t testing.TB, brokers []string, topic string) []stream.Message {
 		left += int(e)
 	}
 	r, err := stream.NewReader(stream.ReaderConfig{Kafka: kc, Topics: []string{topic},
-		Start: func(string, int) (int64, bool, error) { return 0, false, nil }, MaxWait: 20 * time.Millisecond})
+		Start: func(string, int) (int64, bool, error) { return 0, false, nil }, MaxWait: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out []stream.Message
 	_ = r.Run(ctx, func(_ context.Context, batch []stream.Message) error {
@@ -282,4 +283,69 @@ func TestErasureEndToEnd(t *testing.T) {
 	}
 	scanFiles(t, filepath.Join(dir, StateFile+".slots"), gone, inputBytes(set, 0))
 	scanFiles(t, filepath.Join(dir, "kafka"), goneUps, ups[0].Value)
+}
+
+// TestErasureDeadline measures the erasure deadline at scale (CAIRN_ERASURE_BENCH=1;
+// CAIRN_ERASURE_N points, 10,000 by default): three subjects of 100 MNIST points each
+// among n, erased one after the other on the embedded broker. For each it logs the
+// time from the request's Kafka timestamp to the acknowledgement of its audit (what
+// cairn_erasure_seconds observes), split into the request's application, the refit
+// after it and the audit's publication after the refit.
+func TestErasureDeadline(t *testing.T) {
+	if os.Getenv("CAIRN_ERASURE_BENCH") == "" {
+		t.Skip("a measurement: set CAIRN_ERASURE_BENCH=1")
+	}
+	n := 10000
+	if v := os.Getenv("CAIRN_ERASURE_N"); v != "" {
+		if _, err := fmt.Sscan(v, &n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := dataset.Open("mnist", "train", n)
+	if err != nil {
+		t.Skipf("MNIST not available: %v", err)
+	}
+	dir := t.TempDir()
+	cfg := e2eConfig(dir)
+	cfg.Refit.Idle = 2 * time.Second
+	tp := cfg.Kafka.Topics
+	r := startDaemon(t, cfg)
+	subjects := []string{"s1@example.org", "s2@example.org", "s3@example.org"}
+	subject := map[int]string{}
+	for k, s := range subjects {
+		for j := range 100 {
+			subject[(k*100+j)*(n/300)] = s // spread over the data
+		}
+	}
+	rows := make([]int, n)
+	for i := range rows {
+		rows[i] = i
+	}
+	t0 := time.Now()
+	produceMsgs(t, r.d.Brokers(), subjectUpserts(t, tp.Train, set, rows, subject))
+	waitFor(t, "the first model on all points", 30*time.Minute, func() bool {
+		s := r.d.Status()
+		return s.ModelPoints == n && !s.RefitRunning
+	})
+	t.Logf("n = %d: ingested and first model in %v (refit %.2f s)", n, time.Since(t0), r.d.Status().RefitSeconds)
+	for k, s := range subjects {
+		req := fmt.Sprintf("deadline-%d", k)
+		produceMsgs(t, r.d.Brokers(), []stream.Message{erasureMsg(t, stream.ErasureErase, s, req)})
+		waitFor(t, "the erasure's audit", 30*time.Minute, func() bool {
+			st := r.d.Status()
+			return st.Erasures != nil && st.Erasures.Last != nil && st.Erasures.Last.Request == req
+		})
+		st := r.d.Status()
+		last := st.Erasures.Last
+		var body ingest.SubjectAuditBody
+		if err := json.Unmarshal([]byte(keyed[stream.Audit](t, r, tp.Audits)[req].Body), &body); err != nil {
+			t.Fatal(err)
+		}
+		if last.Points != 100 {
+			t.Errorf("%s erased %d points, want 100", req, last.Points)
+		}
+		t.Logf("%s: %d points, request → audit acknowledged %.3f s = applied after %.3f s + refit done after %.3f s + published after %.3f s (refit %.2f s)",
+			req, last.Points, last.Seconds, body.Applied.Sub(body.Requested).Seconds(), body.RefitDone.Sub(body.Applied).Seconds(),
+			last.AfterRefitSeconds, st.RefitSeconds)
+	}
 }
