@@ -110,6 +110,7 @@ func exportStored(f *pipeline.Features, st *storage.Store, version uint64) (serv
 		m.Landmarks, rm.Views, rm.Xs, rm.Missing, rm.Omega)
 	if err == nil {
 		e.WithEncoder(rm.A, m.B.Data, rm.Missing)
+		e.WithCoverage(f.Coverage())
 	}
 	return e, err
 }

@@ -40,10 +40,12 @@ type uiSource struct{ d *Daemon }
 // Overview implements ui.Source.
 func (s uiSource) Overview() ui.Overview {
 	st := s.d.Status()
-	return ui.Overview{Role: st.Role, Leading: st.Leading, Ready: st.Ready, Model: st.Model, ModelID: st.ModelID,
+	o := ui.Overview{Role: st.Role, Leading: st.Leading, Ready: st.Ready, Model: st.Model, ModelID: st.ModelID,
 		ModelPoints: st.ModelPoints, Points: st.Points, Landmarks: st.Landmarks, Masked: st.Masked,
 		PendingDeletions: st.PendingDeletions, Refits: st.Refits, Queries: st.Queries,
 		Samples: s.d.ui.Samples(), Recent: s.d.ui.Recent(20), Labels: labelRows(st)}
+	o.Backbone, o.Coverage = uiBackbone(st.Backbone)
+	return o
 }
 
 // labelRows are the overview's per-label rows of st (ui.LabelRows).

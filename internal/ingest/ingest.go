@@ -242,6 +242,7 @@ func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, erro
 	if err != nil {
 		return nil, err
 	}
+	lim.Indices = IndexLimits(feat)
 	if cfg.Kafka.Topics.DLQ == "" {
 		return nil, fmt.Errorf("%w: kafka.topics.dlq is empty", ErrConfig)
 	}

@@ -6,8 +6,8 @@
 // Every model has opset 17, one input "input" with a symbolic batch dimension and one
 // output "output". Parameters are double-precision initializers named by the PyTorch
 // module's state_dict keys (as an export with do_constant_folding=False names them), so
-// an exported built-in backbone has exactly its Params in the same order. The functions
-// return errors only from protobuf encoding; wrong arguments panic.
+// an exported built-in backbone has exactly its Params in the same order. Wrong
+// arguments panic.
 package onnxtest
 
 import (
@@ -91,13 +91,17 @@ func (b *Builder) Node(op string, ins []string, attrs ...*onnxpb.AttributeProto)
 }
 
 // Bytes declares name the graph output and encodes the model.
-func (b *Builder) Bytes(name string) ([]byte, error) {
+func (b *Builder) Bytes(name string) []byte {
 	b.g.Output = []*onnxpb.ValueInfoProto{{Name: proto.String(name)}}
-	return proto.Marshal(&onnxpb.ModelProto{
+	raw, err := proto.Marshal(&onnxpb.ModelProto{
 		IrVersion:   proto.Int64(8),
 		OpsetImport: []*onnxpb.OperatorSetIdProto{{Domain: proto.String(""), Version: proto.Int64(17)}},
 		Graph:       b.g,
 	})
+	if err != nil { // every field is set by this package: a bug, not input
+		panic("onnxtest: encoding the model: " + err.Error())
+	}
+	return raw
 }
 
 // Int is an integer attribute.
@@ -128,10 +132,10 @@ func (b *Builder) Linear(x, prefix string, w []float64, bias []float64) string {
 // Export returns the ONNX form of a built-in backbone (mlp, resmlp or convnet; see
 // entk.Arch for the PyTorch modules): the same function of the same parameters, which
 // entk.LoadONNX loads with Params equal to b.Params() in order.
-func Export(bb entk.Backbone) ([]byte, error) {
+func Export(bb entk.Backbone) []byte {
 	a, err := entk.ParseArch(bb.Arch())
 	if err != nil {
-		return nil, err
+		panic("onnxtest: Export: " + err.Error())
 	}
 	p, ts := bb.Params(), a.Tensors()
 	tensor := func(i int) []float64 { return p[ts[i].Offset : ts[i].Offset+ts[i].Size] }
@@ -177,7 +181,7 @@ func Export(bb entk.Backbone) ([]byte, error) {
 // later column c cast to int64 and looked up in the table "emb.<c>.weight" of cards[c]
 // rows and 3 columns, everything concatenated, then Linear(·, hidden)-ReLU-Linear(hidden,
 // out) ("fc1.*", "fc2.*"). Parameters are drawn from N(0, 0.25) under seed.
-func EmbeddingMLP(numeric int, cards []int, hidden, out int, seed uint64) ([]byte, error) {
+func EmbeddingMLP(numeric int, cards []int, hidden, out int, seed uint64) []byte {
 	r := rand.New(rand.NewPCG(seed, 7))
 	vals := func(n int) []float64 {
 		v := make([]float64, n)
@@ -206,7 +210,7 @@ func EmbeddingMLP(numeric int, cards []int, hidden, out int, seed uint64) ([]byt
 // global average pool-Linear(2, 3) on 1×6×6 inputs with its default constant folding:
 // BatchNorm folded into the convolution, whose weight and bias become the initializers
 // "onnx::Conv_7" and "onnx::Conv_8", and no BatchNormalization node.
-func FoldedBatchNorm() ([]byte, error) {
+func FoldedBatchNorm() []byte {
 	r := rand.New(rand.NewPCG(3, 3))
 	vals := func(n int) []float64 {
 		v := make([]float64, n)

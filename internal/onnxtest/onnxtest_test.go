@@ -21,11 +21,7 @@ func TestExport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw, err := Export(bb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ob, err := entk.LoadONNXBytes(raw, onnx.Options{})
+		ob, err := entk.LoadONNXBytes(Export(bb), onnx.Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", spec, err)
 		}
@@ -71,11 +67,7 @@ func vals(r *rand.Rand, n int) []float64 {
 // TestEmbeddingMLP: the codes are the input positions after the numeric ones, each with
 // its table's size, and every table is a kernel parameter.
 func TestEmbeddingMLP(t *testing.T) {
-	raw, err := EmbeddingMLP(2, []int{4, 3}, 5, 2, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := onnx.LoadBytes(raw, onnx.Options{})
+	m, err := onnx.LoadBytes(EmbeddingMLP(2, []int{4, 3}, 5, 2, 1), onnx.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,11 +82,7 @@ func TestEmbeddingMLP(t *testing.T) {
 
 // TestFoldedBatchNorm: the folded export is the warning's case.
 func TestFoldedBatchNorm(t *testing.T) {
-	raw, err := FoldedBatchNorm()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := onnx.LoadBytes(raw, onnx.Options{})
+	m, err := onnx.LoadBytes(FoldedBatchNorm(), onnx.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

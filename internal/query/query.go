@@ -48,6 +48,9 @@ type Config struct {
 	// Residuals returns the pool's residual certificates per view, which every answer
 	// reports (ok false: none, as on a replica).
 	Residuals func() (r [2]coreset.ResidualCertificate, ok bool)
+	// Coverage is the served backbone's parameter coverage, which every answer states
+	// (nil: none stated).
+	Coverage *stream.Coverage
 }
 
 // Answerer answers queries on a serving model. It is safe for concurrent use; a
@@ -284,6 +287,7 @@ func (a *Answerer) attribution(s *serving.Model, ev stream.QueryEvent, delta flo
 		VarianceModel: c.VarianceModel,
 		DeltaBy:       map[string]float64{"per_query": c.Allocation.PerQuery, "per_landmark": c.Allocation.PerLandmark},
 		Score:         string(c.Ranking), Stable: c.Stable, Stability: c.Stability, ResidualFraction: c.ResidualFraction,
+		Coverage: a.cfg.Coverage,
 	}
 	if c.VarianceModel != certify.VarianceExactKernel {
 		at.SeedHash = serving.SeedHash(c.EvalSeed) // the seed itself is revealed when the draw retires

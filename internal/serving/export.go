@@ -5,6 +5,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/cairnhq/cairn/entk/onnx"
 	"github.com/cairnhq/cairn/entk/weights"
 )
 
@@ -40,7 +41,51 @@ type ModelExport struct {
 	Landmarks     []ExportedLandmark `json:"landmarks"`
 	// Bias is the encoder's b (see ExportedLandmark.Coefficients).
 	Bias []float64 `json:"bias,omitempty"`
+	// Coverage says which of the backbone's parameters the kernel is over: for an ONNX
+	// backbone (arch "onnx:<SHA-256 of the file>") the tensors model.params selected,
+	// for a built-in one every tensor (WithCoverage).
+	Coverage *ExportCoverage `json:"coverage,omitempty"`
 }
+
+// ExportCoverage is the parameter coverage of an export's backbone (onnx.Coverage): the
+// parameters in the kernel against the model's, their share, every float tensor of the
+// model, and the loader's warnings about the export.
+type ExportCoverage struct {
+	ParamsInKernel int              `json:"params_in_kernel"`
+	ParamsTotal    int              `json:"params_total"`
+	Share          float64          `json:"share"`
+	Tensors        []ExportedTensor `json:"tensors"`
+	Warnings       []string         `json:"warnings,omitempty"`
+}
+
+// ExportedTensor is one float tensor of the backbone: its name (state_dict key or ONNX
+// initializer), shape and size, whether it is a parameter (running statistics and
+// constants are not), and whether it is in the kernel, with its offset in the kernel's
+// parameter vector (else -1).
+type ExportedTensor struct {
+	Name      string `json:"name"`
+	Shape     []int  `json:"shape"`
+	Size      int    `json:"size"`
+	Parameter bool   `json:"parameter"`
+	InKernel  bool   `json:"in_kernel"`
+	Offset    int    `json:"offset"`
+}
+
+// CoverageOf is the export form of c.
+func CoverageOf(c *onnx.Coverage) *ExportCoverage {
+	out := &ExportCoverage{ParamsInKernel: c.KernelParams, ParamsTotal: c.ModelParams, Share: c.Share(), Tensors: []ExportedTensor{}}
+	for _, t := range c.Tensors {
+		shape := append([]int{}, t.Shape...)
+		out.Tensors = append(out.Tensors, ExportedTensor{Name: t.Name, Shape: shape, Size: t.Size, Parameter: t.Parameter, InKernel: t.InKernel, Offset: t.Offset})
+	}
+	for _, w := range c.Warnings {
+		out.Warnings = append(out.Warnings, w.String())
+	}
+	return out
+}
+
+// WithCoverage adds the backbone's parameter coverage to e.
+func (e *ModelExport) WithCoverage(c *onnx.Coverage) { e.Coverage = CoverageOf(c) }
 
 // WithEncoder adds the fitted encoder to e: each listed landmark's row of a (M×k, model
 // row order, masked rows skipped as NewExport skips them) and the bias b, so that a
@@ -66,7 +111,7 @@ const scoreFormula = "an answer's score names its ranking: entk: score(ℓ, t) =
 	"landmark's x and x_t the query's input (a query by id uses the stored point's raw input). " +
 	"k is the kernel named by the answer's variance_model: exact_kernel: the exact empirical NTK " +
 	"k*(x, y) = tr(J_x J_yᵀ)/d of the backbone (arch, weights; J_x the d×P Jacobian of the d outputs " +
-	"with respect to all P parameters), evaluated in float32 rows, so a score is within its radius " +
+	"with respect to the P parameters in the kernel: every parameter, or those coverage lists in_kernel, in its order), evaluated in float32 rows, so a score is within its radius " +
 	"(the rounding bound) of the float64 value; conservative: the evaluation draw's sketched kernel " +
 	"K(x, y) = <ψ(x), ψ(y)>, ψ the features of entk.NewSketch(backbone, h, s, seed, \"eval\") with h, s " +
 	"from the answer's budget and seed the one whose SHA-256 (8 big-endian bytes) is the answer's " +

@@ -647,11 +647,14 @@ func (s *Model) Input() Input {
 }
 
 // Export is the export of the serving model with its current mask (NewExport), its
-// weights named by src.
+// weights named by src and its backbone's parameter coverage (WithCoverage).
 func (s *Model) Export(src weights.Source) (ModelExport, error) {
 	e, err := NewExport(s.Version, s.ID, s.Backbone.Arch(), src, s.Scale, s.LandmarkIDs, s.Views, s.LandmarkX, s.masked, s.Omega)
 	if err == nil && s.enc.A != nil {
 		e.WithEncoder(s.enc.A, s.enc.B, s.masked)
+	}
+	if err == nil {
+		e.WithCoverage(entk.Coverage(s.Backbone))
 	}
 	return e, err
 }

@@ -1,0 +1,260 @@
+package daemon
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/internal/onnxtest"
+	"github.com/cairnhq/cairn/internal/pipeline"
+	"github.com/cairnhq/cairn/internal/serving"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// writeONNX writes raw into dir/name and returns the path and the file's hex SHA-256.
+func writeONNX(t testing.TB, dir, name string, raw []byte) (string, string) {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(raw)
+	return path, hex.EncodeToString(sum[:])
+}
+
+// embPoint is a tabular point of the embedding model: three numeric features and two
+// codes, of tables of 5 and 4 rows.
+func embPoint(r *rand.Rand) []float64 {
+	return []float64{r.NormFloat64(), r.NormFloat64(), r.NormFloat64(), float64(r.IntN(5)), float64(r.IntN(4))}
+}
+
+// TestONNXDaemon runs a daemon on the embedded broker with an ONNX backbone built in the
+// test (an MLP over numeric features and embedding codes) and the kernel over its
+// Linear layers only (model.params fc*): upserts with bad ones mixed in (a wrong length
+// and codes outside their tables dead-lettered, wrong_dim and bad_index), the first fit,
+// a query answered with the kernel's coverage, bad queries dead-lettered alike, and
+// /status, GET /model and the UI stating the backbone (the file's SHA-256) and its
+// coverage per tensor.
+func TestONNXDaemon(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end daemon test")
+	}
+	dir := t.TempDir()
+	path, sum := writeONNX(t, t.TempDir(), "emb.onnx", onnxtest.EmbeddingMLP(3, []int{5, 4}, 6, 2, 1))
+	cfg := e2eConfig(dir)
+	cfg.Model = config.Backbone{File: path, Params: []string{"fc*"}, Seed: 3}
+	cfg.Sketch = config.Sketch{H: 2, S: 64}
+	tp := cfg.Kafka.Topics
+	r := startDaemon(t, cfg)
+
+	const n = 80
+	rng := rand.New(rand.NewPCG(9, 9))
+	lim := stream.Limits{InputDim: 5}
+	var msgs []stream.Message
+	for i := range n {
+		id, lab := fmt.Sprintf("e%03d", i), int64(i%2)
+		v, err := stream.EncodeTrain(stream.TrainEvent{Op: stream.OpUpsert, ID: id, X: embPoint(rng), Label: &lab}, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, stream.Message{Topic: tp.Train, Key: []byte(id), Value: v})
+	}
+	bad := []stream.Message{
+		{Topic: tp.Train, Key: []byte("bad-len"), Value: []byte(`{"v":1,"op":"upsert","id":"bad-len","x":[0.1,0.2,0.3,1]}`)},
+		{Topic: tp.Train, Key: []byte("bad-code"), Value: []byte(`{"v":1,"op":"upsert","id":"bad-code","x":[0.1,0.2,0.3,5,0]}`)},
+		{Topic: tp.Train, Key: []byte("bad-frac"), Value: []byte(`{"v":1,"op":"upsert","id":"bad-frac","x":[0.1,0.2,0.3,1,2.5]}`)},
+	}
+	produceMsgs(t, r.d.Brokers(), slices.Concat(msgs[:40], bad, msgs[40:]))
+	waitFor(t, "the first model on all points", 120*time.Second, func() bool {
+		s := r.d.Status()
+		return s.Model > 0 && s.ModelPoints == n && !s.RefitRunning
+	})
+	qs := []stream.Message{
+		queryMsg(t, tp.Queries, stream.QueryEvent{Request: "q-x", X: []float64{0.3, -0.2, 1, 2, 3}, K: 5}, 5),
+		{Topic: tp.Queries, Key: []byte("q-short"), Value: []byte(`{"v":1,"request":"q-short","x":[1,2,3]}`)},
+		{Topic: tp.Queries, Key: []byte("q-code"), Value: []byte(`{"v":1,"request":"q-code","x":[1,2,3,4,-1]}`)},
+	}
+	produceMsgs(t, r.d.Brokers(), qs)
+	waitFor(t, "an attribution and 5 dead letters", 30*time.Second, func() bool {
+		return len(r.messages(tp.Attributions)) == 1 && len(r.messages(tp.DLQ)) == 5
+	})
+	var reasons []string
+	for _, m := range r.messages(tp.DLQ) {
+		var dl stream.DeadLetter
+		if err := json.Unmarshal(m.Value, &dl); err != nil {
+			t.Fatal(err)
+		}
+		reasons = append(reasons, dl.Topic+":"+string(dl.Reason))
+	}
+	slices.Sort(reasons)
+	if want := []string{"cairn.queries:bad_index", "cairn.queries:wrong_dim", "cairn.train:bad_index", "cairn.train:bad_index", "cairn.train:wrong_dim"}; !slices.Equal(reasons, want) {
+		t.Errorf("dead letters %v, want %v", reasons, want)
+	}
+	// fc1 (6×9 + 6) and fc2 (2×6 + 2) of 101 parameters, the two tables (5×3, 4×3) left out.
+	const kernel, total = 74, 101
+	a := keyed[stream.Attribution](t, r, tp.Attributions)["q-x"]
+	if c := a.Coverage; c == nil || c.ParamsInKernel != kernel || c.ParamsTotal != total || math.Abs(c.Share-float64(kernel)/total) > 1e-15 {
+		t.Errorf("attribution coverage %+v, want %d of %d", c, kernel, total)
+	}
+	if len(a.TopK) != 5 || a.Verdict == "" {
+		t.Errorf("attribution %+v", a)
+	}
+	checkONNXSurfaces(t, r, path, sum, kernel, total)
+}
+
+// checkONNXSurfaces checks that /status, GET /model and the UI name the ONNX file and
+// state its coverage.
+func checkONNXSurfaces(t *testing.T, r *running, path, sum string, kernel, total int) {
+	t.Helper()
+	get := func(p string) string {
+		resp, err := http.Get("http://" + r.d.HTTPAddr() + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", p, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	var st StatusReport
+	if err := json.Unmarshal([]byte(get("/status")), &st); err != nil {
+		t.Fatal(err)
+	}
+	b := st.Backbone
+	if b == nil || b.Arch != "onnx:"+sum || b.Weights != path || b.WeightsSHA256 != sum || !slices.Equal(b.InputShape, []int{5}) ||
+		b.ParamsInKernel != kernel || b.ParamsTotal != total {
+		t.Errorf("/status backbone %+v, want onnx:%s from %s, input [5], %d of %d parameters", b, sum, path, kernel, total)
+	}
+	var ex serving.ModelExport
+	if err := json.Unmarshal([]byte(get("/model")), &ex); err != nil {
+		t.Fatal(err)
+	}
+	if ex.Arch != "onnx:"+sum || ex.WeightsSHA256 != sum || ex.Coverage == nil || ex.Coverage.ParamsInKernel != kernel {
+		t.Fatalf("/model names %s (%s), coverage %+v", ex.Arch, ex.WeightsSHA256, ex.Coverage)
+	}
+	in := map[string]serving.ExportedTensor{}
+	for _, tc := range ex.Coverage.Tensors {
+		in[tc.Name] = tc
+	}
+	if e, f := in["emb.0.weight"], in["fc1.weight"]; e.InKernel || !e.Parameter || e.Offset != -1 || !f.InKernel || f.Offset != 0 ||
+		!slices.Equal(f.Shape, []int{6, 9}) {
+		t.Errorf("/model tensors: emb.0.weight %+v, fc1.weight %+v", e, f)
+	}
+	if ov := get("/ui/"); !strings.Contains(ov, fmt.Sprintf("kernel over <b>%d</b> of %d parameters", kernel, total)) {
+		t.Errorf("the UI overview does not state the coverage")
+	}
+}
+
+// TestONNXLogsWarnings: the daemon logs the backbone and each of the loader's warnings
+// with its fix (here a folded-BatchNorm export it was told to accept).
+func TestONNXLogsWarnings(t *testing.T) {
+	path, _ := writeONNX(t, t.TempDir(), "folded.onnx", onnxtest.FoldedBatchNorm())
+	f, err := pipeline.NewFeatures(config.Backbone{File: path, Seed: 1, AllowFoldedBatchNorm: true}, config.Sketch{H: 1, S: 8}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	logBackbone(zerolog.New(&buf), f)
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) != 2 || lines[0]["message"] != "backbone" || lines[1]["level"] != "warn" || lines[1]["kind"] != "folded-batchnorm" ||
+		!strings.Contains(fmt.Sprint(lines[1]["fix"]), "do_constant_folding=False") {
+		t.Errorf("log lines %v", lines)
+	}
+}
+
+// TestONNXConvNetSameAnswers: the built-in convnet with the shipped MNIST weights and
+// its ONNX export serve the same answers: two daemons fed the same points answer the
+// same queries with the same top-K landmarks and verdicts, scores within 1e-5 relative
+// (the two engines' ψ agree to about 1e-12 before the float32 rounding of the stored
+// features, so a stored feature differs by at most one float32 ulp, 6e-8 relative, and
+// the fit and the exact rows carry that along).
+func TestONNXConvNetSameAnswers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end daemon test")
+	}
+	const n = 120
+	set, err := dataset.Open("mnist", "train", n)
+	if err != nil {
+		t.Skipf("MNIST not available: %v", err)
+	}
+	test, err := dataset.Open("mnist", "test", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := func(dir string) config.Config {
+		c := e2eConfig(dir)
+		c.Model = config.Backbone{Arch: "convnet:1x28x28-16-32-10", Seed: 3}
+		return c
+	}
+	builtin, err := pipeline.NewFeatures(base("").Model, base("").Sketch, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, _ := writeONNX(t, t.TempDir(), "convnet.onnx", onnxtest.Export(builtin.Backbone()))
+	rows := make([]int, n)
+	for i := range rows {
+		rows[i] = i
+	}
+	answers := map[string]map[string]stream.Attribution{}
+	for _, kind := range []string{"built-in", "onnx"} {
+		cfg := base(t.TempDir())
+		if kind == "onnx" {
+			cfg.Model = config.Backbone{File: path, Seed: 3}
+		}
+		r := startDaemon(t, cfg)
+		produceMsgs(t, r.d.Brokers(), upserts(t, cfg.Kafka.Topics.Train, set, rows))
+		waitFor(t, kind+": the first model on all points", 180*time.Second, func() bool {
+			s := r.d.Status()
+			return s.Model > 0 && s.ModelPoints == n && !s.RefitRunning
+		})
+		answers[kind] = map[string]stream.Attribution{}
+		for i := range test.N {
+			q := stream.QueryEvent{Request: fmt.Sprintf("q%d", i), X: test.Row(i)}
+			a, err := r.d.Answer(q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answers[kind][q.Request] = a
+		}
+		r.stop(t)
+	}
+	for req, want := range answers["built-in"] {
+		got := answers["onnx"][req]
+		if got.Verdict != want.Verdict || len(got.TopK) != len(want.TopK) || got.Coverage.Share != 1 {
+			t.Errorf("%s: onnx %s with %d, built-in %s with %d (coverage %+v)", req, got.Verdict, len(got.TopK), want.Verdict, len(want.TopK), got.Coverage)
+			continue
+		}
+		t.Logf("%s: %s, top %s %.6g / %s %.6g", req, got.Verdict, got.TopK[0].ID, got.TopK[0].Score, want.TopK[0].ID, want.TopK[0].Score)
+		for i, w := range want.TopK {
+			g := got.TopK[i]
+			if g.ID != w.ID || g.View != w.View || math.Abs(g.Score-w.Score) > 1e-5*math.Abs(w.Score) {
+				t.Errorf("%s top %d: onnx %+v, built-in %+v", req, i, g, w)
+			}
+		}
+	}
+}
