@@ -28,6 +28,10 @@ type Command struct {
 	// command with their parsed values. It is called once per run, before parsing.
 	Flags       func(fs *flag.FlagSet) Func
 	Subcommands []*Command
+	// Args names the positional arguments a command with Flags takes, as its usage line
+	// shows them ("FILE.onnx"); empty, it takes none. Flags may come before and after
+	// them; its Func reads them with fs.Args() and checks their number.
+	Args string
 }
 
 // ErrUsage matches (with errors.Is) every error in how a command was invoked: a missing
@@ -101,20 +105,37 @@ func (c *Command) run(ctx context.Context, path string, args []string, stdio Std
 		usage(stdio.Out)
 		return nil
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := c.parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdio.Out)
 			return nil
 		}
 		return &usageError{path, err, usage}
 	}
-	if fs.NArg() > 0 {
-		return &usageError{path, fmt.Errorf("unexpected argument %q", fs.Arg(0)), usage}
-	}
 	if err := fn(ctx, stdio); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
+}
+
+// parse parses args into fs, flags and (when c takes them) positional arguments in any
+// order, and leaves the positional ones in fs.Args().
+func (c *Command) parse(fs *flag.FlagSet, args []string) error {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		if c.Args == "" {
+			return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+	// "--" ends the flags, so what follows is fs.Args() and no flag changes.
+	return fs.Parse(append([]string{"--"}, pos...))
 }
 
 func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
@@ -133,6 +154,8 @@ func (c *Command) usage(w io.Writer, path string, fs *flag.FlagSet) {
 	switch {
 	case len(c.Subcommands) > 0 && fs != nil:
 		fmt.Fprintf(w, "usage: %s [flags]\n       %s SUBCOMMAND [flags]\n", path, path)
+	case fs != nil && c.Args != "":
+		fmt.Fprintf(w, "usage: %s %s [flags]\n", path, c.Args)
 	case fs != nil:
 		fmt.Fprintf(w, "usage: %s [flags]\n", path)
 	default:

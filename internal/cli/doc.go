@@ -8,7 +8,8 @@
 //     h keeps it; a bare -h as its last argument still asks for help.
 //   - A missing or unknown subcommand, an undefined or malformed flag, or a positional
 //     argument a command does not take prints the error and the usage on Stdio.Err and
-//     exits 2.
+//     exits 2. A command that names positional arguments (Command.Args) takes them
+//     between its flags, and its Func finds them in fs.Args().
 //   - A command whose Func returns an error prints "PATH: ERROR" on Stdio.Err and exits 1.
 //
 // Commands write only to the Stdio they are given and stop when the context they are
