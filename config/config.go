@@ -20,6 +20,7 @@ import (
 
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/stream"
 )
 
 // Config is everything cairnd needs. The zero value is not useful: start from Default().
@@ -29,7 +30,7 @@ type Config struct {
 	// DataDir holds the bbolt state file and the embedded broker's data. Default ./cairn-data.
 	DataDir string `yaml:"data_dir"`
 	// HTTP is the listen address for /healthz, /readyz, /metrics, /status, /model,
-	// /audit/key and /ui. Off loopback it needs http_tls and http_auth
+	// /audit/key, /ui and /schemas/. Off loopback it needs http_tls and http_auth
 	// (docs/operations.md "Security"): Validate refuses an address that is not 127.0.0.0/8, ::1 or localhost
 	// (an empty host, "0.0.0.0" and any other name count as beyond loopback) unless
 	// both are set.
@@ -64,6 +65,43 @@ type Config struct {
 	Audit  Audit    `yaml:"audit"`
 	Limits Limits   `yaml:"limits"`
 	UI     UI       `yaml:"ui"`
+	// CloudEvents and Lineage describe the daemon's output records to other systems
+	// (YAML sections cloudevents, lineage; docs/events.md "CloudEvents headers" and
+	// "Lineage").
+	CloudEvents CloudEvents `yaml:"cloudevents"`
+	Lineage     Lineage     `yaml:"lineage"`
+}
+
+// CloudEvents configures the CloudEvents headers (binary content mode) on every record
+// cairnd writes to its output topics (package stream, Events).
+type CloudEvents struct {
+	// Source is every record's ce_source, the deployment that wrote it: a URI-reference
+	// such as "https://cairn.example.org/prod" or "urn:cairn:prod". Empty (the default)
+	// means "urn:cairn:" followed by kafka.topics.train (EventSource): a function of the
+	// configuration only, never of the host, so that a standby, a restarted daemon and a
+	// replay of the same inputs write the same headers. Set it when deployments on
+	// different clusters share topic names and their events meet downstream.
+	Source string `yaml:"source"`
+}
+
+// Lineage configures the OpenLineage RunEvents on kafka.topics.lineage (package
+// internal/lineage): a START and then a COMPLETE or FAIL for every refit and every
+// erasure.
+type Lineage struct {
+	// Namespace is the events' job namespace. Default "cairn".
+	Namespace string `yaml:"namespace"`
+	// Job is the prefix of the job names: refits run as job JOB.refit, erasures as
+	// JOB.erasure. Default "cairnd".
+	Job string `yaml:"job"`
+}
+
+// EventSource is the ce_source of the daemon's records: cloudevents.source, or
+// "urn:cairn:" + kafka.topics.train when it is empty.
+func (c *Config) EventSource() string {
+	if c.CloudEvents.Source != "" {
+		return c.CloudEvents.Source
+	}
+	return "urn:cairn:" + c.Kafka.Topics.Train
 }
 
 // HTTPTLS is the HTTP server's certificate (YAML section http_tls; environment
@@ -99,10 +137,11 @@ type HTTPAuth struct {
 	// that is presented must verify (an expired one, or one of another CA, fails the
 	// handshake).
 	ClientCAFile string `yaml:"client_ca_file"`
-	// OpenPaths are served without authentication: any of /healthz, /readyz and
-	// /metrics (the others serve training inputs or the daemon's state). Default all
-	// three; empty closes them too (CAIRN_HTTP_AUTH_OPEN_PATHS= with nothing after the
-	// "=", or open_paths: []).
+	// OpenPaths are served without authentication: any of /healthz, /readyz, /metrics
+	// and /schemas/ (the events' JSON Schemas, public documents; the path and
+	// everything below it); the others serve training inputs or the daemon's state.
+	// Default all four; empty closes them too (CAIRN_HTTP_AUTH_OPEN_PATHS= with nothing
+	// after the "=", or open_paths: []).
 	OpenPaths []string `yaml:"open_paths"`
 	// SessionTTL is how long a UI login lasts (the cookie's Max-Age and the server-side
 	// session's expiry), in [1m, 168h]. Default 12h. Sessions live in the daemon's
@@ -111,7 +150,7 @@ type HTTPAuth struct {
 }
 
 // OpenablePaths are the paths http_auth.open_paths may name.
-var OpenablePaths = []string{"/healthz", "/readyz", "/metrics"}
+var OpenablePaths = []string{"/healthz", "/readyz", "/metrics", "/schemas/"}
 
 // UI configures the read-only explanation and monitoring pages served under /ui on the
 // HTTP address (package internal/ui; they bind where the HTTP server binds).
@@ -229,6 +268,9 @@ type Topics struct {
 	Models string `yaml:"models"`
 	// Leader is the one-partition topic whose consumer group elects the leader.
 	Leader string `yaml:"leader"`
+	// Lineage carries the OpenLineage RunEvents of refits and erasures, keyed by run id
+	// (out; kept forever, not compacted).
+	Lineage string `yaml:"lineage"`
 }
 
 // Backbone configures the frozen backbone (YAML section "model").
@@ -478,6 +520,7 @@ func Default() Config {
 				Status:       "cairn.status",
 				Models:       "cairn.models",
 				Leader:       "cairn.leader",
+				Lineage:      "cairn.lineage",
 			},
 		},
 		Model:  Backbone{Arch: "convnet:1x28x28-16-32-10", Seed: 1, ViewSeed: 1},
@@ -493,9 +536,10 @@ func Default() Config {
 		},
 		Query: Query{K: 10, Delta: 0.05, DrawQueries: 10000, ExactMemoryBytes: 256 << 20, ExactRowsCap: 32, OnPrimary: true,
 			Score: "entk", StableJaccard: 0.8, ReseedQueries: 64},
-		Audit:  Audit{Random: 30, Reference: 1000, Test: 250},
-		Limits: Limits{MaxMessageBytes: 1 << 20, MaxIDBytes: 256, MaxK: 100, BatchEvents: 256, MaxOutbox: 100_000},
-		UI:     UI{Enabled: true, Answers: 1000, SampleInterval: 5 * time.Second, Samples: 720},
+		Audit:   Audit{Random: 30, Reference: 1000, Test: 250},
+		Limits:  Limits{MaxMessageBytes: 1 << 20, MaxIDBytes: 256, MaxK: 100, BatchEvents: 256, MaxOutbox: 100_000},
+		UI:      UI{Enabled: true, Answers: 1000, SampleInterval: 5 * time.Second, Samples: 720},
+		Lineage: Lineage{Namespace: "cairn", Job: "cairnd"},
 	}
 }
 
@@ -682,7 +726,24 @@ func (c *Config) Validate() error {
 	c.validateQuery(&p)
 	c.validateLimits(&p)
 	c.validateUI(&p)
+	c.validateEvents(&p)
 	return errors.Join(p...)
+}
+
+// validateEvents checks the CloudEvents source and the lineage job names.
+func (c *Config) validateEvents(p *problems) {
+	if c.CloudEvents.Source != "" {
+		if err := stream.ValidateSource(c.CloudEvents.Source); err != nil {
+			p.bad("cloudevents.source", c.CloudEvents.Source, "must be a URI-reference without control characters")
+		}
+	} else if err := stream.ValidateSource(c.EventSource()); err != nil {
+		p.bad("cloudevents.source", c.EventSource(), "the default from kafka.topics.train is no URI-reference: set one")
+	}
+	for _, f := range []struct{ path, v string }{{"lineage.namespace", c.Lineage.Namespace}, {"lineage.job", c.Lineage.Job}} {
+		if f.v == "" || strings.TrimFunc(f.v, unicode.IsPrint) != "" || len(f.v) > 256 {
+			p.bad(f.path, f.v, "must be 1-256 printable characters")
+		}
+	}
 }
 
 func (c *Config) validateUI(p *problems) {
@@ -759,7 +820,7 @@ func (c *Config) validateHTTP(p *problems) {
 	}
 	for _, path := range a.OpenPaths {
 		if !slices.Contains(OpenablePaths, path) {
-			p.bad("http_auth.open_paths", path, "only /healthz, /readyz and /metrics may stay open; the other paths serve training inputs and the daemon's state")
+			p.bad("http_auth.open_paths", path, "only /healthz, /readyz, /metrics and /schemas/ may stay open; the other paths serve training inputs and the daemon's state")
 		}
 	}
 	if a.SessionTTL < time.Minute || a.SessionTTL > 7*24*time.Hour {
@@ -844,6 +905,7 @@ func (c *Config) validateKafka(p *problems) {
 		{"kafka.topics.status", k.Topics.Status},
 		{"kafka.topics.models", k.Topics.Models},
 		{"kafka.topics.leader", k.Topics.Leader},
+		{"kafka.topics.lineage", k.Topics.Lineage},
 	} {
 		if !validTopic(t.name) {
 			p.bad(t.path, t.name, "must be 1-249 characters of [a-zA-Z0-9._-]")

@@ -30,8 +30,8 @@
 //   - An HTTP address beyond loopback (LoopbackAddr false: "0.0.0.0", an empty host, any
 //     name but localhost) needs both http_tls (cert_file, key_file) and http_auth
 //     (token_file, client_ca_file or both); on loopback neither is needed, and whichever
-//     is set applies there too. http_auth.open_paths may name only /healthz, /readyz and
-//     /metrics. The files themselves (the token file's mode 0600 or stricter, the PEM
+//     is set applies there too. http_auth.open_paths may name only /healthz, /readyz,
+//     /metrics and /schemas/ (the events' JSON Schemas). The files themselves (the token file's mode 0600 or stricter, the PEM
 //     contents) are checked by internal/admin when cairnd starts.
 //   - A SASL mechanism needs kafka.tls.enabled, unless kafka.allow_plaintext_sasl is set
 //     (cairnd then warns at start).

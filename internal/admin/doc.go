@@ -1,5 +1,6 @@
 // Package admin is cairnd's operator HTTP endpoint: /healthz, /readyz, /metrics,
-// /status, /model, /audit/key and /ui, routed by an http.ServeMux with method patterns (GET, which also
+// /status, /model, /audit/key, /ui and /schemas/ (the events' JSON Schemas, package
+// schemas), routed by an http.ServeMux with method patterns (GET, which also
 // matches HEAD, and POST for /ui/login only; any other method is 405 with an Allow
 // header, any other path 404), behind a guard (Security).
 //
@@ -8,8 +9,9 @@
 // The zero Security serves plain HTTP with every path open (cairnd on loopback, its
 // default; config.Validate refuses an address beyond loopback without TLS and
 // authentication). With a certificate and key the server speaks HTTPS only. With a
-// token file or a client CA every request must authenticate, except the exact paths of
-// Security.OpenPaths and the login page, by any one of:
+// token file or a client CA every request must authenticate, except the paths of
+// Security.OpenPaths (exact, or below one that ends in "/", such as /schemas/) and the
+// login page, by any one of:
 //
 //   - a client certificate that verified against the client CA (mutual TLS: the
 //     handshake asks for one without requiring it, so probes of open paths need none,

@@ -38,7 +38,9 @@ type Security struct {
 	// TokenFile holds the bearer token (ReadTokenFile's rules, the file's mode
 	// included). It also enables the UI's login page (GET and POST /ui/login).
 	TokenFile string
-	// OpenPaths are served without authentication, matched exactly (e.g. "/healthz").
+	// OpenPaths are served without authentication, matched exactly (e.g. "/healthz"),
+	// or, for a path that ends in "/" (e.g. "/schemas/"), that path without its slash
+	// and every path below it, cleaned first (so "/schemas/../status" is not below it).
 	OpenPaths []string
 	// SessionTTL is how long a UI login lasts; 0 means DefaultSessionTTL.
 	SessionTTL time.Duration
@@ -184,6 +186,20 @@ func (g *guard) tokenOK(tok string) bool {
 	return subtle.ConstantTimeCompare(sum[:], g.token[:]) == 1
 }
 
+// isOpen says whether p is an open path (Security.OpenPaths).
+func (g *guard) isOpen(p string) bool {
+	if g.open[p] {
+		return true
+	}
+	c := path.Clean(p) + "/"
+	for q := range g.open {
+		if strings.HasSuffix(q, "/") && strings.HasPrefix(c, q) {
+			return true
+		}
+	}
+	return false
+}
+
 // underUI says whether p (cleaned first, so "/ui/../model" is not) is /ui or below it.
 func underUI(p string) bool {
 	p = path.Clean(p)
@@ -194,7 +210,7 @@ func underUI(p string) bool {
 // off; else an open path, the login page, a verified client certificate, the bearer
 // token, or under /ui a live session cookie.
 func (g *guard) authorize(r *http.Request) bool {
-	if !g.on() || g.open[r.URL.Path] {
+	if !g.on() || g.isOpen(r.URL.Path) {
 		return true
 	}
 	if g.sessions != nil && r.URL.Path == LoginPath {

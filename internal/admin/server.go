@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/cairnhq/cairn/schemas"
 )
 
 // Checks are the probes the HTTP endpoints report. A nil Live or Ready always passes;
@@ -54,7 +56,8 @@ const (
 	httpMaxHeaderBytes    = 16 << 10
 )
 
-// Server serves /healthz, /readyz, /metrics, /status, /model, /audit/key and /ui, routed
+// Server serves /healthz, /readyz, /metrics, /status, /model, /audit/key, /ui and
+// /schemas/, routed
 // by an http.ServeMux with method patterns, behind its guard (Security). Listen binds
 // the address, Run serves, Close releases the listener when Run never ran. Only GET and
 // HEAD are allowed, and POST on /ui/login (405 otherwise, with an Allow header); any
@@ -199,6 +202,8 @@ func (h *Server) routes() http.Handler {
 		}
 	}
 	mux.HandleFunc("GET /model", h.model)
+	// The events' JSON Schemas (package schemas): public, the same for every deployment.
+	mux.Handle("GET /schemas/", schemas.Handler())
 	mux.HandleFunc("GET /audit/key", func(w http.ResponseWriter, r *http.Request) {
 		if h.checks.AuditKey == nil {
 			h.reply(w, r, http.StatusNotFound, "404 page not found", nil)
