@@ -39,15 +39,17 @@ func KafkaConfig(cfg config.Config) stream.Config {
 
 // TopicConfigs are the settings of the topics cairnd creates with kafka.partitions
 // partitions under cfg: the audit topic keeps every record (retention.ms and
-// retention.bytes -1), so that the hash chain can be verified from its first record,
-// and the training topic is compacted (the models topic, which cairnd creates with one
+// retention.bytes -1), so that the hash chain can be verified from its first record, and
+// so does the lineage topic (not compacted: every run's START and its COMPLETE or FAIL
+// stay, under one key), and the training topic is compacted (the models topic, which cairnd creates with one
 // partition, is compacted too). On an external cluster a topic that exists keeps its
 // settings, which kafka.topic_policy then judges (stream.CheckTopics); the embedded
 // broker applies them. A deployment (or a test) that creates the topics itself gives
 // them these.
 func TopicConfigs(cfg config.Config) map[string]map[string]string {
 	return map[string]map[string]string{
-		cfg.Kafka.Topics.Audits: {"retention.ms": "-1", "retention.bytes": "-1"},
+		cfg.Kafka.Topics.Audits:  {"retention.ms": "-1", "retention.bytes": "-1"},
+		cfg.Kafka.Topics.Lineage: {"retention.ms": "-1", "retention.bytes": "-1"},
 		// Compaction keeps the last record of each id: a deletion's tombstone (null
 		// value) makes it erase the point's upserts.
 		cfg.Kafka.Topics.Train: {"cleanup.policy": "compact"},
@@ -86,7 +88,7 @@ func Connect(ctx context.Context, cfg config.Config, faults *fault.Tracker, log 
 	c := &Conn{Kafka: KafkaConfig(cfg), cfg: cfg, log: log}
 	c.warnPlaintextSASL()
 	t := cfg.Kafka.Topics
-	topics := []string{t.Train, t.Queries, t.Attributions, t.Audits, t.DLQ, t.Status}
+	topics := []string{t.Train, t.Queries, t.Attributions, t.Audits, t.DLQ, t.Status, t.Lineage}
 	if len(cfg.Kafka.Brokers) > 0 {
 		if err := c.waitTopics(ctx, faults, topics); err != nil {
 			return nil, err
