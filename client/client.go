@@ -1,12 +1,14 @@
 package client
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cairnhq/cairn/certify"
@@ -146,6 +148,12 @@ type Client struct {
 	http *http.Client
 	w    *stream.Writer // nil without brokers
 	ans  answers        // the reader of the answer topics, started by the first wait
+
+	// mu is held for reading by every write and for writing by Close, so that the
+	// writer is closed only once no write is in flight (kafka-go's Writer.Close can
+	// hang on a partition writer started by a concurrent write).
+	mu     sync.RWMutex
+	closed bool
 }
 
 // New validates cfg, reads the HTTP credential files and prepares the Kafka writer. It
@@ -170,26 +178,37 @@ func New(cfg Config) (*Client, error) {
 // Topics returns the topic names the client uses (defaults filled in).
 func (c *Client) Topics() config.Topics { return c.cfg.Topics }
 
-// Close stops the reader of the answer topics (requests still waiting get an error)
-// and waits for it, then closes the Kafka writer after flushing what it holds. It is
-// idempotent.
+// Close stops the reader of the answer topics (requests still waiting return
+// ErrClosed) and waits for it, waits for the writes in flight, and closes the Kafka
+// writer after flushing what it holds. It is idempotent; requests after it return
+// ErrClosed.
 func (c *Client) Close() error {
 	c.ans.close()
-	if c.w == nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.w == nil {
+		c.closed = true
 		return nil
 	}
+	c.closed = true
 	if err := c.w.Close(); err != nil {
 		return fmt.Errorf("client: closing the kafka writer: %w", err)
 	}
 	return nil
 }
 
-// writer returns the Kafka writer, or ErrNoBrokers.
-func (c *Client) writer() (*stream.Writer, error) {
-	if c.w == nil {
-		return nil, ErrNoBrokers
+// write writes msgs (acknowledged by all in-sync replicas), or returns ErrNoBrokers or
+// ErrClosed.
+func (c *Client) write(ctx context.Context, msgs ...stream.Message) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	switch {
+	case c.w == nil:
+		return ErrNoBrokers
+	case c.closed:
+		return ErrClosed
 	}
-	return c.w, nil
+	return c.w.Write(ctx, msgs...)
 }
 
 // NewRequestID returns prefix-<16 hex digits> from crypto/rand. Request ids need only

@@ -13,7 +13,8 @@ var (
 	// ErrNoBrokers is returned by the Kafka methods of a client configured without
 	// brokers (an HTTP-only client).
 	ErrNoBrokers = errors.New("client: no Kafka brokers configured")
-	// ErrClosed is returned by a request that waits for its answer on a closed client.
+	// ErrClosed is returned by the Kafka requests of a closed client, and to requests
+	// still waiting for their answer when it is closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrNoAnswer is returned when a request's answer (or its dead letter) did not
 	// arrive before the context or Config.AnswerTimeout ended.

@@ -47,17 +47,17 @@ func (c *Client) trainMessage(ev stream.TrainEvent) (stream.Message, error) {
 // points may have been written (a retry re-sends them, which the daemon applies as the
 // same upserts again).
 func (c *Client) Upsert(ctx context.Context, pts ...Point) error {
-	w, err := c.writer()
-	if err != nil {
-		return err
+	if c.w == nil {
+		return ErrNoBrokers
 	}
 	msgs := make([]stream.Message, len(pts))
+	var err error
 	for i, p := range pts {
 		if msgs[i], err = c.trainMessage(stream.TrainEvent{Op: stream.OpUpsert, ID: p.ID, X: p.X, Label: p.Label, Subject: p.Subject}); err != nil {
 			return fmt.Errorf("upsert %d of %d (id %q) not sent: %w", i, len(pts), p.ID, err)
 		}
 	}
-	if err := w.Write(ctx, msgs...); err != nil {
+	if err := c.write(ctx, msgs...); err != nil {
 		return fmt.Errorf("writing %d upserts to %s: %w", len(pts), c.cfg.Topics.Train, err)
 	}
 	return nil
@@ -95,11 +95,7 @@ func (c *Client) prepareQuery(q stream.QueryEvent) (Sent, error) {
 
 // send writes s.
 func (c *Client) send(ctx context.Context, s Sent, what string) error {
-	w, err := c.writer()
-	if err != nil {
-		return err
-	}
-	if err := w.Write(ctx, stream.Message{Topic: s.Topic, Key: s.Key, Value: s.Value}); err != nil {
+	if err := c.write(ctx, stream.Message{Topic: s.Topic, Key: s.Key, Value: s.Value}); err != nil {
 		return fmt.Errorf("sending %s %s to %s: %w", what, s.Request, s.Topic, err)
 	}
 	return nil
@@ -189,8 +185,8 @@ func (c *Client) DeleteAndWait(ctx context.Context, id, request string) (Audit, 
 // sendAndWait registers s with the client's answer reader, sends it and waits for its
 // answer or dead letter, within Config.AnswerTimeout of the send.
 func (c *Client) sendAndWait(ctx context.Context, s Sent, what string) (stream.Message, error) {
-	if _, err := c.writer(); err != nil {
-		return stream.Message{}, err
+	if c.w == nil {
+		return stream.Message{}, ErrNoBrokers
 	}
 	wt, err := c.ans.wait(ctx, c, s)
 	if err != nil {
