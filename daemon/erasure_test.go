@@ -104,8 +104,9 @@ func inputBytes(set *dataset.Set, i int) []byte {
 // subject's points among others, one erasure request, one signed audit that lists every
 // point with its tombstone; the points' inputs then gone from the state file, the slot
 // files and the broker's files; the subject's later upsert dead-lettered
-// (subject_erased) until an unblock lets it in again; malformed requests dead-lettered;
-// and the subject's id in none of the daemon's outputs, logs, /status or /metrics.
+// (subject_erased), and its bytes gone from the broker's files too, until an unblock
+// lets the subject in again; malformed requests dead-lettered; and the subject's id in
+// none of the daemon's outputs, logs, /status or /metrics.
 func TestErasureEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end daemon test")
@@ -282,6 +283,7 @@ func TestErasureEndToEnd(t *testing.T) {
 		}
 	}
 	scanFiles(t, filepath.Join(dir, StateFile+".slots"), gone, inputBytes(set, 0))
+	goneUps["refused "+set.IDs[n]] = late[0].Value // the refused upsert's bytes too
 	scanFiles(t, filepath.Join(dir, "kafka"), goneUps, ups[0].Value)
 }
 

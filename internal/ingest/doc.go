@@ -164,7 +164,10 @@
 // through AppendAudit like a deletion's; Outbox.WithTombstones states the tombstones.
 // An erasure that finds no point is audited at once by the Unknown hook. The subject
 // is then blocked (storage.Tx.Block, with the request and the time): a later upsert
-// naming it is a dead letter, reason subject_erased, until an unblock request
+// naming it is a dead letter, reason subject_erased, followed on its topic by an
+// unversioned tombstone of its id (scrubClaim: it erases nothing stored, whose value is
+// republished when it is read back) so that compaction drops the refused bytes too,
+// until an unblock request
 // (opUnblock, audited at once by the Unknown hook; a daemon that does not lead keeps
 // it pending for the leader's audit) lifts the block. An invalid request, or one
 // whose key is not its subject, is a dead letter without key or bytes (the key is the

@@ -312,6 +312,14 @@ func (in *State) logRequest(o *op) {
 		Str("source", coordinates(o.msg)).Msg("applied a data subject's request")
 }
 
+// scrubClaim is the outbox value of the tombstone that follows a refused upsert of an
+// erased subject (reason subject_erased) on its topic, under its key, so that log
+// compaction erases the refused bytes too: an unversioned tombstone (version -1), which
+// erases nothing stored (claim.erases), so that a point stored under the same id is
+// republished when it is read back (doc.go, "Versions"), and the refused upsert is not
+// the newest record of its id.
+func scrubClaim() []byte { return encodeClaim(-1, nil, nil) }
+
 // recordPointTombstones sets, in an erasure's record, where the tombstones of its
 // points landed (at, by id) for the points that do not say yet, and reports whether it
 // set any.

@@ -169,6 +169,20 @@ func TestErasure(t *testing.T) {
 		t.Errorf("upserts after the erasure: %+v", res)
 	}
 	noSubjectIn(t, st)
+	// The refused upsert is followed by a tombstone that erases nothing stored (version
+	// -1), so that compaction drops its bytes from the topic.
+	var scrubs []int64
+	for _, m := range train.publish(st) {
+		if m.Value == nil {
+			scrubs = append(scrubs, versionOf(t, m))
+			if string(m.Key) != "s6" {
+				t.Errorf("tombstone of %q after the refused upsert of s6", m.Key)
+			}
+		}
+	}
+	if !slices.Equal(scrubs, []int64{-1}) {
+		t.Errorf("tombstones after the refused upsert: versions %v, want [-1]", scrubs)
+	}
 	// Unblock: nothing audits it here (no hooks), so it is pending; alice's upserts are
 	// accepted again.
 	res = reqs.apply(in, reqs.add(request(t, stream.ErasureUnblock, alice, "u1")))
@@ -444,5 +458,33 @@ func TestSubjectKey(t *testing.T) {
 		if got := SubjectHex(ref.Hash(s)); got != want {
 			t.Errorf("hash of %q = %s, want %s", s, got, want)
 		}
+	}
+}
+
+// TestScrubKeepsStored: the tombstone after a refused upsert of an erased subject does
+// not erase the value stored under the same id: read back, it makes the daemon
+// republish that value, so the topic's newest record of the id restates it again.
+func TestScrubKeepsStored(t *testing.T) {
+	cfg := testConfig()
+	st := tempStore(t)
+	in := newTestIngest(t, cfg, st)
+	g := newGen(t, 26, 6)
+	train := &topicLog{t: t, topic: cfg.Kafka.Topics.Train}
+	reqs := &topicLog{t: t, topic: stream.DefaultErasuresTopic}
+	kept := g.upsert("x")
+	train.apply(in, train.add(stream.Message{Key: []byte("x"), Value: kept.value}))
+	reqs.apply(in, reqs.add(request(t, stream.ErasureErase, alice, "e1")))
+	train.apply(in, train.add(stream.Message{Key: []byte("x"), Value: g.upsertAbout("x", alice).value}))
+	pub := train.publish(st)
+	if len(pub) != 1 || pub[0].Value != nil {
+		t.Fatalf("published %v, want the tombstone after the refused upsert", pub)
+	}
+	train.apply(in, pub)
+	if x, v := storedX(t, st, "x"); !sameBits(x, kept.x) || v != 0 {
+		t.Fatalf("x stored %v at version %d, want the first upsert's value", x, v)
+	}
+	pub = train.publish(st)
+	if len(pub) != 1 || pub[0].Value == nil || versionOf(t, pub[0]) != 0 {
+		t.Fatalf("after reading the tombstone back published %v, want x republished at version 0", pub)
 	}
 }

@@ -148,6 +148,9 @@ type op struct {
 	er      stream.ErasureEvent
 	recs    []*Deletion
 	audited bool
+	// scrub: a dead letter of an erased subject's upsert, whose bytes a tombstone erases
+	// from the training topic (erasure.go, scrubClaim).
+	scrub bool
 }
 
 // Stats are cumulative counts since the State was built.
@@ -624,7 +627,7 @@ func (in *State) decode(batch []stream.Message, fresh []bool, claims []*claim) e
 		if derr == nil && ev.Subject != "" {
 			var err error
 			if o.subj, err = in.upsertSubject(ev); errors.Is(err, stream.ErrRejected) {
-				derr = err
+				derr, o.scrub = err, true
 			} else if err != nil {
 				return err
 			}
@@ -894,6 +897,9 @@ func (in *State) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) error
 	switch o.kind {
 	case opDead:
 		_, err := tx.Enqueue(o.dead.Topic, o.dead.Key, o.dead.Value)
+		if err == nil && o.scrub {
+			_, err = tx.Enqueue(o.msg.Topic, o.msg.Key, scrubClaim())
+		}
 		return err
 	case opUpsert:
 		p := storage.Point{ID: o.ev.ID, X: o.ev.X, Version: o.version()}
