@@ -29,6 +29,8 @@ func benchCmd(fs *flag.FlagSet) cli.Func {
 	timeout := fs.Duration("timeout", 2*time.Hour, "bound on the whole run")
 	logLevel := fs.String("log-level", "warn", "daemon log level on stderr")
 	untrained := fs.Bool("untrained", false, "the seeded untrained network (model.untrained) instead of the trained weights shipped for --data")
+	var of onnxFlags
+	of.register(fs)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (go tool pprof) to this file")
 	rate := fs.Float64("rate", 30, "open-loop query load: queries per second (0: no load phase)")
 	loadDur := fs.Duration("load-duration", 20*time.Second, "open-loop query load: how long")
@@ -63,6 +65,9 @@ func benchCmd(fs *flag.FlagSet) cli.Func {
 		cfg.Kafka.EmbeddedBroker, cfg.HTTP = *broker, *httpAddr
 		if *untrained {
 			cfg.Model.Untrained = true
+		}
+		if err := of.apply(&cfg.Model); err != nil {
+			return err
 		}
 		log, err := daemonLogger(stdio.Err, *logLevel)
 		if err != nil {

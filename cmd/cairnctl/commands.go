@@ -42,6 +42,7 @@ func root() *cli.Command {
 			{Name: "status", Synopsis: "the daemon's /status", Flags: statusCmd},
 			{Name: "model", Synopsis: "served models", Subcommands: []*cli.Command{
 				{Name: "export", Synopsis: "print a model version from a running daemon or a stopped daemon's file", Flags: modelExportCmd},
+				{Name: "inspect", Args: "FILE.onnx", Synopsis: "what cairn sees in an ONNX export: operators, input shape, parameters, coverage under --params, warnings and the export recipe", Flags: modelInspectCmd},
 			}},
 			{Name: "check", Synopsis: "check a stopped daemon's state file: pages, records, audit chain", Flags: checkCmd},
 			{Name: "demo", Synopsis: "run the daemon and its main job in process (NDJSON events, then a summary)", Flags: demoCmd},

@@ -45,6 +45,8 @@ func demoCmd(fs *flag.FlagSet) cli.Func {
 	timeout := fs.Duration("timeout", time.Hour, "bound on the whole demo")
 	logLevel := fs.String("log-level", "warn", "daemon log level on stderr: debug, info, warn, error")
 	untrained := fs.Bool("untrained", false, "the seeded untrained network (model.untrained) instead of the trained weights shipped for --data")
+	var of onnxFlags
+	of.register(fs)
 	hold := fs.Duration("hold", 0, "after the deletion, keep the daemon serving this long (or until interrupted) so its UI (/ui on --http) can be browsed")
 	return func(ctx context.Context, stdio cli.Stdio) error {
 		if *n < 1 || *queries < 1 || *hold < 0 {
@@ -57,6 +59,9 @@ func demoCmd(fs *flag.FlagSet) cli.Func {
 		cfg.Kafka.EmbeddedBroker, cfg.HTTP = *broker, *httpAddr
 		if *untrained {
 			cfg.Model.Untrained = true
+		}
+		if err := of.apply(&cfg.Model); err != nil {
+			return err
 		}
 		cfg.Kafka.Brokers = nil // the demo's daemon runs its own broker
 		log, err := daemonLogger(stdio.Err, *logLevel)

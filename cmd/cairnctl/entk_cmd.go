@@ -12,7 +12,9 @@ import (
 // K_{h,s} of one draw named "cli" under --seed (offline.Kernel).
 func entkKernelCmd(fs *flag.FlagSet) cli.Func {
 	var o offline.KernelOptions
-	fs.StringVar(&o.Arch, "arch", "", "architecture spec, e.g. mlp:784-256-256-10 (required)")
+	fs.StringVar(&o.Arch, "arch", "", "architecture spec, e.g. mlp:784-256-256-10 (required unless --model)")
+	fs.StringVar(&o.Model, "model", "", "an ONNX export (FILE.onnx) as the backbone instead of --arch, as cairnd --model (model.file)")
+	fs.StringVar(&o.Params, "params", "", "with --model: comma-separated initializer-name globs selecting the kernel's parameters (model.params); default: all")
 	fs.StringVar(&o.Weights, "weights", "", "safetensors file with the parameters, or shipped:NAME (default: the shipped trained weights for --arch)")
 	fs.BoolVar(&o.Untrained, "untrained", false, "use the seeded PyTorch-default initialization under --seed instead of trained weights")
 	fs.StringVar(&o.In, "in", "", "headerless CSV, one example per row (required)")

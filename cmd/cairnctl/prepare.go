@@ -10,15 +10,16 @@ import (
 // fit, explain, audit and validate commands (offline.Pipeline). Register them with
 // register, then read them with options.
 type pipelineFlags struct {
-	data      string // --data: mnist | fashion-mnist | adult:DIR | csv:FILE
-	arch      string // --arch; "" picks the default for the data set (offline.DefaultArch)
-	weights   string // --weights: backbone parameter file or shipped:NAME
-	untrained bool   // --untrained: the seeded initialization (a test fixture)
-	h, s      int    // --h heads, --s SRHT width
-	m         int    // --m landmarks per view
-	n         int    // --n first rows (0 = all)
-	seed      uint64 // --seed: backbone init, sketch, views, selectors
-	normalize bool   // --normalize: pc-ntk's normalized residuals
+	data      string    // --data: mnist | fashion-mnist | adult:DIR | csv:FILE
+	arch      string    // --arch; "" picks the default for the data set (offline.DefaultArch)
+	weights   string    // --weights: backbone parameter file or shipped:NAME
+	untrained bool      // --untrained: the seeded initialization (a test fixture)
+	onnx      onnxFlags // --model FILE.onnx, --params GLOB,...
+	h, s      int       // --h heads, --s SRHT width
+	m         int       // --m landmarks per view
+	n         int       // --n first rows (0 = all)
+	seed      uint64    // --seed: backbone init, sketch, views, selectors
+	normalize bool      // --normalize: pc-ntk's normalized residuals
 	tolerance float64
 }
 
@@ -29,6 +30,7 @@ func (p *pipelineFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.arch, "arch", "", "backbone spec (default convnet:1x28x28-16-32-10 for images, resmlp:<D>-128x3-8 otherwise)")
 	fs.StringVar(&p.weights, "weights", "", "backbone weights: a safetensors file or shipped:NAME (default: the shipped trained weights for --data and --arch)")
 	fs.BoolVar(&p.untrained, "untrained", false, "use the seeded untrained network (PyTorch-default init under --seed) instead of trained weights")
+	p.onnx.register(fs)
 	fs.IntVar(&p.h, "h", d.H, "number of Gaussian output heads")
 	fs.IntVar(&p.s, "s", d.S, "SRHT sketch width")
 	fs.IntVar(&p.m, "m", d.M, "landmarks per view (pool M = 2m)")
@@ -42,6 +44,7 @@ func (p *pipelineFlags) register(fs *flag.FlagSet) {
 
 // options returns the parsed flags as offline's settings.
 func (p *pipelineFlags) options() offline.Pipeline {
-	return offline.Pipeline{Data: p.data, Arch: p.arch, Weights: p.weights, Untrained: p.untrained, H: p.h, S: p.s,
+	return offline.Pipeline{Data: p.data, Arch: p.arch, Weights: p.weights, Untrained: p.untrained,
+		Model: p.onnx.model, Params: p.onnx.params, H: p.h, S: p.s,
 		M: p.m, N: p.n, Seed: p.seed, Normalize: p.normalize, Tolerance: p.tolerance}
 }

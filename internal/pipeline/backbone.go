@@ -44,7 +44,7 @@ func openBackbone(m config.Backbone, data string) (backbone, error) {
 		if len(m.Params) > 0 {
 			sel = fmt.Sprintf(" (model.params %q)", m.Params)
 		}
-		return backbone{}, fmt.Errorf("%w: model.file %q%s: %w%s", ErrConfig, m.File, sel, err, loadHint(err))
+		return backbone{}, fmt.Errorf("%w: model.file %q%s: %w%s", ErrConfig, m.File, sel, err, LoadHint(err))
 	}
 	o := b.(*entk.ONNX)
 	if w := FoldedBatchNorm(cov); w != nil && !m.AllowFoldedBatchNorm {
@@ -66,8 +66,11 @@ func openBackbone(m config.Backbone, data string) (backbone, error) {
 	return out, nil
 }
 
-// loadHint is what to change for an ONNX file that does not load, beyond the error.
-func loadHint(err error) string {
+// LoadHint is what to change for an ONNX file that does not load with err, beyond what
+// err says: which operators are supported, how to fix the input shape or the opset, where
+// the parameter names are listed. It starts with a space, or is empty when there is no
+// more to say.
+func LoadHint(err error) string {
 	var oe *onnx.OpError
 	switch {
 	case errors.Is(err, onnx.ErrUnsupported) && errors.As(err, &oe):

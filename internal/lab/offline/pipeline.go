@@ -3,6 +3,7 @@ package offline
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,10 +23,17 @@ type Pipeline struct {
 	Arch      string // --arch; "" picks the default for the data set (DefaultArch)
 	Weights   string // --weights: backbone parameter file or shipped:NAME; "" = the shipped weights for the data set
 	Untrained bool   // --untrained: the seeded initialization (a test fixture)
-	H, S      int    // --h heads, --s SRHT width
-	M         int    // --m landmarks per view
-	N         int    // --n first rows (0 = all)
-	Seed      uint64 // --seed: backbone init, sketch, views, selectors
+	// Model is --model: an ONNX export as the backbone (the daemon's model.file), with the
+	// kernel's parameters selected by Params, comma-separated initializer-name globs
+	// (--params, model.params; "": all). Weights and Untrained are then unset, and Arch
+	// empty or pinning the file's digest. (A string, so that Pipeline stays comparable:
+	// BlockCache keys on it.)
+	Model  string
+	Params string
+	H, S   int    // --h heads, --s SRHT width
+	M      int    // --m landmarks per view
+	N      int    // --n first rows (0 = all)
+	Seed   uint64 // --seed: backbone init, sketch, views, selectors
 	// Normalize is --normalize: pc-ntk pivots on normalized residuals δ_j/K_jj, as the
 	// daemon's pool does under pool.normalize (its default). Literals leave it false,
 	// the paper's raw rule, which reproduce keeps.
@@ -211,8 +219,24 @@ func Widen(rows [][]float32, q int) []float64 {
 }
 
 // features builds the daemon's feature pipeline for the settings and the data set set
-// (--arch defaulting to DefaultArch(set)), and checks the backbone takes set's rows.
+// (--arch defaulting to DefaultArch(set), or --model's ONNX file), and checks the
+// backbone takes set's rows.
 func (p *Pipeline) features(set *dataset.Set) (*pipeline.Features, error) {
+	if p.Model != "" {
+		m := config.Backbone{Arch: p.Arch, File: p.Model, Params: GlobList(p.Params), Weights: p.Weights, Untrained: p.Untrained, Seed: p.Seed}
+		f, err := pipeline.NewFeatures(m, config.Sketch{H: p.H, S: p.S}, set.Name)
+		if err != nil {
+			return nil, fmt.Errorf("--model %q --params %q --h %d --s %d: %w", p.Model, p.Params, p.H, p.S, err)
+		}
+		if f.InputDim() != set.D {
+			return nil, fmt.Errorf("--model %s takes inputs of shape %v (%d values), but --data %s has %d features per row",
+				p.Model, f.InputShape(), f.InputDim(), p.Data, set.D)
+		}
+		return f, nil
+	}
+	if p.Params != "" {
+		return nil, fmt.Errorf("--params %q selects an ONNX model's parameters: give --model FILE.onnx too", p.Params)
+	}
 	spec := p.Arch
 	if spec == "" {
 		spec = DefaultArch(set)
@@ -296,4 +320,16 @@ func kernelBlocks(p *Prepared, vs *ViewSelection) (ka, kb []float64) {
 	pipeline.KernelTo(mat.NewDense(n, vs.M, ka), p.FeatA, z)
 	pipeline.KernelTo(mat.NewDense(n, vs.M, kb), p.FeatB, z)
 	return ka, kb
+}
+
+// GlobList is a comma-separated list of globs (--params) as a list, blanks trimmed and
+// empty items dropped; nil for none.
+func GlobList(s string) []string {
+	var out []string
+	for _, g := range strings.Split(s, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			out = append(out, g)
+		}
+	}
+	return out
 }
