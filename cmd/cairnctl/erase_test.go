@@ -22,8 +22,9 @@ import (
 
 // eraseDaemon runs a tiny daemon in process (embedded broker and HTTP on free ports, an
 // untrained mlp:4-16-4) serving a model on 24 points, the first four about subject,
-// until the test ends; it returns the broker address and the data directory.
-func eraseDaemon(t *testing.T, subject string) (string, string) {
+// until the test ends; it returns the broker address, the data directory and the HTTP
+// address.
+func eraseDaemon(t *testing.T, subject string) (string, string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	c := config.Default()
@@ -75,16 +76,17 @@ func eraseDaemon(t *testing.T, subject string) (string, string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return d.Brokers()[0], dir
+	return d.Brokers()[0], dir, d.HTTPAddr()
 }
 
 // TestEraseCommand: `cairnctl erase --wait` prints the erasure's one audit, which lists
 // the subject's four points and names the subject by the hash `cairnctl subject hash`
-// recomputes from the daemon's key; neither command prints the subject, which the
-// second reads from stdin; `--unblock` without --wait only reports the request sent.
+// recomputes from the daemon's key; `audit verify` verifies the chain with it; neither
+// command prints the subject, which the second reads from stdin; `--unblock` without
+// --wait only reports the request sent.
 func TestEraseCommand(t *testing.T) {
 	const subject = "mallory@example.org"
-	brokers, dir := eraseDaemon(t, subject)
+	brokers, dir, httpAddr := eraseDaemon(t, subject)
 	var out, errb bytes.Buffer
 	code := run(t.Context(), []string{"erase", "--brokers", brokers, "--subject", subject, "--request", "gdpr-7", "--wait", "--timeout", "60s"},
 		nil, &out, &errb)
@@ -109,6 +111,12 @@ func TestEraseCommand(t *testing.T) {
 	key, err := ingest.ReadSubjectKey(dir + "/" + ingest.SubjectKeyFile)
 	if err != nil || ingest.SubjectHex(key.Hash(subject)) != h.SubjectHash {
 		t.Errorf("the printed hash is not the key's (%v)", err)
+	}
+	var vout, verr bytes.Buffer
+	code = run(t.Context(), []string{"audit", "verify", "--brokers", brokers, "--http", httpAddr}, nil, &vout, &verr)
+	var rep cairn.ChainReport
+	if code != 0 || json.Unmarshal(vout.Bytes(), &rep) != nil || !rep.OK || rep.Records != 1 || rep.Signatures != "verified" {
+		t.Errorf("audit verify: exit %d, %s %s", code, vout.String(), verr.String())
 	}
 	out.Reset()
 	if code := run(t.Context(), []string{"erase", "--brokers", brokers, "--subject", subject, "--unblock"}, nil, &out, &errb); code != 0 ||
