@@ -22,9 +22,10 @@ import (
 )
 
 // modelExportKeys are the keys of cairnctl model export and GET /model of a fitted model
-// (bias and coefficients: the encoder, which a representer answer needs).
+// (bias and coefficients: the encoder, which a representer answer needs; coverage: the
+// backbone's parameters the kernel is over, every tensor for a built-in backbone).
 var (
-	modelExportKeys = []string{"arch", "bias", "kernel_scale", "landmarks", "model", "model_id", "score", "weights", "weights_sha256"}
+	modelExportKeys = []string{"arch", "bias", "coverage", "kernel_scale", "landmarks", "model", "model_id", "score", "weights", "weights_sha256"}
 	landmarkKeys    = []string{"coefficients", "id", "omega", "view", "x"}
 )
 
@@ -122,7 +123,8 @@ func TestModelExportHTTP(t *testing.T) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"model":3,"model_id":"sha256:ab","arch":"mlp:2-3-1","weights":"seeded:1","weights_sha256":"cd","kernel_scale":0.5,"score":"s","landmarks":[{"id":"p","view":"A","x":[1,2],"omega":0.25,"coefficients":[0.5]}],"bias":[0.1]}`)
+		io.WriteString(w, `{"model":3,"model_id":"sha256:ab","arch":"mlp:2-3-1","weights":"seeded:1","weights_sha256":"cd","kernel_scale":0.5,"score":"s","landmarks":[{"id":"p","view":"A","x":[1,2],"omega":0.25,"coefficients":[0.5]}],"bias":[0.1],`+
+			`"coverage":{"params_in_kernel":13,"params_total":13,"share":1,"tensors":[]}}`)
 	}))
 	defer srv.Close()
 	code, stdout, stderr := runCmd("model", "export", "--http", srv.URL)
