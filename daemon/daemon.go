@@ -99,6 +99,9 @@ type Daemon struct {
 	// erasures is what /status and /metrics show of the data subjects' requests
 	// (erasure.go).
 	erasures erasureState
+	// lineage is what the training batch being applied knows of its erasures' lineage
+	// events (lineage.go), under train.mu.
+	lineage lineageState
 }
 
 // trainState is the training side. mu guards the ingest (pool, point cache, pending
@@ -331,7 +334,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return diagnose(st, err)
 	}
 	d.emitStatus("audit_key", d.AuditKey())
-	w, err := stream.NewWriter(stream.WriterConfig{Kafka: d.kafka, OnWritten: d.tombstonesWritten})
+	w, err := stream.NewWriter(stream.WriterConfig{Kafka: d.kafka, OnWritten: d.tombstonesWritten, Events: cluster.Events(d.cfg)})
 	if err != nil {
 		return err
 	}
@@ -676,7 +679,7 @@ func (d *Daemon) restore() error {
 	if err != nil {
 		return err
 	}
-	in.SetHooks(ingest.Hooks{Removing: d.removing, Describe: d.describe, Unknown: d.auditUnknown, Commit: d.commitMask})
+	in.SetHooks(ingest.Hooks{Removing: d.removing, Describe: d.describeRecord, Unknown: d.auditUnknown, Commit: d.commitBatch})
 	d.train.ingest = in
 	d.train.cache.Store(in.Points())
 	offs, err := d.store.Offsets()
@@ -869,8 +872,15 @@ func (d *Daemon) auditUnknown(tx *storage.Tx, rec *ingest.Deletion) (bool, error
 	if !d.leading.Load() {
 		return false, nil // pending: the leader's audit of it is adopted, or this daemon audits it once it leads
 	}
+	complete, err := d.erasureAuditedAtOnce(tx, rec) // an erasure's lineage START (lineage.go)
+	if err != nil {
+		return false, err
+	}
 	a, err := ingest.AppendAudit(tx, d.cfg.Kafka.Topics.Audits, rec, d.serve.model.Load(), rec.Applied, d.signer)
 	if err != nil {
+		return false, err
+	}
+	if err := complete(a); err != nil {
 		return false, err
 	}
 	return true, d.checkpoint(tx, a)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/internal/lineage"
 	"github.com/cairnhq/cairn/internal/refit"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
@@ -16,11 +17,13 @@ import (
 )
 
 // job is one refit (reason set) or background sync (reason empty): the snapshot it
-// works on, and mark, len(serveState.removals) when it was taken.
+// works on, mark, len(serveState.removals) when it was taken, and a refit's lineage run
+// (the offsets applied and the model serving when it was taken; lineage.go).
 type job struct {
 	*ingest.Snapshot
 	mark   int
 	reason string
+	run    lineage.Refit
 }
 
 // syncSnapshot selects both views' landmarks over snap by batch greedy (ingest.Select:
@@ -67,13 +70,22 @@ func (d *Daemon) newServing(in serving.Input) (*serving.Model, error) {
 // transaction (model, fit statistics, audits, pending records removed, a status event),
 // then the new serving model is installed with the landmarks removed since the
 // snapshot masked.
-func (d *Daemon) refit(ctx context.Context, snap *job) error {
+func (d *Daemon) refit(ctx context.Context, snap *job) (err error) {
 	if len(snap.IDs) < d.cfg.Refit.MinPoints {
 		return d.auditWithoutModel(snap)
 	}
+	started, err := d.refitStarted(snap.run)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil && started && ctx.Err() == nil {
+			d.refitFailed(snap.run, err)
+		}
+	}()
 	start := time.Now()
 	var latest uint64
-	err := d.store.View(func(tx *storage.ReadTx) error {
+	err = d.store.View(func(tx *storage.ReadTx) error {
 		m, ok, err := tx.LatestModel()
 		if ok {
 			latest = m.Version
@@ -174,8 +186,10 @@ func (d *Daemon) writeRefit(tx *storage.Tx, snap *job, c *refitCommit) error {
 	if !c.leading {
 		return nil
 	}
-	_, err = tx.Enqueue(d.cfg.Kafka.Topics.Status, []byte("model"), c.status)
-	return err
+	if _, err := tx.Enqueue(d.cfg.Kafka.Topics.Status, []byte("model"), c.status); err != nil {
+		return err
+	}
+	return d.refitCompleted(tx, snap.run, c)
 }
 
 // finishRefit follows a committed refit: the leader installs the new serving model with

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cairnhq/cairn/internal/cluster"
 	"github.com/cairnhq/cairn/internal/role/replica"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/stream"
@@ -32,7 +33,7 @@ func (d *Daemon) runReplica(ctx context.Context) (err error) {
 	f := fnv.New64a()
 	f.Write([]byte(abs))
 	d.serve.drawNonce = f.Sum64()
-	w, err := stream.NewWriter(stream.WriterConfig{Kafka: d.kafka})
+	w, err := stream.NewWriter(stream.WriterConfig{Kafka: d.kafka, Events: cluster.Events(d.cfg)})
 	if err != nil {
 		return err
 	}
@@ -84,7 +85,8 @@ func (d *Daemon) emitDirect(kind string, data any) {
 	v, err := statusValue(kind, data)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = d.direct.Write(ctx, stream.Message{Topic: d.cfg.Kafka.Topics.Status, Key: []byte(kind), Value: v})
+		// ce_time: the event's own time (a replica keeps no state to take one from).
+		err = d.direct.Write(ctx, stream.Message{Topic: d.cfg.Kafka.Topics.Status, Key: []byte(kind), Value: v, Time: time.Now().UTC()})
 		cancel()
 	}
 	if err != nil {

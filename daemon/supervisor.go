@@ -102,6 +102,11 @@ func (d *Daemon) nextJob(ctx context.Context) (*job, error) {
 		return nil, err
 	}
 	snap := &job{Snapshot: s, reason: reason}
+	if reason != "" {
+		if snap.run, err = d.refitRun(); err != nil {
+			return nil, err
+		}
+	}
 	d.serve.mu.Lock()
 	snap.mark = len(d.serve.removals)
 	d.serve.mu.Unlock()
@@ -186,6 +191,9 @@ func (d *Daemon) auditWithoutModel(snap *job) error {
 			}
 			last = a
 			if _, err := tx.DeletePending(rec.Seq); err != nil {
+				return err
+			}
+			if err := d.erasureCompleted(tx, rec, a, 0, ""); err != nil { // no model serves after it
 				return err
 			}
 		}

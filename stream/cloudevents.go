@@ -340,3 +340,21 @@ func checkAttr(s string) string {
 	}
 	return ""
 }
+
+// DecodeQueryMessage decodes the query record m, headers included: when m carries
+// CloudEvents headers they must be a valid event (ParseCloudEvent, else a *RejectError
+// with reason bad_header), and a query that names no "request" takes the event's ce_id
+// as its request id, which the answer then echoes as its "request" and key. Without
+// CloudEvents headers it is DecodeQuery of the value. Every returned error is a
+// *RejectError.
+func DecodeQueryMessage(m Message, lim Limits) (QueryEvent, error) {
+	ev, ok, err := ParseCloudEvent(m, lim)
+	if err != nil {
+		return QueryEvent{}, err
+	}
+	request := ""
+	if ok {
+		request = ev.ID
+	}
+	return decodeQuery(m.Value, lim, request)
+}

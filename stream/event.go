@@ -293,6 +293,12 @@ func DecodeTrain(raw []byte, lim Limits) (TrainEvent, error) {
 // DecodeQuery parses and validates one query event; see DecodeTrain for the
 // rules shared by all input decoders.
 func DecodeQuery(raw []byte, lim Limits) (QueryEvent, error) {
+	return decodeQuery(raw, lim, "")
+}
+
+// decodeQuery is DecodeQuery, with request the request id of a query that names none
+// ("": "request" is required).
+func decodeQuery(raw []byte, lim Limits, request string) (QueryEvent, error) {
 	lim = lim.withDefaults()
 	var ev QueryEvent
 	var have fieldSet
@@ -353,7 +359,10 @@ func DecodeQuery(raw []byte, lim Limits) (QueryEvent, error) {
 		return QueryEvent{}, reject(ReasonBadVersion, "v", "missing; want 1")
 	}
 	if !have.has("request") {
-		return QueryEvent{}, reject(ReasonMissingField, "request", "missing")
+		if request == "" {
+			return QueryEvent{}, reject(ReasonMissingField, "request", "missing")
+		}
+		ev.Request = request
 	}
 	switch {
 	case have.has("x") && have.has("id"):

@@ -56,6 +56,17 @@ func TopicConfigs(cfg config.Config) map[string]map[string]string {
 	}
 }
 
+// Events stamps cairnd's records under cfg with their CloudEvents headers
+// (stream.Events): ce_source cfg.EventSource(), and the ce_type of each output topic.
+// The input topics and the training topic's claims are not listed: they carry no
+// CloudEvents headers of cairnd's.
+func Events(cfg config.Config) *stream.Events {
+	t := cfg.Kafka.Topics
+	return &stream.Events{Source: cfg.EventSource(), Types: map[string]stream.EventType{
+		t.Attributions: stream.TypeAttribution, t.Audits: stream.TypeAudit, t.DLQ: stream.TypeDeadLetter,
+		t.Status: stream.TypeStatus, t.Models: stream.TypeModel, t.Lineage: stream.TypeLineage}}
+}
+
 // Conn is cairnd's side of the Kafka cluster once Connect has returned: the client
 // configuration, the embedded broker (if any), and what the topics' check found.
 type Conn struct {

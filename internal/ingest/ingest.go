@@ -1105,6 +1105,11 @@ func decodeAll(batch []stream.Message, fresh []bool, lim stream.Limits, erasures
 					out[i].err = stream.CheckTrainKey(batch[i].Key, out[i].ev)
 				}
 			}
+			if fresh[i] && out[i].err == nil {
+				// CloudEvents headers, when an input has any, must be a valid event
+				// (else a dead letter, bad_header); cairnd's claims carry none.
+				_, _, out[i].err = stream.ParseCloudEvent(batch[i], lim)
+			}
 		}
 	}
 	w := min(runtime.GOMAXPROCS(0), len(batch)/16)

@@ -102,7 +102,7 @@ func (a *Answerer) Batch(w *serving.Workspace, s *serving.Model, batch []stream.
 			outs[i].Skip = true
 			continue
 		}
-		ev, err := stream.DecodeQuery(m.Value, a.cfg.Limits)
+		ev, err := stream.DecodeQueryMessage(m, a.cfg.Limits) // CloudEvents headers checked, ce_id the default request
 		var x []float64
 		if err == nil {
 			x, err = a.input(s, ev)

@@ -65,10 +65,13 @@ func (r *Replica) handle(ctx context.Context, batch []stream.Message) error {
 		return err
 	}
 	outs := r.cfg.Answers.Batch(&r.work, s, batch, nil)
+	// The answers' ce_time is when they were computed: a replica keeps no state, and a
+	// batch it answers again after a restart is computed again.
+	at := time.Now().UTC()
 	msgs := make([]stream.Message, 0, len(batch))
 	for _, o := range outs {
 		if !o.Skip {
-			msgs = append(msgs, stream.Message{Topic: o.Topic, Key: o.Key, Value: o.Value})
+			msgs = append(msgs, stream.Message{Topic: o.Topic, Key: o.Key, Value: o.Value, Time: at})
 		}
 	}
 	if err := r.cfg.Writer.Write(ctx, msgs...); err != nil {
