@@ -923,6 +923,9 @@ func (c *Config) validateKafka(p *problems) {
 func (c *Config) validateModelFile(p *problems) {
 	m := c.Model
 	if m.File == "" {
+		if m.Arch == "onnx" || strings.HasPrefix(m.Arch, "onnx:") {
+			p.bad("model.arch", m.Arch, "names an ONNX model: set model.file to its path")
+		}
 		if len(m.Params) > 0 {
 			p.bad("model.params", m.Params, "selects an ONNX model's parameters: set model.file too")
 		}

@@ -27,6 +27,7 @@ func TestModelFileValidate(t *testing.T) {
 		{"file and untrained", func(m *Backbone) { m.File, m.Untrained = "m.onnx", true }, []string{"model.untrained"}},
 		{"file and a built-in arch", func(m *Backbone) { m.File, m.Arch = "m.onnx", "mlp:4-2" }, []string{"model.arch"}},
 		{"bad glob", func(m *Backbone) { m.File, m.Params = "m.onnx", []string{"fc.[", ""} }, []string{"model.params"}},
+		{"onnx arch without file", func(m *Backbone) { m.Arch = "onnx:" + strings.Repeat("ab", 32) }, []string{"model.arch"}},
 		{"params without file", func(m *Backbone) { m.Params = []string{"fc.*"} }, []string{"model.params"}},
 		{"folded batchnorm without file", func(m *Backbone) { m.AllowFoldedBatchNorm = true }, []string{"model.allow_folded_batchnorm"}},
 	} {

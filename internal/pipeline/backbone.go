@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cairnhq/cairn/config"
@@ -145,14 +146,14 @@ func (f *Features) Coverage() *onnx.Coverage { return f.cov }
 // backbones. The caller must not modify it.
 func (f *Features) IndexInputs() []onnx.IndexInput { return f.index }
 
-// InputShape is the per-example input shape: an ONNX model's input tensor, (C, H, W) of
-// a convnet, or (D) of the dense backbones.
+// InputShape is the per-example input shape, in a new slice: an ONNX model's input
+// tensor, (C, H, W) of a convnet, or (D) of the dense backbones.
 func (f *Features) InputShape() []int {
 	if o, ok := f.backbone.(*entk.ONNX); ok {
-		return o.Model().InputShape()
+		return slices.Clone(o.Model().InputShape())
 	}
 	if f.shape != [3]int{} {
-		return f.shape[:]
+		return []int{f.shape[0], f.shape[1], f.shape[2]}
 	}
 	return []int{f.backbone.InDim()}
 }
