@@ -169,7 +169,9 @@
 // republished when it is read back) so that compaction drops the refused bytes too,
 // until an unblock request
 // (opUnblock, audited at once by the Unknown hook; a daemon that does not lead keeps
-// it pending for the leader's audit) lifts the block. An invalid request, or one
+// it pending for the leader's audit) lifts the block. A tombstone on the erasures topic
+// (an operator removing a request carried out, and the subject's id with it) is consumed
+// and does nothing. An invalid request, or one
 // whose key is not its subject, is a dead letter without key or bytes (the key is the
 // subject), and a dead letter of a training message that may name a subject
 // (stream.MayNameSubject) keeps no bytes whatever kafka.dlq_keep_raw says.

@@ -115,8 +115,14 @@ func (in *State) upsertSubject(ev stream.TrainEvent) (*storage.SubjectHash, erro
 
 // decodeRequest turns o, a message of the erasures topic decoded as d, into an erasure
 // or unblock op (or a dead letter), and updates the subject's block for the rest of the
-// batch. From here on the subject is named by its hash only.
+// batch. From here on the subject is named by its hash only. A tombstone (a null value:
+// the topic is compacted by subject, and an operator may remove a request that was
+// carried out, with the subject's id) is consumed and does nothing.
 func (in *State) decodeRequest(o *op, d decoded) error {
+	if o.msg.Value == nil {
+		o.kind = opClaim // not one of cairnd's claims (isClaim is false): its offset is stored
+		return nil
+	}
 	if d.err != nil {
 		return in.deadLetter(o, d.err)
 	}
