@@ -489,3 +489,34 @@ func TestScrubKeepsStored(t *testing.T) {
 		t.Fatalf("after reading the tombstone back published %v, want x republished at version 0", pub)
 	}
 }
+
+// TestErasureParts: a subject with more than MaxErasurePoints points is erased in the
+// same transaction, in records of at most MaxErasurePoints points numbered part i of
+// parts, which /status counts as one request.
+func TestErasureParts(t *testing.T) {
+	cfg := testConfig()
+	st := tempStore(t)
+	in := newTestIngest(t, cfg, st)
+	g := newGen(t, 27, 6)
+	train := &topicLog{t: t, topic: cfg.Kafka.Topics.Train}
+	reqs := &topicLog{t: t, topic: stream.DefaultErasuresTopic}
+	n := MaxErasurePoints + 3
+	var ms []stream.Message
+	for i := range n {
+		ms = append(ms, stream.Message{Key: []byte(id(i)), Value: g.upsertAbout(id(i), alice).value})
+	}
+	train.apply(in, train.add(ms...))
+	res := reqs.apply(in, reqs.add(request(t, stream.ErasureErase, alice, "big")))
+	if len(res.Subjects) != 2 || res.Erasures != n || in.Len() != 0 {
+		t.Fatalf("%d records, %d points erased, %d left", len(res.Subjects), res.Erasures, in.Len())
+	}
+	for i, r := range res.Subjects {
+		want := []int{MaxErasurePoints, 3}[i]
+		if r.Part != i+1 || r.Parts != 2 || len(r.Points) != want || r.Request != "big" {
+			t.Errorf("record %d: part %d of %d, %d points; want part %d of 2, %d points", i, r.Part, r.Parts, len(r.Points), i+1, want)
+		}
+	}
+	if subs := in.PendingSubjects(); len(subs) != 1 || subs[0].Points != n {
+		t.Errorf("pending %+v, want one request of %d points", subs, n)
+	}
+}
