@@ -14,7 +14,10 @@
 //     neighbours; a tie in counts goes to the tied class whose best-ranked neighbour is
 //     nearest. Share is that class's count divided by k (the neighbour count actually used,
 //     min(k, number of candidates)).
-//   - A Classifier is immutable after New and safe for concurrent use.
+//   - A Classifier is immutable after New and safe for concurrent use. New, Predict and
+//     LeaveOneOut run on GOMAXPROCS goroutines (the normalization and each query's
+//     selection in chunks, internal/par), joined before they return; the results do not
+//     depend on how many.
 //   - Labels are non-negative ints; shape mismatches are programmer errors (panic),
 //     negative labels and empty inputs are returned as errors.
 package knn

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/cairnhq/cairn/internal/par"
 )
 
 // ConfidenceK is the neighbour count of the deletion audit's confidence (paper appendix
@@ -56,7 +58,8 @@ func New(ref mat.Matrix, labels []int) (*Classifier, error) {
 func (c *Classifier) Len() int { return len(c.labels) }
 
 // NormalizeRowsTo writes src with each row scaled to unit Euclidean norm into dst. Rows of
-// zero norm are written as zero. dst and src may be the same matrix.
+// zero norm are written as zero. dst and src may be the same matrix. Chunks of rows run
+// side by side (internal/par), each row as the loop below.
 //
 //	for i: dst[i,:] = src[i,:] / ||src[i,:]||₂
 func NormalizeRowsTo(dst *mat.Dense, src mat.Matrix) {
@@ -64,24 +67,32 @@ func NormalizeRowsTo(dst *mat.Dense, src mat.Matrix) {
 	if dr, dc := dst.Dims(); dr != r || dc != c {
 		panic(fmt.Sprintf("knn: dst is %d×%d, src is %d×%d", dr, dc, r, c))
 	}
-	if dst != src {
+	sd, ok := src.(*mat.Dense)
+	if !ok { // another kind of matrix: copied first, then normalized in place
 		dst.Copy(src)
+		sd = dst
 	}
-	for i := range r {
-		row := dst.RawRowView(i)
-		var ss float64
-		for _, v := range row {
-			ss += v * v
+	par.For(r, normRows, par.Workers(r, normRows), func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			in, out := sd.RawRowView(i), dst.RawRowView(i)
+			var ss float64
+			for _, v := range in {
+				ss += v * v
+			}
+			if ss == 0 {
+				copy(out, in)
+				continue
+			}
+			inv := 1 / math.Sqrt(ss)
+			for j, v := range in {
+				out[j] = v * inv
+			}
 		}
-		if ss == 0 {
-			continue
-		}
-		inv := 1 / math.Sqrt(ss)
-		for j := range row {
-			row[j] *= inv
-		}
-	}
+	})
 }
+
+// normRows is the row count of one chunk of NormalizeRowsTo.
+const normRows = 64
 
 // Predict classifies each row of query by majority vote over its k nearest reference rows.
 func (c *Classifier) Predict(query mat.Matrix, k int) (Predictions, error) {
@@ -109,7 +120,9 @@ func (c *Classifier) LeaveOneOut(k int) (Predictions, error) {
 }
 
 // vote runs the chunked similarity products and the per-query selection. When self is
-// true, query row i is reference row i and is skipped.
+// true, query row i is reference row i and is skipped. The queries of a chunk are
+// selected side by side in chunks of voteRows (internal/par), each with its own
+// workspace; every query's outcome depends on its row alone.
 func (c *Classifier) vote(u *mat.Dense, q, k int, self bool) Predictions {
 	n := len(c.labels)
 	kk := min(k, n)
@@ -121,55 +134,74 @@ func (c *Classifier) vote(u *mat.Dense, q, k int, self bool) Predictions {
 		return p
 	}
 	sims := mat.NewDense(min(chunk, q), n, nil)
-	best := make([]int, 0, kk+1)
-	counts := make([]int, c.classes)
-	first := make([]int, c.classes)
+	ws := make([]voter, par.Workers(min(chunk, q), voteRows))
+	for w := range ws {
+		ws[w] = voter{best: make([]int, 0, kk+1), counts: make([]int, c.classes), first: make([]int, c.classes)}
+	}
 	for lo := 0; lo < q; lo += chunk {
 		hi := min(lo+chunk, q)
 		s := sims.Slice(0, hi-lo, 0, n).(*mat.Dense)
 		s.Mul(u.Slice(lo, hi, 0, u.RawMatrix().Cols), c.ref.T())
-		for i := lo; i < hi; i++ {
-			row := s.RawRowView(i - lo)
-			best = best[:0]
-			// Once best is full, a candidate must beat its last value (insertTop's own
-			// test, kept in thr so most candidates cost one comparison).
-			full, thr := false, 0.0
-			for j, v := range row {
-				if (full && v <= thr) || (self && j == i) {
-					continue
-				}
-				best = insertTop(best, row, j, v, kk)
-				if len(best) == kk && kk > 0 {
-					full, thr = true, row[best[kk-1]]
-				}
+		par.For(hi-lo, voteRows, len(ws), func(w, a, b int) {
+			for i := lo + a; i < lo+b; i++ {
+				p.Label[i], p.Share[i] = ws[w].vote(c.labels, s.RawRowView(i-lo), i, kk, self)
 			}
-			for cl := range counts {
-				counts[cl] = 0
-				first[cl] = -1
-			}
-			for rank, j := range best {
-				l := c.labels[j]
-				counts[l]++
-				if first[l] < 0 {
-					first[l] = rank
-				}
-			}
-			lab := -1
-			for cl, cnt := range counts {
-				if cnt == 0 {
-					continue
-				}
-				if lab < 0 || cnt > counts[lab] || (cnt == counts[lab] && first[cl] < first[lab]) {
-					lab = cl
-				}
-			}
-			p.Label[i] = lab
-			if len(best) > 0 {
-				p.Share[i] = float64(counts[lab]) / float64(len(best))
-			}
-		}
+		})
 	}
 	return p
+}
+
+// voteRows is the query count of one chunk of the selection (a 64th of a product chunk).
+const voteRows = 4
+
+// voter is one goroutine's selection workspace: the best neighbours so far and the
+// per-class counts and best ranks.
+type voter struct {
+	best, counts, first []int
+}
+
+// vote selects the kk most similar reference rows of query i (row: its similarities,
+// skipping reference row i when self) and returns the majority class and its share.
+func (v *voter) vote(labels []int, row []float64, i, kk int, self bool) (int, float64) {
+	best := v.best[:0]
+	// Once best is full, a candidate must beat its last value (insertTop's own test,
+	// kept in thr so most candidates cost one comparison).
+	full, thr := false, 0.0
+	for j, x := range row {
+		if (full && x <= thr) || (self && j == i) {
+			continue
+		}
+		best = insertTop(best, row, j, x, kk)
+		if len(best) == kk && kk > 0 {
+			full, thr = true, row[best[kk-1]]
+		}
+	}
+	v.best = best
+	counts, first := v.counts, v.first
+	for cl := range counts {
+		counts[cl] = 0
+		first[cl] = -1
+	}
+	for rank, j := range best {
+		l := labels[j]
+		counts[l]++
+		if first[l] < 0 {
+			first[l] = rank
+		}
+	}
+	lab := -1
+	for cl, cnt := range counts {
+		if cnt == 0 {
+			continue
+		}
+		if lab < 0 || cnt > counts[lab] || (cnt == counts[lab] && first[cl] < first[lab]) {
+			lab = cl
+		}
+	}
+	if len(best) == 0 {
+		return lab, 0
+	}
+	return lab, float64(counts[lab]) / float64(len(best))
 }
 
 // insertTop keeps best as the indices of the (at most kk) largest values of row seen so
