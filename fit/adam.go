@@ -2,6 +2,8 @@ package fit
 
 import (
 	"math"
+
+	"github.com/cairnhq/cairn/internal/par"
 )
 
 // adam is Adam (Kingma & Ba 2015, Alg. 1) with weight decay in one of two forms. Coupled
@@ -26,7 +28,9 @@ func newAdam(n int, wd float64, decoupled bool) *adam {
 	return &adam{beta1: 0.9, beta2: 0.999, eps: 1e-8, wd: wd, decoupled: decoupled, m: make([]float64, n), v: make([]float64, n)}
 }
 
-// step updates theta in place from gradient g (not modified) with learning rate lr.
+// step updates theta in place from gradient g (not modified) with learning rate lr, in
+// chunks of adamChunk coordinates side by side (internal/par); every coordinate gets
+// the serial loop's operations.
 func (a *adam) step(theta, g []float64, lr float64) {
 	if len(theta) != len(g) || len(theta) != len(a.m) {
 		panic("fit: adam length mismatch")
@@ -34,17 +38,29 @@ func (a *adam) step(theta, g []float64, lr float64) {
 	a.t++
 	c1 := 1 - math.Pow(a.beta1, float64(a.t))
 	c2 := 1 - math.Pow(a.beta2, float64(a.t))
+	par.For(len(g), adamChunk, par.Workers(len(g), adamChunk), func(_, lo, hi int) {
+		a.stepRange(theta, g, lr, c1, c2, lo, hi)
+	})
+}
+
+// adamChunk is the coordinate count of one chunk of an Adam step (32 KiB of θ).
+const adamChunk = 4096
+
+// stepRange is step's update of coordinates lo ≤ i < hi, with the bias corrections c1
+// and c2 of the step.
+func (a *adam) stepRange(theta, g []float64, lr, c1, c2 float64, lo, hi int) {
 	if a.decoupled {
 		shrink := lr * a.wd
-		for i, gi := range g {
+		for i := lo; i < hi; i++ {
+			gi := g[i]
 			a.m[i] = a.beta1*a.m[i] + (1-a.beta1)*gi
 			a.v[i] = a.beta2*a.v[i] + (1-a.beta2)*gi*gi
 			theta[i] -= lr*(a.m[i]/c1)/(math.Sqrt(a.v[i]/c2)+a.eps) + shrink*theta[i]
 		}
 		return
 	}
-	for i, gi := range g {
-		gi += a.wd * theta[i]
+	for i := lo; i < hi; i++ {
+		gi := g[i] + a.wd*theta[i]
 		a.m[i] = a.beta1*a.m[i] + (1-a.beta1)*gi
 		a.v[i] = a.beta2*a.v[i] + (1-a.beta2)*gi*gi
 		theta[i] -= lr * (a.m[i] / c1) / (math.Sqrt(a.v[i]/c2) + a.eps)
@@ -61,6 +77,8 @@ func cosineLR(lr0 float64, t, total int) float64 {
 
 // clipNorm scales g in place so that its Euclidean norm is at most c (the global norm over
 // all parameters, torch.nn.utils.clip_grad_norm_) and returns the norm before clipping.
+// The sum of squares runs in index order (one chain: its bits fix the model's); the
+// scaling in chunks side by side.
 func clipNorm(g []float64, c float64) float64 {
 	var ss float64
 	for _, v := range g {
@@ -69,9 +87,11 @@ func clipNorm(g []float64, c float64) float64 {
 	n := math.Sqrt(ss)
 	if n > c {
 		s := c / n
-		for i := range g {
-			g[i] *= s
-		}
+		par.For(len(g), adamChunk, par.Workers(len(g), adamChunk), func(_, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				g[i] *= s
+			}
+		})
 	}
 	return n
 }

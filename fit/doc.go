@@ -28,6 +28,13 @@
 //     "fit/init/pci/lanczos") so no initializer changes the training trajectory; BYOL's
 //     predictor is drawn from "fit/byol/predictor" of Seed, its only random draw. The only
 //     non-deterministic outputs are the wall-clock fields (KrepesResult's, Epoch.Seconds).
+//   - Cores: an Adam step's row loops (the batch's gather and conversions, SimCLR's
+//     normalization, softmax rows, W + Wᵀ tiles and gradient rows, the bias sums, the
+//     Adam update), the validation embeddings and the k-NN vote run in fixed chunks on
+//     GOMAXPROCS goroutines (internal/par), the products on the installed BLAS
+//     (internal/gemm's are split by rows); every entry gets the serial loop's operations
+//     and sums across rows are formed in row order, so a fit gives the same bits at any
+//     GOMAXPROCS (TestStepCores, TestAdamCores).
 //   - Precision: θ, Adam's moments, the losses and every evaluation are float64. With
 //     Options.Float32 (the default) each batch's matrix products and SimCLR's softmax
 //     exponentials are float32 (f32.go: about half the time of a step; the gradient

@@ -7,6 +7,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/cairnhq/cairn/internal/par"
 	"github.com/cairnhq/cairn/internal/vec"
 )
 
@@ -56,42 +57,87 @@ func ensure32(v []float32, n int) []float32 {
 	return make([]float32, n)
 }
 
-// gather32 converts rows rows of KA then of KB into md.p32.kcat (2B×M, float32).
+// gather32 converts rows rows of KA then of KB into md.p32.kcat (2B×M, float32), the
+// batch rows in chunks of rowChunk side by side (internal/par).
 func (md *model) gather32(p *Problem, rows []int) {
-	bs := len(rows)
-	md.p32.kcat = ensure32(md.p32.kcat, 2*bs*md.m)
-	for i, r := range rows {
-		for h, src := range [2][]float64{p.KA.RawRowView(r), p.KB.RawRowView(r)} {
-			dst := md.p32.kcat[(h*bs+i)*md.m : (h*bs+i+1)*md.m]
-			for j, v := range src {
-				dst[j] = float32(v)
+	bs, m := len(rows), md.m
+	kcat := ensure32(md.p32.kcat, 2*bs*m)
+	md.p32.kcat = kcat
+	par.For(bs, rowChunk, par.Workers(bs, rowChunk), func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			for h, src := range [2][]float64{p.KA.RawRowView(rows[i]), p.KB.RawRowView(rows[i])} {
+				dst := kcat[(h*bs+i)*m : (h*bs+i+1)*m]
+				for j, v := range src {
+					dst[j] = float32(v)
+				}
 			}
 		}
-	}
+	})
+}
+
+// rowChunk is the row count of one chunk of the fits' parallel row loops: 64 rows of k
+// = 256 latents or M = 512 kernel columns, 16 chunks in a batch of 2B = 1,024 rows.
+const rowChunk = 64
+
+// to32RowsTo writes float32(src) into dst (both r rows of c), rows in chunks side by
+// side.
+func to32RowsTo(dst []float32, src []float64, r, c int) {
+	par.For(r, rowChunk, par.Workers(r, rowChunk), func(_, lo, hi int) {
+		d, s := dst[lo*c:hi*c], src[lo*c:hi*c]
+		for i, v := range s {
+			d[i] = float32(v)
+		}
+	})
+}
+
+// to64RowsTo writes float64(src) into dst (both r rows of c), rows in chunks side by
+// side.
+func to64RowsTo(dst []float64, src []float32, r, c int) {
+	par.For(r, rowChunk, par.Workers(r, rowChunk), func(_, lo, hi int) {
+		d, s := dst[lo*c:hi*c], src[lo*c:hi*c]
+		for i, v := range s {
+			d[i] = float64(v)
+		}
+	})
+}
+
+// colSumsTo sets dst[j] = Σ_i g[i·c+j] over the r rows of g (r×c), each sum in row
+// order, as the plain loop over rows adding each row forms it; chunks of columns side
+// by side.
+func colSumsTo(dst, g []float64, r, c int) {
+	const cols = 32
+	par.For(c, cols, par.Workers(c, cols), func(_, lo, hi int) {
+		d := dst[lo:hi]
+		clear(d)
+		for i := range r {
+			floats64AddTo(d, g[i*c+lo:i*c+hi])
+		}
+	})
 }
 
 // lossGrad32 is lossGrad with the latents and ∂L/∂Ã formed by float32 products from the
-// rows gather32 converted (loss BarlowTwins, SimCLR or VICReg).
+// rows gather32 converted (loss BarlowTwins, SimCLR or VICReg). Every row loop runs in
+// chunks side by side (internal/par) and gives each entry the serial loop's bits.
 func (md *model) lossGrad32(loss Loss, lp LossParams) float64 {
 	p := &md.p32
 	m, k := md.m, md.k
 	r := len(p.kcat) / m
 	bs := r / 2
 	p.a = ensure32(p.a, m*k)
-	for i, v := range md.theta[:m*k] {
-		p.a[i] = float32(v)
-	}
+	to32RowsTo(p.a, md.theta[:m*k], m, k)
 	p.z = ensure32(p.z, r*k)
 	sgemm(false, false, r, k, m, p.kcat, m, p.a, k, p.z, k)
 	md.z = ensure(md.z, r, k)
 	md.g = ensure(md.g, r, k)
-	zd := md.z.RawMatrix().Data
-	for i := range r {
-		row, src := zd[i*k:(i+1)*k], p.z[i*k:(i+1)*k]
-		for j, v := range src {
-			row[j] = float64(v) + md.b[j]
+	zd, z32, b := md.z.RawMatrix().Data, p.z, md.b
+	par.For(r, rowChunk, par.Workers(r, rowChunk), func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			row, src := zd[i*k:(i+1)*k], z32[i*k:(i+1)*k]
+			for j, v := range src {
+				row[j] = float64(v) + b[j]
+			}
 		}
-	}
+	})
 	za := md.z.Slice(0, bs, 0, k).(*mat.Dense)
 	zb := md.z.Slice(bs, r, 0, k).(*mat.Dense)
 	ga := md.g.Slice(0, bs, 0, k).(*mat.Dense)
@@ -104,19 +150,11 @@ func (md *model) lossGrad32(loss Loss, lp LossParams) float64 {
 	}
 	gd := md.g.RawMatrix().Data
 	p.g = ensure32(p.g, r*k)
-	for i, v := range gd {
-		p.g[i] = float32(v)
-	}
+	to32RowsTo(p.g, gd, r, k)
 	p.ga = ensure32(p.ga, m*k)
 	sgemm(true, false, m, k, r, p.kcat, m, p.g, k, p.ga, k)
-	for i, v := range p.ga {
-		md.grad[i] = float64(v)
-	}
-	gbias := md.grad[m*k : m*k+k]
-	clear(gbias)
-	for i := range r {
-		floats64AddTo(gbias, gd[i*k:(i+1)*k])
-	}
+	to64RowsTo(md.grad[:m*k], p.ga, m, k)
+	colSumsTo(md.grad[m*k:m*k+k], gd, r, k)
 	return l
 }
 
@@ -126,16 +164,47 @@ func (md *model) lossGrad32(loss Loss, lp LossParams) float64 {
 // within 2 ulp, sums in float64) with the scale
 // c_i = 1/(2B·Σ_{j≠i} e_ij) kept aside, so W + Wᵀ is formed in one pass,
 // e_ij·c_i + e_ji·c_j, and the positives' −1/(2B) from both sides added after it.
+// The row loops and the tiles of W + Wᵀ run in chunks side by side (internal/par); the
+// rows' loss terms are summed in row order after them, so the bits are the serial
+// loops'.
 func (ws *lossWS) simclr32(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) float64 {
 	br, k := za.Dims()
 	n := 2 * br
 	ws.u = ensure(ws.u, n, k)
 	ws.r = ensureVec(ws.r, n)
 	ws.rowScale = ensureVec(ws.rowScale, n)
+	ws.rowLoss = ensureVec(ws.rowLoss, n)
 	ws.u32 = ensure32(ws.u32, n*k)
 	ws.s32 = ensure32(ws.s32, n*n)
 	ws.gu32 = ensure32(ws.gu32, n*k)
-	for i := range n {
+	workers := par.Workers(n, rowChunk)
+	par.For(n, rowChunk, workers, func(_, lo, hi int) { ws.normalizeRows(za, zb, lo, hi) })
+	sgemm(false, true, n, n, k, ws.u32, k, ws.u32, k, ws.s32, n)
+	scale := 1 / float64(n)
+	// s32 holds S and is overwritten, row by row, by the unnormalized e (diagonal 0).
+	par.For(n, rowChunk, workers, func(_, lo, hi int) { ws.softmaxRows(br, tau, lo, hi) })
+	var total float64
+	for _, v := range ws.rowLoss {
+		total += v
+	}
+	// W + Wᵀ in place, tile by tile (see symTile), scaled per row: the tiles right of
+	// the diagonal in tile row i0 touch only the pairs (i, j), i < j, with i in it, so
+	// tile rows run side by side.
+	par.For(n, symTile32, par.Workers(n, symTile32), func(_, i0, _ int) { ws.symmetrizeTiles(n, i0) })
+	for i := range br {
+		v := ws.s32[i*n+i+br] - float32(2*scale)
+		ws.s32[i*n+i+br], ws.s32[(i+br)*n+i] = v, v
+	}
+	sgemm(false, false, n, k, n, ws.s32, n, ws.u32, k, ws.gu32, k)
+	par.For(n, rowChunk, workers, func(_, lo, hi int) { ws.gradRows(ga, gb, tau, lo, hi) })
+	return total * scale
+}
+
+// normalizeRows sets, for rows lo ≤ i < hi of [za; zb], r_i = max(||z_i||, normEps) and
+// u_i = z_i/r_i in ws.u and, rounded, in ws.u32.
+func (ws *lossWS) normalizeRows(za, zb *mat.Dense, lo, hi int) {
+	_, k := za.Dims()
+	for i := lo; i < hi; i++ {
 		src := rowOf(za, zb, i)
 		var ss float64
 		for _, v := range src {
@@ -150,12 +219,17 @@ func (ws *lossWS) simclr32(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) fl
 			row32[j] = float32(u)
 		}
 	}
-	sgemm(false, true, n, n, k, ws.u32, k, ws.u32, k, ws.s32, n)
-	var total float64
-	scale, invTau := 1/float64(n), 1/tau
+}
+
+// softmaxRows overwrites rows lo ≤ i < hi of S (ws.s32, n×n with n = 2·br) by their
+// unnormalized softmax e_ij (e_ii = 0) and sets ws.rowScale[i] = c_i and ws.rowLoss[i],
+// row i's term of the loss before the 1/n.
+func (ws *lossWS) softmaxRows(br int, tau float64, lo, hi int) {
+	n := 2 * br
+	invTau := 1 / tau
 	invTau32 := float32(invTau)
-	// s32 holds S and is overwritten, row by row, by the unnormalized e (diagonal 0).
-	for i := range n {
+	scale := 1 / float64(n)
+	for i := lo; i < hi; i++ {
 		row := ws.s32[i*n : (i+1)*n]
 		p := (i + br) % n
 		mx := float32(math.Inf(-1))
@@ -168,28 +242,31 @@ func (ws *lossWS) simclr32(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) fl
 		sp := float64(row[p])
 		z := vec.ExpShift32(row[:i], mx, invTau32) + vec.ExpShift32(row[i+1:], mx, invTau32)
 		row[i] = 0
-		total += -(sp-m64)*invTau + math.Log(z)
+		ws.rowLoss[i] = -(sp-m64)*invTau + math.Log(z)
 		ws.rowScale[i] = scale / z
 	}
-	// W + Wᵀ in place, tile by tile (see symTile), scaled per row.
-	for i0 := 0; i0 < n; i0 += symTile32 {
-		for j0 := i0; j0 < n; j0 += symTile32 {
-			for i := i0; i < min(i0+symTile32, n); i++ {
-				ci := ws.rowScale[i]
-				ri := ws.s32[i*n : (i+1)*n]
-				for j := max(j0, i+1); j < min(j0+symTile32, n); j++ {
-					v := float32(float64(ri[j])*ci + float64(ws.s32[j*n+i])*ws.rowScale[j])
-					ri[j], ws.s32[j*n+i] = v, v
-				}
+}
+
+// symmetrizeTiles replaces e_ij and e_ji by e_ij·c_i + e_ji·c_j for every pair i < j
+// with i in the tile row [i0, i0+symTile32), tile by tile.
+func (ws *lossWS) symmetrizeTiles(n, i0 int) {
+	for j0 := i0; j0 < n; j0 += symTile32 {
+		for i := i0; i < min(i0+symTile32, n); i++ {
+			ci := ws.rowScale[i]
+			ri := ws.s32[i*n : (i+1)*n]
+			for j := max(j0, i+1); j < min(j0+symTile32, n); j++ {
+				v := float32(float64(ri[j])*ci + float64(ws.s32[j*n+i])*ws.rowScale[j])
+				ri[j], ws.s32[j*n+i] = v, v
 			}
 		}
 	}
-	for i := range br {
-		v := ws.s32[i*n+i+br] - float32(2*scale)
-		ws.s32[i*n+i+br], ws.s32[(i+br)*n+i] = v, v
-	}
-	sgemm(false, false, n, k, n, ws.s32, n, ws.u32, k, ws.gu32, k)
-	for i := range n {
+}
+
+// gradRows writes rows lo ≤ i < hi of ∂L/∂z into [ga; gb] from (W+Wᵀ)U in ws.gu32: the
+// projection of row i off u_i, over τ·r_i.
+func (ws *lossWS) gradRows(ga, gb *mat.Dense, tau float64, lo, hi int) {
+	_, k := ga.Dims()
+	for i := lo; i < hi; i++ {
 		dst := rowOf(ga, gb, i)
 		g32 := ws.gu32[i*k : (i+1)*k]
 		u := ws.u.RawRowView(i)
@@ -202,7 +279,6 @@ func (ws *lossWS) simclr32(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) fl
 			dst[j] = (float64(v) - u[j]*ug) * inv
 		}
 	}
-	return total * scale
 }
 
 // rowOf is row i of [a; b] (a and b with the same row count).

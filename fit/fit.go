@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairnhq/cairn/internal/knn"
 	"github.com/cairnhq/cairn/internal/linsvm"
+	"github.com/cairnhq/cairn/internal/par"
 	"github.com/cairnhq/cairn/internal/rng"
 )
 
@@ -102,16 +103,37 @@ func (p *Problem) Validate() error {
 		if b.m == nil {
 			continue
 		}
-		r, c := b.m.Dims()
-		for i := range r {
-			for j := range c {
-				if v := b.m.At(i, j); math.IsNaN(v) || math.IsInf(v, 0) {
-					return fmt.Errorf("%w: %s[%d,%d] = %v", ErrNotFinite, b.name, i, j, v)
-				}
-			}
+		if i, j, ok := firstNotFinite(b.m); !ok {
+			return fmt.Errorf("%w: %s[%d,%d] = %v", ErrNotFinite, b.name, i, j, b.m.At(i, j))
 		}
 	}
 	return nil
+}
+
+// firstNotFinite returns the first entry of a in row-major order that is NaN or
+// infinite, with ok false, or ok true when there is none. Chunks of rows are scanned
+// side by side (internal/par), each noting its first such entry; the first chunk's that
+// has one is returned.
+func firstNotFinite(a *mat.Dense) (i, j int, ok bool) {
+	r, c := a.Dims()
+	const rows = 256
+	bad := make([]int, par.Chunks(r, rows)) // per chunk: 1 + the flat index in the chunk's rows, 0 if none
+	par.For(r, rows, par.Workers(r, rows), func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			for j, v := range a.RawRowView(i) {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					bad[lo/rows] = 1 + (i-lo)*c + j
+					return
+				}
+			}
+		}
+	})
+	for ch, b := range bad {
+		if b > 0 {
+			return ch*rows + (b-1)/c, (b - 1) % c, false
+		}
+	}
+	return 0, 0, true
 }
 
 // Options configure the Adam fit (paper Alg. cairn-stage2, Table hparams).
@@ -366,16 +388,19 @@ func newModel(m, k int) *model {
 	return md
 }
 
-// embedTo writes z = K Ã + 1bᵀ into dst (rows(K) × k).
+// embedTo writes z = K Ã + 1bᵀ into dst (rows(K) × k), the bias added to chunks of rows
+// side by side (internal/par).
 func embedTo(dst, k, a *mat.Dense, b []float64) {
 	dst.Mul(k, a)
 	r, _ := dst.Dims()
-	for i := range r {
-		row := dst.RawRowView(i)
-		for j := range row {
-			row[j] += b[j]
+	par.For(r, rowChunk, par.Workers(r, rowChunk), func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			row := dst.RawRowView(i)
+			for j := range row {
+				row[j] += b[j]
+			}
 		}
-	}
+	})
 }
 
 // gather copies rows rows of KA then of KB into md.kcat (2B×M).

@@ -90,10 +90,10 @@ type lossWS struct {
 	sa, sb                 []float64
 	u, s, w, gu            *mat.Dense
 	r                      []float64
-	// simclr32's: the per-row softmax scales and the float32 U, S (then W + Wᵀ) and
-	// (W+Wᵀ)U.
-	rowScale       []float64
-	u32, s32, gu32 []float32
+	// simclr32's: the per-row softmax scales and loss terms and the float32 U, S (then
+	// W + Wᵀ) and (W+Wᵀ)U.
+	rowScale, rowLoss []float64
+	u32, s32, gu32    []float32
 }
 
 // ensure returns m resized to r×c, reusing its storage when large enough. Contents are
