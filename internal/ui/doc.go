@@ -16,6 +16,12 @@
 //     (Audit.SignatureOK is the signature as the daemon publishes it, recomputed and
 //     verified under its key; the records on the topic are checked by cairnctl audit
 //     verify).
+//   - /ui/erasure/REQ, the erasure receipt of a request (package receipt), for a Source
+//     that also implements Receipts: the subject's keyed hash, the times, what was
+//     erased from the state file, the slot files, the broker (tombstone offsets) and
+//     the models, the audit records with their checks, and the commands to check it
+//     again. It prints on A4 without the navigation (the stylesheet's print rules);
+//     WriteReceipt writes the same page as one self-contained file.
 //
 // # Contract
 //

@@ -150,8 +150,8 @@ var assets embed.FS
 // CSP is the Content-Security-Policy of every UI response.
 const CSP = "default-src 'none'; img-src 'self'; style-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
-// New builds the handler for inputs of shape (the zero Shape: tabular).
-func New(src Source, shape Shape, log zerolog.Logger) *Handler {
+// parsePages parses the embedded templates and reads the stylesheet and the icon.
+func parsePages() (*template.Template, []byte, []byte) {
 	funcs := template.FuncMap{
 		"fmt":   formatValue,
 		"pct":   func(v float64) string { return formatValue(100*v) + "%" },
@@ -165,12 +165,19 @@ func New(src Source, shape Shape, log zerolog.Logger) *Handler {
 	if err := errors.Join(err1, err2); err != nil {
 		panic(err) // embedded at build time
 	}
+	return t, css, icon
+}
+
+// New builds the handler for inputs of shape (the zero Shape: tabular).
+func New(src Source, shape Shape, log zerolog.Logger) *Handler {
+	t, css, icon := parsePages()
 	h := &Handler{src: src, shape: shape, log: log, mux: http.NewServeMux(), pages: t, css: css, icon: icon}
 	h.mux.HandleFunc("GET /ui", h.overview)
 	h.mux.HandleFunc("GET /ui/{$}", h.overview)
 	h.mux.HandleFunc("GET /ui/answer", h.answerForm)
 	h.mux.HandleFunc("GET /ui/answer/{req...}", h.answer)
 	h.mux.HandleFunc("GET /ui/audits", h.audits)
+	h.mux.HandleFunc("GET /ui/erasure/{req...}", h.erasure)
 	h.mux.HandleFunc("GET /ui/img/query/{req...}", h.queryImage)
 	h.mux.HandleFunc("GET /ui/img/point/{id...}", h.pointImage)
 	h.mux.HandleFunc("GET /ui/static/style.css", static("text/css; charset=utf-8", h.css))
