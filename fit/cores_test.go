@@ -423,3 +423,49 @@ func serialSimclr32(ws *lossWS, ga, gb *mat.Dense, tau float64, za, zb *mat.Dens
 	}
 	return total * scale
 }
+
+// TestScaleCores: ScaleKernels scales every block as Dense.Scale does, and
+// UnitLatentScale returns the plain loops' factor, bit for bit at GOMAXPROCS 1, 2 and
+// 3 (600 rows: two full chunks of 256 and a short one; k = 37 columns: two chunks of
+// 16 and a short one).
+func TestScaleCores(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	p := synthetic(13, 600, 30, 2, 2)
+	a0 := benchA0(30, 37)
+	wantKA := mat.DenseCopyOf(p.KA)
+	var tr float64
+	for i := range 30 {
+		tr += p.Kmm.At(i, i)
+	}
+	wantKA.Scale(30/tr, wantKA)
+	// UnitLatentScale's plain loops, on the scaled K_A.
+	var z mat.Dense
+	z.Mul(wantKA, a0)
+	var v float64
+	for j := range 37 {
+		var mu, ss float64
+		for i := range 600 {
+			mu += z.At(i, j)
+		}
+		mu /= 600
+		for i := range 600 {
+			d := z.At(i, j) - mu
+			ss += d * d
+		}
+		v += ss / 600
+	}
+	wantF := 1 / math.Sqrt(v/37)
+	for _, procs := range []int{1, 2, 3} {
+		runtime.GOMAXPROCS(procs)
+		q := &Problem{KA: mat.DenseCopyOf(p.KA), KB: mat.DenseCopyOf(p.KB), Kmm: mat.DenseCopyOf(p.Kmm)}
+		if _, err := ScaleKernels(q, ScaleDiag); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(q.KA.RawMatrix().Data, wantKA.RawMatrix().Data) {
+			t.Errorf("GOMAXPROCS %d: ScaleKernels differs from Dense.Scale", procs)
+		}
+		if f := UnitLatentScale(q.KA, a0); f != wantF {
+			t.Errorf("GOMAXPROCS %d: UnitLatentScale = %v, the plain loops %v", procs, f, wantF)
+		}
+	}
+}

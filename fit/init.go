@@ -165,15 +165,12 @@ func centered(k *mat.Dense, sym bool) *mat.SymDense {
 }
 
 // eigDesc returns the eigenvalues of s in descending order with matching eigenvector
-// columns (dense float64, LAPACK dsyev via gonum).
+// columns (dense float64: gonum's LAPACK dsyev, its rotations on all cores, eigenSym).
 func eigDesc(s *mat.SymDense) ([]float64, *mat.Dense, error) {
-	var es mat.EigenSym
-	if !es.Factorize(s, true) {
+	vals, vecs, ok := eigenSym(s)
+	if !ok {
 		return nil, nil, fmt.Errorf("%w: dense symmetric eigensolver did not converge", ErrEigen)
 	}
-	vals := es.Values(nil)
-	var vecs mat.Dense
-	es.VectorsTo(&vecs)
 	n := len(vals)
 	idx := make([]int, n)
 	for i := range idx {

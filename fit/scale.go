@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/cairnhq/cairn/internal/par"
 )
 
 // Kernel scale modes of ScaleKernels (cairnctl's --kernel-scale).
@@ -34,6 +36,9 @@ const (
 // reparametrization (K·s with Ã/s), so ω in raw-kernel units is factor·ω; it changes
 // Adam's effective step and the latent scale of the spectral initializers (PCI's
 // (λ+ε)^{-1/2} gives a latent scale of sqrt(factor) relative to raw).
+//
+// The blocks are scaled by chunks of rows side by side (internal/par); every entry is
+// the product of its value and the factor, as Dense.Scale forms it.
 //
 // Before this function moved here from cairnctl, Val.KB and Test.KB were not scaled,
 // which would have mixed units in the validation loss of a Problem that sets Val.KB;
@@ -69,7 +74,7 @@ func ScaleKernels(p *Problem, mode string) (float64, error) {
 				seen = seen || c == b
 			}
 			if !seen {
-				b.Scale(scale, b)
+				scaleRowsTo(b, scale)
 			}
 		}
 	case ScaleNone:
@@ -152,22 +157,36 @@ func ParseInitScale(spec string, in Init) (factor float64, unit bool, err error)
 // learning rate assume. It returns 1 when v̄ is zero or not finite. Neither argument is
 // modified; mismatched or empty shapes panic (a programmer error: Initialize returns Ã₀
 // with K_A's column count as its row count).
+//
+// The columns' sums run in chunks of columns side by side (internal/par), each in row
+// order, and v̄ sums the v_j in column order, so the factor has the plain loops' bits.
 func UnitLatentScale(ka, a0 *mat.Dense) float64 {
 	var z mat.Dense
 	z.Mul(ka, a0)
 	n, k := z.Dims()
+	vs := make([]float64, k)
+	const cols = 16
+	par.For(k, cols, par.Workers(k, cols), func(_, lo, hi int) {
+		mu, ss := make([]float64, hi-lo), make([]float64, hi-lo)
+		for i := range n {
+			floats64AddTo(mu, z.RawRowView(i)[lo:hi])
+		}
+		for j := range mu {
+			mu[j] /= float64(n)
+		}
+		for i := range n {
+			for j, x := range z.RawRowView(i)[lo:hi] {
+				d := x - mu[j]
+				ss[j] += d * d
+			}
+		}
+		for j := range ss {
+			vs[lo+j] = ss[j] / float64(n)
+		}
+	})
 	var v float64
-	for j := range k {
-		var mu, ss float64
-		for i := range n {
-			mu += z.At(i, j)
-		}
-		mu /= float64(n)
-		for i := range n {
-			d := z.At(i, j) - mu
-			ss += d * d
-		}
-		v += ss / float64(n)
+	for _, vj := range vs {
+		v += vj
 	}
 	v /= float64(k)
 	if !(v > 0) || math.IsInf(v, 0) {
@@ -204,4 +223,17 @@ func ScaleInit(spec string, in Init, ka, a0 *mat.Dense) (float64, error) {
 		a0.Scale(f, a0)
 	}
 	return f, nil
+}
+
+// scaleRowsTo multiplies every entry of b by f in place, chunks of rows side by side.
+func scaleRowsTo(b *mat.Dense, f float64) {
+	r, _ := b.Dims()
+	par.For(r, 256, par.Workers(r, 256), func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			row := b.RawRowView(i)
+			for j, v := range row {
+				row[j] = f * v
+			}
+		}
+	})
 }
