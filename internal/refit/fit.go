@@ -17,6 +17,7 @@ import (
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/fit"
 	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/internal/par"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/rng"
 	"github.com/cairnhq/cairn/internal/serving"
@@ -217,25 +218,37 @@ func landmarksOf(sel *ingest.Selection, ids []string, q int) landmarkSet {
 // problemOf is the fit's problem for the landmarks lm (M×q, the synced pivots' fit-draw
 // features): kernel blocks of the training rows' two views against them, straight from
 // the cached float32 rows (no copy of the features), K_mm, and the validation blocks and
-// labels when there are validation rows.
+// labels when there are validation rows. The blocks are computed side by side
+// (internal/par: the two training views first, one goroutine each, then K_mm and the
+// validation views), each by one pipeline.KernelTo call, whose products split their
+// rows over the cores as well; each block is what a lone call computes, so the bits do
+// not depend on GOMAXPROCS. The serial parts of one block (widening its rows, packing
+// the landmarks' panels) thus overlap another's products.
 func problemOf(sel *ingest.Selection, snap *ingest.Snapshot, tr, va []int, lm *mat.Dense) *fit.Problem {
 	mm, _ := lm.Dims()
-	against := func(rows []int, v int) *mat.Dense {
-		g := make([][]float32, len(rows))
-		for i, r := range rows {
-			g[i] = sel.G[v][r]
+	against := func(dst **mat.Dense, rows []int, v int) func() {
+		return func() {
+			g := make([][]float32, len(rows))
+			for i, r := range rows {
+				g[i] = sel.G[v][r]
+			}
+			k := mat.NewDense(len(rows), mm, nil)
+			pipeline.KernelTo(k, g, lm)
+			*dst = k
 		}
-		k := mat.NewDense(len(rows), mm, nil)
-		pipeline.KernelTo(k, g, lm)
-		return k
 	}
 	trIDs, _ := pick(snap.IDs, snap.Entries, tr)
-	prob := &fit.Problem{KA: against(tr, 0), KB: against(tr, 1), IDs: trIDs, Kmm: mat.NewDense(mm, mm, nil)}
-	prob.Kmm.Mul(lm, lm.T())
+	prob := &fit.Problem{IDs: trIDs, Kmm: mat.NewDense(mm, mm, nil)}
+	jobs := []func(){against(&prob.KA, tr, 0), against(&prob.KB, tr, 1), func() { prob.Kmm.Mul(lm, lm.T()) }}
 	if va != nil {
-		prob.Val.K, prob.Val.KB = against(va, 0), against(va, 1)
+		jobs = append(jobs, against(&prob.Val.K, va, 0), against(&prob.Val.KB, va, 1))
 		prob.Val.Labels = labelsOf(snap.Entries, va)
 	}
+	par.For(len(jobs), 1, par.Workers(len(jobs), 1), func(_, lo, hi int) {
+		for _, job := range jobs[lo:hi] {
+			job()
+		}
+	})
 	return prob
 }
 

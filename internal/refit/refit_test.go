@@ -171,7 +171,11 @@ type fixture struct {
 	in   *ingest.State
 }
 
-func newFixture(t *testing.T, n int) *fixture {
+func newFixture(t *testing.T, n int) *fixture { return newFixtureWith(t, n, nil) }
+
+// newFixtureWith is newFixture with the configuration changed by edit (when not nil)
+// before anything is built.
+func newFixtureWith(t *testing.T, n int, edit func(*config.Config)) *fixture {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Model = config.Backbone{Arch: "mlp:6-8-4", Seed: 7, Untrained: true}
@@ -180,6 +184,9 @@ func newFixture(t *testing.T, n int) *fixture {
 	cfg.Fit.Epochs = 5
 	cfg.Query.ReseedQueries = 0
 	cfg.Kafka.Topics.Train = "t.train"
+	if edit != nil {
+		edit(&cfg)
+	}
 	feat, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
 	if err != nil {
 		t.Fatal(err)

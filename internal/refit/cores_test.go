@@ -1,0 +1,93 @@
+package refit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"runtime"
+	"testing"
+
+	"gonum.org/v1/gonum/blas/blas32"
+	"gonum.org/v1/gonum/blas/blas64"
+
+	"github.com/cairnhq/cairn/config"
+	"github.com/cairnhq/cairn/internal/gemm"
+	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/internal/serving"
+)
+
+// refitBytes is what a refit publishes, serialized: the stored model (landmarks, Ã, Ã₀,
+// b and the metadata with its id), the fit statistics, the selection's pivots and
+// residuals per view (the pool it installs), and the certified answer to one query.
+func refitBytes(t *testing.T, f *fixture) []byte {
+	t.Helper()
+	snap, err := f.in.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sel, err := ingest.Select(ctx, f.feat, f.pcfg, snap.IDs, snap.Entries, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft, err := f.fitter().Fit(ctx, snap, sel, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w serving.Workspace
+	ans, err := ft.Serving.Answer(&w, snap.Entries[1].X, 3, 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := [2][3]any{}
+	for v := range 2 {
+		r := sel.Res[v]
+		pool[v] = [3]any{r.Pivots, r.Residual, r.ResidualTrace}
+	}
+	b, err := json.Marshal(struct {
+		Model  any
+		Stats  any
+		Pool   any
+		Answer any
+	}{ft.Model, ft.Stats, pool, ans})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestFitCores: the same points give the same refit, byte for byte, at GOMAXPROCS 1, 2
+// and 3: the serialized model (hence its id), the fit statistics, the pool's selection
+// and a certified answer. The fixture is large enough for every parallel loop to split
+// (300 points, 2·24 landmarks, batches of 2·128 rows, two fits side by side, the
+// reseed measurement on), with internal/gemm installed as cairnd installs it.
+func TestFitCores(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three refits")
+	}
+	blas64.Use(gemm.Implementation{})
+	blas32.Use(gemm.Implementation{})
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	f := newFixtureWith(t, 300, func(c *config.Config) {
+		c.Sketch = config.Sketch{H: 2, S: 64}
+		c.Pool.M = 24
+		c.Fit.K, c.Fit.Batch, c.Fit.Epochs, c.Fit.Fits = 16, 128, 4, 2
+		c.Query.ReseedQueries = 8
+	})
+	var want []byte
+	for _, procs := range []int{1, 2, 3} {
+		runtime.GOMAXPROCS(procs)
+		got := refitBytes(t, f)
+		if want == nil {
+			want = got
+			continue
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("GOMAXPROCS %d: the refit's bytes differ from GOMAXPROCS 1's", procs)
+		}
+	}
+	var m struct{ Model struct{ Meta []byte } }
+	if err := json.Unmarshal(want, &m); err != nil || !bytes.Contains(m.Model.Meta, []byte(`"reseed"`)) {
+		t.Errorf("the model's metadata lacks the reseed measurement (err %v): %s", err, m.Model.Meta)
+	}
+}
