@@ -38,16 +38,13 @@ const (
 	// A delta in (0, 1) that float64 rounds to 0 or 1 (1e-400, 0.99999999999999999):
 	// JSON Schema compares exactly, the decoder the parsed float64 (bad_value).
 	diffDeltaRounds = "delta rounds to 0 or 1"
-	// An upsert's "subject": the schema has the coming data-subject field, the decoder
-	// does not know it yet (unknown_field).
-	diffSubject = "subject not decoded yet"
 	// A message longer than Limits.MaxBytes (a deployment's limit, 4 MiB by default),
 	// which a schema cannot state (oversize).
 	diffOversize = "oversize"
 )
 
 // knownDiffs lists the classes above; each must occur in the corpus.
-var knownDiffs = []string{diffDuplicateKey, diffVersionText, diffIntegerText, diffIDBytes, diffDeltaRounds, diffSubject, diffOversize}
+var knownDiffs = []string{diffDuplicateKey, diffVersionText, diffIntegerText, diffIDBytes, diffDeltaRounds, diffOversize}
 
 // testLimits are the decoders' limits in these tests: the defaults but the input size
 // and a smaller MaxBytes, so that oversize messages are cheap to make.
@@ -102,8 +99,6 @@ func explain(raw []byte, lim stream.Limits) []string {
 					add(diffDeltaRounds)
 				}
 			}
-		case "subject":
-			add(diffSubject)
 		}
 		if key == "id" || key == "request" || key == "subject" {
 			var s string
@@ -216,7 +211,7 @@ func mutate(r *rand.Rand, raw []byte) []byte {
 		fs = append(fs, f)
 	case 3, 4, 5: // replace a value
 		fs[r.IntN(len(fs))].val = values[r.IntN(len(values))]
-	case 6: // a valid subject: the coming field
+	case 6: // a valid subject: the data-subject field
 		fs = append(fs, field{"subject", `"s-` + strconv.Itoa(r.IntN(100)) + `"`})
 	case 7:
 		return damage(r, raw)
@@ -377,7 +372,6 @@ func TestKnownDiffs(t *testing.T) {
 		{trainKind, `{"v":1,"op":"delete","id":"` + long + `","request":"r"}`, false, true, diffIDBytes},
 		{queryKind, `{"v":1,"request":"q","id":"p","delta":1e-400}`, false, true, diffDeltaRounds},
 		{queryKind, `{"v":1,"request":"q","id":"p","delta":0.99999999999999999999}`, false, true, diffDeltaRounds},
-		{trainKind, `{"v":1,"op":"upsert","id":"p","x":[1,2,3],"subject":"s1"}`, false, true, diffSubject},
 		{queryKind, `{"v":1,"request":"q","id":"p"}` + strings.Repeat(" ", testLimits.MaxBytes), false, true, diffOversize},
 	} {
 		decoded, valid, why := compare(t, c.kind, []byte(c.raw))

@@ -30,9 +30,7 @@
 //   - an id of at most 256 characters but more than 256 UTF-8 bytes (bad_id; JSON
 //     Schema's maxLength counts characters);
 //   - a delta strictly between 0 and 1 that float64 rounds to 0 or 1 (bad_value);
-//   - a message longer than stream.Limits.MaxBytes (oversize);
-//   - an upsert's "subject", the coming data-subject field that the decoder does not
-//     read yet (unknown_field).
+//   - a message longer than stream.Limits.MaxBytes (oversize).
 //
 // Limits are stream.Limits' defaults (ids of at most 256 bytes, k at most 1000); a
 // deployment configured otherwise accepts other ranges. "Finite" is exact: a number is

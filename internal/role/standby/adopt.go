@@ -175,8 +175,8 @@ func (a *Adopter) adoptOne(ctx context.Context, rec stream.Audit) error {
 		return fmt.Errorf("%w: %d: body: %v", errNotAdoptable, rec.Seq, err)
 	}
 	topic, part, off, err := parseSource(body.Source)
-	if err == nil && topic != a.cfg.Train {
-		err = fmt.Errorf("source %q is not on the training topic", body.Source)
+	if err == nil && topic != a.cfg.Train && topic != stream.DefaultErasuresTopic {
+		err = fmt.Errorf("source %q is on neither the training topic nor the erasures topic", body.Source)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %d: %v", errNotAdoptable, rec.Seq, err)
