@@ -20,7 +20,10 @@ import (
 //   - ce_type is Types[topic];
 //   - ce_time is the Message's Time when set: the writer of a record from stored state
 //     sets the time stored with it (the outbox entry's commit time), never the clock
-//     at publication; a record written without a Time has no ce_time;
+//     at publication; a record written without a Time has no ce_time (cairnd's model
+//     versions on the models topic, which it writes from the serving model again after
+//     a restart and stores with no time: a clock time would make the copies' headers
+//     differ, while ce_id, their content's, stays the same);
 //   - ce_subject is the record's key (the request id of an answer or an audit, the
 //     coordinates of a dead letter, the kind of a status event, the run id of a lineage
 //     event) when it is a valid attribute (UTF-8 without control characters, at most

@@ -31,6 +31,7 @@ func root() *cli.Command {
 			{Name: "audit", Synopsis: "the identifiability table of the paper's appendix D", Flags: auditCmd, Subcommands: []*cli.Command{
 				{Name: "verify", Synopsis: "walk the audit hash chain of cairn.audits or of a stopped daemon's file", Flags: auditVerifyCmd},
 				{Name: "key", Synopsis: "the running daemon's audit signing key (public half), to pin for audit verify --key", Flags: auditKeyCmd},
+				{Name: "receipt", Synopsis: "the erasure receipt of a request: what was erased and from where, its audit records checked (json or html)", Flags: auditReceiptCmd},
 			}},
 			{Name: "produce", Synopsis: "stream a data set into cairn.train as upserts", Flags: produceCmd},
 			{Name: "query", Synopsis: "ask a certified top-K; with --wait print the attribution", Flags: queryCmd},

@@ -1094,6 +1094,15 @@ func decodeAll(batch []stream.Message, fresh []bool, lim stream.Limits, erasures
 	out := make([]decoded, len(batch))
 	dec := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
+			if fresh[i] {
+				// CloudEvents headers, when an input has any, must be a valid event
+				// (else a dead letter, bad_header), checked before the value; cairnd's
+				// claims carry none.
+				if _, _, err := stream.ParseCloudEvent(batch[i], lim); err != nil {
+					out[i].err = err
+					continue
+				}
+			}
 			if fresh[i] && batch[i].Topic == erasures {
 				out[i].er, out[i].err = stream.DecodeErasure(batch[i].Value, lim)
 				if out[i].err == nil {
@@ -1104,11 +1113,6 @@ func decodeAll(batch []stream.Message, fresh []bool, lim stream.Limits, erasures
 				if out[i].err == nil {
 					out[i].err = stream.CheckTrainKey(batch[i].Key, out[i].ev)
 				}
-			}
-			if fresh[i] && out[i].err == nil {
-				// CloudEvents headers, when an input has any, must be a valid event
-				// (else a dead letter, bad_header); cairnd's claims carry none.
-				_, _, out[i].err = stream.ParseCloudEvent(batch[i], lim)
 			}
 		}
 	}
