@@ -89,7 +89,7 @@ func startDaemonWith(t testing.TB, cfg config.Config, setup func(*Daemon)) *runn
 	}
 	topics := cfg.Kafka.Topics
 	rd, err := stream.NewReader(stream.ReaderConfig{Kafka: stream.Config{Brokers: d.Brokers()},
-		Topics: []string{topics.Attributions, topics.Audits, topics.DLQ, topics.Status},
+		Topics: []string{topics.Attributions, topics.Audits, topics.DLQ, topics.Status, topics.Lineage},
 		Start:  func(string, int) (int64, bool, error) { return 0, false, nil }, MaxWait: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +108,7 @@ func startDaemonWith(t testing.TB, cfg config.Config, setup func(*Daemon)) *runn
 			return nil
 		})
 	}()
+	t.Cleanup(func() { checkRecords(t, cfg, r) }) // after stop (cleanups run last first)
 	t.Cleanup(func() { r.stop(t) })
 	return r
 }
