@@ -188,8 +188,10 @@ func TestONNXLogsWarnings(t *testing.T) {
 }
 
 // TestONNXConvNetSameAnswers: the built-in convnet with the shipped MNIST weights and
-// its ONNX export serve the same answers: two daemons fed the same points answer the
-// same queries with the same top-K landmarks and verdicts, scores within 1e-5 relative
+// its ONNX exports serve the same answers: the Go export (onnxtest.Export) and, when
+// entk/onnx/testdata has it, PyTorch's (scripts/onnx-reference). Daemons fed the same
+// points answer the same queries with the same top-K landmarks and verdicts, scores
+// within 1e-5 relative
 // (the two engines' ψ agree to about 1e-12 before the float32 rounding of the stored
 // features, so a stored feature differs by at most one float32 ulp, 6e-8 relative, and
 // the fit and the exact rows carry that along).
@@ -216,15 +218,19 @@ func TestONNXConvNetSameAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	path, _ := writeONNX(t, t.TempDir(), "convnet.onnx", onnxtest.Export(builtin.Backbone()))
+	files := map[string]string{"built-in": "", "go-export": path}
+	if torch := filepath.Join("..", "entk", "onnx", "testdata", "convnet.onnx"); fileExists(torch) {
+		files["torch-export"] = torch
+	}
 	rows := make([]int, n)
 	for i := range rows {
 		rows[i] = i
 	}
 	answers := map[string]map[string]stream.Attribution{}
-	for _, kind := range []string{"built-in", "onnx"} {
+	for kind, file := range files {
 		cfg := base(t.TempDir())
-		if kind == "onnx" {
-			cfg.Model = config.Backbone{File: path, Seed: 3}
+		if file != "" {
+			cfg.Model = config.Backbone{File: file, Seed: 3}
 		}
 		r := startDaemon(t, cfg)
 		produceMsgs(t, r.d.Brokers(), upserts(t, cfg.Kafka.Topics.Train, set, rows))
@@ -243,17 +249,32 @@ func TestONNXConvNetSameAnswers(t *testing.T) {
 		}
 		r.stop(t)
 	}
-	for req, want := range answers["built-in"] {
-		got := answers["onnx"][req]
-		if got.Verdict != want.Verdict || len(got.TopK) != len(want.TopK) || got.Coverage.Share != 1 {
-			t.Errorf("%s: onnx %s with %d, built-in %s with %d (coverage %+v)", req, got.Verdict, len(got.TopK), want.Verdict, len(want.TopK), got.Coverage)
+	for kind := range files {
+		if kind != "built-in" {
+			sameAnswers(t, kind, answers[kind], answers["built-in"])
+		}
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// sameAnswers checks that the answers of the export kind equal the built-in ones: same
+// verdicts, top-K ids and views, scores within 1e-5 relative, and full coverage.
+func sameAnswers(t *testing.T, kind string, got, want map[string]stream.Attribution) {
+	t.Helper()
+	for req, w := range want {
+		g := got[req]
+		if g.Verdict != w.Verdict || len(g.TopK) != len(w.TopK) || g.Coverage == nil || g.Coverage.Share != 1 {
+			t.Errorf("%s %s: %s with %d, built-in %s with %d (coverage %+v)", kind, req, g.Verdict, len(g.TopK), w.Verdict, len(w.TopK), g.Coverage)
 			continue
 		}
-		t.Logf("%s: %s, top %s %.6g / %s %.6g", req, got.Verdict, got.TopK[0].ID, got.TopK[0].Score, want.TopK[0].ID, want.TopK[0].Score)
-		for i, w := range want.TopK {
-			g := got.TopK[i]
-			if g.ID != w.ID || g.View != w.View || math.Abs(g.Score-w.Score) > 1e-5*math.Abs(w.Score) {
-				t.Errorf("%s top %d: onnx %+v, built-in %+v", req, i, g, w)
+		t.Logf("%s %s: %s, top %s %.6g (built-in %s %.6g)", kind, req, g.Verdict, g.TopK[0].ID, g.TopK[0].Score, w.TopK[0].ID, w.TopK[0].Score)
+		for i, e := range w.TopK {
+			if a := g.TopK[i]; a.ID != e.ID || a.View != e.View || math.Abs(a.Score-e.Score) > 1e-5*math.Abs(e.Score) {
+				t.Errorf("%s %s top %d: %+v, built-in %+v", kind, req, i, a, e)
 			}
 		}
 	}
