@@ -54,4 +54,10 @@
 // Model export (GET /model, Export, ExportStored) prints a model version so that a
 // third party can recompute every score of an answer (serving.ModelExport); a stored
 // version is masked by the rule a restart applies (serving.Restore).
+//
+// The backbone is a built-in architecture or an ONNX export (model.file, opened by
+// internal/pipeline). New logs it and each of the ONNX loader's warnings with its fix;
+// every answer states the kernel's parameter coverage, and /status (BackboneStatus),
+// GET /model (per tensor) and the UI show it (backbone.go). An ONNX model's embedding
+// inputs are validated by the decoders (stream.Limits.Indices, reason bad_index).
 package daemon
