@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -184,6 +185,21 @@ func TestONNXLogsWarnings(t *testing.T) {
 	if len(lines) != 2 || lines[0]["message"] != "backbone" || lines[1]["level"] != "warn" || lines[1]["kind"] != "folded-batchnorm" ||
 		!strings.Contains(fmt.Sprint(lines[1]["fix"]), "do_constant_folding=False") {
 		t.Errorf("log lines %v", lines)
+	}
+}
+
+// TestONNXRefusedAtNew: cairnd refuses a folded-BatchNorm export before it opens
+// anything, saying how to fix the export or accept it; with the opt-in it starts.
+func TestONNXRefusedAtNew(t *testing.T) {
+	path, _ := writeONNX(t, t.TempDir(), "folded.onnx", onnxtest.FoldedBatchNorm())
+	cfg := e2eConfig(t.TempDir())
+	cfg.Model = config.Backbone{File: path, Seed: 1}
+	if _, err := New(cfg, testLogger(t)); !errors.Is(err, pipeline.ErrFoldedBatchNorm) || !strings.Contains(err.Error(), "model.allow_folded_batchnorm") {
+		t.Errorf("New with a folded export: %v", err)
+	}
+	cfg.Model.AllowFoldedBatchNorm = true
+	if _, err := New(cfg, testLogger(t)); err != nil {
+		t.Errorf("New with a folded export allowed: %v", err)
 	}
 }
 
