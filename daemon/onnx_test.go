@@ -194,6 +194,7 @@ func TestONNXRefusedAtNew(t *testing.T) {
 	path, _ := writeONNX(t, t.TempDir(), "folded.onnx", onnxtest.FoldedBatchNorm())
 	cfg := e2eConfig(t.TempDir())
 	cfg.Model = config.Backbone{File: path, Seed: 1}
+	cfg.Sketch.S = 16 // P = 29
 	if _, err := New(cfg, testLogger(t)); !errors.Is(err, pipeline.ErrFoldedBatchNorm) || !strings.Contains(err.Error(), "model.allow_folded_batchnorm") {
 		t.Errorf("New with a folded export: %v", err)
 	}
