@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,7 +12,8 @@ import (
 )
 
 // Message is one Kafka record as stream hands it out and takes it in.
-// Partition and Offset are set on consumed messages and ignored on write.
+// Partition and Offset are set on consumed messages; on write Offset is ignored, and
+// Partition too unless WriterConfig.Partitioned is set.
 type Message struct {
 	Topic     string
 	Partition int
@@ -84,6 +86,10 @@ type WriterConfig struct {
 	// Events, if set, stamps the records of its topics with their CloudEvents headers
 	// (Events.Stamp) as Write sends them; nil: records go out with their own headers.
 	Events *Events
+	// Partitioned writes each message to its own Partition (when the topic has it;
+	// otherwise to its key's partition, as without it), not to its key's: for records
+	// that must sit beside the record they derive from on a topic of another key space.
+	Partitioned bool
 }
 
 func (c WriterConfig) withDefaults() WriterConfig {
@@ -159,7 +165,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	}
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(cfg.Kafka.Brokers...),
-		Balancer:     kafka.Murmur2Balancer{},
+		Balancer:     writeBalancer(cfg.Partitioned),
 		RequiredAcks: kafka.RequireAll,
 		// One attempt inside kafka-go: the retry loop is ours, so that
 		// the attempt count, the backoff and the per-message outcome are
@@ -216,6 +222,11 @@ func (w *Writer) Write(ctx context.Context, msgs ...Message) error {
 			}
 		}
 		pending[i] = kafka.Message{Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: toKafka(hs)}
+		if w.cfg.Partitioned {
+			// kafka-go reads the field only through the Balancer, and sets it itself once
+			// the message is written.
+			pending[i].Partition = m.Partition
+		}
 	}
 	backoff := w.cfg.BackoffMin
 	var lastErr error
@@ -308,4 +319,25 @@ func DeadLetterMessage(topic string, src Message, err error, keepRaw bool) (Mess
 		return Message{}, eerr
 	}
 	return Message{Topic: topic, Key: DeadLetterKey(src.Topic, src.Partition, src.Offset), Value: body}, nil
+}
+
+// writeBalancer is the Writer's partitioner: by key (murmur2, as the Java client), or with
+// partitioned the message's own partition when the topic has it.
+func writeBalancer(partitioned bool) kafka.Balancer {
+	if partitioned {
+		return explicitBalancer{}
+	}
+	return kafka.Murmur2Balancer{}
+}
+
+// explicitBalancer puts a message on its Partition, or by key when the topic has no
+// such partition.
+type explicitBalancer struct{ byKey kafka.Murmur2Balancer }
+
+// Balance implements kafka.Balancer.
+func (b explicitBalancer) Balance(m kafka.Message, partitions ...int) int {
+	if slices.Contains(partitions, m.Partition) {
+		return m.Partition
+	}
+	return b.byKey.Balance(m, partitions...)
 }
