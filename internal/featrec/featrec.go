@@ -12,6 +12,9 @@ import (
 // Version is the format version Encode writes and Decode reads.
 const Version = 1
 
+// Topic is the features topic: the featurizers write it, the primary reads it.
+const Topic = "cairn.features"
+
 // Bounds of a record's fields.
 const (
 	// MaxTopicBytes bounds the source topic's name (Kafka's limit is 249).

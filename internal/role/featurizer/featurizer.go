@@ -1,0 +1,133 @@
+package featurizer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cairnhq/cairn/internal/fault"
+	"github.com/cairnhq/cairn/internal/featrec"
+	"github.com/cairnhq/cairn/internal/pipeline"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// Group is the featurizers' default consumer group.
+const Group = "cairn.featurizers"
+
+// Config is what a Featurizer needs from the daemon.
+type Config struct {
+	Kafka stream.Config
+	// Group is the featurizers' consumer group, Topic the training topic, Out the
+	// features topic.
+	Group, Topic, Out string
+	SessionTimeout    time.Duration
+	FetchMaxBytes     int
+	// Writer writes the records; it must be Partitioned.
+	Writer *stream.Writer
+	// Features is the deployment's pipeline, Limits the training events' limits
+	// (ingest.TrainLimits with ingest.IndexLimits), as the primary decodes them.
+	Features *pipeline.Features
+	Limits   stream.Limits
+	Faults   *fault.Tracker
+	Log      zerolog.Logger
+}
+
+// Featurizer computes the features of the training topic as one member of the
+// featurizers' consumer group.
+type Featurizer struct {
+	cfg Config
+	gr  *stream.GroupReader
+	// Buffers of Records, reused batch to batch.
+	xs, views, feats []float64
+	ids              []string
+	src              []int // the batch index of each upsert
+}
+
+// New checks c and builds the group reader; it connects nothing.
+func New(c Config) (*Featurizer, error) {
+	if c.Writer == nil || c.Features == nil || c.Faults == nil || c.Out == "" {
+		return nil, fmt.Errorf("featurizer: a writer, a pipeline, a fault tracker and an output topic are required")
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("featurizer: limits: %w", err)
+	}
+	if c.Limits.InputDim != c.Features.InputDim() {
+		return nil, fmt.Errorf("featurizer: limits' input length %d is not the backbone's %d", c.Limits.InputDim, c.Features.InputDim())
+	}
+	gr, err := stream.NewGroupReader(stream.GroupReaderConfig{Kafka: c.Kafka, Group: c.Group, Topic: c.Topic,
+		MaxBatch: 64, SessionTimeout: c.SessionTimeout, FetchMaxBytes: c.FetchMaxBytes})
+	if err != nil {
+		return nil, err
+	}
+	return &Featurizer{cfg: c, gr: gr}, nil
+}
+
+// Run featurizes the training topic until ctx ends; a failure (a broker that stopped
+// answering, a write that failed) restarts the reader after a doubling wait
+// (fault.Tracker KeepReading, component "featurize"), from the group's committed
+// offsets. It returns nil once ctx ends.
+func (f *Featurizer) Run(ctx context.Context) error {
+	return f.cfg.Faults.KeepReading(ctx, "featurize", f.gr, f.handle, nil)
+}
+
+// handle writes one batch's records to Kafka before the group reader commits it.
+func (f *Featurizer) handle(ctx context.Context, batch []stream.Message) error {
+	out, err := f.Records(batch)
+	if err != nil {
+		return err
+	}
+	if err := f.cfg.Writer.Write(ctx, out...); err != nil {
+		return err
+	}
+	f.cfg.Faults.Recovered("featurize")
+	return nil
+}
+
+// Records returns the feature records of batch's upserts, in batch order, each
+// addressed to Out on its event's partition and keyed by its id. An event that is not
+// an upsert or does not decode has none. batch is not modified.
+func (f *Featurizer) Records(batch []stream.Message) ([]stream.Message, error) {
+	f.xs, f.ids, f.src = f.xs[:0], f.ids[:0], f.src[:0]
+	for i, m := range batch {
+		if m.Value == nil {
+			continue // a tombstone
+		}
+		ev, err := stream.DecodeTrain(m.Value, f.cfg.Limits)
+		if err != nil || ev.Op != stream.OpUpsert {
+			continue
+		}
+		f.xs = append(f.xs, ev.X...)
+		f.ids = append(f.ids, ev.ID)
+		f.src = append(f.src, i)
+	}
+	n, q := len(f.ids), f.cfg.Features.Dim()
+	if n == 0 {
+		return nil, nil
+	}
+	f.views = grow(f.views, 2*n*f.cfg.Features.InputDim())
+	f.feats = grow(f.feats, 2*n*q)
+	f.cfg.Features.BothViewsTo(f.feats, f.views, f.xs, f.ids)
+	out := make([]stream.Message, n)
+	fp := f.cfg.Features.Fingerprint()
+	for r, i := range f.src {
+		m := batch[i]
+		rec := featrec.Record{ID: f.ids[r], Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
+			Fingerprint: fp, Features: f.feats[2*r*q : (2*r+2)*q]}
+		b, err := rec.Encode()
+		if err != nil {
+			return nil, fmt.Errorf("featurizer: %s/%d@%d: %w", m.Topic, m.Partition, m.Offset, err)
+		}
+		out[r] = stream.Message{Topic: f.cfg.Out, Partition: m.Partition, Key: []byte(rec.ID), Value: b, Time: m.Time}
+	}
+	return out, nil
+}
+
+// grow returns b resized to n, reallocated only when too small.
+func grow(b []float64, n int) []float64 {
+	if cap(b) < n {
+		return make([]float64, n)
+	}
+	return b[:n]
+}
