@@ -1,7 +1,11 @@
 package onnx
 
 import (
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -51,5 +55,45 @@ func TestIndexInputs(t *testing.T) {
 	}
 	if got := m.IndexInputs(); !reflect.DeepEqual(got, []IndexInput(nil)) {
 		t.Errorf("codes x + 1: IndexInputs = %+v, want none", got)
+	}
+}
+
+// TestIndexInputsReference: PyTorch's export of the Adult embedding MLP
+// (testdata/embmlp.onnx, scripts/onnx-reference) reads its 8 categorical columns, after
+// the 6 numeric ones, as codes of the tables its ref.json lists (emb.k.weight of shape
+// [cardinality, 4]).
+func TestIndexInputsReference(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "embmlp.ref.json"))
+	if err != nil {
+		t.Skipf("no reference file: %v", err)
+	}
+	var ref struct {
+		Params []struct {
+			Name  string `json:"name"`
+			Shape []int  `json:"shape"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		t.Fatal(err)
+	}
+	var want []IndexInput
+	for _, p := range ref.Params {
+		var k int
+		if n, _ := fmt.Sscanf(p.Name, "emb.%d.weight", &k); n == 1 {
+			want = append(want, IndexInput{Pos: 6 + k, N: p.Shape[0]})
+		}
+	}
+	m, err := Load(filepath.Join("testdata", "embmlp.onnx"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := m.IndexInputs()
+	if len(want) != 8 || len(got) != len(want) {
+		t.Fatalf("IndexInputs %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].Pos != want[i].Pos || got[i].N != want[i].N {
+			t.Errorf("IndexInputs[%d] = %+v, want %+v", i, got[i], want[i])
+		}
 	}
 }
