@@ -36,6 +36,15 @@
 // writes JSON with "v":1 first. Dead letters copy at most MaxDeadLetterRaw
 // bytes of the rejected message (base64 in JSON) and its length.
 //
+// CloudEvents (binary content mode). A Writer with WriterConfig.Events stamps every
+// record of the deployment's output topics with ce_specversion, ce_id (ContentID of
+// the record), ce_source, ce_type, ce_time (the Message's Time: the Publisher passes
+// each OutboxEntry's stored commit time, so a re-publication repeats it), ce_subject
+// (the key), ce_dataschema and content-type; records that carry ce_ headers keep
+// theirs. An input with any ce_ header must be a valid event (ParseCloudEvent, else
+// ReasonBadHeader); DecodeQueryMessage takes a query's request id from its ce_id when
+// the value names none.
+//
 // # Processing semantics
 //
 // A Reader's offsets live in the caller's store, never in Kafka: a Reader has no
