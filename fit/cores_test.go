@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/mat"
@@ -106,13 +107,16 @@ func BenchmarkEpochOne(b *testing.B) {
 	}
 }
 
-// TestStepCores: at GOMAXPROCS 1, 2 and 3, one float32 batch step (gather, loss and
+// TestStepCores: with internal/gemm installed, at GOMAXPROCS 1, 2 and 3, one float32 batch step (gather, loss and
 // gradient for each loss that uses float32 products, clipping and the Adam step, both
 // weight decay forms) gives the serial step's loss, latents' gradient, ∂L/∂θ and θ bit
 // for bit, on a batch of 2B = 2·150 rows (not a multiple of the 64-row chunks or the
 // symmetrization's tiles) and M = 70, k = 40.
 func TestStepCores(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	old := blas32.Implementation()
+	defer blas32.Use(old)
+	blas32.Use(gemm.Implementation{}) // cairnd's: the batch products take its blocked path
 	const n, m, k = 400, 70, 40
 	p := synthetic(9, n, m, 2, 2)
 	rows := rand.New(rand.NewPCG(6, 6)).Perm(n)[:150]
@@ -307,7 +311,7 @@ func serialLossGrad32(md *model, loss Loss, lp LossParams) float64 {
 		p.a[i] = float32(v)
 	}
 	p.z = ensure32(p.z, r*k)
-	sgemm(false, false, r, k, m, p.kcat, m, p.a, k, p.z, k)
+	serialSgemm(false, false, r, k, m, p.kcat, m, p.a, k, p.z, k)
 	md.z = ensure(md.z, r, k)
 	md.g = ensure(md.g, r, k)
 	zd := md.z.RawMatrix().Data
@@ -333,7 +337,7 @@ func serialLossGrad32(md *model, loss Loss, lp LossParams) float64 {
 		p.g[i] = float32(v)
 	}
 	p.ga = ensure32(p.ga, m*k)
-	sgemm(true, false, m, k, r, p.kcat, m, p.g, k, p.ga, k)
+	serialSgemm(true, false, m, k, r, p.kcat, m, p.g, k, p.ga, k)
 	for i, v := range p.ga {
 		md.grad[i] = float64(v)
 	}
@@ -369,7 +373,7 @@ func serialSimclr32(ws *lossWS, ga, gb *mat.Dense, tau float64, za, zb *mat.Dens
 			row32[j] = float32(u)
 		}
 	}
-	sgemm(false, true, n, n, k, ws.u32, k, ws.u32, k, ws.s32, n)
+	serialSgemm(false, true, n, n, k, ws.u32, k, ws.u32, k, ws.s32, n)
 	var total float64
 	scale, invTau := 1/float64(n), 1/tau
 	invTau32 := float32(invTau)
@@ -407,7 +411,7 @@ func serialSimclr32(ws *lossWS, ga, gb *mat.Dense, tau float64, za, zb *mat.Dens
 		v := ws.s32[i*n+i+br] - float32(2*scale)
 		ws.s32[i*n+i+br], ws.s32[(i+br)*n+i] = v, v
 	}
-	sgemm(false, false, n, k, n, ws.s32, n, ws.u32, k, ws.gu32, k)
+	serialSgemm(false, false, n, k, n, ws.s32, n, ws.u32, k, ws.gu32, k)
 	for i := range n {
 		dst := rowOf(ga, gb, i)
 		g32 := ws.gu32[i*k : (i+1)*k]
@@ -468,4 +472,61 @@ func TestScaleCores(t *testing.T) {
 			t.Errorf("GOMAXPROCS %d: UnitLatentScale = %v, the plain loops %v", procs, f, wantF)
 		}
 	}
+}
+
+// TestSgemmZeroed: sgemm (C zeroed, then β = 1) gives the bits of a Sgemm with β = 0,
+// with internal/gemm's blocked path (products above its size threshold, every transpose
+// the step uses, C entries that start non-zero) and with gonum's.
+func TestSgemmZeroed(t *testing.T) {
+	old := blas32.Implementation()
+	defer blas32.Use(old)
+	rnd := rand.New(rand.NewPCG(2, 2))
+	fill := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rnd.NormFloat64())
+		}
+		return v
+	}
+	for _, impl := range []blas.Float32{gemm.Implementation{}, old} {
+		blas32.Use(impl)
+		for _, c := range []struct {
+			tA, tB  bool
+			m, n, k int
+		}{{false, false, 130, 70, 90}, {true, false, 70, 40, 300}, {false, true, 300, 300, 40}, {false, false, 3, 5, 7}} {
+			a, b := fill(c.m*c.k), fill(c.k*c.n)
+			lda, ldb := c.k, c.n
+			if c.tA {
+				lda = c.m
+			}
+			if c.tB {
+				ldb = c.k
+			}
+			got, want := fill(c.m*c.n), fill(c.m*c.n)
+			ta, tb := blas.NoTrans, blas.NoTrans
+			if c.tA {
+				ta = blas.Trans
+			}
+			if c.tB {
+				tb = blas.Trans
+			}
+			impl.Sgemm(ta, tb, c.m, c.n, c.k, 1, a, lda, b, ldb, 0, want, c.n)
+			sgemm(c.tA, c.tB, c.m, c.n, c.k, a, lda, b, ldb, got, c.n)
+			if !slices.Equal(got, want) {
+				t.Errorf("%T %+v: sgemm differs from Sgemm with β = 0", impl, c)
+			}
+		}
+	}
+}
+
+// serialSgemm is sgemm as it was: the installed Sgemm with β = 0.
+func serialSgemm(tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	ta, tb := blas.NoTrans, blas.NoTrans
+	if tA {
+		ta = blas.Trans
+	}
+	if tB {
+		tb = blas.Trans
+	}
+	blas32.Implementation().Sgemm(ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, ldc)
 }

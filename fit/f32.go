@@ -38,7 +38,10 @@ type products32 struct {
 }
 
 // sgemm sets C = op(A)·op(B) (row-major, C m×n, op(A) m×k) with the installed
-// blas.Float32.
+// blas.Float32. C is zeroed here, rows in chunks side by side, and the product added to
+// it (β = 1): a Sgemm with β = 0 clears C on the calling goroutine before its parallel
+// part, and adding to zeros gives its bits (each entry's first sum enters as
+// fma(sum, 1, +0) either way; TestSgemmZeroed).
 func sgemm(tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	ta, tb := blas.NoTrans, blas.NoTrans
 	if tA {
@@ -47,7 +50,12 @@ func sgemm(tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int,
 	if tB {
 		tb = blas.Trans
 	}
-	blas32.Implementation().Sgemm(ta, tb, m, n, k, 1, a, lda, b, ldb, 0, c, ldc)
+	par.For(m, rowChunk, par.Workers(m, rowChunk), func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			clear(c[i*ldc : i*ldc+n])
+		}
+	})
+	blas32.Implementation().Sgemm(ta, tb, m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
 }
 
 func ensure32(v []float32, n int) []float32 {

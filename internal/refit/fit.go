@@ -219,8 +219,8 @@ func landmarksOf(sel *ingest.Selection, ids []string, q int) landmarkSet {
 // features): kernel blocks of the training rows' two views against them, straight from
 // the cached float32 rows (no copy of the features), K_mm, and the validation blocks and
 // labels when there are validation rows. The blocks are computed side by side
-// (internal/par: the two training views first, one goroutine each, then K_mm and the
-// validation views), each by one pipeline.KernelTo call, whose products split their
+// (internal/par: the two training views first, one goroutine each, then the validation
+// views, then K_mm), each by one pipeline.KernelTo call, whose products split their
 // rows over the cores as well; each block is what a lone call computes, so the bits do
 // not depend on GOMAXPROCS. The serial parts of one block (widening its rows, packing
 // the landmarks' panels) thus overlap another's products.
@@ -239,11 +239,12 @@ func problemOf(sel *ingest.Selection, snap *ingest.Snapshot, tr, va []int, lm *m
 	}
 	trIDs, _ := pick(snap.IDs, snap.Entries, tr)
 	prob := &fit.Problem{IDs: trIDs, Kmm: mat.NewDense(mm, mm, nil)}
-	jobs := []func(){against(&prob.KA, tr, 0), against(&prob.KB, tr, 1), func() { prob.Kmm.Mul(lm, lm.T()) }}
+	jobs := []func(){against(&prob.KA, tr, 0), against(&prob.KB, tr, 1)}
 	if va != nil {
 		jobs = append(jobs, against(&prob.Val.K, va, 0), against(&prob.Val.KB, va, 1))
 		prob.Val.Labels = labelsOf(snap.Entries, va)
 	}
+	jobs = append(jobs, func() { prob.Kmm.Mul(lm, lm.T()) }) // last: one product, split by rows
 	par.For(len(jobs), 1, par.Workers(len(jobs), 1), func(_, lo, hi int) {
 		for _, job := range jobs[lo:hi] {
 			job()
