@@ -1,23 +1,13 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
-	"io"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	cairn "github.com/cairnhq/cairn/client"
 	"github.com/cairnhq/cairn/config"
-	"github.com/cairnhq/cairn/stream"
+	"github.com/cairnhq/cairn/internal/lab/demo"
 )
 
 // smallConfig is a daemon small enough for a test under -race (the daemon package's
@@ -40,93 +30,29 @@ func smallConfig() config.Config {
 	return c
 }
 
-// TestDemo runs the demo end to end on MNIST with a small daemon and checks the
-// stream it prints: the stages in order, attributions for every query naming
-// landmarks, an audit that chains from the zero hash and names the deleted top-1
-// landmark of the first answer, a repeated first query without it, and a summary;
-// and that the temporary data directory is gone afterwards.
-func TestDemo(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the daemon")
-	}
-	const n, queries = 120, 2
-	var out bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	err := demo(ctx, demoOptions{cfg: smallConfig(), data: "mnist", n: n, queries: queries, log: zerolog.Nop(), stderr: io.Discard}, &out)
-	if err != nil {
-		t.Fatalf("demo: %v\noutput:\n%s", err, out.String())
-	}
-	var lines []demoLineIn
-	sc := bufio.NewScanner(&out)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var l demoLineIn
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("line %q is not one JSON object: %v", sc.Text(), err)
+// TestDemoFlags: demo refuses bad flags before it starts anything, naming the flag
+// and its value (the run itself is tested in internal/lab/demo).
+func TestDemoFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--n", "0"}, "--n 0"},
+		{[]string{"--queries", "0"}, "--queries 0"},
+		{[]string{"--hold", "-1s"}, "--hold -1s"},
+		{[]string{"--log-level", "loud"}, `--log-level "loud"`},
+	} {
+		code, _, errs := runCmd(append([]string{"demo", "--http", "127.0.0.1:0", "--embedded-broker", "127.0.0.1:0"}, tc.args...)...)
+		if code == 0 || !strings.Contains(errs, tc.want) {
+			t.Errorf("demo %v: exit %d, stderr %q; want a failure naming %s", tc.args, code, errs, tc.want)
 		}
-		lines = append(lines, l)
-	}
-	var events []string
-	for _, l := range lines {
-		events = append(events, l.Event)
-	}
-	want := []string{"status", "status", "status", "attribution", "attribution", "audit", "attribution", "summary"}
-	if !slices.Equal(events, want) {
-		t.Fatalf("events %v, want %v", events, want)
-	}
-	var atts []stream.Attribution
-	for _, i := range []int{3, 4, 6} {
-		var a stream.Attribution
-		if err := json.Unmarshal(lines[i].Data, &a); err != nil || a.Request == "" || len(a.TopK) == 0 || a.Model == 0 {
-			t.Fatalf("line %d: attribution %s (%v): want a request, a model and landmarks", i, lines[i].Data, err)
-		}
-		atts = append(atts, a)
-	}
-	if lines[3].Query == nil || lines[3].Query.ID != "mnist/train/000000" {
-		t.Errorf("first query %+v: want the stored id mnist/train/000000", lines[3].Query)
-	}
-	if lines[4].Query == nil || lines[4].Query.TestRow == nil || *lines[4].Query.TestRow != 0 {
-		t.Errorf("second query %+v: want test row 0", lines[4].Query)
-	}
-	var audit stream.Audit
-	if err := json.Unmarshal(lines[5].Data, &audit); err != nil {
-		t.Fatal(err)
-	}
-	victim := atts[0].TopK[0].ID
-	if audit.ID != victim || lines[5].Deleted != victim || audit.Seq != 1 || audit.PrevHash != strings.Repeat("0", 64) || !audit.WasLandmark {
-		t.Errorf("audit %s: want seq 1 from the zero hash deleting landmark %s", lines[5].Data, victim)
-	}
-	if rep := cairn.VerifyMessages([]stream.Message{{Topic: "demo", Value: lines[5].Data}}, nil, nil); !rep.OK {
-		t.Errorf("the demo's audit does not verify: %s", rep.Reason)
-	}
-	for _, s := range atts[2].TopK {
-		if s.ID == victim {
-			t.Errorf("repeated query names the deleted id %s: %s", victim, lines[6].Data)
-		}
-	}
-	if lines[6].RepeatOf != 1 || lines[6].DeletedAbsent == nil || !*lines[6].DeletedAbsent {
-		t.Errorf("repeated query line: repeat_of %d, deleted_absent %v; want 1, true", lines[6].RepeatOf, lines[6].DeletedAbsent)
-	}
-	if atts[2].Model <= atts[0].Model {
-		t.Errorf("repeated query on model %d, first on %d: want a newer model after the deletion", atts[2].Model, atts[0].Model)
-	}
-	var sum demoSummary
-	if err := json.Unmarshal(lines[7].Data, &sum); err != nil || sum.Points != n || sum.Deleted != victim || !sum.DeletedGone || sum.Kept {
-		t.Errorf("summary %s (%v): want %d points, deleted %s absent after, temp dir not kept", lines[7].Data, err, n, victim)
-	}
-	if _, err := os.Stat(sum.DataDir); !os.IsNotExist(err) {
-		t.Errorf("temporary data dir %s: stat error %v, want it removed", sum.DataDir, err)
-	}
-	if !strings.HasPrefix(filepath.Base(sum.DataDir), "cairn-demo-") {
-		t.Errorf("data dir %s: want a cairn-demo- temporary directory", sum.DataDir)
 	}
 }
 
-// demoLineIn is demoLine as a reader of the output decodes it.
+// demoLineIn is demo.Line as a reader of the output decodes it.
 type demoLineIn struct {
 	Event         string          `json:"event"`
-	Query         *demoQuery      `json:"query"`
+	Query         *demo.Query     `json:"query"`
 	RepeatOf      int             `json:"repeat_of"`
 	Deleted       string          `json:"deleted"`
 	DeletedAbsent *bool           `json:"deleted_absent"`

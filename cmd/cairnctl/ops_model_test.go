@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cairnhq/cairn/daemon"
+	"github.com/cairnhq/cairn/internal/lab/demo"
 	"github.com/cairnhq/cairn/storage"
 )
 
@@ -44,13 +45,13 @@ func TestModelExportDataDir(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out strings.Builder
-	if err := demo(ctx, demoOptions{cfg: cfg, dataDir: dir, data: "mnist", n: 120, queries: 1, log: zerolog.Nop(), stderr: io.Discard}, &out); err != nil {
+	if err := demo.Run(ctx, demo.Options{Config: cfg, DataDir: dir, Data: "mnist", N: 120, Queries: 1, Log: zerolog.Nop(), Stderr: io.Discard}, &out); err != nil {
 		if strings.Contains(err.Error(), "mnist") {
 			t.Skipf("MNIST not available: %v", err)
 		}
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	var sum demoSummary
+	var sum demo.Summary
 	sc := bufio.NewScanner(strings.NewReader(out.String()))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {

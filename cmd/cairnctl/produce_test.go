@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"math"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -41,34 +40,6 @@ func TestPercentile(t *testing.T) {
 	}
 	if got := percentile([]float64{3}, 0.99); got != 3 {
 		t.Errorf("percentile of one value = %v, want 3", got)
-	}
-}
-
-// TestProgressLines: a non-terminal gets periodic lines and a final line, never
-// carriage returns; the final line shows the full count.
-func TestProgressLines(t *testing.T) {
-	var b bytes.Buffer
-	p := newProgress(&b, "produce", 10)
-	if p.tty {
-		t.Fatal("a bytes.Buffer is not a terminal")
-	}
-	p.update(3) // too soon for a line
-	if b.Len() != 0 {
-		t.Errorf("update within %v wrote %q, want nothing", progressEvery, b.String())
-	}
-	p.last = p.last.Add(-2 * progressEvery)
-	p.update(5)
-	p.finish(10)
-	out := b.String()
-	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if len(lines) != 2 || strings.Contains(out, "\r") {
-		t.Fatalf("progress output %q: want 2 lines without \\r", out)
-	}
-	if !strings.Contains(lines[0], "5/10") || !strings.Contains(lines[0], " 50%") {
-		t.Errorf("line %q: want 5/10 and 50%%", lines[0])
-	}
-	if !strings.Contains(lines[1], "10/10") || !strings.Contains(lines[1], "100%") || !strings.Contains(lines[1], strings.Repeat("=", 30)) {
-		t.Errorf("final line %q: want a full bar and 10/10", lines[1])
 	}
 }
 
@@ -111,24 +82,5 @@ func TestProduceStopsOnCancel(t *testing.T) {
 	var rep produceReport
 	if code != 1 || json.Unmarshal(out.Bytes(), &rep) != nil || rep.Produced != 0 || !strings.Contains(errb.String(), "stopped after 0 of 20 rows") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 1, a report of 0 rows and the stop named", code, out.String(), errb.String())
-	}
-}
-
-// TestIsTerminal: /dev/null is a character device but no terminal, and a progress
-// report to it writes lines, not carriage returns.
-func TestIsTerminal(t *testing.T) {
-	f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		t.Skip(err)
-	}
-	defer f.Close()
-	if isTerminal(f) {
-		t.Errorf("isTerminal(%s) = true, want false", os.DevNull)
-	}
-	if newProgress(f, "produce", 1).tty {
-		t.Errorf("progress on %s draws a bar, want lines", os.DevNull)
-	}
-	if isTerminal(&bytes.Buffer{}) {
-		t.Error("isTerminal(bytes.Buffer) = true, want false")
 	}
 }
