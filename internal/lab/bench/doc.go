@@ -4,7 +4,9 @@
 // the exported model alone (CheckAnswers), and its ingest rate, query latencies,
 // open-loop loads, refit and deletion-to-audit times are reported (Report). Scale is
 // cairnctl bench-scale: cairnd processes on one embedded broker, replica throughput, a
-// replica killed under load and a standby's takeover (ScaleReport).
+// replica killed under load and a standby's takeover (ScaleReport). Phases times a
+// refit's phases on n points at chosen GOMAXPROCS values, back to back, in process
+// (BenchmarkRefitPhases prints its table for docs/performance.md, "Cores").
 //
 // # Contracts
 //
@@ -18,4 +20,8 @@
 //     directory with ScaleOptions.Keep), and their reports hold what was measured up to
 //     an error. They reach Kafka and HTTP as any client of package client does.
 //   - Errors name the offending setting by its cairnctl flag.
+//   - Phases sets GOMAXPROCS for each run and restores it before returning, so nothing
+//     else should run in the process meanwhile; it fails if two runs fit different
+//     models. Its load correction (schedstat.go) reads Linux's per-thread scheduler
+//     statistics and is NaN elsewhere.
 package bench
