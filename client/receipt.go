@@ -57,6 +57,6 @@ func (c *Client) Receipt(ctx context.Context, request string, keys Keys, reverif
 		checked = "signatures against the pinned key " + strings.Join(slices.Sorted(maps.Keys(keys)), ", ")
 	}
 	return receipt.Build(receipt.Input{Request: request, Messages: recs, Verdict: verdict, Reverify: reverify,
-		Chain: receipt.Chain{Source: rep.Source, Records: rep.Records, Head: rep.Head, OK: rep.OK, Reason: rep.Reason, Signatures: rep.Signatures},
+		Chain:     receipt.Chain{Source: rep.Source, Records: rep.Records, Head: rep.Head, OK: rep.OK, Reason: rep.Reason, Signatures: rep.Signatures},
 		CheckedBy: fmt.Sprintf("cairnctl audit receipt: every record of the audit topic %s (%d), %s", c.cfg.Topics.Audits, len(recs), checked)})
 }

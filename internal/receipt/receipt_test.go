@@ -47,7 +47,9 @@ func erasureBody() ingest.SubjectAuditBody {
 		Requested: at, Applied: at.Add(time.Second), RefitDone: at.Add(5 * time.Second), Source: "cairn.erasures/0/3"}
 }
 
-func genuine(stream.Message, stream.Audit) Verdict { return Verdict{Signature: "verified", InChain: true} }
+func genuine(stream.Message, stream.Audit) Verdict {
+	return Verdict{Signature: "verified", InChain: true}
+}
 
 func TestBuildErasure(t *testing.T) {
 	_, v := event(t, 1, zero, erasureBody())
