@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math"
 	"testing"
+
+	"github.com/cairnhq/cairn/internal/lab/identify"
 )
 
 // TestAuditTableConsistent runs `cairnctl audit` on a small MNIST problem and recomputes
@@ -19,7 +21,7 @@ func TestAuditTableConsistent(t *testing.T) {
 	if err := cmdRun("audit", args, &out); err != nil {
 		t.Skipf("audit on MNIST: %v (is the GoMNIST module downloaded?)", err)
 	}
-	var r auditReport
+	var r identify.Report
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}

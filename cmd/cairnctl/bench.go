@@ -79,6 +79,3 @@ func benchCmd(fs *flag.FlagSet) cli.Func {
 			Log: log, Stderr: stdio.Err, Rate: *rate, LoadDuration: *loadDur, By: *by}))
 	}
 }
-
-// percentile is bench.Percentile (xs is sorted in place).
-func percentile(xs []float64, p float64) float64 { return bench.Percentile(xs, p) }

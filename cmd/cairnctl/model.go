@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"flag"
 
-	"github.com/cairnhq/cairn/fit"
 	"github.com/cairnhq/cairn/internal/lab/offline"
 )
 
@@ -36,37 +34,4 @@ func (f *modelFlags) register(fs *flag.FlagSet) {
 func (f *modelFlags) options() offline.ModelOptions {
 	return offline.ModelOptions{Pipeline: f.pipeline.options(), Loss: f.loss, Init: f.init, Dim: f.dim, Epochs: f.epochs,
 		Selector: f.selector, ValFrac: f.valFrac}
-}
-
-// fittedModel is an offline.Model under the names cairnctl audit (auditModel) reads.
-type fittedModel struct {
-	prob *fit.Problem
-	info *blockInfo
-	fits *fit.Repeated
-	secs map[string]float64
-}
-
-// blockInfo is the part of offline.BlockInfo that auditModel reads.
-type blockInfo struct {
-	m           int
-	landmarkIDs []string
-	landmarkLab []int
-	classes     int
-}
-
-// fittedOf is m as auditModel reads it; both share m's fits and timings.
-func fittedOf(m *offline.Model) *fittedModel {
-	in := m.Info
-	return &fittedModel{prob: m.Prob, fits: m.Fits, secs: m.Seconds,
-		info: &blockInfo{m: in.M, landmarkIDs: in.LandmarkIDs, landmarkLab: in.LandmarkLab, classes: in.Classes}}
-}
-
-// fitModel is offline.FitModel with the model flags f.
-func fitModel(ctx context.Context, f *modelFlags, r, testN int) (*fittedModel, error) {
-	o := f.options()
-	m, err := offline.FitModel(ctx, &o, r, testN)
-	if err != nil {
-		return nil, err
-	}
-	return fittedOf(m), nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cairnhq/cairn/internal/cli"
+	"github.com/cairnhq/cairn/internal/lab/identify"
 	"github.com/cairnhq/cairn/internal/lab/offline"
 	"github.com/cairnhq/cairn/internal/lab/reproduce"
 )
@@ -28,9 +29,10 @@ func reproduceCmd(fs *flag.FlagSet) cli.Func {
 	}
 }
 
-// auditOf is reproduce's Auditor: cairnctl audit's identifiability table (auditModel) of m.
+// auditOf is reproduce's Auditor: cairnctl audit's identifiability table
+// (identify.Table) of m.
 func auditOf(m *offline.Model, data string, k, random int, seed uint64) (*reproduce.Audit, error) {
-	rep, err := auditModel(fittedOf(m), data, k, random, seed)
+	rep, err := identify.Table(m, data, k, random, seed)
 	if err != nil {
 		return nil, err
 	}

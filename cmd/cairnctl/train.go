@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/internal/lab/offline"
@@ -46,9 +45,4 @@ func trainCmd(fs *flag.FlagSet) cli.Func {
 		}
 		return writeJSON(stdio.Out, rep)
 	}
-}
-
-// weightsForData is offline.WeightsForData, for the commands that start daemons (demo).
-func weightsForData(m config.Backbone, data string) config.Backbone {
-	return offline.WeightsForData(m, data)
 }

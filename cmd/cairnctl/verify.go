@@ -76,6 +76,3 @@ func verifyProductRuleCmd(fs *flag.FlagSet) cli.Func {
 		return jsonOut(stdio)(verify.ProductRule(o))
 	}
 }
-
-// median is verify.Median, for auditModel.
-func median(xs []float64) float64 { return verify.Median(xs) }
