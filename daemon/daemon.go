@@ -219,7 +219,7 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	logBackbone(log, feat)
+	logBackbone(log, feat, cfg)
 	qlim, err := query.Limits(cfg, feat.InputDim())
 	if err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/dataset"
+	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/internal/onnxtest"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/serving"
@@ -164,8 +165,9 @@ func checkONNXSurfaces(t *testing.T, r *running, path, sum string, kernel, total
 	}
 }
 
-// TestONNXLogsWarnings: the daemon logs the backbone and each of the loader's warnings
-// with its fix (here a folded-BatchNorm export it was told to accept).
+// TestONNXLogsWarnings: the daemon logs the backbone, each of the loader's warnings with
+// its fix (here a folded-BatchNorm export it was told to accept), and says when the
+// pool's exact rows do not fit query.exact_memory_bytes.
 func TestONNXLogsWarnings(t *testing.T) {
 	path, _ := writeONNX(t, t.TempDir(), "folded.onnx", onnxtest.FoldedBatchNorm())
 	f, err := pipeline.NewFeatures(config.Backbone{File: path, Seed: 1, AllowFoldedBatchNorm: true}, config.Sketch{H: 1, S: 8}, "")
@@ -173,7 +175,9 @@ func TestONNXLogsWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	logBackbone(zerolog.New(&buf), f)
+	cfg := config.Default()
+	cfg.Query.ExactMemoryBytes = 1000 // the rows of 512 landmarks take 512·ExactDim·4 bytes
+	logBackbone(zerolog.New(&buf), f, cfg)
 	var lines []map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		var m map[string]any
@@ -182,8 +186,9 @@ func TestONNXLogsWarnings(t *testing.T) {
 		}
 		lines = append(lines, m)
 	}
-	if len(lines) != 2 || lines[0]["message"] != "backbone" || lines[1]["level"] != "warn" || lines[1]["kind"] != "folded-batchnorm" ||
-		!strings.Contains(fmt.Sprint(lines[1]["fix"]), "do_constant_folding=False") {
+	if len(lines) != 3 || lines[0]["message"] != "backbone" || lines[1]["level"] != "warn" || lines[1]["kind"] != "folded-batchnorm" ||
+		!strings.Contains(fmt.Sprint(lines[1]["fix"]), "do_constant_folding=False") || lines[2]["level"] != "warn" ||
+		!strings.Contains(fmt.Sprint(lines[2]["message"]), "query.exact_memory_bytes") || lines[2]["exact_rows_bytes"] != float64(512*entk.ExactDim(f.Backbone())*4) {
 		t.Errorf("log lines %v", lines)
 	}
 }
