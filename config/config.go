@@ -50,9 +50,11 @@ type Config struct {
 	// "Roles", the daemon package's doc "Roles"): "primary" (the default: ingestion, the pool,
 	// refits, deletions, audits, and the model versions on the models topic), "replica"
 	// (answers queries from the models topic, in one consumer group with the other
-	// replicas; no ingestion) or "standby" (consumes the training topic as the primary
-	// does, publishes nothing, and leads when the primary is gone). A replica or standby
-	// needs kafka.brokers: the embedded broker belongs to one primary.
+	// replicas; no ingestion), "standby" (consumes the training topic as the primary
+	// does, publishes nothing, and leads when the primary is gone) or "featurizer"
+	// (computes the training upserts' features in the featurizers' consumer group and
+	// writes them to cairn.features; no store). A replica, standby or featurizer needs
+	// kafka.brokers: the embedded broker belongs to one primary.
 	Role string `yaml:"role"`
 
 	Kafka  Kafka    `yaml:"kafka"`
@@ -798,12 +800,12 @@ func (c *Config) validateServer(p *problems) {
 	}
 	switch c.Role {
 	case "primary":
-	case "replica", "standby":
+	case "replica", "standby", "featurizer":
 		if len(c.Kafka.Brokers) == 0 {
 			p.bad("role", c.Role, "needs kafka.brokers (--brokers): the embedded broker belongs to one primary")
 		}
 	default:
-		p.bad("role", c.Role, `must be "primary", "replica" or "standby"`)
+		p.bad("role", c.Role, `must be "primary", "replica", "standby" or "featurizer"`)
 	}
 }
 

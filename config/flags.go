@@ -41,7 +41,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.Weights, "weights", "", "safetensors file with the backbone's PyTorch state_dict, or shipped:NAME (default: the shipped trained weights for --arch)")
 	fs.StringVar(&f.Model, "model", "", "an ONNX export (FILE.onnx) to use as the backbone instead of --arch (model.file); cairnctl model inspect FILE.onnx shows what cairn sees in it")
 	fs.StringVar(&f.Params, "params", "", "comma-separated initializer-name globs selecting the --model's kernel parameters, e.g. 'layer3.*,fc.*' (model.params; default: all)")
-	fs.StringVar(&f.Role, "role", d.Role, "primary (ingestion, refits, deletions, audits, model versions), replica (answers queries from the models topic) or standby (follows the training topic; leads when the primary is gone)")
+	fs.StringVar(&f.Role, "role", d.Role, "primary (ingestion, refits, deletions, audits, model versions), replica (answers queries from the models topic), standby (follows the training topic; leads when the primary is gone) or featurizer (computes the training upserts' features to cairn.features, in a consumer group; needs --brokers)")
 	fs.BoolVar(&f.Untrained, "untrained", false, "use the seeded untrained network instead of trained weights (a test fixture)")
 	fs.StringVar(&f.HTTPCertFile, "http-cert-file", "", "PEM certificate chain of the HTTP server (http_tls.cert_file; with --http-key-file the server speaks HTTPS only)")
 	fs.StringVar(&f.HTTPKeyFile, "http-key-file", "", "PEM private key of --http-cert-file (http_tls.key_file)")

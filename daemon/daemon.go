@@ -305,8 +305,11 @@ func KafkaConfig(cfg config.Config) stream.Config { return cluster.KafkaConfig(c
 // broker and the store close. It returns only after every goroutine it started has
 // exited; the error is the first failure of a component (nil after a clean shutdown).
 func (d *Daemon) Run(ctx context.Context) (err error) {
-	if d.cfg.Role == "replica" {
+	switch d.cfg.Role {
+	case "replica":
 		return d.runReplica(ctx)
+	case "featurizer":
+		return d.runFeaturizer(ctx)
 	}
 	st, err := d.openState()
 	if err != nil {

@@ -46,7 +46,7 @@ func main() {
 // usage prints the flags the way users write them: --name value.
 func usage(fs *flag.FlagSet) {
 	w := fs.Output()
-	fmt.Fprintln(w, "usage: cairnd [--config FILE] [--role primary|replica|standby] [--data-dir DIR] [--embedded-broker ADDR] [--http ADDR] [--brokers LIST] [--arch SPEC] [--weights FILE] [--model FILE.onnx [--params GLOB,...]]")
+	fmt.Fprintln(w, "usage: cairnd [--config FILE] [--role primary|replica|standby|featurizer] [--data-dir DIR] [--embedded-broker ADDR] [--http ADDR] [--brokers LIST] [--arch SPEC] [--weights FILE] [--model FILE.onnx [--params GLOB,...]]")
 	fs.VisitAll(func(f *flag.Flag) {
 		def := ""
 		if f.DefValue != "" {

@@ -7,7 +7,9 @@
 // feature record (internal/featrec) to the features topic (featrec.Topic), keyed by the
 // point's id, on the training event's own partition, acknowledged by all in-sync
 // replicas. Deletions, tombstones and events that do not decode produce nothing: the
-// primary dead-letters what it must and computes locally whatever has no record.
+// primary dead-letters what it must, and a consumer of the records computes whatever
+// has none itself. (The primary does not read cairn.features yet: it computes every
+// feature, as before.)
 //
 // # Bits
 //

@@ -1,0 +1,61 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cairnhq/cairn/internal/featrec"
+	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/internal/role/featurizer"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// runFeaturizer is Run for role featurizer (internal/role/featurizer): no store, no
+// pool, no serving. It creates the features topic when missing (as many partitions as
+// the training topic, so each record can sit on its event's partition) and featurizes
+// the training topic in the featurizers' consumer group, writing each batch's records
+// straight to Kafka (acks=all) before the group commits its offsets.
+func (d *Daemon) runFeaturizer(ctx context.Context) (err error) {
+	h, err := d.startHTTP()
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, h.stop()) }()
+	if err := d.connect(ctx); err != nil {
+		return err
+	}
+	train := d.cfg.Kafka.Topics.Train
+	parts, err := stream.Partitions(ctx, d.kafka, train)
+	if err != nil {
+		return fmt.Errorf("daemon: partitions of %s: %w", train, err)
+	}
+	if err := stream.EnsureTopics(ctx, d.kafka, len(parts), 1, featrec.Topic); err != nil {
+		return fmt.Errorf("daemon: create the features topic: %w", err)
+	}
+	lim, err := ingest.TrainLimits(d.cfg, d.feat.InputDim())
+	if err != nil {
+		return err
+	}
+	lim.Indices = ingest.IndexLimits(d.feat)
+	w, err := stream.NewWriter(stream.WriterConfig{Kafka: d.kafka, Partitioned: true})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, w.Close()) }()
+	f, err := featurizer.New(featurizer.Config{Kafka: d.kafka, Group: featurizer.Group, Topic: train, Out: featrec.Topic,
+		SessionTimeout: d.cfg.Kafka.SessionTimeout, FetchMaxBytes: max(8<<20, 2*d.cfg.Limits.MaxMessageBytes),
+		Writer: w, Features: d.feat, Limits: lim, Faults: d.faults, Log: d.log})
+	if err != nil {
+		return err
+	}
+	err = d.runGroups(ctx, h.failed, func(work, _ spawnFunc) error {
+		work("featurize", f.Run)
+		return nil
+	}, func() {
+		d.log.Info().Str("role", "featurizer").Strs("brokers", d.kafka.Brokers).Str("group", featurizer.Group).
+			Str("fingerprint", d.feat.Fingerprint()).Str("http", d.httpAddr).Msg("cairnd featurizing")
+	})
+	d.log.Info().Err(err).Msg("cairnd stopped")
+	return err
+}
