@@ -24,8 +24,10 @@ import (
 	"github.com/cairnhq/cairn/internal/admin"
 	"github.com/cairnhq/cairn/internal/auditsig"
 	"github.com/cairnhq/cairn/internal/cluster"
+	"github.com/cairnhq/cairn/internal/erasure"
 	"github.com/cairnhq/cairn/internal/fault"
 	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/internal/lineage"
 	"github.com/cairnhq/cairn/internal/metrics"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/query"
@@ -98,10 +100,10 @@ type Daemon struct {
 	storeFaults func(site string) error
 	// erasures is what /status and /metrics show of the data subjects' requests
 	// (erasure.go).
-	erasures erasureState
-	// lineage is what the training batch being applied knows of its erasures' lineage
-	// events (lineage.go), under train.mu.
-	lineage lineageState
+	erasures erasure.Tracker
+	// lineage writes the lineage events (lineage.go); the batch's planned erasures it
+	// keeps are under train.mu.
+	lineage lineage.Recorder
 }
 
 // trainState is the training side. mu guards the ingest (pool, point cache, pending
@@ -235,6 +237,8 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 		serve: serveState{modelReady: make(chan struct{})}, lag: map[string]int64{},
 		refits: refitCounter{kick: make(chan struct{}, 1)},
 		query:  queryState{last: map[partition]int64{}},
+		lineage: lineage.Recorder{Namespace: cfg.Lineage.Namespace, Job: cfg.Lineage.Job,
+			Lineage: cfg.Kafka.Topics.Lineage, Models: cfg.Kafka.Topics.Models, Audits: cfg.Kafka.Topics.Audits},
 	}
 	d.answers = query.New(query.Config{Daemon: cfg, Limits: qlim, Log: log, Metrics: d.metrics, UI: d.ui,
 		Coverage: answerCoverage(feat), Points: d.train.cache.Load, Residuals: func() ([2]coreset.ResidualCertificate, bool) {
@@ -244,6 +248,7 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 			return [2]coreset.ResidualCertificate{}, false
 		}})
 	d.faults = fault.NewTracker(log, d.metrics.AddFaultRetry)
+	d.erasures.Audits, d.erasures.Metrics = cfg.Kafka.Topics.Audits, d.metrics
 	d.fitter = &refit.Fitter{Config: cfg, Features: feat, Pool: pcfg, Log: log, Serve: d.newServing}
 	d.deff.Store(math.Float64bits(math.NaN()))
 	return d, nil
@@ -425,6 +430,11 @@ func (d *Daemon) connect(ctx context.Context) error {
 		return err
 	}
 	d.conn, d.kafka, d.embedded = c, c.Kafka, c.Embedded
+	broker := d.cfg.Kafka.EmbeddedBroker
+	if len(d.kafka.Brokers) > 0 {
+		broker = d.kafka.Brokers[0]
+	}
+	d.lineage.Producer = lineage.Build(broker)
 	if c.Embedded != nil {
 		d.leading.Store(true) // nobody else can lead on this daemon's own broker
 	}
@@ -875,7 +885,7 @@ func (d *Daemon) auditUnknown(tx *storage.Tx, rec *ingest.Deletion) (bool, error
 	if !d.leading.Load() {
 		return false, nil // pending: the leader's audit of it is adopted, or this daemon audits it once it leads
 	}
-	complete, err := d.erasureAuditedAtOnce(tx, rec) // an erasure's lineage START (lineage.go)
+	complete, err := d.lineage.AuditedAtOnce(tx, rec, d.servingVersion) // an erasure's lineage START
 	if err != nil {
 		return false, err
 	}

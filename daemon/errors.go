@@ -1,10 +1,9 @@
 package daemon
 
 import (
-	"errors"
-
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/pipeline"
+	"github.com/cairnhq/cairn/internal/refit"
 	"github.com/cairnhq/cairn/internal/serving"
 )
 
@@ -32,4 +31,4 @@ var ErrNoModelExport = serving.ErrNoModelExport
 
 // ErrUnknownModel is returned by Export and ExportStored for a model version that is
 // not stored; GET /model?model=V answers 404.
-var ErrUnknownModel = errors.New("daemon: no such model version")
+var ErrUnknownModel = refit.ErrUnknownModel

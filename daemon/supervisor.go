@@ -193,7 +193,7 @@ func (d *Daemon) auditWithoutModel(snap *job) error {
 			if _, err := tx.DeletePending(rec.Seq); err != nil {
 				return err
 			}
-			if err := d.erasureCompleted(tx, rec, a, 0, ""); err != nil { // no model serves after it
+			if err := d.lineage.ErasureComplete(tx, rec, a, 0, ""); err != nil { // no model serves after it
 				return err
 			}
 		}

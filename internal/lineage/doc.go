@@ -33,6 +33,15 @@
 // the time recorded with the run's state, not the clock at publication, and a replay
 // writes the same bytes (Encode is deterministic).
 //
+// # Recording
+//
+// A Recorder writes the events of a deployment (the producer of its build, Build, and
+// its jobs) to the lineage topic, keyed by run id, in the transactions it is given
+// (storage.Tx: the outbox), and keeps which erasures the training batch being applied
+// plans, so that the batch's commit writes their START (Plan, CommitPlanned) unless
+// their audit in that batch already did (AuditedAtOnce). A Recorder is used by one
+// goroutine at a time; its fields are set before its first use.
+//
 // # Contracts
 //
 // The builders validate their arguments and return every problem at once, each

@@ -2,7 +2,8 @@
 // transaction and the serving model's installation, which the daemon does: the drift
 // triggers that start one (Reason, SyncDue), the fit of a snapshot (Fitter.Fit), the
 // deletion effects its audits report (Effects), its status event, and the serving model
-// a restart rebuilds from the store (Fitter.Restore).
+// a restart rebuilds from the store (Fitter.Restore), and the export of a stored
+// version (Export, ExportStored).
 //
 // # Triggers
 //
