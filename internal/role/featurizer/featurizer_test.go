@@ -31,7 +31,7 @@ func testConfig() config.Config {
 
 // trainEvents are n upserts with seeded inputs, one delete, one event that does not
 // decode and a tombstone, each on an explicit partition that is not its key's.
-func trainEvents(t *testing.T, lim stream.Limits, topic string, n int) (msgs []stream.Message, xs map[string][]float64) {
+func trainEvents(t testing.TB, lim stream.Limits, topic string, n int) (msgs []stream.Message, xs map[string][]float64) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(1, 1))
 	xs = map[string][]float64{}
