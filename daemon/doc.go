@@ -26,7 +26,10 @@
 // are candidates of the leader election and follow the models and audit topics until
 // elected (internal/role/standby). A replica has no store and no ingestion: it follows
 // the models topic and answers queries in the replicas' consumer group
-// (internal/role/replica).
+// (internal/role/replica). A featurizer has no store either: it computes the training
+// upserts' features in the featurizers' consumer group and writes them as feature
+// records (internal/featrec) to cairn.features (internal/role/featurizer); the primary
+// does not read them yet.
 //
 // # What the daemon itself does
 //
