@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 func mustAlloc(t testing.TB, delta float64, m, q int) Allocation {

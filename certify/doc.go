@@ -5,7 +5,7 @@
 // (eq. conservative-variance), influence ranking and the fixed-fit top-K certificate
 // (Thm. topk), the repeated-fit product rule and coefficient-fit floor (eq. product-rule,
 // Thm. fit-floor), and appendix D: the deletion effect (the encoder with landmarks dropped,
-// scored by the 50-NN cosine confidence of internal/knn), the displacement, contribution
+// scored by the 50-NN cosine confidence of internal/base/knn), the displacement, contribution
 // and leave-one-out rankings, and the audit statistics.
 //
 // It is numerical only: it takes and returns numbers and plain structs, and imports no

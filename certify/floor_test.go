@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // TestProductRuleMonteCarlo checks eq. product-rule against the sample variance of K·Ω for

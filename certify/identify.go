@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/cairnhq/cairn/internal/knn"
+	"github.com/cairnhq/cairn/internal/base/knn"
 	"gonum.org/v1/gonum/mat"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/internal/auditsig"
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/cairnhq/cairn/internal/binenc"
+	"github.com/cairnhq/cairn/internal/base/binenc"
 )
 
 // PairRecordLen is the length of a Pair's per-point record (AppendPairRecord).
@@ -37,7 +37,7 @@ var (
 
 // AppendBinary appends the binary encoding of the core of s, everything but Points and
 // LandmarkFeatures (what CoreState returns), to b: its fields in declaration order, each
-// in the internal/binenc encoding of its type (see "Binary encoding" in the package
+// in the internal/base/binenc encoding of its type (see "Binary encoding" in the package
 // documentation). Equal states give equal bytes. It implements encoding.BinaryAppender;
 // the error is always nil.
 func (s *State) AppendBinary(b []byte) ([]byte, error) {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cairnhq/cairn/internal/binenc"
+	"github.com/cairnhq/cairn/internal/base/binenc"
 )
 
 // binaryPool returns a pool over n points, synced, then with one landmark deleted, so

@@ -3,7 +3,7 @@ package coreset
 import (
 	"fmt"
 
-	"github.com/cairnhq/cairn/internal/vec"
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // CrossToken ties products computed by CrossTo to the landmarks they were computed

@@ -7,9 +7,9 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/cairnhq/cairn/internal/lanczos"
-	"github.com/cairnhq/cairn/internal/rng"
-	"github.com/cairnhq/cairn/internal/vec"
+	"github.com/cairnhq/cairn/internal/base/lanczos"
+	"github.com/cairnhq/cairn/internal/base/rng"
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // SLQOptions tunes DeffSLQ. Zero fields take the defaults (WithDefaults). Probes and
@@ -68,7 +68,7 @@ const (
 	// of the PSD matrix even after rounding (Ritz values of a PSD matrix stay above
 	// −O(ε‖A‖)), at a cost to the bound of that relative size, far below slqQuadTol.
 	slqRadauShift = 1e-8
-	// slqBreakdown is internal/lanczos's breakdownRel: β_j ≤ 1e-12·max‖A q_i‖ ends a form
+	// slqBreakdown is internal/base/lanczos's breakdownRel: β_j ≤ 1e-12·max‖A q_i‖ ends a form
 	// on an invariant subspace, where Gauss quadrature is exact.
 	slqBreakdown = 1e-12
 )
@@ -395,7 +395,7 @@ func newQuadWork(dim, steps int, lambda float64, op blockOp, batch int) *quadWor
 
 // forms sets w.val[c] and w.qerr[c] for the b rows v_c of v (not modified) to the
 // estimate of v_cᵀ f(A) v_c and its bracket half-width, and returns the most Lanczos
-// steps a form took. The recurrence is internal/lanczos.Run's without
+// steps a form took. The recurrence is internal/base/lanczos.Run's without
 // reorthogonalization (Golub & Van Loan, Alg. 10.1.1), run here in lockstep so that
 // every form stops on its own bracket.
 func (w *quadWork) forms(v []float64, b int) (int, error) {

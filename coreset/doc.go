@@ -172,7 +172,7 @@
 // it changes with the types (the daemon stores it; storage/FORMAT.md "Pool state" is the
 // file's view of the same layout). State.AppendBinary writes the core, every field but
 // Points and LandmarkFeatures, in declaration order (Config's and its structs' fields in
-// theirs), each in the internal/binenc encoding of its Go type: int as i64, uint64 as
+// theirs), each in the internal/base/binenc encoding of its Go type: int as i64, uint64 as
 // u64, float64 as f64, bool as a 0/1 byte, Landmarks as strings, the float slices as
 // floats, TopUpKeys as u64s. DecodeState reads it back from the front of a byte slice
 // and returns the bytes after it. Three earlier layouts, which nothing writes any more,
@@ -197,7 +197,7 @@
 // # Effective dimension
 //
 // DeffExact uses dense eigenvalues of the smaller Gram matrix (min(n, q) squared).
-// DeffSLQ uses stochastic Lanczos quadrature (internal/lanczos) with Hutch++-style
+// DeffSLQ uses stochastic Lanczos quadrature (internal/base/lanczos) with Hutch++-style
 // deflation of the top-k subspace and reports the standard error over probes. λ is
 // absolute: d_eff(cλ; cK) = d_eff(λ; K) (Lemma deff iii), so scale λ with the kernel.
 //

@@ -1,6 +1,6 @@
 package coreset
 
-import "github.com/cairnhq/cairn/internal/vec"
+import "github.com/cairnhq/cairn/internal/base/vec"
 
 // dot is vec.Dot: four fused multiply-add lanes, the same bits on every machine and in
 // every blocked sweep (vec.DotsTo).

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/cairnhq/cairn/internal/rng"
-	"github.com/cairnhq/cairn/internal/vec"
+	"github.com/cairnhq/cairn/internal/base/rng"
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // DefaultTol is the relative pivot tolerance of greedy pivoted Cholesky: a residual

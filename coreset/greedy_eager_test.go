@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/cairnhq/cairn/internal/vec"
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // eagerGreedy is greedy pivoted Cholesky as it was written before the lazy form: every

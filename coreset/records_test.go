@@ -5,7 +5,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // records returns every stored point's record by id, from State (the slow, obviously

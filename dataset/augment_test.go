@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // refView is the slow reference: the documented draw order written out directly.

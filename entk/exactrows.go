@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/cairnhq/cairn/internal/vec"
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // Exact feature map. Every backbone here ends in a Linear layer (weight W [d, A], bias,

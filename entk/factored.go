@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/cairnhq/cairn/internal/vec"
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // Factored exact rows. In a dense backbone (mlp, resmlp: Linear layers and ReLUs, no

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // headsBackwarder is implemented by backbones that compute J_xᵀ w_j for several heads in

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // InitStream is the rng stream name of NewBackbone's parameter draw.

@@ -11,7 +11,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/floats"
 
-	"github.com/cairnhq/cairn/internal/vec"
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // Query is the per-query hot path of a served answer: for one input x it computes the

@@ -9,7 +9,7 @@ import (
 
 	"gonum.org/v1/gonum/floats"
 
-	"github.com/cairnhq/cairn/internal/vec"
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // queryCases straddle the ConvNet path's edges: odd spatial sizes (a floored pooling row

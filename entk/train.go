@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // TrainOptions configure Train: supervised training of a backbone's parameters by

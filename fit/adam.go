@@ -3,7 +3,7 @@ package fit
 import (
 	"math"
 
-	"github.com/cairnhq/cairn/internal/par"
+	"github.com/cairnhq/cairn/internal/base/par"
 )
 
 // adam is Adam (Kingma & Ba 2015, Alg. 1) with weight decay in one of two forms. Coupled
@@ -29,7 +29,7 @@ func newAdam(n int, wd float64, decoupled bool) *adam {
 }
 
 // step updates theta in place from gradient g (not modified) with learning rate lr, in
-// chunks of adamChunk coordinates side by side (internal/par); every coordinate gets
+// chunks of adamChunk coordinates side by side (internal/base/par); every coordinate gets
 // the serial loop's operations.
 func (a *adam) step(theta, g []float64, lr float64) {
 	if len(theta) != len(g) || len(theta) != len(a.m) {

@@ -11,7 +11,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/cairnhq/cairn/internal/gemm"
+	"github.com/cairnhq/cairn/internal/base/gemm"
 )
 
 // benchProblem is an MNIST-shaped stage-2 problem with synthetic kernel blocks: n = 4096
@@ -170,7 +170,7 @@ func BenchmarkKrepesIteration(b *testing.B) {
 // iteration's work) with the per-batch softmax and (W + Wᵀ)U kept from the first
 // application (gn.at, as Krepes runs) and with them recomputed by the forward pass in
 // every application (as before the cache), alternating within each iteration on
-// BenchmarkKrepesIteration's blocks, with the commands' BLAS (internal/gemm) installed as
+// BenchmarkKrepesIteration's blocks, with the commands' BLAS (internal/base/gemm) installed as
 // cairnctl installs it; recomputed/cached is the ratio of the times.
 func BenchmarkGNSimclrCache(b *testing.B) {
 	blas64.Use(gemm.Implementation{})
@@ -202,7 +202,7 @@ func BenchmarkGNSimclrCache(b *testing.B) {
 
 // BenchmarkEpochPrecision times one SimCLR epoch with float32 and with float64 batch
 // products (Options.Float32), alternating within each iteration, on BenchmarkEpoch's
-// blocks, with the commands' BLAS (internal/gemm's Dgemm and Sgemm) installed as cairnd
+// blocks, with the commands' BLAS (internal/base/gemm's Dgemm and Sgemm) installed as cairnd
 // and cairnctl install it; f32/f64 is the ratio of the times.
 func BenchmarkEpochPrecision(b *testing.B) {
 	blas64.Use(gemm.Implementation{})

@@ -8,7 +8,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // byolModel returns a BYOL model (M = m, k) whose online encoder, predictor and target

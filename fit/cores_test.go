@@ -14,8 +14,8 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/cairnhq/cairn/internal/gemm"
-	"github.com/cairnhq/cairn/internal/vec"
+	"github.com/cairnhq/cairn/internal/base/gemm"
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // coresProblem is BenchmarkEpoch's blocks (n training rows, M = 512, k = 256) with a
@@ -34,7 +34,7 @@ func coresProblem(n, nv, m int) *Problem {
 
 // BenchmarkEpochCores times one SimCLR epoch with its validation vote (the daemon's
 // defaults: float32 products, batch 512, M = 512, k = 256, 1,000 validation rows) at
-// GOMAXPROCS 1 and 2, alternating within each iteration, with internal/gemm installed
+// GOMAXPROCS 1 and 2, alternating within each iteration, with internal/base/gemm installed
 // as cairnd installs it. On a shared machine the times move with the neighbours' load,
 // so it reports the median of each iteration's ratio t2/t1 (two runs seconds apart see
 // about the same load) and, as a measure the load does not move much, the share of the
@@ -107,7 +107,7 @@ func BenchmarkEpochOne(b *testing.B) {
 	}
 }
 
-// TestStepCores: with internal/gemm installed, at GOMAXPROCS 1, 2 and 3, one float32 batch step (gather, loss and
+// TestStepCores: with internal/base/gemm installed, at GOMAXPROCS 1, 2 and 3, one float32 batch step (gather, loss and
 // gradient for each loss that uses float32 products, clipping and the Adam step, both
 // weight decay forms) gives the serial step's loss, latents' gradient, ∂L/∂θ and θ bit
 // for bit, on a batch of 2B = 2·150 rows (not a multiple of the 64-row chunks or the
@@ -475,7 +475,7 @@ func TestScaleCores(t *testing.T) {
 }
 
 // TestSgemmZeroed: sgemm (C zeroed, then β = 1) gives the bits of a Sgemm with β = 0,
-// with internal/gemm's blocked path (products above its size threshold, every transpose
+// with internal/base/gemm's blocked path (products above its size threshold, every transpose
 // the step uses, C entries that start non-zero) and with gonum's.
 func TestSgemmZeroed(t *testing.T) {
 	old := blas32.Implementation()

@@ -9,7 +9,7 @@
 // paper section "Initialization" (Kaiming, PCI dense or by Lanczos, CSI, AUI, KREPES's own
 // PCI), by minibatch Adam (Adam, Repeat) or by the KREPES baseline's single damped
 // Gauss–Newton step solved by conjugate gradients (Krepes). It evaluates encoders by k-NN
-// (internal/knn) and returns ω_ℓ = ||Ã_ℓ − Ã₀,ℓ||₂, and, over repeated fits, ω̄_ℓ and τ_ℓ².
+// (internal/base/knn) and returns ω_ℓ = ||Ã_ℓ − Ã₀,ℓ||₂, and, over repeated fits, ω̄_ℓ and τ_ℓ².
 // It takes and returns plain gonum matrices; it knows nothing of storage, streams or
 // logging.
 //
@@ -31,8 +31,8 @@
 //   - Cores: an Adam step's row loops (the batch's gather and conversions, SimCLR's
 //     normalization, softmax rows, W + Wᵀ tiles and gradient rows, the bias sums, the
 //     Adam update), the validation embeddings and the k-NN vote run in fixed chunks on
-//     GOMAXPROCS goroutines (internal/par), the products on the installed BLAS
-//     (internal/gemm's are split by rows); every entry gets the serial loop's operations
+//     GOMAXPROCS goroutines (internal/base/par), the products on the installed BLAS
+//     (internal/base/gemm's are split by rows); every entry gets the serial loop's operations
 //     and sums across rows are formed in row order, so a fit gives the same bits at any
 //     GOMAXPROCS (TestStepCores, TestAdamCores).
 //   - Precision: θ, Adam's moments, the losses and every evaluation are float64. With
@@ -63,7 +63,7 @@
 //     probe protocol (probe fit on validation, scored on test) with k-NN in place of the
 //     linear SVM; no test label touches training or selection.
 //   - The paper's own probe is available too (Options.Probe; Result.InitProbe,
-//     Result.TestProbe): the class-weighted ℓ2 linear SVM of internal/linsvm, C = 1, fit
+//     Result.TestProbe): the class-weighted ℓ2 linear SVM of internal/base/linsvm, C = 1, fit
 //     on the row-normalized validation embeddings and scored on the test split, NaN when
 //     the two splits' label sets differ (the paper's probe refuses to run then). It is
 //     computed for the initialization and the reported point only, after the timed part
@@ -112,7 +112,7 @@
 //     and rejected (InitResult.A0 says why). KREPES's arm keeps its own rule (every
 //     λ + 1e-6 > 0).
 //     PCI-Lanczos runs min(2k+20, M)
-//     steps of internal/lanczos with full reorthogonalization; its accuracy is reported
+//     steps of internal/base/lanczos with full reorthogonalization; its accuracy is reported
 //     as LanczosError (distance of the retained subspaces' projectors to dense PCI) and
 //     the explicitly recomputed Ritz residuals.
 //   - KREPES (paper Alg. krepes; Barlow Twins, SimCLR and VICReg only) starts from the

@@ -8,7 +8,7 @@ package fit
 // and QR sweeps, applying each sweep's plane rotations to the columns of Z = Q (Dlasr).
 // At M = 512 those rotations are nine tenths of the work and ran on one core. Every
 // row of Z gets the same rotations independently of the others, so here they are applied
-// to blocks of rows side by side (internal/par), each block by gonum's own Dlasr; the
+// to blocks of rows side by side (internal/base/par), each block by gonum's own Dlasr; the
 // rest is gonum's Dsyev and Dsteqr step for step (adapted from gonum v0.17.0,
 // lapack/gonum/dsyev.go and dsteqr.go, Copyright ©2016 The Gonum Authors, BSD-style
 // licence), so the values and vectors are mat.EigenSym's bit for bit
@@ -23,7 +23,7 @@ import (
 	"gonum.org/v1/gonum/lapack/gonum"
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/cairnhq/cairn/internal/par"
+	"github.com/cairnhq/cairn/internal/base/par"
 )
 
 // lapackImpl is the LAPACK mat.EigenSym uses (lapack64's default; cairn installs no

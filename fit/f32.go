@@ -7,8 +7,8 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/cairnhq/cairn/internal/par"
-	"github.com/cairnhq/cairn/internal/vec"
+	"github.com/cairnhq/cairn/internal/base/par"
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // The float32 batch products (Options.Float32).
@@ -20,7 +20,7 @@ import (
 // about half. Everything else stays float64: the parameters θ, Adam's moments, the loss
 // and its gradient with respect to the latents, the softmax of SimCLR, the validation
 // embeddings and ω. The products use whatever blas.Float32 the command installed
-// (blas32.Use; cairnd and cairnctl install internal/gemm's AVX-512/AVX2 Sgemm), and are
+// (blas32.Use; cairnd and cairnctl install internal/base/gemm's AVX-512/AVX2 Sgemm), and are
 // deterministic like it: a replay on the same machine gives the same bits.
 //
 // Rounding: each product entry is a sum of at most 2B or M terms formed by float32 fused
@@ -66,7 +66,7 @@ func ensure32(v []float32, n int) []float32 {
 }
 
 // gather32 converts rows rows of KA then of KB into md.p32.kcat (2B×M, float32), the
-// batch rows in chunks of rowChunk side by side (internal/par).
+// batch rows in chunks of rowChunk side by side (internal/base/par).
 func (md *model) gather32(p *Problem, rows []int) {
 	bs, m := len(rows), md.m
 	kcat := ensure32(md.p32.kcat, 2*bs*m)
@@ -125,7 +125,7 @@ func colSumsTo(dst, g []float64, r, c int) {
 
 // lossGrad32 is lossGrad with the latents and ∂L/∂Ã formed by float32 products from the
 // rows gather32 converted (loss BarlowTwins, SimCLR or VICReg). Every row loop runs in
-// chunks side by side (internal/par) and gives each entry the serial loop's bits.
+// chunks side by side (internal/base/par) and gives each entry the serial loop's bits.
 func (md *model) lossGrad32(loss Loss, lp LossParams) float64 {
 	p := &md.p32
 	m, k := md.m, md.k
@@ -172,7 +172,7 @@ func (md *model) lossGrad32(loss Loss, lp LossParams) float64 {
 // within 2 ulp, sums in float64) with the scale
 // c_i = 1/(2B·Σ_{j≠i} e_ij) kept aside, so W + Wᵀ is formed in one pass,
 // e_ij·c_i + e_ji·c_j, and the positives' −1/(2B) from both sides added after it.
-// The row loops and the tiles of W + Wᵀ run in chunks side by side (internal/par); the
+// The row loops and the tiles of W + Wᵀ run in chunks side by side (internal/base/par); the
 // rows' loss terms are summed in row order after them, so the bits are the serial
 // loops'.
 func (ws *lossWS) simclr32(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) float64 {

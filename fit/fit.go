@@ -12,10 +12,10 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/cairnhq/cairn/internal/knn"
-	"github.com/cairnhq/cairn/internal/linsvm"
-	"github.com/cairnhq/cairn/internal/par"
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/knn"
+	"github.com/cairnhq/cairn/internal/base/linsvm"
+	"github.com/cairnhq/cairn/internal/base/par"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // Split is a block of evaluation points against the M landmarks.
@@ -112,7 +112,7 @@ func (p *Problem) Validate() error {
 
 // firstNotFinite returns the first entry of a in row-major order that is NaN or
 // infinite, with ok false, or ok true when there is none. Chunks of rows are scanned
-// side by side (internal/par), each noting its first such entry; the first chunk's that
+// side by side (internal/base/par), each noting its first such entry; the first chunk's that
 // has one is returned.
 func firstNotFinite(a *mat.Dense) (i, j int, ok bool) {
 	r, c := a.Dims()
@@ -389,7 +389,7 @@ func newModel(m, k int) *model {
 }
 
 // embedTo writes z = K Ã + 1bᵀ into dst (rows(K) × k), the bias added to chunks of rows
-// side by side (internal/par).
+// side by side (internal/base/par).
 func embedTo(dst, k, a *mat.Dense, b []float64) {
 	dst.Mul(k, a)
 	r, _ := dst.Dims()

@@ -11,8 +11,8 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/cairnhq/cairn/internal/linsvm"
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/linsvm"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // synthetic builds a separable problem with a nuisance: points have a class signal in two

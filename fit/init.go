@@ -7,8 +7,8 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/cairnhq/cairn/internal/lanczos"
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/lanczos"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // Init names an initializer of Ã₀ (paper section "Initialization", appendix "Details").

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // Repeated is the outcome of R fits that differ only in the fit seed.

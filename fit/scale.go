@@ -6,7 +6,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/cairnhq/cairn/internal/par"
+	"github.com/cairnhq/cairn/internal/base/par"
 )
 
 // Kernel scale modes of ScaleKernels (cairnctl's --kernel-scale).
@@ -37,7 +37,7 @@ const (
 // Adam's effective step and the latent scale of the spectral initializers (PCI's
 // (λ+ε)^{-1/2} gives a latent scale of sqrt(factor) relative to raw).
 //
-// The blocks are scaled by chunks of rows side by side (internal/par); every entry is
+// The blocks are scaled by chunks of rows side by side (internal/base/par); every entry is
 // the product of its value and the factor, as Dense.Scale forms it.
 //
 // Before this function moved here from cairnctl, Val.KB and Test.KB were not scaled,
@@ -158,7 +158,7 @@ func ParseInitScale(spec string, in Init) (factor float64, unit bool, err error)
 // modified; mismatched or empty shapes panic (a programmer error: Initialize returns Ã₀
 // with K_A's column count as its row count).
 //
-// The columns' sums run in chunks of columns side by side (internal/par), each in row
+// The columns' sums run in chunks of columns side by side (internal/base/par), each in row
 // order, and v̄ sums the v_j in column order, so the factor has the plain loops' bits.
 func UnitLatentScale(ka, a0 *mat.Dense) float64 {
 	var z mat.Dense

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cairnhq/cairn/internal/binenc"
+	"github.com/cairnhq/cairn/internal/base/binenc"
 )
 
 // valueVersion is the version byte that starts every stored value (FORMAT.md,

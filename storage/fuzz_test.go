@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairnhq/cairn/internal/binenc"
+	"github.com/cairnhq/cairn/internal/base/binenc"
 )
 
 // Each fuzz target checks two things on arbitrary (key, value) bytes: the

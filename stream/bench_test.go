@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 	"github.com/segmentio/kafka-go"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 	"github.com/segmentio/kafka-go"

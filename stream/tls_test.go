@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 

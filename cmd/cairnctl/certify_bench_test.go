@@ -10,7 +10,7 @@ import (
 
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/entk"
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // BenchmarkCertifiedTop10 is one certified top-10 answer as the daemon serves it, for

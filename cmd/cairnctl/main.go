@@ -14,14 +14,14 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/blas/blas64"
 
-	"github.com/cairnhq/cairn/internal/gcpace"
-	"github.com/cairnhq/cairn/internal/gemm"
+	"github.com/cairnhq/cairn/internal/base/gcpace"
+	"github.com/cairnhq/cairn/internal/base/gemm"
 )
 
 func main() {
-	blas64.Use(gemm.Implementation{}) // the fits' matrix products (internal/gemm)
+	blas64.Use(gemm.Implementation{}) // the fits' matrix products (internal/base/gemm)
 	blas32.Use(gemm.Implementation{}) // and their float32 form (fit.Options.Float32)
-	gcpace.Set()                      // GOGC=25 unless set: see internal/gcpace
+	gcpace.Set()                      // GOGC=25 unless set: see internal/base/gcpace
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

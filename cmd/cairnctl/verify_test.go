@@ -13,8 +13,8 @@ import (
 
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/base/rng"
 	"github.com/cairnhq/cairn/internal/lab/verify"
-	"github.com/cairnhq/cairn/internal/rng"
 )
 
 // certOut is the part of verify certificate's output the tests read.

@@ -18,14 +18,14 @@ import (
 
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/daemon"
-	"github.com/cairnhq/cairn/internal/gcpace"
-	"github.com/cairnhq/cairn/internal/gemm"
+	"github.com/cairnhq/cairn/internal/base/gcpace"
+	"github.com/cairnhq/cairn/internal/base/gemm"
 )
 
 func main() {
-	blas64.Use(gemm.Implementation{}) // the fits' matrix products (internal/gemm)
+	blas64.Use(gemm.Implementation{}) // the fits' matrix products (internal/base/gemm)
 	blas32.Use(gemm.Implementation{}) // and their float32 form (fit.Options.Float32)
-	gcpace.Set()                      // GOGC=25 unless set: see internal/gcpace
+	gcpace.Set()                      // GOGC=25 unless set: see internal/base/gcpace
 	fs := flag.NewFlagSet("cairnd", flag.ContinueOnError)
 	flags := config.RegisterFlags(fs)
 	fs.Usage = func() { usage(fs) }

@@ -113,7 +113,7 @@
 //     Forward). Backward overwrites all of dst and may run any number of times after one
 //     Forward.
 //   - Forward and Backward allocate nothing, except that a matrix product of at least
-//     2^18 multiply-adds runs in internal/gemm, whose helper goroutines cost a few small
+//     2^18 multiply-adds runs in internal/base/gemm, whose helper goroutines cost a few small
 //     allocations per product (16 per Forward+Backward of the MNIST convnet); smaller
 //     products run serially in gonum. Results are a function of the input and the model
 //     alone, whatever GOMAXPROCS is.

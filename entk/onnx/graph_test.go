@@ -409,7 +409,7 @@ func TestExternalData(t *testing.T) {
 }
 
 // TestNoAllocs: Forward and Backward allocate nothing once the workspace exists (products
-// this small stay below internal/gemm's parallel threshold).
+// this small stay below internal/base/gemm's parallel threshold).
 func TestNoAllocs(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 1))
 	m, err := LoadBytes(smallCNN(t, r), Options{})

@@ -7,7 +7,7 @@ import (
 )
 
 // TestDgemm checks every path of dgemm (rank-one, matrix–vector, blocked gonum and
-// internal/gemm sizes) and every transpose against the plain triple loop, on operands
+// internal/base/gemm sizes) and every transpose against the plain triple loop, on operands
 // with padded leading dimensions: C += α·op(A)·op(B) to 1e-13 relative to Σ|terms|.
 func TestDgemm(t *testing.T) {
 	r := rand.New(rand.NewPCG(12, 1))

@@ -6,11 +6,11 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 
-	"github.com/cairnhq/cairn/internal/gemm"
+	"github.com/cairnhq/cairn/internal/base/gemm"
 )
 
 // dgemm adds alpha·op(A)·op(B) to C (m×n, row-major, ldc). Products of at least
-// gemmParallel multiply-adds run in internal/gemm (blocked, FMA micro-kernels, its row
+// gemmParallel multiply-adds run in internal/base/gemm (blocked, FMA micro-kernels, its row
 // blocks spread over GOMAXPROCS goroutines: a few small allocations per call for their
 // closures); smaller ones in gonum's Dgemm on blocks of at most gemmBlock rows and
 // columns, which keeps it serial and allocation-free. Either way the result is a
@@ -86,7 +86,7 @@ func vectorProduct(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int
 	return true
 }
 
-// gemmParallel is internal/gemm's own threshold (2^18 multiply-adds), below which it
+// gemmParallel is internal/base/gemm's own threshold (2^18 multiply-adds), below which it
 // would call gonum anyway; gemmBlock keeps gonum's Dgemm serial (it spawns goroutines
 // from 4 blocks of 64×64 on), as entk's ConvNet does.
 const (

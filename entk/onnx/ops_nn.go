@@ -202,7 +202,7 @@ type convKernel struct {
 }
 
 // sparseFrac: the sparse backward runs when nnz(g_b)·sparseFrac ≤ M·P. The dense products
-// run in internal/gemm's FMA kernel at several times the speed of an axpy per term, so the
+// run in internal/base/gemm's FMA kernel at several times the speed of an axpy per term, so the
 // sparse path only pays when it skips most of the terms.
 const sparseFrac = 2
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/coreset"
-	"github.com/cairnhq/cairn/internal/binenc"
+	"github.com/cairnhq/cairn/internal/base/binenc"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/storage"
 )

@@ -5,8 +5,8 @@ import (
 	"slices"
 
 	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/internal/base/rng"
 	"github.com/cairnhq/cairn/internal/pipeline"
-	"github.com/cairnhq/cairn/internal/rng"
 	"github.com/cairnhq/cairn/internal/serving"
 )
 

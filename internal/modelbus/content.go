@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cairnhq/cairn/internal/binenc"
+	"github.com/cairnhq/cairn/internal/base/binenc"
 )
 
 // Content-defined chunking of a version's encoding (ContentChunks). A cut falls after

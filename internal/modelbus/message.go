@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cairnhq/cairn/internal/binenc"
+	"github.com/cairnhq/cairn/internal/base/binenc"
 )
 
 // Kind is what a models-topic message carries.

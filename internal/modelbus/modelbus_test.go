@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/cairnhq/cairn/certify"
-	"github.com/cairnhq/cairn/internal/binenc"
+	"github.com/cairnhq/cairn/internal/base/binenc"
 )
 
 // sample is a version of m landmarks of dimension d, k columns, random entries.

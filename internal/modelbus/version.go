@@ -7,7 +7,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/certify"
-	"github.com/cairnhq/cairn/internal/binenc"
+	"github.com/cairnhq/cairn/internal/base/binenc"
 	"github.com/cairnhq/cairn/internal/serving"
 )
 

@@ -11,7 +11,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 
 	"github.com/cairnhq/cairn/config"
-	"github.com/cairnhq/cairn/internal/gemm"
+	"github.com/cairnhq/cairn/internal/base/gemm"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/serving"
 )
@@ -60,7 +60,7 @@ func refitBytes(t *testing.T, f *fixture) []byte {
 // and 3: the serialized model (hence its id), the fit statistics, the pool's selection
 // and a certified answer. The fixture is large enough for every parallel loop to split
 // (300 points, 2·24 landmarks, batches of 2·128 rows, two fits side by side, the
-// reseed measurement on), with internal/gemm installed as cairnd installs it.
+// reseed measurement on), with internal/base/gemm installed as cairnd installs it.
 func TestFitCores(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three refits")

@@ -69,7 +69,7 @@
 //
 // A Fitter's fields are set before its first use; Fit and Restore are then safe for
 // concurrent use. Fit uses GOMAXPROCS cores in every phase (the kernel blocks side by
-// side, the initializer's and the fits' row loops in fixed chunks, internal/par; sums
+// side, the initializer's and the fits' row loops in fixed chunks, internal/base/par; sums
 // across chunks in index order), and what it returns does not depend on how many:
 // the model, its id, the statistics and the serving form's answers are byte-identical
 // at any GOMAXPROCS (TestFitCores). Fit modifies neither the snapshot nor the selection (the kernel

@@ -16,10 +16,10 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/fit"
+	"github.com/cairnhq/cairn/internal/base/par"
+	"github.com/cairnhq/cairn/internal/base/rng"
 	"github.com/cairnhq/cairn/internal/ingest"
-	"github.com/cairnhq/cairn/internal/par"
 	"github.com/cairnhq/cairn/internal/pipeline"
-	"github.com/cairnhq/cairn/internal/rng"
 	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
 )
@@ -219,7 +219,7 @@ func landmarksOf(sel *ingest.Selection, ids []string, q int) landmarkSet {
 // features): kernel blocks of the training rows' two views against them, straight from
 // the cached float32 rows (no copy of the features), K_mm, and the validation blocks and
 // labels when there are validation rows. The blocks are computed side by side
-// (internal/par: the two training views first, one goroutine each, then the validation
+// (internal/base/par: the two training views first, one goroutine each, then the validation
 // views, then K_mm), each by one pipeline.KernelTo call, whose products split their
 // rows over the cores as well; each block is what a lone call computes, so the bits do
 // not depend on GOMAXPROCS. The serial parts of one block (widening its rows, packing

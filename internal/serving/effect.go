@@ -8,8 +8,8 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/certify"
-	"github.com/cairnhq/cairn/internal/knn"
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/knn"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // Effect is the deletion Effect of appendix D for one deleted point: Δ(S) for S its

@@ -4,7 +4,7 @@ import (
 	"sync"
 
 	"github.com/cairnhq/cairn/entk"
-	"github.com/cairnhq/cairn/internal/vec"
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // ExactRows are the landmarks' exact eNTK rows, in model row order, masked ones included

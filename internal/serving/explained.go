@@ -6,7 +6,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/entk"
-	"github.com/cairnhq/cairn/internal/vec"
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // The query's residual fraction needs the Gram matrix of the

@@ -18,8 +18,8 @@ import (
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/entk/weights"
-	"github.com/cairnhq/cairn/internal/rng"
-	"github.com/cairnhq/cairn/internal/vec"
+	"github.com/cairnhq/cairn/internal/base/rng"
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // Model is one immutable model version as queries and audits read it: the fitted

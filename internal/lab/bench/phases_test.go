@@ -15,7 +15,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 
 	"github.com/cairnhq/cairn/config"
-	"github.com/cairnhq/cairn/internal/gemm"
+	"github.com/cairnhq/cairn/internal/base/gemm"
 )
 
 var (
@@ -31,7 +31,7 @@ var (
 //
 //	go test ./internal/lab/bench -run '^$' -bench RefitPhases -benchtime 1x -timeout 60m
 //
-// It installs internal/gemm as cairnd does. The reported metrics are the medians of
+// It installs internal/base/gemm as cairnd does. The reported metrics are the medians of
 // the total and the fit phase and the ratio T2/T1 of the totals.
 func BenchmarkRefitPhases(b *testing.B) {
 	blas64.Use(gemm.Implementation{})

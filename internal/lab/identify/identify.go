@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/certify"
+	"github.com/cairnhq/cairn/internal/base/rng"
 	"github.com/cairnhq/cairn/internal/lab/offline"
 	"github.com/cairnhq/cairn/internal/lab/verify"
-	"github.com/cairnhq/cairn/internal/rng"
 )
 
 // Ranking is one ranking's row of the appendix-D table.

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // TestRandomSets: every set holds k distinct indices in [0, m), the draw is the same

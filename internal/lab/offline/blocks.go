@@ -17,7 +17,7 @@ import (
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/fit"
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // BlockInfo describes the kernel blocks Blocks built: their sizes, and the landmarks a

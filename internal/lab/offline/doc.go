@@ -18,7 +18,7 @@
 //
 // # Contracts
 //
-//   - Every random draw is a named stream of internal/rng under the Pipeline's seed, so
+//   - Every random draw is a named stream of internal/base/rng under the Pipeline's seed, so
 //     a command's output is a function of its settings (timings aside): the validation
 //     split hashes the ids under "cairnctl/fit/val", explain's evaluation draw is
 //     "cairnctl/explain/eval", select's SLQ probes "cairnctl/select/slq/<view>".

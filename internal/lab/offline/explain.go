@@ -14,7 +14,7 @@ import (
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // exactTermsBudget bounds d·P for which Explain computes the exact two-axis variance of

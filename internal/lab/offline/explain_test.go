@@ -9,7 +9,7 @@ import (
 
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/entk"
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // TestExplainSoundAgainstExactKernel wires Explain to a backbone small enough for the exact

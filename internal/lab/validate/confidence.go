@@ -7,13 +7,13 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/cairnhq/cairn/internal/knn"
+	"github.com/cairnhq/cairn/internal/base/knn"
 )
 
 // CorrectConfidenceTo writes into dst[r] the fraction of query r's k cosine nearest
 // reference rows that carry the query's own label labels[r] (its correct-class k-NN
 // confidence; with k = knn.ConfidenceK the per-query, correct-class form of the deletion
-// audit's conf(·), paper appendix D). Neighbours are internal/knn's, with its tie rule: for
+// audit's conf(·), paper appendix D). Neighbours are internal/base/knn's, with its tie rule: for
 // each class c of the queries, knn ranks the reference rows under the binary labels
 // [refLabels[i] = c], and the count of 1s among the min(k, rows) nearest is the count of
 // class c. queries is nq×c (row r query r), ref n×c; neither is modified. It returns an

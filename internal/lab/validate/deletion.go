@@ -7,8 +7,8 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/certify"
-	"github.com/cairnhq/cairn/internal/knn"
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/knn"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // Deletion is the per-query deletion test of a kernel encoder z(x) = K(x)·A + b (paper

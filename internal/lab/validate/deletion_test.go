@@ -11,7 +11,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/certify"
-	"github.com/cairnhq/cairn/internal/knn"
+	"github.com/cairnhq/cairn/internal/base/knn"
 )
 
 // slowCorrect is the correct-class confidence from the definition: cosine similarity to

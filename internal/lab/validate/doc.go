@@ -36,7 +36,7 @@
 //
 // # Contracts
 //
-//   - Every random draw is a named stream of internal/rng under the caller's seed:
+//   - Every random draw is a named stream of internal/base/rng under the caller's seed:
 //     half j is stream "lab/validate/half/<j>" (HalfStream), random baseline scores of
 //     query t stream "lab/validate/random/<t>", random deletion sets of size K stream
 //     "lab/validate/deletion/<K>". Half j does not depend on how many halves are drawn.

@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // HalfStream names the stream of half j: rng.Sub(HalfStream, j) under the seed.

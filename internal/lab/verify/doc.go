@@ -9,7 +9,7 @@
 //
 // # Contracts
 //
-//   - Every draw is a named stream of internal/rng under the options' seed
+//   - Every draw is a named stream of internal/base/rng under the options' seed
 //     ("cairnctl/verify/<command>/..."), so a report is a function of its options,
 //     timings aside; a draw's stream does not depend on how many draws run.
 //   - The inputs are seeded Gaussian rows (GaussianInputs) of a seeded --arch network,

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cairnhq/cairn/internal/base/rng"
 	"github.com/cairnhq/cairn/internal/lab/offline"
-	"github.com/cairnhq/cairn/internal/rng"
 )
 
 // OmegaSpec is how verify certificate gets the landmarks' ω (--omega and its flags).

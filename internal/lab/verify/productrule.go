@@ -6,7 +6,7 @@ import (
 
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/entk"
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // ProductLandmark is one landmark's row of verify product-rule.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/entk"
-	"github.com/cairnhq/cairn/internal/rng"
+	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
 // SRHTCase is one input pair (u, v) of verify srht: the variance of ⟨Su, Sv⟩ measured

@@ -14,7 +14,7 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
-	"github.com/cairnhq/cairn/internal/knn"
+	"github.com/cairnhq/cairn/internal/base/knn"
 	"github.com/cairnhq/cairn/internal/lab/offline"
 	"github.com/cairnhq/cairn/internal/lab/validate"
 	"github.com/cairnhq/cairn/internal/pipeline"

@@ -15,9 +15,9 @@ import (
 
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/base/rng"
 	"github.com/cairnhq/cairn/internal/lab/offline"
 	"github.com/cairnhq/cairn/internal/lab/validate"
-	"github.com/cairnhq/cairn/internal/rng"
 	"github.com/cairnhq/cairn/internal/serving"
 )
 

@@ -3,7 +3,7 @@ package lanczos_test
 import (
 	"fmt"
 
-	"github.com/cairnhq/cairn/internal/lanczos"
+	"github.com/cairnhq/cairn/internal/base/lanczos"
 )
 
 // Leading eigenpairs of A = diag(1/i²) (a power-law spectrum, as kernel matrices have)

@@ -6,8 +6,8 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/cairnhq/cairn/internal/rng"
-	"github.com/cairnhq/cairn/internal/vec"
+	"github.com/cairnhq/cairn/internal/base/rng"
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // Options configure Train.

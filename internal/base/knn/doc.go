@@ -16,7 +16,7 @@
 //     min(k, number of candidates)).
 //   - A Classifier is immutable after New and safe for concurrent use. New, Predict and
 //     LeaveOneOut run on GOMAXPROCS goroutines (the normalization and each query's
-//     selection in chunks, internal/par), joined before they return; the results do not
+//     selection in chunks, internal/base/par), joined before they return; the results do not
 //     depend on how many.
 //   - Labels are non-negative ints; shape mismatches are programmer errors (panic),
 //     negative labels and empty inputs are returned as errors.

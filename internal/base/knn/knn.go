@@ -7,7 +7,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
-	"github.com/cairnhq/cairn/internal/par"
+	"github.com/cairnhq/cairn/internal/base/par"
 )
 
 // ConfidenceK is the neighbour count of the deletion audit's confidence (paper appendix
@@ -59,7 +59,7 @@ func (c *Classifier) Len() int { return len(c.labels) }
 
 // NormalizeRowsTo writes src with each row scaled to unit Euclidean norm into dst. Rows of
 // zero norm are written as zero. dst and src may be the same matrix. Chunks of rows run
-// side by side (internal/par), each row as the loop below.
+// side by side (internal/base/par), each row as the loop below.
 //
 //	for i: dst[i,:] = src[i,:] / ||src[i,:]||₂
 func NormalizeRowsTo(dst *mat.Dense, src mat.Matrix) {
@@ -121,7 +121,7 @@ func (c *Classifier) LeaveOneOut(k int) (Predictions, error) {
 
 // vote runs the chunked similarity products and the per-query selection. When self is
 // true, query row i is reference row i and is skipped. The queries of a chunk are
-// selected side by side in chunks of voteRows (internal/par), each with its own
+// selected side by side in chunks of voteRows (internal/base/par), each with its own
 // workspace; every query's outcome depends on its row alone.
 func (c *Classifier) vote(u *mat.Dense, q, k int, self bool) Predictions {
 	n := len(c.labels)
