@@ -132,7 +132,15 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (_ *Broker, err error) {
 		if err := EnsureTopicsWithConfigs(ctx, Config{Brokers: []string{b.addr}}, cfg.Partitions, -1, cfg.TopicConfigs, cfg.Topics...); err != nil {
 			return nil, err
 		}
-		if err := setTopicConfigs(ctx, b.addr, cfg.TopicConfigs); err != nil {
+		// Only the topics this start ensures: TopicConfigs may also hold the settings
+		// of topics a daemon creates later (the lineage and erasures topics).
+		mine := map[string]map[string]string{}
+		for _, t := range cfg.Topics {
+			if c, ok := cfg.TopicConfigs[t]; ok {
+				mine[t] = c
+			}
+		}
+		if err := setTopicConfigs(ctx, b.addr, mine); err != nil {
 			return nil, err
 		}
 	}
