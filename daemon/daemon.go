@@ -27,6 +27,7 @@ import (
 	"github.com/cairnhq/cairn/internal/erasure"
 	"github.com/cairnhq/cairn/internal/fault"
 	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/internal/lag"
 	"github.com/cairnhq/cairn/internal/lineage"
 	"github.com/cairnhq/cairn/internal/metrics"
 	"github.com/cairnhq/cairn/internal/pipeline"
@@ -67,8 +68,7 @@ type Daemon struct {
 	refits  refitCounter // refit progress, read by /status and /metrics
 
 	pool     atomic.Pointer[poolStatus]
-	lagMu    sync.Mutex
-	lag      map[string]int64
+	lag      lag.Poller // the consumer lag (runLag)
 	stopping atomic.Bool
 
 	// Faults (faults.go): what fails now, whether the broker answers, the publisher (for
@@ -233,8 +233,8 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 	}
 	d := &Daemon{
 		cfg: cfg, log: log, feat: feat, pcfg: pcfg, metrics: metrics.New(), ready: make(chan struct{}),
-		ui:    ui.NewRecorder(cfg.UI.Answers, cfg.UI.Samples),
-		serve: serveState{modelReady: make(chan struct{})}, lag: map[string]int64{},
+		ui:     ui.NewRecorder(cfg.UI.Answers, cfg.UI.Samples),
+		serve:  serveState{modelReady: make(chan struct{})},
 		refits: refitCounter{kick: make(chan struct{}, 1)},
 		query:  queryState{last: map[partition]int64{}},
 		lineage: lineage.Recorder{Namespace: cfg.Lineage.Namespace, Job: cfg.Lineage.Job,
@@ -292,12 +292,7 @@ func (d *Daemon) Status() StatusReport {
 		st.Model, st.ModelID, st.ModelPoints, st.Masked = s.Version, s.ID, s.Points, s.MaskedCount()
 	}
 	st.Erasures = d.erasureStatus()
-	d.lagMu.Lock()
-	st.Lag = make(map[string]int64, len(d.lag))
-	for k, v := range d.lag {
-		st.Lag[k] = v
-	}
-	d.lagMu.Unlock()
+	st.Lag = d.lag.Lag()
 	return st
 }
 
@@ -563,48 +558,20 @@ func (d *Daemon) eraseFromBroker(w *stream.Writer, copies []stream.Message) erro
 	return d.compact(ctx)
 }
 
-// compactPoll is how often compact looks at the training reader's position.
-const compactPoll = 20 * time.Millisecond
-
 // compact compacts the embedded broker once the training reader has read every record
-// of the training topic written before the call. Compaction keeps only the newest
-// record of each id, so a record the reader has not read yet (an upsert written just
-// before a tombstone or a republication of its id) would be gone before it was
-// applied; once read, a record behind a claim is applied and the claim answered
-// (ingest doc.go, "Versions"). It waits at most until ctx ends; a daemon that is
-// stopping, whose reader has stopped, does not wait, and leaves the compaction (and
+// of the training topic written before the call (cluster.Conn.Compact). Compaction
+// keeps only the newest record of each id, so a record the reader has not read yet (an
+// upsert written just before a tombstone or a republication of its id) would be gone
+// before it was applied; once read, a record behind a claim is applied and the claim
+// answered (ingest doc.go, "Versions"). It waits at most until ctx ends; a daemon that
+// is stopping, whose reader has stopped, does not wait, and leaves the compaction (and
 // the acknowledgement of the tombstones it erases) to its next start. While it waits,
 // the outbox does not back-pressure the reader (waitOutbox).
 func (d *Daemon) compact(ctx context.Context) error {
-	topic := d.cfg.Kafka.Topics.Train
-	ends, err := stream.EndOffsets(ctx, d.kafka, topic)
-	if err != nil {
-		return fmt.Errorf("daemon: end offsets before compacting: %w", err)
-	}
 	d.compactWaits.Add(1)
 	defer d.compactWaits.Add(-1)
-	for {
-		behind := false
-		for part, end := range ends {
-			last, ok, err := d.readOffset(topic, part)
-			if err != nil {
-				return err
-			}
-			if end > 0 && (!ok || last < end-1) {
-				behind = true
-				break
-			}
-		}
-		if !behind {
-			return d.embedded.Compact()
-		}
-		if d.stopping.Load() {
-			return errors.New("daemon: compaction deferred: the training reader stopped before reading what it would erase")
-		}
-		if !fault.Sleep(ctx, compactPoll) {
-			return fmt.Errorf("daemon: compaction deferred: the training reader has not read what it would erase: %w", ctx.Err())
-		}
-	}
+	read := func(part int) (int64, bool, error) { return d.readOffset(d.cfg.Kafka.Topics.Train, part) }
+	return d.conn.Compact(ctx, read, d.stopping.Load)
 }
 
 // TopicConfigs are the settings of the topics cairnd creates under cfg
@@ -937,53 +904,20 @@ func (d *Daemon) install(s *serving.Model, mark int) {
 	d.serve.modelOnce.Do(func() { close(d.serve.modelReady) })
 }
 
-// runLag refreshes the consumer lag every second (end offsets from the broker against
-// the applied offsets in the store), and with it the outbox length and whether the
-// broker answers.
+// runLag refreshes the consumer lag every second (lag.Poller: end offsets from the
+// broker against the applied offsets in the store), and with it the outbox length and
+// whether the broker answers.
 func (d *Daemon) runLag(ctx context.Context) error {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
+	d.lag.Kafka, d.lag.Log, d.lag.Applied = d.kafka, d.log, d.readOffset
+	d.lag.Topics = []string{d.cfg.Kafka.Topics.Train, d.cfg.Kafka.Topics.Queries}
+	d.lag.Broker, d.lag.Faults, d.lag.Metrics = &d.broker, d.faults, d.metrics
+	d.lag.Tick = func() {
 		if n, err := d.store.OutboxSpan(); err == nil {
 			d.outbox.Store(int64(n))
 			d.metrics.SetOutbox(n)
 		}
-		for _, topic := range []string{d.cfg.Kafka.Topics.Train, d.cfg.Kafka.Topics.Queries} {
-			lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			ends, err := stream.EndOffsets(lctx, d.kafka, topic)
-			cancel()
-			if ctx.Err() != nil {
-				return nil
-			}
-			d.broker.Polled(err)
-			d.metrics.SetBrokerUp(d.broker.Err() == nil)
-			if err != nil {
-				d.log.Debug().Err(err).Str("topic", topic).Msg("lag: end offsets")
-				continue
-			}
-			for part, end := range ends {
-				last, ok, err := d.readOffset(topic, part)
-				if err != nil {
-					d.faults.Fail("lag", err, time.Second)
-					break
-				}
-				next := int64(0)
-				if ok {
-					next = last + 1
-				}
-				lag := max(0, end-next)
-				d.lagMu.Lock()
-				d.lag[fmt.Sprintf("%s/%d", topic, part)] = lag
-				d.lagMu.Unlock()
-				d.metrics.SetLag(topic, part, lag)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
 	}
+	return d.lag.Run(ctx)
 }
 
 // statusEvent enqueues a cairn.status event of kind with data (JSON) in tx.
