@@ -22,7 +22,10 @@
 // are updated lazily (a stale residual bounds the current one, so a step reads only the
 // rows whose bound beats the current maximum) and a final blocked sweep on two cores
 // gives every residual and trace: the same bits as updating all n rows at every step,
-// without reading the n×q matrix m times. GreedyRows32 runs on float32 rows in place
+// without reading the n×q matrix m times. The row norms, the long refreshes and
+// Gram–Schmidt passes, the factor and the Gram matrix run in fixed chunks on GOMAXPROCS
+// goroutines (internal/base/par), every number with the serial loop's bits, so the
+// selection does not depend on the number of cores. GreedyRows32 runs on float32 rows in place
 // (the daemon's point cache), widened exactly, with GreedyContext's bits.
 //
 // Normalized pivoting (GreedyOptions.Normalize, Config.Normalize; the daemon's default,

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/cairnhq/cairn/internal/base/par"
 	"github.com/cairnhq/cairn/internal/base/rng"
 	"github.com/cairnhq/cairn/internal/base/vec"
 )
@@ -302,22 +303,33 @@ type greedyState struct {
 }
 
 // init sets diag and delta to δ_j = ||g_j||², key to delta's keys, res.Trace to their
-// sum and builds the heap; it returns max δ_j. A non-finite δ_j is ErrNotFinite.
+// sum and builds the heap; it returns max δ_j. A non-finite δ_j is ErrNotFinite (the
+// first such row). The norms are computed in chunks of initRows rows side by side
+// (internal/base/par); the trace and the maximum are taken in row order after them.
 func (st *greedyState) init() (dmax float64, err error) {
-	n := st.a.n
+	n, q := st.a.n, st.a.q
 	st.diag, st.delta = make([]float64, n), make([]float64, n)
 	st.key = st.delta
 	if st.normalize {
 		st.key = make([]float64, n)
 	}
+	workers := par.Workers(n, initRows)
+	bufs := make([][]float64, workers)
+	for w := range bufs {
+		bufs[w] = make([]float64, q)
+	}
+	par.For(n, initRows, workers, func(w, lo, hi int) {
+		for j := lo; j < hi; j++ {
+			g := st.a.row(bufs[w], j)
+			st.diag[j] = dot(g, g)
+		}
+	})
 	var trace float64
-	for j := 0; j < n; j++ {
-		g := st.a.row(st.buf, j)
-		d := dot(g, g)
+	for j, d := range st.diag {
 		if math.IsNaN(d) || math.IsInf(d, 0) {
 			return 0, fmt.Errorf("%w: row %d has squared norm %v", ErrNotFinite, j, d)
 		}
-		st.diag[j], st.delta[j] = d, d
+		st.delta[j] = d
 		if st.normalize {
 			st.key[j] = normalized(d, d) // 1, or 0 for a zero row
 		}
@@ -335,6 +347,9 @@ func (st *greedyState) init() (dmax float64, err error) {
 	}
 	return dmax, nil
 }
+
+// initRows is the row count of one chunk of init's norms.
+const initRows = 256
 
 // normalized is the pivot key δ/K_jj of a row with residual delta and diagonal diag: 0
 // when diag is 0 (then delta is 0 too, and the row is never a candidate).
@@ -410,8 +425,17 @@ func (st *greedyState) refresh(j int32, t int) {
 		return
 	}
 	dots := st.dots[:t-u]
-	// dots[i] = Dot(b_{u+i}, g_j), the same bits as the eager sweep's vec.DotsTo.
-	vec.DotsTo(dots, 1, st.a.row(st.buf, int(j)), q, 1, st.basis[u*q:], q, t-u, q)
+	// dots[i] = Dot(b_{u+i}, g_j), the same bits as the eager sweep's vec.DotsTo, which
+	// gives every pair Dot's bits however the vectors are split: from gsMin·2 of them on,
+	// chunks of gsVectors·2 run side by side (internal/base/par).
+	g := st.a.row(st.buf, int(j))
+	if t-u < 2*gsMin {
+		vec.DotsTo(dots, 1, g, q, 1, st.basis[u*q:], q, t-u, q)
+	} else {
+		par.For(t-u, 2*gsVectors, par.Workers(t-u, 2*gsVectors), func(_, lo, hi int) {
+			vec.DotsTo(dots[lo:hi], 1, g, q, 1, st.basis[(u+lo)*q:], q, hi-lo, q)
+		})
+	}
 	d := st.delta[j]
 	for _, l := range dots {
 		d -= l * l
@@ -430,7 +454,7 @@ func (st *greedyState) refresh(j int32, t int) {
 // Gram–Schmidt against b_1..b_{t-1}, twice. It reports false when no row is left to
 // select (all δ_j at most the threshold, or the pivot lies in the span already).
 func (st *greedyState) step(t int) bool {
-	res, q := st.res, st.a.q
+	res := st.res
 	for len(st.heap) > 0 {
 		top := st.heap[0]
 		if int(st.done[top]) != t {
@@ -459,12 +483,7 @@ func (st *greedyState) step(t int) bool {
 	v := st.v
 	copy(v, st.a.row(st.buf, int(p)))
 	for pass := 0; pass < 2; pass++ {
-		for i := 0; i < t; i++ {
-			st.coef[i] = dot(st.basis[i*q:(i+1)*q], v)
-		}
-		for i := 0; i < t; i++ {
-			axpy(v, -st.coef[i], st.basis[i*q:(i+1)*q])
-		}
+		st.orthogonalize(v, t)
 	}
 	nv := math.Sqrt(dot(v, v))
 	if !(nv > 0) {
@@ -488,6 +507,45 @@ func (st *greedyState) step(t int) bool {
 	res.PivotValues = append(res.PivotValues, best)
 	return true
 }
+
+// orthogonalize is one Gram–Schmidt pass of v against b_0..b_{t−1}:
+//
+//	coef_i = Dot(b_i, v) for i < t;  then v −= coef_i·b_i for i = 0, 1, …, t−1
+//
+// From gsMin vectors on, the coefficients are formed in chunks of basis vectors and the
+// updates in chunks of v's entries side by side (internal/base/par); each entry gets
+// the loop's operations in the loop's order either way.
+func (st *greedyState) orthogonalize(v []float64, t int) {
+	q := st.a.q
+	if t < gsMin {
+		for i := 0; i < t; i++ {
+			st.coef[i] = dot(st.basis[i*q:(i+1)*q], v)
+		}
+		for i := 0; i < t; i++ {
+			axpy(v, -st.coef[i], st.basis[i*q:(i+1)*q])
+		}
+		return
+	}
+	par.For(t, gsVectors, par.Workers(t, gsVectors), func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			st.coef[i] = dot(st.basis[i*q:(i+1)*q], v)
+		}
+	})
+	par.For(q, gsEntries, par.Workers(q, gsEntries), func(_, lo, hi int) {
+		for i := 0; i < t; i++ {
+			axpy(v[lo:hi], -st.coef[i], st.basis[i*q+lo:i*q+hi])
+		}
+	})
+}
+
+// The Gram–Schmidt pass's parallel form: from gsMin basis vectors on (below, one
+// vector's work is too little to share), in chunks of gsVectors vectors and of
+// gsEntries entries of v (8 KiB).
+const (
+	gsMin     = 16
+	gsVectors = 8
+	gsEntries = 1024
+)
 
 // tolerant chooses pivot t under the tolerance, the heap's top being a current candidate
 // whose key M is the step's max. A candidate qualifies when its current key is at least
@@ -648,30 +706,41 @@ func (st *greedyState) sweep(ctx context.Context, keepGram bool) error {
 	return nil
 }
 
-// factor sets res.Factor: the pivots' coordinates in the basis, L_st = b_t·g_{p_s}.
+// factor sets res.Factor: the pivots' coordinates in the basis, L_st = b_t·g_{p_s},
+// the pivots in chunks side by side (internal/base/par).
 func (st *greedyState) factor() {
 	res, q := st.res, st.a.q
 	k := len(res.Pivots)
 	res.Factor = make([]float64, k*k)
-	for s, p := range res.Pivots {
-		g := st.a.row(st.buf, p)
-		for t := 0; t <= s; t++ {
-			res.Factor[s*k+t] = dot(st.basis[t*q:(t+1)*q], g)
-		}
+	workers := par.Workers(k, 4)
+	bufs := make([][]float64, workers)
+	for w := range bufs {
+		bufs[w] = make([]float64, q)
 	}
+	par.For(k, 4, workers, func(w, lo, hi int) {
+		for s := lo; s < hi; s++ {
+			g := st.a.row(bufs[w], res.Pivots[s])
+			for t := 0; t <= s; t++ {
+				res.Factor[s*k+t] = dot(st.basis[t*q:(t+1)*q], g)
+			}
+		}
+	})
 }
 
-// gram sets res.Gram = LᵀL from the kept columns (KeepGram).
+// gram sets res.Gram = LᵀL from the kept columns (KeepGram), the rows of its lower
+// triangle in chunks side by side (internal/base/par).
 func (st *greedyState) gram() {
 	res, n := st.res, st.a.n
 	k := len(res.Pivots)
 	res.Gram = make([]float64, k*k)
-	for a := 0; a < k; a++ {
-		for c := 0; c <= a; c++ {
-			s := dot(st.cols[a*n:(a+1)*n], st.cols[c*n:(c+1)*n])
-			res.Gram[a*k+c], res.Gram[c*k+a] = s, s
+	par.For(k, 4, par.Workers(k, 4), func(_, lo, hi int) {
+		for a := lo; a < hi; a++ {
+			for c := 0; c <= a; c++ {
+				s := dot(st.cols[a*n:(a+1)*n], st.cols[c*n:(c+1)*n])
+				res.Gram[a*k+c], res.Gram[c*k+a] = s, s
+			}
 		}
-	}
+	})
 }
 
 // topUp fills the pivots up to m with unselected rows in key order (topUpOrder), each

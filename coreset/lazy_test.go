@@ -12,10 +12,12 @@ import (
 
 // TestLazyGreedyMatchesEager: the lazy selection gives the eager recursion's result bit
 // for bit (pivots, pivot values, residuals, traces, factor, Gram, threshold), on full-rank
-// and rank-deficient matrices, with exact ties, with top-up and KeepGram, on one and on
-// two cores, pivoting on raw and on normalized residuals, exact and tolerant (a small
-// and the default tolerance, with two rows of equal key), and GreedyRows32 on float32
-// rows gives the same as Greedy on the widened matrix. Sizes straddle the sweep's block of sweepRows rows and the 4-row kernels.
+// and rank-deficient matrices, with exact ties, with top-up and KeepGram, on one, two
+// and three cores (the norms, the Gram–Schmidt passes from 16 vectors on, the factor and
+// the Gram run in chunks side by side), pivoting on raw and on normalized residuals,
+// exact and tolerant (a small and the default tolerance, with two rows of equal key),
+// and GreedyRows32 on float32 rows gives the same as Greedy on the widened matrix. Sizes
+// straddle the sweep's block of sweepRows rows and the 4-row kernels.
 func TestLazyGreedyMatchesEager(t *testing.T) {
 	tests := []struct {
 		n, q, rank, m int
@@ -30,7 +32,7 @@ func TestLazyGreedyMatchesEager(t *testing.T) {
 		{257, 64, 64, 50, true, false},
 	}
 	for _, tc := range tests {
-		for _, procs := range []int{1, 2} {
+		for _, procs := range []int{1, 2, 3} {
 			for _, norm := range []bool{false, true} {
 				for _, tau := range []float64{0, 0.05, 0.6} {
 					name := fmt.Sprintf("n%d_q%d_r%d_m%d_keep%v_topup%v_procs%d_normalize%v_tolerance%v", tc.n, tc.q, tc.rank, tc.m, tc.keep, tc.topUp, procs, norm, tau)
