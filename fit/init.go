@@ -8,6 +8,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/internal/base/lanczos"
+	"github.com/cairnhq/cairn/internal/base/par"
 	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
@@ -178,13 +179,18 @@ func eigDesc(s *mat.SymDense) ([]float64, *mat.Dense, error) {
 	}
 	sort.SliceStable(idx, func(a, b int) bool { return vals[idx[a]] > vals[idx[b]] })
 	ov := make([]float64, n)
-	out := mat.NewDense(n, n, nil)
 	for c, i := range idx {
 		ov[c] = vals[i]
-		for r := range n {
-			out.Set(r, c, vecs.At(r, i))
-		}
 	}
+	out := mat.NewDense(n, n, nil)
+	par.For(n, 64, par.Workers(n, 64), func(_, lo, hi int) {
+		for r := lo; r < hi; r++ {
+			dst, src := out.RawRowView(r), vecs.RawRowView(r)
+			for c, i := range idx {
+				dst[c] = src[i]
+			}
+		}
+	})
 	return ov, out, nil
 }
 
