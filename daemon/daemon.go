@@ -18,7 +18,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/internal/admin"
@@ -34,6 +33,7 @@ import (
 	"github.com/cairnhq/cairn/internal/query"
 	"github.com/cairnhq/cairn/internal/refit"
 	"github.com/cairnhq/cairn/internal/serving"
+	"github.com/cairnhq/cairn/internal/status"
 	"github.com/cairnhq/cairn/internal/ui"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
@@ -161,55 +161,12 @@ type poolStatus struct {
 	labels                     map[string]LabelCount
 }
 
-// LabelCount is one label's share of the stored points and of the served pool's
-// landmarks (both views: a point that is a landmark of both counts twice).
-type LabelCount struct {
-	Points    int `json:"points"`
-	Landmarks int `json:"landmarks"`
-}
-
-// StatusReport is the daemon's state as /status and `cairnctl status` show it.
-type StatusReport struct {
-	Ready bool `json:"ready"`
-	// Role is the configured role; Leading says whether the daemon is the deployment's
-	// writer now (a primary, or a standby that took over).
-	Role    string `json:"role"`
-	Leading bool   `json:"leading"`
-	// Points is the number of stored training points; Landmarks the served pool size.
-	Points    int `json:"points"`
-	Landmarks int `json:"landmarks"`
-	// Model is the serving model version (0: none yet), ModelID its content hash, and
-	// ModelPoints the number of points it was fitted on.
-	Model       uint64 `json:"model"`
-	ModelID     string `json:"model_id"`
-	ModelPoints int    `json:"model_points"`
-	// Masked are the serving model's landmarks removed since its fit (deleted points).
-	Masked int `json:"masked"`
-	// Residual is the pool's residual certificate per view (A, B); Stale says whether
-	// a view's landmarks may differ from batch greedy until the next sync.
-	Residual [2]certify.Residual `json:"residual"`
-	Stale    [2]bool             `json:"stale"`
-	// Refits counts completed refits since start; RefitRunning says one is in progress.
-	Refits       uint64 `json:"refits"`
-	RefitRunning bool   `json:"refit_running"`
-	// RefitSeconds is the wall time of the last completed refit (snapshot to install).
-	RefitSeconds float64 `json:"refit_seconds"`
-	// PendingDeletions are deletions applied whose audit has not been emitted yet.
-	PendingDeletions int `json:"pending_deletions"`
-	// Queries counts answered queries since start.
-	Queries uint64       `json:"queries"`
-	Ingest  ingest.Stats `json:"ingest"`
-	// Lag is, per "topic/partition", the messages not yet applied.
-	Lag map[string]int64 `json:"lag"`
-	// Labels counts, per label of the stored points, the points and the pool's
-	// landmarks, so that a class the pool leaves out shows (absent without labels).
-	Labels map[string]LabelCount `json:"labels,omitempty"`
-	// Backbone is the served network and its parameter coverage.
-	Backbone *BackboneStatus `json:"backbone"`
-	// Erasures are the data subjects' requests awaiting their audit and the last erasure
-	// whose audit was published (erasure.go).
-	Erasures *ErasureStatus `json:"erasures,omitempty"`
-}
+// StatusReport is the daemon's state as /status and `cairnctl status` show it
+// (status.Report); LabelCount one label's share of the points and landmarks.
+type (
+	StatusReport = status.Report
+	LabelCount   = status.LabelCount
+)
 
 // New validates cfg and builds the feature pipeline (which checks the model and
 // sketch). It opens nothing; Run does.
@@ -221,7 +178,7 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	logBackbone(log, feat, cfg)
+	status.LogBackbone(log, feat, cfg)
 	qlim, err := query.Limits(cfg, feat.InputDim())
 	if err != nil {
 		return nil, err
@@ -241,7 +198,7 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 			Lineage: cfg.Kafka.Topics.Lineage, Models: cfg.Kafka.Topics.Models, Audits: cfg.Kafka.Topics.Audits},
 	}
 	d.answers = query.New(query.Config{Daemon: cfg, Limits: qlim, Log: log, Metrics: d.metrics, UI: d.ui,
-		Coverage: answerCoverage(feat), Points: d.train.cache.Load, Residuals: func() ([2]coreset.ResidualCertificate, bool) {
+		Coverage: status.AnswerCoverage(feat), Points: d.train.cache.Load, Residuals: func() ([2]coreset.ResidualCertificate, bool) {
 			if p := d.pool.Load(); p != nil {
 				return p.residual, true
 			}
@@ -276,7 +233,7 @@ func (d *Daemon) Metrics() *metrics.Set { return d.metrics }
 func (d *Daemon) Status() StatusReport {
 	st := StatusReport{Refits: d.refits.count.Load(), RefitRunning: d.refits.running.Load(),
 		RefitSeconds: math.Float64frombits(d.refits.secs.Load()), Queries: d.answers.Count(),
-		Role: d.cfg.Role, Leading: d.leading.Load(), Backbone: backboneStatus(d.feat)}
+		Role: d.cfg.Role, Leading: d.leading.Load(), Backbone: status.BackboneOf(d.feat)}
 	select {
 	case <-d.ready:
 		st.Ready = !d.stopping.Load()

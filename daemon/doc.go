@@ -60,7 +60,7 @@
 //
 // The backbone is a built-in architecture or an ONNX export (model.file, opened by
 // internal/pipeline). New logs it and each of the ONNX loader's warnings with its fix;
-// every answer states the kernel's parameter coverage, and /status (BackboneStatus),
+// every answer states the kernel's parameter coverage, and /status (status.Backbone),
 // GET /model (per tensor) and the UI show it (backbone.go). An ONNX model's embedding
 // inputs are validated by the decoders (stream.Limits.Indices, reason bad_index).
 package daemon

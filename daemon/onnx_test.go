@@ -26,6 +26,7 @@ import (
 	"github.com/cairnhq/cairn/internal/onnxtest"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/serving"
+	"github.com/cairnhq/cairn/internal/status"
 	"github.com/cairnhq/cairn/stream"
 )
 
@@ -177,7 +178,7 @@ func TestONNXLogsWarnings(t *testing.T) {
 	var buf bytes.Buffer
 	cfg := config.Default()
 	cfg.Query.ExactMemoryBytes = 1000 // the rows of 512 landmarks take 512·ExactDim·4 bytes
-	logBackbone(zerolog.New(&buf), f, cfg)
+	status.LogBackbone(zerolog.New(&buf), f, cfg)
 	var lines []map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		var m map[string]any

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairnhq/cairn/internal/auditsig"
 	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/internal/status"
 	"github.com/cairnhq/cairn/internal/ui"
 	"github.com/cairnhq/cairn/storage"
 )
@@ -44,7 +45,7 @@ func (s uiSource) Overview() ui.Overview {
 		ModelPoints: st.ModelPoints, Points: st.Points, Landmarks: st.Landmarks, Masked: st.Masked,
 		PendingDeletions: st.PendingDeletions, Refits: st.Refits, Queries: st.Queries,
 		Samples: s.d.ui.Samples(), Recent: s.d.ui.Recent(20), Labels: labelRows(st)}
-	o.Backbone, o.Coverage = uiBackbone(st.Backbone)
+	o.Backbone, o.Coverage = status.UIBackbone(st.Backbone)
 	return o
 }
 

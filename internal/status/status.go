@@ -1,4 +1,7 @@
-package daemon
+// Package status holds the daemon's state as /status reports it (Report) and the
+// served backbone's description, coverage and start-up log lines, so that the daemon
+// only fills them in.
+package status
 
 import (
 	"fmt"
@@ -6,18 +9,71 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/erasure"
+	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/ui"
 	"github.com/cairnhq/cairn/stream"
 )
 
-// BackboneStatus is the served backbone as /status shows it: its architecture spec
+// LabelCount is one label's share of the stored points and of the served pool's
+// landmarks (both views: a point that is a landmark of both counts twice).
+type LabelCount struct {
+	Points    int `json:"points"`
+	Landmarks int `json:"landmarks"`
+}
+
+// Report is the daemon's state as /status and `cairnctl status` show it.
+type Report struct {
+	Ready bool `json:"ready"`
+	// Role is the configured role; Leading says whether the daemon is the deployment's
+	// writer now (a primary, or a standby that took over).
+	Role    string `json:"role"`
+	Leading bool   `json:"leading"`
+	// Points is the number of stored training points; Landmarks the served pool size.
+	Points    int `json:"points"`
+	Landmarks int `json:"landmarks"`
+	// Model is the serving model version (0: none yet), ModelID its content hash, and
+	// ModelPoints the number of points it was fitted on.
+	Model       uint64 `json:"model"`
+	ModelID     string `json:"model_id"`
+	ModelPoints int    `json:"model_points"`
+	// Masked are the serving model's landmarks removed since its fit (deleted points).
+	Masked int `json:"masked"`
+	// Residual is the pool's residual certificate per view (A, B); Stale says whether
+	// a view's landmarks may differ from batch greedy until the next sync.
+	Residual [2]certify.Residual `json:"residual"`
+	Stale    [2]bool             `json:"stale"`
+	// Refits counts completed refits since start; RefitRunning says one is in progress.
+	Refits       uint64 `json:"refits"`
+	RefitRunning bool   `json:"refit_running"`
+	// RefitSeconds is the wall time of the last completed refit (snapshot to install).
+	RefitSeconds float64 `json:"refit_seconds"`
+	// PendingDeletions are deletions applied whose audit has not been emitted yet.
+	PendingDeletions int `json:"pending_deletions"`
+	// Queries counts answered queries since start.
+	Queries uint64       `json:"queries"`
+	Ingest  ingest.Stats `json:"ingest"`
+	// Lag is, per "topic/partition", the messages not yet applied.
+	Lag map[string]int64 `json:"lag"`
+	// Labels counts, per label of the stored points, the points and the pool's
+	// landmarks, so that a class the pool leaves out shows (absent without labels).
+	Labels map[string]LabelCount `json:"labels,omitempty"`
+	// Backbone is the served network and its parameter coverage.
+	Backbone *Backbone `json:"backbone"`
+	// Erasures are the data subjects' requests awaiting their audit and the last erasure
+	// whose audit was published (internal/erasure).
+	Erasures *erasure.Status `json:"erasures,omitempty"`
+}
+
+// Backbone is the served backbone as /status shows it: its architecture spec
 // ("onnx:<SHA-256 of the file>" for an ONNX model), where its parameters come from
 // (weights.Source: "shipped:NAME", a file, or "seeded:<seed>", and the SHA-256 of its
 // bytes), the per-example input shape, and how much of it the kernel covers.
-type BackboneStatus struct {
+type Backbone struct {
 	Arch          string `json:"arch"`
 	Weights       string `json:"weights"`
 	WeightsSHA256 string `json:"weights_sha256"`
@@ -31,10 +87,10 @@ type BackboneStatus struct {
 	Warnings       []string `json:"warnings,omitempty"`
 }
 
-// backboneStatus describes f's backbone.
-func backboneStatus(f *pipeline.Features) *BackboneStatus {
+// BackboneOf describes f's backbone.
+func BackboneOf(f *pipeline.Features) *Backbone {
 	c, src := f.Coverage(), f.Source()
-	st := &BackboneStatus{Arch: f.Backbone().Arch(), Weights: src.Weights, WeightsSHA256: src.SHA256,
+	st := &Backbone{Arch: f.Backbone().Arch(), Weights: src.Weights, WeightsSHA256: src.SHA256,
 		InputShape: f.InputShape(), ParamsInKernel: c.KernelParams, ParamsTotal: c.ModelParams, Share: c.Share()}
 	for _, w := range c.Warnings {
 		st.Warnings = append(st.Warnings, w.String())
@@ -42,15 +98,15 @@ func backboneStatus(f *pipeline.Features) *BackboneStatus {
 	return st
 }
 
-// answerCoverage is the coverage every answer states (stream.Attribution.Coverage).
-func answerCoverage(f *pipeline.Features) *stream.Coverage {
+// AnswerCoverage is the coverage every answer states (stream.Attribution.Coverage).
+func AnswerCoverage(f *pipeline.Features) *stream.Coverage {
 	c := f.Coverage()
 	return &stream.Coverage{ParamsInKernel: c.KernelParams, ParamsTotal: c.ModelParams, Share: c.Share()}
 }
 
-// uiBackbone is the overview's backbone line: its spec (with the file for an ONNX model)
+// UIBackbone is the overview's backbone line: its spec (with the file for an ONNX model)
 // and coverage.
-func uiBackbone(b *BackboneStatus) (string, ui.BackboneCoverage) {
+func UIBackbone(b *Backbone) (string, ui.BackboneCoverage) {
 	name := b.Arch
 	if strings.HasPrefix(name, "onnx:") && b.Weights != "" {
 		name += " (" + b.Weights + ")"
@@ -58,12 +114,12 @@ func uiBackbone(b *BackboneStatus) (string, ui.BackboneCoverage) {
 	return name, ui.BackboneCoverage{KernelParams: b.ParamsInKernel, ModelParams: b.ParamsTotal, Share: b.Share, Warnings: b.Warnings}
 }
 
-// logBackbone logs the backbone the daemon serves under cfg, then each of the ONNX
+// LogBackbone logs the backbone the daemon serves under cfg, then each of the ONNX
 // loader's warnings about the export (folded BatchNorm, initializers shared through
 // Identity nodes, parameters no output depends on) with the export call that avoids it,
 // and whether the pool's exact eNTK rows fit query.exact_memory_bytes (logExactRows).
-func logBackbone(log zerolog.Logger, f *pipeline.Features, cfg config.Config) {
-	b := backboneStatus(f)
+func LogBackbone(log zerolog.Logger, f *pipeline.Features, cfg config.Config) {
+	b := BackboneOf(f)
 	log.Info().Str("arch", b.Arch).Str("weights", b.Weights).Str("weights_sha256", b.WeightsSHA256).
 		Ints("input_shape", b.InputShape).Int("params_in_kernel", b.ParamsInKernel).Int("params_total", b.ParamsTotal).
 		Float64("share", b.Share).Int("index_inputs", len(f.IndexInputs())).Msg("backbone")
