@@ -107,7 +107,11 @@ func (c *Conn) Watch(ctx context.Context) error {
 		if maps.Equal(now, last) {
 			continue
 		}
-		c.log.Warn().Interface("was", last).Interface("now", now).Msg("topic watch: partition counts changed; checking the topics again")
+		if grown(last, now) {
+			c.log.Info().Interface("was", last).Interface("now", now).Msg("topic watch: a checked topic appeared; checking the topics again")
+		} else {
+			c.log.Warn().Interface("was", last).Interface("now", now).Msg("topic watch: partition counts changed; checking the topics again")
+		}
 		last = now
 		c.judgeTopics(ctx, now)
 	}
@@ -138,4 +142,15 @@ func (c *Conn) judgeTopics(ctx context.Context, now map[string]int) {
 	}
 	err = fmt.Errorf("topics (changed while running): %w", err)
 	c.topicErr.Store(&err)
+}
+
+// grown says whether now only adds topics to last (one the daemon creates after its
+// start, such as the erasures topic), every topic of last keeping its count.
+func grown(last, now map[string]int) bool {
+	for t, n := range last {
+		if now[t] != n {
+			return false
+		}
+	}
+	return true
 }
