@@ -36,9 +36,12 @@ const (
 	dlamchP = 2 * dlamchE // precision times the base
 	dlamchS = 0x1p-1022   // safe minimum: its reciprocal does not overflow
 	rotRows = 32          // rows of Z per block of a rotation sweep (128 KiB at M = 512)
-	maxIter = 30          // Dsteqr's sweeps per eigenvalue before it gives up
-	scaleDn = 1           // Dsteqr's block scaled down (its norm above ssfmax)
-	scaleUp = 2           // and up (below ssfmin)
+	// rotMinWork is the fewest entries a sweep updates on more than one goroutine (a
+	// few tens of microseconds of work).
+	rotMinWork = 1 << 15
+	maxIter    = 30 // Dsteqr's sweeps per eigenvalue before it gives up
+	scaleDn    = 1  // Dsteqr's block scaled down (its norm above ssfmax)
+	scaleUp    = 2  // and up (below ssfmin)
 )
 
 // eigenSym returns the eigenvalues of s in ascending order and the orthonormal
@@ -204,10 +207,16 @@ func (st *steqr) scale(from, to float64, l, lend int) {
 
 // rotate applies the plane rotations c = work[at:], s = work[n−1+at:] to the mm columns
 // of z from col on (Dlasr Right, Variable, direct), in blocks of rotRows rows side by
-// side: each row gets Dlasr's operations whatever the blocks.
+// side when there are at least rotMinWork entries to update (a 2×2 block's single
+// rotation is not worth waking a goroutine for): each row gets Dlasr's operations
+// whatever the blocks.
 func (st *steqr) rotate(direct lapack.Direct, at, col, mm int) {
 	n, ldz := st.n, st.ldz
 	c, s := st.work[at:], st.work[n-1+at:]
+	if n*mm < rotMinWork {
+		lapackImpl.Dlasr(blas.Right, lapack.Variable, direct, n, mm, c, s, st.z[col:], ldz)
+		return
+	}
 	par.For(n, rotRows, par.Workers(n, rotRows), func(_, lo, hi int) {
 		lapackImpl.Dlasr(blas.Right, lapack.Variable, direct, hi-lo, mm, c, s, st.z[lo*ldz+col:], ldz)
 	})

@@ -11,7 +11,8 @@ import (
 
 // TestEigenSymCores: eigenSym gives mat.EigenSym's eigenvalues and eigenvectors bit for
 // bit at GOMAXPROCS 1, 2 and 3, on matrices that take each of Dsteqr's paths: random
-// symmetric ones of sizes around the rotation blocks (32 rows), a centered Gram matrix
+// symmetric ones of sizes around the rotation blocks (32 rows) and one large enough for
+// its sweeps to be split (300), a centered Gram matrix
 // as PCI decomposes, norms below and above Dsyev's scaling thresholds, a block-diagonal
 // one that splits into unreduced blocks, a diagonal one (nothing to reduce), one with a
 // repeated eigenvalue, and sizes 1 and 2.
@@ -40,6 +41,7 @@ func TestEigenSymCores(t *testing.T) {
 	gram.Mul(x, x.T())
 	cases := map[string]*mat.SymDense{
 		"n1": random(1, 1), "n2": random(2, 1), "n31": random(31, 1), "n33": random(33, 1), "n130": random(130, 1),
+		"n300":          random(300, 1), // sweeps of more than rotMinWork entries: rows in blocks side by side
 		"centered gram": centered(&gram, true),
 		"tiny":          random(40, 1e-170), "huge": random(40, 1e170),
 		"blocks": sym(70, func(i, j int) float64 {
