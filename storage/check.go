@@ -116,7 +116,7 @@ var recordChecks = map[string]func(k, v []byte) string{
 	string(bucketBlocked):   decodeBlocked,
 	string(bucketMeta): func(k, v []byte) string {
 		if bytes.Equal(k, metaSlotDropped) {
-			_, why := decodeMetaU64s(k, v)
+			_, why := decodeHoles(k, v)
 			return why
 		}
 		_, why := decodeMetaU64(k, v)
@@ -212,7 +212,7 @@ func checkPointSlots(tx *bolt.Tx, rep *CheckReport) (err error) {
 		if why != "" || ref == nil {
 			return nil // reported by the record check (or a format 3 file, before migration)
 		}
-		used[ref.id] = true
+		used[ref.seg] = true
 		if _, why := readSlot(dir, *ref); why != "" {
 			rep.add("bucket \"points\" key %x: %s", k, why)
 		}
@@ -223,9 +223,9 @@ func checkPointSlots(tx *bolt.Tx, rep *CheckReport) (err error) {
 	// next read-write Open erases them. Any other unreferenced slot is a problem.
 	last, _ := decodeMetaU64(metaSlotLast, meta.Get(metaSlotLast))
 	if v := meta.Get(metaSlotDropped); v != nil {
-		dropped, _ := decodeMetaU64s(metaSlotDropped, v)
-		for _, id := range dropped {
-			used[id] = true
+		dropped, _ := decodeHoles(metaSlotDropped, v)
+		for _, h := range dropped {
+			used[h.seg] = true
 		}
 	}
 	ids, strays, err := slotFiles(dir)
@@ -234,7 +234,7 @@ func checkPointSlots(tx *bolt.Tx, rep *CheckReport) (err error) {
 	}
 	for _, id := range ids {
 		if !used[id] && id <= last {
-			rep.add("slot %s: referenced by no point", slotName(id))
+			rep.add("slot segment %s: referenced by no point", slotName(id))
 		}
 	}
 	for _, n := range strays {

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"math"
 	"strconv"
@@ -43,14 +44,17 @@ func open(key, v []byte) ([]byte, string) {
 	return body[1:], ""
 }
 
-// Point payload: flags u8 (bit 0: has label, bit 1: x in a slot), [label i64], then
-// with bit 1 the slot (id u64, length u32, CRC-32C u32), without it (format 3 and
-// before) x floats; then cert floats.
+// Point payload: flags u8 (bit 0: has label, bit 1: x in a slot, bit 2: has version,
+// bit 3: the slot's segment and offset follow), [label i64], [version i64], then with
+// bit 1 the slot (id u64, length u32, CRC-32C u32, and with bit 3 segment u64, offset
+// u64; without bit 3 the slot is its own segment at offset 0), without it (format 3
+// and before) x floats; then cert floats.
 
 const (
 	pointHasLabel   = 1
 	pointInSlot     = 2
 	pointHasVersion = 4 // since format 5
+	pointInSegment  = 8 // since format 8
 )
 
 // encodePoint encodes p with its input in the slot ref (nil: inline, as format 3
@@ -66,6 +70,10 @@ func encodePoint(key []byte, p *Point, ref *slotRef) []byte {
 	if ref != nil {
 		flags |= pointInSlot
 	}
+	segmented := ref != nil && (ref.seg != ref.id || ref.off != 0)
+	if segmented {
+		flags |= pointInSegment
+	}
 	if p.Version >= 0 {
 		flags |= pointHasVersion
 	}
@@ -80,6 +88,10 @@ func encodePoint(key []byte, p *Point, ref *slotRef) []byte {
 		b = binenc.AppendU64(b, ref.id)
 		b = binenc.AppendU32(b, ref.n)
 		b = binenc.AppendU32(b, ref.crc)
+		if segmented {
+			b = binenc.AppendU64(b, ref.seg)
+			b = binenc.AppendU64(b, ref.off)
+		}
 	} else {
 		b = binenc.AppendFloats(b, p.X)
 	}
@@ -97,8 +109,11 @@ func decodePoint(key, v []byte) (p Point, ref *slotRef, why string) {
 	r := binenc.NewReader(payload)
 	p = Point{ID: string(key), Version: -1}
 	flags := r.U8("flags")
-	if flags&^(pointHasLabel|pointInSlot|pointHasVersion) != 0 {
-		r.Fail("flags", "unknown bits in "+strconv.Itoa(int(flags))+", only bits 0 (has label), 1 (in a slot) and 2 (has version) are defined")
+	if flags&^(pointHasLabel|pointInSlot|pointHasVersion|pointInSegment) != 0 {
+		r.Fail("flags", "unknown bits in "+strconv.Itoa(int(flags))+", only bits 0 (has label), 1 (in a slot), 2 (has version) and 3 (in a segment) are defined")
+	}
+	if flags&pointInSegment != 0 && flags&pointInSlot == 0 {
+		r.Fail("flags", "bit 3 (in a segment) without bit 1 (in a slot)")
 	}
 	if flags&pointHasLabel != 0 {
 		p.HasLabel = true
@@ -111,6 +126,13 @@ func decodePoint(key, v []byte) (p Point, ref *slotRef, why string) {
 	}
 	if flags&pointInSlot != 0 {
 		ref = &slotRef{id: r.U64("slot"), n: r.U32("slot length"), crc: r.U32("slot crc")}
+		ref.seg = ref.id
+		if flags&pointInSegment != 0 {
+			ref.seg, ref.off = r.U64("slot segment"), r.U64("slot offset")
+			if ref.seg > ref.id || ref.off%slotAlign != 0 || (ref.seg == ref.id && ref.off != 0) {
+				r.Fail("slot offset", fmt.Sprintf("slot %d at offset %d of segment %d: a segment starts with its own id at 0, offsets are multiples of %d", ref.id, ref.off, ref.seg, slotAlign))
+			}
+		}
 	} else {
 		p.X = r.Floats("x")
 	}
@@ -475,4 +497,33 @@ func splitOffsetKey(k []byte) (string, int32, bool) {
 		return "", 0, false
 	}
 	return string(topic), int32(p), true
+}
+
+// encodeHoles encodes slots_dropped (format 8): a u64 list of (segment, offset,
+// length) triples.
+func encodeHoles(key []byte, hs []slotHole) []byte {
+	x := make([]uint64, 0, 3*len(hs))
+	for _, h := range hs {
+		x = append(x, h.seg, h.off, h.n)
+	}
+	return encodeMetaU64s(key, x)
+}
+
+// decodeHoles decodes slots_dropped (format 8).
+func decodeHoles(key, v []byte) ([]slotHole, string) {
+	x, why := decodeMetaU64s(key, v)
+	if why != "" {
+		return nil, why
+	}
+	if len(x)%3 != 0 {
+		return nil, "slots_dropped holds " + strconv.Itoa(len(x)) + " values, not (segment, offset, length) triples"
+	}
+	hs := make([]slotHole, 0, len(x)/3)
+	for i := 0; i < len(x); i += 3 {
+		if x[i+1]%slotAlign != 0 || x[i+2]%slotAlign != 0 {
+			return nil, fmt.Sprintf("slots_dropped: hole at %d+%d of segment %d is not block-aligned", x[i+1], x[i+2], x[i])
+		}
+		hs = append(hs, slotHole{seg: x[i], off: x[i+1], n: x[i+2]})
+	}
+	return hs, ""
 }

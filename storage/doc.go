@@ -36,10 +36,11 @@
 //
 // bbolt is copy-on-write and leaves old page contents in free pages, so a value
 // deleted with its key stays readable in the file. Points' raw inputs therefore live
-// in slot files of their own (slots.go, FORMAT.md "Slots"): a transaction that
-// deletes or replaces a point records its slot and sets a hold (from its first outbox
-// entry on, Pending returns nothing), and once it commits, Apply zeroes, syncs and
-// unlinks the slot and releases the hold. No audit can precede the erasure it
+// in slots outside it (slots.go, FORMAT.md "Slots": one segment file per transaction,
+// each slot block-aligned in it): a transaction that deletes or replaces a point
+// records its slot's range and sets a hold (from its first outbox entry on, Pending
+// returns nothing), and once it commits, Apply punches the range out of its segment,
+// syncs it (unlinking a segment left empty) and releases the hold. No audit can precede the erasure it
 // attests, and a deletion writes O(input + a few pages) bytes whatever the size of the
 // store, with no full-file rewrite and no free space beyond that. After a crash (or a
 // failed erasure) Open and ScrubPending finish the erasure. Store.Compact still
@@ -95,7 +96,7 @@
 // Options.NoSync defaults to false: every commit is fsynced. Every stored value
 // carries a version byte and a CRC-32C over key and value; a mismatch is a
 // *CorruptError (errors.Is(err, ErrCorrupt)). Open migrates a file of version 1 to 6
-// to FormatVersion (7) in one transaction, silently (FORMAT.md, "Migrations");
+// to FormatVersion (8) in one transaction, silently (FORMAT.md, "Migrations");
 // a file of any other version, or one missing a bucket of its version, fails
 // Open with *FormatError (errors.Is(err, ErrUnknownFormat)) and is left
 // unchanged.

@@ -223,8 +223,9 @@ func TestFrozenFiles(t *testing.T) {
 				}
 			}
 			want["meta"]["format_version"] = v1Value([]byte("format_version"), le64(FormatVersion))
-			// Format 4 moved every input into a slot, numbered in key order.
-			var slot uint64
+			// Format 4 moved every input into a slot, numbered in key order; the
+			// slots share one segment (format 8), each at a block boundary.
+			var slot, off uint64
 			for _, k := range slices.Sorted(maps.Keys(before["points"])) {
 				p, ref, why := decodePoint([]byte(k), before["points"][k])
 				if why != "" || ref != nil {
@@ -232,7 +233,8 @@ func TestFrozenFiles(t *testing.T) {
 				}
 				slot++
 				b := slotBytes(p.X)
-				want["points"][k] = encodePoint([]byte(k), &p, &slotRef{id: slot, n: uint32(len(b)), crc: crc32.Checksum(b, castagnoli)})
+				want["points"][k] = encodePoint([]byte(k), &p, &slotRef{id: slot, n: uint32(len(b)), crc: crc32.Checksum(b, castagnoli), seg: 1, off: off})
+				off += alignUp(uint64(len(b)))
 			}
 			want["meta"]["slot_last"] = v1Value([]byte("slot_last"), le64(slot))
 			migrated := dumpFile(t, path)

@@ -21,7 +21,7 @@ import (
 // FormatVersion is the file format version this package writes and reads
 // (FORMAT.md). Open migrates a file of an older version listed in migrations;
 // any other version fails with *FormatError.
-const FormatVersion = 7
+const FormatVersion = 8
 
 // MaxIDLen is the longest point id, in bytes, that the store accepts.
 const MaxIDLen = 1024
@@ -78,7 +78,7 @@ var (
 	allBuckets = append(v5Buckets[:len(v5Buckets):len(v5Buckets)], bucketSubjects, bucketPointSubj, bucketBlocked)
 
 	// formatBuckets[v] are the buckets every valid file of version v has.
-	formatBuckets = [FormatVersion + 1][][]byte{1: v1Buckets, 2: v2Buckets, 3: v3Buckets, 4: v3Buckets, 5: v5Buckets, 6: allBuckets, 7: allBuckets}
+	formatBuckets = [FormatVersion + 1][][]byte{1: v1Buckets, 2: v2Buckets, 3: v3Buckets, 4: v3Buckets, 5: v5Buckets, 6: allBuckets, 7: allBuckets, 8: allBuckets}
 )
 
 // migrations[v] upgrades a file of format version v to v+1 inside the opening
@@ -92,6 +92,28 @@ var migrations = [FormatVersion]func(path string, tx *bolt.Tx) error{
 	4: migrate4to5,
 	5: migrate5to6,
 	6: migrate6to7,
+	7: migrate7to8,
+}
+
+// migrate7to8 rewrites slots_dropped from slot ids into holes (FORMAT.md, "Slots"):
+// a format 7 slot is a segment of its own, so each id becomes the whole segment
+// (offset 0, length 0). Points keep their values: a slot reference without
+// segment and offset reads as its own segment at offset 0.
+func migrate7to8(path string, tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	v := meta.Get(metaSlotDropped)
+	if v == nil {
+		return nil
+	}
+	ids, why := decodeMetaU64s(metaSlotDropped, v)
+	if why != "" {
+		return &FormatError{Path: path, Got: 7, Want: FormatVersion, Reason: "slots_dropped: " + why}
+	}
+	holes := make([]slotHole, len(ids))
+	for i, id := range ids {
+		holes[i] = slotHole{seg: id}
+	}
+	return meta.Put(metaSlotDropped, encodeHoles(metaSlotDropped, holes))
 }
 
 // migrate1to2 adds the pending bucket (FORMAT.md, "Migrations").
@@ -137,6 +159,7 @@ func migrate3to4(path string, tx *bolt.Tx) error {
 		k, v []byte
 	}
 	var out []moved
+	var seg segmentWriter
 	err := points.ForEach(func(k, v []byte) error {
 		p, ref, why := decodePoint(k, v)
 		if why != "" {
@@ -146,7 +169,7 @@ func migrate3to4(path string, tx *bolt.Tx) error {
 			return nil
 		}
 		last++
-		r, err := writeSlot(dir, last, p.X)
+		r, err := seg.write(dir, last, p.X)
 		if err != nil {
 			return err
 		}
@@ -154,7 +177,7 @@ func migrate3to4(path string, tx *bolt.Tx) error {
 		out = append(out, moved{k, encodePoint(k, &p, &r)})
 		return nil
 	})
-	if err != nil {
+	if err = errors.Join(err, seg.close()); err != nil {
 		return fmt.Errorf("storage: migrate %s to format 4: %w", path, err)
 	}
 	for _, m := range out {
@@ -334,7 +357,7 @@ func (s *Store) scrubSlots() (pending bool, err error) {
 	}
 	var (
 		last    uint64
-		dropped []uint64
+		dropped []slotHole
 		held    bool
 	)
 	err = s.View(func(tx *ReadTx) error {
@@ -349,7 +372,7 @@ func (s *Store) scrubSlots() (pending bool, err error) {
 		}
 		if v := tx.tx.Bucket(bucketMeta).Get(metaSlotDropped); v != nil {
 			var why string
-			if dropped, why = decodeMetaU64s(metaSlotDropped, v); why != "" {
+			if dropped, why = decodeHoles(metaSlotDropped, v); why != "" {
 				return corrupt(bucketMeta, metaSlotDropped, why)
 			}
 		}
@@ -359,8 +382,8 @@ func (s *Store) scrubSlots() (pending bool, err error) {
 		return false, err
 	}
 	for _, id := range ids {
-		if id > last {
-			dropped = append(dropped, id)
+		if id > last { // the segment of a transaction that did not commit
+			dropped = append(dropped, slotHole{seg: id})
 		}
 	}
 	s.slotMu.Lock()
@@ -616,7 +639,11 @@ func (s *Store) Apply(fn func(tx *Tx) error) (err error) {
 	committed := false
 	defer func() { // also when fn panics: its slots are referenced by nothing
 		if !committed && t != nil && len(t.created) > 0 {
-			if cerr := eraseSlots(s.slots, t.created); cerr != nil && err != nil {
+			holes := make([]slotHole, len(t.created))
+			for i, seg := range t.created {
+				holes[i] = slotHole{seg: seg}
+			}
+			if cerr := errors.Join(t.seg.close(), eraseSlots(s.slots, holes)); cerr != nil && err != nil {
 				err = errors.Join(err, cerr)
 			}
 		}

@@ -426,9 +426,9 @@ func TestOpenUnknownVersion(t *testing.T) {
 		corrupt func(tx *bolt.Tx) error
 		wantGot uint32
 	}{
-		{"version 8", func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 8))
-		}, 8},
+		{"version 9", func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 9))
+		}, 9},
 		{"version max", func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, math.MaxUint64))
 		}, math.MaxUint32},
@@ -438,11 +438,11 @@ func TestOpenUnknownVersion(t *testing.T) {
 		{"no version key", func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(metaFormat) }, 0},
 		{"no meta bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketMeta) }, 0},
 		{"garbled version", func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(metaFormat, []byte{1, 2, 3}) }, 0},
-		{"missing bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketOutbox) }, 7},
-		{"version 7 without pending", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPending) }, 7},
-		{"version 7 without poolpoints", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPoolPts) }, 7},
-		{"version 7 without deleted", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketDeleted) }, 7},
-		{"version 7 without subjects", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketSubjects) }, 7},
+		{"missing bucket", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketOutbox) }, 8},
+		{"version 8 without pending", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPending) }, 8},
+		{"version 8 without poolpoints", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPoolPts) }, 8},
+		{"version 8 without deleted", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketDeleted) }, 8},
+		{"version 8 without subjects", func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketSubjects) }, 8},
 		{"version 6 without subjects", func(tx *bolt.Tx) error {
 			if err := tx.Bucket(bucketMeta).Put(metaFormat, encodeMetaU64(metaFormat, 6)); err != nil {
 				return err

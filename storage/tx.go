@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -411,15 +412,16 @@ type Tx struct {
 	// the outbox is held from this transaction on until they are).
 	slotLast    uint64
 	slotsLoaded bool
-	created     []uint64
-	dropped     []uint64
+	seg         segmentWriter
+	created     []uint64 // segment ids
+	dropped     []slotHole
 }
 
 // dropOld schedules the erasure of the slot of the stored value v of point k (every
 // value of a format 4 file has one: migrate3to4 moved the inline ones).
 func (t *Tx) dropOld(k, v []byte) {
 	if _, ref, why := decodePoint(k, v); why == "" && ref != nil {
-		t.dropped = append(t.dropped, ref.id)
+		t.dropped = append(t.dropped, ref.hole())
 	}
 }
 
@@ -433,11 +435,14 @@ func (t *Tx) newSlot(x []float64) (slotRef, error) {
 		t.slotLast, t.slotsLoaded = last, true
 	}
 	t.slotLast++
-	ref, err := writeSlot(t.slots, t.slotLast, x)
+	fresh := t.seg.f == nil
+	ref, err := t.seg.write(t.slots, t.slotLast, x)
 	if err != nil {
 		return slotRef{}, err
 	}
-	t.created = append(t.created, t.slotLast)
+	if fresh {
+		t.created = append(t.created, ref.seg)
+	}
 	return ref, nil
 }
 
@@ -844,19 +849,19 @@ func (t *Tx) finish() error {
 		}
 	}
 	if len(t.created) > 0 {
-		if err := syncSlots(t.slots); err != nil {
+		if err := errors.Join(t.seg.close(), syncSlots(t.slots)); err != nil {
 			return err
 		}
 	}
 	if len(t.dropped) > 0 {
-		var dropped []uint64
+		var dropped []slotHole
 		if v := meta.Get(metaSlotDropped); v != nil {
 			var why string
-			if dropped, why = decodeMetaU64s(metaSlotDropped, v); why != "" {
+			if dropped, why = decodeHoles(metaSlotDropped, v); why != "" {
 				return corrupt(bucketMeta, metaSlotDropped, why)
 			}
 		}
-		if err := meta.Put(metaSlotDropped, encodeMetaU64s(metaSlotDropped, append(dropped, t.dropped...))); err != nil {
+		if err := meta.Put(metaSlotDropped, encodeHoles(metaSlotDropped, append(dropped, t.dropped...))); err != nil {
 			return err
 		}
 		hold, err := t.metaU64(metaScrubHold)
