@@ -7,6 +7,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/base/par"
 	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
@@ -28,55 +29,95 @@ import (
 // explainedJitter is the relative jitter of the Gram diagonal (times its mean).
 const explainedJitter = 1e-10
 
-// gramBy returns the m×m Gram matrix of the float32 rows lf (m×e): chunks of 64 rows
-// are widened to float64 (exactly) and rowsTo(dst, fs) writes their kernel rows against
-// every row of lf into dst (len(fs)·m).
-func gramBy(lf []float32, m, e int, rowsTo func(dst []float64, fs [][]float64)) []float64 {
+// gramChunk is gramBy's row chunk: the chunk's widened rows (4 KiB each per column
+// chunk of vec.Dots32BatchChunk, 256 KiB for 64) stay in L2 while the rows of lf stream
+// past once per chunk.
+const gramChunk = 64
+
+// gramBy returns the m×m Gram matrix of the float32 rows lf (m×e). It is the loop
+//
+//	for i0 := 0; i0 < m; i0 += gramChunk {
+//		i1 := min(i0+gramChunk, m)
+//		rowsTo(G[i0·m : i1·m], rows i0 … i1−1 of lf widened to float64 (exactly))
+//	}
+//
+// with the chunks run side by side on par.Workers goroutines, each with its own writer
+// rowsTo from newRowsTo (whose scratch it owns) and its own widening buffer (gramChunk·e
+// float64s; one goroutine per chunk at most, so all of them hold at most twice the bytes
+// of lf, rounded up to a chunk). rowsTo(dst, fs) writes
+// the kernel rows of fs against every row of lf into dst (len(fs)·m) as a function of fs
+// alone, its scratch fully overwritten; the chunks are a function of m, so every call
+// gets the serial loop's arguments, and G is bit for bit the serial loop's whatever
+// GOMAXPROCS is.
+func gramBy(lf []float32, m, e int, newRowsTo func() func(dst []float64, fs [][]float64)) []float64 {
 	g := make([]float64, m*m)
-	const chunk = 64
-	fs := make([][]float64, 0, chunk)
-	for i0 := 0; i0 < m; i0 += chunk {
-		i1 := min(i0+chunk, m)
-		fs = fs[:0]
+	type worker struct {
+		rowsTo func(dst []float64, fs [][]float64)
+		buf    []float64
+		fs     [][]float64
+	}
+	workers := par.Workers(m, gramChunk)
+	ws := make([]worker, workers)
+	par.For(m, gramChunk, workers, func(w, i0, i1 int) {
+		wk := &ws[w] // only goroutine w touches it
+		if wk.rowsTo == nil {
+			wk.rowsTo, wk.buf = newRowsTo(), make([]float64, min(gramChunk, m)*e)
+		}
+		wk.fs = wk.fs[:0]
 		for i := i0; i < i1; i++ {
-			f := make([]float64, e)
+			f := wk.buf[(i-i0)*e : (i-i0+1)*e]
 			for j, v := range lf[i*e : (i+1)*e] {
 				f[j] = float64(v)
 			}
-			fs = append(fs, f)
+			wk.fs = append(wk.fs, f)
 		}
-		rowsTo(g[i0*m:i1*m], fs)
-	}
+		wk.rowsTo(g[i0*m:i1*m], wk.fs)
+	})
 	return g
 }
 
 // gramExact returns the Gram matrix of the m full exact rows lf (m×e): G_ij = ⟨φ_i, φ_j⟩
-// through vec.Dots32BatchTo.
+// through vec.Dots32BatchTo (each query row bit for bit a lone Dots32To's), on all cores.
 func gramExact(lf []float32, m, e int) []float64 {
-	var lanes []float64
-	return gramBy(lf, m, e, func(dst []float64, fs [][]float64) {
-		lanes = vec.Dots32BatchTo(dst, fs, lf, e, e, m, lanes)
+	return gramBy(lf, m, e, func() func(dst []float64, fs [][]float64) {
+		var lanes []float64 // cleared by every call
+		return func(dst []float64, fs [][]float64) {
+			lanes = vec.Dots32BatchTo(dst, fs, lf, e, e, m, lanes)
+		}
 	})
 }
 
 // gramFactored returns the Gram matrix of the m factored float32 rows lf (m×Dim):
-// G_ij = entk.Factored.Kernel of rows i and j, through FactoredQuery.KernelRowsTo. It is
-// exactly symmetric (each dot product multiplies the same pairs in the same lane order
-// either way).
+// G_ij = entk.Factored.Kernel of rows i and j, through FactoredQuery.KernelRowsTo (one
+// query per goroutine), on all cores. It is exactly symmetric (each dot product
+// multiplies the same pairs in the same lane order either way).
 func gramFactored(f *entk.Factored, lf []float32, m int) []float64 {
-	q := f.NewQuery()
-	return gramBy(lf, m, f.Dim(), func(dst []float64, fs [][]float64) { q.KernelRowsTo(dst, lf, fs, m) })
+	return gramBy(lf, m, f.Dim(), func() func(dst []float64, fs [][]float64) {
+		q := f.NewQuery()
+		return func(dst []float64, fs [][]float64) { q.KernelRowsTo(dst, lf, fs, m) }
+	})
 }
 
-// gramDense returns the Gram matrix of the m float64 rows lf (m×q).
+// gramDenseChunk is gramDense's row chunk: row i costs i+1 dot products, so chunks far
+// smaller than m/GOMAXPROCS keep the last, longest ones from running alone.
+const gramDenseChunk = 8
+
+// gramDense returns the Gram matrix of the m float64 rows lf (m×q): the loop
+//
+//	for i := range m { for j := 0; j <= i; j++ { G_ij = G_ji = vec.Dot(row i, row j) } }
+//
+// with chunks of rows i side by side on all cores. Row i's pass is the only writer of
+// G_ij and G_ji for j ≤ i, so G is bit for bit the serial loop's.
 func gramDense(lf []float64, m, q int) []float64 {
 	g := make([]float64, m*m)
-	for i := range m {
-		for j := 0; j <= i; j++ {
-			v := vec.Dot(lf[i*q:(i+1)*q], lf[j*q:(j+1)*q])
-			g[i*m+j], g[j*m+i] = v, v
+	par.For(m, gramDenseChunk, par.Workers(m, gramDenseChunk), func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			for j := 0; j <= i; j++ {
+				v := vec.Dot(lf[i*q:(i+1)*q], lf[j*q:(j+1)*q])
+				g[i*m+j], g[j*m+i] = v, v
+			}
 		}
-	}
+	})
 	return g
 }
 
