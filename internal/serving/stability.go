@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/base/par"
 )
 
 // Landmarks are one pool's landmarks as a ranking reads them: ids and their augmented
@@ -28,7 +29,10 @@ func ReseedJaccard(b entk.Backbone, a, c Landmarks, qs [][]float64, k int, budge
 // ReseedJaccardExcept is ReseedJaccard with query i leaving out the landmarks of id
 // skip[i] in both pools (skip nil or "": none): a stored point asked as a query is then
 // ranked against the other points only, as an unseen input would be, instead of finding
-// itself in one pool and not in the other.
+// itself in one pool and not in the other. The queries run side by side on all cores
+// (one workspace per goroutine), each query's index computed as on one goroutine, and
+// the indices are summed in query order after, so the mean does not depend on
+// GOMAXPROCS.
 func ReseedJaccardExcept(b entk.Backbone, a, c Landmarks, qs [][]float64, skip []string, k int, budget int64) (float64, bool) {
 	if len(qs) == 0 || k < 1 || distinct(a.IDs) <= k+1 || distinct(c.IDs) <= k+1 {
 		return 0, false
@@ -38,38 +42,65 @@ func ReseedJaccardExcept(b entk.Backbone, a, c Landmarks, qs [][]float64, skip [
 	if ra == nil || rc == nil {
 		return 0, false
 	}
-	// One workspace serves both pools when their rows have the same representation (the
-	// same query row then fits both).
-	wa := new(Workspace)
-	ra.ready(wa, b)
-	wc := wa
-	if ra.Factored() != rc.Factored() {
-		wc = new(Workspace)
-		rc.ready(wc, b)
-	}
-	rowA, rowC := make([]float64, len(a.IDs)), make([]float64, len(c.IDs))
-	var sum float64
-	for i, x := range qs {
-		var self string
-		if skip != nil {
-			self = skip[i]
+	jac := make([]float64, len(qs))
+	workers := par.Workers(len(qs), 1)
+	ws := make([]*reseedWorker, workers)
+	par.For(len(qs), 1, workers, func(w, lo, hi int) {
+		if ws[w] == nil { // only goroutine w touches ws[w]
+			ws[w] = newReseedWorker(b, ra, rc)
 		}
-		ra.queryTo(wa, wa.phi, x)
-		if wc != wa {
-			rc.queryTo(wc, wc.phi, x)
-		}
-		ra.kernelRowTo(wa, rowA, wa.phi)
-		rc.kernelRowTo(wc, rowC, wc.phi)
-		ta, tc := topIDs(rowA, a.IDs, k, self), topIDs(rowC, c.IDs, k, self)
-		in := 0
-		for _, id := range ta {
-			if slices.Contains(tc, id) {
-				in++
+		for i := lo; i < hi; i++ {
+			var self string
+			if skip != nil {
+				self = skip[i]
 			}
+			jac[i] = ws[w].jaccard(ra, rc, a.IDs, c.IDs, qs[i], self, k)
 		}
-		sum += float64(in) / float64(2*k-in)
+	})
+	var sum float64
+	for _, j := range jac {
+		sum += j
 	}
 	return sum / float64(len(qs)), true
+}
+
+// reseedWorker is one goroutine's scratch for ReseedJaccardExcept: a workspace per pool
+// (one for both when their rows have the same representation: the same query row then
+// fits both) and a kernel row per pool.
+type reseedWorker struct {
+	wa, wc     *Workspace
+	rowA, rowC []float64
+}
+
+// newReseedWorker readies a reseedWorker for the rows ra and rc on backbone b.
+func newReseedWorker(b entk.Backbone, ra, rc *ExactRows) *reseedWorker {
+	r := &reseedWorker{wa: new(Workspace), rowA: make([]float64, len(ra.diag)), rowC: make([]float64, len(rc.diag))}
+	ra.ready(r.wa, b)
+	r.wc = r.wa
+	if ra.Factored() != rc.Factored() {
+		r.wc = new(Workspace)
+		rc.ready(r.wc, b)
+	}
+	return r
+}
+
+// jaccard is the Jaccard index of the top-k ids of the query x under the pools' rows
+// ra (ids aIDs) and rc (cIDs), leaving out the id self.
+func (r *reseedWorker) jaccard(ra, rc *ExactRows, aIDs, cIDs []string, x []float64, self string, k int) float64 {
+	ra.queryTo(r.wa, r.wa.phi, x)
+	if r.wc != r.wa {
+		rc.queryTo(r.wc, r.wc.phi, x)
+	}
+	ra.kernelRowTo(r.wa, r.rowA, r.wa.phi)
+	rc.kernelRowTo(r.wc, r.rowC, r.wc.phi)
+	ta, tc := topIDs(r.rowA, aIDs, k, self), topIDs(r.rowC, cIDs, k, self)
+	in := 0
+	for _, id := range ta {
+		if slices.Contains(tc, id) {
+			in++
+		}
+	}
+	return float64(in) / float64(2*k-in)
 }
 
 // topIDs returns the k distinct ids of highest score (an id scores its best landmark),
