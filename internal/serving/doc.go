@@ -1,5 +1,5 @@
 // Package serving is what answers queries and audits deletions on a fitted model, with no
-// I/O: the immutable serving form of a model version (Model, built by New from an Input),
+// I/O but the rows files of exact rows past the memory budget (Disk): the immutable serving form of a model version (Model, built by New from an Input),
 // its certified answers (Model.Answer, and Model.AnswerBatch, which gives a batch the
 // same answers bit for bit while reading the exact rows once), the deletion effect of appendix D
 // (Model.DeletionEffect), the masks that drop deleted landmarks at once (Model.WithMask),
@@ -20,7 +20,8 @@
 // A model answers on the exact path (variance model exact_kernel: kernel rows of the
 // exact eNTK k*, radii only their rounding bound, certified meaning the top-K equals the
 // exact-kernel top-K with certainty) when its landmarks' exact rows fit
-// query.exact_memory_bytes (Settings.ExactMemoryBytes), in one of two float32
+// query.exact_memory_bytes (Settings.ExactMemoryBytes) or, past it,
+// query.exact_disk_bytes, in one of two float32
 // representations chosen by NewExactRows, which answers never tell apart except by
 // their radii:
 //
@@ -35,9 +36,45 @@
 //     entk.Factored.RowError ≈ 1.19e-7·sqrt(k*(x_ℓ,x_ℓ)·k*(x_t,x_t)), twice the full rows'
 //     float32 term, since both factors of a product carry a float32 rounding.
 //
-// Otherwise the sketched evaluation draw answers. The residual fraction's Gram matrix,
+// Past the memory budget the same rows may be held on disk (next section); otherwise
+// the sketched evaluation draw answers. The residual fraction's Gram matrix,
 // AnswerBatch (which reads the rows once per batch either way) and ReseedJaccard use
 // whichever representation the rows have.
+//
+// # Exact rows on disk
+//
+// When neither representation fits query.exact_memory_bytes but one fits
+// query.exact_disk_bytes (Settings.ExactDisk, a Disk under data_dir/exactrows), New
+// writes the rows once per model version to a rows file (diskrows.go: a 64-byte header
+// with format version, representation, model version, M, floats per row and a CRC-32C,
+// then the float32 rows little-endian), computing them in chunks of about 32 MiB so they
+// never sit in memory whole, syncs it, maps it read-only (syscall.Mmap, MAP_SHARED),
+// checks size, header and checksum over the mapped bytes, and serves the mapping as the
+// rows' []float32. Every reader is the same code over the same float32 values in the
+// same order, so an answer from disk rows is bit for bit the answer from memory rows
+// (TestDiskRowsBitIdentical); AnswerBatch reads them in one pass per batch, from the page
+// cache when it holds them. Factored rows go to disk before full rows (111× less to read
+// per query for the Adult resmlp, at twice the radius); the choice is otherwise the
+// memory one. Answers and /status say which holds the rows ("exact_rows": "memory" or
+// "disk", ExactRows.Where, Model.Variance).
+//
+// Lifecycle, chosen over keeping the file until the version retires: the file's name is
+// removed as soon as it is mapped and checked. No other process can then open it, so
+// the one checksum check covers the rows for as long as they are served (a shared
+// mapping would show any later write to a named file), and a crash or kill -9 leaves
+// nothing behind: the kernel frees the blocks at exit, and a Disk removes on first use
+// any file a crash left between writing and mapping. The mapping itself goes when the
+// ExactRows becomes unreachable (runtime.AddCleanup): when the version has retired and no
+// answer, audit or export still holds a Model of it, at the next garbage collection (Go
+// forces one at least every two minutes). Unmapping at the swap instead would fault any
+// answer still reading the old version, which the query loops load lock-free. So a
+// retired version's rows, which hold Jacobian data of its landmarks, erased points'
+// included, are held exactly as long as rows in memory would be, and never outlive the
+// process. A damaged file (size, header or checksum) or a failed write (a full disk) is
+// not used: the model answers on the sketched path with the reason in
+// Model.ExactRowsErr (ErrRowsDamaged, ErrRowsDisk), which the daemon logs; a new
+// evaluation draw of it tries the disk again. The budget is per version: while a refit's
+// version replaces the served one, both may be mapped (Disk.Mapped).
 //
 // Randomness: a sketched model's evaluation draw is the named stream Settings.DrawName
 // under Settings.Seed, and the deletion effect's random sets the stream

@@ -1,8 +1,10 @@
 package serving
 
 import (
+	"runtime"
 	"sync"
 
+	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/internal/base/vec"
 )
@@ -23,11 +25,16 @@ import (
 // Everything that reads them goes through the methods below (a query's row, the kernel
 // row of one query or of a batch, an entry's radius, the Gram matrix), so answers,
 // AnswerBatch, the residual fraction and ReseedJaccard work with either.
+//
+// Either representation is held in memory (NewExactRows) or, past the memory budget,
+// in a read-only mapping of a rows file (Disk, diskrows.go): the same float32 values
+// read by the same code, so answers are bit for bit the same; Where says which.
 type ExactRows struct {
-	lf   []float32
+	lf   []float32 // in memory, or the mapped rows of a rows file (disk)
 	diag []float64
 	dim  int
 	fac  *entk.Factored // nil: full rows
+	disk bool           // lf is mapped: unmapped when the ExactRows is unreachable
 	// g is the rows' Gram matrix for the residual fraction (explained.go), made once.
 	gramOnce sync.Once
 	g        []float64
@@ -57,8 +64,33 @@ func NewExactRows(b entk.Backbone, xs []float64, m int, budget int64) *ExactRows
 // Factored reports whether the rows are factored (entk.Factored) rather than full.
 func (r *ExactRows) Factored() bool { return r.fac != nil }
 
-// Bytes is the memory the rows take (float32 entries; the diagonals and the Gram matrix
-// are M and M² float64s more).
+// Where the rows are held: RowsInMemory or RowsOnDisk (the "exact_rows" of answers
+// and /status).
+const (
+	RowsInMemory = "memory"
+	RowsOnDisk   = "disk"
+)
+
+// Where says where the rows are held: RowsInMemory or RowsOnDisk.
+func (r *ExactRows) Where() string {
+	if r.disk {
+		return RowsOnDisk
+	}
+	return RowsInMemory
+}
+
+// Variance says which variance model the answers of s use and, on the exact path, where
+// its rows are held: (certify.VarianceExactKernel, RowsInMemory or RowsOnDisk), or
+// (certify.VarianceConservative, "") on the sketched path.
+func (s *Model) Variance() (model, rows string) {
+	if s.Exact == nil {
+		return certify.VarianceConservative, ""
+	}
+	return certify.VarianceExactKernel, s.Exact.Where()
+}
+
+// Bytes is the memory the rows take, or on disk the mapped file's rows (float32
+// entries; the diagonals and the Gram matrix are M and M² float64s more, in memory).
 func (r *ExactRows) Bytes() int64 { return int64(len(r.lf)) * 4 }
 
 // ready sets w up to compute query rows for r on backbone b: the exact Query (full rows)
@@ -90,9 +122,10 @@ func (r *ExactRows) queryTo(w *Workspace, dst, x []float64) float64 {
 func (r *ExactRows) kernelRowTo(w *Workspace, dst, phi []float64) {
 	if r.fac != nil {
 		w.fq.KernelRowTo(dst, r.lf, phi)
-		return
+	} else {
+		entk.ExactRowTo(dst, r.lf, phi)
 	}
-	entk.ExactRowTo(dst, r.lf, phi)
+	runtime.KeepAlive(r) // mapped rows stay mapped while r.lf is read
 }
 
 // kernelRowsTo writes the kernel rows of the query rows phis against the m landmarks into
@@ -101,9 +134,10 @@ func (r *ExactRows) kernelRowTo(w *Workspace, dst, phi []float64) {
 func (r *ExactRows) kernelRowsTo(w *Workspace, dst []float64, phis [][]float64, m int) {
 	if r.fac != nil {
 		w.fq.KernelRowsTo(dst, r.lf, phis, m)
-		return
+	} else {
+		w.lanes = vec.Dots32BatchTo(dst, phis, r.lf, r.dim, r.dim, m, w.lanes)
 	}
-	w.lanes = vec.Dots32BatchTo(dst, phis, r.lf, r.dim, r.dim, m, w.lanes)
+	runtime.KeepAlive(r)
 }
 
 // rowError bounds the rounding error of a kernel row's entry for landmark l and a query

@@ -53,14 +53,17 @@ type Model struct {
 
 	Draw  *Draw        // nil with exact rows: exact answers use no draw
 	audit *auditBlocks // nil without labelled audit points
-	// exact holds the landmarks' exact eNTK rows (full or factored, exactrows.go) when
-	// they fit query.exact_memory_bytes; answers then rank exact kernel rows (variance
-	// model exact_kernel). Shared, read only, by every serving value of the same model
-	// version.
-	Exact    *ExactRows
-	Backbone entk.Backbone
-	fits     int // R, the fits behind ω̄ and τ²
-	exactCap int // query.exact_rows_cap: exact rows for crossing landmarks (sketched path)
+	// Exact holds the landmarks' exact eNTK rows (full or factored, exactrows.go) when
+	// they fit query.exact_memory_bytes, or query.exact_disk_bytes in a mapped file
+	// (diskrows.go); answers then rank exact kernel rows (variance model exact_kernel).
+	// Shared, read only, by every serving value of the same model version.
+	Exact *ExactRows
+	// ExactRowsErr is why rows that fit query.exact_disk_bytes are not served (ErrRowsDisk,
+	// ErrRowsDamaged): the model answers on the sketched path. Nil otherwise.
+	ExactRowsErr error
+	Backbone     entk.Backbone
+	fits         int // R, the fits behind ω̄ and τ²
+	exactCap     int // query.exact_rows_cap: exact rows for crossing landmarks (sketched path)
 
 	stableJaccard float64  // query.stable_jaccard
 	poolStab      *float64 // the pool part of the stability (Input.PoolStability)

@@ -31,6 +31,16 @@ func testModel(t *testing.T, m int, exactBytes int64) (*Model, entk.Backbone) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s, err := New(testInput(b, m), Settings{Backbone: b, H: 2, S: 16, Seed: 5, DrawName: "test/eval", ExactMemoryBytes: exactBytes, Fits: 1, ExactRowsCap: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, b
+}
+
+// testInput is a model of m landmarks with seeded random inputs for backbone b, ω and
+// coefficients (two landmarks per point id, views A and B).
+func testInput(b entk.Backbone, m int) Input {
 	r := rand.New(rand.NewPCG(1, 1))
 	d := b.InDim()
 	in := Input{Version: 7, Points: 3 * m, Scale: 1, A: mat.NewDense(m, 3, nil), B: []float64{0.1, 0.2, 0.3}}
@@ -47,11 +57,7 @@ func testModel(t *testing.T, m int, exactBytes int64) (*Model, entk.Backbone) {
 		}
 	}
 	in.ID = ModelID(in.LandmarkIDs, in.Views, in.A, in.B)
-	s, err := New(in, Settings{Backbone: b, H: 2, S: 16, Seed: 5, DrawName: "test/eval", ExactMemoryBytes: exactBytes, Fits: 1, ExactRowsCap: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, b
+	return in
 }
 
 // TestAnswerExact: on the exact path, with full rows and with factored rows, every

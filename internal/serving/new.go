@@ -45,21 +45,27 @@ type Settings struct {
 	Seed             uint64  // model.Seed
 	DrawName         string  // the stream of this model's evaluation draw
 	ExactMemoryBytes int64   // query.exact_memory_bytes
+	ExactDisk        *Disk   // query.exact_disk_bytes: rows past ExactMemoryBytes (nil: none)
 	Fits             int     // fit.fits: R
 	ExactRowsCap     int     // query.exact_rows_cap
 	StableJaccard    float64 // query.stable_jaccard: the stability an answer needs to certify
 }
 
 // New builds the serving form of a model: the landmarks' exact rows when they fit
-// st.ExactMemoryBytes (or in.Exact, reused), otherwise a fresh evaluation draw named
-// st.DrawName with the landmarks' evaluation features and exact diagonals; the audit
-// embeddings; and the mask of missing landmarks. It refuses non-finite weights or
-// diagonals.
+// st.ExactMemoryBytes, or else st.ExactDisk (or in.Exact, reused), otherwise a fresh
+// evaluation draw named st.DrawName with the landmarks' evaluation features and exact
+// diagonals; the audit embeddings; and the mask of missing landmarks. It refuses
+// non-finite weights or diagonals. Rows that fit the disk but fail there (ErrRowsDisk,
+// ErrRowsDamaged) leave the model on the sketched path with the reason in ExactRowsErr.
 func New(in Input, st Settings) (*Model, error) {
 	mm := len(in.LandmarkIDs)
 	ex := in.Exact
+	var exErr error
 	if ex == nil {
 		ex = NewExactRows(st.Backbone, in.LandmarkX, mm, st.ExactMemoryBytes)
+	}
+	if ex == nil && st.ExactMemoryBytes > 0 {
+		ex, exErr = st.ExactDisk.rows(st.Backbone, in.LandmarkX, mm, in.Version)
 	}
 	var draw *Draw
 	var diags [][]float64 // every per-landmark diagonal, for the finiteness check
@@ -80,7 +86,7 @@ func New(in Input, st Settings) (*Model, error) {
 		Omega: in.Omega, omegaMean: in.OmegaMean, tau2: in.Tau2, residual: in.Residual, Draw: draw,
 		h: st.H, s: st.S, padded: padded,
 		Exact: ex, Backbone: st.Backbone, fits: st.Fits, exactCap: st.ExactRowsCap, stableJaccard: st.StableJaccard,
-		poolStab: in.PoolStability,
+		poolStab: in.PoolStability, ExactRowsErr: exErr,
 	}
 	if s.omegaMean == nil {
 		s.omegaMean = s.Omega
