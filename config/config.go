@@ -440,6 +440,14 @@ type Query struct {
 	// answer ranks exact kernel rows with only the rounding bound as radius; otherwise
 	// answers use the sketched evaluation draw. 0 turns the exact model off.
 	ExactMemoryBytes int64 `yaml:"exact_memory_bytes"`
+	// ExactDiskBytes is the disk budget of the exact variance model, per model version:
+	// exact rows that exceed exact_memory_bytes but fit in it are written once per served
+	// version to a file under data_dir/exactrows and read through a read-only memory
+	// mapping, with answers bit for bit those of rows in memory ("exact_rows": "disk").
+	// The file's name is removed as soon as it is mapped and checked, and its blocks are
+	// freed when the version's last reader is gone; a restart rebuilds it. While a new
+	// version replaces an old one both may be held. 0 keeps rows in memory only.
+	ExactDiskBytes int64 `yaml:"exact_disk_bytes"`
 	// ExactRowsCap is, on the sketched path, the most landmarks whose intervals cross the
 	// cut that get an exact kernel row (one exact Jacobian each) before ranking again.
 	ExactRowsCap int `yaml:"exact_rows_cap"`
@@ -536,7 +544,7 @@ func Default() Config {
 			PointsChanged: 5000, PoolChangeFraction: 0.1, ResidualIncrease: 0.1,
 			OnDelete: true, DeleteDebounce: 250 * time.Millisecond, Idle: time.Second, MinPoints: 64,
 		},
-		Query: Query{K: 10, Delta: 0.05, DrawQueries: 10000, ExactMemoryBytes: 256 << 20, ExactRowsCap: 32, OnPrimary: true,
+		Query: Query{K: 10, Delta: 0.05, DrawQueries: 10000, ExactMemoryBytes: 256 << 20, ExactDiskBytes: 8 << 30, ExactRowsCap: 32, OnPrimary: true,
 			Score: "entk", StableJaccard: 0.8, ReseedQueries: 64},
 		Audit:   Audit{Random: 30, Reference: 1000, Test: 250},
 		Limits:  Limits{MaxMessageBytes: 1 << 20, MaxIDBytes: 256, MaxK: 100, BatchEvents: 256, MaxOutbox: 100_000},
@@ -1042,6 +1050,9 @@ func (c *Config) validateQuery(p *problems) {
 	p.atLeast1(intField{"query.k", q.K}, intField{"query.draw_queries", q.DrawQueries})
 	if q.ExactMemoryBytes < 0 {
 		p.bad("query.exact_memory_bytes", q.ExactMemoryBytes, "must be ≥ 0 (0 turns the exact model off)")
+	}
+	if q.ExactDiskBytes < 0 {
+		p.bad("query.exact_disk_bytes", q.ExactDiskBytes, "must be ≥ 0 (0 keeps exact rows in memory only)")
 	}
 	if q.ExactRowsCap < 0 {
 		p.bad("query.exact_rows_cap", q.ExactRowsCap, "must be ≥ 0")
