@@ -108,7 +108,13 @@ func (r *Record) check() error {
 
 // Decode validates b as one record (the format in the package doc) and returns it.
 // Errors wrap ErrCorrupt and name the field; it never panics.
-func Decode(b []byte) (Record, error) {
+func Decode(b []byte) (Record, error) { return DecodeTo(nil, b) }
+
+// DecodeTo is Decode with the features written into buf when its length is the
+// record's 2q (the returned Record's Features is then buf), else into a new slice: a
+// consumer that knows q decodes without allocating. buf may be written to even when
+// an error is returned.
+func DecodeTo(buf []float64, b []byte) (Record, error) {
 	var r Record
 	if len(b) < headerSize+2+2+4+crcSize {
 		return r, fmt.Errorf("%w: %d bytes, shorter than any record", ErrCorrupt, len(b))
@@ -148,7 +154,9 @@ func Decode(b []byte) (Record, error) {
 	if q == 0 || q > MaxDim || uint64(len(rest)) != 8*uint64(q) {
 		return Record{}, fmt.Errorf("%w: dimension %d with %d feature bytes", ErrCorrupt, q, len(rest))
 	}
-	r.Features = make([]float64, 2*q)
+	if r.Features = buf; len(buf) != int(2*q) {
+		r.Features = make([]float64, 2*q)
+	}
 	for i := range r.Features {
 		r.Features[i] = float64(math.Float32frombits(binary.BigEndian.Uint32(rest[4*i:])))
 	}
@@ -169,4 +177,20 @@ func text(b []byte, field string, max int) (string, []byte, error) {
 		return "", nil, fmt.Errorf("%w: %s is not UTF-8", ErrCorrupt, field)
 	}
 	return string(b[:n]), b[n:], nil
+}
+
+// Peek returns the source topic, partition and offset of the record b, checking only
+// the magic, the version and the lengths up to the topic: it lets a consumer file
+// records by their training event before it decodes them (Decode checks the rest,
+// checksum and UTF-8 included).
+func Peek(b []byte) (topic string, partition int, offset int64, err error) {
+	if len(b) < headerSize+2 || string(b[:3]) != magic || b[3] != Version {
+		return "", 0, 0, fmt.Errorf("%w: %d bytes without a version %d header", ErrCorrupt, len(b), Version)
+	}
+	part, off := binary.BigEndian.Uint32(b[36:40]), binary.BigEndian.Uint64(b[40:48])
+	t := int(binary.BigEndian.Uint16(b[headerSize:]))
+	if part > math.MaxInt32 || off > math.MaxInt64 || t == 0 || t > MaxTopicBytes || len(b) < headerSize+2+t {
+		return "", 0, 0, fmt.Errorf("%w: partition %d offset %d topic length %d of %d bytes", ErrCorrupt, part, off, t, len(b))
+	}
+	return string(b[headerSize+2 : headerSize+2+t]), int(part), int64(off), nil
 }

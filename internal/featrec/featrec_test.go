@@ -126,3 +126,40 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestPeekAndDecodeTo: Peek names the record's source coordinates and refuses what has
+// no header; DecodeTo decodes into a buffer of the right length (same bits as Decode)
+// and allocates otherwise.
+func TestPeekAndDecodeTo(t *testing.T) {
+	rec := sample(5)
+	b, err := rec.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, part, off, err := Peek(b)
+	if err != nil || topic != rec.Topic || part != rec.Partition || off != rec.Offset {
+		t.Fatalf("Peek: got %q %d %d %v, want %q %d %d", topic, part, off, err, rec.Topic, rec.Partition, rec.Offset)
+	}
+	for _, bad := range [][]byte{nil, []byte("not a record"), b[:headerSize+1], append([]byte("cfr\x02"), b[4:]...)} {
+		if _, _, _, err := Peek(bad); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Peek(%.12q): err %v, want ErrCorrupt", bad, err)
+		}
+	}
+	buf := make([]float64, 10)
+	got, err := DecodeTo(buf, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &got.Features[0] != &buf[0] {
+		t.Errorf("DecodeTo with a buffer of 2q: features not in the buffer")
+	}
+	for i, v := range rec.Features {
+		if math.Float64bits(got.Features[i]) != math.Float64bits(v) {
+			t.Fatalf("feature %d: got %v, want %v", i, got.Features[i], v)
+		}
+	}
+	short := make([]float64, 3)
+	if got, err := DecodeTo(short, b); err != nil || len(got.Features) != 10 || &got.Features[0] == &short[0] {
+		t.Errorf("DecodeTo with a short buffer: %d features, err %v; want a new slice of 10", len(got.Features), err)
+	}
+}
