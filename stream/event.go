@@ -36,6 +36,11 @@ const (
 	ReasonUnavailable    Reason = "unavailable"     // the serving model cannot answer (e.g. every landmark deleted)
 	ReasonKeyMismatch    Reason = "key_mismatch"    // a training event whose Kafka key is not its id
 	ReasonBadIndex       Reason = "bad_index"       // an x entry the model reads as a table index is not an integer in [0, N)
+	// ReasonFeatureMismatch: a record of cairn.features (internal/featrec) that the
+	// primary does not apply: it does not decode (a bad checksum), or its pipeline
+	// fingerprint, source coordinates, id or dimension are not what the primary would
+	// compute for the training event it names. The primary computes those features itself.
+	ReasonFeatureMismatch Reason = "feature_mismatch"
 )
 
 // RejectError says why an input event was rejected. It matches ErrRejected.

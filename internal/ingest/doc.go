@@ -19,7 +19,8 @@
 //     becomes a dead letter (stream.DeadLetterMessage to kafka.topics.dlq, keyed by
 //     the source coordinates).
 //  2. Compute the fit-draw features ψ of both views of every upsert (Features.
-//     BothViewsTo, parallel over GOMAXPROCS), still outside any transaction, so the
+//     BothViewsTo, parallel over GOMAXPROCS), or take them from featurizers' records
+//     (see "Featurizers"), still outside any transaction, so the
 //     bbolt write lock is never held while computing. An upsert whose features are
 //     not finite or whose squared norm exceeds maxFeatureNorm2 (finite inputs too
 //     large for the backbone) is dead-lettered too, with reason non_finite.
@@ -175,6 +176,34 @@
 // whose key is not its subject, is a dead letter without key or bytes (the key is the
 // subject), and a dead letter of a training message that may name a subject
 // (stream.MayNameSubject) keeps no bytes whatever kafka.dlq_keep_raw says.
+//
+// # Featurizers
+//
+// With a FeatureSource (SetFeatureSource; the daemon's, internal/featsource, when
+// ingest.featurizers is set), step 2 asks the source for the records of the batch's
+// input upserts (not of claims, which are computed here) by their training topic,
+// partition and offset, waiting at most the configured timeout (and less when the
+// source has heard nothing for that long). A record is applied only if it decodes
+// (featrec.Decode: format version, every field, CRC-32C) and its pipeline fingerprint
+// (which hashes the backbone's parameters, the sketch, the seeds and the view shape:
+// Features.Fingerprint), its topic, partition, offset and id, and its dimension are
+// exactly those of the event and of this State's pipeline. Any other record is never
+// applied: it is dead-lettered (stream.ReasonFeatureMismatch, without raw bytes, in
+// the batch's transaction, not counted as a consumed input) and its upsert is
+// featurized here, as is every upsert left without a valid record; a repeated valid
+// record is ignored. The rows computed here are computed by BothViewsTo on those
+// points alone.
+//
+// The result is the same bits whoever featurized: BothViewsTo computes each row
+// bit-identically whatever the batch, a record keeps the float32 bit patterns of
+// fl32(ψ), which is what this State stores (pipeline.Features "stored in single
+// precision"), and a record is checked for the fingerprint of this very pipeline. So
+// StateHash does not depend on which rows came from records, and a featurizer that
+// dies only delays the batches that wait for its records. The source's own offsets are
+// not stored: offsets, state and outputs stay in the one transaction of step 4, and
+// exactly-once application is the training reader's, as without featurizers. A
+// refused record's dead letter is written at most once (it is lost if the batch does
+// not commit).
 //
 // # Determinism
 //

@@ -78,6 +78,20 @@ type State struct {
 	views []float64
 	feats []float64
 	cross [2][]float64 // per view: the upserts' products with the landmarks (applyView)
+
+	// src gives features computed by featurizers, waiting srcWait per batch
+	// (featuresource.go); the rest are its buffers, reused, and per batch the refused
+	// records' dead letters and the count of rows taken from records.
+	src                 FeatureSource
+	srcWait             time.Duration
+	reqs                []FeatureRequest
+	reqOps, lrows       []int
+	got                 [][]stream.Message
+	have                []bool
+	lids                []string
+	lxs, lfeats, recBuf []float64
+	featDead            []stream.Message
+	batchTaken          int
 }
 
 type partition struct {
@@ -168,6 +182,10 @@ type Stats struct {
 	Erasures     uint64 `json:"erasures"`
 	ErasedPoints uint64 `json:"erased_points"`
 	Unblocks     uint64 `json:"unblocks"`
+	// With a feature source (SetFeatureSource): the upserts whose features came from a
+	// featurizer's record, and the records refused (dead-lettered, feature_mismatch).
+	FeaturesTaken  uint64 `json:"features_taken"`
+	FeatureRefused uint64 `json:"feature_refused"`
 }
 
 // BatchResult counts what one Apply did.
@@ -391,11 +409,12 @@ func (in *State) Handle(ctx context.Context, batch []stream.Message) error {
 func (in *State) SetHooks(h Hooks) { in.hooks = h }
 
 // Succeed makes in the successor of old, a State discarded after ErrBroken: it takes
-// old's hooks, and a version past old's, so no background sync computed from a
+// old's hooks and feature source, and a version past old's, so no background sync computed from a
 // snapshot of old is adopted by in.
 func (in *State) Succeed(old *State) {
 	in.hooks = old.hooks
 	in.version = old.version + 1
+	in.src, in.srcWait = old.src, old.srcWait
 }
 
 // Points returns the stored points' cache. It is safe for concurrent use and may be
@@ -501,7 +520,7 @@ func (in *State) Apply(ctx context.Context, batch []stream.Message) (res BatchRe
 		return res, err
 	}
 	// 2. Features of both views of every upsert, before the write lock is taken.
-	if err := in.featurize(); err != nil {
+	if err := in.featurize(ctx); err != nil {
 		return res, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -656,12 +675,21 @@ func (in *State) decode(batch []stream.Message, fresh []bool, claims []*claim) e
 }
 
 // featurize computes both views' features of every upsert into in.feats (row 2·row and
-// 2·row+1) and dead-letters an upsert whose features are not usable.
-func (in *State) featurize() error {
+// 2·row+1), or takes them from the feature source's valid records (featuresFrom), and
+// dead-letters an upsert whose features are not usable.
+func (in *State) featurize(ctx context.Context) error {
 	n, q := len(in.ids), in.feat.Dim()
-	in.views = grow(in.views, 2*n*in.feat.InputDim())
 	in.feats = grow(in.feats, 2*n*q)
-	in.feat.BothViewsTo(in.feats, in.views, in.xs, in.ids)
+	clear(in.featDead)
+	in.featDead, in.batchTaken = in.featDead[:0], 0
+	if in.src != nil {
+		if err := in.featuresFrom(ctx); err != nil {
+			return err
+		}
+	} else {
+		in.views = grow(in.views, 2*n*in.feat.InputDim())
+		in.feat.BothViewsTo(in.feats, in.views, in.xs, in.ids)
+	}
 	for i := range in.ops {
 		o := &in.ops[i]
 		if o.kind != opUpsert {
@@ -861,6 +889,11 @@ func (in *State) commit(ps storage.PoolState, poolChanged bool) error {
 				continue // claims store no offset
 			}
 			if err := tx.SetOffset(o.msg.Topic, int32(o.msg.Partition), o.msg.Offset); err != nil {
+				return err
+			}
+		}
+		for _, m := range in.featDead {
+			if _, err := tx.Enqueue(m.Topic, m.Key, m.Value); err != nil {
 				return err
 			}
 		}
@@ -1071,6 +1104,8 @@ func (in *State) count(messages int) (res BatchResult) {
 	in.stats.Missing += uint64(res.Missing)
 	in.stats.DeadLetters += uint64(res.DeadLetters)
 	in.stats.Skipped += uint64(res.Skipped)
+	in.stats.FeaturesTaken += uint64(in.batchTaken)
+	in.stats.FeatureRefused += uint64(len(in.featDead))
 	in.log.Debug().Int("messages", messages).Int("upserts", res.Upserts).Int("deletes", res.Deletes).
 		Int("dead_letters", res.DeadLetters).Int("skipped", res.Skipped).Int("points", in.pool.A.Len()).
 		Msg("applied training batch")

@@ -8,8 +8,10 @@
 // point's id, on the training event's own partition, acknowledged by all in-sync
 // replicas. Deletions, tombstones and events that do not decode produce nothing: the
 // primary dead-letters what it must, and a consumer of the records computes whatever
-// has none itself. (The primary does not read cairn.features yet: it computes every
-// feature, as before.)
+// has none itself. A primary with ingest.featurizers set reads them
+// (internal/featsource), applies a record only when every field matches its own
+// pipeline and event, and computes the rest itself (internal/ingest doc.go
+// "Featurizers").
 //
 // # Bits
 //

@@ -1,0 +1,46 @@
+// Package featsource is the primary's side of cairn.features: a Source reads the
+// feature records the featurizers write (internal/role/featurizer, format
+// internal/featrec), files them by their training event (partition and offset), and
+// hands them to the ingest when it applies that event (Source implements
+// ingest.FeatureSource). It is used when ingest.featurizers is true.
+//
+// # What it trusts
+//
+// Nothing: it reads only a record's header to file it (featrec.Peek), and ignores the
+// records of another training topic (a features topic shared by deployments). The ingest
+// decodes every record it is handed, checksum included, and applies it only when its
+// pipeline fingerprint, source topic, partition, offset, id and dimension are its own
+// (internal/ingest doc.go "Featurizers"); anything else is dead-lettered there
+// (feature_mismatch). Messages that do not even carry a header are returned by the
+// next Lookup for the same treatment. So a record can make ingestion wait, never make
+// it apply other features than its own.
+//
+// # Bounds and offsets
+//
+// The Source reads every partition of the features topic from its first retained
+// offset whenever it (re)starts, and stores no offset: what it holds is a cache, and a
+// record it never sees is computed by the primary. A record at or below its floor (the
+// last applied offset of its training partition: Config.Applied at start and when the
+// buffer is full, and the highest offset each Lookup asked for) is dropped. The
+// records held are bounded by Config.MaxBytes: a full Source stops reading (its
+// partitions' fetches wait) until the primary takes or passes records, so a primary
+// far behind its featurizers reads the features topic as fast as it applies the
+// training topic. At most maxPerEvent records of one event and maxRefused refused
+// messages are kept; beyond, they are dropped and counted.
+//
+// # Waiting
+//
+// Lookup waits for the records of a batch until its deadline, and no longer than
+// Config.Quiet after the last record above the floor arrived: when every featurizer
+// is gone, the first batch waits Quiet at most and the next ones not at all, until
+// records flow again. A featurizer killed while others run stops the records of its
+// partitions until the group gives them to another member (the featurizers' session
+// timeout); the batches that need them wait their deadline and are then featurized by
+// the primary.
+//
+// # Concurrency
+//
+// Run reads on its own goroutines (joined before it returns); Lookup may be called
+// from another goroutine (the training reader's) at any time, also before Run starts
+// or after it ends. A Source is used by one primary: Lookup hands records over.
+package featsource

@@ -1,0 +1,337 @@
+package featsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cairnhq/cairn/internal/fault"
+	"github.com/cairnhq/cairn/internal/featrec"
+	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBytes = 256 << 20
+	// maxPerEvent bounds the records kept for one training event (repeats after a
+	// rebalance, or featurizers of two deployments), maxRefused the messages kept for
+	// the ingest to dead-letter.
+	maxPerEvent = 4
+	maxRefused  = 1024
+)
+
+// Config is what a Source needs.
+type Config struct {
+	// Train is the training topic, Topic the features topic (featrec.Topic); Run
+	// creates Topic with Train's partition count when it is missing.
+	Train, Topic string
+	// Applied returns the last applied offset of a training partition (the store's;
+	// the daemon's startOffset). Required.
+	Applied stream.StartFunc
+	// MaxBytes bounds the encoded bytes of the records held. Default DefaultMaxBytes.
+	MaxBytes int
+	// Quiet: Lookup stops waiting once no record above the floor came for this long.
+	// Default ingest.DefaultFeatureTimeout.
+	Quiet time.Duration
+	// Kafka is the cluster, FetchMaxBytes the bound of one fetch (stream.ReaderConfig);
+	// Faults reports the reader's failures (component "features"); Log is told when
+	// reading starts.
+	Kafka         stream.Config
+	FetchMaxBytes int
+	Faults        *fault.Tracker
+	Log           zerolog.Logger
+}
+
+// Stats count what a Source did since it was built.
+type Stats struct {
+	Filed   uint64 // records filed for the ingest
+	Taken   uint64 // records handed to the ingest by Lookup
+	Stale   uint64 // records dropped at or below the floor (applied, or passed)
+	Dropped uint64 // records or refused messages dropped beyond maxPerEvent or maxRefused
+	Other   uint64 // records of another training topic, ignored
+	Held    int    // records held now
+}
+
+// key is a training event's partition and offset.
+type key struct {
+	part int
+	off  int64
+}
+
+// Source holds the feature records of the events the primary has not applied yet.
+type Source struct {
+	cfg Config
+	r   *stream.Reader
+
+	mu      sync.Mutex
+	recs    map[key][]stream.Message
+	bytes   int
+	floor   map[int]int64 // per training partition: records at or below are not needed
+	refused []stream.Message
+	// arrived is closed (and replaced) when a record is filed, freed when records
+	// leave; lastUseful is when a record above the floor was last filed.
+	arrived, freed chan struct{}
+	lastUseful     time.Time
+	stats          Stats
+}
+
+// New checks c and builds the Source; it connects nothing.
+func New(c Config) (*Source, error) {
+	if c.Train == "" || c.Topic == "" || c.Applied == nil || c.Faults == nil {
+		return nil, errors.New("featsource: a training topic, a features topic, Applied and a fault tracker are required")
+	}
+	if c.MaxBytes < 0 || c.Quiet < 0 {
+		return nil, fmt.Errorf("featsource: max bytes %d and quiet %v must not be negative", c.MaxBytes, c.Quiet)
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.Quiet == 0 {
+		c.Quiet = ingest.DefaultFeatureTimeout
+	}
+	s := &Source{cfg: c, recs: map[key][]stream.Message{}, floor: map[int]int64{},
+		arrived: make(chan struct{}), freed: make(chan struct{}), lastUseful: time.Now()}
+	r, err := stream.NewReader(stream.ReaderConfig{Kafka: c.Kafka, Topics: []string{c.Topic}, Start: fromFirst,
+		MaxBatch: 256, MaxWait: 50 * time.Millisecond, FetchMaxBytes: c.FetchMaxBytes})
+	if err != nil {
+		return nil, err
+	}
+	s.r = r
+	return s, nil
+}
+
+// fromFirst starts every features partition at its first retained offset.
+func fromFirst(string, int) (int64, bool, error) { return 0, false, nil }
+
+// Run reads the features topic until ctx ends, restarting the reader after a failure
+// (fault.Tracker KeepReading, component "features"). It returns nil once ctx ends.
+func (s *Source) Run(ctx context.Context) error {
+	return s.cfg.Faults.KeepReading(ctx, "features", reader{s}, s.handle, nil)
+}
+
+// reader creates the features topic if needed, reads the training partitions' floors,
+// and runs the stream reader.
+type reader struct{ s *Source }
+
+func (r reader) Run(ctx context.Context, h stream.Handler) error {
+	s := r.s
+	parts, err := stream.Partitions(ctx, s.cfg.Kafka, s.cfg.Train)
+	if err != nil {
+		return fmt.Errorf("featsource: partitions of %s: %w", s.cfg.Train, err)
+	}
+	if err := stream.EnsureTopics(ctx, s.cfg.Kafka, len(parts), 1, s.cfg.Topic); err != nil {
+		return fmt.Errorf("featsource: create %s: %w", s.cfg.Topic, err)
+	}
+	s.mu.Lock()
+	err = s.readFloors(parts)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	s.cfg.Log.Info().Str("topic", s.cfg.Topic).Int("partitions", len(parts)).Msg("reading the featurizers' records")
+	return s.r.Run(ctx, h)
+}
+
+// handle files one batch of the features topic.
+func (s *Source) handle(ctx context.Context, batch []stream.Message) error {
+	for _, m := range batch {
+		if err := s.file(ctx, m); err != nil {
+			return err
+		}
+	}
+	s.cfg.Faults.Recovered("features")
+	return nil
+}
+
+// file keeps m for the Lookup of its training event, after waiting for room.
+func (s *Source) file(ctx context.Context, m stream.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	topic, part, off, err := featrec.Peek(m.Value)
+	if err == nil && topic != s.cfg.Train {
+		s.stats.Other++ // another deployment's, sharing the features topic
+		return nil
+	}
+	if err != nil {
+		if len(s.refused) < maxRefused {
+			s.refused = append(s.refused, m)
+		} else {
+			s.stats.Dropped++
+		}
+		return nil
+	}
+	if err := s.waitRoom(ctx, len(m.Value)); err != nil {
+		return err
+	}
+	if f, ok := s.floor[part]; ok && off <= f {
+		s.stats.Stale++
+		return nil
+	}
+	k := key{part, off}
+	if len(s.recs[k]) >= maxPerEvent {
+		s.stats.Dropped++
+		return nil
+	}
+	s.recs[k] = append(s.recs[k], m)
+	s.bytes += len(m.Value)
+	s.stats.Filed++
+	s.lastUseful = time.Now()
+	close(s.arrived)
+	s.arrived = make(chan struct{})
+	return nil
+}
+
+// waitRoom waits, with s.mu held (released while waiting), until n more bytes fit:
+// it re-reads the floors of the partitions held (records applied meanwhile leave) and
+// otherwise waits for a Lookup to take or pass records. A record larger than MaxBytes
+// is let in when nothing else is held.
+func (s *Source) waitRoom(ctx context.Context, n int) error {
+	for s.bytes > 0 && s.bytes+n > s.cfg.MaxBytes {
+		seen := map[int]bool{}
+		parts := make([]int, 0, len(s.floor))
+		for k := range s.recs {
+			if !seen[k.part] {
+				seen[k.part] = true
+				parts = append(parts, k.part)
+			}
+		}
+		if err := s.readFloors(parts); err != nil {
+			return err
+		}
+		if s.bytes == 0 || s.bytes+n <= s.cfg.MaxBytes {
+			return nil
+		}
+		freed := s.freed
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-freed:
+		case <-time.After(100 * time.Millisecond):
+		}
+		s.mu.Lock()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readFloors raises the floors of parts to their applied offsets (Config.Applied) and
+// drops what is below, with s.mu held.
+func (s *Source) readFloors(parts []int) error {
+	for _, p := range parts {
+		last, ok, err := s.cfg.Applied(s.cfg.Train, p)
+		if err != nil {
+			return fmt.Errorf("featsource: applied offset of %s/%d: %w", s.cfg.Train, p, err)
+		}
+		if f, had := s.floor[p]; ok && (!had || last > f) {
+			s.floor[p] = last
+		}
+	}
+	s.prune()
+	return nil
+}
+
+// prune drops the records at or below their partition's floor, with s.mu held.
+func (s *Source) prune() {
+	dropped := false
+	for k, ms := range s.recs {
+		if f, ok := s.floor[k.part]; ok && k.off <= f {
+			for _, m := range ms {
+				s.bytes -= len(m.Value)
+			}
+			s.stats.Stale += uint64(len(ms))
+			delete(s.recs, k)
+			dropped = true
+		}
+	}
+	if dropped {
+		close(s.freed)
+		s.freed = make(chan struct{})
+	}
+}
+
+// Lookup implements ingest.FeatureSource: see its doc and the package doc "Waiting".
+// Requests of another topic than the training topic get nothing.
+func (s *Source) Lookup(ctx context.Context, deadline time.Time, want []ingest.FeatureRequest, got [][]stream.Message) []stream.Message {
+	if len(got) != len(want) {
+		panic(fmt.Sprintf("featsource: Lookup with %d requests and %d results", len(want), len(got)))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.take(want, got) > 0 {
+		wake := s.lastUseful.Add(s.cfg.Quiet)
+		if deadline.Before(wake) {
+			wake = deadline
+		}
+		wait := time.Until(wake)
+		if wait <= 0 || ctx.Err() != nil {
+			break
+		}
+		arrived := s.arrived
+		s.mu.Unlock()
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		case <-arrived:
+		}
+		t.Stop()
+		s.mu.Lock()
+	}
+	for _, w := range want {
+		if f, ok := s.floor[w.Partition]; w.Topic == s.cfg.Train && (!ok || w.Offset > f) {
+			s.floor[w.Partition] = w.Offset
+		}
+	}
+	s.prune()
+	refused := s.refused
+	s.refused = nil
+	return refused
+}
+
+// take moves the records held for the requests still without one into got, and
+// returns how many requests are left without one, with s.mu held.
+func (s *Source) take(want []ingest.FeatureRequest, got [][]stream.Message) (missing int) {
+	moved := false
+	for i, w := range want {
+		if got[i] != nil {
+			continue
+		}
+		if w.Topic != s.cfg.Train {
+			continue // no featurizer writes records of it
+		}
+		k := key{w.Partition, w.Offset}
+		ms, ok := s.recs[k]
+		if !ok {
+			missing++
+			continue
+		}
+		got[i] = ms
+		delete(s.recs, k)
+		for _, m := range ms {
+			s.bytes -= len(m.Value)
+		}
+		s.stats.Taken += uint64(len(ms))
+		moved = true
+	}
+	if moved {
+		close(s.freed)
+		s.freed = make(chan struct{})
+	}
+	return missing
+}
+
+// Stats returns the counts so far.
+func (s *Source) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Held = len(s.recs)
+	return st
+}
