@@ -45,7 +45,8 @@ func open(key, v []byte) ([]byte, string) {
 }
 
 // Point payload: flags u8 (bit 0: has label, bit 1: x in a slot, bit 2: has version,
-// bit 3: the slot's segment and offset follow), [label i64], [version i64], then with
+// bit 3: the slot's segment and offset follow, bit 4: has partition), [label i64],
+// [version i64], [partition u32], then with
 // bit 1 the slot (id u64, length u32, CRC-32C u32, and with bit 3 segment u64, offset
 // u64; without bit 3 the slot is its own segment at offset 0), without it (format 3
 // and before) x floats; then cert floats.
@@ -54,7 +55,8 @@ const (
 	pointHasLabel   = 1
 	pointInSlot     = 2
 	pointHasVersion = 4 // since format 5
-	pointInSegment  = 8 // since format 8
+	pointInSegment  = 8  // since format 8
+	pointHasPart    = 16 // since format 8
 )
 
 // encodePoint encodes p with its input in the slot ref (nil: inline, as format 3
@@ -77,12 +79,18 @@ func encodePoint(key []byte, p *Point, ref *slotRef) []byte {
 	if p.Version >= 0 {
 		flags |= pointHasVersion
 	}
+	if p.Partition >= 0 {
+		flags |= pointHasPart
+	}
 	b = append(b, flags)
 	if p.HasLabel {
 		b = binenc.AppendI64(b, p.Label)
 	}
 	if p.Version >= 0 {
 		b = binenc.AppendI64(b, p.Version)
+	}
+	if p.Partition >= 0 {
+		b = binenc.AppendU32(b, uint32(p.Partition))
 	}
 	if ref != nil {
 		b = binenc.AppendU64(b, ref.id)
@@ -107,10 +115,10 @@ func decodePoint(key, v []byte) (p Point, ref *slotRef, why string) {
 		return Point{}, nil, why
 	}
 	r := binenc.NewReader(payload)
-	p = Point{ID: string(key), Version: -1}
+	p = Point{ID: string(key), Version: -1, Partition: -1}
 	flags := r.U8("flags")
-	if flags&^(pointHasLabel|pointInSlot|pointHasVersion|pointInSegment) != 0 {
-		r.Fail("flags", "unknown bits in "+strconv.Itoa(int(flags))+", only bits 0 (has label), 1 (in a slot), 2 (has version) and 3 (in a segment) are defined")
+	if flags&^(pointHasLabel|pointInSlot|pointHasVersion|pointInSegment|pointHasPart) != 0 {
+		r.Fail("flags", "unknown bits in "+strconv.Itoa(int(flags))+", only bits 0 (has label), 1 (in a slot), 2 (has version), 3 (in a segment) and 4 (has partition) are defined")
 	}
 	if flags&pointInSegment != 0 && flags&pointInSlot == 0 {
 		r.Fail("flags", "bit 3 (in a segment) without bit 1 (in a slot)")
@@ -122,6 +130,13 @@ func decodePoint(key, v []byte) (p Point, ref *slotRef, why string) {
 	if flags&pointHasVersion != 0 {
 		if p.Version = r.I64("version"); p.Version < 0 {
 			r.Fail("version", "negative version "+strconv.FormatInt(p.Version, 10))
+		}
+	}
+	if flags&pointHasPart != 0 {
+		if v := r.U32("partition"); v > math.MaxInt32 {
+			r.Fail("partition", "partition "+strconv.FormatUint(uint64(v), 10)+" over 2^31-1")
+		} else {
+			p.Partition = int32(v)
 		}
 	}
 	if flags&pointInSlot != 0 {

@@ -19,6 +19,11 @@ type Point struct {
 	// none: a point stored before format 5 reads back with -1, and PutPoint stores no
 	// version for a negative one.
 	Version int64
+	// Partition is the partition of the training topic the value came from (where its
+	// record is, so that a tombstone can follow it there), or -1 for unknown: a point
+	// stored before format 8 reads back with -1, and PutPoint stores none for a
+	// negative one.
+	Partition int32
 }
 
 // Matrix is a dense row-major matrix: element (i, j) is Data[i*Cols+j].

@@ -152,3 +152,17 @@ func TestPointSlotCodec(t *testing.T) {
 		t.Error("a slots_dropped of 2 values decoded as holes")
 	}
 }
+
+// TestPointPartitionCodec: a point's partition round-trips, -1 stores none, and a
+// value without one (every point before format 8) reads back as -1.
+func TestPointPartitionCodec(t *testing.T) {
+	for _, part := range []int32{0, 3, math.MaxInt32, -1} {
+		p := samplePoint("k", 2)
+		p.Partition = part
+		ref := slotRef{id: 1, n: 16, crc: 1, seg: 1}
+		got, _, why := decodePoint([]byte("k"), encodePoint([]byte("k"), &p, &ref))
+		if why != "" || got.Partition != part {
+			t.Errorf("partition %d: decoded %d (%s)", part, got.Partition, why)
+		}
+	}
+}
