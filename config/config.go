@@ -66,6 +66,7 @@ type Config struct {
 	Query  Query    `yaml:"query"`
 	Audit  Audit    `yaml:"audit"`
 	Limits Limits   `yaml:"limits"`
+	Ingest Ingest   `yaml:"ingest"`
 	UI     UI       `yaml:"ui"`
 	// CloudEvents and Lineage describe the daemon's output records to other systems
 	// (YAML sections cloudevents, lineage; docs/events.md "CloudEvents headers" and
@@ -503,6 +504,21 @@ type Limits struct {
 	MaxOutbox int `yaml:"max_outbox"`
 }
 
+// Ingest configures where a primary's (or a standby's) training features come from.
+type Ingest struct {
+	// Featurizers makes the primary take each training upsert's features from the
+	// records that `cairnd --role featurizer` processes write to cairn.features, checked
+	// against its own pipeline fingerprint, event coordinates and id (docs/architecture.md
+	// "Featurizers"), and compute itself only those that are missing, invalid or late.
+	// The state is byte-identical either way. Default false: the primary featurizes
+	// everything.
+	Featurizers bool `yaml:"featurizers"`
+	// FeaturizerTimeout is how long a batch waits for its records before the primary
+	// computes the missing ones itself, and how long the featurizers may be silent
+	// before it stops waiting at all. Default 2s.
+	FeaturizerTimeout time.Duration `yaml:"featurizer_timeout"`
+}
+
 // Default returns the documented defaults: the embedded mode on MNIST-shaped data.
 func Default() Config {
 	return Config{
@@ -548,6 +564,7 @@ func Default() Config {
 			Score: "entk", StableJaccard: 0.8, ReseedQueries: 64},
 		Audit:   Audit{Random: 30, Reference: 1000, Test: 250},
 		Limits:  Limits{MaxMessageBytes: 1 << 20, MaxIDBytes: 256, MaxK: 100, BatchEvents: 256, MaxOutbox: 100_000},
+		Ingest:  Ingest{FeaturizerTimeout: 2 * time.Second},
 		UI:      UI{Enabled: true, Answers: 1000, SampleInterval: 5 * time.Second, Samples: 720},
 		Lineage: Lineage{Namespace: "cairn", Job: "cairnd"},
 	}
@@ -735,6 +752,7 @@ func (c *Config) Validate() error {
 	c.validateRefit(&p)
 	c.validateQuery(&p)
 	c.validateLimits(&p)
+	c.validateIngest(&p)
 	c.validateUI(&p)
 	c.validateEvents(&p)
 	return errors.Join(p...)
@@ -1082,6 +1100,13 @@ func (c *Config) validateLimits(p *problems) {
 	l := c.Limits
 	p.atLeast1(intField{"limits.max_message_bytes", l.MaxMessageBytes}, intField{"limits.max_id_bytes", l.MaxIDBytes},
 		intField{"limits.max_k", l.MaxK}, intField{"limits.batch_events", l.BatchEvents}, intField{"limits.max_outbox", l.MaxOutbox})
+}
+
+// validateIngest checks the featurizers' timeout.
+func (c *Config) validateIngest(p *problems) {
+	if c.Ingest.FeaturizerTimeout <= 0 {
+		p.bad("ingest.featurizer_timeout", c.Ingest.FeaturizerTimeout, "must be positive")
+	}
 }
 
 // FieldError is one invalid setting.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cairnhq/cairn/internal/featrec"
+	"github.com/cairnhq/cairn/internal/featsource"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/role/featurizer"
 	"github.com/cairnhq/cairn/stream"
@@ -58,4 +59,24 @@ func (d *Daemon) runFeaturizer(ctx context.Context) (err error) {
 	})
 	d.log.Info().Err(err).Msg("cairnd stopped")
 	return err
+}
+
+// useFeaturizers makes in take its features from the featurizers' records when
+// ingest.featurizers is set (internal/featsource, read by the "features" component),
+// computing the missing ones after ingest.featurizer_timeout.
+func (d *Daemon) useFeaturizers(in *ingest.State) error {
+	if !d.cfg.Ingest.Featurizers {
+		return nil
+	}
+	if d.featSrc == nil {
+		src, err := featsource.New(featsource.Config{Kafka: d.kafka, Train: d.cfg.Kafka.Topics.Train, Topic: featrec.Topic,
+			Applied: d.startOffset, Quiet: d.cfg.Ingest.FeaturizerTimeout, FetchMaxBytes: max(8<<20, 2*d.cfg.Limits.MaxMessageBytes),
+			Faults: d.faults, Log: d.log})
+		if err != nil {
+			return err
+		}
+		d.featSrc = src
+	}
+	in.SetFeatureSource(d.featSrc, d.cfg.Ingest.FeaturizerTimeout)
+	return nil
 }
