@@ -25,6 +25,7 @@ import (
 	"github.com/cairnhq/cairn/internal/cluster"
 	"github.com/cairnhq/cairn/internal/erasure"
 	"github.com/cairnhq/cairn/internal/fault"
+	"github.com/cairnhq/cairn/internal/featsource"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/lag"
 	"github.com/cairnhq/cairn/internal/lineage"
@@ -83,8 +84,10 @@ type Daemon struct {
 	conn         *cluster.Conn
 	embedded     *stream.Broker
 	compactWaits atomic.Int32
-	// box publishes the outputs and the deletions' tombstones.
-	box *ingest.Outbox
+	// box publishes the outputs and the deletions' tombstones; featSrc reads the
+	// featurizers' records when ingest.featurizers is set (featurizer.go).
+	box     *ingest.Outbox
+	featSrc *featsource.Source
 	// signer signs every audit record (DataDir/audit.key, internal/auditsig).
 	signer *auditsig.Signer
 	// models is the models topic (models.go); leading says whether this daemon is the
@@ -425,6 +428,9 @@ func (d *Daemon) runComponents(ctx context.Context, httpFailed <-chan error, l l
 		work("lag", d.runLag)
 		work("ui", d.runUISamples)
 		work("topics", d.conn.Watch)
+		if d.featSrc != nil {
+			work("features", d.featSrc.Run)
+		}
 		if d.embedded != nil {
 			d.log.Info().Msg("leading: primary on the embedded broker")
 			work("lead", func(c context.Context) error { d.lead(c, l, false); return nil })
@@ -617,6 +623,9 @@ func (d *Daemon) restore() error {
 		return err
 	}
 	in.SetHooks(ingest.Hooks{Removing: d.removing, Describe: d.describeRecord, Unknown: d.auditUnknown, Commit: d.commitBatch})
+	if err := d.useFeaturizers(in); err != nil {
+		return err
+	}
 	d.train.ingest = in
 	d.train.cache.Store(in.Points())
 	offs, err := d.store.Offsets()
