@@ -178,6 +178,7 @@ func TestONNXLogsWarnings(t *testing.T) {
 	var buf bytes.Buffer
 	cfg := config.Default()
 	cfg.Query.ExactMemoryBytes = 1000 // the rows of 512 landmarks take 512·ExactDim·4 bytes
+	cfg.Query.ExactDiskBytes = 1000
 	status.LogBackbone(zerolog.New(&buf), f, cfg)
 	var lines []map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {

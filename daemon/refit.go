@@ -54,16 +54,21 @@ func (d *Daemon) syncSnapshot(ctx context.Context, snap *job) (*ingest.Selection
 	return sel, nil
 }
 
-// newServing builds the serving form of in under the configured serving settings; a
-// sketched model's evaluation draw is named by the version, the daemon's draw nonce and
-// a counter, so every draw is fresh.
+// newServing builds the serving form of in under the configured serving settings (exact
+// rows past query.exact_memory_bytes in d.serve.disk; a failure there is logged and the
+// model answers sketched); a sketched model's evaluation draw is named by the version,
+// the daemon's draw nonce and a counter, so every draw is fresh.
 func (d *Daemon) newServing(in serving.Input) (*serving.Model, error) {
-	return serving.New(in, serving.Settings{
+	s, err := serving.New(in, serving.Settings{
 		Backbone: d.feat.Backbone(), H: d.cfg.Sketch.H, S: d.cfg.Sketch.S, Seed: d.cfg.Model.Seed,
 		DrawName:         fmt.Sprintf("daemon/eval/%d/%d/%d", in.Version, d.serve.drawNonce, d.serve.drawCount.Add(1)),
-		ExactMemoryBytes: d.cfg.Query.ExactMemoryBytes, Fits: d.cfg.Fit.Fits, ExactRowsCap: d.cfg.Query.ExactRowsCap,
-		StableJaccard: d.cfg.Query.StableJaccard,
+		ExactMemoryBytes: d.cfg.Query.ExactMemoryBytes, ExactDisk: d.serve.disk, Fits: d.cfg.Fit.Fits,
+		ExactRowsCap: d.cfg.Query.ExactRowsCap, StableJaccard: d.cfg.Query.StableJaccard,
 	})
+	if err == nil && s.ExactRowsErr != nil {
+		d.log.Warn().Err(s.ExactRowsErr).Uint64("model", in.Version).Msg("exact rows on disk failed: answers use the sketched evaluation draw")
+	}
+	return s, err
 }
 
 // refit runs one refit from snap: fit, effects of the pending deletions, one

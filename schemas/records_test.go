@@ -260,7 +260,8 @@ func TestStatusRecords(t *testing.T) {
 }
 
 // TestAttributionRecords: answers as internal/query writes them, on a small served
-// model, exact (exact eNTK rows) and sketched (an evaluation draw, with seed_hash).
+// model, exact (exact eNTK rows, in memory or on disk: "exact_rows") and sketched (an
+// evaluation draw, with seed_hash and no exact_rows).
 func TestAttributionRecords(t *testing.T) {
 	const dim, m, k = 3, 6, 4
 	b, err := entk.NewBackbone("mlp:3-8-4", 1)
@@ -290,9 +291,18 @@ func TestAttributionRecords(t *testing.T) {
 		return [2]coreset.ResidualCertificate{{Trace: 0.5, TraceK: 4, Exact: true}, {Trace: 0.25, TraceK: 4}}, true
 	}
 	a := query.New(query.Config{Daemon: cfg, Limits: lim, Log: zerolog.Nop(), Metrics: metrics.New(), UI: ui.NewRecorder(4, 4), Residuals: res})
-	for _, exactBytes := range []int64{1 << 30, 0} {
+	for _, c := range []struct {
+		exactBytes int64
+		disk       *serving.Disk
+		rows       string // the answers' "exact_rows"
+	}{
+		{1 << 30, nil, "memory"},
+		{1, serving.NewDisk(t.TempDir(), 1<<30), "disk"}, // rows past the memory budget, in a mapped file
+		{0, nil, ""},
+	} {
+		exactBytes := c.exactBytes
 		s, err := serving.New(in, serving.Settings{Backbone: b, H: 2, S: 16, Seed: 9, DrawName: "test/eval",
-			ExactMemoryBytes: exactBytes, Fits: 1, ExactRowsCap: 1 << 20, StableJaccard: 0.9})
+			ExactMemoryBytes: exactBytes, ExactDisk: c.disk, Fits: 1, ExactRowsCap: 1 << 20, StableJaccard: 0.9})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,6 +329,20 @@ func TestAttributionRecords(t *testing.T) {
 			}
 			if _, sketched := at["seed_hash"]; sketched != (exactBytes == 0) || len(at["topk"].([]any)) == 0 {
 				t.Errorf("exact %v: %s", exactBytes > 0, o.Value)
+			}
+			if rows, _ := at["exact_rows"].(string); rows != c.rows {
+				t.Errorf("exact_rows %q, want %q: %s", rows, c.rows, o.Value)
+			}
+			if c.rows != "" {
+				at["exact_rows"] = "tape"
+				bad, err := json.Marshal(at)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if validate(t, "attribution", bad) == nil {
+					t.Errorf("attribution schema accepts exact_rows %q", at["exact_rows"])
+				}
+				at["exact_rows"] = c.rows
 			}
 			at["verdict"] = "maybe"
 			bad, err := json.Marshal(at)

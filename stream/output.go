@@ -60,6 +60,10 @@ type Attribution struct {
 	// VarianceModel names what the radii bound: "exact_kernel" (exact eNTK rows, rounding
 	// bound only, δ not spent) or "conservative" (the sketched evaluation draw).
 	VarianceModel string `json:"variance_model"`
+	// ExactRows says where an exact answer's landmark rows were read from: "memory", or
+	// "disk" when they exceed query.exact_memory_bytes and fit query.exact_disk_bytes
+	// (a mapped file; the same numbers bit for bit). Empty on sketched answers.
+	ExactRows string `json:"exact_rows,omitempty"`
 	// Seed is the evaluation draw's seed once revealed, else 0; SeedHash commits to it
 	// (hex SHA-256 of its 8 big-endian bytes) in every sketched answer, and the seed is
 	// published on the status topic when the draw is retired. Both empty for exact answers.

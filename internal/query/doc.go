@@ -20,6 +20,9 @@
 //     float32×float64 product; the radii are only the rounding bound
 //     entk.ExactRowError times ω_ℓ, and a certified verdict holds with certainty
 //     (certify.CertifyBoundedTo; δ is not spent). Such a model makes no evaluation draw.
+//     Rows past query.exact_memory_bytes that fit query.exact_disk_bytes are read from a
+//     mapped file instead, with the same answers bit for bit; exact_rows says which
+//     ("memory" or "disk", serving.ExactRows.Where).
 //   - conservative, otherwise: the evaluation draw's heads and SRHT, named
 //     "daemon/eval/<version>/<nonce>/<count>" of the model seed and drawn independently
 //     of the fit draw; scores Î_ℓt = K^eval(x_ℓ, x_t)·ω_ℓ, radii from the conservative

@@ -291,6 +291,8 @@ func (a *Answerer) attribution(s *serving.Model, ev stream.QueryEvent, delta flo
 	}
 	if c.VarianceModel != certify.VarianceExactKernel {
 		at.SeedHash = serving.SeedHash(c.EvalSeed) // the seed itself is revealed when the draw retires
+	} else if s.Exact != nil {
+		at.ExactRows = s.Exact.Where()
 	}
 	for _, e := range c.TopK {
 		at.TopK = append(at.TopK, scored(e))

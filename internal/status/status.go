@@ -41,6 +41,11 @@ type Report struct {
 	Model       uint64 `json:"model"`
 	ModelID     string `json:"model_id"`
 	ModelPoints int    `json:"model_points"`
+	// VarianceModel is what the serving model's answers use (exact_kernel, or conservative
+	// on the sketched evaluation draw) and ExactRows, on the exact path, where its rows are
+	// held ("memory", or "disk": query.exact_disk_bytes). Absent before the first model.
+	VarianceModel string `json:"variance_model,omitempty"`
+	ExactRows     string `json:"exact_rows,omitempty"`
 	// Masked are the serving model's landmarks removed since its fit (deleted points).
 	Masked int `json:"masked"`
 	// Residual is the pool's residual certificate per view (A, B); Stale says whether
@@ -131,10 +136,11 @@ func LogBackbone(log zerolog.Logger, f *pipeline.Features, cfg config.Config) {
 
 // logExactRows says, for a pool of pool.m landmarks per view, how many bytes the exact
 // eNTK rows of its 2m landmarks take (serving.NewExactRows: full rows, or factored ones
-// where the backbone has them) against query.exact_memory_bytes, with a warning when
-// they do not fit: answers then use the sketched evaluation draw, which certifies far
-// fewer (a large network, such as most ONNX models, meets this first). Nothing is said
-// under a d_eff budget (the pool's size is not known before its data).
+// where the backbone has them) against query.exact_memory_bytes, then
+// query.exact_disk_bytes (rows in a mapped file, serving.Disk), with a warning when they
+// fit neither: answers then use the sketched evaluation draw, which certifies far fewer
+// (a large network, such as most ONNX models, meets this first). Nothing is said under a
+// d_eff budget (the pool's size is not known before its data).
 func logExactRows(log zerolog.Logger, b entk.Backbone, cfg config.Config) {
 	if cfg.Pool.Budget != "" || cfg.Query.ExactMemoryBytes <= 0 {
 		return
@@ -149,8 +155,15 @@ func logExactRows(log zerolog.Logger, b entk.Backbone, cfg config.Config) {
 			Msg("exact eNTK rows fit: answers use the exact kernel")
 		return
 	}
+	if need <= cfg.Query.ExactDiskBytes {
+		log.Info().Int64("exact_rows_bytes", need).Int64("exact_disk_bytes", cfg.Query.ExactDiskBytes).
+			Msg("exact eNTK rows exceed query.exact_memory_bytes and go to a mapped file: answers use the exact kernel (exact_rows disk)")
+		return
+	}
 	log.Warn().Int64("exact_rows_bytes", need).Int64("exact_memory_bytes", cfg.Query.ExactMemoryBytes).
-		Msg(fmt.Sprintf("the exact eNTK rows of %d landmarks need %d MiB, over query.exact_memory_bytes: answers use the sketched "+
-			"evaluation draw (variance_model conservative), which certifies far fewer; set query.exact_memory_bytes to at least %d "+
-			"for exact answers, or select fewer parameters (model.params)", m, need>>20, need))
+		Int64("exact_disk_bytes", cfg.Query.ExactDiskBytes).
+		Msg(fmt.Sprintf("the exact eNTK rows of %d landmarks need %d MiB, over query.exact_memory_bytes and query.exact_disk_bytes: "+
+			"answers use the sketched evaluation draw (variance_model conservative), which certifies far fewer; set "+
+			"query.exact_memory_bytes or query.exact_disk_bytes to at least %d for exact answers, or select fewer parameters "+
+			"(model.params)", m, need>>20, need))
 }
