@@ -2,9 +2,11 @@ package serving_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -39,8 +41,10 @@ const (
 
 type adultFixture struct {
 	b       entk.Backbone
+	in      serving.Input
 	model   *serving.Model
 	queries [][]float64
+	byID    [][]float64   // the first adultQueries training rows, as queries by id ask them
 	build   time.Duration // NewExactRows and the Gram (serving.New)
 }
 
@@ -109,9 +113,12 @@ func newAdultFixture(dir string) (*adultFixture, error) {
 	if err != nil {
 		return nil, err
 	}
-	fx := &adultFixture{b: b, model: model, build: time.Since(t0)}
+	fx := &adultFixture{b: b, in: in, model: model, build: time.Since(t0)}
 	for i := range test.N {
 		fx.queries = append(fx.queries, test.Row(i))
+	}
+	for i := range min(adultQueries, train.N) {
+		fx.byID = append(fx.byID, train.Row(i))
 	}
 	return fx, nil
 }
@@ -226,6 +233,67 @@ func TestAdultFactored(t *testing.T) {
 		if errs[i] != nil || string(got) != string(want) {
 			t.Fatalf("query %d: AnswerBatch %s (%v), AnswerRanked %s", i, got, errs[i], want)
 		}
+	}
+}
+
+// TestAdultDiskRows: the Adult model with its rows forced to disk (a memory budget of
+// one byte, query.exact_disk_bytes 8 GiB) answers byte for byte as with its rows in
+// memory, on 100 test rows and on the first 100 training points asked by id; it logs how
+// many answers separate (certified, or unstable for want of a pool stability
+// measurement: the arithmetic part of certified) from disk rows and on the sketched path
+// that served the same rows before (no disk: variance model conservative, h = 4,
+// s = 1024, δ = 0.05, up to 32 exact rows for crossing landmarks, the daemon's
+// query.exact_rows_cap), and the build times.
+func TestAdultDiskRows(t *testing.T) {
+	fx := adultModel(t)
+	st := serving.Settings{Backbone: fx.b, H: 4, S: 1024, Seed: 1, DrawName: "adult/eval", ExactMemoryBytes: 1,
+		ExactDisk: serving.NewDisk(filepath.Join(t.TempDir(), "exactrows"), 8<<30), Fits: 1, ExactRowsCap: 32, StableJaccard: 0.8}
+	t0 := time.Now()
+	dsk, err := serving.New(fx.in, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dsk.Exact == nil || dsk.Exact.Where() != serving.RowsOnDisk {
+		t.Fatalf("no disk rows (%v)", dsk.ExactRowsErr)
+	}
+	tDisk := time.Since(t0)
+	st.ExactDisk = nil
+	sk, err := serving.New(fx.in, st)
+	if err != nil || sk.Exact != nil {
+		t.Fatalf("sketched model: %v", err)
+	}
+	t.Logf("rows: memory %v, disk %v (%.1f MB file)", fx.build, tDisk, float64(dsk.Exact.Bytes())/1e6)
+	var wm, wd, ws serving.Workspace
+	for _, set := range []struct {
+		name string
+		xs   [][]float64
+	}{{"test rows", fx.queries}, {"training points by id", fx.byID}} {
+		var sepM, sepD, sepS, certS int
+		for i, x := range set.xs {
+			cm, err1 := fx.model.AnswerRanked(&wm, x, adultK, 0.05, certify.Similarity)
+			cd, err2 := dsk.AnswerRanked(&wd, x, adultK, 0.05, certify.Similarity)
+			cs, err3 := sk.AnswerRanked(&ws, x, adultK, 0.05, certify.Similarity)
+			if err := errors.Join(err1, err2, err3); err != nil {
+				t.Fatal(err)
+			}
+			jm, _ := json.Marshal(cm)
+			jd, _ := json.Marshal(cd)
+			if string(jm) != string(jd) {
+				t.Fatalf("%s %d: memory %s, disk %s", set.name, i, jm, jd)
+			}
+			sep := func(c certify.Certificate) int {
+				if c.Verdict == certify.Certified || c.Verdict == certify.Unstable {
+					return 1
+				}
+				return 0
+			}
+			sepM, sepD, sepS = sepM+sep(cm), sepD+sep(cd), sepS+sep(cs)
+			if cs.Verdict == certify.Certified {
+				certS++
+			}
+		}
+		t.Logf("%s (%d): separate at K = %d: memory rows %d, disk rows %d, sketched (no disk) %d (%d certified)",
+			set.name, len(set.xs), adultK, sepM, sepD, sepS, certS)
 	}
 }
 
