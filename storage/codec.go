@@ -54,7 +54,7 @@ func open(key, v []byte) ([]byte, string) {
 const (
 	pointHasLabel   = 1
 	pointInSlot     = 2
-	pointHasVersion = 4 // since format 5
+	pointHasVersion = 4  // since format 5
 	pointInSegment  = 8  // since format 8
 	pointHasPart    = 16 // since format 8
 )

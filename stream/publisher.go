@@ -21,6 +21,9 @@ type OutboxEntry struct {
 	Value   []byte
 	Headers []Header
 	Time    time.Time
+	// Partition, with Placed, is where the record must go (Message.Placed).
+	Partition int
+	Placed    bool
 }
 
 // Outbox is what the Publisher needs from the store that holds output
@@ -218,7 +221,7 @@ func (p *Publisher) Drain(ctx context.Context) (int, error) {
 	msgs := make([]Message, len(entries))
 	seqs := make([]uint64, len(entries))
 	for i, e := range entries {
-		msgs[i] = Message{Topic: e.Topic, Key: e.Key, Value: e.Value, Headers: e.Headers, Time: e.Time}
+		msgs[i] = Message{Topic: e.Topic, Key: e.Key, Value: e.Value, Headers: e.Headers, Time: e.Time, Partition: e.Partition, Placed: e.Placed}
 		seqs[i] = e.Seq
 	}
 	for _, group := range p.fenced(msgs) {

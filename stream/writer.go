@@ -13,7 +13,7 @@ import (
 
 // Message is one Kafka record as stream hands it out and takes it in.
 // Partition and Offset are set on consumed messages; on write Offset is ignored, and
-// Partition too unless WriterConfig.Partitioned is set.
+// Partition too unless WriterConfig.Partitioned or Placed is set.
 type Message struct {
 	Topic     string
 	Partition int
@@ -23,6 +23,12 @@ type Message struct {
 	Time      time.Time
 	// Headers are the record's headers, in order (nil: none).
 	Headers []Header
+	// Placed (writes only) sends the message to Partition rather than to its key's
+	// partition, when the topic has it: a tombstone or a republication follows the
+	// record it is about, which a producer with another partitioner (librdkafka's
+	// default hashes keys with CRC32, cairn's writer with murmur2 as the Java client)
+	// may have put elsewhere.
+	Placed bool
 }
 
 // Header is one record header.
@@ -165,7 +171,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	}
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(cfg.Kafka.Brokers...),
-		Balancer:     writeBalancer(cfg.Partitioned),
+		Balancer:     explicitBalancer{},
 		RequiredAcks: kafka.RequireAll,
 		// One attempt inside kafka-go: the retry loop is ours, so that
 		// the attempt count, the backoff and the per-message outcome are
@@ -221,10 +227,10 @@ func (w *Writer) Write(ctx context.Context, msgs ...Message) error {
 				return fmt.Errorf("stream: write message %d to %s: %w", i, m.Topic, err)
 			}
 		}
-		pending[i] = kafka.Message{Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: toKafka(hs)}
-		if w.cfg.Partitioned {
-			// kafka-go reads the field only through the Balancer, and sets it itself once
-			// the message is written.
+		// kafka-go reads Partition only through the Balancer, and sets it itself once
+		// the message is written; -1 asks the balancer for the key's partition.
+		pending[i] = kafka.Message{Topic: m.Topic, Key: m.Key, Value: m.Value, Headers: toKafka(hs), Partition: -1}
+		if w.cfg.Partitioned || m.Placed {
 			pending[i].Partition = m.Partition
 		}
 	}
@@ -321,22 +327,14 @@ func DeadLetterMessage(topic string, src Message, err error, keepRaw bool) (Mess
 	return Message{Topic: topic, Key: DeadLetterKey(src.Topic, src.Partition, src.Offset), Value: body}, nil
 }
 
-// writeBalancer is the Writer's partitioner: by key (murmur2, as the Java client), or with
-// partitioned the message's own partition when the topic has it.
-func writeBalancer(partitioned bool) kafka.Balancer {
-	if partitioned {
-		return explicitBalancer{}
-	}
-	return kafka.Murmur2Balancer{}
-}
-
-// explicitBalancer puts a message on its Partition, or by key when the topic has no
-// such partition.
+// explicitBalancer is the Writer's partitioner: a message on its own Partition when
+// Write set one (WriterConfig.Partitioned, Message.Placed) that the topic has, else by
+// key (murmur2, as the Java client). Write sets -1 for by key.
 type explicitBalancer struct{ byKey kafka.Murmur2Balancer }
 
 // Balance implements kafka.Balancer.
 func (b explicitBalancer) Balance(m kafka.Message, partitions ...int) int {
-	if slices.Contains(partitions, m.Partition) {
+	if m.Partition >= 0 && slices.Contains(partitions, m.Partition) {
 		return m.Partition
 	}
 	return b.byKey.Balance(m, partitions...)

@@ -38,7 +38,10 @@ type Entry struct {
 	// Subject is the keyed hash of the data subject the point's upsert named (nil:
 	// none; erasure.go).
 	Subject *storage.SubjectHash
-	fa, fb  []float32 // nil when the features are not kept (over budget)
+	// Partition is the training-topic partition the value came from (-1: unknown),
+	// where claims about the id go (claims.go, placed).
+	Partition int32
+	fa, fb    []float32 // nil when the features are not kept (over budget)
 }
 
 // cacheBudget bounds the feature bytes the cache keeps.
@@ -96,7 +99,9 @@ func (c *Points) keep(id string, old *Entry, fa, fb []float32) {
 	if c.m[id] != old || c.bytes+4*(len(fa)+len(fb)) > cacheBudget {
 		return
 	}
-	e := &Entry{X: old.X, Label: old.Label, HasLabel: old.HasLabel, Version: old.Version, fa: fa, fb: fb}
+	cp := *old // every field, the subject and the partition included
+	e := &cp
+	e.fa, e.fb = fa, fb
 	c.bytes += entryBytes(e) - entryBytes(old)
 	c.m[id] = e
 }

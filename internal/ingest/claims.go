@@ -73,7 +73,24 @@ func claimOf(m stream.Message) (claim, bool) {
 const (
 	claimMarker        = 0x00
 	claimSubjectMarker = 0x01
+	claimPlacedMarker  = 0x02
 )
+
+// placed is the outbox value of claim (encodeClaim's) to be written on partition p of
+// the training topic rather than its key's: the marker, p as 4 bytes big-endian, then
+// the claim. A claim goes where the id's record is, which a producer whose partitioner
+// is not cairn's (librdkafka hashes keys with CRC32 by default, cairn's writer with
+// murmur2 as the Java client) may have chosen; a tombstone on another partition would
+// erase nothing. p < 0 (unknown): the claim as it is, by key.
+func placed(p int32, claim []byte) []byte {
+	if p < 0 {
+		return claim
+	}
+	b := make([]byte, 0, 5+len(claim))
+	b = append(b, claimPlacedMarker)
+	b = binary.BigEndian.AppendUint32(b, uint32(p))
+	return append(b, claim...)
+}
 
 // encodeClaim is the outbox value of a claim of version with value (nil: a tombstone),
 // about subject when it is set (republications only).
@@ -94,6 +111,22 @@ func encodeClaim(version int64, subject *storage.SubjectHash, value []byte) []by
 // publish: its value (nil for a tombstone) and its headers. ok is false for a value
 // that is no claim (the outbox holds none on the training topic).
 func decodeClaim(v []byte) (value []byte, headers []stream.Header, ok bool) {
+	value, headers, _, ok = decodePlaced(v)
+	return value, headers, ok
+}
+
+// decodePlaced is decodeClaim with the partition the claim goes to (-1: its key's).
+func decodePlaced(v []byte) (value []byte, headers []stream.Header, partition int, ok bool) {
+	partition = -1
+	if len(v) >= 5 && v[0] == claimPlacedMarker {
+		partition, v = int(binary.BigEndian.Uint32(v[1:5])), v[5:]
+	}
+	value, headers, ok = decodeBareClaim(v)
+	return value, headers, partition, ok
+}
+
+// decodeBareClaim decodes a claim that is not placed.
+func decodeBareClaim(v []byte) (value []byte, headers []stream.Header, ok bool) {
 	if len(v) == 0 {
 		return nil, nil, true // a tombstone without a version
 	}
@@ -126,6 +159,7 @@ type key struct {
 	subject   *storage.SubjectHash
 	deleted   int64
 	republish bool
+	partition int32 // of the stored value's record (-1: unknown)
 }
 
 // keyOf returns the batch's state of id, starting from the committed one.
@@ -133,9 +167,10 @@ func (in *State) keyOf(keys map[string]*key, id string) *key {
 	if k, ok := keys[id]; ok {
 		return k
 	}
-	k := &key{deleted: -1, version: -1}
+	k := &key{deleted: -1, version: -1, partition: -1}
 	if e := in.cache.Get(id); e != nil && in.pool.A.Has(id) {
 		k.stored, k.version, k.x, k.label, k.hasLabel, k.subject = true, e.Version, e.X, e.Label, e.HasLabel, e.Subject
+		k.partition = e.Partition
 	}
 	if d, ok := in.deleted[id]; ok {
 		k.deleted = d
@@ -180,4 +215,6 @@ type republication struct {
 	version int64
 	subject *storage.SubjectHash
 	ev      stream.TrainEvent
+	// partition is where the stored value's record is (-1: unknown, by key).
+	partition int32
 }

@@ -41,6 +41,7 @@ type ErasedPoint struct {
 	Version      int64      `json:"version"`
 	Tombstone    *Tombstone `json:"tombstone,omitempty"`
 	poolLandmark [2]bool
+	partition    int32 // of its record (-1: unknown)
 }
 
 // subjectState is what a batch knows of one subject: whether it is blocked (and the
@@ -171,7 +172,7 @@ func (in *State) planErasure(o *op, keys map[string]*key, touch func(*op, string
 			continue
 		}
 		v := max(k.version, 0)
-		pts = append(pts, ErasedPoint{ID: id, Version: v})
+		pts = append(pts, ErasedPoint{ID: id, Version: v, partition: k.partition})
 		ids = append(ids, id)
 		k.stored, k.republish, k.subject, k.deleted = false, false, nil, v
 	}
@@ -259,7 +260,7 @@ func (in *State) commitRequest(tx *storage.Tx, o *op, seq *uint64) error {
 				if err := tx.PutDeleted(p.ID, p.Version); err != nil {
 					return err
 				}
-				if _, err := tx.Enqueue(in.train, []byte(p.ID), encodeClaim(p.Version, nil, nil)); err != nil {
+				if _, err := tx.Enqueue(in.train, []byte(p.ID), placed(p.partition, encodeClaim(p.Version, nil, nil))); err != nil {
 					return err
 				}
 			}

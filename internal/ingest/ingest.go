@@ -357,7 +357,7 @@ func (in *State) readStored(tx *storage.ReadTx) error {
 		if len(p.X) != in.feat.InputDim() {
 			return fmt.Errorf("%w: stored point %q has %d inputs, want %d", ErrPoolState, p.ID, len(p.X), in.feat.InputDim())
 		}
-		e := &Entry{X: p.X, Label: p.Label, HasLabel: p.HasLabel, Version: p.Version}
+		e := &Entry{X: p.X, Label: p.Label, HasLabel: p.HasLabel, Version: p.Version, Partition: p.Partition}
 		if h, ok, err := tx.Subject(p.ID); err != nil {
 			return err
 		} else if ok {
@@ -746,7 +746,8 @@ func (in *State) plan(now time.Time) (leaving []string, poolChanged bool) {
 				leaving = append(leaving, o.ev.ID) // an unchanged input keeps its landmark terms exact
 			}
 			o.forget = k.deleted >= 0
-			*k = key{stored: true, version: version, x: o.ev.X, hasLabel: o.ev.Label != nil, deleted: -1, subject: o.subj}
+			*k = key{stored: true, version: version, x: o.ev.X, hasLabel: o.ev.Label != nil, deleted: -1, subject: o.subj,
+				partition: int32(o.msg.Partition)}
 			if k.hasLabel {
 				k.label = *o.ev.Label
 			}
@@ -803,7 +804,8 @@ func (in *State) plan(now time.Time) (leaving []string, poolChanged bool) {
 			if k.hasLabel {
 				ev.Label = &k.label
 			}
-			in.repub = append(in.repub, republication{topic: t.topic, id: t.id, version: k.version, subject: k.subject, ev: ev})
+			in.repub = append(in.repub, republication{topic: t.topic, id: t.id, version: k.version, subject: k.subject, ev: ev,
+				partition: k.partition})
 			in.claimWrites = true
 		}
 	}
@@ -902,7 +904,7 @@ func (in *State) commit(ps storage.PoolState, poolChanged bool) error {
 			if err != nil {
 				return fmt.Errorf("ingest: republish %q: %w", r.id, err)
 			}
-			if _, err := tx.Enqueue(r.topic, []byte(r.id), encodeClaim(r.version, r.subject, v)); err != nil {
+			if _, err := tx.Enqueue(r.topic, []byte(r.id), placed(r.partition, encodeClaim(r.version, r.subject, v))); err != nil {
 				return err
 			}
 		}
@@ -931,11 +933,11 @@ func (in *State) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) error
 	case opDead:
 		_, err := tx.Enqueue(o.dead.Topic, o.dead.Key, o.dead.Value)
 		if err == nil && o.scrub {
-			_, err = tx.Enqueue(o.msg.Topic, o.msg.Key, scrubClaim())
+			_, err = tx.Enqueue(o.msg.Topic, o.msg.Key, placed(int32(o.msg.Partition), scrubClaim()))
 		}
 		return err
 	case opUpsert:
-		p := storage.Point{ID: o.ev.ID, X: o.ev.X, Version: o.version()}
+		p := storage.Point{ID: o.ev.ID, X: o.ev.X, Version: o.version(), Partition: int32(o.msg.Partition)}
 		if o.ev.Label != nil {
 			p.HasLabel, p.Label = true, *o.ev.Label
 		}
@@ -1002,7 +1004,9 @@ func (in *State) commitOp(tx *storage.Tx, o *op, seq *uint64, rec *[]byte) error
 		if err := tx.PutDeleted(o.ev.ID, o.msg.Offset); err != nil {
 			return err
 		}
-		_, err = tx.Enqueue(o.msg.Topic, []byte(o.ev.ID), encodeClaim(o.msg.Offset, nil, nil))
+		// On the deletion's own partition: where the producer put the id, and what the
+		// version (an offset of that partition) is about.
+		_, err = tx.Enqueue(o.msg.Topic, []byte(o.ev.ID), placed(int32(o.msg.Partition), encodeClaim(o.msg.Offset, nil, nil)))
 		return err
 	case opErasure, opUnblock:
 		return in.commitRequest(tx, o, seq)
@@ -1019,7 +1023,8 @@ func (in *State) cacheCommitted() {
 		switch o.kind {
 		case opUpsert:
 			e := &Entry{X: o.ev.X, fa: to32(in.feats[2*o.row*q : (2*o.row+1)*q]),
-				fb: to32(in.feats[(2*o.row+1)*q : (2*o.row+2)*q]), Version: o.version(), Subject: o.subj}
+				fb: to32(in.feats[(2*o.row+1)*q : (2*o.row+2)*q]), Version: o.version(), Subject: o.subj,
+				Partition: int32(o.msg.Partition)}
 			if o.ev.Label != nil {
 				e.Label, e.HasLabel = *o.ev.Label, true
 			}

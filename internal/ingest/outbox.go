@@ -53,10 +53,11 @@ func (o *Outbox) Pending(limit int) ([]stream.OutboxEntry, error) {
 		if e.Topic != o.train {
 			continue
 		}
-		if v, hs, ok := decodeClaim(e.Value); ok {
+		if v, hs, p, ok := decodePlaced(e.Value); ok {
 			out[i].Value, out[i].Headers = v, hs
+			out[i].Partition, out[i].Placed = p, p >= 0
 			if v == nil {
-				o.stones[e.Seq] = stream.Message{Topic: e.Topic, Key: e.Key, Headers: hs}
+				o.stones[e.Seq] = stream.Message{Topic: e.Topic, Key: e.Key, Headers: hs, Partition: p, Placed: p >= 0}
 			}
 		}
 	}
