@@ -127,11 +127,30 @@ func (d *Disk) rows(b entk.Backbone, xs []float64, m int, version uint64) (*Exac
 	}
 	r.lf = unsafe.Slice((*float32)(unsafe.Pointer(&mp[rowsHeader])), m*r.dim)
 	d.mapped.Add(int64(len(mp)))
-	runtime.AddCleanup(r, func(mp []byte) {
-		d.mapped.Add(-int64(len(mp)))
-		_ = unmap(mp) // an unmap of a mapping this Disk made cannot fail but for a bug
-	}, mp)
+	r.unmap = runtime.AddCleanup(r, d.unmap, mp)
+	r.release = func() {
+		r.unmap.Stop()
+		d.unmap(mp)
+	}
 	return r, nil
+}
+
+// unmap releases a mapping of a rows file (an unmap of a mapping this Disk made cannot
+// fail but for a bug).
+func (d *Disk) unmap(mp []byte) {
+	d.mapped.Add(-int64(len(mp)))
+	_ = unmap(mp)
+}
+
+// exactRowsOn returns the exact rows of the m landmarks xs: in memory when they fit
+// memory bytes (NewExactRows), else on disk when they fit its budget (Disk.rows, for
+// model version), else nil; memory ≤ 0 turns exact rows off, disk nil keeps them in
+// memory.
+func exactRowsOn(b entk.Backbone, xs []float64, m int, memory int64, disk *Disk, version uint64) (*ExactRows, error) {
+	if r := NewExactRows(b, xs, m, memory); r != nil || memory <= 0 {
+		return r, nil
+	}
+	return disk.rows(b, xs, m, version)
 }
 
 // rowsHeaderOf is a rows file's header without its checksum.

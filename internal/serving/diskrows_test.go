@@ -280,3 +280,44 @@ func TestDiskRowsDamaged(t *testing.T) {
 		}
 	}
 }
+
+// TestReseedJaccardOnDisk: the reseed stability of pools whose rows exceed the memory
+// budget is measured on disk rows, bit for bit the value from memory rows (factored
+// here: 4 KiB holds them), and the transient rows are unmapped and nameless when it
+// returns; without a disk it is not measured.
+func TestReseedJaccardOnDisk(t *testing.T) {
+	s, b := testModel(t, 16, 1<<30)
+	d := b.InDim()
+	a := Landmarks{IDs: s.LandmarkIDs, X: s.LandmarkX}
+	c := Landmarks{IDs: slices.Clone(s.LandmarkIDs), X: slices.Clone(s.LandmarkX)}
+	for l := 9; l < 16; l++ { // the last 7 landmarks replaced under new ids
+		c.IDs[l] = "n" + c.IDs[l]
+		for j := range d {
+			c.X[l*d+j] = math.Sin(float64(5*l + j))
+		}
+	}
+	var qs [][]float64
+	for i := range 6 {
+		x := make([]float64, d)
+		for j := range x {
+			x[j] = math.Cos(float64(2*i + j))
+		}
+		qs = append(qs, x)
+	}
+	want, ok := ReseedJaccard(b, a, c, qs, 3, 4<<10)
+	if !ok || want == 1 {
+		t.Fatalf("memory: %v %v, want a measured value below 1", want, ok)
+	}
+	dir := t.TempDir()
+	disk := NewDisk(dir, 1<<30)
+	got, ok := ReseedJaccardOn(b, a, c, qs, nil, 3, 1, disk)
+	if !ok || math.Float64bits(got) != math.Float64bits(want) {
+		t.Errorf("disk: %v %v, memory %v", got, ok, want)
+	}
+	if names := dirEntries(t, dir); len(names) != 0 || disk.Mapped() != 0 {
+		t.Errorf("after the measurement: directory %v, %d bytes mapped", names, disk.Mapped())
+	}
+	if _, ok := ReseedJaccardOn(b, a, c, qs, nil, 3, 1, nil); ok {
+		t.Errorf("measured over the memory budget without a disk")
+	}
+}

@@ -74,7 +74,10 @@
 // not used: the model answers on the sketched path with the reason in
 // Model.ExactRowsErr (ErrRowsDamaged, ErrRowsDisk), which the daemon logs; a new
 // evaluation draw of it tries the disk again. The budget is per version: while a refit's
-// version replaces the served one, both may be mapped (Disk.Mapped).
+// version replaces the served one, both may be mapped (Disk.Mapped). ReseedJaccardOn
+// measures the pool stability of such a model on disk rows too (two transient files,
+// unmapped before it returns), bit for bit the memory result; without it the answers of
+// a model served from disk separate but stay unstable (no pool stability measured).
 //
 // Randomness: a sketched model's evaluation draw is the named stream Settings.DrawName
 // under Settings.Seed, and the deletion effect's random sets the stream

@@ -35,6 +35,10 @@ type ExactRows struct {
 	dim  int
 	fac  *entk.Factored // nil: full rows
 	disk bool           // lf is mapped: unmapped when the ExactRows is unreachable
+	// unmap is that cleanup on a disk ExactRows, and release unmaps at once (transient
+	// rows nobody else holds: drop); both nil in memory.
+	unmap   runtime.Cleanup
+	release func()
 	// g is the rows' Gram matrix for the residual fraction (explained.go), made once.
 	gramOnce sync.Once
 	g        []float64
@@ -59,6 +63,15 @@ func NewExactRows(b entk.Backbone, xs []float64, m int, budget int64) *ExactRows
 	r := &ExactRows{lf: make([]float32, m*f.Dim()), diag: make([]float64, m), dim: f.Dim(), fac: f}
 	f.Batch32To(r.lf, r.diag, xs, m)
 	return r
+}
+
+// drop releases transient rows at once: a disk mapping is unmapped (the caller holds
+// the only reference and reads r no more); rows in memory are left to the collector.
+func (r *ExactRows) drop() {
+	if r != nil && r.release != nil {
+		r.release()
+		r.lf, r.release = nil, nil
+	}
 }
 
 // Factored reports whether the rows are factored (entk.Factored) rather than full.

@@ -62,10 +62,7 @@ func New(in Input, st Settings) (*Model, error) {
 	ex := in.Exact
 	var exErr error
 	if ex == nil {
-		ex = NewExactRows(st.Backbone, in.LandmarkX, mm, st.ExactMemoryBytes)
-	}
-	if ex == nil && st.ExactMemoryBytes > 0 {
-		ex, exErr = st.ExactDisk.rows(st.Backbone, in.LandmarkX, mm, in.Version)
+		ex, exErr = exactRowsOn(st.Backbone, in.LandmarkX, mm, st.ExactMemoryBytes, st.ExactDisk, in.Version)
 	}
 	var draw *Draw
 	var diags [][]float64 // every per-landmark diagonal, for the finiteness check

@@ -34,12 +34,22 @@ func ReseedJaccard(b entk.Backbone, a, c Landmarks, qs [][]float64, k int, budge
 // the indices are summed in query order after, so the mean does not depend on
 // GOMAXPROCS.
 func ReseedJaccardExcept(b entk.Backbone, a, c Landmarks, qs [][]float64, skip []string, k int, budget int64) (float64, bool) {
+	return ReseedJaccardOn(b, a, c, qs, skip, k, budget, nil)
+}
+
+// ReseedJaccardOn is ReseedJaccardExcept with either pool's rows on disk when they
+// exceed budget bytes and fit disk's (as New serves them: a model whose rows are on
+// disk gets its stability measured too; nil: memory only), bit for bit the memory
+// result. Disk rows are unmapped before it returns.
+func ReseedJaccardOn(b entk.Backbone, a, c Landmarks, qs [][]float64, skip []string, k int, budget int64, disk *Disk) (float64, bool) {
 	if len(qs) == 0 || k < 1 || distinct(a.IDs) <= k+1 || distinct(c.IDs) <= k+1 {
 		return 0, false
 	}
-	ra := NewExactRows(b, a.X, len(a.IDs), budget)
-	rc := NewExactRows(b, c.X, len(c.IDs), budget)
-	if ra == nil || rc == nil {
+	ra, errA := exactRowsOn(b, a.X, len(a.IDs), budget, disk, 0)
+	rc, errC := exactRowsOn(b, c.X, len(c.IDs), budget, disk, 0)
+	defer ra.drop()
+	defer rc.drop()
+	if ra == nil || rc == nil || errA != nil || errC != nil {
 		return 0, false
 	}
 	jac := make([]float64, len(qs))
