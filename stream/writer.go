@@ -177,7 +177,12 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		// the attempt count, the backoff and the per-message outcome are
 		// visible and bounded here.
 		MaxAttempts: 1,
-		BatchSize:   10000,
+		// kafka-go allocates a batch's message slice at full BatchSize capacity on its
+		// first message (writeBatch.add): at 10,000 that was 1.5 MB per batch, so every
+		// published answer (a batch of one) allocated 1.5 MB, half of a serving
+		// daemon's allocation rate and a collection every ~1.2 s under a 30 queries/s
+		// load. BatchBytes bounds the batches of large records anyway.
+		BatchSize: 1024,
 		// A produce request carries one record batch per partition; brokers refuse
 		// batches over message.max.bytes (1 MiB by default, kfake included), so
 		// kafka-go must cut large writes below that.
