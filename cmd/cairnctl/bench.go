@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -32,6 +33,7 @@ func benchCmd(fs *flag.FlagSet) cli.Func {
 	var of onnxFlags
 	of.register(fs)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (go tool pprof) to this file")
+	memProfile := fs.String("memprofile", "", "write the run's allocations (go tool pprof -sample_index=alloc_space) to this file at the end")
 	rate := fs.Float64("rate", 30, "open-loop query load: queries per second (0: no load phase)")
 	loadDur := fs.Duration("load-duration", 20*time.Second, "open-loop query load: how long")
 	by := fs.String("by", "both", "open-loop query load: queries by input (x), by stored id (id), or both, one load after the other")
@@ -52,6 +54,9 @@ func benchCmd(fs *flag.FlagSet) cli.Func {
 				return fmt.Errorf("--cpuprofile: %w", err)
 			}
 			defer pprof.StopCPUProfile()
+		}
+		if *memProfile != "" {
+			defer writeAllocs(*memProfile, stdio)
 		}
 		if *n < 1 || *queries < 1 || *m < 1 || *reference < 1 {
 			return fmt.Errorf("--n %d, --queries %d, --m %d, --reference %d: each must be at least 1", *n, *queries, *m, *reference)
@@ -77,5 +82,17 @@ func benchCmd(fs *flag.FlagSet) cli.Func {
 		defer cancel()
 		return jsonOut(stdio)(bench.Run(ctx, bench.Options{Config: cfg, Data: *data, N: *n, Queries: *queries, Reference: *reference,
 			Log: log, Stderr: stdio.Err, Rate: *rate, LoadDuration: *loadDur, By: *by}))
+	}
+}
+
+// writeAllocs writes the allocation profile of the run so far to path, reporting a
+// failure on stderr (the run's own result stands).
+func writeAllocs(path string, stdio cli.Stdio) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+	}
+	if err != nil {
+		fmt.Fprintf(stdio.Err, "cairnctl bench: --memprofile: %v\n", err)
 	}
 }
