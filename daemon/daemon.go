@@ -133,6 +133,7 @@ type serveState struct {
 	modelOnce  sync.Once
 	drawNonce  uint64
 	drawCount  atomic.Uint64
+	disk       *serving.Disk // exact rows past query.exact_memory_bytes (data_dir/exactrows)
 }
 
 // queryState belongs to the query goroutine: the last offset answered per partition
@@ -211,6 +212,7 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 	d.erasures.Audits, d.erasures.Metrics = cfg.Kafka.Topics.Audits, d.metrics
 	d.fitter = &refit.Fitter{Config: cfg, Features: feat, Pool: pcfg, Log: log, Serve: d.newServing}
 	d.deff.Store(math.Float64bits(math.NaN()))
+	d.serve.disk = serving.NewDisk(filepath.Join(cfg.DataDir, "exactrows"), cfg.Query.ExactDiskBytes)
 	return d, nil
 }
 
@@ -250,6 +252,7 @@ func (d *Daemon) Status() StatusReport {
 	}
 	if s := d.serve.model.Load(); s != nil {
 		st.Model, st.ModelID, st.ModelPoints, st.Masked = s.Version, s.ID, s.Points, s.MaskedCount()
+		st.VarianceModel, st.ExactRows = s.Variance()
 	}
 	st.Erasures = d.erasureStatus()
 	st.Lag = d.lag.Lag()
