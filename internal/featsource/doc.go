@@ -30,13 +30,18 @@
 //
 // # Waiting
 //
-// Lookup waits for the records of a batch until its deadline, and no longer than
-// Config.Quiet after the last record above the floor arrived: when every featurizer
-// is gone, the first batch waits Quiet at most and the next ones not at all, until
-// records flow again. A featurizer killed while others run stops the records of its
-// partitions until the group gives them to another member (the featurizers' session
-// timeout); the batches that need them wait their deadline and are then featurized by
-// the primary.
+// Lookup waits for the records of a batch until its deadline, but only for events
+// the featurizers have not passed yet (no record of a higher offset of the same
+// partition has come: a featurizer writes a partition's records in offset order, so a
+// record behind that front is missing, not late, except around a rebalance), and only
+// while featurizers are heard from: no longer than Config.Quiet after the last record
+// of the training topic came, applied or not. So a primary never waits for records that
+// are not coming: when every featurizer is gone, the first batch waits Quiet at most
+// and the next ones not at all, until records flow again; a primary ahead of its
+// featurizers waits for them, so that they catch up, at most the deadline per batch. A
+// featurizer killed while others run stops the records of its partitions until the
+// group gives them to another member (the featurizers' session timeout); the batches
+// that need them wait their deadline and are then featurized by the primary.
 //
 // # Concurrency
 //

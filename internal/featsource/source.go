@@ -74,9 +74,12 @@ type Source struct {
 	floor   map[int]int64 // per training partition: records at or below are not needed
 	refused []stream.Message
 	// arrived is closed (and replaced) when a record is filed, freed when records
-	// leave; lastUseful is when a record above the floor was last filed.
+	// leave; heard is when a record of the training topic last came (filed or stale),
+	// and front the highest source offset of such a record per training partition:
+	// how far the featurizers have got.
 	arrived, freed chan struct{}
-	lastUseful     time.Time
+	heard          time.Time
+	front          map[int]int64
 	stats          Stats
 }
 
@@ -95,7 +98,7 @@ func New(c Config) (*Source, error) {
 		c.Quiet = ingest.DefaultFeatureTimeout
 	}
 	s := &Source{cfg: c, recs: map[key][]stream.Message{}, floor: map[int]int64{},
-		arrived: make(chan struct{}), freed: make(chan struct{}), lastUseful: time.Now()}
+		arrived: make(chan struct{}), freed: make(chan struct{}), heard: time.Now(), front: map[int]int64{}}
 	r, err := stream.NewReader(stream.ReaderConfig{Kafka: c.Kafka, Topics: []string{c.Topic}, Start: fromFirst,
 		MaxBatch: 256, MaxWait: 50 * time.Millisecond, FetchMaxBytes: c.FetchMaxBytes})
 	if err != nil {
@@ -168,6 +171,10 @@ func (s *Source) file(ctx context.Context, m stream.Message) error {
 	if err := s.waitRoom(ctx, len(m.Value)); err != nil {
 		return err
 	}
+	s.heard = time.Now()
+	if f, ok := s.front[part]; !ok || off > f {
+		s.front[part] = off
+	}
 	if f, ok := s.floor[part]; ok && off <= f {
 		s.stats.Stale++
 		return nil
@@ -180,7 +187,6 @@ func (s *Source) file(ctx context.Context, m stream.Message) error {
 	s.recs[k] = append(s.recs[k], m)
 	s.bytes += len(m.Value)
 	s.stats.Filed++
-	s.lastUseful = time.Now()
 	close(s.arrived)
 	s.arrived = make(chan struct{})
 	return nil
@@ -265,7 +271,7 @@ func (s *Source) Lookup(ctx context.Context, deadline time.Time, want []ingest.F
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.take(want, got) > 0 {
-		wake := s.lastUseful.Add(s.cfg.Quiet)
+		wake := s.heard.Add(s.cfg.Quiet)
 		if deadline.Before(wake) {
 			wake = deadline
 		}
@@ -296,7 +302,10 @@ func (s *Source) Lookup(ctx context.Context, deadline time.Time, want []ingest.F
 }
 
 // take moves the records held for the requests still without one into got, and
-// returns how many requests are left without one, with s.mu held.
+// returns how many of those left without one may still get one: the featurizers have
+// not written a record at or past its offset on its partition yet (they write a
+// partition's records in offset order, so a record behind their front is not coming,
+// but after a rebalance). It is called with s.mu held.
 func (s *Source) take(want []ingest.FeatureRequest, got [][]stream.Message) (missing int) {
 	moved := false
 	for i, w := range want {
@@ -309,7 +318,9 @@ func (s *Source) take(want []ingest.FeatureRequest, got [][]stream.Message) (mis
 		k := key{w.Partition, w.Offset}
 		ms, ok := s.recs[k]
 		if !ok {
-			missing++
+			if f, seen := s.front[w.Partition]; !seen || w.Offset > f {
+				missing++
+			}
 			continue
 		}
 		got[i] = ms
