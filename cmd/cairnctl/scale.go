@@ -19,7 +19,9 @@ func benchScaleCmd(fs *flag.FlagSet) cli.Func {
 	fs.IntVar(&o.N, "n", 2000, "training rows the primary ingests")
 	fs.IntVar(&o.Queries, "queries", 3000, "queries per throughput round (test-split rows, repeated)")
 	fs.StringVar(&o.Data, "data", "mnist", "data set: mnist, fashion-mnist, adult:DIR or csv:FILE (with {split})")
-	replicas := fs.String("replicas", "1,2,3", "replica counts of the throughput rounds")
+	replicas := fs.String("replicas", "1,2,3", "replica counts of the throughput rounds (\"\": none)")
+	featurizers := fs.String("featurizers", "", "featurizer counts of the ingestion rounds, e.g. 1,2,3 (\"\": none)")
+	fs.StringVar(&o.Model, "model", "", "ONNX file the ingestion rounds' processes use instead of the configured model")
 	fs.IntVar(&o.Procs, "gomaxprocs", 1, "GOMAXPROCS of each replica")
 	bin := fs.String("cairnd", "", "the cairnd binary (default: cairnd next to cairnctl, else on PATH)")
 	fs.BoolVar(&o.Kill, "kill", true, "kill a replica under load")
@@ -29,10 +31,22 @@ func benchScaleCmd(fs *flag.FlagSet) cli.Func {
 	fs.BoolVar(&o.Keep, "keep", false, "keep the deployment's directory (data, logs) and print its path on stderr")
 	return func(ctx context.Context, stdio cli.Stdio) error {
 		var err error
-		if o.Replicas, err = parseInts("--replicas", *replicas); err != nil {
-			return err
+		if *featurizers != "" {
+			if o.Featurizers, err = parseInts("--featurizers", *featurizers); err != nil {
+				return err
+			}
 		}
-		if o.N < 1 || o.Queries < 1 || o.Procs < 1 || len(o.Replicas) == 0 {
+		if *replicas != "" || len(o.Featurizers) == 0 {
+			if o.Replicas, err = parseInts("--replicas", *replicas); err != nil {
+				return err
+			}
+		}
+		for _, c := range o.Featurizers {
+			if c < 1 || c > 16 {
+				return fmt.Errorf("--featurizers %q: counts must be in [1, 16]", *featurizers)
+			}
+		}
+		if o.N < 1 || o.Queries < 1 || o.Procs < 1 {
 			return fmt.Errorf("--n %d, --queries %d, --gomaxprocs %d, --replicas %q: each must be at least 1", o.N, o.Queries, o.Procs, *replicas)
 		}
 		for _, c := range o.Replicas {

@@ -41,9 +41,12 @@ type ScaleReport struct {
 	// Kill: a replica killed (SIGKILL) under load.
 	Kill *KillReport `json:"kill,omitempty"`
 	// Takeover: the primary killed (SIGKILL) with a standby running.
-	Takeover   *TakeoverReport `json:"takeover,omitempty"`
-	TargetsMet map[string]bool `json:"targets_met"`
-	Note       string          `json:"note"`
+	Takeover *TakeoverReport `json:"takeover,omitempty"`
+	// Featurize: ingestion with 0, then each of ScaleOptions.Featurizers featurizer
+	// processes (scale_feat.go).
+	Featurize  *FeaturizeReport `json:"featurize,omitempty"`
+	TargetsMet map[string]bool  `json:"targets_met"`
+	Note       string           `json:"note"`
 }
 
 // ScaleRound is one throughput round of bench-scale.
@@ -122,6 +125,11 @@ type ScaleOptions struct {
 	Kill       bool          // --kill: kill a replica under load
 	Takeover   bool          // --takeover: kill the primary with a standby running
 	Stderr     io.Writer     // progress lines
+	// Featurizers: --featurizers, the featurizer counts of the ingestion rounds (none:
+	// no such rounds); Model: --model, an ONNX file the ingestion rounds' processes use
+	// instead of the configured model.
+	Featurizers []int
+	Model       string
 }
 
 // Scale is cairnctl bench-scale: a deployment of cairnd processes (o.Bin) on one
@@ -132,7 +140,7 @@ type ScaleOptions struct {
 // the report holds what was measured up to an error.
 func Scale(ctx context.Context, o ScaleOptions) (ScaleReport, error) {
 	s := &scaleRun{bin: o.Bin, cfg: o.Config, cfgFile: o.ConfigFile, keep: o.Keep, data: o.Data, n: o.N, queries: o.Queries,
-		procs: o.Procs, stderr: o.Stderr}
+		procs: o.Procs, stderr: o.Stderr, featurizers: o.Featurizers, model: o.Model}
 	return s.run(ctx, o.Replicas, o.Kill, o.Takeover)
 }
 
@@ -147,6 +155,9 @@ type scaleRun struct {
 	queries int
 	procs   int
 	stderr  io.Writer
+	// featurizers and model: the ingestion rounds (scale_feat.go).
+	featurizers []int
+	model       string
 
 	dir    string
 	broker string
@@ -205,6 +216,14 @@ func (s *scaleRun) run(ctx context.Context, counts []int, kill, takeover bool) (
 	defer s.c.Close()
 	defer s.stopAll()
 
+	if len(s.featurizers) > 0 {
+		if rep.Featurize, err = s.featurize(ctx, rep.TargetsMet); err != nil {
+			return rep, err
+		}
+	}
+	if len(counts) == 0 && !kill && !takeover {
+		return rep, nil
+	}
 	primary, err := s.start(ctx, "primary", "primary", "", 0)
 	if err != nil {
 		return rep, err
@@ -250,6 +269,15 @@ func (s *scaleRun) run(ctx context.Context, counts []int, kill, takeover bool) (
 // start runs one cairnd process with role, on the deployment's broker; a replica's
 // query topic and group are those of round.
 func (s *scaleRun) start(ctx context.Context, name, role, queries string, round int) (*cairnd, error) {
+	var env []string
+	if queries != "" {
+		env = append(env, "CAIRN_KAFKA_TOPICS_QUERIES="+queries)
+	}
+	return s.startEnv(ctx, name, role, round, env...)
+}
+
+// startEnv is start with the settings env (CAIRN_ variables) over the deployment's.
+func (s *scaleRun) startEnv(ctx context.Context, name, role string, round int, env ...string) (*cairnd, error) {
 	dir := filepath.Join(s.dir, name)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
@@ -268,10 +296,8 @@ func (s *scaleRun) start(ctx context.Context, name, role, queries string, round 
 	cmd.Env = append(os.Environ(), "CAIRN_LOG_LEVEL=warn", "CAIRN_KAFKA_PARTITIONS=6", "CAIRN_KAFKA_SESSION_TIMEOUT=2s",
 		fmt.Sprintf("CAIRN_KAFKA_GROUP=cairn.replicas.%d", round), "CAIRN_QUERY_ON_PRIMARY=false",
 		"CAIRN_MODEL_ARCH="+m.Arch, "CAIRN_MODEL_WEIGHTS="+m.Weights, fmt.Sprintf("CAIRN_MODEL_UNTRAINED=%v", m.Untrained))
-	if queries != "" {
-		cmd.Env = append(cmd.Env, "CAIRN_KAFKA_TOPICS_QUERIES="+queries)
-	}
-	if role == "replica" {
+	cmd.Env = append(cmd.Env, env...)
+	if role == "replica" || role == "featurizer" {
 		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", s.procs))
 	}
 	logf, err := os.Create(filepath.Join(dir, "cairnd.log"))

@@ -1,0 +1,226 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/cairnhq/cairn/client"
+	"github.com/cairnhq/cairn/daemon"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// FeaturizeReport is bench-scale's ingestion against the number of featurizer
+// processes (cairnd --role featurizer, GOMAXPROCS = ReplicaGOMAXPROCS each), each round
+// a fresh primary with ingest.featurizers on (off in round 0: the primary alone) on a
+// fresh training topic, measured while it ingests N rows after a warm-up.
+type FeaturizeReport struct {
+	// Model is the ONNX file of --model, or the configured architecture.
+	Model  string           `json:"model"`
+	N      int              `json:"n"`
+	Rounds []FeaturizeRound `json:"rounds"`
+	// Speedup[i] is round i's events/s over the one-featurizer round's (0 without one);
+	// PrimaryCPURatio[i] its primary CPU per event over round 0's.
+	Speedup         []float64 `json:"speedup"`
+	PrimaryCPURatio []float64 `json:"primary_cpu_ratio"`
+}
+
+// FeaturizeRound is one ingestion round of bench-scale.
+type FeaturizeRound struct {
+	Featurizers     int     `json:"featurizers"`
+	Events          int     `json:"events"`
+	Seconds         float64 `json:"seconds"`
+	EventsPerSecond float64 `json:"events_per_second"`
+	// PrimaryCPUSeconds is the primary's CPU (user + system) in the round,
+	// PrimaryCPUPerEventMs the same per event; FeaturizerCPUSeconds each featurizer's,
+	// BrokerCPUSeconds this process's (broker and producer).
+	PrimaryCPUSeconds    float64   `json:"primary_cpu_seconds"`
+	PrimaryCPUPerEventMs float64   `json:"primary_cpu_per_event_ms"`
+	FeaturizerCPUSeconds []float64 `json:"featurizer_cpu_seconds"`
+	BrokerCPUSeconds     float64   `json:"broker_cpu_seconds"`
+	// FeaturesTaken: the measured upserts whose features came from a featurizer's record
+	// (the others the primary computed after its timeout).
+	FeaturesTaken uint64 `json:"features_taken"`
+}
+
+// featWarm is the number of warm-up rows of a featurize round (at most n).
+const featWarm = 128
+
+// featurize runs the ingestion rounds: 0 featurizers, then s.featurizers.
+func (s *scaleRun) featurize(ctx context.Context, targets map[string]bool) (*FeaturizeReport, error) {
+	rep := &FeaturizeReport{Model: s.cfg.Model.Arch, N: s.n}
+	if s.model != "" {
+		rep.Model = s.model
+	}
+	counts := append([]int{0}, s.featurizers...)
+	one := -1
+	for i, c := range counts {
+		r, err := s.featurizeRound(ctx, i, c)
+		if err != nil {
+			return rep, err
+		}
+		rep.Rounds = append(rep.Rounds, r)
+		if c == 1 && one < 0 {
+			one = i
+		}
+		fmt.Fprintf(s.stderr, "cairnctl: %d featurizers: %.0f events/s, primary %.2f ms CPU per event (%d features from records)\n",
+			c, r.EventsPerSecond, r.PrimaryCPUPerEventMs, r.FeaturesTaken)
+	}
+	for _, r := range rep.Rounds {
+		sp := 0.0
+		if one >= 0 {
+			sp = r.EventsPerSecond / rep.Rounds[one].EventsPerSecond
+		}
+		rep.Speedup = append(rep.Speedup, sp)
+		rep.PrimaryCPURatio = append(rep.PrimaryCPURatio, r.PrimaryCPUPerEventMs/rep.Rounds[0].PrimaryCPUPerEventMs)
+	}
+	cpuMet := true
+	for i, r := range rep.Rounds {
+		if r.Featurizers == 2 && one >= 0 {
+			targets["two_featurizers_1.8x"] = rep.Speedup[i] >= 1.8
+		}
+		if r.Featurizers > 0 {
+			cpuMet = cpuMet && rep.PrimaryCPURatio[i] <= 0.2
+		}
+	}
+	targets["featurizers_primary_cpu_0.2x"] = cpuMet
+	return rep, nil
+}
+
+// featurizeRound starts count featurizers and a primary on a training topic of its
+// own, warms them up, and measures the ingestion of s.n rows.
+func (s *scaleRun) featurizeRound(ctx context.Context, round, count int) (_ FeaturizeRound, err error) {
+	r := FeaturizeRound{Featurizers: count, Events: s.n}
+	// A broker of its own: a round that follows another on one embedded broker found
+	// its primary's reads stalled (its connections' first requests unanswered for
+	// seconds) while the new featurizers joined the group the last round's had left.
+	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 6,
+		DataDir: filepath.Join(s.dir, fmt.Sprintf("kafka-f%d", round))})
+	if err != nil {
+		return r, err
+	}
+	defer b.Close()
+	broker, kc := s.broker, s.kc
+	s.broker, s.kc = b.Addr(), stream.Config{Brokers: []string{b.Addr()}}
+	defer func() { s.broker, s.kc = broker, kc }()
+	topics := s.cfg.Kafka.Topics
+	topics.Train = fmt.Sprintf("bench.train.f%d", round)
+	topics.Models = fmt.Sprintf("bench.models.f%d", round)
+	topics.Leader = fmt.Sprintf("bench.leader.f%d", round)
+	dc := s.cfg
+	dc.Kafka.Topics = topics
+	if err := stream.EnsureTopicsWithConfigs(ctx, s.kc, 6, -1, daemon.TopicConfigs(dc), topics.Train); err != nil {
+		return r, err
+	}
+	env := []string{"CAIRN_KAFKA_TOPICS_TRAIN=" + topics.Train, "CAIRN_KAFKA_TOPICS_MODELS=" + topics.Models,
+		"CAIRN_KAFKA_TOPICS_LEADER=" + topics.Leader, "CAIRN_KAFKA_LEADER_GROUP=" + topics.Leader,
+		"CAIRN_INGEST_FEATURIZERS=" + strconv.FormatBool(count > 0),
+		// No fit during the round: the primary's CPU is ingestion's.
+		"CAIRN_REFIT_MIN_POINTS=" + strconv.Itoa(s.n+featWarm+1), "CAIRN_REFIT_IDLE=0s", "CAIRN_REFIT_POINTS_CHANGED=0"}
+	if s.model != "" {
+		abs, err := filepath.Abs(s.model)
+		if err != nil {
+			return r, err
+		}
+		env = append(env, "CAIRN_MODEL_FILE="+abs, "CAIRN_MODEL_ARCH=", "CAIRN_MODEL_WEIGHTS=", "CAIRN_MODEL_UNTRAINED=false")
+	}
+	var procs []*cairnd
+	defer func() {
+		for _, p := range procs {
+			p.stop()
+		}
+	}()
+	for i := range count {
+		p, err := s.startEnv(ctx, fmt.Sprintf("featurizer-%d-%d", round, i), "featurizer", round, env...)
+		if err != nil {
+			return r, err
+		}
+		procs = append(procs, p)
+	}
+	primary, err := s.startEnv(ctx, fmt.Sprintf("primary-f%d", round), "primary", round, env...)
+	if err != nil {
+		return r, err
+	}
+	procs = append(procs, primary)
+	c, err := client.New(client.Config{Kafka: s.kc, Topics: topics, Limits: s.lim, OnReadError: s.readError})
+	if err != nil {
+		return r, err
+	}
+	defer c.Close()
+	warm := min(featWarm, s.n)
+	if err := s.produceRows(ctx, c, "w", 0, warm); err != nil {
+		return r, err
+	}
+	if err := waitUpserts(ctx, primary, uint64(warm)); err != nil {
+		return r, err
+	}
+	time.Sleep(time.Second) // the group settles
+	cpu0 := make([]float64, len(procs))
+	for i, p := range procs {
+		cpu0[i] = cpuSeconds(p.cmd.Process.Pid)
+	}
+	st0, err := primary.statusRetry(ctx)
+	if err != nil {
+		return r, err
+	}
+	self0, t0 := cpuSeconds(os.Getpid()), time.Now()
+	if err := s.produceRows(ctx, c, "", 0, s.n); err != nil {
+		return r, err
+	}
+	if err := waitUpserts(ctx, primary, uint64(warm+s.n)); err != nil {
+		return r, err
+	}
+	r.Seconds = time.Since(t0).Seconds()
+	r.EventsPerSecond = float64(s.n) / r.Seconds
+	r.BrokerCPUSeconds = cpuSeconds(os.Getpid()) - self0
+	for i, p := range procs[:count] {
+		r.FeaturizerCPUSeconds = append(r.FeaturizerCPUSeconds, cpuSeconds(p.cmd.Process.Pid)-cpu0[i])
+	}
+	r.PrimaryCPUSeconds = cpuSeconds(primary.cmd.Process.Pid) - cpu0[count]
+	r.PrimaryCPUPerEventMs = 1000 * r.PrimaryCPUSeconds / float64(s.n)
+	st, err := primary.statusRetry(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.FeaturesTaken = st.Ingest.FeaturesTaken - st0.Ingest.FeaturesTaken
+	return r, nil
+}
+
+// produceRows upserts training rows [from, to) through c with ids prefix+id, 500 per
+// acknowledged write.
+func (s *scaleRun) produceRows(ctx context.Context, c *client.Client, prefix string, from, to int) error {
+	const batch = 500
+	for lo := from; lo < to; lo += batch {
+		pts := make([]client.Point, 0, batch)
+		for i := lo; i < min(lo+batch, to); i++ {
+			pts = append(pts, client.Point{ID: prefix + s.train.IDs[i], X: s.train.Row(i)})
+		}
+		if err := c.Upsert(ctx, pts...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitUpserts waits until p has applied n upserts, or has exited.
+func waitUpserts(ctx context.Context, p *cairnd, n uint64) error {
+	var exited error
+	err := pollUntil(ctx, fmt.Sprintf("%s applied %d upserts", p.name, n), 30*time.Minute, func() bool {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			exited = fmt.Errorf("%s exited (%v); its log is cairnd.log in its directory", p.name, err)
+			return true
+		default:
+		}
+		st, err := p.status(ctx)
+		return err == nil && st.Ingest.Upserts >= n
+	})
+	if exited != nil {
+		return exited
+	}
+	return err
+}
