@@ -213,6 +213,7 @@ func New(cfg config.Config, log zerolog.Logger) (*Daemon, error) {
 	d.fitter = &refit.Fitter{Config: cfg, Features: feat, Pool: pcfg, Log: log, Serve: d.newServing}
 	d.deff.Store(math.Float64bits(math.NaN()))
 	d.serve.disk = serving.NewDisk(filepath.Join(cfg.DataDir, "exactrows"), cfg.Query.ExactDiskBytes)
+	d.fitter.Disk = d.serve.disk
 	return d, nil
 }
 

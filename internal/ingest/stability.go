@@ -38,7 +38,7 @@ type Reseed struct {
 // Its cost is a sync's featurization and selection plus both pools' exact rows: O(n)
 // like a sync, scheduled with the refit. sel is the served selection of snap.
 func MeasureReseed(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, seed uint64, snap *Snapshot,
-	sel *Selection, k, nq int, budget int64) (Reseed, error) {
+	sel *Selection, k, nq int, budget int64, disk *serving.Disk) (Reseed, error) {
 	rs := Reseed{Seed: rng.Seed(seed, "ingest/reseed")}
 	g, err := f.Reseeded(rs.Seed)
 	if err != nil {
@@ -81,7 +81,7 @@ func MeasureReseed(ctx context.Context, f *pipeline.Features, pcfg coreset.Confi
 		qs[j], skip[j] = snap.Entries[i].X, snap.IDs[i]
 	}
 	rs.Queries = len(qs)
-	rs.Jaccard, rs.Measured = serving.ReseedJaccardExcept(f.Backbone(), a, c, qs, skip, k, budget)
+	rs.Jaccard, rs.Measured = serving.ReseedJaccardOn(f.Backbone(), a, c, qs, skip, k, budget, disk)
 	return rs, ctx.Err()
 }
 

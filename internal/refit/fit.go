@@ -34,6 +34,9 @@ type Fitter struct {
 	// Serve builds the serving form of a version (the daemon names its evaluation
 	// draws, so it owns this step).
 	Serve func(serving.Input) (*serving.Model, error)
+	// Disk holds exact rows past query.exact_memory_bytes for the reseed measurement
+	// (the serving model's Disk; nil: memory only).
+	Disk *serving.Disk
 }
 
 // Fitted is a refit's outcome before it is committed.
@@ -295,7 +298,7 @@ func (f *Fitter) measureReseed(ctx context.Context, snap *ingest.Snapshot, sel *
 	if q.ReseedQueries == 0 {
 		return nil, nil
 	}
-	rs, err := ingest.MeasureReseed(ctx, f.Features, f.Pool, f.Config.Model.Seed, snap, sel, q.K, q.ReseedQueries, q.ExactMemoryBytes)
+	rs, err := ingest.MeasureReseed(ctx, f.Features, f.Pool, f.Config.Model.Seed, snap, sel, q.K, q.ReseedQueries, q.ExactMemoryBytes, f.Disk)
 	if err != nil || !rs.Measured {
 		return nil, err
 	}
