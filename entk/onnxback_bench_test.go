@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +17,10 @@ import (
 // built-in one (which has the multi-head backward sweep and the AVX2 convolution).
 // Each reference model under entk/onnx/testdata, when present, is timed against one
 // Forward+Backward of its own (x_vjp: ψ's time per example over a VJP's; h heads cost
-// about h backward passes and one forward).
+// about h backward passes and one forward). examples/cpu-s counts the process's CPU time
+// (user and system, all threads) over the ψ calls alone: on a shared machine it moves
+// far less with other processes' load than the wall-clock rate, and it compares with
+// PyTorch's rows per CPU-second (scripts/onnx-psi-speed).
 func BenchmarkONNXFeatures(b *testing.B) {
 	b.Run("convnet-export", func(b *testing.B) {
 		bi, err := NewBackbone("convnet:1x28x28-16-32-10", 1)
@@ -66,12 +70,14 @@ func benchONNX(b *testing.B, ob Backbone, ref Backbone) {
 	sk.FeaturesBatchTo(dst, xs, n)
 	ws := ob.NewWorkspace()
 	g, w := make([]float64, ob.NumParams()), sk.Heads()[:ob.OutDim()]
-	var tf, tr time.Duration
+	var tf, tr, cpu time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		c0 := processCPU(b)
 		t0 := time.Now()
 		sk.FeaturesBatchTo(dst, xs, n)
 		t1 := time.Now()
+		cpu += processCPU(b) - c0
 		if skr != nil {
 			skr.FeaturesBatchTo(dst, xs, n)
 		} else {
@@ -83,10 +89,20 @@ func benchONNX(b *testing.B, ob Backbone, ref Backbone) {
 		tf += t1.Sub(t0)
 	}
 	b.ReportMetric(float64(b.N*n)/tf.Seconds(), "examples/s")
+	b.ReportMetric(float64(b.N*n)/cpu.Seconds(), "examples/cpu-s")
 	if skr != nil {
 		b.ReportMetric(float64(tf)/float64(tr), "x_builtin")
 	} else {
 		b.ReportMetric(float64(tf)/float64(tr), "x_vjp")
 	}
 	fwhtSink = dst[0] + g[0]
+}
+
+// processCPU is the process's CPU time so far, user and system, all threads.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
