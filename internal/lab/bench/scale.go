@@ -130,6 +130,9 @@ type ScaleOptions struct {
 	// instead of the configured model.
 	Featurizers []int
 	Model       string
+	// FeaturizerTimeout: --featurizer-timeout, the primaries' ingest.featurizer_timeout
+	// in the ingestion rounds (0: the configured one).
+	FeaturizerTimeout time.Duration
 }
 
 // Scale is cairnctl bench-scale: a deployment of cairnd processes (o.Bin) on one
@@ -140,7 +143,7 @@ type ScaleOptions struct {
 // the report holds what was measured up to an error.
 func Scale(ctx context.Context, o ScaleOptions) (ScaleReport, error) {
 	s := &scaleRun{bin: o.Bin, cfg: o.Config, cfgFile: o.ConfigFile, keep: o.Keep, data: o.Data, n: o.N, queries: o.Queries,
-		procs: o.Procs, stderr: o.Stderr, featurizers: o.Featurizers, model: o.Model}
+		procs: o.Procs, stderr: o.Stderr, featurizers: o.Featurizers, model: o.Model, featWait: o.FeaturizerTimeout}
 	return s.run(ctx, o.Replicas, o.Kill, o.Takeover)
 }
 
@@ -158,6 +161,7 @@ type scaleRun struct {
 	// featurizers and model: the ingestion rounds (scale_feat.go).
 	featurizers []int
 	model       string
+	featWait    time.Duration
 
 	dir    string
 	broker string
@@ -217,11 +221,11 @@ func (s *scaleRun) run(ctx context.Context, counts []int, kill, takeover bool) (
 	defer s.stopAll()
 
 	if len(s.featurizers) > 0 {
-		if rep.Featurize, err = s.featurize(ctx, rep.TargetsMet); err != nil {
+		if rep.Featurize, err = s.featurize(ctx, rep.TargetsMet, kill); err != nil {
 			return rep, err
 		}
 	}
-	if len(counts) == 0 && !kill && !takeover {
+	if len(counts) == 0 && !takeover { // with --featurizers, --kill kills a featurizer
 		return rep, nil
 	}
 	primary, err := s.start(ctx, "primary", "primary", "", 0)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/cairnhq/cairn/client"
@@ -44,27 +45,40 @@ type FeaturizeRound struct {
 	// FeaturesTaken: the measured upserts whose features came from a featurizer's record
 	// (the others the primary computed after its timeout).
 	FeaturesTaken uint64 `json:"features_taken"`
+	// Applied is the upserts the primary applied in the round and Points the points it
+	// holds after it: Events and warm-up + Events when nothing was lost or applied twice.
+	Applied uint64 `json:"applied"`
+	Points  int    `json:"points"`
+	// Killed: the last featurizer was killed (SIGKILL) once a third of the rows were
+	// produced (the kill round, with --kill).
+	Killed bool `json:"killed,omitempty"`
 }
 
 // featWarm is the number of warm-up rows of a featurize round (at most n).
 const featWarm = 128
 
 // featurize runs the ingestion rounds: 0 featurizers, then s.featurizers.
-func (s *scaleRun) featurize(ctx context.Context, targets map[string]bool) (*FeaturizeReport, error) {
+func (s *scaleRun) featurize(ctx context.Context, targets map[string]bool, kill bool) (*FeaturizeReport, error) {
 	rep := &FeaturizeReport{Model: s.cfg.Model.Arch, N: s.n}
 	if s.model != "" {
 		rep.Model = s.model
 	}
 	counts := append([]int{0}, s.featurizers...)
+	if kill {
+		counts = append(counts, 2)
+	}
 	one := -1
 	for i, c := range counts {
-		r, err := s.featurizeRound(ctx, i, c)
+		r, err := s.featurizeRound(ctx, i, c, kill && i == len(counts)-1)
 		if err != nil {
 			return rep, err
 		}
 		rep.Rounds = append(rep.Rounds, r)
 		if c == 1 && one < 0 {
 			one = i
+		}
+		if r.Killed {
+			targets["featurizer_kill_nothing_lost_or_twice"] = r.Applied == uint64(s.n) && r.Points == min(featWarm, s.n)+s.n
 		}
 		fmt.Fprintf(s.stderr, "cairnctl: %d featurizers: %.0f events/s, primary %.2f ms CPU per event (%d features from records)\n",
 			c, r.EventsPerSecond, r.PrimaryCPUPerEventMs, r.FeaturesTaken)
@@ -82,7 +96,7 @@ func (s *scaleRun) featurize(ctx context.Context, targets map[string]bool) (*Fea
 		if r.Featurizers == 2 && one >= 0 {
 			targets["two_featurizers_1.8x"] = rep.Speedup[i] >= 1.8
 		}
-		if r.Featurizers > 0 {
+		if r.Featurizers > 0 && !r.Killed {
 			cpuMet = cpuMet && rep.PrimaryCPURatio[i] <= 0.2
 		}
 	}
@@ -92,8 +106,8 @@ func (s *scaleRun) featurize(ctx context.Context, targets map[string]bool) (*Fea
 
 // featurizeRound starts count featurizers and a primary on a training topic of its
 // own, warms them up, and measures the ingestion of s.n rows.
-func (s *scaleRun) featurizeRound(ctx context.Context, round, count int) (_ FeaturizeRound, err error) {
-	r := FeaturizeRound{Featurizers: count, Events: s.n}
+func (s *scaleRun) featurizeRound(ctx context.Context, round, count int, kill bool) (_ FeaturizeRound, err error) {
+	r := FeaturizeRound{Featurizers: count, Events: s.n, Killed: kill}
 	// A broker of its own: a round that follows another on one embedded broker found
 	// its primary's reads stalled (its connections' first requests unanswered for
 	// seconds) while the new featurizers joined the group the last round's had left.
@@ -120,6 +134,9 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int) (_ Feat
 		"CAIRN_INGEST_FEATURIZERS=" + strconv.FormatBool(count > 0),
 		// No fit during the round: the primary's CPU is ingestion's.
 		"CAIRN_REFIT_MIN_POINTS=" + strconv.Itoa(s.n+featWarm+1), "CAIRN_REFIT_IDLE=0s", "CAIRN_REFIT_POINTS_CHANGED=0"}
+	if s.featWait > 0 {
+		env = append(env, "CAIRN_INGEST_FEATURIZER_TIMEOUT="+s.featWait.String())
+	}
 	if s.model != "" {
 		abs, err := filepath.Abs(s.model)
 		if err != nil {
@@ -167,7 +184,19 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int) (_ Feat
 		return r, err
 	}
 	self0, t0 := cpuSeconds(os.Getpid()), time.Now()
-	if err := s.produceRows(ctx, c, "", 0, s.n); err != nil {
+	third, killedCPU := 0, 0.0
+	if kill {
+		third = s.n / 3
+		if err := s.produceRows(ctx, c, "", 0, third); err != nil {
+			return r, err
+		}
+		victim := procs[count-1]
+		killedCPU = cpuSeconds(victim.cmd.Process.Pid) - cpu0[count-1] // its /proc goes with it
+		if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			return r, err
+		}
+	}
+	if err := s.produceRows(ctx, c, "", third, s.n); err != nil {
 		return r, err
 	}
 	if err := waitUpserts(ctx, primary, uint64(warm+s.n)); err != nil {
@@ -177,7 +206,11 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int) (_ Feat
 	r.EventsPerSecond = float64(s.n) / r.Seconds
 	r.BrokerCPUSeconds = cpuSeconds(os.Getpid()) - self0
 	for i, p := range procs[:count] {
-		r.FeaturizerCPUSeconds = append(r.FeaturizerCPUSeconds, cpuSeconds(p.cmd.Process.Pid)-cpu0[i])
+		cpu := cpuSeconds(p.cmd.Process.Pid) - cpu0[i]
+		if kill && i == count-1 {
+			cpu = killedCPU // until the kill
+		}
+		r.FeaturizerCPUSeconds = append(r.FeaturizerCPUSeconds, cpu)
 	}
 	r.PrimaryCPUSeconds = cpuSeconds(primary.cmd.Process.Pid) - cpu0[count]
 	r.PrimaryCPUPerEventMs = 1000 * r.PrimaryCPUSeconds / float64(s.n)
@@ -186,6 +219,7 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int) (_ Feat
 		return r, err
 	}
 	r.FeaturesTaken = st.Ingest.FeaturesTaken - st0.Ingest.FeaturesTaken
+	r.Applied, r.Points = st.Ingest.Upserts-st0.Ingest.Upserts, st.Points
 	return r, nil
 }
 
