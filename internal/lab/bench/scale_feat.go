@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/client"
+	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -120,29 +121,9 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int, kill bo
 	broker, kc := s.broker, s.kc
 	s.broker, s.kc = b.Addr(), stream.Config{Brokers: []string{b.Addr()}}
 	defer func() { s.broker, s.kc = broker, kc }()
-	topics := s.cfg.Kafka.Topics
-	topics.Train = fmt.Sprintf("bench.train.f%d", round)
-	topics.Models = fmt.Sprintf("bench.models.f%d", round)
-	topics.Leader = fmt.Sprintf("bench.leader.f%d", round)
-	dc := s.cfg
-	dc.Kafka.Topics = topics
-	if err := stream.EnsureTopicsWithConfigs(ctx, s.kc, 6, -1, daemon.TopicConfigs(dc), topics.Train); err != nil {
+	topics, env, err := s.featurizeEnv(ctx, round, count)
+	if err != nil {
 		return r, err
-	}
-	env := []string{"CAIRN_KAFKA_TOPICS_TRAIN=" + topics.Train, "CAIRN_KAFKA_TOPICS_MODELS=" + topics.Models,
-		"CAIRN_KAFKA_TOPICS_LEADER=" + topics.Leader, "CAIRN_KAFKA_LEADER_GROUP=" + topics.Leader,
-		"CAIRN_INGEST_FEATURIZERS=" + strconv.FormatBool(count > 0),
-		// No fit during the round: the primary's CPU is ingestion's.
-		"CAIRN_REFIT_MIN_POINTS=" + strconv.Itoa(s.n+featWarm+1), "CAIRN_REFIT_IDLE=0s", "CAIRN_REFIT_POINTS_CHANGED=0"}
-	if s.featWait > 0 {
-		env = append(env, "CAIRN_INGEST_FEATURIZER_TIMEOUT="+s.featWait.String())
-	}
-	if s.model != "" {
-		abs, err := filepath.Abs(s.model)
-		if err != nil {
-			return r, err
-		}
-		env = append(env, "CAIRN_MODEL_FILE="+abs, "CAIRN_MODEL_ARCH=", "CAIRN_MODEL_WEIGHTS=", "CAIRN_MODEL_UNTRAINED=false")
 	}
 	var procs []*cairnd
 	defer func() {
@@ -221,6 +202,36 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int, kill bo
 	r.FeaturesTaken = st.Ingest.FeaturesTaken - st0.Ingest.FeaturesTaken
 	r.Applied, r.Points = st.Ingest.Upserts-st0.Ingest.Upserts, st.Points
 	return r, nil
+}
+
+// featurizeEnv creates round's training topic (compacted, as the primary requires) and
+// returns its topics and the settings of its processes.
+func (s *scaleRun) featurizeEnv(ctx context.Context, round, count int) (config.Topics, []string, error) {
+	topics := s.cfg.Kafka.Topics
+	topics.Train = fmt.Sprintf("bench.train.f%d", round)
+	topics.Models = fmt.Sprintf("bench.models.f%d", round)
+	topics.Leader = fmt.Sprintf("bench.leader.f%d", round)
+	dc := s.cfg
+	dc.Kafka.Topics = topics
+	if err := stream.EnsureTopicsWithConfigs(ctx, s.kc, 6, -1, daemon.TopicConfigs(dc), topics.Train); err != nil {
+		return topics, nil, err
+	}
+	env := []string{"CAIRN_KAFKA_TOPICS_TRAIN=" + topics.Train, "CAIRN_KAFKA_TOPICS_MODELS=" + topics.Models,
+		"CAIRN_KAFKA_TOPICS_LEADER=" + topics.Leader, "CAIRN_KAFKA_LEADER_GROUP=" + topics.Leader,
+		"CAIRN_INGEST_FEATURIZERS=" + strconv.FormatBool(count > 0),
+		// No fit during the round: the primary's CPU is ingestion's.
+		"CAIRN_REFIT_MIN_POINTS=" + strconv.Itoa(s.n+featWarm+1), "CAIRN_REFIT_IDLE=0s", "CAIRN_REFIT_POINTS_CHANGED=0"}
+	if s.featWait > 0 {
+		env = append(env, "CAIRN_INGEST_FEATURIZER_TIMEOUT="+s.featWait.String())
+	}
+	if s.model != "" {
+		abs, err := filepath.Abs(s.model)
+		if err != nil {
+			return topics, nil, err
+		}
+		env = append(env, "CAIRN_MODEL_FILE="+abs, "CAIRN_MODEL_ARCH=", "CAIRN_MODEL_WEIGHTS=", "CAIRN_MODEL_UNTRAINED=false")
+	}
+	return topics, env, nil
 }
 
 // produceRows upserts training rows [from, to) through c with ids prefix+id, 500 per
