@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -297,6 +299,70 @@ func TestKill9(t *testing.T) {
 	quiesce(t, p, want)
 	clean := stateHash(t, cleanCfg)
 	if killed != clean {
-		t.Fatalf("state after %d kills %s, uninterrupted %s", kills, killed, clean)
+		t.Fatalf("state after %d kills %s, uninterrupted %s; %s", kills, killed, clean, stateDiff(t, killedCfg, cleanCfg))
 	}
+}
+
+// stateDiff names what differs between the stopped daemons' stores configured by a
+// and b: points, offsets, the latest model's landmarks, coefficients or metadata.
+func stateDiff(t *testing.T, a, b string) string {
+	t.Helper()
+	type state struct {
+		points  map[string]string
+		offsets string
+		model   storage.Model
+		ok      bool
+	}
+	read := func(cfgPath string) state {
+		cfg, err := config.Load(cfgPath, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := storage.Open(filepath.Join(cfg.DataDir, daemon.StateFile), storage.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		s := state{points: map[string]string{}}
+		if err := st.View(func(tx *storage.ReadTx) error {
+			if err := tx.ForEachPoint(func(p storage.Point) error {
+				s.points[p.ID] = fmt.Sprint(p.X, p.Label, p.HasLabel)
+				return nil
+			}); err != nil {
+				return err
+			}
+			offs, err := tx.Offsets()
+			s.offsets = fmt.Sprint(offs)
+			if err != nil {
+				return err
+			}
+			s.model, s.ok, err = tx.LatestModel()
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	x, y := read(a), read(b)
+	var diffs []string
+	if !maps.Equal(x.points, y.points) {
+		diffs = append(diffs, fmt.Sprintf("points (%d against %d)", len(x.points), len(y.points)))
+	}
+	if x.offsets != y.offsets {
+		diffs = append(diffs, fmt.Sprintf("offsets %s against %s", x.offsets, y.offsets))
+	}
+	switch {
+	case x.ok != y.ok:
+		diffs = append(diffs, "a model in one store only")
+	case !slices.Equal(x.model.Landmarks, y.model.Landmarks):
+		diffs = append(diffs, "the model's landmarks")
+	case !slices.Equal(x.model.A.Data, y.model.A.Data) || !slices.Equal(x.model.B.Data, y.model.B.Data):
+		diffs = append(diffs, "the model's coefficients")
+	case string(x.model.Meta) != string(y.model.Meta):
+		diffs = append(diffs, fmt.Sprintf("the model's metadata:\n%s\nagainst\n%s", x.model.Meta, y.model.Meta))
+	}
+	if len(diffs) == 0 {
+		return "points, offsets and model agree: the pool differs"
+	}
+	return "differing: " + strings.Join(diffs, "; ")
 }
