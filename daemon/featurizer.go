@@ -31,7 +31,7 @@ func (d *Daemon) runFeaturizer(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("daemon: partitions of %s: %w", train, err)
 	}
-	if err := stream.EnsureTopics(ctx, d.kafka, len(parts), 1, featrec.Topic); err != nil {
+	if err := stream.EnsureTopicsWithConfigs(ctx, d.kafka, len(parts), 1, featrec.TopicConfigs(), featrec.Topic); err != nil {
 		return fmt.Errorf("daemon: create the features topic: %w", err)
 	}
 	lim, err := ingest.TrainLimits(d.cfg, d.feat.InputDim())

@@ -15,6 +15,18 @@ const Version = 1
 // Topic is the features topic: the featurizers write it, the primary reads it.
 const Topic = "cairn.features"
 
+// Retention is how long the features topic keeps a record (retention.ms, one hour), set
+// when cairnd creates the topic. A record is needed only until the primary applies it,
+// or computes the features itself after ingest.featurizer_timeout; and it is data
+// derived from a training input, so an erased point's record must not outlive its
+// erasure by long (the topic is not compacted, so no tombstone would erase it).
+const Retention = "3600000"
+
+// TopicConfigs are the settings the features topic is created with.
+func TopicConfigs() map[string]map[string]string {
+	return map[string]map[string]string{Topic: {"retention.ms": Retention}}
+}
+
 // Bounds of a record's fields.
 const (
 	// MaxTopicBytes bounds the source topic's name (Kafka's limit is 249).

@@ -127,7 +127,7 @@ func (r reader) Run(ctx context.Context, h stream.Handler) error {
 	if err != nil {
 		return fmt.Errorf("featsource: partitions of %s: %w", s.cfg.Train, err)
 	}
-	if err := stream.EnsureTopics(ctx, s.cfg.Kafka, len(parts), 1, s.cfg.Topic); err != nil {
+	if err := stream.EnsureTopicsWithConfigs(ctx, s.cfg.Kafka, len(parts), 1, featrec.TopicConfigs(), s.cfg.Topic); err != nil {
 		return fmt.Errorf("featsource: create %s: %w", s.cfg.Topic, err)
 	}
 	s.mu.Lock()

@@ -1,0 +1,58 @@
+package featsource
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/cairnhq/cairn/internal/fault"
+	"github.com/cairnhq/cairn/internal/featrec"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// TestFeaturesTopicRetention: a Source that finds no features topic creates it with
+// featrec's retention (an hour), so that the records, data derived from training
+// inputs, do not outlive the points they describe by long.
+func TestFeaturesTopicRetention(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 2, Topics: []string{"t.train"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	kc := stream.Config{Brokers: []string{b.Addr()}}
+	s, err := New(Config{Train: "t.train", Topic: featrec.Topic, Kafka: kc,
+		Applied: func(string, int) (int64, bool, error) { return 0, false, nil }, Faults: fault.NewTracker(zerolog.Nop(), nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(rctx) }()
+	defer func() { stop(); <-done }()
+	cl := &kafka.Client{Addr: kafka.TCP(b.Addr())}
+	for {
+		resp, err := cl.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: featrec.Topic, ConfigNames: []string{"retention.ms"}}}})
+		if err == nil && len(resp.Resources) == 1 && resp.Resources[0].Error == nil {
+			got := ""
+			for _, e := range resp.Resources[0].ConfigEntries {
+				if e.ConfigName == "retention.ms" {
+					got = e.ConfigValue
+				}
+			}
+			if got != featrec.Retention {
+				t.Fatalf("retention.ms of %s = %q, want %s", featrec.Topic, got, featrec.Retention)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the features topic was not created: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
