@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/cairnhq/cairn/internal/featrec"
 	"github.com/cairnhq/cairn/internal/featsource"
@@ -27,12 +26,8 @@ func (d *Daemon) runFeaturizer(ctx context.Context) (err error) {
 		return err
 	}
 	train := d.cfg.Kafka.Topics.Train
-	parts, err := stream.Partitions(ctx, d.kafka, train)
-	if err != nil {
-		return fmt.Errorf("daemon: partitions of %s: %w", train, err)
-	}
-	if err := stream.EnsureTopicsWithConfigs(ctx, d.kafka, len(parts), 1, featrec.TopicConfigs(), featrec.Topic); err != nil {
-		return fmt.Errorf("daemon: create the features topic: %w", err)
+	if _, err := featsource.EnsureTopic(ctx, d.kafka, train, featrec.Topic); err != nil {
+		return err
 	}
 	lim, err := ingest.TrainLimits(d.cfg, d.feat.InputDim())
 	if err != nil {

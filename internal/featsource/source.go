@@ -117,18 +117,30 @@ func (s *Source) Run(ctx context.Context) error {
 	return s.cfg.Faults.KeepReading(ctx, "features", reader{s}, s.handle, nil)
 }
 
+// EnsureTopic creates the features topic when it is missing, with as many partitions as
+// the training topic train (a record sits on its event's partition) and featrec's
+// settings (TopicConfigs), and returns train's partitions. The featurizers and the
+// primary both call it, whichever starts first.
+func EnsureTopic(ctx context.Context, kc stream.Config, train, topic string) ([]int, error) {
+	parts, err := stream.Partitions(ctx, kc, train)
+	if err != nil {
+		return nil, fmt.Errorf("featsource: partitions of %s: %w", train, err)
+	}
+	if err := stream.EnsureTopicsWithConfigs(ctx, kc, len(parts), 1, featrec.TopicConfigs(), topic); err != nil {
+		return nil, fmt.Errorf("featsource: create %s: %w", topic, err)
+	}
+	return parts, nil
+}
+
 // reader creates the features topic if needed, reads the training partitions' floors,
 // and runs the stream reader.
 type reader struct{ s *Source }
 
 func (r reader) Run(ctx context.Context, h stream.Handler) error {
 	s := r.s
-	parts, err := stream.Partitions(ctx, s.cfg.Kafka, s.cfg.Train)
+	parts, err := EnsureTopic(ctx, s.cfg.Kafka, s.cfg.Train, s.cfg.Topic)
 	if err != nil {
-		return fmt.Errorf("featsource: partitions of %s: %w", s.cfg.Train, err)
-	}
-	if err := stream.EnsureTopicsWithConfigs(ctx, s.cfg.Kafka, len(parts), 1, featrec.TopicConfigs(), s.cfg.Topic); err != nil {
-		return fmt.Errorf("featsource: create %s: %w", s.cfg.Topic, err)
+		return err
 	}
 	s.mu.Lock()
 	err = s.readFloors(parts)

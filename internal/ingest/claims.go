@@ -107,15 +107,10 @@ func encodeClaim(version int64, subject *storage.SubjectHash, value []byte) []by
 	return append(b, value...)
 }
 
-// decodeClaim turns the outbox value of a training-topic entry into the record to
-// publish: its value (nil for a tombstone) and its headers. ok is false for a value
-// that is no claim (the outbox holds none on the training topic).
-func decodeClaim(v []byte) (value []byte, headers []stream.Header, ok bool) {
-	value, headers, _, ok = decodePlaced(v)
-	return value, headers, ok
-}
-
-// decodePlaced is decodeClaim with the partition the claim goes to (-1: its key's).
+// decodePlaced turns the outbox value of a training-topic entry into the record to
+// publish: its value (nil for a tombstone), its headers and the partition it goes to
+// (placed; -1: its key's). ok is false for a value that is no claim (the outbox holds
+// none on the training topic).
 func decodePlaced(v []byte) (value []byte, headers []stream.Header, partition int, ok bool) {
 	partition = -1
 	if len(v) >= 5 && v[0] == claimPlacedMarker {

@@ -65,7 +65,7 @@ func deadLetters(t *testing.T, st *storage.Store, dlq string) map[string]stream.
 	}
 	out := map[string]stream.Reason{}
 	for _, e := range es {
-		if v, _, claim := decodeClaim(e.Value); claim && v == nil && e.Topic != dlq {
+		if v, _, _, claim := decodePlaced(e.Value); claim && v == nil && e.Topic != dlq {
 			continue // a deletion's tombstone (TestTombstones)
 		}
 		if e.Topic != dlq {
