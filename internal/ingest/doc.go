@@ -115,6 +115,14 @@
 // version) when the newest record of it in the batch is a claim that does not restate
 // the stored point; an input or an applied claim after it in the batch cancels that.
 //
+// Placement. A claim goes to the partition where the id's record is (claims.go,
+// placed): a deletion's tombstone to the delete's own partition, an erasure's tombstone
+// and a republication to the partition stored with the point (storage.Point.Partition),
+// a refused upsert's scrub to its own. Producers need not hash keys as cairn's writer
+// does (librdkafka's default is CRC32, the Java client's murmur2): the claim follows the
+// record it restates or erases. A point stored before format 8 has no partition; its
+// claims go to the key's partition, as before.
+//
 // Exactly once. Claims store no offset, so stored offsets remain the input's, and a
 // claim is idempotent: read again (a re-delivery after a crash) it finds the state it
 // left (an applied republication has the stored version and value, an erased point is
