@@ -31,7 +31,10 @@
 //
 // # Contracts
 //
-// Decode validates every field and the checksum before it returns a Record and never
-// panics, whatever the bytes (FuzzDecode). A Record shares no memory with the bytes it
-// was decoded from. Encode does not modify its Record. Both are safe for concurrent use.
+// Decode and Parse validate every field and the checksum before they return and never
+// panic, whatever the bytes (FuzzDecode); they accept the same records. A Record shares
+// no memory with the bytes it was decoded from; a View (Parse) aliases them, so it is
+// valid only while they are unmodified, and Parse, View.FingerprintIs and
+// View.FeaturesTo allocate nothing (the primary's per-event path). Encode does not
+// modify its Record. All are safe for concurrent use.
 package featrec

@@ -123,72 +123,137 @@ func (r *Record) check() error {
 func Decode(b []byte) (Record, error) { return DecodeTo(nil, b) }
 
 // DecodeTo is Decode with the features written into buf when its length is the
-// record's 2q (the returned Record's Features is then buf), else into a new slice: a
-// consumer that knows q decodes without allocating. buf may be written to even when
-// an error is returned.
+// record's 2q (the returned Record's Features is then buf), else into a new slice.
+// buf may be written to only when no error is returned.
 func DecodeTo(buf []float64, b []byte) (Record, error) {
-	var r Record
+	v, err := Parse(b)
+	if err != nil {
+		return Record{}, err
+	}
+	r := Record{ID: string(v.ID), Topic: string(v.Topic), Partition: v.Partition, Offset: v.Offset,
+		Fingerprint: hex.EncodeToString(v.Fingerprint[:]), Features: buf}
+	if len(buf) != 2*v.Dim {
+		r.Features = make([]float64, 2*v.Dim)
+	}
+	v.FeaturesTo(r.Features)
+	return r, nil
+}
+
+// View is a record validated in place: Parse checks everything Decode checks (every
+// field, the UTF-8 of the texts, the checksum) but copies nothing, so a consumer can
+// match a record against what it expects and widen its features straight into its own
+// rows without allocating (the primary does, once per training upsert). Topic, ID and
+// the features alias the bytes parsed: a View is valid while they are not modified.
+type View struct {
+	// Fingerprint is the pipeline fingerprint's 32 bytes (Record.Fingerprint is their
+	// hex).
+	Fingerprint [32]byte
+	// Topic and ID are the source topic and the id, UTF-8, aliasing the record.
+	Topic, ID []byte
+	// Partition and Offset are the training event's coordinates.
+	Partition int
+	Offset    int64
+	// Dim is q, the feature dimension of one view: the record holds 2·Dim features.
+	Dim int
+
+	features []byte // 8·Dim bytes: the float32 bit patterns, big-endian
+}
+
+// Parse validates b as one record (the format in the package doc) and returns a View
+// of it. Errors wrap ErrCorrupt and name the field; it never panics and allocates only
+// for an error.
+func Parse(b []byte) (View, error) {
+	var v View
 	if len(b) < headerSize+2+2+4+crcSize {
-		return r, fmt.Errorf("%w: %d bytes, shorter than any record", ErrCorrupt, len(b))
+		return v, fmt.Errorf("%w: %d bytes, shorter than any record", ErrCorrupt, len(b))
 	}
 	if string(b[:3]) != magic {
-		return r, fmt.Errorf("%w: magic %q", ErrCorrupt, b[:3])
+		return v, fmt.Errorf("%w: magic %q", ErrCorrupt, b[:3])
 	}
 	if b[3] != Version {
-		return r, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, b[3], Version)
+		return v, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, b[3], Version)
 	}
 	body, sum := b[:len(b)-crcSize], binary.BigEndian.Uint32(b[len(b)-crcSize:])
 	if got := crc32.Checksum(body, castagnoli); got != sum {
-		return r, fmt.Errorf("%w: checksum %08x, computed %08x", ErrCorrupt, sum, got)
+		return v, fmt.Errorf("%w: checksum %08x, computed %08x", ErrCorrupt, sum, got)
 	}
-	r.Fingerprint = hex.EncodeToString(b[4:36])
 	part, off := binary.BigEndian.Uint32(b[36:40]), binary.BigEndian.Uint64(b[40:48])
 	if part > math.MaxInt32 {
-		return Record{}, fmt.Errorf("%w: partition %d", ErrCorrupt, part)
+		return v, fmt.Errorf("%w: partition %d", ErrCorrupt, part)
 	}
 	if off > math.MaxInt64 {
-		return Record{}, fmt.Errorf("%w: offset %d", ErrCorrupt, off)
+		return v, fmt.Errorf("%w: offset %d", ErrCorrupt, off)
 	}
-	r.Partition, r.Offset = int(part), int64(off)
 	rest := body[headerSize:]
+	var topic, id []byte
 	var err error
-	if r.Topic, rest, err = text(rest, "topic", MaxTopicBytes); err != nil {
-		return Record{}, err
+	if topic, rest, err = text(rest, "topic", MaxTopicBytes); err != nil {
+		return v, err
 	}
-	if r.ID, rest, err = text(rest, "id", MaxIDBytes); err != nil {
-		return Record{}, err
+	if id, rest, err = text(rest, "id", MaxIDBytes); err != nil {
+		return v, err
 	}
 	if len(rest) < 4 {
-		return Record{}, fmt.Errorf("%w: dimension: truncated", ErrCorrupt)
+		return v, fmt.Errorf("%w: dimension: truncated", ErrCorrupt)
 	}
 	q := binary.BigEndian.Uint32(rest)
 	rest = rest[4:]
 	if q == 0 || q > MaxDim || uint64(len(rest)) != 8*uint64(q) {
-		return Record{}, fmt.Errorf("%w: dimension %d with %d feature bytes", ErrCorrupt, q, len(rest))
+		return v, fmt.Errorf("%w: dimension %d with %d feature bytes", ErrCorrupt, q, len(rest))
 	}
-	if r.Features = buf; len(buf) != int(2*q) {
-		r.Features = make([]float64, 2*q)
-	}
-	for i := range r.Features {
-		r.Features[i] = float64(math.Float32frombits(binary.BigEndian.Uint32(rest[4*i:])))
-	}
-	return r, nil
+	v = View{Topic: topic, ID: id, Partition: int(part), Offset: int64(off), Dim: int(q), features: rest}
+	copy(v.Fingerprint[:], b[4:36])
+	return v, nil
 }
 
-// text reads one length-prefixed UTF-8 field of 1 to max bytes from the front of b.
-func text(b []byte, field string, max int) (string, []byte, error) {
+// FingerprintIs reports whether the record's fingerprint is the one whose hex is fp
+// (pipeline.Features.Fingerprint), without allocating.
+func (v *View) FingerprintIs(fp string) bool {
+	var h [64]byte
+	hex.Encode(h[:], v.Fingerprint[:])
+	return string(h[:]) == fp
+}
+
+// FeaturesTo widens the record's 2·Dim features into dst: view 0's row, then view 1's
+// (Record.Features), for i in [0, 2·Dim):
+//
+//	dst[i] = float64(math.Float32frombits(binary.BigEndian.Uint32(features[4i:])))
+//
+// It panics when len(dst) is not 2·Dim (a programmer's error: Dim is known first).
+func (v *View) FeaturesTo(dst []float64) {
+	if len(dst) != 2*v.Dim || len(v.features) != 8*v.Dim {
+		panic(fmt.Sprintf("featrec: FeaturesTo into %d values, the record has %d", len(dst), 2*v.Dim))
+	}
+	src := v.features
+	i := 0
+	for ; i+4 <= len(dst); i += 4 {
+		s := (*[16]byte)(src[4*i:])
+		d := (*[4]float64)(dst[i:])
+		d[0] = float64(math.Float32frombits(binary.BigEndian.Uint32(s[0:])))
+		d[1] = float64(math.Float32frombits(binary.BigEndian.Uint32(s[4:])))
+		d[2] = float64(math.Float32frombits(binary.BigEndian.Uint32(s[8:])))
+		d[3] = float64(math.Float32frombits(binary.BigEndian.Uint32(s[12:])))
+	}
+	for ; i < len(dst); i++ {
+		dst[i] = float64(math.Float32frombits(binary.BigEndian.Uint32(src[4*i:])))
+	}
+}
+
+// text reads one length-prefixed UTF-8 field of 1 to max bytes from the front of b
+// and returns it (aliasing b) and what follows.
+func text(b []byte, field string, max int) ([]byte, []byte, error) {
 	if len(b) < 2 {
-		return "", nil, fmt.Errorf("%w: %s: truncated", ErrCorrupt, field)
+		return nil, nil, fmt.Errorf("%w: %s: truncated", ErrCorrupt, field)
 	}
 	n := int(binary.BigEndian.Uint16(b))
 	b = b[2:]
 	if n == 0 || n > max || n > len(b) {
-		return "", nil, fmt.Errorf("%w: %s length %d with %d bytes left", ErrCorrupt, field, n, len(b))
+		return nil, nil, fmt.Errorf("%w: %s length %d with %d bytes left", ErrCorrupt, field, n, len(b))
 	}
 	if !utf8.Valid(b[:n]) {
-		return "", nil, fmt.Errorf("%w: %s is not UTF-8", ErrCorrupt, field)
+		return nil, nil, fmt.Errorf("%w: %s is not UTF-8", ErrCorrupt, field)
 	}
-	return string(b[:n]), b[n:], nil
+	return b[:n:n], b[n:], nil
 }
 
 // Peek returns the source topic, partition and offset of the record b, checking only

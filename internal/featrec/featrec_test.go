@@ -2,6 +2,7 @@ package featrec
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -95,8 +96,8 @@ func TestEncodeRefuses(t *testing.T) {
 	}
 }
 
-// FuzzDecode checks that Decode never panics and that whatever it accepts re-encodes to
-// the same bytes.
+// FuzzDecode checks that Decode and Parse never panic, accept the same bytes and agree,
+// and that whatever they accept re-encodes to the same bytes.
 func FuzzDecode(f *testing.F) {
 	for _, q := range []int{1, 4} {
 		r := sample(q)
@@ -106,12 +107,20 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("cfr\x01"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
+		v, perr := Parse(b)
 		r, err := Decode(b)
+		if (perr == nil) != (err == nil) {
+			t.Fatalf("Parse says %v, Decode %v", perr, err)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v does not wrap ErrCorrupt", err)
 			}
 			return
+		}
+		if string(v.ID) != r.ID || string(v.Topic) != r.Topic || v.Partition != r.Partition || v.Offset != r.Offset ||
+			!v.FingerprintIs(r.Fingerprint) || 2*v.Dim != len(r.Features) {
+			t.Fatalf("Parse's view %+v differs from Decode's record", v)
 		}
 		nan := false
 		for _, v := range r.Features {
@@ -163,3 +172,116 @@ func TestPeekAndDecodeTo(t *testing.T) {
 		t.Errorf("DecodeTo with a short buffer: %d features, err %v; want a new slice of 10", len(got.Features), err)
 	}
 }
+
+// TestParse: Parse's view names what Decode's record holds, its features widen to the
+// same bits (2q straddling FeaturesTo's blocks of 4), it aliases the record's bytes,
+// and matching and widening a record allocate nothing.
+func TestParse(t *testing.T) {
+	for _, q := range []int{1, 2, 3, 5, 7, 1024} {
+		want := sample(q)
+		b, err := want.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := Parse(b)
+		if err != nil {
+			t.Fatalf("q=%d: %v", q, err)
+		}
+		if string(v.ID) != want.ID || string(v.Topic) != want.Topic || v.Partition != want.Partition ||
+			v.Offset != want.Offset || v.Dim != q || hex.EncodeToString(v.Fingerprint[:]) != want.Fingerprint {
+			t.Fatalf("q=%d: view %+v, want %+v", q, v, want)
+		}
+		if !v.FingerprintIs(want.Fingerprint) || v.FingerprintIs(strings.ToUpper(want.Fingerprint)) ||
+			v.FingerprintIs(want.Fingerprint[:62]) || v.FingerprintIs(strings.Repeat("0", 64)) {
+			t.Errorf("q=%d: FingerprintIs accepts other fingerprints or refuses its own", q)
+		}
+		got := make([]float64, 2*q)
+		v.FeaturesTo(got)
+		for i := range got {
+			if math.Float64bits(got[i]) != math.Float64bits(want.Features[i]) {
+				t.Fatalf("q=%d: feature %d: got %v, want %v (bits differ)", q, i, got[i], want.Features[i])
+			}
+		}
+		if &v.ID[0] != &b[headerSize+2+len(want.Topic)+2] {
+			t.Errorf("q=%d: the view's id is a copy, not the record's bytes", q)
+		}
+	}
+	big := sample(4096)
+	b, _ := big.Encode()
+	dst := make([]float64, 2*4096)
+	fp := testFP
+	if n := testing.AllocsPerRun(20, func() {
+		v, err := Parse(b)
+		if err != nil || !v.FingerprintIs(fp) || string(v.ID) != "p-é1" {
+			t.Fatal("the record does not match")
+		}
+		v.FeaturesTo(dst)
+	}); n != 0 {
+		t.Errorf("Parse, FingerprintIs and FeaturesTo: %v allocations per record, want 0", n)
+	}
+}
+
+// TestFeaturesToPanicsOnWrongLength: a destination of another length than 2·Dim is a
+// programmer's error.
+func TestFeaturesToPanicsOnWrongLength(t *testing.T) {
+	rec := sample(3)
+	b, _ := rec.Encode()
+	v, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, 5, 7} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("FeaturesTo into %d values of a record of 6: no panic", n)
+				}
+			}()
+			v.FeaturesTo(make([]float64, n))
+		}()
+	}
+}
+
+// BenchmarkParse is the primary's per-record work at the convnet's q = 4,096: validate
+// (checksum included), match the fingerprint, widen both views into a row buffer.
+func BenchmarkParse(b *testing.B) {
+	rec := sample(4096)
+	buf, err := rec.Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dst := make([]float64, 2*4096)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		v, err := Parse(buf)
+		if err != nil || !v.FingerprintIs(testFP) {
+			b.Fatal("the record does not match")
+		}
+		v.FeaturesTo(dst)
+	}
+	sink = dst[0]
+}
+
+// BenchmarkDecodeTo is what the primary did before Parse, for comparison: decode into
+// a buffer (copying the id, topic and fingerprint), then copy the rows.
+func BenchmarkDecodeTo(b *testing.B) {
+	rec := sample(4096)
+	buf, err := rec.Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmp, dst := make([]float64, 2*4096), make([]float64, 2*4096)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := DecodeTo(tmp, buf)
+		if err != nil || r.Fingerprint != testFP {
+			b.Fatal("the record does not match")
+		}
+		copy(dst, r.Features)
+	}
+	sink = dst[0]
+}
+
+var sink float64
