@@ -73,7 +73,6 @@ func (in *State) featuresFrom(ctx context.Context) error {
 				return err
 			}
 		}
-		in.recBuf = grow(in.recBuf, 2*q)
 		for r, recs := range in.got {
 			o := &in.ops[in.reqOps[r]]
 			for _, m := range recs {
@@ -88,19 +87,20 @@ func (in *State) featuresFrom(ctx context.Context) error {
 	return nil
 }
 
-// takeRecord copies the features of record m into o's rows if it is valid for o and
-// the rows are not filled yet, and dead-letters it if it is not valid.
+// takeRecord widens the features of record m into o's rows if it is valid for o and
+// the rows are not filled yet, and dead-letters it if it is not valid. The record is
+// validated in place (featrec.Parse), so a valid one costs no allocation or copy.
 func (in *State) takeRecord(o *op, m stream.Message, q int) error {
-	rec, err := featrec.DecodeTo(in.recBuf, m.Value)
+	rec, err := featrec.Parse(m.Value)
 	why := ""
 	switch {
 	case err != nil:
 		why = err.Error()
-	case rec.Fingerprint != in.feat.Fingerprint():
-		why = fmt.Sprintf("pipeline fingerprint %.16s…, this primary's is %.16s…", rec.Fingerprint, in.feat.Fingerprint())
-	case len(rec.Features) != 2*q:
-		why = fmt.Sprintf("%d features, want %d", len(rec.Features), 2*q)
-	case rec.ID != o.ev.ID || rec.Topic != o.msg.Topic || rec.Partition != o.msg.Partition || rec.Offset != o.msg.Offset:
+	case !rec.FingerprintIs(in.feat.Fingerprint()):
+		why = fmt.Sprintf("pipeline fingerprint %.8x…, this primary's is %.16s…", rec.Fingerprint[:], in.feat.Fingerprint())
+	case rec.Dim != q:
+		why = fmt.Sprintf("%d features, want %d", 2*rec.Dim, 2*q)
+	case string(rec.ID) != o.ev.ID || string(rec.Topic) != o.msg.Topic || rec.Partition != o.msg.Partition || rec.Offset != o.msg.Offset:
 		why = fmt.Sprintf("names id %q at %s/%d@%d, the event is id %q at %s/%d@%d", rec.ID, rec.Topic, rec.Partition,
 			rec.Offset, o.ev.ID, o.msg.Topic, o.msg.Partition, o.msg.Offset)
 	}
@@ -110,7 +110,7 @@ func (in *State) takeRecord(o *op, m stream.Message, q int) error {
 	if in.have[o.row] {
 		return nil // a repeated record (a featurizer's batch written twice): the same bits
 	}
-	copy(in.feats[2*o.row*q:(2*o.row+2)*q], rec.Features)
+	rec.FeaturesTo(in.feats[2*o.row*q : (2*o.row+2)*q])
 	in.have[o.row] = true
 	in.batchTaken++
 	return nil

@@ -82,16 +82,16 @@ type State struct {
 	// src gives features computed by featurizers, waiting srcWait per batch
 	// (featuresource.go); the rest are its buffers, reused, and per batch the refused
 	// records' dead letters and the count of rows taken from records.
-	src                 FeatureSource
-	srcWait             time.Duration
-	reqs                []FeatureRequest
-	reqOps, lrows       []int
-	got                 [][]stream.Message
-	have                []bool
-	lids                []string
-	lxs, lfeats, recBuf []float64
-	featDead            []stream.Message
-	batchTaken          int
+	src           FeatureSource
+	srcWait       time.Duration
+	reqs          []FeatureRequest
+	reqOps, lrows []int
+	got           [][]stream.Message
+	have          []bool
+	lids          []string
+	lxs, lfeats   []float64
+	featDead      []stream.Message
+	batchTaken    int
 }
 
 type partition struct {
