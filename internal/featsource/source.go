@@ -23,6 +23,8 @@ const (
 	// the ingest to dead-letter.
 	maxPerEvent = 4
 	maxRefused  = 1024
+	// idlePoll is the reader's MaxWait (see New).
+	idlePoll = time.Second
 )
 
 // Config is what a Source needs.
@@ -73,11 +75,13 @@ type Source struct {
 	bytes   int
 	floor   map[int]int64 // per training partition: records at or below are not needed
 	refused []stream.Message
-	// arrived is closed (and replaced) when a record is filed, freed when records
-	// leave; heard is when a record of the training topic last came (filed or stale),
-	// and front the highest source offset of such a record per training partition:
-	// how far the featurizers have got.
+	// arrived is closed (and replaced) when records were filed (once per batch read:
+	// unwoken says some were filed since), freed when records leave; heard is when a
+	// record of the training topic last came (filed or stale), and front the highest
+	// source offset of such a record per training partition: how far the featurizers
+	// have got.
 	arrived, freed chan struct{}
+	unwoken        bool
 	heard          time.Time
 	front          map[int]int64
 	stats          Stats
@@ -99,8 +103,11 @@ func New(c Config) (*Source, error) {
 	}
 	s := &Source{cfg: c, recs: map[key][]stream.Message{}, floor: map[int]int64{},
 		arrived: make(chan struct{}), freed: make(chan struct{}), heard: time.Now(), front: map[int]int64{}}
+	// A fetch returns as soon as a record is there (MinBytes 1), so MaxWait is only how
+	// often an idle partition is polled: each poll is a request, a wake-up and, when
+	// kafka-go's deadline fires first, a reconnection, all on the primary's CPU.
 	r, err := stream.NewReader(stream.ReaderConfig{Kafka: c.Kafka, Topics: []string{c.Topic}, Start: fromFirst,
-		MaxBatch: 256, MaxWait: 50 * time.Millisecond, FetchMaxBytes: c.FetchMaxBytes})
+		MaxBatch: 256, MaxWait: idlePoll, FetchMaxBytes: c.FetchMaxBytes})
 	if err != nil {
 		return nil, err
 	}
@@ -152,21 +159,39 @@ func (r reader) Run(ctx context.Context, h stream.Handler) error {
 	return s.r.Run(ctx, h)
 }
 
-// handle files one batch of the features topic.
+// handle files one batch of the features topic under one hold of the lock, and wakes a
+// waiting Lookup once for the batch rather than once per record: the records of a batch
+// come together, and each wake-up re-runs the Lookup's take over its whole batch.
 func (s *Source) handle(ctx context.Context, batch []stream.Message) error {
+	s.mu.Lock()
+	var err error
 	for _, m := range batch {
-		if err := s.file(ctx, m); err != nil {
-			return err
+		if err = s.file(ctx, m); err != nil {
+			break
 		}
+	}
+	s.wake()
+	s.mu.Unlock()
+	if err != nil {
+		return err
 	}
 	s.cfg.Faults.Recovered("features")
 	return nil
 }
 
-// file keeps m for the Lookup of its training event, after waiting for room.
+// wake tells a waiting Lookup that records were filed since the last call, with s.mu
+// held.
+func (s *Source) wake() {
+	if s.unwoken {
+		close(s.arrived)
+		s.arrived = make(chan struct{})
+		s.unwoken = false
+	}
+}
+
+// file keeps m for the Lookup of its training event, after waiting for room, with s.mu
+// held (released while waiting); handle wakes the Lookup.
 func (s *Source) file(ctx context.Context, m stream.Message) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	topic, part, off, err := featrec.Peek(m.Value)
 	if err == nil && topic != s.cfg.Train {
 		s.stats.Other++ // another deployment's, sharing the features topic
@@ -199,8 +224,7 @@ func (s *Source) file(ctx context.Context, m stream.Message) error {
 	s.recs[k] = append(s.recs[k], m)
 	s.bytes += len(m.Value)
 	s.stats.Filed++
-	close(s.arrived)
-	s.arrived = make(chan struct{})
+	s.unwoken = true
 	return nil
 }
 
@@ -224,6 +248,7 @@ func (s *Source) waitRoom(ctx context.Context, n int) error {
 		if s.bytes == 0 || s.bytes+n <= s.cfg.MaxBytes {
 			return nil
 		}
+		s.wake() // the records filed so far may be what the Lookup that frees room waits for
 		freed := s.freed
 		s.mu.Unlock()
 		select {

@@ -1,0 +1,100 @@
+package featsource
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cairnhq/cairn/internal/fault"
+	"github.com/cairnhq/cairn/internal/featrec"
+	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/stream"
+)
+
+// wakeTrain is the training topic of the tests without a broker.
+const wakeTrain = "t.train"
+
+// record is the features-topic message of a record for training event (part, off).
+func record(t *testing.T, part int, off int64) stream.Message {
+	t.Helper()
+	r := featrec.Record{ID: "p", Topic: wakeTrain, Partition: part, Offset: off,
+		Fingerprint: "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", Features: []float64{1, 2, 3, 4}}
+	b, err := r.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream.Message{Topic: featrec.Topic, Partition: part, Offset: off, Value: b}
+}
+
+// source is a Source that is never Run: the tests hand it batches (handle) directly.
+func source(t *testing.T, maxBytes int) *Source {
+	t.Helper()
+	s, err := New(Config{Train: wakeTrain, Topic: featrec.Topic, MaxBytes: maxBytes, Quiet: time.Minute,
+		Applied: func(string, int) (int64, bool, error) { return 0, false, nil },
+		Kafka:   stream.Config{Brokers: []string{"127.0.0.1:1"}}, Faults: fault.NewTracker(zerolog.Nop(), nil), Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// lookup runs s.Lookup for (part, off) with a deadline a minute away and sends how long
+// it took and whether it got a record.
+func lookup(ctx context.Context, s *Source, part int, off int64, done chan<- time.Duration, got chan<- bool) {
+	start := time.Now()
+	res := make([][]stream.Message, 1)
+	s.Lookup(ctx, time.Now().Add(time.Minute), []ingest.FeatureRequest{{Topic: wakeTrain, Partition: part, Offset: off, ID: "p"}}, res)
+	done <- time.Since(start)
+	got <- len(res[0]) == 1
+}
+
+// TestLookupWokenByBatch: a Lookup waiting for a record returns as soon as the batch
+// holding it is filed, with the record, not at its deadline.
+func TestLookupWokenByBatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := source(t, 0)
+	done, got := make(chan time.Duration, 1), make(chan bool, 1)
+	go lookup(ctx, s, 1, 7, done, got)
+	time.Sleep(50 * time.Millisecond) // the Lookup waits
+	if err := s.handle(ctx, []stream.Message{record(t, 1, 5), record(t, 1, 6), record(t, 1, 7), record(t, 2, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	if el, ok := <-done, <-got; el > 10*time.Second || !ok {
+		t.Fatalf("Lookup returned after %v (record: %v); want it woken by the batch with the record", el, ok)
+	}
+	if st := s.Stats(); st.Filed != 4 || st.Taken != 1 || st.Held != 1 {
+		t.Errorf("stats %+v: want 4 filed, 1 taken, 1 held (6 and 5 passed, 2/3 kept)", st)
+	}
+}
+
+// TestLookupWokenWhileFull: a batch that fills the Source waits for room in the middle;
+// the Lookup waiting for a record filed earlier in that batch is woken then (not at the
+// batch's end, which waits for that Lookup), takes it, and so lets the batch finish.
+func TestLookupWokenWhileFull(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	one := len(record(t, 0, 1).Value)
+	s := source(t, 2*one)
+	done, got := make(chan time.Duration, 1), make(chan bool, 1)
+	go lookup(ctx, s, 0, 1, done, got)
+	time.Sleep(50 * time.Millisecond)
+	handled := make(chan error, 1)
+	go func() { handled <- s.handle(ctx, []stream.Message{record(t, 0, 1), record(t, 0, 2), record(t, 0, 3)}) }()
+	select {
+	case err := <-handled:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the batch still waits for room after 10 s: the Lookup that would free it was not woken")
+	}
+	if el, ok := <-done, <-got; !ok {
+		t.Fatalf("Lookup returned after %v without its record", el)
+	}
+	if st := s.Stats(); st.Filed != 3 || st.Taken != 1 || st.Held != 2 {
+		t.Errorf("stats %+v: want 3 filed, 1 taken, 2 held", st)
+	}
+}
