@@ -155,8 +155,8 @@ func (sk *Sketch) NewWorkspace() *SketchWorkspace {
 //
 //	dst[j·q : (j+1)·q] = h^{-1/2} · S · J_xᵀ w_j
 //
-// (one Backward and one SRHT per head; with a backbone that has BackwardHeads — ConvNet —
-// one call per chunk of heads, see maxHeadsChunk and maxHeadsGrad). S is applied by
+// (one Backward and one SRHT per head; with a backbone that has BackwardHeads — ConvNet,
+// ONNX — one call per chunk of heads, see maxHeadsChunk and maxHeadsGrad). S is applied by
 // srhtPlan, which transforms only the blocks of the padded vector that hold parameters and
 // evaluates only the s kept rows; it equals SRHT.ApplyTo up to rounding (same sums, other
 // order).

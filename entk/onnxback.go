@@ -29,8 +29,8 @@ import (
 // exact diagonal and kernel, and the exact rows of Query.ExactTo, which factor out a final
 // Linear in closed form when onnx.Model.FinalLinear finds one holding the last
 // parameters, and otherwise hold the d full Jacobian rows (ExactDim = d·P). It has no
-// factored rows (NewFactored reports false) and no multi-head backward sweep: ψ costs one
-// Forward and h Backward passes.
+// factored rows (NewFactored reports false). ψ costs one Forward and one multi-head
+// backward sweep per chunk of heads (BackwardHeads).
 type ONNX struct {
 	m    *onnx.Model
 	arch string
@@ -143,6 +143,15 @@ func (b *ONNX) Forward(out, x []float64, ws *Workspace) {
 	ws.check(b)
 	b.m.Forward(out, x, ws.ext.(*onnx.Workspace))
 	ws.cached = true
+}
+
+// BackwardHeads writes J_xᵀw_j for the h rows w_j of w (h×d) into the rows of dst
+// (h×P) in one reverse sweep of the graph for all heads (onnx.Model.BackwardHeads); the
+// Sketch's feature map uses it.
+func (b *ONNX) BackwardHeads(dst, w []float64, h int, ws *Workspace) {
+	ws.check(b)
+	ws.checkCached()
+	b.m.BackwardHeads(dst, w, h, ws.ext.(*onnx.Workspace))
 }
 
 // Backward writes J_xᵀw by the graph's reverse sweep.

@@ -174,6 +174,40 @@ func checkRefModel(t *testing.T, b *entk.ONNX, ref onnxRef) {
 			}
 		}
 	}
+	checkRefHeads(t, b, ref, xs)
+}
+
+// checkRefHeads: the Jacobian's d rows from one BackwardHeads call with the d unit
+// vectors as heads give k*(x, y) = tr(J_x J_yᵀ)/d within PyTorch's exact eNTK's 1e-10
+// relative, as ExactGramTo's rows do.
+func checkRefHeads(t *testing.T, b *entk.ONNX, ref onnxRef, xs []float64) {
+	t.Helper()
+	n, D, d, P := len(ref.Inputs), b.InDim(), b.OutDim(), b.NumParams()
+	eye := make([]float64, d*d)
+	for i := range d {
+		eye[i*d+i] = 1
+	}
+	ws := b.NewWorkspace()
+	out := make([]float64, d)
+	js := make([][]float64, n)
+	for i := range n {
+		b.Forward(out, xs[i*D:(i+1)*D], ws)
+		js[i] = make([]float64, d*P)
+		b.BackwardHeads(js[i], eye, d, ws)
+	}
+	for i := range n {
+		for j := range n {
+			got := 0.0
+			for q, v := range js[i] {
+				got += v * js[j][q]
+			}
+			got /= float64(d)
+			want, scale := ref.NTK[i][j], math.Sqrt(ref.NTK[i][i]*ref.NTK[j][j])
+			if math.Abs(got-want) > 1e-10*scale {
+				t.Errorf("k*(x_%d, x_%d) from BackwardHeads = %.15g, reference %.15g", i, j, got, want)
+			}
+		}
+	}
 }
 
 // checkShippedConvnet: convnet.onnx is a shipped convnet's export; the built-in ConvNet

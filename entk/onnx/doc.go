@@ -112,7 +112,13 @@
 //     and to the Model that made it (another model's panics, as does Backward before
 //     Forward). Backward overwrites all of dst and may run any number of times after one
 //     Forward.
-//   - Forward and Backward allocate nothing, except that a matrix product of at least
+//   - BackwardHeads(dst, w, h, ws) is h Backward calls (dst h×NumParams, w h×OutDim) in
+//     one reverse sweep with the activation gradients of all heads held together
+//     (head-major), so that Conv, Gemm and MatMul form one matrix product for the h
+//     heads; each row equals Backward's within 1e-12 relative (the products' summation
+//     order), tested on every operator and reference model. Its first call with h heads
+//     on a workspace allocates their gradients (h times the activations) and scratch.
+//   - Forward, Backward and BackwardHeads allocate nothing (after that first call), except that a matrix product of at least
 //     2^18 multiply-adds runs in internal/base/gemm, whose helper goroutines cost a few small
 //     allocations per product (16 per Forward+Backward of the MNIST convnet); smaller
 //     products run serially in gonum. Results are a function of the input and the model

@@ -126,6 +126,7 @@ type Workspace struct {
 	gin    [][][]float64
 	gout   [][][]float64
 	cached bool
+	hd     headsSpace // BackwardHeads' gradients and scratch, sized on first use
 }
 
 // NewWorkspace allocates the scratch of Forward and Backward.

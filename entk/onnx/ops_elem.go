@@ -79,6 +79,11 @@ func (k *binaryKernel) forward(out, in [][]float64, _ []float64) {
 func (k *binaryKernel) backward(gin, gout, in, out [][]float64, _ []float64) {
 	g, a, b, y := gout[0][:k.n], in[0], in[1], out[0]
 	ga, gb := gin[0], gin[1]
+	if k.op == '+' { // the residual and bias adds: the same sums without the switch
+		addMapped(ga, k.ia, g)
+		addMapped(gb, k.ib, g)
+		return
+	}
 	for i, gi := range g {
 		ja, jb := at(k.ia, i), at(k.ib, i)
 		var da, db float64
@@ -103,6 +108,20 @@ func (k *binaryKernel) backward(gin, gout, in, out [][]float64, _ []float64) {
 		}
 		if gb != nil {
 			gb[jb] += db
+		}
+	}
+}
+
+// addMapped adds g[i] to dst[m[i]] for every i, in order (dst nil: nothing; m nil: the
+// identity).
+func addMapped(dst []float64, m []int32, g []float64) {
+	switch {
+	case dst == nil:
+	case m == nil:
+		addTo(dst, g)
+	default:
+		for i, gi := range g {
+			dst[m[i]] += gi
 		}
 	}
 }

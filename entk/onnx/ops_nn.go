@@ -180,8 +180,14 @@ func opConv(x *nodeCtx) ([]outSpec, kernel, error) {
 			}
 		}
 	}
-	if err := x.c.spend(len(k.cols)/2, "im2col map"); err != nil {
+	if err := x.c.spend(len(k.cols), "im2col maps"); err != nil {
 		return nil, nil, err
+	}
+	k.colsT = make([]int32, len(k.cols))
+	for p := 0; p < P; p++ {
+		for r := 0; r < k.K; r++ {
+			k.colsT[r*P+p] = k.cols[p*k.K+r]
+		}
 	}
 	return []outSpec{{dt: dtFloat, shape: g.outShape(xs[0], ws[0], len(xs))}}, k, nil
 }
@@ -199,6 +205,7 @@ func opConv(x *nodeCtx) ([]outSpec, kernel, error) {
 type convKernel struct {
 	n, m, K, P, plane int
 	cols              []int32 // P×K
+	colsT             []int32 // K×P: colsT[r·P + p] = cols[p·K + r] (backwardHeads' col2im)
 }
 
 // sparseFrac: the sparse backward runs when nnz(g_b)·sparseFrac ≤ M·P. The dense products

@@ -144,6 +144,7 @@ func checkVJP(t *testing.T, name string, m *Model, x []float64, r *rand.Rand) {
 	loss()
 	got := make([]float64, m.NumParams())
 	m.Backward(got, w, ws)
+	checkHeads(t, name, m, ws, r)
 	const h, tol = 1e-6, 1e-6
 	scale := 1.0
 	for _, g := range got {

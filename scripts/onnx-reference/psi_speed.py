@@ -13,7 +13,11 @@ of its data (Fashion-MNIST for resnet20, MNIST for vit; make.py's timing inputs,
 images 8 to 55). Prints JSON: per model and round, Go's examples/s and PyTorch's rows/s
 (each a wall-clock rate of its own part of the round) and their ratio, and the same per
 CPU-second of each process (both use two threads; on a shared machine the CPU rates
-move far less with the load than the wall-clock ones); the median ratios.
+move far less with the load than the wall-clock ones); the median ratios. With the
+environment variable PSI_SPEED_BASE naming a second entk test binary (an older revision,
+scripts/onnx-psi-speed's BASE), each round also runs its benchmark, just before the
+current one, and reports its rates and ratios as base_*, so before and after come from
+the same run.
 """
 
 import copy
@@ -56,22 +60,31 @@ def main():
     if len(sys.argv) < 5:
         raise SystemExit(__doc__)
     binary, entk_dir, rounds = os.path.abspath(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    base = os.path.abspath(os.environ["PSI_SPEED_BASE"]) if os.environ.get("PSI_SPEED_BASE") else None
     report = {"load_average_start": [round(v, 2) for v in os.getloadavg()], "models": {}}
     for spec in sys.argv[4:]:
         name, images = spec.split(":", 1)
         model, pool, xcheck, js = torch_setup(entk_dir, name, images)
         runs = []
         for _ in range(rounds):
+            base_run = go_rate(base, entk_dir, name) if base else None
             go, go_cpu, x_vjp = go_rate(binary, entk_dir, name)
             t = make.features_timing(name, model, pool, xcheck, js, reps=1)
             runs.append({"go_examples_per_s": go, "go_examples_per_cpu_s": go_cpu, "go_x_vjp": x_vjp,
                          "torch_rows_per_s": t["rows_per_s"], "torch_rows_per_cpu_s": t["rows_per_cpu_s"],
                          "ratio": round(go / t["rows_per_s"], 2), "cpu_ratio": round(go_cpu / t["rows_per_cpu_s"], 2),
                          "load_average": t["load_average"]})
+            if base_run:
+                runs[-1].update({"base_examples_per_s": base_run[0], "base_examples_per_cpu_s": base_run[1],
+                                 "base_ratio": round(base_run[0] / t["rows_per_s"], 2),
+                                 "base_cpu_ratio": round(base_run[1] / t["rows_per_cpu_s"], 2)})
             print(json.dumps({name: runs[-1]}), file=sys.stderr, flush=True)
         report["models"][name] = {"P": t["P"], "P_padded": t["P_padded"], "heads": t["heads"], "s": t["s"],
                                   "median_ratio": statistics.median(r["ratio"] for r in runs),
                                   "median_cpu_ratio": statistics.median(r["cpu_ratio"] for r in runs), "rounds": runs}
+        if base:
+            report["models"][name]["base_median_ratio"] = statistics.median(r["base_ratio"] for r in runs)
+            report["models"][name]["base_median_cpu_ratio"] = statistics.median(r["base_cpu_ratio"] for r in runs)
     report["torch_version"] = torch.__version__
     report["torch_method"] = t["method"]
     print(json.dumps(report, indent=1))

@@ -1,0 +1,100 @@
+package onnx
+
+// headsScratch: the weight gradients of h heads (h·M·K), the output gradients of h heads
+// side by side (M×hP) and a block of their column gradients (K×colBlock); none for a
+// batch of several examples, which runs per head.
+func (k *convKernel) headsScratch(h int) int {
+	if k.n != 1 {
+		return 0
+	}
+	return h*k.m*k.K + h*k.m*k.P + k.K*k.colBlock(h*k.P)
+}
+
+// backwardHeads is backward for h heads of a one-example batch in two matrix products
+// over the cached im2col matrix cols (P×K), with G_j = g_j (M×P) the heads' output
+// gradients:
+//
+//	[gW_1; …; gW_h] = [G_1; …; G_h]·cols          ((hM)×K, one Dgemm)
+//	[gC_1 … gC_h]   = Wᵀ·[G_1 … G_h]              (K×(hP); gC_j = gcols_jᵀ)
+//	gx_j[colsT map[r, p]] += gC_j[r, p]            (col2im per head)
+//
+// the second product in blocks of columns (colBlock), each added to gx while in cache.
+//
+//	gbias_j[m]      += Σ_p G_j[m, p]
+//
+// always dense: the sparse path of backward pays only for one head's few non-zeros.
+func (k *convKernel) backwardHeads(h int, gin, gout, in, _ [][]float64, gstr []int, scr, hscr []float64) bool {
+	if k.n != 1 {
+		return false
+	}
+	gx, gw, gb := gin[0], gin[1], get(gin, 2)
+	M, K, P := k.m, k.K, k.P
+	MP, MK, hP := M*P, M*K, h*P
+	g, cols := gout[0][:h*MP], scr[:K*P]
+	if gb != nil {
+		for j := range h {
+			for m := range M {
+				s := 0.0
+				for _, v := range g[j*MP+m*P : j*MP+(m+1)*P] {
+					s += v
+				}
+				gb[j*gstr[2]+m] += s
+			}
+		}
+	}
+	if gw != nil {
+		tw := hscr[:h*MK]
+		clear(tw)
+		dgemm(false, false, h*M, K, P, 1, g, P, cols, K, tw, K)
+		for j := range h {
+			addTo(gw[j*gstr[1]:j*gstr[1]+MK], tw[j*MK:(j+1)*MK])
+		}
+	}
+	if gx == nil {
+		return true
+	}
+	gs, gc := hscr[h*MK:h*MK+M*hP], hscr[h*MK+M*hP:]
+	sideBySide(gs, g, h, M, P)
+	nb := k.colBlock(hP)
+	for c0 := 0; c0 < hP; c0 += nb {
+		w := min(nb, hP-c0)
+		blk := gc[:K*w]
+		clear(blk)
+		dgemm(true, false, K, w, M, 1, in[1], K, gs[c0:], hP, blk, w)
+		k.col2imHeads(gx, gstr[0], blk, c0, w)
+	}
+	return true
+}
+
+// colBlock is the number of columns of [G_1 … G_h] (hP of them) whose column gradients
+// backwardHeads forms at a time: K·nb values of at most colBytes, so that col2im reads
+// them from cache, but enough for a product of internal/base/gemm's size (gemmParallel).
+func (k *convKernel) colBlock(hP int) int {
+	nb := max(colBytes/8/k.K, (gemmParallel+k.K*k.m-1)/(k.K*k.m), 16)
+	return min(hP, (nb+15)/16*16)
+}
+
+// colBytes bounds the block of column gradients of convKernel.backwardHeads: half of a
+// 512 KiB L2 cache.
+const colBytes = 256 << 10
+
+// col2imHeads adds the K×w block blk of column gradients, columns c0… of [gC_1 … gC_h]
+// (head j's column p is column j·P + p), to the heads of gx (head j at gx[j·stride:]):
+// gx_j[colsT[r·P + p]] += gC_j[r, p].
+func (k *convKernel) col2imHeads(gx []float64, stride int, blk []float64, c0, w int) {
+	K, P := k.K, k.P
+	for a := c0; a < c0+w; {
+		j, p0 := a/P, a%P
+		n := min(P-p0, c0+w-a)
+		xb := gx[j*stride : j*stride+k.plane]
+		for r := range K {
+			row, mp := blk[r*w+a-c0:r*w+a-c0+n], k.colsT[r*P+p0:r*P+p0+n]
+			for i, v := range row {
+				if c := mp[i]; c >= 0 {
+					xb[c] += v
+				}
+			}
+		}
+		a += n
+	}
+}

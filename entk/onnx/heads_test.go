@@ -1,0 +1,96 @@
+package onnx
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// headsTol bounds |BackwardHeads row j − Backward(w_j)| relative to the largest entry of
+// that row (at least 1): the two compute the same sums, but a batched matrix product may
+// add in another order (another block size, a dense product where Backward skipped
+// zeros), which moves each entry by a few ulps of the terms, far below 1e-12 of the row's
+// scale for these depths.
+const headsTol = 1e-12
+
+// checkHeads compares BackwardHeads for h = 1, 3 and 5 random heads with Backward per
+// head on the x of ws's last Forward, on the same workspace and then again (the second
+// call reuses its buffers and must give the same bits).
+func checkHeads(t *testing.T, name string, m *Model, ws *Workspace, r *rand.Rand) {
+	t.Helper()
+	P, d := m.NumParams(), m.OutDim()
+	for _, h := range []int{1, 3, 5} {
+		w := randVals(r, h*d, 1)
+		got, again := make([]float64, h*P), make([]float64, h*P)
+		m.BackwardHeads(got, w, h, ws)
+		want := make([]float64, P)
+		for j := range h {
+			m.Backward(want, w[j*d:(j+1)*d], ws)
+			scale := 1.0
+			for _, v := range want {
+				scale = max(scale, math.Abs(v))
+			}
+			for i, v := range want {
+				if g := got[j*P+i]; math.Abs(g-v) > headsTol*scale || math.IsNaN(g) != math.IsNaN(v) {
+					t.Errorf("%s: h = %d, head %d: BackwardHeads[%d] = %.17g, Backward %.17g", name, h, j, i, g, v)
+					return
+				}
+			}
+		}
+		m.BackwardHeads(again, w, h, ws)
+		for i := range got {
+			if math.Float64bits(got[i]) != math.Float64bits(again[i]) {
+				t.Errorf("%s: h = %d: BackwardHeads not repeatable at %d: %v then %v", name, h, i, got[i], again[i])
+				return
+			}
+		}
+	}
+}
+
+// TestHeadsReference checks BackwardHeads against Backward on the reference models of
+// testdata (the PyTorch exports: ResNet-20, the ViTs, the convnet, the embedding MLP).
+func TestHeadsReference(t *testing.T) {
+	for _, name := range []string{"convnet", "resnet20", "vit", "vit13", "embmlp"} {
+		path := filepath.Join("testdata", name+".onnx")
+		if _, err := os.Stat(path); err != nil {
+			t.Logf("%s: %v", name, err)
+			continue
+		}
+		m, err := Load(path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(3, 1))
+		ws := m.NewWorkspace()
+		x := randVals(r, m.InDim(), 1)
+		for _, q := range m.IndexInputs() {
+			x[q.Pos] = float64(r.IntN(q.N))
+		}
+		m.Forward(make([]float64, m.OutDim()), x, ws)
+		checkHeads(t, name, m, ws, r)
+	}
+}
+
+// TestHeadsNoAllocs: BackwardHeads allocates nothing after its first call with h heads,
+// nor with fewer heads after that.
+func TestHeadsNoAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 1))
+	m, err := LoadBytes(smallCNN(t, r), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := m.NewWorkspace()
+	x, w := randVals(r, m.InDim(), 1), randVals(r, 4*m.OutDim(), 1)
+	out, g := make([]float64, m.OutDim()), make([]float64, 4*m.NumParams())
+	m.Forward(out, x, ws)
+	m.BackwardHeads(g, w, 4, ws)
+	if n := testing.AllocsPerRun(20, func() {
+		m.Forward(out, x, ws)
+		m.BackwardHeads(g, w, 4, ws)
+		m.BackwardHeads(g[:3*m.NumParams()], w[:3*m.OutDim()], 3, ws)
+	}); n != 0 {
+		t.Errorf("Forward+BackwardHeads: %v allocations", n)
+	}
+}
