@@ -409,7 +409,7 @@ func (d *Daemon) readers() (train, queries *stream.Reader, err error) {
 	}
 	fetchMax := max(8<<20, 2*cfg.Limits.MaxMessageBytes)
 	train, err = stream.NewReader(stream.ReaderConfig{Kafka: d.kafka, Topics: []string{cfg.Kafka.Topics.Train, stream.DefaultErasuresTopic},
-		Start: d.startOffset, MaxBatch: cfg.Limits.BatchEvents, MaxWait: 100 * time.Millisecond, FetchMaxBytes: fetchMax, OnError: onErr})
+		Start: d.startOffset, MaxBatch: cfg.Limits.BatchEvents, MaxWait: 100 * time.Millisecond, FetchMaxBytes: fetchMax, OnError: onErr, Ahead: d.train.ingest.Ahead})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -37,6 +37,14 @@ type ReaderConfig struct {
 	// here for logs and metrics. OnError is called from partition
 	// goroutines and must be safe for concurrent use.
 	OnError func(topic string, partition int, err error)
+	// Ahead, if set, is called with each batch before the handler is, on a goroutine
+	// of Run's own, while the handler still applies the batch before it: work that
+	// depends on the messages alone (decoding them, computing their features) then
+	// overlaps the handler's serial work (its transaction's fsync). It returns before
+	// its batch goes to the handler, so what it prepared is complete when the handler
+	// runs; it may keep the messages but not the slice. Run joins it before returning;
+	// a batch prepared ahead of a failed handler call is never handled (Run stops).
+	Ahead func(ctx context.Context, batch []Message)
 }
 
 func (c ReaderConfig) withDefaults() ReaderConfig {
@@ -235,34 +243,93 @@ func (r *Reader) fetch(ctx context.Context, kr *kafka.Reader, p part, ch chan<- 
 }
 
 // deliver hands batches from ch to handle on the calling goroutine: it waits for one
-// message, takes what else is waiting up to MaxBatch, and calls handle. It returns nil
-// when ctx ends (or handle returns ctx's error), else handle's error.
+// message, takes what else is waiting up to MaxBatch, and calls handle. With Ahead set,
+// a second goroutine (deliverAhead) collects the next batch and prepares it while handle
+// runs. It returns nil when ctx ends (or handle returns ctx's error), else handle's
+// error.
 func (r *Reader) deliver(ctx context.Context, ch <-chan Message, handle Handler) error {
+	if r.cfg.Ahead != nil {
+		return r.deliverAhead(ctx, ch, handle)
+	}
 	batch := make([]Message, 0, r.cfg.MaxBatch)
 	for {
-		batch = batch[:0]
-		select {
-		case <-ctx.Done():
+		var ok bool
+		if batch, ok = r.collect(ctx, ch, batch[:0]); !ok {
 			return nil
-		case m := <-ch:
-			batch = append(batch, m)
 		}
-	drain:
-		for len(batch) < r.cfg.MaxBatch {
-			select {
-			case m := <-ch:
-				batch = append(batch, m)
-			default:
-				break drain
-			}
-		}
-		if err := handle(ctx, batch); err != nil {
-			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-				return nil
-			}
+		if err := handled(ctx, handle(ctx, batch)); err != nil {
 			return err
 		}
 	}
+}
+
+// deliverAhead is deliver with Ahead: one goroutine collects a batch, calls Ahead on it
+// and hands it over, then collects the next while handle applies the first; the two
+// batch buffers alternate, so a buffer is refilled only after handle returned from it.
+// The goroutine is joined before deliverAhead returns.
+func (r *Reader) deliverAhead(ctx context.Context, ch <-chan Message, handle Handler) error {
+	actx, cancel := context.WithCancel(ctx)
+	next := make(chan []Message)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	wg.Go(func() {
+		bufs := [2][]Message{make([]Message, 0, r.cfg.MaxBatch), make([]Message, 0, r.cfg.MaxBatch)}
+		for k := 0; ; k ^= 1 {
+			batch, ok := r.collect(actx, ch, bufs[k][:0])
+			if !ok {
+				return
+			}
+			bufs[k] = batch
+			r.cfg.Ahead(actx, batch)
+			select {
+			case next <- batch:
+			case <-actx.Done():
+				return
+			}
+		}
+	})
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case batch := <-next:
+			if err := handled(ctx, handle(ctx, batch)); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// collect appends to batch one message from ch, waiting for it, and then what else is
+// waiting, up to MaxBatch. It returns false when ctx ends first.
+func (r *Reader) collect(ctx context.Context, ch <-chan Message, batch []Message) ([]Message, bool) {
+	select {
+	case <-ctx.Done():
+		return batch, false
+	case m := <-ch:
+		batch = append(batch, m)
+	}
+	for len(batch) < r.cfg.MaxBatch {
+		select {
+		case m := <-ch:
+			batch = append(batch, m)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// handled is the error deliver returns for handle's err: none when ctx ended and err
+// is ctx's.
+func handled(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil
+	}
+	return err
 }
 
 type part struct {

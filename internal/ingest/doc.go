@@ -213,6 +213,24 @@
 // refused record's dead letter is written at most once (it is lost if the batch does
 // not commit).
 //
+// # Pipeline
+//
+// Decoding and the features are pure functions of a message's bytes and of the
+// pipeline, so they need not wait for the batch before. State.Ahead is the training
+// reader's stream.ReaderConfig.Ahead: while Apply works on batch k (its pool update
+// and its transaction's fsync, which leave cores idle), the reader's own goroutine
+// collects batch k+1 and Ahead decodes every message and computes both views of every
+// upsert (not with a FeatureSource, whose featurizers compute them), and files the
+// result; the Apply of exactly those messages (same coordinates, key and value bytes)
+// takes it and computes nothing twice, and any other Apply ignores it and computes what
+// it needs. Everything else (classification, the pool, the one transaction) stays in
+// Apply, in order, so offsets still commit with the state they describe and a crash
+// loses only what was prepared. Ahead reads only what New fixed (the pipeline, the
+// limits), keeps at most two prepared batches (aheadKept) and shares them with a
+// successor (Succeed); BothViewsTo's rows do not depend on the batch they are computed
+// in, so StateHash does not depend on whether, or how far ahead, a batch was prepared
+// (TestAheadSameState). Stats.Phases says where the batches' wall time went.
+//
 // # Determinism
 //
 // A point's features depend only on (configured seed, model, id, x): the views come
@@ -311,7 +329,8 @@
 //
 // A State owns its pool and is driven from one goroutine (Reader.Run calls Handle
 // on its own goroutine only); it starts no goroutines except entk's, which entk joins
-// before returning. The *storage.Store is the caller's and must outlive the State;
+// before returning. Ahead may run concurrently with Apply (on one other goroutine at a
+// time, the reader's): it shares only the prepared batches with Apply, under a mutex. The *storage.Store is the caller's and must outlive the State;
 // Start only reads it and may be called from any goroutine. Messages handed to Apply
 // are not modified, and no reference to them is kept after Apply returns. Features is
 // immutable and safe for concurrent use. Logs go to the zerolog.Logger given to

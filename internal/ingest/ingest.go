@@ -69,6 +69,10 @@ type State struct {
 	// broken is set when the in-memory pool may be ahead of the store.
 	broken error
 	stats  Stats
+	// returned is when the last Apply returned (Phases.Between).
+	returned time.Time
+	// ahead holds the batches Ahead prepared, shared with Ahead's goroutine.
+	ahead *aheadStore
 
 	// Reused across batches so the steady state allocates little besides what the
 	// store and the pool allocate.
@@ -186,6 +190,36 @@ type Stats struct {
 	// featurizer's record, and the records refused (dead-lettered, feature_mismatch).
 	FeaturesTaken  uint64 `json:"features_taken"`
 	FeatureRefused uint64 `json:"feature_refused"`
+	// Phases is where the batches' wall time went.
+	Phases Phases `json:"phase_seconds"`
+}
+
+// Phases are the cumulative wall seconds of Apply's steps (doc.go "Apply") over the
+// batches applied, for the benchmarks' phase tables. For a batch prepared ahead
+// (doc.go "Pipeline"), Decode and Features are only what Apply still does (classify,
+// copy the prepared rows) and Between includes the wait for Ahead.
+type Phases struct {
+	// Between: from the return of one Apply to the call of the next (the reader's
+	// fetch, the owner's work between batches).
+	Between float64 `json:"between"`
+	// Decode: classifying and decoding (step 1); Features: computing or waiting for
+	// the features (step 2); Pools: planning and updating both views' pools and
+	// encoding the core (step 3); Commit: the transaction with its fsync and
+	// erasures, and mirroring it in the cache (steps 4 and 5).
+	Decode   float64 `json:"decode"`
+	Features float64 `json:"features"`
+	Pools    float64 `json:"pools"`
+	Commit   float64 `json:"commit"`
+	// Ahead: the wall time Ahead took on the reader's goroutine to prepare the batches
+	// applied (decoding and features), overlapping the Applies before them.
+	Ahead float64 `json:"ahead"`
+}
+
+// lap adds the time since *t to *sec and moves *t to now.
+func lap(sec *float64, t *time.Time) {
+	now := time.Now()
+	*sec += now.Sub(*t).Seconds()
+	*t = now
 }
 
 // BatchResult counts what one Apply did.
@@ -271,7 +305,7 @@ func New(cfg config.Config, st *storage.Store, log zerolog.Logger) (*State, erro
 		store: st, feat: feat, pcfg: pcfg, lim: lim, dlq: cfg.Kafka.Topics.DLQ,
 		stale: cfg.Pool.SyncStaleFraction, log: log, dlqRaw: cfg.Kafka.DLQKeepRaw, last: map[partition]int64{}, tombs: map[partition]int64{},
 		deleted: map[string]int64{}, train: cfg.Kafka.Topics.Train, erasures: stream.DefaultErasuresTopic,
-		subj: map[storage.SubjectHash]*subjectState{},
+		subj: map[storage.SubjectHash]*subjectState{}, ahead: &aheadStore{},
 	}
 	if in.subjects, err = loadSubjectKey(st, log); err != nil {
 		return nil, err
@@ -409,12 +443,13 @@ func (in *State) Handle(ctx context.Context, batch []stream.Message) error {
 func (in *State) SetHooks(h Hooks) { in.hooks = h }
 
 // Succeed makes in the successor of old, a State discarded after ErrBroken: it takes
-// old's hooks and feature source, and a version past old's, so no background sync computed from a
+// old's hooks, feature source and batches prepared ahead (Ahead), and a version past old's, so no background sync computed from a
 // snapshot of old is adopted by in.
 func (in *State) Succeed(old *State) {
 	in.hooks = old.hooks
 	in.version = old.version + 1
 	in.src, in.srcWait = old.src, old.srcWait
+	in.ahead = old.ahead // the reader's Ahead may be bound to old
 }
 
 // Points returns the stored points' cache. It is safe for concurrent use and may be
@@ -513,19 +548,35 @@ func (in *State) Apply(ctx context.Context, batch []stream.Message) (res BatchRe
 		return res, err
 	}
 	in.ops, in.ids, in.xs = in.ops[:0], in.ids[:0], in.xs[:0]
-	defer func() { clear(in.ops); clear(in.ids) }() // drop references to the batch's bytes
+	t, ph := time.Now(), &in.stats.Phases
+	if !in.returned.IsZero() {
+		ph.Between += t.Sub(in.returned).Seconds()
+	}
+	defer func() {
+		clear(in.ops)
+		clear(in.ids) // drop references to the batch's bytes
+		in.returned = time.Now()
+	}()
+	// The batch decoded and featurized ahead (Ahead), if it was.
+	pre := in.ahead.take(batch)
+	defer in.ahead.recycle(pre)
+	if pre != nil {
+		ph.Ahead += pre.secs
+	}
 	// 1. Decode and classify, outside any transaction.
 	seen, fresh, claims := in.fresh(batch)
-	if err := in.decode(batch, fresh, claims); err != nil {
+	if err := in.decode(batch, fresh, claims, pre); err != nil {
 		return res, err
 	}
+	lap(&ph.Decode, &t)
 	// 2. Features of both views of every upsert, before the write lock is taken.
-	if err := in.featurize(ctx); err != nil {
+	if err := in.featurize(ctx, pre); err != nil {
 		return res, err
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	lap(&ph.Features, &t)
 	// 3. The pool, in offset order. From here on a failure leaves the pool ahead of the
 	// store, so it breaks the State.
 	leaving, poolChanged := in.plan(time.Now().UTC())
@@ -533,6 +584,7 @@ func (in *State) Apply(ctx context.Context, batch []stream.Message) (res BatchRe
 	if err != nil {
 		return res, in.breakWith(err)
 	}
+	lap(&ph.Pools, &t)
 	if len(seen) == 0 && !poolChanged && !in.claimWrites { // re-deliveries and claims that change nothing
 		res.Skipped = len(in.ops)
 		in.stats.Skipped += uint64(res.Skipped)
@@ -557,6 +609,7 @@ func (in *State) Apply(ctx context.Context, batch []stream.Message) (res BatchRe
 		in.last[k] = off
 	}
 	in.passTombstones()
+	lap(&ph.Commit, &t)
 	res = in.count(len(batch))
 	return res, nil
 }
@@ -608,11 +661,17 @@ func (in *State) fresh(batch []stream.Message) (map[partition]int64, []bool, []*
 	return seen, fresh, claims
 }
 
-// decode turns the batch into in.ops: skips, dead letters (with their DLQ entry made),
-// upserts (their ids and inputs appended to in.ids and in.xs), deletes, and claims (a
-// republication decoded as an upsert; one that does not decode changes nothing).
-func (in *State) decode(batch []stream.Message, fresh []bool, claims []*claim) error {
-	decoded := decodeAll(batch, fresh, in.lim, in.erasures)
+// decode turns the batch into in.ops, one per message: skips, dead letters (with their
+// DLQ entry made), upserts (their ids and inputs appended to in.ids and in.xs),
+// deletes, and claims (a republication decoded as an upsert; one that does not decode
+// changes nothing). The decoding is pre's when the batch was prepared ahead.
+func (in *State) decode(batch []stream.Message, fresh []bool, claims []*claim, pre *prepared) error {
+	var decoded []decoded
+	if pre != nil {
+		decoded = pre.dec // every message decoded; those not fresh are not looked at
+	} else {
+		decoded = decodeAll(batch, fresh, in.lim, in.erasures)
+	}
 	clear(in.subj)
 	for i, m := range batch {
 		o := op{msg: m}
@@ -675,18 +734,24 @@ func (in *State) decode(batch []stream.Message, fresh []bool, claims []*claim) e
 }
 
 // featurize computes both views' features of every upsert into in.feats (row 2·row and
-// 2·row+1), or takes them from the feature source's valid records (featuresFrom), and
-// dead-letters an upsert whose features are not usable.
-func (in *State) featurize(ctx context.Context) error {
+// 2·row+1), or takes them from the feature source's valid records (featuresFrom) or
+// from pre (computed ahead, computing only what it lacks), and dead-letters an upsert
+// whose features are not usable.
+func (in *State) featurize(ctx context.Context, pre *prepared) error {
 	n, q := len(in.ids), in.feat.Dim()
 	in.feats = grow(in.feats, 2*n*q)
 	clear(in.featDead)
 	in.featDead, in.batchTaken = in.featDead[:0], 0
-	if in.src != nil {
+	switch {
+	case in.src != nil:
 		if err := in.featuresFrom(ctx); err != nil {
 			return err
 		}
-	} else {
+	case pre != nil && pre.rows != nil:
+		if in.fromAhead(pre, q) > 0 {
+			in.featurizeMissing(n, q)
+		}
+	default:
 		in.views = grow(in.views, 2*n*in.feat.InputDim())
 		in.feat.BothViewsTo(in.feats, in.views, in.xs, in.ids)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -42,6 +43,11 @@ type Report struct {
 	// views, the fit draw), the per-upsert work of ingest without Kafka and bbolt.
 	FeaturesPerSecondReference float64 `json:"features_per_second_reference"`
 	IngestVsFeaturesRatio      float64 `json:"ingest_vs_features_ratio"`
+	// IngestPhaseSeconds is where the ingest's wall time went, summed over its batches
+	// (ingest.Phases; between is the reader's and the daemon's time between batches).
+	IngestPhaseSeconds ingest.Phases `json:"ingest_phase_seconds"`
+	// IngestBatches is the number of batches (transactions) the n upserts took.
+	IngestBatches uint64 `json:"ingest_batches"`
 
 	QueryInProcessP50Ms float64 `json:"query_in_process_p50_ms"`
 	QueryInProcessP99Ms float64 `json:"query_in_process_p99_ms"`

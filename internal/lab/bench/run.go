@@ -138,6 +138,8 @@ func (r *benchRun) ingest(ctx context.Context) error {
 	}
 	rep.IngestEventsPerSecond = float64(n) / time.Since(t0).Seconds()
 	rep.IngestVsFeaturesRatio = rep.IngestEventsPerSecond / rep.FeaturesPerSecondReference
+	st := r.h.D.Status()
+	rep.IngestPhaseSeconds, rep.IngestBatches = st.Ingest.Phases, st.Ingest.Batches
 
 	fmt.Fprintf(r.o.Stderr, "cairnctl bench: waiting for the model on %d points\n", n)
 	st, err := r.h.WaitModel(ctx, n, r.o.Stderr)
