@@ -20,7 +20,9 @@ import (
 // about h backward passes and one forward). examples/cpu-s counts the process's CPU time
 // (user and system, all threads) over the ψ calls alone: on a shared machine it moves
 // far less with other processes' load than the wall-clock rate, and it compares with
-// PyTorch's rows per CPU-second (scripts/onnx-psi-speed).
+// PyTorch's rows per CPU-second (scripts/onnx-psi-speed). x_heads is ψ's time over that
+// of the same sketch with one Backward per head (the backbone's BackwardHeads hidden),
+// timed in the same loop: the multi-head sweep's gain, whatever the machine's load.
 func BenchmarkONNXFeatures(b *testing.B) {
 	b.Run("convnet-export", func(b *testing.B) {
 		bi, err := NewBackbone("convnet:1x28x28-16-32-10", 1)
@@ -68,11 +70,19 @@ func benchONNX(b *testing.B, ob Backbone, ref Backbone) {
 	}
 	dst := make([]float64, n*sk.Dim())
 	sk.FeaturesBatchTo(dst, xs, n)
+	skh, err := NewSketch(perHead{ob}, 4, 1024, 1, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	skh.FeaturesBatchTo(dst, xs, n)
 	ws := ob.NewWorkspace()
 	g, w := make([]float64, ob.NumParams()), sk.Heads()[:ob.OutDim()]
-	var tf, tr, cpu time.Duration
+	var tf, tr, th, cpu time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		th0 := time.Now()
+		skh.FeaturesBatchTo(dst, xs, n)
+		th += time.Since(th0)
 		c0 := processCPU(b)
 		t0 := time.Now()
 		sk.FeaturesBatchTo(dst, xs, n)
@@ -95,8 +105,13 @@ func benchONNX(b *testing.B, ob Backbone, ref Backbone) {
 	} else {
 		b.ReportMetric(float64(tf)/float64(tr), "x_vjp")
 	}
+	b.ReportMetric(float64(tf)/float64(th), "x_heads")
 	fwhtSink = dst[0] + g[0]
 }
+
+// perHead is a backbone with its BackwardHeads hidden, so that a sketch of it runs one
+// Backward per head.
+type perHead struct{ Backbone }
 
 // processCPU is the process's CPU time so far, user and system, all threads.
 func processCPU(b *testing.B) time.Duration {

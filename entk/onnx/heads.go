@@ -27,6 +27,18 @@ type headsSpace struct {
 	gout  [][][]float64 // per step: output gradient bases
 	gin1  [][][]float64 // per step: one head's input gradients (the per-head fallback)
 	gout1 [][][]float64 // per step: one head's output gradients
+	sweep uint64        // BackwardHeads calls so far
+	done  []uint64      // per slot: the sweep that last zeroed its gradient
+}
+
+// zero clears the first n values of slot s's gradient the first time the sweep reaches
+// it, just before its first use: every gradient starts at zero, and is cleared while the
+// step that adds to it is about to touch it anyway.
+func (hd *headsSpace) zero(s, n int) {
+	if hd.done[s] != hd.sweep {
+		clear(hd.grads[s][:n])
+		hd.done[s] = hd.sweep
+	}
 }
 
 // reserve sizes ws.hd for h heads.
@@ -36,7 +48,7 @@ func (ws *Workspace) reserve(h int) {
 		return
 	}
 	hd.h = h
-	hd.grads = make([][]float64, len(m.slots))
+	hd.grads, hd.done = make([][]float64, len(m.slots)), make([]uint64, len(m.slots))
 	for i, s := range m.slots {
 		if s.kind == slotAct && s.live && s.grad {
 			hd.grads[i] = make([]float64, h*s.size)
@@ -82,18 +94,10 @@ func (m *Model) BackwardHeads(dst, w []float64, h int, ws *Workspace) {
 	ws.reserve(h)
 	hd := &ws.hd
 	clear(dst)
-	for i, s := range m.slots {
-		if s.kind == slotAct && s.grad && s.live {
-			clear(hd.grads[i][:h*s.size])
-		}
-	}
+	hd.sweep++
 	if g := hd.grads[m.outSlot]; g != nil {
-		d := m.outDim
-		for j := range h {
-			for i, v := range w[j*d : (j+1)*d] {
-				g[j*d+i] += v
-			}
-		}
+		hd.zero(m.outSlot, h*m.outDim)
+		addTo(g, w)
 	}
 	for i := len(m.steps) - 1; i >= 0; i-- {
 		if m.steps[i].grad {
@@ -117,6 +121,12 @@ func (m *Model) stepHeads(i, h int, dst []float64, ws *Workspace) {
 			gin[j], gstr[j] = dst[sl.off:], len(m.params)
 		default:
 			gin[j], gstr[j] = hd.grads[s], sl.size
+			hd.zero(s, h*sl.size)
+		}
+	}
+	for _, s := range st.out {
+		if hd.grads[s] != nil {
+			hd.zero(s, h*m.slots[s].size) // no consumer added to it: its gradient is 0
 		}
 	}
 	if hk, ok := st.k.(headsKernel); ok && hk.backwardHeads(h, gin, hd.gout[i], ws.in[i], ws.out[i], gstr, ws.scr[i], hd.scr[i]) {
