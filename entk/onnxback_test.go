@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -309,4 +310,48 @@ func TestOpenBackbone(t *testing.T) {
 		}
 	}()
 	b.Forward(make([]float64, 2), make([]float64, 4), bi.NewWorkspace())
+}
+
+// TestONNXHeadsFeatures: ψ through BackwardHeads on the reference ResNet-20 and ViT (whose
+// products are large enough to run in internal/base/gemm on several goroutines) has the
+// same bits at GOMAXPROCS 1 and 2, and equals ψ with one Backward per head within 1e-12
+// relative to the largest entry (BackwardHeads' tolerance, see the onnx package's tests).
+func TestONNXHeadsFeatures(t *testing.T) {
+	for _, name := range []string{"resnet20", "vit"} {
+		path := filepath.Join("onnx", "testdata", name+".onnx")
+		if _, err := os.Stat(path); err != nil {
+			t.Logf("%s: %v", name, err)
+			continue
+		}
+		ob, _, err := LoadONNX(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 2
+		r := rand.New(rand.NewPCG(4, 1))
+		xs := make([]float64, n*ob.InDim())
+		for i := range xs {
+			xs[i] = r.Float64()
+		}
+		sk, err := NewSketch(ob, 4, 1024, 1, "fit")
+		if err != nil {
+			t.Fatal(err)
+		}
+		skh, _ := NewSketch(perHead{ob}, 4, 1024, 1, "fit")
+		got := make([]float64, n*sk.Dim())
+		one, per := make([]float64, len(got)), make([]float64, len(got))
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+		sk.FeaturesBatchTo(got, xs, n)
+		skh.FeaturesBatchTo(per, xs, n)
+		runtime.GOMAXPROCS(1)
+		sk.FeaturesBatchTo(one, xs, n)
+		for i := range got {
+			if math.Float64bits(got[i]) != math.Float64bits(one[i]) {
+				t.Fatalf("%s: ψ[%d] = %v at GOMAXPROCS 2, %v at 1", name, i, got[i], one[i])
+			}
+		}
+		if i, ok := relClose(got, per, 1e-12); !ok {
+			t.Errorf("%s: ψ[%d] = %.17g with BackwardHeads, %.17g with one Backward per head", name, i, got[i], per[i])
+		}
+	}
 }

@@ -213,21 +213,21 @@ type convKernel struct {
 // sparse path only pays when it skips most of the terms.
 const sparseFrac = 2
 
-// scratch holds the n im2col matrices (for the weight gradient) and one gradient of
-// cols.
-func (k *convKernel) scratch() int { return (k.n + 1) * k.K * k.P }
+// scratch holds the n im2col matrices (for the weight gradient), one gradient of cols
+// and one example's input behind a zero (forward's gather reads pad[map+1], so the
+// padding, map −1, reads the zero without a branch).
+func (k *convKernel) scratch() int { return (k.n+1)*k.K*k.P + k.plane + 1 }
 
 func (k *convKernel) forward(out, in [][]float64, scr []float64) {
 	y, xin, w, bias := out[0], in[0], in[1], get(in, 2)
 	KP, MP := k.K*k.P, k.m*k.P
+	pad := scr[(k.n+1)*KP : (k.n+1)*KP+k.plane+1]
+	pad[0] = 0
 	for b := 0; b < k.n; b++ {
-		cols, xb, yb := scr[b*KP:(b+1)*KP], xin[b*k.plane:(b+1)*k.plane], y[b*MP:(b+1)*MP]
+		cols, yb := scr[b*KP:(b+1)*KP], y[b*MP:(b+1)*MP]
+		copy(pad[1:], xin[b*k.plane:(b+1)*k.plane])
 		for i, j := range k.cols {
-			if j < 0 {
-				cols[i] = 0
-			} else {
-				cols[i] = xb[j]
-			}
+			cols[i] = pad[j+1]
 		}
 		for m := 0; m < k.m; m++ {
 			row := yb[m*k.P : (m+1)*k.P]
