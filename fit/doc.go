@@ -34,7 +34,10 @@
 //     GOMAXPROCS goroutines (internal/base/par), the products on the installed BLAS
 //     (internal/base/gemm's are split by rows); every entry gets the serial loop's operations
 //     and sums across rows are formed in row order, so a fit gives the same bits at any
-//     GOMAXPROCS (TestStepCores, TestAdamCores).
+//     GOMAXPROCS (TestStepCores, TestAdamCores). The spectral initializers' dense
+//     eigensolver splits its tridiagonal reduction's matrix-vector products by columns
+//     (sytrd.go) and applies the QL/QR sweeps' rotations to blocks of rows (eigen.go),
+//     with mat.EigenSym's bits (TestEigenSymCores).
 //   - Precision: θ, Adam's moments, the losses and every evaluation are float64. With
 //     Options.Float32 (the default) each batch's matrix products and SimCLR's softmax
 //     exponentials are float32 (f32.go: about half the time of a step; the gradient

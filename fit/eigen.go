@@ -6,13 +6,17 @@ package fit
 // mat.EigenSym runs LAPACK's Dsyev (gonum's lapack/gonum): Dsytrd reduces A to a
 // tridiagonal T = QᵀAQ, Dorgtr forms Q, and Dsteqr finds T's eigenvalues by implicit QL
 // and QR sweeps, applying each sweep's plane rotations to the columns of Z = Q (Dlasr).
-// At M = 512 those rotations are nine tenths of the work and ran on one core. Every
-// row of Z gets the same rotations independently of the others, so here they are applied
-// to blocks of rows side by side (internal/base/par), each block by gonum's own Dlasr; the
-// rest is gonum's Dsyev and Dsteqr step for step (adapted from gonum v0.17.0,
-// lapack/gonum/dsyev.go and dsteqr.go, Copyright ©2016 The Gonum Authors, BSD-style
-// licence), so the values and vectors are mat.EigenSym's bit for bit
-// (TestEigenSymCores).
+// At M = 512 those rotations are nine tenths of the work. The sweeps' rotations depend
+// on T alone, never on Z, and every row of Z gets the same rotations independently of
+// the others, so here each sweep's rotations are only recorded, and the recorded sweeps
+// are applied at the end (or whenever the record reaches Z's size) to blocks of Z's rows
+// side by side (internal/base/par), each block by gonum's own Dlasr, sweep after sweep
+// in the order they were made: one fork and join for all the sweeps instead of one per
+// sweep, and each block of rows stays in cache through all of them. The rest is gonum's
+// Dsyev and Dsteqr step for step (adapted from gonum v0.17.0, lapack/gonum/dsyev.go and
+// dsteqr.go, Copyright ©2016 The Gonum Authors, BSD-style licence), so every row of Z
+// gets Dlasr's operations in Dsteqr's order and the values and vectors are
+// mat.EigenSym's bit for bit (TestEigenSymCores).
 
 import (
 	"math"
@@ -35,9 +39,13 @@ const (
 	dlamchE = 0x1p-53     // relative machine precision
 	dlamchP = 2 * dlamchE // precision times the base
 	dlamchS = 0x1p-1022   // safe minimum: its reciprocal does not overflow
-	rotRows = 32          // rows of Z per block of a rotation sweep (128 KiB at M = 512)
-	// rotMinWork is the fewest entries a sweep updates on more than one goroutine (a
-	// few tens of microseconds of work).
+	// rotRows is the rows of Z per block of the recorded sweeps. Dlasr walks a block
+	// column by column, and at M = 512 Z's rows lie 4 KiB apart, in the same sets of
+	// the L1 cache: 8 rows (16 lines per rotation, 32 KiB a block) applied PCI's sweeps
+	// at M = 512 in 0.24 s on one core of the build machine, 32 rows in 1.2 s.
+	rotRows = 8
+	// rotMinWork is the fewest entries the recorded sweeps update on more than one
+	// goroutine (a few tens of microseconds of work).
 	rotMinWork = 1 << 15
 	maxIter    = 30 // Dsteqr's sweeps per eigenvalue before it gives up
 	scaleDn    = 1  // Dsteqr's block scaled down (its norm above ssfmax)
@@ -61,7 +69,8 @@ func eigenSym(s *mat.SymDense) (w []float64, z *mat.Dense, ok bool) {
 }
 
 // dsyev is gonum's Dsyev(EVCompute, Upper, n, a, lda, w, work, lwork) with the optimal
-// lwork that mat.EigenSym queries, Dsteqr replaced by steqr.
+// lwork that mat.EigenSym queries, Dsytrd replaced by dsytrdUpper (sytrd.go) and Dsteqr
+// by steqr.
 func dsyev(n int, a []float64, lda int, w []float64) bool {
 	nb := lapackImpl.Ilaenv(1, "DSYTRD", "U", n, -1, -1, -1)
 	lwork := max(1, (nb+2)*n)
@@ -85,7 +94,7 @@ func dsyev(n int, a []float64, lda int, w []float64) bool {
 	}
 	inde, indtau, indwork := 0, n, 2*n
 	llwork := lwork - indwork
-	lapackImpl.Dsytrd(blas.Upper, n, a, lda, w, work[inde:], work[indtau:], work[indwork:], llwork)
+	dsytrdUpper(n, a, lda, w, work[inde:], work[indtau:], work[indwork:], llwork)
 	lapackImpl.Dorgtr(blas.Upper, n, a, lda, work[indtau:], work[indwork:], llwork)
 	st := &steqr{n: n, d: w, e: work[inde:], z: a, ldz: lda, work: work[indtau:], nmaxit: n * maxIter}
 	if !st.run() {
@@ -99,14 +108,24 @@ func dsyev(n int, a []float64, lda int, w []float64) bool {
 
 // steqr is gonum's Dsteqr(EVOrig, n, d, e, z, ldz, work) in progress: the tridiagonal's
 // diagonal d (its eigenvalues at the end) and off-diagonal e, the eigenvectors z, the
-// saved rotations in work, the sweep count and the scaling state, which, as in gonum's,
-// carries over from one unreduced block to the next.
+// current sweep's rotations in work, the sweeps recorded but not yet applied to z (cs,
+// sweeps), the sweep count and the scaling state, which, as in gonum's, carries over
+// from one unreduced block to the next.
 type steqr struct {
 	n, ldz       int
 	d, e, z      []float64
 	work         []float64
+	cs           []float64 // the recorded sweeps' cosines and sines
+	sweeps       []sweep
 	jtot, nmaxit int
 	iscale       int
+}
+
+// sweep is one recorded Dlasr(Right, Variable, direct) call on the mm columns of z from
+// col on: its cosines are cs[at : at+mm−1] and its sines cs[at+mm−1 : at+2(mm−1)].
+type sweep struct {
+	direct      lapack.Direct
+	col, mm, at int
 }
 
 // Dsteqr's thresholds.
@@ -128,6 +147,7 @@ func (st *steqr) run() bool {
 	l1 := 0
 	for {
 		if l1 > n-1 {
+			st.apply()
 			st.sort()
 			return true
 		}
@@ -172,6 +192,7 @@ func (st *steqr) run() bool {
 			break
 		}
 	}
+	st.apply()
 	for i := 0; i < n-1; i++ {
 		if e[i] != 0 {
 			return false
@@ -205,21 +226,44 @@ func (st *steqr) scale(from, to float64, l, lend int) {
 	lapackImpl.Dlascl(lapack.General, 0, 0, from, to, lend-l, 1, st.e[l:], 1)
 }
 
-// rotate applies the plane rotations c = work[at:], s = work[n−1+at:] to the mm columns
-// of z from col on (Dlasr Right, Variable, direct), in blocks of rotRows rows side by
-// side when there are at least rotMinWork entries to update (a 2×2 block's single
-// rotation is not worth waking a goroutine for): each row gets Dlasr's operations
-// whatever the blocks.
+// rotate records the plane rotations c = work[at:], s = work[n−1+at:] for the mm
+// columns of z from col on (Dlasr Right, Variable, direct), to be applied by apply;
+// when the record holds as many entries as z, it applies them first.
 func (st *steqr) rotate(direct lapack.Direct, at, col, mm int) {
-	n, ldz := st.n, st.ldz
-	c, s := st.work[at:], st.work[n-1+at:]
-	if n*mm < rotMinWork {
-		lapackImpl.Dlasr(blas.Right, lapack.Variable, direct, n, mm, c, s, st.z[col:], ldz)
-		return
+	n := st.n
+	if len(st.cs)+2*(mm-1) > max(n*n, 2*(n-1)) {
+		st.apply()
 	}
-	par.For(n, rotRows, par.Workers(n, rotRows), func(_, lo, hi int) {
-		lapackImpl.Dlasr(blas.Right, lapack.Variable, direct, hi-lo, mm, c, s, st.z[lo*ldz+col:], ldz)
+	st.sweeps = append(st.sweeps, sweep{direct: direct, col: col, mm: mm, at: len(st.cs)})
+	st.cs = append(st.cs, st.work[at:at+mm-1]...)
+	st.cs = append(st.cs, st.work[n-1+at:n-1+at+mm-1]...)
+}
+
+// apply applies the recorded sweeps to z in the order they were recorded, in blocks of
+// rotRows rows side by side when they update at least rotMinWork entries, and clears
+// the record. It is
+//
+//	for _, w := range sweeps { Dlasr(Right, Variable, w.direct, n, w.mm, c, s, z[w.col:], ldz) }
+//
+// with the rows split: Dlasr updates each row of z from that row alone, so every row
+// gets the same operations in the same order whatever the blocks.
+func (st *steqr) apply() {
+	n, ldz := st.n, st.ldz
+	work := 0
+	for _, w := range st.sweeps {
+		work += n * w.mm
+	}
+	workers := 1
+	if work >= rotMinWork {
+		workers = par.Workers(n, rotRows)
+	}
+	par.For(n, rotRows, workers, func(_, lo, hi int) {
+		for _, w := range st.sweeps {
+			c, s := st.cs[w.at:w.at+w.mm-1], st.cs[w.at+w.mm-1:w.at+2*(w.mm-1)]
+			lapackImpl.Dlasr(blas.Right, lapack.Variable, w.direct, hi-lo, w.mm, c, s, st.z[lo*ldz+w.col:], ldz)
+		}
 	})
+	st.cs, st.sweeps = st.cs[:0], st.sweeps[:0]
 }
 
 // ql reduces the block l..lend (l < lend) by implicit QL sweeps, as Dsteqr does, until

@@ -12,7 +12,9 @@ import (
 // TestEigenSymCores: eigenSym gives mat.EigenSym's eigenvalues and eigenvectors bit for
 // bit at GOMAXPROCS 1, 2 and 3, on matrices that take each of Dsteqr's paths: random
 // symmetric ones of sizes around the rotation blocks (32 rows) and one large enough for
-// its sweeps to be split (300), a centered Gram matrix
+// its recorded sweeps to be applied to blocks of rows side by side (300; every random
+// one fills the record of sweeps, so it is applied before the end too), a centered Gram
+// matrix
 // as PCI decomposes, norms below and above Dsyev's scaling thresholds, a block-diagonal
 // one that splits into unreduced blocks, a diagonal one (nothing to reduce), one with a
 // repeated eigenvalue, and sizes 1 and 2.
