@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"runtime"
+	"slices"
+	"sort"
 	"testing"
 
 	"gonum.org/v1/gonum/blas/blas32"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/internal/base/gemm"
+	"github.com/cairnhq/cairn/internal/base/rng"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/serving"
 )
@@ -89,5 +93,61 @@ func TestFitCores(t *testing.T) {
 	var m struct{ Model struct{ Meta []byte } }
 	if err := json.Unmarshal(want, &m); err != nil || !bytes.Contains(m.Model.Meta, []byte(`"reseed"`)) {
 		t.Errorf("the model's metadata lacks the reseed measurement (err %v): %s", err, m.Model.Meta)
+	}
+}
+
+// serialAuditRows is auditRows as it was before its keys were computed side by side:
+// the key of both rows recomputed at every comparison, on one goroutine.
+func serialAuditRows(seed uint64, role string, snap *ingest.Snapshot, candidates []int, n int) []int {
+	var c []int
+	for _, i := range candidates {
+		if e := snap.Entries[i]; e.HasLabel && e.Label >= 0 {
+			c = append(c, i)
+		}
+	}
+	key := func(i int) uint64 { return rng.Seed(seed, "daemon/audit/"+role+"/"+snap.IDs[i]) }
+	sort.Slice(c, func(a, b int) bool { return key(c[a]) < key(c[b]) })
+	c = c[:min(n, len(c))]
+	sort.Ints(c)
+	return c
+}
+
+// TestAuditRowsCores: auditRows picks the serial reference's rows at GOMAXPROCS 1, 2 and
+// 3, for 1,300 candidates (two full key chunks of 512 and a short one; every seventh
+// point unlabelled, every eleventh labelled −1) and n below, at and above the count of
+// labelled candidates.
+func TestAuditRowsCores(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	snap := &ingest.Snapshot{}
+	var candidates []int
+	for i := range 1400 {
+		e := &ingest.Entry{HasLabel: i%7 != 0, Label: int64(i % 10)}
+		if i%11 == 0 {
+			e.Label = -1
+		}
+		snap.IDs = append(snap.IDs, fmt.Sprintf("p%05d", i))
+		snap.Entries = append(snap.Entries, e)
+		if i%13 != 5 && len(candidates) < 1300 {
+			candidates = append(candidates, i)
+		}
+	}
+	labelled := 0
+	for _, i := range candidates {
+		if e := snap.Entries[i]; e.HasLabel && e.Label >= 0 {
+			labelled++
+		}
+	}
+	for _, n := range []int{1, 250, labelled, 1300} {
+		want := serialAuditRows(7, "ref", snap, candidates, n)
+		if len(want) != min(n, labelled) {
+			t.Fatalf("n %d: the reference picked %d of %d labelled rows", n, len(want), labelled)
+		}
+		for _, procs := range []int{1, 2, 3} {
+			runtime.GOMAXPROCS(procs)
+			if got := auditRows(7, "ref", snap, candidates, n); !slices.Equal(got, want) {
+				t.Errorf("n %d GOMAXPROCS %d: auditRows picked %d rows, not the reference's %d (or not the same)",
+					n, procs, len(got), len(want))
+			}
+		}
 	}
 }

@@ -34,35 +34,48 @@ const explainedJitter = 1e-10
 // past once per chunk.
 const gramChunk = 64
 
-// gramBy returns the m×m Gram matrix of the float32 rows lf (m×e). It is the loop
+// gramBy returns the m×m Gram matrix of the float32 rows lf (m×e), computing its lower
+// triangle (with the diagonal blocks whole) and mirroring it: with c chunks of gramChunk
+// rows it is the loop
 //
 //	for i0 := 0; i0 < m; i0 += gramChunk {
 //		i1 := min(i0+gramChunk, m)
-//		rowsTo(G[i0·m : i1·m], rows i0 … i1−1 of lf widened to float64 (exactly))
+//		rowsTo(R, rows i0 … i1−1 of lf widened to float64 (exactly), i1)
+//		for i := i0; i < i1; i++ {
+//			G[i][0:i1] = R[i−i0]
+//			G[j][i] = R[i−i0][j] for j < i0
+//		}
 //	}
 //
-// with the chunks run side by side on par.Workers goroutines, each with its own writer
-// rowsTo from newRowsTo (whose scratch it owns) and its own widening buffer (gramChunk·e
-// float64s; one goroutine per chunk at most, so all of them hold at most twice the bytes
-// of lf, rounded up to a chunk). rowsTo(dst, fs) writes
-// the kernel rows of fs against every row of lf into dst (len(fs)·m) as a function of fs
+// with the chunks run side by side on par.Workers goroutines, the last (longest) first,
+// each goroutine with its own writer rowsTo from newRowsTo (whose scratch it owns), its
+// own widening buffer (gramChunk·e float64s; one goroutine per chunk at most, so all of
+// them hold at most twice the bytes of lf, rounded up to a chunk) and its own rows R.
+// rowsTo(dst, fs, nz) writes the kernel rows of fs against the first nz rows of lf into
+// dst (len(fs)·nz, query-major), each entry a function of its query and landmark row
 // alone, its scratch fully overwritten; the chunks are a function of m, so every call
-// gets the serial loop's arguments, and G is bit for bit the serial loop's whatever
-// GOMAXPROCS is.
-func gramBy(lf []float32, m, e int, newRowsTo func() func(dst []float64, fs [][]float64)) []float64 {
+// gets the serial loop's arguments and G is bit for bit the serial loop's whatever
+// GOMAXPROCS is. Chunk i0's writes, rows i0 … i1−1 up to column i1 and the same columns
+// above row i0, are no other chunk's. The mirror is the full product's value as well:
+// the writers' entries are symmetric bit for bit (each multiplies the same pairs of
+// widened floats in the same lane order either way; TestGramExactCores,
+// TestGramModelCores), and skipping the upper triangle saves nearly half the products.
+func gramBy(lf []float32, m, e int, newRowsTo func() func(dst []float64, fs [][]float64, nz int)) []float64 {
 	g := make([]float64, m*m)
 	type worker struct {
-		rowsTo func(dst []float64, fs [][]float64)
-		buf    []float64
-		fs     [][]float64
+		rowsTo   func(dst []float64, fs [][]float64, nz int)
+		buf, out []float64
+		fs       [][]float64
 	}
-	workers := par.Workers(m, gramChunk)
+	chunks, workers := par.Chunks(m, gramChunk), par.Workers(m, gramChunk)
 	ws := make([]worker, workers)
-	par.For(m, gramChunk, workers, func(w, i0, i1 int) {
+	par.For(m, gramChunk, workers, func(w, lo, _ int) {
 		wk := &ws[w] // only goroutine w touches it
 		if wk.rowsTo == nil {
 			wk.rowsTo, wk.buf = newRowsTo(), make([]float64, min(gramChunk, m)*e)
 		}
+		c := chunks - 1 - lo/gramChunk // the longest chunks first
+		i0, i1 := c*gramChunk, min((c+1)*gramChunk, m)
 		wk.fs = wk.fs[:0]
 		for i := i0; i < i1; i++ {
 			f := wk.buf[(i-i0)*e : (i-i0+1)*e]
@@ -71,7 +84,15 @@ func gramBy(lf []float32, m, e int, newRowsTo func() func(dst []float64, fs [][]
 			}
 			wk.fs = append(wk.fs, f)
 		}
-		wk.rowsTo(g[i0*m:i1*m], wk.fs)
+		wk.out = grow(wk.out, (i1-i0)*i1)
+		wk.rowsTo(wk.out, wk.fs, i1)
+		for i := i0; i < i1; i++ {
+			r := wk.out[(i-i0)*i1 : (i-i0+1)*i1]
+			copy(g[i*m:i*m+i1], r)
+			for j, v := range r[:i0] {
+				g[j*m+i] = v
+			}
+		}
 	})
 	return g
 }
@@ -79,10 +100,10 @@ func gramBy(lf []float32, m, e int, newRowsTo func() func(dst []float64, fs [][]
 // gramExact returns the Gram matrix of the m full exact rows lf (m×e): G_ij = ⟨φ_i, φ_j⟩
 // through vec.Dots32BatchTo (each query row bit for bit a lone Dots32To's), on all cores.
 func gramExact(lf []float32, m, e int) []float64 {
-	return gramBy(lf, m, e, func() func(dst []float64, fs [][]float64) {
+	return gramBy(lf, m, e, func() func(dst []float64, fs [][]float64, nz int) {
 		var lanes []float64 // cleared by every call
-		return func(dst []float64, fs [][]float64) {
-			lanes = vec.Dots32BatchTo(dst, fs, lf, e, e, m, lanes)
+		return func(dst []float64, fs [][]float64, nz int) {
+			lanes = vec.Dots32BatchTo(dst, fs, lf, e, e, nz, lanes)
 		}
 	})
 }
@@ -92,9 +113,9 @@ func gramExact(lf []float32, m, e int) []float64 {
 // query per goroutine), on all cores. It is exactly symmetric (each dot product
 // multiplies the same pairs in the same lane order either way).
 func gramFactored(f *entk.Factored, lf []float32, m int) []float64 {
-	return gramBy(lf, m, f.Dim(), func() func(dst []float64, fs [][]float64) {
+	return gramBy(lf, m, f.Dim(), func() func(dst []float64, fs [][]float64, nz int) {
 		q := f.NewQuery()
-		return func(dst []float64, fs [][]float64) { q.KernelRowsTo(dst, lf, fs, m) }
+		return func(dst []float64, fs [][]float64, nz int) { q.KernelRowsTo(dst, lf, fs, nz) }
 	})
 }
 

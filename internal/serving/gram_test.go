@@ -13,7 +13,8 @@ import (
 
 // serialGramBy is gramBy as it was before it ran on all cores, kept as the reference
 // for its bits: one goroutine, 64-row chunks one after another, each row widened into a
-// fresh slice, one writer for every chunk.
+// fresh slice, one writer for every chunk, every entry of both triangles computed (the
+// upper one is now mirrored from the lower).
 func serialGramBy(lf []float32, m, e int, rowsTo func(dst []float64, fs [][]float64)) []float64 {
 	g := make([]float64, m*m)
 	const chunk = 64
@@ -72,11 +73,12 @@ func dotBound(n int, abs float64) float64 {
 }
 
 // TestGramExactCores: gramExact on random float32 rows gives the serial loop's bits at
-// GOMAXPROCS 1, 2 and 3, and every entry is the plain float64 dot product of the two
-// widened rows within dotBound. The shapes straddle the edges: 131 rows are two full
-// chunks of 64 and a short one whose length is not a multiple of 4 (the kernel's tail
-// rows); 517 columns are a full column chunk of vec.Dots32BatchChunk, a short one and a
-// tail of one.
+// GOMAXPROCS 1, 2 and 3 (though its upper triangle is mirrored from products against
+// fewer rows), and every entry is the plain float64 dot product of the two widened rows
+// within dotBound. The shapes straddle the edges: 131 rows are two full chunks of 64
+// and a short one whose length is not a multiple of 4 (the kernel's tail rows); 517
+// columns are a full column chunk of vec.Dots32BatchChunk, a short one and a tail of
+// one.
 func TestGramExactCores(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	r := rand.New(rand.NewPCG(1, 1))
