@@ -257,7 +257,7 @@ func (r PhaseReport) median(procs int, f func(PhaseRun) float64) float64 {
 // Table is the phase table: for each phase the median wall seconds at GOMAXPROCS 1
 // and 2, their ratio T2/T1 and the parallel fraction p = (1 − T2/T1)·2 (Amdahl's law
 // for two cores), then the same for the load-corrected medians (Corrected, marked *),
-// then every run's load average.
+// then Untimed at GOMAXPROCS 1 and 2 and every run's load average.
 func (r PhaseReport) Table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "refit phases, %s n = %d, medians of %d runs per GOMAXPROCS\n", r.Data, r.N, len(r.Runs)/max(1, r.procCount()))
@@ -269,12 +269,36 @@ func (r PhaseReport) Table() string {
 		fmt.Fprintf(&b, "%-8s %9.3f %9.3f %7.3f %6.2f | %9.3f %9.3f %7.3f %6.2f\n", ph, t1, t2, t2/t1, (1-t2/t1)*2,
 			c1, c2, c2/c1, (1-c2/c1)*2)
 	}
+	fmt.Fprintf(&b, "untimed (a run's total minus its phases, at most): %.3f s at GOMAXPROCS 1, %.3f s at 2\n",
+		r.Untimed(1), r.Untimed(2))
 	b.WriteString("load1 per run (GOMAXPROCS:load):")
 	for _, run := range r.Runs {
 		fmt.Fprintf(&b, " %d:%.1f", run.Procs, run.Load1)
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// Untimed is, over the runs at GOMAXPROCS procs, the largest difference between a run's
+// total and the sum of its phases: the time no phase's clock covers (the residual
+// certificates between the fit and the reseed, the hand-offs between phases). NaN
+// without such runs. The medians of the phases need not add up to the median total
+// (each median may come from another run), so compare a run's phases with its own total.
+func (r PhaseReport) Untimed(procs int) float64 {
+	worst := math.NaN()
+	for _, run := range r.Runs {
+		if run.Procs != procs {
+			continue
+		}
+		gap := run.Seconds["total"]
+		for _, ph := range PhaseNames[:len(PhaseNames)-1] {
+			gap -= run.Seconds[ph]
+		}
+		if !(gap <= worst) {
+			worst = gap
+		}
+	}
+	return worst
 }
 
 // procCount is the number of distinct GOMAXPROCS values among the runs.

@@ -111,6 +111,14 @@ func TestPhases(t *testing.T) {
 			t.Errorf("table lacks phase %s:\n%s", ph, tab)
 		}
 	}
+	// The phases cover the refit: what runs between them (two residual certificates
+	// of 2·24 landmarks, a few map writes) takes milliseconds, here at most a tenth
+	// of a second, even on a loaded machine.
+	for _, procs := range []int{1, 2} {
+		if u := rep.Untimed(procs); !(u >= -1e-6 && u < 0.1) {
+			t.Errorf("GOMAXPROCS %d: a run's total exceeds its phases' sum by %v s", procs, u)
+		}
+	}
 	if m := rep.Median("fit", 1); !(m > 0) {
 		t.Errorf("median fit at GOMAXPROCS 1 is %v", m)
 	}
