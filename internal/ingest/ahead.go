@@ -155,8 +155,14 @@ func (s *aheadStore) release(p *prepared) {
 
 // fromAhead fills the rows of in.feats that p computed (in.have marks them) and
 // returns how many upserts it had no row for. The ops are the batch's, one per message.
+// When p's rows are exactly in.feats's (every upsert p computed is an upsert of the
+// batch, the usual case), the buffers are swapped instead of copied.
 func (in *State) fromAhead(p *prepared, q int) (missing int) {
 	n := len(in.ids)
+	if n == len(p.ids) && in.sameRows(p) {
+		in.feats, p.feats = p.feats, in.feats
+		return 0
+	}
 	in.have = slices.Grow(in.have[:0], n)[:n]
 	clear(in.have)
 	for i := range in.ops {
@@ -172,4 +178,15 @@ func (in *State) fromAhead(p *prepared, q int) (missing int) {
 		}
 	}
 	return missing
+}
+
+// sameRows reports whether every upsert op's row is p's row of its message, for the
+// same id.
+func (in *State) sameRows(p *prepared) bool {
+	for i := range in.ops {
+		if o := &in.ops[i]; o.kind == opUpsert && (p.rows[i] != o.row || p.ids[o.row] != o.ev.ID) {
+			return false
+		}
+	}
+	return true
 }

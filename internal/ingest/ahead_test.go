@@ -92,10 +92,13 @@ func TestAheadSameState(t *testing.T) {
 	run := func(size int, ahead bool) (string, [5]int) {
 		st := tempStore(t)
 		in := newTestIngest(t, cfg, st)
-		c := applyCut(t, in, ms, size, ahead)
-		// A re-delivery of the second half, prepared ahead or not: skipped either way.
-		r := applyCut(t, in, ms[len(ms)/2:], size, ahead)
-		c[4] += r[4]
+		// Two thirds, then from one third on: the middle third is re-delivered (skipped,
+		// prepared ahead or not), so prepared batches also mix applied and new messages.
+		c := applyCut(t, in, ms[:2*len(ms)/3], size, ahead)
+		r := applyCut(t, in, ms[len(ms)/3:], size, ahead)
+		for i := range c {
+			c[i] += r[i]
+		}
 		if ahead && in.Stats().Phases.Ahead <= 0 {
 			t.Errorf("size %d: no batch was taken from Ahead", size)
 		}

@@ -48,6 +48,13 @@ type Report struct {
 	IngestPhaseSeconds ingest.Phases `json:"ingest_phase_seconds"`
 	// IngestBatches is the number of batches (transactions) the n upserts took.
 	IngestBatches uint64 `json:"ingest_batches"`
+	// LoadShare is φ (schedstat.go) over the feature reference and over the ingest: the
+	// share of a core that the machine's other work left this process's busy threads,
+	// 1 on an idle machine. IngestVsFeaturesRatioLoadCorrected divides each rate by its
+	// φ (what each would have been on an idle machine, were the load even through it);
+	// both are absent where Linux's schedstat is not.
+	LoadShare                          *LoadShare `json:"load_share,omitempty"`
+	IngestVsFeaturesRatioLoadCorrected float64    `json:"ingest_vs_features_ratio_load_corrected,omitempty"`
 
 	QueryInProcessP50Ms float64 `json:"query_in_process_p50_ms"`
 	QueryInProcessP99Ms float64 `json:"query_in_process_p99_ms"`
@@ -78,6 +85,12 @@ type Report struct {
 
 	TargetsMet map[string]bool `json:"targets_met"`
 	Note       string          `json:"note"`
+}
+
+// LoadShare is φ over two phases of a bench (Report.LoadShare).
+type LoadShare struct {
+	Reference float64 `json:"reference"`
+	Ingest    float64 `json:"ingest"`
 }
 
 // Targets of the operator contract.

@@ -12,7 +12,10 @@
 //
 //   - Absolute rates and latencies depend on the machine and what else runs on it; each
 //     report says so and carries a ratio measured in the same run (bench's
-//     ingest_vs_features_ratio, bench-scale's speedups) as the number to compare.
+//     ingest_vs_features_ratio, bench-scale's speedups) as the number to compare. Run
+//     also reports that ratio load-corrected (schedstat.go: each rate over the share of
+//     a core the machine's other work left it) and where the ingest's time went by
+//     phase (ingest.Phases).
 //   - CheckAnswers reads only the model export and full Jacobians (entk.JacobianTo),
 //     none of the query path's code, and runs on all cores, joining its workers.
 //   - Run and Scale own every daemon, process, broker, goroutine and directory they

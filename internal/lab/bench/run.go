@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -63,10 +64,15 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	o.Config.Model = offline.WeightsForData(o.Config.Model, r.train.Name)
 
 	// The reference runs before the daemon starts, so nothing else in this process
-	// competes with it.
+	// competes with it; the sampler gives the load correction of it and of the ingest.
+	var stop func()
+	r.smp, stop = startSampler(50 * time.Millisecond)
+	defer stop()
+	r.refAt[0] = time.Now()
 	if rep.FeaturesPerSecondReference, err = FeatureRate(o.Config, r.train, o.Reference); err != nil {
 		return rep, err
 	}
+	r.refAt[1] = time.Now()
 	if r.h, err = inproc.Start(ctx, o.Config, "", o.Log); err != nil {
 		return rep, err
 	}
@@ -104,6 +110,8 @@ type benchRun struct {
 	xs          [][]float64 // the query inputs
 	ids         []string    // the stored points' ids, for the load by id
 	answers     []stream.Attribution
+	smp         *schedSampler
+	refAt       [2]time.Time // the feature reference's start and end
 }
 
 // ingest times upserting the training rows, 500 per acknowledged write, until the
@@ -140,6 +148,7 @@ func (r *benchRun) ingest(ctx context.Context) error {
 	rep.IngestVsFeaturesRatio = rep.IngestEventsPerSecond / rep.FeaturesPerSecondReference
 	st := r.h.D.Status()
 	rep.IngestPhaseSeconds, rep.IngestBatches = st.Ingest.Phases, st.Ingest.Batches
+	ingestAt := [2]time.Time{t0, time.Now()}
 
 	fmt.Fprintf(r.o.Stderr, "cairnctl bench: waiting for the model on %d points\n", n)
 	st, err := r.h.WaitModel(ctx, n, r.o.Stderr)
@@ -147,6 +156,12 @@ func (r *benchRun) ingest(ctx context.Context) error {
 		return err
 	}
 	rep.RefitSeconds = st.RefitSeconds
+	// The samples now cover the ingest's end.
+	ls := LoadShare{Reference: r.smp.share(r.refAt[0], r.refAt[1]), Ingest: r.smp.share(ingestAt[0], ingestAt[1])}
+	if !math.IsNaN(ls.Reference) && !math.IsNaN(ls.Ingest) {
+		rep.LoadShare = &ls
+		rep.IngestVsFeaturesRatioLoadCorrected = rep.IngestVsFeaturesRatio * ls.Reference / ls.Ingest
+	}
 	return nil
 }
 

@@ -76,6 +76,19 @@ func TestRun(t *testing.T) {
 	if got, want := rep.IngestVsFeaturesRatio, rep.IngestEventsPerSecond/rep.FeaturesPerSecondReference; got != want {
 		t.Errorf("ratio %v, want ingest/reference %v", got, want)
 	}
+	// The ingest's phases: batches were applied (their features prepared ahead by the
+	// training reader), and the load correction, where Linux gives it, is a share of a core.
+	if ph := rep.IngestPhaseSeconds; rep.IngestBatches == 0 || !(ph.Commit > 0) || !(ph.Ahead > 0) {
+		t.Errorf("ingest: %d batches, phases %+v; want batches, a commit time and batches prepared ahead", rep.IngestBatches, ph)
+	}
+	if ls := rep.LoadShare; ls != nil {
+		if !(ls.Reference > 0 && ls.Reference <= 1 && ls.Ingest > 0 && ls.Ingest <= 1) {
+			t.Errorf("load share %+v, want both in (0, 1]", *ls)
+		}
+		if got, want := rep.IngestVsFeaturesRatioLoadCorrected, rep.IngestVsFeaturesRatio*ls.Reference/ls.Ingest; got != want {
+			t.Errorf("load-corrected ratio %v, want %v", got, want)
+		}
+	}
 	if got, want := rep.DeletionToAuditMinusRefitSeconds, rep.DeletionToAuditSeconds-rep.DeletionRefitSeconds; got != want {
 		t.Errorf("deletion_to_audit_minus_refit %v, want %v", got, want)
 	}
