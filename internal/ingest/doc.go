@@ -192,7 +192,7 @@
 // input upserts (not of claims, which are computed here) by their training topic,
 // partition and offset, waiting at most the configured timeout (and less when the
 // source has heard nothing for that long). A record is applied only if it decodes
-// (featrec.Decode: format version, every field, CRC-32C) and its pipeline fingerprint
+// (featrec.Parse, in place: format version, every field, CRC-32C) and its pipeline fingerprint
 // (which hashes the backbone's parameters, the sketch, the seeds and the view shape:
 // Features.Fingerprint), its topic, partition, offset and id, and its dimension are
 // exactly those of the event and of this State's pipeline. Any other record is never
