@@ -423,6 +423,11 @@ type Refit struct {
 	Idle time.Duration `yaml:"idle"`
 	// MinPoints is the number of stored points the first fit waits for.
 	MinPoints int `yaml:"min_points"`
+	// BacklogWait is how long a points_changed, pool_changed or residual_increase refit
+	// waits while the training topic is behind by a reader batch or more, so that a burst
+	// is ingested on every core before the refit that covers it (0: never waits). The
+	// first fit and deletion refits never wait.
+	BacklogWait time.Duration `yaml:"backlog_wait"`
 }
 
 // Query configures certified answers.
@@ -558,7 +563,7 @@ func Default() Config {
 		},
 		Refit: Refit{
 			PointsChanged: 5000, PoolChangeFraction: 0.1, ResidualIncrease: 0.1,
-			OnDelete: true, DeleteDebounce: 250 * time.Millisecond, Idle: time.Second, MinPoints: 64,
+			OnDelete: true, DeleteDebounce: 250 * time.Millisecond, Idle: time.Second, MinPoints: 64, BacklogWait: time.Minute,
 		},
 		Query: Query{K: 10, Delta: 0.05, DrawQueries: 10000, ExactMemoryBytes: 256 << 20, ExactDiskBytes: 8 << 30, ExactRowsCap: 32, OnPrimary: true,
 			Score: "entk", StableJaccard: 0.8, ReseedQueries: 64},
@@ -1056,6 +1061,9 @@ func (c *Config) validateRefit(p *problems) {
 	}
 	if r.MinPoints < 8 {
 		p.bad("refit.min_points", r.MinPoints, "must be at least 8")
+	}
+	if r.BacklogWait < 0 {
+		p.bad("refit.backlog_wait", r.BacklogWait, "must be non-negative (0: never waits)")
 	}
 	if r.DeleteDebounce < 0 {
 		p.bad("refit.delete_debounce", r.DeleteDebounce, "must be non-negative")

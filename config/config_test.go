@@ -145,6 +145,7 @@ func TestValidateTable(t *testing.T) {
 		{"residual increase", func(c *Config) { c.Refit.ResidualIncrease = -1 }, "refit.residual_increase"},
 		{"idle", func(c *Config) { c.Refit.Idle = -1 }, "refit.idle"},
 		{"min points", func(c *Config) { c.Refit.MinPoints = 7 }, "refit.min_points"},
+		{"backlog wait", func(c *Config) { c.Refit.BacklogWait = -1 }, "refit.backlog_wait"},
 		{"debounce", func(c *Config) { c.Refit.DeleteDebounce = -1 }, "refit.delete_debounce"},
 		{"query k zero", func(c *Config) { c.Query.K = 0 }, "query.k"},
 		{"draw queries", func(c *Config) { c.Query.DrawQueries = 0 }, "query.draw_queries"},

@@ -121,6 +121,7 @@ type trainState struct {
 	lastFit   refit.Baseline
 	lastSyncN int       // stored points at the last adopted sync
 	retryAt   time.Time // no refit before this after a failed one
+	heldSince time.Time // a drift refit waits for the backlog since (refit.Hold)
 }
 
 // serveState is the serving side. mu serializes changes of the serving model; readers

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cairnhq/cairn/certify"
@@ -92,8 +93,13 @@ func (d *Daemon) nextJob(ctx context.Context) (*job, error) {
 	}
 	dr := refit.Drift{Changes: d.train.changes, LastTrain: d.train.lastTrain, LastFit: d.train.lastFit,
 		LastSyncN: d.train.lastSyncN, Leading: d.leading.Load(), HasModel: d.serve.model.Load() != nil,
-		CaughtUp: func() bool { return d.caughtUp(ctx) }}
+		CaughtUp: func() bool { return d.caughtUp(ctx) }, Backlog: d.trainBacklog, HeldSince: d.train.heldSince}
 	reason := refit.Reason(d.cfg.Refit, in, dr, time.Now())
+	if refit.Hold(d.cfg.Refit, reason, dr, time.Now()) {
+		d.train.heldSince, reason = cmp.Or(d.train.heldSince, time.Now()), ""
+	} else if reason != "" {
+		d.train.heldSince = time.Time{}
+	}
 	if reason == "" && !refit.SyncDue(d.cfg.Refit, in, dr) {
 		return nil, nil
 	}
@@ -141,6 +147,16 @@ func (d *Daemon) emitStatus(kind string, data any) {
 	if err != nil {
 		d.log.Warn().Err(err).Str("kind", kind).Msg("status event not written")
 	}
+}
+
+// trainBacklog is the training topic's lag at the last poll (runLag), over its partitions.
+func (d *Daemon) trainBacklog() (n int64) {
+	for key, lag := range d.lag.Lag() {
+		if topic, _, ok := strings.Cut(key, "/"); ok && topic == d.cfg.Kafka.Topics.Train {
+			n += lag
+		}
+	}
+	return n
 }
 
 // caughtUp reports whether every message of the training topic has been applied:

@@ -88,6 +88,40 @@ func TestReason(t *testing.T) {
 	}
 }
 
+// TestHold: only the drift refits wait, only while a reader batch or more is behind,
+// and no longer than refit.backlog_wait from when the first wait began.
+func TestHold(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := config.Default().Refit
+	r.BacklogWait = time.Minute
+	behind := func(n int64) func() int64 { return func() int64 { return n } }
+	for _, c := range []struct {
+		name    string
+		reason  string
+		backlog func() int64
+		held    time.Time
+		wait    time.Duration
+		want    bool
+	}{
+		{"points changed, behind", "points_changed", behind(BacklogBatch), time.Time{}, time.Minute, true},
+		{"pool changed, behind", "pool_changed", behind(10 * BacklogBatch), time.Time{}, time.Minute, true},
+		{"residual increase, behind", "residual_increase", behind(BacklogBatch), now.Add(-59 * time.Second), time.Minute, true},
+		{"less than a batch behind", "points_changed", behind(BacklogBatch - 1), time.Time{}, time.Minute, false},
+		{"no lag known", "points_changed", nil, time.Time{}, time.Minute, false},
+		{"held for the whole wait", "points_changed", behind(BacklogBatch), now.Add(-time.Minute), time.Minute, false},
+		{"waiting disabled", "points_changed", behind(BacklogBatch), time.Time{}, 0, false},
+		{"first fit", "first_fit", behind(BacklogBatch), time.Time{}, time.Minute, false},
+		{"deletion", "deletion", behind(BacklogBatch), time.Time{}, time.Minute, false},
+		{"idle", "idle", behind(BacklogBatch), time.Time{}, time.Minute, false},
+		{"nothing fires", "", behind(BacklogBatch), time.Time{}, time.Minute, false},
+	} {
+		r.BacklogWait = c.wait
+		if got := Hold(r, c.reason, Drift{Backlog: c.backlog, HeldSince: c.held}, now); got != c.want {
+			t.Errorf("%s: Hold = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // TestSyncDue: a pool that is not due never syncs; an inexact one syncs unless a
 // deletion refit will; an exact stale one once the points doubled and the topic is
 // caught up.

@@ -62,6 +62,36 @@ type Drift struct {
 	// CaughtUp reports whether every message of the training topic has been applied
 	// (it asks the broker, so it is called only when a trigger needs it).
 	CaughtUp func() bool
+	// Backlog is the training topic's messages not yet applied at the last lag poll
+	// (called only when Hold needs it; nil counts as none). HeldSince is when the
+	// drift refit that Hold keeps waiting was first held (zero: none is).
+	Backlog   func() int64
+	HeldSince time.Time
+}
+
+// BacklogBatch is the backlog, in training messages, at which Hold keeps a drift refit
+// waiting: one reader batch (stream.ReaderConfig.MaxBatch's default). A daemon that
+// keeps up with its stream is behind by less between two lag polls.
+const BacklogBatch = 512
+
+// Hold reports whether the refit that Reason names must wait for the training topic's
+// backlog to be applied: a points_changed, pool_changed or residual_increase refit
+// while at least BacklogBatch messages wait, for at most refit.backlog_wait from when
+// it was first held. A refit then shares the cores with the ingestion it would soon be
+// stale against (measured: the first fit during a 10,000-point burst halved the ingest
+// rate), so holding it until the backlog is in gives the same model sooner, as the
+// background syncs already wait (SyncDue). Deletions (their audits), the first fit (no
+// answer before it) and idle (caught up already) never wait.
+func Hold(r config.Refit, reason string, d Drift, now time.Time) bool {
+	switch reason {
+	case "points_changed", "pool_changed", "residual_increase":
+	default:
+		return false
+	}
+	if r.BacklogWait <= 0 || (!d.HeldSince.IsZero() && now.Sub(d.HeldSince) >= r.BacklogWait) {
+		return false
+	}
+	return d.Backlog != nil && d.Backlog() >= BacklogBatch
 }
 
 // Reason names the drift trigger of r that fires now, or "": a debounced deletion
