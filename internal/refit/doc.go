@@ -12,7 +12,9 @@
 // changed, refit.pool_change_fraction of the landmarks replaced, a
 // refit.residual_increase relative rise of tr R / tr K over the last fit (Baseline), or
 // refit.idle without training events while the points differ from the model's and the
-// training topic is caught up. Background syncs without a refit run when the pool is
+// training topic is caught up. The drift refits among them (points, pool, residual)
+// wait while the training topic is a reader batch or more behind, for at most
+// refit.backlog_wait (Hold). Background syncs without a refit run when the pool is
 // inexact or stale and has doubled since the last sync (SyncDue).
 //
 // # A refit is a function of the snapshot
