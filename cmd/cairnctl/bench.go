@@ -37,6 +37,7 @@ func benchCmd(fs *flag.FlagSet) cli.Func {
 	rate := fs.Float64("rate", 30, "open-loop query load: queries per second (0: no load phase)")
 	loadDur := fs.Duration("load-duration", 20*time.Second, "open-loop query load: how long")
 	by := fs.String("by", "both", "open-loop query load: queries by input (x), by stored id (id), or both, one load after the other")
+	backlog := fs.Bool("backlog", false, "write the training rows before the daemon starts and time it consuming them, so that the producer does not share its cores")
 	return func(ctx context.Context, stdio cli.Stdio) error {
 		if *rate < 0 || *loadDur <= 0 {
 			return fmt.Errorf("--rate %v, --load-duration %v: the rate must be ≥ 0 and the duration positive", *rate, *loadDur)
@@ -81,7 +82,7 @@ func benchCmd(fs *flag.FlagSet) cli.Func {
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
 		return jsonOut(stdio)(bench.Run(ctx, bench.Options{Config: cfg, Data: *data, N: *n, Queries: *queries, Reference: *reference,
-			Log: log, Stderr: stdio.Err, Rate: *rate, LoadDuration: *loadDur, By: *by}))
+			Log: log, Stderr: stdio.Err, Rate: *rate, LoadDuration: *loadDur, By: *by, Backlog: *backlog}))
 	}
 }
 

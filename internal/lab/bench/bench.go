@@ -36,7 +36,11 @@ type Report struct {
 	GOMAXPROCS int    `json:"gomaxprocs"`
 
 	// IngestEventsPerSecond: n upserts from the first write until Status().Ingest.Upserts
-	// reaches n. ProduceEventsPerSecond: the producer alone (writes acknowledged).
+	// reaches n (IngestMode "live"), or, with --backlog ("backlog"), the upserts after
+	// the first applied batch over the time from it until all n are applied, the rows
+	// having been written before the daemon started. ProduceEventsPerSecond: the
+	// producer alone (writes acknowledged).
+	IngestMode             string  `json:"ingest_mode"`
 	IngestEventsPerSecond  float64 `json:"ingest_events_per_second"`
 	ProduceEventsPerSecond float64 `json:"produce_events_per_second"`
 	// FeaturesPerSecondReference: points per second through Features.BothViewsTo (both

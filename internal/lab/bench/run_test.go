@@ -131,3 +131,29 @@ func TestRun(t *testing.T) {
 	}
 	t.Logf("bench (small config, -race, shared machine): %s", b)
 }
+
+// TestRunBacklog: with Backlog the rows are on a broker before the daemon starts, the
+// report says so, and the daemon consumed them all and answered on them.
+func TestRunBacklog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the daemon")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{Config: smallDaemon(), Data: "mnist", N: 100, Queries: 4, Reference: 20, Log: zerolog.Nop(), Stderr: io.Discard,
+		Backlog: true})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if rep.IngestMode != "backlog" {
+		t.Errorf("ingest_mode %q, want backlog", rep.IngestMode)
+	}
+	for k, v := range map[string]float64{"ingest": rep.IngestEventsPerSecond, "produce": rep.ProduceEventsPerSecond, "refit": rep.RefitSeconds} {
+		if !(v > 0) || math.IsInf(v, 0) {
+			t.Errorf("%s = %v, want positive and finite", k, v)
+		}
+	}
+	if got, want := rep.Certification.Answers, 4; got != want {
+		t.Errorf("%d answers checked, want %d", got, want)
+	}
+}
