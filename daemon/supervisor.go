@@ -97,8 +97,8 @@ func (d *Daemon) nextJob(ctx context.Context) (*job, error) {
 	reason := refit.Reason(d.cfg.Refit, in, dr, time.Now())
 	if refit.Hold(d.cfg.Refit, reason, dr, time.Now()) {
 		d.train.heldSince, reason = cmp.Or(d.train.heldSince, time.Now()), ""
-	} else if reason != "" {
-		d.train.heldSince = time.Time{}
+	} else {
+		d.train.heldSince = time.Time{} // a held trigger that no longer fires starts over
 	}
 	if reason == "" && !refit.SyncDue(d.cfg.Refit, in, dr) {
 		return nil, nil
