@@ -93,7 +93,8 @@ func (d *Daemon) nextJob(ctx context.Context) (*job, error) {
 	}
 	dr := refit.Drift{Changes: d.train.changes, LastTrain: d.train.lastTrain, LastFit: d.train.lastFit,
 		LastSyncN: d.train.lastSyncN, Leading: d.leading.Load(), HasModel: d.serve.model.Load() != nil,
-		CaughtUp: func() bool { return d.caughtUp(ctx) }, Backlog: d.trainBacklog, HeldSince: d.train.heldSince}
+		CaughtUp: func() bool { return d.caughtUp(ctx) }, Backlog: d.trainBacklog, HeldSince: d.train.heldSince,
+		OwnFit: func() bool { s := d.serve.model.Load(); return s != nil && d.latestStoredID() == s.ID }}
 	reason := refit.Reason(d.cfg.Refit, in, dr, time.Now())
 	if refit.Hold(d.cfg.Refit, reason, dr, time.Now()) {
 		d.train.heldSince, reason = cmp.Or(d.train.heldSince, time.Now()), ""

@@ -119,6 +119,16 @@ func TestHold(t *testing.T) {
 		if got := Hold(r, c.reason, Drift{Backlog: c.backlog, HeldSince: c.held}, now); got != c.want {
 			t.Errorf("%s: Hold = %v, want %v", c.name, got, c.want)
 		}
+		own := func() bool { return true }
+		if got := Hold(r, c.reason, Drift{Backlog: c.backlog, HeldSince: c.held, OwnFit: own}, now); got != c.want {
+			t.Errorf("%s, serving its own fit: Hold = %v, want %v", c.name, got, c.want)
+		}
+		// A daemon serving a model adopted from the models topic has no fit of its own
+		// points yet: its first one never waits.
+		adopted := func() bool { return false }
+		if Hold(r, c.reason, Drift{Backlog: c.backlog, HeldSince: c.held, OwnFit: adopted}, now) {
+			t.Errorf("%s, serving an adopted model: Hold = true, want false", c.name)
+		}
 	}
 }
 

@@ -67,6 +67,10 @@ type Drift struct {
 	// drift refit that Hold keeps waiting was first held (zero: none is).
 	Backlog   func() int64
 	HeldSince time.Time
+	// OwnFit reports whether the serving model is the store's own latest fit, not one
+	// adopted from the leader's models topic (called only when Hold needs it; nil counts
+	// as own).
+	OwnFit func() bool
 }
 
 // BacklogBatch is the backlog, in training messages, at which Hold keeps a drift refit
@@ -81,7 +85,9 @@ const BacklogBatch = 512
 // stale against (measured: the first fit during a 10,000-point burst halved the ingest
 // rate), so holding it until the backlog is in gives the same model sooner, as the
 // background syncs already wait (SyncDue). Deletions (their audits), the first fit (no
-// answer before it) and idle (caught up already) never wait.
+// answer before it), the first fit of a store whose daemon serves a model adopted from
+// the models topic (until then its state holds no fit of its own points) and idle
+// (caught up already) never wait.
 func Hold(r config.Refit, reason string, d Drift, now time.Time) bool {
 	switch reason {
 	case "points_changed", "pool_changed", "residual_increase":
@@ -91,7 +97,7 @@ func Hold(r config.Refit, reason string, d Drift, now time.Time) bool {
 	if r.BacklogWait <= 0 || (!d.HeldSince.IsZero() && now.Sub(d.HeldSince) >= r.BacklogWait) {
 		return false
 	}
-	return d.Backlog != nil && d.Backlog() >= BacklogBatch
+	return d.Backlog != nil && d.Backlog() >= BacklogBatch && (d.OwnFit == nil || d.OwnFit())
 }
 
 // Reason names the drift trigger of r that fires now, or "": a debounced deletion
