@@ -131,8 +131,9 @@ type benchRun struct {
 	readyAt     time.Time    // when the daemon was ready
 }
 
-// ingest times upserting the training rows, 500 per acknowledged write, until the
-// daemon has applied every one, then waits for the model on them.
+// ingest times the daemon applying the training rows, then waits for the model on
+// them: from the first write of the rows (500 per acknowledged write) or, with
+// Options.Backlog, from the first applied batch of the rows written before the start.
 func (r *benchRun) ingest(ctx context.Context) error {
 	train, rep := r.train, r.rep
 	n, t0, counted := train.N, time.Now(), train.N
