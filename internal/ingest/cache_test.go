@@ -99,10 +99,15 @@ func TestBadFeatures(t *testing.T) {
 		{"NaN", []float64{0, math.NaN(), 0, 0}, true},
 		{"Inf", []float64{0, 0, 0, math.Inf(-1)}, true},
 		{"overflowing norm", []float64{1e200, 0, 0, 0}, true},
+		{"opposite infinities", []float64{math.Inf(1), math.Inf(-1), 0, 0}, true},
 	} {
 		if got := badFeatures(tc.f) != ""; got != tc.bad {
 			t.Errorf("%s: bad = %v (%q), want %v", tc.name, got, badFeatures(tc.f), tc.bad)
 		}
+	}
+	// A non-finite value is named with its view and index, not as a norm.
+	if got, want := badFeatures([]float64{0, 1, 2, math.NaN()}), "view 1 feature 1 is NaN"; got != want {
+		t.Errorf("NaN in view 1: %q, want %q", got, want)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/internal/base/vec"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
@@ -1322,20 +1323,23 @@ func (in *State) breakWith(err error) error {
 const maxFeatureNorm2 = 1e150
 
 // badFeatures says why the two views' features (2q values) cannot enter the pool, or ""
-// if they can: a NaN or ±Inf, or a view whose squared norm exceeds maxFeatureNorm2.
+// if they can: a NaN or ±Inf, or a view whose squared norm exceeds maxFeatureNorm2. A
+// NaN or an infinity makes the squared norm NaN or infinite, so an accepted view costs one
+// vec.Dot; only a rejected one is scanned for the value to name.
 func badFeatures(f []float64) string {
 	q := len(f) / 2
 	for v := range 2 {
-		s := 0.0
-		for j, x := range f[v*q : (v+1)*q] {
+		x := f[v*q : (v+1)*q]
+		s := vec.Dot(x, x)
+		if s <= maxFeatureNorm2 {
+			continue
+		}
+		for j, x := range x {
 			if math.IsNaN(x) || math.IsInf(x, 0) {
 				return fmt.Sprintf("view %d feature %d is %v", v, j, x)
 			}
-			s += x * x
 		}
-		if !(s <= maxFeatureNorm2) {
-			return fmt.Sprintf("view %d has squared norm %v > %g", v, s, maxFeatureNorm2)
-		}
+		return fmt.Sprintf("view %d has squared norm %v > %g", v, s, maxFeatureNorm2)
 	}
 	return ""
 }
