@@ -290,9 +290,15 @@ func TestKill9(t *testing.T) {
 	quiesce(t, p, want)
 	killed := stateHash(t, killedCfg)
 
+	// The uninterrupted daemon reads the same training topic but its own models topic:
+	// on the killed one's, it would serve the killed daemon's model (the same points)
+	// before fitting its own, and waitQuiet, which sees model_points only, could find it
+	// quiet with no model in its store.
 	cleanCfg := filepath.Join(dir, "clean.yaml")
 	httpC := freeAddr(t)
-	if err := os.WriteFile(cleanCfg, []byte(killConfig(filepath.Join(dir, "clean"), b.Addr(), httpC)), 0o644); err != nil {
+	cleanYAML := strings.Replace(killConfig(filepath.Join(dir, "clean"), b.Addr(), httpC),
+		"  partitions: 2\n", "  partitions: 2\n  topics: {models: cairn.models.clean}\n", 1)
+	if err := os.WriteFile(cleanCfg, []byte(cleanYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p = startCairnd(t, bin, cleanCfg, httpC)
