@@ -12,9 +12,11 @@ import (
 // dgemm adds alpha·op(A)·op(B) to C (m×n, row-major, ldc). Products of at least
 // gemmParallel multiply-adds run in internal/base/gemm (blocked, FMA micro-kernels, its row
 // blocks spread over GOMAXPROCS goroutines: a few small allocations per call for their
-// closures); smaller ones in gonum's Dgemm on blocks of at most gemmBlock rows and
-// columns, which keeps it serial and allocation-free. Either way the result is a
-// function of the arguments alone.
+// closures); smaller ones from 2^12 on in its blocked path on this goroutine alone
+// (gemm.DgemmSerial: the examples of a batch already run one per core), the smallest,
+// and every one on machines without AVX2/FMA, in gonum's Dgemm on blocks of at most
+// gemmBlock rows and columns, which keeps it serial and allocation-free. Either way the
+// result is a function of the arguments alone.
 func dgemm(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
 	if m == 0 || n == 0 || k == 0 {
 		return
@@ -31,6 +33,9 @@ func dgemm(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []fl
 	}
 	if m*n*k >= gemmParallel {
 		gemm.Implementation{}.Dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, 1, c, ldc)
+		return
+	}
+	if gemm.DgemmSerial(ta, tb, m, n, k, alpha, a, lda, b, ldb, 1, c, ldc) {
 		return
 	}
 	impl := gonum.Implementation{}

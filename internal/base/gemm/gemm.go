@@ -26,6 +26,10 @@ const (
 	mc        = 20 * mr
 	nc        = 2048    // a multiple of every nr
 	smallWork = 1 << 18 // m·n·k below this: gonum's routine (packing would dominate)
+	// serialWork is DgemmSerial's threshold. On one goroutine nothing is spawned, and
+	// from about 4,096 multiply-adds packing pays: the ONNX ViT's products of 17 tokens
+	// (68×48×144, 48×576×17) run 3.5–5× gonum's rate (BenchmarkDgemmSerial).
+	serialWork = 1 << 12
 )
 
 // scalar is the element type of a product: Dgemm's float64 or Sgemm's float32.
@@ -78,6 +82,21 @@ func (impl Implementation) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float
 		return
 	}
 	gemm(best(), &pools64, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, runtime.GOMAXPROCS(0))
+}
+
+// DgemmSerial computes what Dgemm computes, on the calling goroutine alone, by the
+// blocked path for every product of at least serialWork multiply-adds: for a product of
+// at least smallWork, the same bits as Dgemm (the blocked path's result does not depend on
+// how its rows are shared). It reports false and leaves C untouched for smaller products
+// and on machines without AVX2/FMA, where the caller uses a serial routine of its own. It
+// is for callers that already keep every core busy with one product per goroutine (the
+// ONNX backbone's examples), where Dgemm's goroutines would only add their cost.
+func DgemmSerial(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) bool {
+	if !hasAVX2FMA || m*n*k < serialWork {
+		return false
+	}
+	gemm(best(), &pools64, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1)
+	return true
 }
 
 // Sgemm is Dgemm in float32 (as blas.Float32 documents): the same blocked algorithm with

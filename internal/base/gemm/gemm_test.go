@@ -170,6 +170,47 @@ func TestDgemmSplitIndependent(t *testing.T) {
 	}
 }
 
+// TestDgemmSerial: below serialWork (and without AVX2/FMA) DgemmSerial declines and
+// leaves C as it was; from serialWork on it agrees with the triple loop within
+// TestDgemm's bound; from smallWork on it gives Dgemm's bits, on every transpose pair.
+func TestDgemmSerial(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 2))
+	for _, sh := range [][3]int{{15, 17, 16}, {16, 16, 16}, {17, 48, 12}, {68, 48, 144}, {48, 576, 17}, {64, 64, 64}, {70, 66, 65}} {
+		m, n, k := sh[0], sh[1], sh[2]
+		for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+			for _, tB := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+				name := fmt.Sprintf("%dx%dx%d/%c%c", m, n, k, tA, tB)
+				ar, ac, br, bc := opDims(m, n, k, tA, tB)
+				a, b, c := randSlice(r, ar*ac), randSlice(r, br*bc), randSlice(r, m*n)
+				got := slices.Clone(c)
+				ok := DgemmSerial(tA, tB, m, n, k, 0.7, a, ac, b, bc, 1.3, got, n)
+				if want := hasAVX2FMA && m*n*k >= serialWork; ok != want {
+					t.Fatalf("%s: DgemmSerial = %v, want %v", name, ok, want)
+				}
+				if !ok {
+					if !slices.Equal(got, c) {
+						t.Fatalf("%s: declined but wrote C", name)
+					}
+					continue
+				}
+				want, mag := naive(tA, tB, m, n, k, 0.7, a, ac, b, bc, 1.3, c, n)
+				for i := range got {
+					if tol := 2 * float64(k+3) * 0x1p-53 * mag[i]; !(math.Abs(got[i]-want[i]) <= tol) {
+						t.Fatalf("%s: C[%d] = %v, want %v (tol %g)", name, i, got[i], want[i], tol)
+					}
+				}
+				if m*n*k >= smallWork {
+					par := slices.Clone(c)
+					Implementation{}.Dgemm(tA, tB, m, n, k, 0.7, a, ac, b, bc, 1.3, par, n)
+					if !slices.Equal(got, par) {
+						t.Fatalf("%s: DgemmSerial's bits differ from Dgemm's", name)
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestSgemm checks the float32 path with each micro-kernel against the float64 triple
 // loop of the same float32 inputs, on every transpose pair, the shapes of TestDgemm and
 // alpha/beta cases, within the float32 form of TestDgemm's bound,
@@ -300,6 +341,43 @@ func BenchmarkDgemm(b *testing.B) {
 			b.ReportMetric(flops/tg/1e9, "gonum-GFLOPS")
 			b.ReportMetric(tf/tg, "x_gonum")
 			b.ReportMetric(tf/t2, "x_avx2")
+		})
+	}
+}
+
+// BenchmarkDgemmSerial times DgemmSerial on the ONNX ViT's products (17 tokens of width
+// 48, 4 heads side by side) against gonum's Dgemm in the same loop; x_gonum is the ratio
+// of the times.
+func BenchmarkDgemmSerial(b *testing.B) {
+	r := rand.New(rand.NewPCG(8, 2))
+	for _, sh := range []struct {
+		m, n, k int
+		tA, tB  blas.Transpose
+	}{
+		{48, 576, 17, blas.Trans, blas.NoTrans},   // weight gradient of the QKV projection, 4 heads
+		{68, 48, 144, blas.NoTrans, blas.Trans},   // its input gradient
+		{17, 144, 48, blas.NoTrans, blas.NoTrans}, // the projection itself
+		{17, 17, 12, blas.NoTrans, blas.Trans},    // one attention head's scores (below serialWork)
+	} {
+		b.Run(fmt.Sprintf("%dx%dx%d", sh.m, sh.n, sh.k), func(b *testing.B) {
+			ar, ac, br, bc := opDims(sh.m, sh.n, sh.k, sh.tA, sh.tB)
+			a, bb, c := randSlice(r, ar*ac), randSlice(r, br*bc), make([]float64, sh.m*sh.n)
+			var ref Implementation
+			var tf, tg float64
+			for i := 0; i < b.N; i++ {
+				t0 := nowSeconds()
+				if !DgemmSerial(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a, ac, bb, bc, 0, c, sh.n) {
+					ref.Implementation.Dgemm(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a, ac, bb, bc, 0, c, sh.n)
+				}
+				t1 := nowSeconds()
+				ref.Implementation.Dgemm(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a, ac, bb, bc, 0, c, sh.n)
+				tg += nowSeconds() - t1
+				tf += t1 - t0
+			}
+			flops := 2 * float64(sh.m*sh.n*sh.k) * float64(b.N)
+			b.ReportMetric(flops/tf/1e9, "GFLOPS")
+			b.ReportMetric(flops/tg/1e9, "gonum-GFLOPS")
+			b.ReportMetric(tf/tg, "x_gonum")
 		})
 	}
 }
