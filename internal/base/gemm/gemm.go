@@ -28,7 +28,7 @@ const (
 	smallWork = 1 << 18 // m·n·k below this: gonum's routine (packing would dominate)
 	// serialWork is DgemmSerial's threshold. On one goroutine nothing is spawned, and
 	// from about 4,096 multiply-adds packing pays: the ONNX ViT's products of 17 tokens
-	// (68×48×144, 48×576×17) run 3.5–5× gonum's rate (BenchmarkDgemmSerial).
+	// (68×48×144, 48×576×17) run 2–5× gonum's rate (BenchmarkDgemmSerial).
 	serialWork = 1 << 12
 )
 
