@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/cairnhq/cairn/certify"
@@ -151,14 +150,7 @@ func (d *Daemon) emitStatus(kind string, data any) {
 }
 
 // trainBacklog is the training topic's lag at the last poll (runLag), over its partitions.
-func (d *Daemon) trainBacklog() (n int64) {
-	for key, lag := range d.lag.Lag() {
-		if topic, _, ok := strings.Cut(key, "/"); ok && topic == d.cfg.Kafka.Topics.Train {
-			n += lag
-		}
-	}
-	return n
-}
+func (d *Daemon) trainBacklog() int64 { return d.lag.TopicLag(d.cfg.Kafka.Topics.Train) }
 
 // caughtUp reports whether every message of the training topic has been applied:
 // the broker's end offsets against the ingest's applied offsets. d.train.mu is held. A

@@ -12,6 +12,7 @@ package lag
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +54,20 @@ func (p *Poller) Lag() map[string]int64 {
 		out[k] = v
 	}
 	return out
+}
+
+// TopicLag is the messages of topic not yet applied as last polled, over its
+// partitions.
+func (p *Poller) TopicLag(topic string) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for k, v := range p.lag {
+		if t, _, ok := strings.Cut(k, "/"); ok && t == topic {
+			n += v
+		}
+	}
+	return n
 }
 
 // Run polls every second until ctx ends; it returns nil. A failure to read an applied

@@ -36,6 +36,7 @@ func TestRecord(t *testing.T) {
 	if !maps.Equal(map[string]int64(m), want) {
 		t.Errorf("metrics = %v, want %v", m, want)
 	}
+
 	p.Applied = func(string, int) (int64, bool, error) { return 0, false, errors.New("store closed") }
 	p.record("train", map[int]int64{0: 100})
 	if got := p.Lag(); !maps.Equal(got, want) {
@@ -43,5 +44,14 @@ func TestRecord(t *testing.T) {
 	}
 	if p.Faults.Err() == nil {
 		t.Error("a failed read of the applied offsets is not a fault")
+	}
+	// TopicLag sums one topic's partitions, and only that topic's.
+	p.Applied = func(string, int) (int64, bool, error) { return 0, false, nil }
+	p.record("trainx", map[int]int64{0: 7})
+	if got := p.TopicLag("train"); got != 9 {
+		t.Errorf("TopicLag(train) = %d, want 9", got)
+	}
+	if got := p.TopicLag("trainx"); got != 7 {
+		t.Errorf("TopicLag(trainx) = %d, want 7", got)
 	}
 }
