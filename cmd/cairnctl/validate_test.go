@@ -90,9 +90,9 @@ func TestValidateSmall(t *testing.T) {
 			}
 		}
 	}
-	check("rankings", rep.Rankings, "displacement", "representer", "entk")
+	check("rankings", rep.Rankings, "displacement", "representer", "entk", "entk_cosine")
 	check("baselines", rep.Baselines, "random", "trak", "class")
-	check("signed", rep.Signed, "displacement", "representer", "entk")
+	check("signed", rep.Signed, "displacement", "representer", "entk", "entk_cosine")
 	s := rep.Settings
 	if s["n"] != 120.0 || s["retrains"] != 2.0 || s["halves"] != 4.0 || s["queries"] != 6.0 || s["half_size"] != 60.0 || s["kernel"] != "exact" {
 		t.Errorf("settings do not echo the run: %v", s)
@@ -102,6 +102,9 @@ func TestValidateSmall(t *testing.T) {
 		if agree[name] != 1.0 {
 			t.Errorf("serving_top_agreement[%s] = %v: the ranking's top-K is not what serving.Model.AnswerRanked certifies", name, agree[name])
 		}
+	}
+	if _, ok := agree["entk_cosine"]; ok {
+		t.Errorf("serving_top_agreement has entk_cosine, which no answer serves: %v", agree)
 	}
 	for _, k := range []string{"train", "features", "fit", "scores", "trak", "retrain", "refit", "deletion", "total"} {
 		if v, ok := rep.Seconds[k]; !ok || !(v >= 0) {

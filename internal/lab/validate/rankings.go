@@ -2,6 +2,7 @@ package validate
 
 import (
 	"fmt"
+	"math"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -10,15 +11,35 @@ import (
 )
 
 // The rankings of the served model (DESIGN.md section 5), in the order a report lists
-// them, named as serving's answers name them (certify.Ranking).
+// them, named as serving's answers name them (certify.Ranking), and ENTKCosine, a
+// fit-free variation of entk that no answer serves: k*(x_t, x_ℓ)/√k*(x_ℓ, x_ℓ), the
+// exact similarity with each landmark's own norm divided out (the query's is the same
+// for every landmark and leaves the ranking unchanged), so that high-norm landmarks do not
+// top every query's ranking.
 const (
 	Displacement = string(certify.Displacement)
 	Representer  = string(certify.Representer)
 	ENTK         = string(certify.Similarity)
+	ENTKCosine   = "entk_cosine"
 )
 
 // Rankings lists the landmark rankings the study scores.
-var Rankings = []string{Displacement, Representer, ENTK}
+var Rankings = []string{Displacement, Representer, ENTK, ENTKCosine}
+
+// CosineTo writes ENTKCosine's scores, dst[ℓ] = k[ℓ]/√self[ℓ], with k the query's
+// kernel row and self the landmarks' k(x_ℓ, x_ℓ) in the same units; a landmark of zero
+// self-similarity scores 0 (its kernel row is 0 too).
+func CosineTo(dst, k, self []float64) {
+	if len(dst) != len(k) || len(self) != len(k) {
+		panic(fmt.Sprintf("validate: CosineTo lengths dst %d, k %d, self %d", len(dst), len(k), len(self)))
+	}
+	for l, v := range k {
+		dst[l] = 0
+		if self[l] > 0 {
+			dst[l] = v / math.Sqrt(self[l])
+		}
+	}
+}
 
 // The baselines, scored over every stored point. Class is a label-only reference, not an
 // attribution: it scores 1 for the points of the query's own class and 0 for the others,

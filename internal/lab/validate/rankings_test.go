@@ -129,3 +129,21 @@ func equal(a, b []float64) bool {
 	}
 	return true
 }
+
+// TestCosineTo: k/√self by hand, a zero-norm landmark scores 0, and a landmark that is
+// the query's exact multiple ranks first once the norms are divided out although its raw
+// similarity is below a larger landmark's.
+func TestCosineTo(t *testing.T) {
+	// Query q = (1, 0); landmarks (2, 0), (3, 3), (0, 0): k = (2, 3, 0), self = (4, 18, 0).
+	dst := make([]float64, 3)
+	CosineTo(dst, []float64{2, 3, 0}, []float64{4, 18, 0})
+	want := []float64{1, 3 / math.Sqrt(18), 0}
+	for l := range want {
+		if math.Abs(dst[l]-want[l]) > 1e-15 {
+			t.Errorf("dst[%d] = %v, want %v", l, dst[l], want[l])
+		}
+	}
+	if dst[0] <= dst[1] {
+		t.Errorf("the parallel landmark scores %v, the larger oblique one %v: want it first", dst[0], dst[1])
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/certify"
@@ -120,17 +121,22 @@ func (v *validation) scores(fm *offline.Model, model *serving.Model) (*scores, e
 		}
 	}
 	rows := mat.NewDense(nq, mm, nil) // raw kernel rows of the queries
+	self := make([]float64, mm)       // the landmarks' k(x_ℓ, x_ℓ) in the same units
 	b := model.Backbone
 	switch {
 	case model.Exact == nil:
 		sc.kernel = "fit_sketch"
 		pipeline.KernelTo(rows, v.qplain, z)
+		for l := range mm {
+			zl := z.RawRowView(l)
+			self[l] = floats.Dot(zl, zl)
+		}
 	case model.Exact.Factored():
 		sc.kernel = "exact_factored"
-		exactKernelRows(rows, model, v.qs)
+		exactKernelRows(rows, self, model, v.qs)
 	default:
 		sc.kernel = "exact"
-		exactKernelRows(rows, model, v.qs)
+		exactKernelRows(rows, self, model, v.qs)
 	}
 	// The class the served backbone predicts for each query signs the rankings.
 	pred := make([]int, nq)
@@ -159,9 +165,14 @@ func (v *validation) scores(fm *offline.Model, model *serving.Model) (*scores, e
 				validate.RepresenterTo(lrow, k, f0.A, f0.B, fm.Scale)
 			case validate.ENTK:
 				copy(lrow, k)
+			case validate.ENTKCosine:
+				validate.CosineTo(lrow, k, self)
 			}
 			validate.PointSumTo(sc.points[name][t], lrow, point)
 			validate.SignedTo(sc.points[SignedPrefix+name][t], sc.points[name][t], v.all.Set.Labels, pred[t])
+			if _, served := certify.ParseRanking(name); served != nil {
+				continue // not a ranking answers serve: nothing to agree with
+			}
 			ok, err := sameTopK(model, &w, v.qs.Row(t), lrow, sc.servingTopK, name)
 			if err != nil {
 				return nil, fmt.Errorf("query %d: %w", t, err)
@@ -175,7 +186,9 @@ func (v *validation) scores(fm *offline.Model, model *serving.Model) (*scores, e
 	}
 	sc.agreement = map[string]float64{}
 	for _, name := range validate.Rankings {
-		sc.agreement[name] = float64(agree[name]) / float64(nq)
+		if _, err := certify.ParseRanking(name); err == nil {
+			sc.agreement[name] = float64(agree[name]) / float64(nq)
+		}
 	}
 
 	t0 := time.Now()
@@ -197,16 +210,17 @@ func (v *validation) scores(fm *offline.Model, model *serving.Model) (*scores, e
 }
 
 // exactKernelRows writes the exact eNTK rows k*(x_t, x_ℓ) of the queries against the
-// served model's landmarks into dst (queries×M), in the representation the model's
+// served model's landmarks into dst (queries×M), and the landmarks' k*(x_ℓ, x_ℓ) into
+// self (len M), in the representation the model's
 // exact rows have (serving.ExactRows): full rows (entk.ExactBatch32To, a query's φ by
 // entk.Query.ExactTo, the row by entk.ExactRowTo), or factored rows (entk.Factored) when
 // the full ones exceed the memory budget. Each entry has the bits the model's answers use.
-func exactKernelRows(dst *mat.Dense, model *serving.Model, qs *dataset.Set) {
+func exactKernelRows(dst *mat.Dense, self []float64, model *serving.Model, qs *dataset.Set) {
 	b, mm := model.Backbone, len(model.LandmarkIDs)
 	if model.Exact.Factored() {
 		f, _ := entk.NewFactored(b)
-		lf, diag := make([]float32, mm*f.Dim()), make([]float64, mm)
-		f.Batch32To(lf, diag, model.LandmarkX, mm)
+		lf := make([]float32, mm*f.Dim())
+		f.Batch32To(lf, self, model.LandmarkX, mm)
 		fq, phi := f.NewQuery(), make([]float64, f.Dim())
 		for t := range qs.N {
 			fq.RowTo(phi, qs.Row(t))
@@ -215,8 +229,8 @@ func exactKernelRows(dst *mat.Dense, model *serving.Model, qs *dataset.Set) {
 		return
 	}
 	e := entk.ExactDim(b)
-	lf, diag := make([]float32, mm*e), make([]float64, mm)
-	entk.ExactBatch32To(lf, diag, b, model.LandmarkX, mm)
+	lf := make([]float32, mm*e)
+	entk.ExactBatch32To(lf, self, b, model.LandmarkX, mm)
 	eq, phi := entk.NewExactQuery(b), make([]float64, e)
 	for t := range qs.N {
 		eq.ExactTo(phi, qs.Row(t))
