@@ -21,6 +21,8 @@
 //	displacement  k_ℓ·ω_ℓ                        ω_ℓ = ‖Ã_ℓ − Ã_{0,ℓ}‖₂ in raw units (paper eq. influence)
 //	representer   c·k_ℓ·⟨Ã_ℓ, z⟩/‖z‖              z = c·Σ_ℓ k_ℓ Ã_ℓ + b, c the model's kernel scale
 //	entk          k_ℓ                            the exact eNTK similarity, independent of the fit
+//	entk_cosine   k_ℓ/√k(x̃_ℓ, x̃_ℓ)               entk with the landmark's norm divided out (CosineTo;
+//	                                             a study row that no answer serves)
 //
 // None of them looks at labels. SignedTo signs a ranking's point scores by class (minus
 // for the points of another class than the one the query is taken to be), the diagnostic
