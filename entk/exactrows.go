@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cairnhq/cairn/internal/base/vec"
 )
@@ -131,17 +132,21 @@ func ExactBatch32To(dst []float32, diag []float64, b Backbone, xs []float64, n i
 // batch32To writes row(x_i) of the n rows of xs (n×in) into dst (n×e), rounded to
 // float32, and the diagonal row returns into diag[i], on GOMAXPROCS goroutines, each
 // with its own row function from newRow (its workspace), joined before it returns: the
-// shared loop of ExactBatch32To and Factored.Batch32To.
+// shared loop of ExactBatch32To and Factored.Batch32To. The workers take the next row
+// from a shared counter, so one whose thread is descheduled leaves its rows to the
+// others instead of finishing a fixed share alone; each row's bits depend on its input
+// only, not on which worker computed it.
 func batch32To(dst []float32, diag, xs []float64, n, e, in int, newRow func() func(phi, x []float64) float64) {
 	workers := min(runtime.GOMAXPROCS(0), max(n, 1))
 	var wg sync.WaitGroup
-	for w := range workers {
+	var next atomic.Int64
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			row := newRow()
 			phi := make([]float64, e)
-			for i := w; i < n; i += workers {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
 				diag[i] = row(phi, xs[i*in:(i+1)*in])
 				r := dst[i*e : (i+1)*e]
 				for k, v := range phi {

@@ -57,6 +57,13 @@ func TestExactRowsAgainstJacobian(t *testing.T) {
 			lf := make([]float32, n*e)
 			diag := make([]float64, n)
 			ExactBatch32To(lf, diag, b, xs, n)
+			for i := range n { // whichever worker took row i, it holds φ(x_i) rounded
+				for k, v := range phis[i] {
+					if lf[i*e+k] != float32(v) {
+						t.Fatalf("ExactBatch32To row %d [%d] = %v, want float32(φ) %v", i, k, lf[i*e+k], float32(v))
+					}
+				}
+			}
 			row := make([]float64, n)
 			for j := range n {
 				xj := xs[j*in : (j+1)*in]
