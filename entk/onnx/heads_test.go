@@ -94,3 +94,37 @@ func TestHeadsNoAllocs(t *testing.T) {
 		t.Errorf("Forward+BackwardHeads: %v allocations", n)
 	}
 }
+
+// TestUnaryHeadsBits: for every unary function, backwardHeads over h = 3 heads with
+// strided input gradients gives the bits of backward run once per head (erf's shared
+// exponentials included), on positive inputs so that sqrt and log are defined.
+func TestUnaryHeadsBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const n, h, stride = 7, 3, 9
+	for f := uRelu; f <= uLog; f++ {
+		k := &unaryKernel{f: f, n: n}
+		x := randVals(r, n, 1)
+		for i := range x {
+			x[i] = math.Abs(x[i]) + 0.1
+		}
+		if f == uRelu {
+			x[2], x[4] = -x[2], 0 // both sides of the kink and the kink itself
+		}
+		y := make([]float64, n)
+		k.forward([][]float64{y}, [][]float64{x}, nil)
+		g := randVals(r, h*n, 1)
+		want, got := randVals(r, h*stride, 1), make([]float64, h*stride)
+		copy(got, want)
+		for j := range h {
+			k.backward([][]float64{want[j*stride : j*stride+n]}, [][]float64{g[j*n : (j+1)*n]}, [][]float64{x}, [][]float64{y}, nil)
+		}
+		if !k.backwardHeads(h, [][]float64{got}, [][]float64{g}, [][]float64{x}, [][]float64{y}, []int{stride}, nil, make([]float64, k.headsScratch(h))) {
+			t.Fatalf("f = %d: backwardHeads declined", f)
+		}
+		for i := range want {
+			if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+				t.Errorf("f = %d: [%d] = %v, per head %v", f, i, got[i], want[i])
+			}
+		}
+	}
+}

@@ -53,6 +53,19 @@ func (k *binaryKernel) forward(out, in [][]float64, _ []float64) {
 		}
 		return
 	}
+	if k.op == '*' && k.ia == nil { // the attention's scaling, LayerNorm's weight, GELU's halves
+		a = a[:len(y)]
+		if k.ib == nil {
+			for i := range y {
+				y[i] = a[i] * b[i]
+			}
+			return
+		}
+		for i, jb := range k.ib[:len(y)] {
+			y[i] = a[i] * b[jb]
+		}
+		return
+	}
 	for i := range y {
 		u, v := a[at(k.ia, i)], b[at(k.ib, i)]
 		switch k.op {
@@ -75,39 +88,90 @@ func (k *binaryKernel) forward(out, in [][]float64, _ []float64) {
 
 // backward: d(a+b) = (g, g), d(a−b) = (g, −g), d(ab) = (g·b, g·a), d(a/b) = (g/b, −g·y/b),
 // d(a^b) = (g·b·a^(b−1), g·y·ln a), the last 0 where a ≤ 0 (ln undefined). Broadcast
-// operands receive the sum over the elements they were repeated to.
+// operands receive the sum over the elements they were repeated to. Each operator has
+// its own loop (the switch outside it); every sum into an operand's gradient runs in
+// element order.
 func (k *binaryKernel) backward(gin, gout, in, out [][]float64, _ []float64) {
 	g, a, b, y := gout[0][:k.n], in[0], in[1], out[0]
 	ga, gb := gin[0], gin[1]
-	if k.op == '+' { // the residual and bias adds: the same sums without the switch
+	switch k.op {
+	case '+': // the residual and bias adds: sums only
 		addMapped(ga, k.ia, g)
 		addMapped(gb, k.ib, g)
-		return
-	}
-	for i, gi := range g {
-		ja, jb := at(k.ia, i), at(k.ib, i)
-		var da, db float64
-		switch k.op {
-		case '+':
-			da, db = gi, gi
-		case '-':
-			da, db = gi, -gi
-		case '*':
-			da, db = gi*b[jb], gi*a[ja]
-		case '/':
-			da, db = gi/b[jb], -gi*y[i]/b[jb]
-		case '^':
-			u, v := a[ja], b[jb]
-			da = gi * v * math.Pow(u, v-1)
-			if u > 0 {
-				db = gi * y[i] * math.Log(u)
+	case '-':
+		addMapped(ga, k.ia, g)
+		if gb != nil {
+			for i, gi := range g {
+				gb[at(k.ib, i)] += -gi
 			}
 		}
-		if ga != nil {
-			ga[ja] += da
+	case '*':
+		k.mulBackward(ga, gb, g, a, b)
+	case '/':
+		for i, gi := range g {
+			ja, jb := at(k.ia, i), at(k.ib, i)
+			if ga != nil {
+				ga[ja] += gi / b[jb]
+			}
+			if gb != nil {
+				gb[jb] += -gi * y[i] / b[jb]
+			}
 		}
-		if gb != nil {
-			gb[jb] += db
+	case '^':
+		for i, gi := range g {
+			ja, jb := at(k.ia, i), at(k.ib, i)
+			u, v := a[ja], b[jb]
+			if ga != nil {
+				ga[ja] += gi * v * math.Pow(u, v-1)
+			}
+			if gb != nil {
+				var db float64
+				if u > 0 {
+					db = gi * y[i] * math.Log(u)
+				}
+				gb[jb] += db
+			}
+		}
+	}
+}
+
+// mulBackward is backward's product rule, ga[ia[i]] += g[i]·b[ib[i]] and gb[ib[i]] +=
+// g[i]·a[ia[i]], with a loop without index maps when both are the identity and one for
+// a scalar or broadcast b against an unmapped a (the attention's scaling, LayerNorm's
+// weight).
+func (k *binaryKernel) mulBackward(ga, gb, g, a, b []float64) {
+	switch {
+	case k.ia == nil && k.ib == nil:
+		a, b = a[:len(g)], b[:len(g)]
+		for i, gi := range g {
+			if ga != nil {
+				ga[i] += gi * b[i]
+			}
+			if gb != nil {
+				gb[i] += gi * a[i]
+			}
+		}
+	case k.ia == nil:
+		a = a[:len(g)]
+		ib := k.ib[:len(g)]
+		for i, gi := range g {
+			jb := ib[i]
+			if ga != nil {
+				ga[i] += gi * b[jb]
+			}
+			if gb != nil {
+				gb[jb] += gi * a[i]
+			}
+		}
+	default:
+		for i, gi := range g {
+			ja, jb := at(k.ia, i), at(k.ib, i)
+			if ga != nil {
+				ga[ja] += gi * b[jb]
+			}
+			if gb != nil {
+				gb[jb] += gi * a[ja]
+			}
 		}
 	}
 }
@@ -186,29 +250,83 @@ func (k *unaryKernel) forward(out, in [][]float64, _ []float64) {
 // backward multiplies by f'(x): relu' = [x > 0] (0 at 0), tanh' = 1 − y², σ' = y(1 − y),
 // sqrt' = 1/(2y), erf' = 2/√π·e^{−x²}, neg' = −1, exp' = y, log' = 1/x.
 func (k *unaryKernel) backward(gin, gout, in, out [][]float64, _ []float64) {
-	gx, g, x, y := gin[0][:k.n], gout[0][:k.n], in[0][:k.n], out[0][:k.n]
-	for i, gi := range g {
-		var d float64
-		switch k.f {
-		case uRelu:
+	k.backwardTo(gin[0][:k.n], gout[0][:k.n], in[0][:k.n], out[0][:k.n], nil)
+}
+
+// backwardTo adds g·f'(x) to gx, one loop per function; erf's e^{−x²} is read from e
+// when it is not nil (the heads' shared values), else computed.
+func (k *unaryKernel) backwardTo(gx, g, x, y, e []float64) {
+	switch k.f {
+	case uRelu:
+		for i, gi := range g {
+			var d float64
 			if x[i] > 0 {
 				d = gi
 			}
-		case uTanh:
-			d = gi * (1 - y[i]*y[i])
-		case uSigmoid:
-			d = gi * y[i] * (1 - y[i])
-		case uSqrt:
-			d = gi / (2 * y[i])
-		case uErf:
-			d = gi * 2 / math.Sqrt(math.Pi) * math.Exp(-x[i]*x[i])
-		case uNeg:
-			d = -gi
-		case uExp:
-			d = gi * y[i]
-		case uLog:
-			d = gi / x[i]
+			gx[i] += d
 		}
-		gx[i] += d
+	case uTanh:
+		for i, gi := range g {
+			gx[i] += gi * (1 - y[i]*y[i])
+		}
+	case uSigmoid:
+		for i, gi := range g {
+			gx[i] += gi * y[i] * (1 - y[i])
+		}
+	case uSqrt:
+		for i, gi := range g {
+			gx[i] += gi / (2 * y[i])
+		}
+	case uErf:
+		for i, gi := range g {
+			var ex float64
+			if e != nil {
+				ex = e[i]
+			} else {
+				ex = math.Exp(-x[i] * x[i])
+			}
+			gx[i] += gi * 2 / math.Sqrt(math.Pi) * ex
+		}
+	case uNeg:
+		for i, gi := range g {
+			gx[i] += -gi
+		}
+	case uExp:
+		for i, gi := range g {
+			gx[i] += gi * y[i]
+		}
+	case uLog:
+		for i, gi := range g {
+			gx[i] += gi / x[i]
+		}
 	}
+}
+
+// headsScratch: erf's e^{−x²}, shared by the heads.
+func (k *unaryKernel) headsScratch(int) int {
+	if k.f == uErf {
+		return k.n
+	}
+	return 0
+}
+
+// backwardHeads is backward for each of h heads, with erf's exponentials computed once
+// for all of them (the same x): the bits of h backward calls.
+func (k *unaryKernel) backwardHeads(h int, gin, gout, in, out [][]float64, gstr []int, _, hscr []float64) bool {
+	if gin[0] == nil || gout[0] == nil {
+		return false
+	}
+	n := k.n
+	x, y := in[0][:n], out[0][:n]
+	var e []float64
+	if k.f == uErf {
+		e = hscr[:n]
+		for i, v := range x {
+			e[i] = math.Exp(-v * v)
+		}
+	}
+	for j := range h {
+		k.backwardTo(gin[0][j*gstr[0]:j*gstr[0]+n], gout[0][j*n:(j+1)*n], x, y, e)
+	}
+	return true
 }
