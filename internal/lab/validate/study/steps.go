@@ -120,24 +120,8 @@ func (v *validation) scores(fm *offline.Model, model *serving.Model) (*scores, e
 			sc.points[name][t] = make([]float64, n)
 		}
 	}
-	rows := mat.NewDense(nq, mm, nil) // raw kernel rows of the queries
-	self := make([]float64, mm)       // the landmarks' k(x_ℓ, x_ℓ) in the same units
+	rows, self := v.queryRows(sc, model, z)
 	b := model.Backbone
-	switch {
-	case model.Exact == nil:
-		sc.kernel = "fit_sketch"
-		pipeline.KernelTo(rows, v.qplain, z)
-		for l := range mm {
-			zl := z.RawRowView(l)
-			self[l] = floats.Dot(zl, zl)
-		}
-	case model.Exact.Factored():
-		sc.kernel = "exact_factored"
-		exactKernelRows(rows, self, model, v.qs)
-	default:
-		sc.kernel = "exact"
-		exactKernelRows(rows, self, model, v.qs)
-	}
 	// The class the served backbone predicts for each query signs the rankings.
 	pred := make([]int, nq)
 	out, ws := make([]float64, b.OutDim()), b.NewWorkspace()
@@ -207,6 +191,31 @@ func (v *validation) scores(fm *offline.Model, model *serving.Model) (*scores, e
 	sc.trakLambda = tk.Lambda()
 	v.secs["trak"] = time.Since(t0).Seconds()
 	return sc, nil
+}
+
+// queryRows returns the queries' raw kernel rows against the served model's landmarks
+// (queries×M), exact when the model has exact rows, else on the fit draw's features z
+// (M×q), and the landmarks' k(x_ℓ, x_ℓ) in the same kernel; it names the kernel in
+// sc.kernel.
+func (v *validation) queryRows(sc *scores, model *serving.Model, z *mat.Dense) (*mat.Dense, []float64) {
+	mm := len(model.LandmarkIDs)
+	rows, self := mat.NewDense(v.qs.N, mm, nil), make([]float64, mm)
+	switch {
+	case model.Exact == nil:
+		sc.kernel = "fit_sketch"
+		pipeline.KernelTo(rows, v.qplain, z)
+		for l := range mm {
+			zl := z.RawRowView(l)
+			self[l] = floats.Dot(zl, zl)
+		}
+	case model.Exact.Factored():
+		sc.kernel = "exact_factored"
+		exactKernelRows(rows, self, model, v.qs)
+	default:
+		sc.kernel = "exact"
+		exactKernelRows(rows, self, model, v.qs)
+	}
+	return rows, self
 }
 
 // exactKernelRows writes the exact eNTK rows k*(x_t, x_ℓ) of the queries against the
