@@ -50,13 +50,16 @@ type FeaturizeRound struct {
 	// holds after it: Events and warm-up + Events when nothing was lost or applied twice.
 	Applied uint64 `json:"applied"`
 	Points  int    `json:"points"`
+	// Warm is the number of warm-up rows applied before the measured ones (warmUp).
+	Warm int `json:"warm_up"`
 	// Killed: the last featurizer was killed (SIGKILL) once a third of the rows were
 	// produced (the kill round, with --kill).
 	Killed bool `json:"killed,omitempty"`
 }
 
-// featWarm is the number of warm-up rows of a featurize round (at most n).
-const featWarm = 128
+// featWarm is the number of rows of a featurize round's warm-up batch (at most n), and
+// featWarmTries the most batches warmUp produces.
+const featWarm, featWarmTries = 128, 5
 
 // featurize runs the ingestion rounds: 0 featurizers, then s.featurizers.
 func (s *scaleRun) featurize(ctx context.Context, targets map[string]bool, kill bool) (*FeaturizeReport, error) {
@@ -79,7 +82,7 @@ func (s *scaleRun) featurize(ctx context.Context, targets map[string]bool, kill 
 			one = i
 		}
 		if r.Killed {
-			targets["featurizer_kill_nothing_lost_or_twice"] = r.Applied == uint64(s.n) && r.Points == min(featWarm, s.n)+s.n
+			targets["featurizer_kill_nothing_lost_or_twice"] = r.Applied == uint64(s.n) && r.Points == r.Warm+s.n
 		}
 		fmt.Fprintf(s.stderr, "cairnctl: %d featurizers: %.0f events/s, primary %.2f ms CPU per event (%d features from records)\n",
 			c, r.EventsPerSecond, r.PrimaryCPUPerEventMs, r.FeaturesTaken)
@@ -148,13 +151,11 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int, kill bo
 		return r, err
 	}
 	defer c.Close()
-	warm := min(featWarm, s.n)
-	if err := s.produceRows(ctx, c, "w", 0, warm); err != nil {
+	warm, err := s.warmUp(ctx, c, primary, count)
+	if err != nil {
 		return r, err
 	}
-	if err := waitUpserts(ctx, primary, uint64(warm)); err != nil {
-		return r, err
-	}
+	r.Warm = warm
 	time.Sleep(time.Second) // the group settles
 	cpu0 := make([]float64, len(procs))
 	for i, p := range procs {
@@ -204,6 +205,41 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int, kill bo
 	return r, nil
 }
 
+// warmUp produces batches of featWarm warm-up rows (at most n each) and waits until the
+// primary has applied them, until, with featurizers, the primary has taken a feature
+// from a featurizer's record: a featurizer that joined the group late left every
+// measured row of a round to the primary alone (one round in several, 2026-11-26 and
+// -27). After featWarmTries
+// batches it returns anyway; the round's features_taken then shows it. It returns the
+// number of warm-up rows.
+func (s *scaleRun) warmUp(ctx context.Context, c *client.Client, primary *cairnd, count int) (int, error) {
+	warm, k := 0, min(featWarm, s.n)
+	for try := range featWarmTries {
+		prefix := "w"
+		if try > 0 {
+			prefix = fmt.Sprintf("w%d-", try)
+		}
+		if err := s.produceRows(ctx, c, prefix, 0, k); err != nil {
+			return warm, err
+		}
+		warm += k
+		if err := waitUpserts(ctx, primary, uint64(warm)); err != nil {
+			return warm, err
+		}
+		if count == 0 {
+			break
+		}
+		st, err := primary.statusRetry(ctx)
+		if err != nil {
+			return warm, err
+		}
+		if st.Ingest.FeaturesTaken > 0 {
+			break
+		}
+	}
+	return warm, nil
+}
+
 // featurizeEnv creates round's training topic (compacted, as the primary requires) and
 // returns its topics and the settings of its processes.
 func (s *scaleRun) featurizeEnv(ctx context.Context, round, count int) (config.Topics, []string, error) {
@@ -220,7 +256,7 @@ func (s *scaleRun) featurizeEnv(ctx context.Context, round, count int) (config.T
 		"CAIRN_KAFKA_TOPICS_LEADER=" + topics.Leader, "CAIRN_KAFKA_LEADER_GROUP=" + topics.Leader,
 		"CAIRN_INGEST_FEATURIZERS=" + strconv.FormatBool(count > 0),
 		// No fit during the round: the primary's CPU is ingestion's.
-		"CAIRN_REFIT_MIN_POINTS=" + strconv.Itoa(s.n+featWarm+1), "CAIRN_REFIT_IDLE=0s", "CAIRN_REFIT_POINTS_CHANGED=0"}
+		"CAIRN_REFIT_MIN_POINTS=" + strconv.Itoa(s.n+featWarm*featWarmTries+1), "CAIRN_REFIT_IDLE=0s", "CAIRN_REFIT_POINTS_CHANGED=0"}
 	if s.featWait > 0 {
 		env = append(env, "CAIRN_INGEST_FEATURIZER_TIMEOUT="+s.featWait.String())
 	}

@@ -71,3 +71,56 @@ audit: {random: 10, reference: 100, test: 30}
 		t.Errorf("takeover audit seqs %v; want the chain 1, 2", tk.AuditSeqs)
 	}
 }
+
+// TestBenchScaleFeaturize runs bench-scale's ingestion rounds on cairnd processes with a
+// small model: the primary alone, one featurizer, and two of which one is killed. Every
+// round applies every measured upsert once after its warm-up; with a featurizer the
+// warm-up waits until the primary takes features from records, so the measured rows
+// come from records, all of them with a live featurizer.
+func TestBenchScaleFeaturize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs cairnd processes")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "cairnd")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/cairnd").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cfgFile := filepath.Join(dir, "small.yaml")
+	if err := os.WriteFile(cfgFile, []byte(`model: {arch: "mlp:784-32-10", seed: 3, untrained: true}
+sketch: {h: 2, s: 128}
+pool: {m: 16}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s := &scaleRun{bin: bin, cfg: cfg, cfgFile: cfgFile, data: "mnist", n: 200, procs: 1, stderr: io.Discard,
+		featurizers: []int{1}, featWait: 10 * time.Second}
+	rep, err := s.run(ctx, nil, true, false)
+	if err != nil {
+		t.Fatalf("bench-scale: %v", err)
+	}
+	f := rep.Featurize
+	if f == nil || len(f.Rounds) != 3 {
+		t.Fatalf("featurize report %+v: want rounds of 0, 1 and 2 (killed) featurizers", f)
+	}
+	for i, r := range f.Rounds {
+		if r.Applied != 200 || r.Points != r.Warm+200 || r.Warm < 128 || r.Warm%128 != 0 || !(r.EventsPerSecond > 0) {
+			t.Errorf("round %d: %+v; want 200 upserts applied once after whole warm-up batches", i, r)
+		}
+	}
+	if r := f.Rounds[0]; r.FeaturesTaken != 0 || r.Warm != 128 {
+		t.Errorf("primary alone: %+v; want no feature from a record and one warm-up batch", r)
+	}
+	if r := f.Rounds[1]; r.FeaturesTaken != 200 {
+		t.Errorf("one featurizer: %d of 200 features from records, want all (a 10 s timeout)", r.FeaturesTaken)
+	}
+	if !rep.TargetsMet["featurizer_kill_nothing_lost_or_twice"] {
+		t.Errorf("kill round %+v: something lost or applied twice", f.Rounds[2])
+	}
+}
