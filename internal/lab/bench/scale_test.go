@@ -16,28 +16,13 @@ import (
 // answers every query, each replica answers some, a killed replica loses no query, and
 // the standby's takeover keeps one audit chain with nothing lost or applied twice.
 func TestBenchScale(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs cairnd processes")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "cairnd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/cairnd").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	cfgFile := filepath.Join(dir, "small.yaml")
-	if err := os.WriteFile(cfgFile, []byte(`model: {arch: "mlp:784-32-10", seed: 3, untrained: true}
+	bin, cfgFile, cfg := scaleSetup(t, `model: {arch: "mlp:784-32-10", seed: 3, untrained: true}
 sketch: {h: 2, s: 128}
 pool: {m: 16}
 fit: {k: 16, epochs: 3, batch: 64, fits: 2}
 refit: {idle: 300ms, delete_debounce: 100ms, min_points: 32}
 audit: {random: 10, reference: 100, test: 30}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgFile, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s := &scaleRun{bin: bin, cfg: cfg, cfgFile: cfgFile, data: "mnist", n: 120, queries: 90, procs: 1, stderr: io.Discard}
@@ -78,25 +63,10 @@ audit: {random: 10, reference: 100, test: 30}
 // warm-up waits until the primary takes features from records, so the measured rows
 // come from records, all of them with a live featurizer.
 func TestBenchScaleFeaturize(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs cairnd processes")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "cairnd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/cairnd").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	cfgFile := filepath.Join(dir, "small.yaml")
-	if err := os.WriteFile(cfgFile, []byte(`model: {arch: "mlp:784-32-10", seed: 3, untrained: true}
+	bin, cfgFile, cfg := scaleSetup(t, `model: {arch: "mlp:784-32-10", seed: 3, untrained: true}
 sketch: {h: 2, s: 128}
 pool: {m: 16}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgFile, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s := &scaleRun{bin: bin, cfg: cfg, cfgFile: cfgFile, data: "mnist", n: 200, procs: 1, stderr: io.Discard,
@@ -123,4 +93,27 @@ pool: {m: 16}
 	if !rep.TargetsMet["featurizer_kill_nothing_lost_or_twice"] {
 		t.Errorf("kill round %+v: something lost or applied twice", f.Rounds[2])
 	}
+}
+
+// scaleSetup skips in -short mode, builds cairnd into a temporary directory and writes
+// and loads the configuration yaml there, for the bench-scale tests.
+func scaleSetup(t *testing.T, yaml string) (bin, cfgFile string, cfg config.Config) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs cairnd processes")
+	}
+	dir := t.TempDir()
+	bin = filepath.Join(dir, "cairnd")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/cairnd").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cfgFile = filepath.Join(dir, "small.yaml")
+	if err := os.WriteFile(cfgFile, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if cfg, err = config.Load(cfgFile, nil); err != nil {
+		t.Fatal(err)
+	}
+	return bin, cfgFile, cfg
 }
