@@ -57,9 +57,13 @@ type FeaturizeRound struct {
 	Killed bool `json:"killed,omitempty"`
 }
 
-// featWarm is the number of rows of a featurize round's warm-up batch (at most n), and
-// featWarmTries the most batches warmUp produces.
-const featWarm, featWarmTries = 128, 5
+// featWarm is the number of rows of a featurize round's warm-up batch (at most n);
+// warmUp produces at most featWarmTries of them, featWarmPause apart (30 s in all).
+const (
+	featWarm      = 128
+	featWarmTries = 60
+	featWarmPause = 500 * time.Millisecond
+)
 
 // featurize runs the ingestion rounds: 0 featurizers, then s.featurizers.
 func (s *scaleRun) featurize(ctx context.Context, targets map[string]bool, kill bool) (*FeaturizeReport, error) {
@@ -205,19 +209,24 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int, kill bo
 	return r, nil
 }
 
-// warmUp produces batches of featWarm warm-up rows (at most n each) and waits until the
-// primary has applied them, until, with featurizers, the primary has taken a feature
-// from a featurizer's record: a featurizer that joined the group late left every
-// measured row of a round to the primary alone (one round in several, 2026-11-26 and
-// -27). After featWarmTries
-// batches it returns anyway; the round's features_taken then shows it. It returns the
-// number of warm-up rows.
+// warmUp produces batches of featWarm warm-up rows (at most n each), featWarmPause
+// apart, each applied by the primary before the next, until, with featurizers, the
+// primary has taken a feature from a featurizer's record. Without the wait a featurizer
+// that had not joined its group yet left every measured row of a round to the primary
+// alone (a round in several, 2026-11-26 and -27; once still after 5 quick batches).
+// After featWarmTries batches it returns anyway; the round's features_taken then shows
+// it. It returns the number of warm-up rows.
 func (s *scaleRun) warmUp(ctx context.Context, c *client.Client, primary *cairnd, count int) (int, error) {
 	warm, k := 0, min(featWarm, s.n)
 	for try := range featWarmTries {
 		prefix := "w"
 		if try > 0 {
 			prefix = fmt.Sprintf("w%d-", try)
+			select {
+			case <-ctx.Done():
+				return warm, ctx.Err()
+			case <-time.After(featWarmPause):
+			}
 		}
 		if err := s.produceRows(ctx, c, prefix, 0, k); err != nil {
 			return warm, err
