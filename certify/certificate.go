@@ -86,12 +86,16 @@ type Residual struct {
 }
 
 // Entry is one ranked landmark: its index in the kernel row, an optional id the caller
-// fills in, the score Î_ℓt and the radius ε_ℓ.
+// fills in, the score Î_ℓt and the radius ε_ℓ. Cosine, when the caller has exact rows,
+// is k*(x_t, x_ℓ)/√(k*(x_t, x_t)·k*(x_ℓ, x_ℓ)) in [−1, 1]: how alike the landmark is to
+// the query whatever the two norms, where the scores grow with the landmark's norm; 0
+// (and left out of the JSON) without exact rows.
 type Entry struct {
 	Index  int     `json:"index"`
 	ID     string  `json:"id,omitempty"`
 	Score  float64 `json:"score"`
 	Radius float64 `json:"radius"`
+	Cosine float64 `json:"cosine,omitempty"`
 }
 
 // Certificate is everything an attribution answer carries (docs/architecture.md,

@@ -35,6 +35,10 @@ type Scored struct {
 	// View is the augmented view ("A" or "B") whose landmark term this is: a point can be
 	// a landmark of both views, and each term is ranked on its own.
 	View string `json:"view,omitempty"`
+	// Cosine is the exact similarity with both norms divided out, in [−1, 1], on answers
+	// computed on exact rows (0 and left out otherwise): a landmark that tops the
+	// ranking by its size, not by its likeness to the query, shows a low cosine.
+	Cosine float64 `json:"cosine,omitempty"`
 }
 
 // Budget is the sketch and pool budget (h, s, m, M) of an answer.

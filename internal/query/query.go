@@ -276,7 +276,8 @@ type extra struct {
 // the extra fields it encodes.
 func (a *Answerer) attribution(s *serving.Model, ev stream.QueryEvent, delta float64, c *certify.Certificate) (stream.Attribution, extra, error) {
 	scored := func(e certify.Entry) stream.Scored {
-		return stream.Scored{ID: s.LandmarkIDs[e.Index], View: string(s.Views[e.Index]), Score: e.Score, Radius: e.Radius}
+		return stream.Scored{ID: s.LandmarkIDs[e.Index], View: string(s.Views[e.Index]), Score: e.Score, Radius: e.Radius,
+			Cosine: e.Cosine}
 	}
 	cfg := a.cfg.Daemon
 	at := stream.Attribution{

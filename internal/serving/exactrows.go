@@ -1,6 +1,7 @@
 package serving
 
 import (
+	"math"
 	"runtime"
 	"sync"
 
@@ -160,4 +161,14 @@ func (r *ExactRows) rowError(l int, ktt float64) float64 {
 		return r.fac.RowError(r.diag[l], ktt)
 	}
 	return entk.ExactRowError(r.diag[l], ktt, r.dim)
+}
+
+// cosine is model row l's entry of the exact row full as a cosine, full[l]/√(ktt·kll),
+// clamped to [−1, 1] (the float32 rows round); 0 when a diagonal is not positive.
+func (e *ExactRows) cosine(full []float64, l int, ktt float64) float64 {
+	d := ktt * e.diag[l]
+	if !(d > 0) {
+		return 0
+	}
+	return max(-1, min(1, full[l]/math.Sqrt(d)))
 }

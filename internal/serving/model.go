@@ -453,7 +453,14 @@ func (s *Model) answerExact(w *Workspace, full []float64, ktt float64, k int, de
 	clear(w.vbar) // the floor's kernel variance: none
 	c.VarianceModel = certify.VarianceExactKernel
 	c.Budget = certify.Budget{M: m, Pool: len(s.LandmarkIDs)}
-	return c, s.finish(w, &c, k, alloc, false, r)
+	if err := s.finish(w, &c, k, alloc, false, r); err != nil {
+		return c, err
+	}
+	for i := range c.TopK {
+		c.TopK[i].Cosine = s.Exact.cosine(full, c.TopK[i].Index, ktt)
+	}
+	c.RunnerUp.Cosine = s.Exact.cosine(full, c.RunnerUp.Index, ktt)
+	return c, nil
 }
 
 // finish attaches the fit floor and maps the certificate's indices from active

@@ -63,7 +63,8 @@ func testInput(b entk.Backbone, m int) Input {
 // TestAnswerExact: on the exact path, with full rows and with factored rows, every
 // reported score is k*(x_ℓ, x)·ω_ℓ from full Jacobians (entk.ExactKernel, the slow
 // reference) within its radius, the radius is at rounding level (float32 rows: relative
-// 1e-6), and a certified top-K is the reference top-K. A masked landmark never appears.
+// 1e-6), every entry's cosine (the runner-up's too) is the reference's k*/√(k*k*) within
+// 1e-6, and a certified top-K is the reference top-K. A masked landmark never appears.
 func TestAnswerExact(t *testing.T) {
 	for _, eb := range exactBudgets {
 		t.Run(eb.name, func(t *testing.T) {
@@ -88,9 +89,16 @@ func TestAnswerExact(t *testing.T) {
 				for _, l := range s.ActiveLandmarks() {
 					ref[l] = entk.ExactKernel(b, s.LandmarkX[l*d:(l+1)*d], x, ws) * s.Omega[l]
 				}
-				for _, e := range c.TopK {
-					if want := ref[e.Index]; math.Abs(e.Score-want) > e.Radius || e.Radius > 1e-6*math.Abs(want)+1e-12 {
+				ktt := entk.ExactDiag(b, x, ws)
+				for _, e := range slices.Concat(c.TopK, []certify.Entry{c.RunnerUp}) {
+					if want := ref[e.Index]; e.Index != c.RunnerUp.Index && (math.Abs(e.Score-want) > e.Radius || e.Radius > 1e-6*math.Abs(want)+1e-12) {
 						t.Errorf("landmark %d: score %v, exact %v, radius %v", e.Index, e.Score, want, e.Radius)
+					}
+					// The cosine from the same slow reference, within the float32 rows' rounding.
+					xl := s.LandmarkX[e.Index*d : (e.Index+1)*d]
+					cos := entk.ExactKernel(b, xl, x, ws) / math.Sqrt(ktt*entk.ExactDiag(b, xl, ws))
+					if math.Abs(e.Cosine-cos) > 1e-6 || math.Abs(e.Cosine) > 1 || e.Cosine == 0 {
+						t.Errorf("landmark %d: cosine %v, exact %v", e.Index, e.Cosine, cos)
 					}
 				}
 				if c.Verdict == certify.Certified {
