@@ -323,11 +323,11 @@ func uiAnswer(a stream.Attribution, ex extra, ev stream.QueryEvent, secs float64
 		u.QueryX = ev.X
 	}
 	for _, s := range a.TopK {
-		u.Top = append(u.Top, ui.Scored{ID: s.ID, View: s.View, Score: s.Score, Radius: s.Radius})
+		u.Top = append(u.Top, ui.Scored{ID: s.ID, View: s.View, Score: s.Score, Radius: s.Radius, Cosine: s.Cosine})
 	}
 	if ex.RunnerUp.View != "" {
 		r := ex.RunnerUp
-		u.RunnerUp = &ui.Scored{ID: r.ID, View: r.View, Score: r.Score, Radius: r.Radius}
+		u.RunnerUp = &ui.Scored{ID: r.ID, View: r.View, Score: r.Score, Radius: r.Radius, Cosine: r.Cosine}
 	}
 	if f := ex.FitFloor; f != nil {
 		u.Floor = fmt.Sprintf("floor separation %.4g: %s", f.FloorSeparation, map[bool]string{

@@ -77,10 +77,11 @@ type AnswerRef struct {
 	Verdict string
 }
 
-// Scored is one ranked landmark of an answer.
+// Scored is one ranked landmark of an answer; Cosine is 0 on an answer without exact
+// rows (stream.Scored).
 type Scored struct {
-	ID, View      string
-	Score, Radius float64
+	ID, View              string
+	Score, Radius, Cosine float64
 }
 
 // Answer is one answered query: the attribution as emitted, and what the page needs to

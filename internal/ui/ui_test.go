@@ -41,7 +41,7 @@ func newFake() fake {
 		x[i] = float64(i)
 	}
 	a := Answer{Request: "r/1", Model: 3, Verdict: "certified", K: 2, Lower: 0.5, Upper: 0.4, QueryX: x,
-		Top:      []Scored{{ID: "zz-erased", View: "A", Score: 0.9, Radius: 0.1}, {ID: "p1", View: "B", Score: 0.7, Radius: 0.1}},
+		Top:      []Scored{{ID: "zz-erased", View: "A", Score: 0.9, Radius: 0.1}, {ID: "p1", View: "B", Score: 0.7, Radius: 0.1, Cosine: 0.42}},
 		RunnerUp: &Scored{ID: "p2", View: "A", Score: 0.3, Radius: 0.1}}
 	byID := Answer{Request: "r2", Verdict: "uncertified", K: 1, QueryID: "zz-erased", Top: []Scored{{ID: "p1", View: "A", Score: 1}}}
 	return fake{answers: map[string]Answer{"r/1": a, "r2": byID}, points: map[string][]float64{"p1": x, "p2": x}}
@@ -57,9 +57,10 @@ func serve(t *testing.T, h http.Handler, method, path string) (*http.Response, s
 }
 
 // TestPages: every route answers with the security headers; the answer page shows the
-// stored landmarks and the runner-up but never the deleted one (neither its id nor its
-// picture), a query by the id of a deleted point is not shown, tabular inputs become a
-// feature table, unknown answers and pictures are 404, and only GET/HEAD are served.
+// stored landmarks and the runner-up, with a cosine where the answer has one, but never
+// the deleted one (neither its id nor its picture), a query by the id of a deleted point
+// is not shown, tabular inputs become a feature table, unknown answers and pictures are
+// 404, and only GET/HEAD are served.
 func TestPages(t *testing.T) {
 	f := newFake()
 	for _, shape := range []Shape{{C: 1, H: 2, W: 2}, {}} {
@@ -81,6 +82,10 @@ func TestPages(t *testing.T) {
 			if !strings.Contains(page, want) {
 				t.Errorf("%v: the answer page lacks %q", shape, want)
 			}
+		}
+		if !strings.Contains(page, ">cosine 0.42<") || strings.Count(page, ">cosine ") != 1 {
+			t.Errorf("%v: the answer page shows the cosine of p1 (0.42) %d times, want once and none for p2 (no cosine)",
+				shape, strings.Count(page, ">cosine 0.42<"))
 		}
 		if shape.Image() != strings.Contains(page, "/ui/img/point/p1") {
 			t.Errorf("%v: picture link present %v", shape, !shape.Image())
