@@ -363,17 +363,13 @@ func BenchmarkDgemmSerial(b *testing.B) {
 			ar, ac, br, bc := opDims(sh.m, sh.n, sh.k, sh.tA, sh.tB)
 			a, bb, c := randSlice(r, ar*ac), randSlice(r, br*bc), make([]float64, sh.m*sh.n)
 			var ref Implementation
-			var tf, tg float64
-			for i := 0; i < b.N; i++ {
-				t0 := nowSeconds()
+			tf, tg := timePair(b.N, func() {
 				if !DgemmSerial(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a, ac, bb, bc, 0, c, sh.n) {
 					ref.Implementation.Dgemm(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a, ac, bb, bc, 0, c, sh.n)
 				}
-				t1 := nowSeconds()
+			}, func() {
 				ref.Implementation.Dgemm(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a, ac, bb, bc, 0, c, sh.n)
-				tg += nowSeconds() - t1
-				tf += t1 - t0
-			}
+			})
 			flops := 2 * float64(sh.m*sh.n*sh.k) * float64(b.N)
 			b.ReportMetric(flops/tf/1e9, "GFLOPS")
 			b.ReportMetric(flops/tg/1e9, "gonum-GFLOPS")
@@ -409,20 +405,30 @@ func BenchmarkSgemm(b *testing.B) {
 				b32[i] = float32(v)
 			}
 			var impl Implementation
-			var ts, td float64
 			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				t0 := nowSeconds()
+			ts, td := timePair(b.N, func() {
 				impl.Sgemm(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a32, ac, b32, bc, 0, c32, sh.n)
-				t1 := nowSeconds()
+			}, func() {
 				impl.Dgemm(sh.tA, sh.tB, sh.m, sh.n, sh.k, 1, a, ac, bb, bc, 0, c, sh.n)
-				td += nowSeconds() - t1
-				ts += t1 - t0
-			}
+			})
 			flops := 2 * float64(sh.m*sh.n*sh.k) * float64(b.N)
 			b.ReportMetric(flops/ts/1e9, "GFLOPS")
 			b.ReportMetric(flops/td/1e9, "dgemm-GFLOPS")
 			b.ReportMetric(ts/td, "x_dgemm")
 		})
 	}
+}
+
+// timePair runs f then g n times and returns the seconds each took in all, so that a
+// benchmark compares two routines under the same load.
+func timePair(n int, f, g func()) (tf, tg float64) {
+	for range n {
+		t0 := nowSeconds()
+		f()
+		t1 := nowSeconds()
+		g()
+		tg += nowSeconds() - t1
+		tf += t1 - t0
+	}
+	return tf, tg
 }

@@ -154,8 +154,8 @@ func (v *validation) scores(fm *offline.Model, model *serving.Model) (*scores, e
 			}
 			validate.PointSumTo(sc.points[name][t], lrow, point)
 			validate.SignedTo(sc.points[SignedPrefix+name][t], sc.points[name][t], v.all.Set.Labels, pred[t])
-			if _, served := certify.ParseRanking(name); served != nil {
-				continue // not a ranking answers serve: nothing to agree with
+			if !served(name) {
+				continue // nothing to agree with
 			}
 			ok, err := sameTopK(model, &w, v.qs.Row(t), lrow, sc.servingTopK, name)
 			if err != nil {
@@ -170,7 +170,7 @@ func (v *validation) scores(fm *offline.Model, model *serving.Model) (*scores, e
 	}
 	sc.agreement = map[string]float64{}
 	for _, name := range validate.Rankings {
-		if _, err := certify.ParseRanking(name); err == nil {
+		if served(name) {
 			sc.agreement[name] = float64(agree[name]) / float64(nq)
 		}
 	}
@@ -191,6 +191,13 @@ func (v *validation) scores(fm *offline.Model, model *serving.Model) (*scores, e
 	sc.trakLambda = tk.Lambda()
 	v.secs["trak"] = time.Since(t0).Seconds()
 	return sc, nil
+}
+
+// served reports whether answers serve the ranking name (certify.Rankings), so that
+// its top-K can be checked against serving's.
+func served(name string) bool {
+	_, err := certify.ParseRanking(name)
+	return err == nil
 }
 
 // queryRows returns the queries' raw kernel rows against the served model's landmarks
