@@ -45,6 +45,12 @@ type ReaderConfig struct {
 	// runs; it may keep the messages but not the slice. Run joins it before returning;
 	// a batch prepared ahead of a failed handler call is never handled (Run stops).
 	Ahead func(ctx context.Context, batch []Message)
+	// Independent, if set, delivers each partition on a goroutine of its own: the
+	// handler is called concurrently, each call with one partition's messages, so a
+	// call that blocks holds back its partition alone (a bounded buffer per partition,
+	// as internal/featsource keeps). The handler must then be safe for concurrent
+	// use. Not with Ahead.
+	Independent bool
 }
 
 func (c ReaderConfig) withDefaults() ReaderConfig {
@@ -73,6 +79,9 @@ func (c ReaderConfig) Validate() error {
 	}
 	if c.Start == nil {
 		errs = append(errs, fmt.Errorf("%w: reader.start: nil; offsets must come from the caller's store", ErrConfig))
+	}
+	if c.Independent && c.Ahead != nil {
+		errs = append(errs, fmt.Errorf("%w: reader.independent with reader.ahead: a batch is prepared ahead of one handler only", ErrConfig))
 	}
 	if c.MaxBatch < 0 || c.MaxWait < 0 || c.FetchMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("%w: reader.max_batch %d / max_wait %v / fetch_max_bytes %d: must not be negative", ErrConfig, c.MaxBatch, c.MaxWait, c.FetchMaxBytes))
@@ -112,7 +121,8 @@ func NewReader(cfg ReaderConfig) (*Reader, error) {
 }
 
 // Run reads until ctx is done or handle fails, calling handle from the
-// calling goroutine only, so the handler needs no locking. It returns nil
+// calling goroutine only, so the handler needs no locking (with Independent, from
+// one goroutine per partition instead, which Run joins). It returns nil
 // after ctx is cancelled, else the first error; all goroutines it started
 // have exited when it returns.
 func (r *Reader) Run(ctx context.Context, handle Handler) (err error) {
@@ -151,15 +161,41 @@ func (r *Reader) Run(ctx context.Context, handle Handler) (err error) {
 			}
 		}
 	}()
+	var chs []chan Message // Independent: one channel per partition
 	for _, p := range parts {
 		kr := r.partitionReader(p)
 		readers = append(readers, kr)
 		if err := kr.SetOffset(p.start); err != nil {
 			return fmt.Errorf("stream: seek %s/%d to %d: %w", p.topic, p.id, p.start, err)
 		}
-		wg.Go(func() { r.fetch(ctx, kr, p, ch) })
+		pch := ch
+		if r.cfg.Independent {
+			pch = make(chan Message, r.cfg.MaxBatch)
+			chs = append(chs, pch)
+		}
+		wg.Go(func() { r.fetch(ctx, kr, p, pch) })
+	}
+	if r.cfg.Independent {
+		return r.deliverEach(ctx, cancel, chs, handle)
 	}
 	return r.deliver(ctx, ch, handle)
+}
+
+// deliverEach is deliver for Independent: each partition's channel on a goroutine of
+// its own, all joined before it returns. The first handler error cancels the others
+// (through cancel, Run's) and is returned.
+func (r *Reader) deliverEach(ctx context.Context, cancel context.CancelFunc, chs []chan Message, handle Handler) error {
+	errs := make([]error, len(chs))
+	var wg sync.WaitGroup
+	for i, ch := range chs {
+		wg.Go(func() {
+			if errs[i] = r.deliver(ctx, ch, handle); errs[i] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // plan lists the partitions of the configured topics with the offset each starts at
