@@ -22,11 +22,19 @@
 // record it never sees is computed by the primary. A record at or below its floor (the
 // last applied offset of its training partition: Config.Applied at start and when the
 // buffer is full, and the highest offset each Lookup asked for) is dropped. The
-// records held are bounded by Config.MaxBytes: a full Source stops reading (its
-// partitions' fetches wait) until the primary takes or passes records, so a primary
-// far behind its featurizers reads the features topic as fast as it applies the
-// training topic. At most maxPerEvent records of one event and maxRefused refused
-// messages are kept; beyond, they are dropped and counted.
+// records held are bounded by Config.MaxBytes, in equal shares per training
+// partition: a partition whose share is full stops reading (its fetches wait) until
+// the primary takes or passes its records, so a primary far behind its featurizers
+// reads the features topic as fast as it applies the training topic. The other
+// partitions read on meanwhile (each is filed by a goroutine of its own): the
+// primary applies the partitions in the interleaving its own reader happens to
+// deliver, and with one bound for all of them a backlog filled the buffer with
+// partitions it was not applying, so the partition it waited for could not be read
+// and every such batch waited its full timeout (30,000 queued points, one
+// featurizer: 319 events/s, against 752 with no bound at all). A partition's held
+// records are always the next ones it will apply, so its share never holds back
+// what its Lookup waits for. At most maxPerEvent records of one event and
+// maxRefused refused messages are kept; beyond, they are dropped and counted.
 //
 // # Waiting
 //
@@ -45,7 +53,8 @@
 //
 // # Concurrency
 //
-// Run reads on its own goroutines (joined before it returns); Lookup may be called
+// Run reads on its own goroutines, one per partition (joined before it returns), which
+// file under the Source's lock; Lookup may be called
 // from another goroutine (the training reader's) at any time, also before Run starts
 // or after it ends. A Source is used by one primary: Lookup hands records over.
 package featsource

@@ -70,9 +70,12 @@ type Source struct {
 	cfg Config
 	r   *stream.Reader
 
-	mu      sync.Mutex
-	recs    map[key][]stream.Message
-	bytes   int
+	mu   sync.Mutex
+	recs map[key][]stream.Message
+	// held is the encoded bytes of the records held per training partition, each
+	// bounded by share = MaxBytes / the partitions read (MaxBytes until Run knows them).
+	held    map[int]int
+	share   int
 	floor   map[int]int64 // per training partition: records at or below are not needed
 	refused []stream.Message
 	// arrived is closed (and replaced) when records were filed (once per batch read:
@@ -101,13 +104,15 @@ func New(c Config) (*Source, error) {
 	if c.Quiet == 0 {
 		c.Quiet = ingest.DefaultFeatureTimeout
 	}
-	s := &Source{cfg: c, recs: map[key][]stream.Message{}, floor: map[int]int64{},
+	s := &Source{cfg: c, recs: map[key][]stream.Message{}, floor: map[int]int64{}, held: map[int]int{}, share: c.MaxBytes,
 		arrived: make(chan struct{}), freed: make(chan struct{}), heard: time.Now(), front: map[int]int64{}}
 	// A fetch returns as soon as a record is there (MinBytes 1), so MaxWait is only how
 	// often an idle partition is polled: each poll is a request, a wake-up and, when
 	// kafka-go's deadline fires first, a reconnection, all on the primary's CPU.
+	// Independent: each partition is filed by a goroutine of its own, so a partition
+	// whose share is full waits alone (see the package doc, "Bounds and offsets").
 	r, err := stream.NewReader(stream.ReaderConfig{Kafka: c.Kafka, Topics: []string{c.Topic}, Start: fromFirst,
-		MaxBatch: 256, MaxWait: idlePoll, FetchMaxBytes: c.FetchMaxBytes})
+		MaxBatch: 256, MaxWait: idlePoll, FetchMaxBytes: c.FetchMaxBytes, Independent: true})
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +155,7 @@ func (r reader) Run(ctx context.Context, h stream.Handler) error {
 		return err
 	}
 	s.mu.Lock()
+	s.share = max(s.cfg.MaxBytes/max(len(parts), 1), 1)
 	err = s.readFloors(parts)
 	s.mu.Unlock()
 	if err != nil {
@@ -205,7 +211,7 @@ func (s *Source) file(ctx context.Context, m stream.Message) error {
 		}
 		return nil
 	}
-	if err := s.waitRoom(ctx, len(m.Value)); err != nil {
+	if err := s.waitRoom(ctx, part, len(m.Value)); err != nil {
 		return err
 	}
 	s.heard = time.Now()
@@ -222,30 +228,25 @@ func (s *Source) file(ctx context.Context, m stream.Message) error {
 		return nil
 	}
 	s.recs[k] = append(s.recs[k], m)
-	s.bytes += len(m.Value)
+	s.held[part] += len(m.Value)
 	s.stats.Filed++
 	s.unwoken = true
 	return nil
 }
 
-// waitRoom waits, with s.mu held (released while waiting), until n more bytes fit:
-// it re-reads the floors of the partitions held (records applied meanwhile leave) and
-// otherwise waits for a Lookup to take or pass records. A record larger than MaxBytes
-// is let in when nothing else is held.
-func (s *Source) waitRoom(ctx context.Context, n int) error {
-	for s.bytes > 0 && s.bytes+n > s.cfg.MaxBytes {
-		seen := map[int]bool{}
-		parts := make([]int, 0, len(s.floor))
-		for k := range s.recs {
-			if !seen[k.part] {
-				seen[k.part] = true
-				parts = append(parts, k.part)
-			}
-		}
-		if err := s.readFloors(parts); err != nil {
+// waitRoom waits, with s.mu held (released while waiting), until n more bytes of
+// training partition part fit its share: it re-reads the partition's floor (records
+// applied meanwhile leave) and otherwise waits for a Lookup to take or pass records. A
+// record larger than the share is let in when its partition holds nothing else. Only
+// part's goroutine waits (the reader is Independent): the other partitions are filed
+// meanwhile, so a primary that needs one partition's records is never held up by
+// another's filling the buffer.
+func (s *Source) waitRoom(ctx context.Context, part, n int) error {
+	for s.held[part] > 0 && s.held[part]+n > s.share {
+		if err := s.readFloors([]int{part}); err != nil {
 			return err
 		}
-		if s.bytes == 0 || s.bytes+n <= s.cfg.MaxBytes {
+		if s.held[part] == 0 || s.held[part]+n <= s.share {
 			return nil
 		}
 		s.wake() // the records filed so far may be what the Lookup that frees room waits for
@@ -286,7 +287,7 @@ func (s *Source) prune() {
 	for k, ms := range s.recs {
 		if f, ok := s.floor[k.part]; ok && k.off <= f {
 			for _, m := range ms {
-				s.bytes -= len(m.Value)
+				s.held[k.part] -= len(m.Value)
 			}
 			s.stats.Stale += uint64(len(ms))
 			delete(s.recs, k)
@@ -363,7 +364,7 @@ func (s *Source) take(want []ingest.FeatureRequest, got [][]stream.Message) (mis
 		got[i] = ms
 		delete(s.recs, k)
 		for _, m := range ms {
-			s.bytes -= len(m.Value)
+			s.held[k.part] -= len(m.Value)
 		}
 		s.stats.Taken += uint64(len(ms))
 		moved = true

@@ -98,3 +98,44 @@ func TestLookupWokenWhileFull(t *testing.T) {
 		t.Errorf("stats %+v: want 3 filed, 1 taken, 2 held", st)
 	}
 }
+
+// TestFullPartitionWaitsAlone: the buffer is shared out per training partition. A
+// partition whose share is full waits for room on its own goroutine, while another
+// partition's records are filed and handed to the Lookup that waits for them at once
+// (with one bound for all partitions, that Lookup waited for its deadline: the full
+// partition held the room).
+func TestFullPartitionWaitsAlone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	one := len(record(t, 0, 1).Value)
+	s := source(t, 4*one)
+	s.share = 2 * one // two partitions read, as Run sets it
+	full := make(chan error, 1)
+	go func() { full <- s.handle(ctx, []stream.Message{record(t, 0, 1), record(t, 0, 2), record(t, 0, 3)}) }()
+	for s.Stats().Filed < 2 { // partition 0 is full and its third record waits
+		time.Sleep(5 * time.Millisecond)
+	}
+	done, got := make(chan time.Duration, 1), make(chan bool, 1)
+	go lookup(ctx, s, 1, 2, done, got)
+	if err := s.handle(ctx, []stream.Message{record(t, 1, 1), record(t, 1, 2)}); err != nil {
+		t.Fatal(err)
+	}
+	if el, ok := <-done, <-got; el > 10*time.Second || !ok {
+		t.Fatalf("Lookup of partition 1 returned after %v (record: %v); want it served while partition 0 waits for room", el, ok)
+	}
+	select {
+	case err := <-full:
+		t.Fatalf("partition 0's batch returned (%v) while its share was full", err)
+	default:
+	}
+	// The Lookup of partition 0's next event takes its record, which makes room for
+	// the third.
+	done0, got0 := make(chan time.Duration, 1), make(chan bool, 1)
+	go lookup(ctx, s, 0, 1, done0, got0)
+	if err := <-full; err != nil {
+		t.Fatal(err)
+	}
+	if el, ok := <-done0, <-got0; !ok {
+		t.Fatalf("Lookup of partition 0 returned after %v without its record", el)
+	}
+}
