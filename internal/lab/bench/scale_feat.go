@@ -12,6 +12,7 @@ import (
 	"github.com/cairnhq/cairn/client"
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/daemon"
+	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/stream"
 )
 
@@ -52,6 +53,10 @@ type FeaturizeRound struct {
 	Points  int    `json:"points"`
 	// Warm is the number of warm-up rows applied before the measured ones (warmUp).
 	Warm int `json:"warm_up"`
+	// PrimaryPhases is where the primary's ingest spent the round's wall time
+	// (ingest.Phases over the round's batches): "features" is computing the features
+	// or waiting for featurizers' records.
+	PrimaryPhases ingest.Phases `json:"primary_phase_seconds"`
 	// Killed: the last featurizer was killed (SIGKILL) once a third of the rows were
 	// produced (the kill round, with --kill).
 	Killed bool `json:"killed,omitempty"`
@@ -206,7 +211,15 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int, kill bo
 	}
 	r.FeaturesTaken = st.Ingest.FeaturesTaken - st0.Ingest.FeaturesTaken
 	r.Applied, r.Points = st.Ingest.Upserts-st0.Ingest.Upserts, st.Points
+	r.PrimaryPhases = phasesSince(st.Ingest.Phases, st0.Ingest.Phases)
 	return r, nil
+}
+
+// phasesSince is the phases of cumulative now less those of before.
+func phasesSince(now, before ingest.Phases) ingest.Phases {
+	return ingest.Phases{Between: now.Between - before.Between, Decode: now.Decode - before.Decode,
+		Features: now.Features - before.Features, Pools: now.Pools - before.Pools, Commit: now.Commit - before.Commit,
+		Ahead: now.Ahead - before.Ahead}
 }
 
 // warmUp produces batches of featWarm warm-up rows (at most n each), featWarmPause

@@ -62,7 +62,9 @@ func trainEvents(t testing.TB, lim stream.Limits, topic string, n int) (msgs []s
 // topic decode, sit on their event's partition keyed by id, name the event's offset and
 // the pipeline's fingerprint, and their features equal, bit for bit, the ones the
 // primary computes (BothViewsTo on the point alone, as ingest's featurize does for any
-// batch); deletions, tombstones and rejected events have none.
+// batch); deletions, tombstones and rejected events have none. Each partition's records
+// name increasing offsets: the primary's source takes a record behind a partition's
+// front for missing (internal/featsource, "Waiting").
 func TestFeaturizerRecords(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -118,6 +120,7 @@ func TestFeaturizerRecords(t *testing.T) {
 	want := make([]float64, 2*q)
 	views := make([]float64, 2*feat.InputDim())
 	seen := map[string]bool{}
+	front := map[int]int64{}
 	for _, m := range recs {
 		rec, err := featrec.Decode(m.Value)
 		if err != nil {
@@ -131,6 +134,10 @@ func TestFeaturizerRecords(t *testing.T) {
 		if string(m.Key) != rec.ID || m.Partition != rec.Partition || rec.Topic != train || rec.Fingerprint != feat.Fingerprint() {
 			t.Fatalf("record key %q partition %d: got %+v", m.Key, m.Partition, rec)
 		}
+		if f, ok := front[m.Partition]; ok && rec.Offset <= f {
+			t.Fatalf("partition %d: the record of offset %d follows the one of offset %d", m.Partition, rec.Offset, f)
+		}
+		front[m.Partition] = rec.Offset
 		if at := trainAt[rec.ID]; at != [2]int64{int64(rec.Partition), rec.Offset} {
 			t.Fatalf("id %q: record names %d@%d, the upsert is at %d@%d", rec.ID, rec.Partition, rec.Offset, at[0], at[1])
 		}
