@@ -41,6 +41,7 @@ func TestReaderIndependent(t *testing.T) {
 	last := map[int]int64{0: -1, 1: -1}
 	got := 0
 	blocked, done := make(chan struct{}), make(chan struct{})
+	var once sync.Once
 	handle := func(hctx context.Context, batch []Message) error {
 		p := batch[0].Partition
 		mu.Lock()
@@ -59,7 +60,9 @@ func TestReaderIndependent(t *testing.T) {
 		}
 		mu.Unlock()
 		if p == 0 {
-			close(blocked) // once: the call stays here until Run ends
+			// The call stays here until Run ends (deliver may make one more call as it
+			// ends, with hctx done).
+			once.Do(func() { close(blocked) })
 			<-hctx.Done()
 			return hctx.Err()
 		}
