@@ -518,9 +518,11 @@ type Ingest struct {
 	// The state is byte-identical either way. Default false: the primary featurizes
 	// everything.
 	Featurizers bool `yaml:"featurizers"`
-	// FeaturizerTimeout is how long a batch waits for its records before the primary
-	// computes the missing ones itself, and how long the featurizers may be silent
-	// before it stops waiting at all. Default 2s.
+	// FeaturizerTimeout is how long a batch waits for the next of its records before
+	// the primary computes the missing ones itself (a batch whose records keep coming
+	// waits for all of them), and how long the featurizers may be silent before it
+	// stops waiting at all. Set it above the time a featurizer takes for 16 events.
+	// Default 2s.
 	FeaturizerTimeout time.Duration `yaml:"featurizer_timeout"`
 }
 

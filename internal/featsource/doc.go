@@ -38,18 +38,22 @@
 //
 // # Waiting
 //
-// Lookup waits for the records of a batch until its deadline, but only for events
-// the featurizers have not passed yet (no record of a higher offset of the same
-// partition has come: a featurizer writes a partition's records in offset order, so a
-// record behind that front is missing, not late, except around a rebalance), and only
-// while featurizers are heard from: no longer than Config.Quiet after the last record
-// of the training topic came, applied or not. So a primary never waits for records that
-// are not coming: when every featurizer is gone, the first batch waits Quiet at most
-// and the next ones not at all, until records flow again; a primary ahead of its
-// featurizers waits for them, so that they catch up, at most the deadline per batch. A
+// Lookup waits for the records of a batch as long as they keep coming: until none
+// has come for its patience (the ingest's featurizer timeout, counted from the call
+// and from each record it hands over), so that a slow backbone's featurizers, which
+// deliver a large batch's records over many seconds, are waited for rather than
+// raced. It waits only for events the featurizers have not passed yet (no record of a
+// higher offset of the same partition has come: a featurizer writes a partition's
+// records in offset order, so a record behind that front is missing, not late, except
+// around a rebalance), and only while featurizers are heard from: no longer than
+// Config.Quiet after the last record of the training topic came, applied or not. So a
+// primary never waits for records that are not coming: when every featurizer is gone,
+// the first batch waits Quiet at most and the next ones not at all, until records flow
+// again; a primary ahead of its featurizers waits for them, so that they catch up. A
 // featurizer killed while others run stops the records of its partitions until the
-// group gives them to another member (the featurizers' session timeout); the batches
-// that need them wait their deadline and are then featurized by the primary.
+// group gives them to another member (the featurizers' session timeout); a batch that
+// needs them waits until the others' records are in and the patience has passed, and
+// then featurizes them itself.
 //
 // # Concurrency
 //

@@ -302,16 +302,24 @@ func (s *Source) prune() {
 
 // Lookup implements ingest.FeatureSource: see its doc and the package doc "Waiting".
 // Requests of another topic than the training topic get nothing.
-func (s *Source) Lookup(ctx context.Context, deadline time.Time, want []ingest.FeatureRequest, got [][]stream.Message) []stream.Message {
+func (s *Source) Lookup(ctx context.Context, patience time.Duration, want []ingest.FeatureRequest, got [][]stream.Message) []stream.Message {
 	if len(got) != len(want) {
 		panic(fmt.Sprintf("featsource: Lookup with %d requests and %d results", len(want), len(got)))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.take(want, got) > 0 {
+	progress := time.Now() // the call, then the last record handed over
+	for {
+		missing, moved := s.take(want, got)
+		if missing == 0 {
+			break
+		}
+		if moved {
+			progress = time.Now()
+		}
 		wake := s.heard.Add(s.cfg.Quiet)
-		if deadline.Before(wake) {
-			wake = deadline
+		if end := progress.Add(patience); end.Before(wake) {
+			wake = end
 		}
 		wait := time.Until(wake)
 		if wait <= 0 || ctx.Err() != nil {
@@ -340,12 +348,11 @@ func (s *Source) Lookup(ctx context.Context, deadline time.Time, want []ingest.F
 }
 
 // take moves the records held for the requests still without one into got, and
-// returns how many of those left without one may still get one: the featurizers have
-// not written a record at or past its offset on its partition yet (they write a
+// returns how many of those left without one may still get one (the featurizers have
+// not written a record at or past its offset on its partition yet: they write a
 // partition's records in offset order, so a record behind their front is not coming,
-// but after a rebalance). It is called with s.mu held.
-func (s *Source) take(want []ingest.FeatureRequest, got [][]stream.Message) (missing int) {
-	moved := false
+// but after a rebalance) and whether it moved any. It is called with s.mu held.
+func (s *Source) take(want []ingest.FeatureRequest, got [][]stream.Message) (missing int, moved bool) {
 	for i, w := range want {
 		if got[i] != nil {
 			continue
@@ -373,7 +380,7 @@ func (s *Source) take(want []ingest.FeatureRequest, got [][]stream.Message) (mis
 		close(s.freed)
 		s.freed = make(chan struct{})
 	}
-	return missing
+	return missing, moved
 }
 
 // Stats returns the counts so far.

@@ -40,12 +40,12 @@ func source(t *testing.T, maxBytes int) *Source {
 	return s
 }
 
-// lookup runs s.Lookup for (part, off) with a deadline a minute away and sends how long
-// it took and whether it got a record.
+// lookup runs s.Lookup for (part, off) with a minute's patience and sends how long it
+// took and whether it got a record.
 func lookup(ctx context.Context, s *Source, part int, off int64, done chan<- time.Duration, got chan<- bool) {
 	start := time.Now()
 	res := make([][]stream.Message, 1)
-	s.Lookup(ctx, time.Now().Add(time.Minute), []ingest.FeatureRequest{{Topic: wakeTrain, Partition: part, Offset: off, ID: "p"}}, res)
+	s.Lookup(ctx, time.Minute, []ingest.FeatureRequest{{Topic: wakeTrain, Partition: part, Offset: off, ID: "p"}}, res)
 	done <- time.Since(start)
 	got <- len(res[0]) == 1
 }
@@ -137,5 +137,42 @@ func TestFullPartitionWaitsAlone(t *testing.T) {
 	}
 	if el, ok := <-done0, <-got0; !ok {
 		t.Fatalf("Lookup of partition 0 returned after %v without its record", el)
+	}
+}
+
+// TestLookupPatience: Lookup waits for a batch's records as long as they keep coming,
+// each within the patience of the one before, even when all of them take longer than
+// the patience (a slow backbone's featurizer); once none comes for the patience it
+// returns with what it has.
+func TestLookupPatience(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const patience, gap = 2 * time.Second, 800 * time.Millisecond
+	s := source(t, 0)
+	want := []ingest.FeatureRequest{{Topic: wakeTrain, Partition: 0, Offset: 1, ID: "p"},
+		{Topic: wakeTrain, Partition: 0, Offset: 2, ID: "p"}, {Topic: wakeTrain, Partition: 0, Offset: 3, ID: "p"},
+		{Topic: wakeTrain, Partition: 0, Offset: 4, ID: "p"}}
+	got := make([][]stream.Message, len(want))
+	done := make(chan time.Duration, 1)
+	start := time.Now()
+	go func() {
+		s.Lookup(ctx, patience, want, got)
+		done <- time.Since(start)
+	}()
+	for off := int64(1); off <= 3; off++ { // 2.4 s in all, each record 0.8 s after the last
+		time.Sleep(gap)
+		if err := s.handle(ctx, []stream.Message{record(t, 0, off)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	el := <-done // the fourth never comes
+	for i := range 3 {
+		if len(got[i]) != 1 {
+			t.Fatalf("record %d of 3 not handed over (Lookup returned after %v): the wait ended while records still came", i+1, el)
+		}
+	}
+	if len(got[3]) != 0 || el < 3*gap+patience-100*time.Millisecond || el > 3*gap+patience+5*time.Second {
+		t.Fatalf("Lookup returned after %v with %d records of offset 4; want about %v after the call (the patience after the last record)",
+			el, len(got[3]), 3*gap+patience)
 	}
 }

@@ -190,8 +190,8 @@
 // With a FeatureSource (SetFeatureSource; the daemon's, internal/featsource, when
 // ingest.featurizers is set), step 2 asks the source for the records of the batch's
 // input upserts (not of claims, which are computed here) by their training topic,
-// partition and offset, waiting at most the configured timeout (and less when the
-// source has heard nothing for that long). A record is applied only if it decodes
+// partition and offset, waiting until none has come for the configured timeout (and
+// less when the source has heard nothing for that long). A record is applied only if it decodes
 // (featrec.Parse, in place: format version, every field, CRC-32C) and its pipeline fingerprint
 // (which hashes the backbone's parameters, the sketch, the seeds and the view shape:
 // Features.Fingerprint), its topic, partition, offset and id, and its dimension are

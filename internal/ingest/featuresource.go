@@ -10,8 +10,8 @@ import (
 	"github.com/cairnhq/cairn/stream"
 )
 
-// DefaultFeatureTimeout is how long a batch waits for featurizers' records by default
-// (config ingest.featurizer_timeout).
+// DefaultFeatureTimeout is how long a batch waits for the next of its featurizers'
+// records by default (config ingest.featurizer_timeout).
 const DefaultFeatureTimeout = 2 * time.Second
 
 // FeatureRequest names one training upsert whose features a FeatureSource may hold:
@@ -31,16 +31,19 @@ type FeatureSource interface {
 	// Lookup sets got[i] to the records (features-topic messages) it holds for want[i],
 	// the same partition and offset, and hands them over (it forgets them, and every
 	// record of a requested partition at or below the highest offset requested there).
-	// It waits until it holds one for every request, deadline passes or ctx ends, and
-	// may stop waiting sooner when no record has come for a while (featurizers gone).
-	// It returns the messages of the features topic it could not file (not a record),
-	// for the State to dead-letter. got has len(want) entries, all nil on entry.
-	Lookup(ctx context.Context, deadline time.Time, want []FeatureRequest, got [][]stream.Message) (refused []stream.Message)
+	// It waits until it holds one for every request, until no record of the batch has
+	// come for patience (counted from the call and from each record it hands over),
+	// or until ctx ends, and may stop waiting sooner when no record has come at all for
+	// a while (featurizers gone). So a batch whose records keep coming waits for all of
+	// them, however slow the backbone. It returns the messages of the features topic it
+	// could not file (not a record), for the State to dead-letter. got has len(want)
+	// entries, all nil on entry.
+	Lookup(ctx context.Context, patience time.Duration, want []FeatureRequest, got [][]stream.Message) (refused []stream.Message)
 }
 
 // SetFeatureSource makes the State take the features of its upserts from src, waiting
-// at most timeout per batch for them, and compute only what src does not hold (doc.go
-// "Featurizers"). Call it before the first Apply; nil (the default) computes every
+// for them until none has come for timeout (FeatureSource.Lookup's patience), and
+// compute only what src does not hold (doc.go "Featurizers"). Call it before the first Apply; nil (the default) computes every
 // feature here.
 func (in *State) SetFeatureSource(src FeatureSource, timeout time.Duration) {
 	in.src, in.srcWait = src, timeout
@@ -67,7 +70,7 @@ func (in *State) featuresFrom(ctx context.Context) error {
 	if len(in.reqs) > 0 {
 		in.got = slices.Grow(in.got[:0], len(in.reqs))[:len(in.reqs)]
 		clear(in.got)
-		refused := in.src.Lookup(ctx, time.Now().Add(in.srcWait), in.reqs, in.got)
+		refused := in.src.Lookup(ctx, in.srcWait, in.reqs, in.got)
 		for _, m := range refused {
 			if err := in.refuseRecord(m, "not a feature record"); err != nil {
 				return err

@@ -19,7 +19,7 @@ type mapSource struct {
 	lookups int
 }
 
-func (s *mapSource) Lookup(_ context.Context, _ time.Time, want []FeatureRequest, got [][]stream.Message) []stream.Message {
+func (s *mapSource) Lookup(_ context.Context, _ time.Duration, want []FeatureRequest, got [][]stream.Message) []stream.Message {
 	s.lookups++
 	for i, w := range want {
 		got[i] = s.recs[[2]int64{int64(w.Partition), w.Offset}]
