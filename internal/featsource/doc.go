@@ -21,7 +21,7 @@
 // offset whenever it (re)starts, and stores no offset: what it holds is a cache, and a
 // record it never sees is computed by the primary. A record at or below its floor (the
 // last applied offset of its training partition: Config.Applied at start and when the
-// buffer is full, and the highest offset each Lookup asked for) is dropped. The
+// partition's share is full, and the highest offset each Lookup asked for) is dropped. The
 // records held are bounded by Config.MaxBytes, in equal shares per training
 // partition: a partition whose share is full stops reading (its fetches wait) until
 // the primary takes or passes its records, so a primary far behind its featurizers

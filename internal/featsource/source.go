@@ -35,7 +35,8 @@ type Config struct {
 	// Applied returns the last applied offset of a training partition (the store's;
 	// the daemon's startOffset). Required.
 	Applied stream.StartFunc
-	// MaxBytes bounds the encoded bytes of the records held. Default DefaultMaxBytes.
+	// MaxBytes bounds the encoded bytes of the records held, in equal shares per
+	// training partition. Default DefaultMaxBytes.
 	MaxBytes int
 	// Quiet: Lookup stops waiting once no record above the floor came for this long.
 	// Default ingest.DefaultFeatureTimeout.
