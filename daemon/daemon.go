@@ -242,8 +242,12 @@ func (d *Daemon) Status() StatusReport {
 		RefitSeconds: math.Float64frombits(d.refits.secs.Load()), Queries: d.answers.Count(),
 		Role: d.cfg.Role, Leading: d.leading.Load(), Backbone: status.BackboneOf(d.feat)}
 	select {
-	case <-d.ready:
+	case <-d.ready: // after restore, which set featSrc
 		st.Ready = !d.stopping.Load()
+		if d.featSrc != nil {
+			fs := d.featSrc.Stats()
+			st.Features = &fs
+		}
 	default:
 	}
 	if p := d.pool.Load(); p != nil {

@@ -50,14 +50,16 @@ type Config struct {
 	Log           zerolog.Logger
 }
 
-// Stats count what a Source did since it was built.
+// Stats count what a Source did since it was built (the primary's /status "features").
+// Stale records were computed by a featurizer for events the primary had applied
+// already: rows computed twice.
 type Stats struct {
-	Filed   uint64 // records filed for the ingest
-	Taken   uint64 // records handed to the ingest by Lookup
-	Stale   uint64 // records dropped at or below the floor (applied, or passed)
-	Dropped uint64 // records or refused messages dropped beyond maxPerEvent or maxRefused
-	Other   uint64 // records of another training topic, ignored
-	Held    int    // records held now
+	Filed   uint64 `json:"filed"`   // records filed for the ingest
+	Taken   uint64 `json:"taken"`   // records handed to the ingest by Lookup
+	Stale   uint64 `json:"stale"`   // records dropped at or below the floor (applied, or passed)
+	Dropped uint64 `json:"dropped"` // records or refused messages dropped beyond maxPerEvent or maxRefused
+	Other   uint64 `json:"other"`   // records of another training topic, ignored
+	Held    int    `json:"held"`    // records held now
 }
 
 // key is a training event's partition and offset.

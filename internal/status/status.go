@@ -13,6 +13,7 @@ import (
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/internal/erasure"
+	"github.com/cairnhq/cairn/internal/featsource"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/ui"
@@ -62,6 +63,10 @@ type Report struct {
 	// Queries counts answered queries since start.
 	Queries uint64       `json:"queries"`
 	Ingest  ingest.Stats `json:"ingest"`
+	// Features is what the primary's reader of the featurizers' records did
+	// (ingest.featurizers on; absent otherwise): "stale" records came for events already
+	// applied, rows computed twice.
+	Features *featsource.Stats `json:"features,omitempty"`
 	// Lag is, per "topic/partition", the messages not yet applied.
 	Lag map[string]int64 `json:"lag"`
 	// Labels counts, per label of the stored points, the points and the pool's

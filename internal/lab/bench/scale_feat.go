@@ -47,6 +47,11 @@ type FeaturizeRound struct {
 	// FeaturesTaken: the measured upserts whose features came from a featurizer's record
 	// (the others the primary computed after its timeout).
 	FeaturesTaken uint64 `json:"features_taken"`
+	// RecordsFiled and RecordsStale: the records the primary's reader filed in the round,
+	// and those that came for events it had applied already (rows computed twice; the
+	// primary's /status "features").
+	RecordsFiled uint64 `json:"records_filed"`
+	RecordsStale uint64 `json:"records_stale"`
 	// Applied is the upserts the primary applied in the round and Points the points it
 	// holds after it: Events and warm-up + Events when nothing was lost or applied twice.
 	Applied uint64 `json:"applied"`
@@ -212,6 +217,9 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int, kill bo
 	r.FeaturesTaken = st.Ingest.FeaturesTaken - st0.Ingest.FeaturesTaken
 	r.Applied, r.Points = st.Ingest.Upserts-st0.Ingest.Upserts, st.Points
 	r.PrimaryPhases = phasesSince(st.Ingest.Phases, st0.Ingest.Phases)
+	if st.Features != nil && st0.Features != nil {
+		r.RecordsFiled, r.RecordsStale = st.Features.Filed-st0.Features.Filed, st.Features.Stale-st0.Features.Stale
+	}
 	return r, nil
 }
 

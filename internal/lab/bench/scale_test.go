@@ -87,8 +87,12 @@ pool: {m: 16}
 	if r := f.Rounds[0]; r.FeaturesTaken != 0 || r.Warm != 128 {
 		t.Errorf("primary alone: %+v; want no feature from a record and one warm-up batch", r)
 	}
-	if r := f.Rounds[1]; r.FeaturesTaken != 200 {
-		t.Errorf("one featurizer: %d of 200 features from records, want all (a 10 s timeout)", r.FeaturesTaken)
+	if r := f.Rounds[0]; r.RecordsFiled != 0 {
+		t.Errorf("primary alone: %d records filed, want none (no feature reader)", r.RecordsFiled)
+	}
+	if r := f.Rounds[1]; r.FeaturesTaken != 200 || r.RecordsFiled < 200 {
+		t.Errorf("one featurizer: %d of 200 features from records, %d records filed (/status features); want all, and at least 200 filed (a 10 s timeout)",
+			r.FeaturesTaken, r.RecordsFiled)
 	}
 	if !rep.TargetsMet["featurizer_kill_nothing_lost_or_twice"] {
 		t.Errorf("kill round %+v: something lost or applied twice", f.Rounds[2])
