@@ -43,8 +43,8 @@ type FeatureSource interface {
 
 // SetFeatureSource makes the State take the features of its upserts from src, waiting
 // for them until none has come for timeout (FeatureSource.Lookup's patience), and
-// compute only what src does not hold (doc.go "Featurizers"). Call it before the first Apply; nil (the default) computes every
-// feature here.
+// compute only what src does not hold (doc.go "Featurizers"). Call it before the first
+// Apply; nil (the default) computes every feature here.
 func (in *State) SetFeatureSource(src FeatureSource, timeout time.Duration) {
 	in.src, in.srcWait = src, timeout
 }
