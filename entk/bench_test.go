@@ -1,6 +1,7 @@
 package entk
 
 import (
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -63,6 +64,39 @@ var fwhtSink float64
 // (old_examples/s its rate) and x_vjp the new time over one VJP's.
 func BenchmarkFeaturesConvnet(b *testing.B) {
 	benchFeatures(b, "convnet:1x28x28-16-32-10", 4, 1024)
+}
+
+var featuresRows = flag.Int("features.rows", 512,
+	"BenchmarkFeaturesConvnetBatch: rows per FeaturesBatchTo call (512: an ingest batch of 256 events, two views)")
+
+// BenchmarkFeaturesConvnetBatch times FeaturesBatchTo alone (the MNIST convnet, h = 4,
+// s = 1024) on -features.rows rows per call, the size of the ingest's calls, and reports
+// examples/s. Run it with -cpu 1,2,4,... for ψ's parallel efficiency: BenchmarkFeaturesConvnet's
+// 32 rows give each of 16 workers two, so there the join's wait on the slowest worker
+// counts as much as the work.
+func BenchmarkFeaturesConvnetBatch(b *testing.B) {
+	bb, err := NewBackbone("convnet:1x28x28-16-32-10", 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sk, err := NewSketch(bb, 4, 1024, 1, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := *featuresRows
+	r := rand.New(rand.NewPCG(1, 2))
+	xs := make([]float64, n*bb.InDim())
+	for i := range xs {
+		xs[i] = r.Float64()
+	}
+	dst := make([]float64, n*sk.Dim())
+	sk.FeaturesBatchTo(dst, xs, n) // warm the workspace pool
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		sk.FeaturesBatchTo(dst, xs, n)
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "examples/s")
+	fwhtSink = dst[0]
 }
 
 // BenchmarkFeaturesDense is BenchmarkFeaturesConvnet on the dense backbones, which have no

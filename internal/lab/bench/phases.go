@@ -42,6 +42,9 @@ type PhaseOptions struct {
 	// Dir holds the store of the ingested points ("" is a temporary directory, removed
 	// before Phases returns).
 	Dir string
+	// Progress, if set, gets each run as soon as it ends (a long sitting that is cut
+	// short still leaves the runs it finished).
+	Progress func(PhaseRun)
 }
 
 // PhaseRun is one timed refit: its GOMAXPROCS, the wall seconds of each of PhaseNames,
@@ -115,6 +118,9 @@ func Phases(ctx context.Context, o PhaseOptions) (rep PhaseReport, err error) {
 			}
 			run.Procs = p
 			rep.Runs = append(rep.Runs, run)
+			if o.Progress != nil {
+				o.Progress(run)
+			}
 			if first := rep.Runs[0]; run.ModelID != first.ModelID {
 				return rep, fmt.Errorf("phases: GOMAXPROCS %d fitted model %s, GOMAXPROCS %d fitted %s",
 					p, run.ModelID, first.Procs, first.ModelID)
@@ -299,6 +305,42 @@ func (r PhaseReport) Untimed(procs int) float64 {
 		}
 	}
 	return worst
+}
+
+// ScaleTable is the phase table over every GOMAXPROCS value of the runs, for machines
+// with more than two cores: for each phase and each P the median wall seconds T_P, the
+// speed-up T_1/T_P, the parallel efficiency T_1/(P·T_P) and the parallel fraction by
+// Amdahl's law, p = (1 − T_P/T_1)/(1 − 1/P). It needs runs at GOMAXPROCS 1.
+func (r PhaseReport) ScaleTable() string {
+	var procs []int
+	for _, run := range r.Runs {
+		if !slices.Contains(procs, run.Procs) {
+			procs = append(procs, run.Procs)
+		}
+	}
+	slices.Sort(procs)
+	var b strings.Builder
+	fmt.Fprintf(&b, "refit phases, %s n = %d, medians per GOMAXPROCS P: T_P (s) / speed-up T_1/T_P / efficiency / Amdahl p\n",
+		r.Data, r.N)
+	fmt.Fprintf(&b, "%-8s", "phase")
+	for _, p := range procs {
+		fmt.Fprintf(&b, " | %28s", fmt.Sprintf("P = %d", p))
+	}
+	b.WriteString("\n")
+	for _, ph := range PhaseNames {
+		t1 := r.Median(ph, 1)
+		fmt.Fprintf(&b, "%-8s", ph)
+		for _, p := range procs {
+			tp := r.Median(ph, p)
+			amdahl := math.NaN()
+			if p > 1 {
+				amdahl = (1 - tp/t1) / (1 - 1/float64(p))
+			}
+			fmt.Fprintf(&b, " | %8.3f %6.2fx %5.2f %5.2f", tp, t1/tp, t1/(float64(p)*tp), amdahl)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 // procCount is the number of distinct GOMAXPROCS values among the runs.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"strconv"
@@ -46,11 +47,13 @@ func BenchmarkRefitPhases(b *testing.B) {
 	}
 	for range b.N {
 		rep, err := Phases(context.Background(), PhaseOptions{Config: config.Default(), Data: "mnist", N: *phasesN,
-			Procs: procs, Reps: *phasesReps})
+			Procs: procs, Reps: *phasesReps, Progress: func(run PhaseRun) {
+				fmt.Fprintf(os.Stderr, "phases run: GOMAXPROCS %d, model %s, seconds %v\n", run.Procs, run.ModelID, run.Seconds)
+			}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Log("\n" + rep.Table())
+		b.Log("\n" + rep.Table() + rep.ScaleTable())
 		if *phasesJSON != "" {
 			js, err := json.MarshalIndent(rep, "", "  ")
 			if err != nil {
@@ -106,6 +109,15 @@ func TestPhases(t *testing.T) {
 	}
 	tab := rep.Table()
 	t.Log("\n" + tab)
+	scale := rep.ScaleTable()
+	t.Log("\n" + scale)
+	for _, ph := range PhaseNames {
+		// The P = 2 column's speed-up is T_1/T_2 of the medians, as the two-core table's.
+		want := fmt.Sprintf("%6.2fx", rep.Median(ph, 1)/rep.Median(ph, 2))
+		if line := tableLine(scale, ph); !strings.Contains(line, want) {
+			t.Errorf("scale table's %s line %q lacks the speed-up %s", ph, line, want)
+		}
+	}
 	for _, ph := range PhaseNames {
 		if !strings.Contains(tab, "\n"+ph+" ") {
 			t.Errorf("table lacks phase %s:\n%s", ph, tab)
@@ -156,4 +168,14 @@ func TestSchedShare(t *testing.T) {
 	if got := s.share(t0.Add(-time.Second), t0.Add(time.Second)); !math.IsNaN(got) {
 		t.Errorf("share before the first sample = %v, want NaN", got)
 	}
+}
+
+// tableLine is the line of tab that starts with the phase name ph, "" if none.
+func tableLine(tab, ph string) string {
+	for _, line := range strings.Split(tab, "\n") {
+		if strings.HasPrefix(line, ph+" ") {
+			return line
+		}
+	}
+	return ""
 }
