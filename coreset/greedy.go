@@ -58,6 +58,11 @@ type GreedyOptions struct {
 	// Keys (length n) are the rows' seed-free pivot keys under Tolerance > 0: PivotKey of
 	// each row's point id. Nil means PivotKeys(n), the decimal row indices as ids.
 	Keys []uint64
+	// Beside is how many selections run side by side with this one (as ingest's two
+	// views do); 0 means none. The stale rows refreshed at once are then
+	// GOMAXPROCS/(Beside+1), so that selections sharing the cores do not refresh rows
+	// ahead of need. It changes no bits of the result.
+	Beside int
 }
 
 // GreedyResult is the outcome of Greedy. Slices are owned by the caller.
@@ -234,7 +239,7 @@ func lazyGreedy(ctx context.Context, a rows, m int, opt GreedyOptions) (*GreedyR
 	}
 	m = min(m, n)
 	res := &GreedyResult{}
-	st := &greedyState{a: a, res: res, normalize: opt.Normalize, selAt: make([]int32, n), done: make([]int32, n),
+	st := &greedyState{a: a, res: res, normalize: opt.Normalize, beside: max(0, opt.Beside), selAt: make([]int32, n), done: make([]int32, n),
 		basis: make([]float64, 0, m*q), coef: make([]float64, m), v: make([]float64, q),
 		buf: make([]float64, q), dots: make([]float64, m)}
 	if opt.Tolerance > 0 {
@@ -287,6 +292,7 @@ type greedyState struct {
 	a           rows
 	res         *GreedyResult
 	normalize   bool
+	beside      int
 	tolerance   float64
 	pkeys       []uint64
 	near        []int
@@ -299,6 +305,7 @@ type greedyState struct {
 	basis       []float64
 	coef, v     []float64
 	buf, dots   []float64
+	bufs        [][]float64 // refreshTop's per-goroutine row buffer and dots
 	cols        []float64
 }
 
@@ -420,16 +427,24 @@ func (st *greedyState) down(i int) {
 
 // refresh brings δ_j up to date with the first t basis vectors.
 func (st *greedyState) refresh(j int32, t int) {
+	st.refreshWith(j, t, st.buf, st.dots, true)
+}
+
+// refreshWith is refresh with the row buffer buf (len q) and dots (len ≥ t); with split,
+// the dot products are formed in chunks side by side. δ_j gets the same bits either way,
+// and whether it is brought up to date in one call or several: the squares are
+// subtracted in basis order.
+func (st *greedyState) refreshWith(j int32, t int, buf, dots []float64, split bool) {
 	u, q := int(st.done[j]), st.a.q
 	if u >= t {
 		return
 	}
-	dots := st.dots[:t-u]
+	dots = dots[:t-u]
 	// dots[i] = Dot(b_{u+i}, g_j), the same bits as the eager sweep's vec.DotsTo, which
 	// gives every pair Dot's bits however the vectors are split: from gsMin·2 of them on,
 	// chunks of gsVectors·2 run side by side (internal/base/par).
-	g := st.a.row(st.buf, int(j))
-	if t-u < 2*gsMin {
+	g := st.a.row(buf, int(j))
+	if !split || t-u < 2*gsMin {
 		vec.DotsTo(dots, 1, g, q, 1, st.basis[u*q:], q, t-u, q)
 	} else {
 		par.For(t-u, 2*gsVectors, par.Workers(t-u, 2*gsVectors), func(_, lo, hi int) {
@@ -449,6 +464,88 @@ func (st *greedyState) refresh(j int32, t int) {
 	}
 }
 
+// refreshTop brings the stale top of the heap up to date with the first t basis
+// vectors. On one core (GOMAXPROCS over Beside+1) that is the top alone, then a sift
+// down. With more, it takes the stale rows of largest key, best first from the root, up
+// to the first current row or one row per core: the rows that refreshing the top one at a time would refresh
+// next (each refreshed row sinks and the next largest key surfaces). They are refreshed
+// side by side, each on one goroutine, and their positions sifted down deepest first
+// (each sift then sees heaps below it, as in heapify). Refreshing a row sooner than the
+// serial loop would changes no bits (refreshWith), and the pivot a step then takes is the
+// same: the current top is the largest (key, lower index) of the rows' current keys,
+// every stale key being at least its row's current one, and the tolerant pick is the
+// least pivot key among the rows whose current key reaches c, however many were
+// refreshed.
+func (st *greedyState) refreshTop(t int) {
+	workers := runtime.GOMAXPROCS(0) / (st.beside + 1)
+	if workers <= 1 {
+		st.refresh(st.heap[0], t)
+		st.down(0)
+		return
+	}
+	h := st.heap
+	// front is a max-heap of heap positions by their rows' order (above).
+	front, batch := append(st.order[:0], 0), st.moved[:0]
+	better := func(a, b int) bool { return st.above(h[a], h[b]) }
+	for len(front) > 0 && len(batch) < workers {
+		i := front[0]
+		front[0] = front[len(front)-1]
+		front = front[:len(front)-1]
+		siftPositions(front, 0, better)
+		if int(st.done[h[i]]) == t {
+			break
+		}
+		batch = append(batch, i)
+		for _, ch := range [2]int{2*i + 1, 2*i + 2} {
+			if ch < len(h) {
+				front = append(front, ch)
+				upPositions(front, len(front)-1, better)
+			}
+		}
+	}
+	for len(st.bufs) < len(batch) {
+		st.bufs = append(st.bufs, make([]float64, st.a.q+cap(st.dots)))
+	}
+	par.For(len(batch), 1, len(batch), func(_, lo, _ int) {
+		b := st.bufs[lo]
+		st.refreshWith(h[batch[lo]], t, b[:st.a.q], b[st.a.q:], false)
+	})
+	slices.Sort(batch)
+	for k := len(batch) - 1; k >= 0; k-- {
+		st.down(batch[k])
+	}
+	st.order, st.moved = front, batch
+}
+
+// siftPositions and upPositions keep h, a slice of heap positions, a heap under before.
+func siftPositions(h []int, i int, before func(a, b int) bool) {
+	for {
+		l, r, top := 2*i+1, 2*i+2, i
+		if l < len(h) && before(h[l], h[top]) {
+			top = l
+		}
+		if r < len(h) && before(h[r], h[top]) {
+			top = r
+		}
+		if top == i {
+			return
+		}
+		h[i], h[top] = h[top], h[i]
+		i = top
+	}
+}
+
+func upPositions(h []int, i int, before func(a, b int) bool) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !before(h[i], h[p]) {
+			return
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
 // step runs pivot step t: the unselected row of largest key above the threshold (found
 // on the heap, refreshing stale rows until the top is current) becomes b_t by
 // Gram–Schmidt against b_1..b_{t-1}, twice. It reports false when no row is left to
@@ -458,8 +555,7 @@ func (st *greedyState) step(t int) bool {
 	for len(st.heap) > 0 {
 		top := st.heap[0]
 		if int(st.done[top]) != t {
-			st.refresh(top, t)
-			st.down(0)
+			st.refreshTop(t)
 			continue
 		}
 		// With normalize the top's key may beat rows of larger δ: a top at or below the
@@ -636,8 +732,8 @@ func (st *greedyState) reach(c float64) []int {
 const sweepRows = 64
 
 // sweep computes, for the k = len(Pivots) greedy steps, every L_jt = Dot(b_t, g_j) in
-// blocks of sweepRows rows (two blocks at a time on two goroutines, joined, when
-// GOMAXPROCS allows), and from them in row order the eager recursion's numbers: the
+// blocks of sweepRows rows (in rounds of up to GOMAXPROCS blocks on as many goroutines,
+// joined), and from them in row order the eager recursion's numbers: the
 // final residuals (0 on pivots), ResidualTrace[t] = Σ over rows unselected after step t
 // of δ_j^{(t)}, summed in increasing j as the eager sweep sums, and with keepGram the
 // columns of L.
@@ -653,10 +749,10 @@ func (st *greedyState) sweep(ctx context.Context, keepGram bool) error {
 	if k == 0 {
 		return nil
 	}
-	workers := 1
-	if runtime.GOMAXPROCS(0) > 1 && n > sweepRows {
-		workers = 2
-	}
+	// One block per goroutine per round, as many as GOMAXPROCS allows; the round's rows
+	// are then folded in row order on this goroutine (a few per cent of the block
+	// products' work), so the numbers do not depend on the count.
+	workers := par.Workers(n, sweepRows)
 	type part struct{ buf, l []float64 }
 	parts := make([]part, workers)
 	for w := range parts {

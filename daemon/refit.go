@@ -232,5 +232,6 @@ func (d *Daemon) finishRefit(snap *job, c *refitCommit, secs, syncSecs float64) 
 		Int("audits", len(audits)).Str("selected_by", ft.Meta.SelectedBy).Float64("sync_seconds", syncSecs).
 		Float64("blocks_seconds", ft.Seconds["blocks"]).Float64("init_seconds", ft.Seconds["kernel"]+ft.Seconds["init"]).
 		Int("epochs", ft.Meta.Epochs).Int("best_epoch", ft.Meta.BestEpoch).Float64("fit_seconds", ft.Seconds["fit"]).
-		Float64("reseed_seconds", ft.Seconds["reseed"]).Float64("serving_seconds", ft.Seconds["serving"]).Msg("model installed")
+		Float64("reseed_seconds", ft.Seconds["reseed"]).Float64("reseed_beside_seconds", ft.Seconds["reseed_beside"]).
+		Float64("serving_seconds", ft.Seconds["serving"]).Msg("model installed")
 }

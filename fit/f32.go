@@ -195,10 +195,18 @@ func (ws *lossWS) simclr32(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) fl
 	for _, v := range ws.rowLoss {
 		total += v
 	}
-	// W + Wᵀ in place, tile by tile (see symTile), scaled per row: the tiles right of
-	// the diagonal in tile row i0 touch only the pairs (i, j), i < j, with i in it, so
-	// tile rows run side by side.
-	par.For(n, symTile32, par.Workers(n, symTile32), func(_, i0, _ int) { ws.symmetrizeTiles(n, i0) })
+	// W + Wᵀ in place, tile by tile (see symTile), scaled per row: the tile (i0, j0),
+	// j0 ≥ i0, touches only the pairs (i, j), i < j, with i in tile row i0 and j in tile
+	// column j0, so the tiles run side by side.
+	// tile rows run side by side. The tiles are handed out one by one, not a tile row
+	// at a time: the first tile row holds n/symTile32 tiles and the last one, so rows
+	// would leave most goroutines waiting on the first.
+	tr := par.Chunks(n, symTile32)
+	tiles := tr * (tr + 1) / 2
+	par.For(tiles, 1, par.Workers(tiles, 1), func(_, t, _ int) {
+		i0, j0 := upperTile(t, tr)
+		ws.symmetrizeTile(n, i0*symTile32, j0*symTile32)
+	})
 	for i := range br {
 		v := ws.s32[i*n+i+br] - float32(2*scale)
 		ws.s32[i*n+i+br], ws.s32[(i+br)*n+i] = v, v
@@ -255,19 +263,27 @@ func (ws *lossWS) softmaxRows(br int, tau float64, lo, hi int) {
 	}
 }
 
-// symmetrizeTiles replaces e_ij and e_ji by e_ij·c_i + e_ji·c_j for every pair i < j
-// with i in the tile row [i0, i0+symTile32), tile by tile.
-func (ws *lossWS) symmetrizeTiles(n, i0 int) {
-	for j0 := i0; j0 < n; j0 += symTile32 {
-		for i := i0; i < min(i0+symTile32, n); i++ {
-			ci := ws.rowScale[i]
-			ri := ws.s32[i*n : (i+1)*n]
-			for j := max(j0, i+1); j < min(j0+symTile32, n); j++ {
-				v := float32(float64(ri[j])*ci + float64(ws.s32[j*n+i])*ws.rowScale[j])
-				ri[j], ws.s32[j*n+i] = v, v
-			}
+// symmetrizeTile replaces e_ij and e_ji by e_ij·c_i + e_ji·c_j for every pair i < j with
+// i in the tile row [i0, i0+symTile32) and j in the tile column [j0, j0+symTile32).
+func (ws *lossWS) symmetrizeTile(n, i0, j0 int) {
+	for i := i0; i < min(i0+symTile32, n); i++ {
+		ci := ws.rowScale[i]
+		ri := ws.s32[i*n : (i+1)*n]
+		for j := max(j0, i+1); j < min(j0+symTile32, n); j++ {
+			v := float32(float64(ri[j])*ci + float64(ws.s32[j*n+i])*ws.rowScale[j])
+			ri[j], ws.s32[j*n+i] = v, v
 		}
 	}
+}
+
+// upperTile is the t-th tile (i0, j0), j0 ≥ i0, of the upper triangle of tr×tr tiles,
+// row by row: (0, 0), (0, 1), …, (0, tr−1), (1, 1), ….
+func upperTile(t, tr int) (i0, j0 int) {
+	for t >= tr-i0 {
+		t -= tr - i0
+		i0++
+	}
+	return i0, i0 + t
 }
 
 // gradRows writes rows lo ≤ i < hi of ∂L/∂z into [ga; gb] from (W+Wᵀ)U in ws.gu32: the

@@ -137,8 +137,8 @@ func SelectFresh(ctx context.Context, f *pipeline.Features, pcfg coreset.Config,
 // selectRows runs both views' greedy selections on the rows that rows returns.
 func selectRows(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, ids []string, rows func(v int) ([][]float32, error)) (*Selection, error) {
 	s := &Selection{}
-	// The two views' selections are independent: they run side by side (joined here), so
-	// that each one's single-goroutine phase (the lazy refreshes) has a core of its own.
+	// The two views' selections are independent: they run side by side (joined here),
+	// each refreshing stale rows on half the cores (GreedyOptions.Beside).
 	var errs [2]error
 	var wg sync.WaitGroup
 	for v := range 2 {
@@ -150,6 +150,7 @@ func selectRows(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, 
 			if s.M[v], opt, errs[v] = pcfg.PlanRows32(ids, s.G[v]); errs[v] != nil {
 				return
 			}
+			opt.Beside = 1
 			s.Res[v], errs[v] = coreset.GreedyRows32(ctx, s.G[v], f.Dim(), s.M[v], opt)
 		})
 	}

@@ -126,9 +126,18 @@ type Fitted struct {
 // seed, r.Workers at once), stopping early with ctx's error when ctx is done. prob's
 // kernel blocks are scaled in place; Seconds gains "fit".
 func (r *Recipe) Run(ctx context.Context, prob *fit.Problem, seed uint64) (*Fitted, error) {
+	return r.RunThen(ctx, prob, seed, nil)
+}
+
+// RunThen is Run calling started, if not nil, between Start and the fits (a caller's
+// work that is to share the cores with the fits alone).
+func (r *Recipe) RunThen(ctx context.Context, prob *fit.Problem, seed uint64, started func()) (*Fitted, error) {
 	s, err := r.Start(prob, seed)
 	if err != nil {
 		return nil, err
+	}
+	if started != nil {
+		started()
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

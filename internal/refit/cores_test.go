@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
+	"time"
 
 	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -149,5 +152,62 @@ func TestAuditRowsCores(t *testing.T) {
 					n, procs, len(got), len(want))
 			}
 		}
+	}
+}
+
+// TestFitCancelJoinsReseed: the reseed measurement runs on a goroutine of its own beside
+// the fits; a Fit whose context ends at any point (here after 0.5 to 64 ms, so in the
+// blocks, the initializer and the fits with the measurement running) returns the
+// context's error and has joined it (no goroutine runs it any more), and a Fit with a
+// live context then still gives the model of a run that was never cancelled.
+func TestFitCancelJoinsReseed(t *testing.T) {
+	f := newFixtureWith(t, 300, func(c *config.Config) {
+		c.Sketch = config.Sketch{H: 2, S: 64}
+		c.Pool.M = 24
+		c.Fit.K, c.Fit.Batch, c.Fit.Epochs = 16, 128, 8
+		c.Query.ReseedQueries = 8
+	})
+	snap, err := f.in.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := ingest.Select(context.Background(), f.feat, f.pcfg, snap.IDs, snap.Entries, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := f.fitter().Fit(context.Background(), snap, sel, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled := 0
+	for _, after := range []time.Duration{500 * time.Microsecond, 2 * time.Millisecond, 8 * time.Millisecond,
+		16 * time.Millisecond, 32 * time.Millisecond, 64 * time.Millisecond} {
+		ctx, cancel := context.WithTimeout(context.Background(), after)
+		got, err := f.fitter().Fit(ctx, snap, sel, 1)
+		cancel()
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			cancelled++
+		case err != nil:
+			t.Fatalf("Fit cut after %v: %v", after, err)
+		case got.Meta.ID != want.Meta.ID:
+			t.Errorf("Fit with %v to spare: model %s, want %s", after, got.Meta.ID, want.Meta.ID)
+		}
+		// Joined: nothing runs the measurement any more (its goroutine may still be
+		// on its way out, past the channel that Fit waited on).
+		buf := make([]byte, 1<<20)
+		if st := string(buf[:runtime.Stack(buf, true)]); strings.Contains(st, "measureReseed") {
+			t.Errorf("the reseed measurement still runs after a Fit cut after %v:\n%s", after, st)
+		}
+	}
+	if cancelled == 0 {
+		t.Errorf("no Fit was cut short: the test exercised nothing")
+	}
+	got, err := f.fitter().Fit(context.Background(), snap, sel, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Meta.ID != want.Meta.ID || got.Meta.Reseed == nil {
+		t.Errorf("model %s (reseed %v) after cancelled Fits, %s before", got.Meta.ID, got.Meta.Reseed, want.Meta.ID)
 	}
 }

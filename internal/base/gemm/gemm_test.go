@@ -132,7 +132,8 @@ func TestDgemm(t *testing.T) {
 	}
 }
 
-// TestDgemmSplitIndependent: the result is the same bits on 1, 2 and 5 goroutines and
+// TestDgemmSplitIndependent: the result is the same bits on 1, 2, 5 and 16 goroutines
+// (16: more than op(B)'s 6 or 12 panels, which the goroutines pack between them) and
 // with either micro-kernel, on every transpose pair, with alpha and beta not 1 and sizes
 // whose edge tiles differ between the kernels (90 = 11·8 + 2 = 5·16 + 10 columns).
 func TestDgemmSplitIndependent(t *testing.T) {
@@ -156,7 +157,7 @@ func TestDgemmSplitIndependent(t *testing.T) {
 			}
 			var first []float64
 			for _, mk := range kernels() {
-				for _, w := range []int{1, 2, 5} {
+				for _, w := range []int{1, 2, 5, 16} {
 					got := slices.Clone(c)
 					gemm(mk, &pools64, tA, tB, m, n, k, -0.7, a, lda, b, ldb, 1.3, got, n, w)
 					if first == nil {
@@ -248,7 +249,7 @@ func TestSgemm(t *testing.T) {
 					want, mag := naive(tA, tB, m, n, k, float64(ab[0]), f64(a), lda, f64(b), ldb, float64(ab[1]), f64(c), ldc)
 					var first []float32
 					for _, mk := range kernelsS() {
-						for _, w := range []int{1, 2, 5} {
+						for _, w := range []int{1, 2, 5, 16} {
 							got := slices.Clone(c)
 							gemm(mk, &pools32, tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], got, ldc, w)
 							if first == nil {

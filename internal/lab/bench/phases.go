@@ -198,6 +198,7 @@ func timeRefit(ctx context.Context, fr *refit.Fitter, snap *ingest.Snapshot) (Ph
 	run := PhaseRun{ModelID: ft.Meta.ID, Load1: loadAverage(), Seconds: map[string]float64{
 		"sync": tFit.Sub(t0).Seconds(), "blocks": s["blocks"], "init": s["kernel"] + s["init"], "fit": s["fit"],
 		"reseed": s["reseed"], "serving": s["serving"], "total": tEnd.Sub(t0).Seconds(),
+		"reseed_beside": s["reseed_beside"],
 	}, Share: map[string]float64{}}
 	// The phases run one after the other: Fit's first three from tFit on, its last two
 	// up to tEnd (the residual certificates between them take microseconds).
@@ -310,7 +311,9 @@ func (r PhaseReport) Untimed(procs int) float64 {
 // ScaleTable is the phase table over every GOMAXPROCS value of the runs, for machines
 // with more than two cores: for each phase and each P the median wall seconds T_P, the
 // speed-up T_1/T_P, the parallel efficiency T_1/(P·T_P) and the parallel fraction by
-// Amdahl's law, p = (1 − T_P/T_1)/(1 − 1/P). It needs runs at GOMAXPROCS 1.
+// Amdahl's law, p = (1 − T_P/T_1)/(1 − 1/P), and last the same for reseed_beside, the
+// reseed measurement's own wall time beside blocks, init and fit (refit.Fitted.Seconds).
+// It needs runs at GOMAXPROCS 1.
 func (r PhaseReport) ScaleTable() string {
 	var procs []int
 	for _, run := range r.Runs {
@@ -327,7 +330,7 @@ func (r PhaseReport) ScaleTable() string {
 		fmt.Fprintf(&b, " | %28s", fmt.Sprintf("P = %d", p))
 	}
 	b.WriteString("\n")
-	for _, ph := range PhaseNames {
+	for _, ph := range append(slices.Clip(PhaseNames), "reseed_beside") {
 		t1 := r.Median(ph, 1)
 		fmt.Fprintf(&b, "%-8s", ph)
 		for _, p := range procs {

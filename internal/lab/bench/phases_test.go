@@ -53,7 +53,8 @@ func BenchmarkRefitPhases(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Log("\n" + rep.Table() + rep.ScaleTable())
+		// On stderr: go test cuts a benchmark's log to its first lines.
+		fmt.Fprint(os.Stderr, "\n"+rep.Table()+"\n"+rep.ScaleTable())
 		if *phasesJSON != "" {
 			js, err := json.MarshalIndent(rep, "", "  ")
 			if err != nil {
