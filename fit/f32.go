@@ -66,12 +66,13 @@ func ensure32(v []float32, n int) []float32 {
 }
 
 // gather32 converts rows rows of KA then of KB into md.p32.kcat (2B×M, float32), the
-// batch rows in chunks of rowChunk side by side (internal/base/par).
+// batch rows in chunks of rowChunk/2 side by side (internal/base/par: 16 chunks of B =
+// 512 rows).
 func (md *model) gather32(p *Problem, rows []int) {
 	bs, m := len(rows), md.m
 	kcat := ensure32(md.p32.kcat, 2*bs*m)
 	md.p32.kcat = kcat
-	par.For(bs, rowChunk, par.Workers(bs, rowChunk), func(_, lo, hi int) {
+	par.For(bs, rowChunk/2, par.Workers(bs, rowChunk/2), func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			for h, src := range [2][]float64{p.KA.RawRowView(rows[i]), p.KB.RawRowView(rows[i])} {
 				dst := kcat[(h*bs+i)*m : (h*bs+i+1)*m]
@@ -87,10 +88,10 @@ func (md *model) gather32(p *Problem, rows []int) {
 // = 256 latents or M = 512 kernel columns, 16 chunks in a batch of 2B = 1,024 rows.
 const rowChunk = 64
 
-// to32RowsTo writes float32(src) into dst (both r rows of c), rows in chunks side by
-// side.
+// to32RowsTo writes float32(src) into dst (both r rows of c), rows in chunks of
+// rowChunk/2 side by side (16 chunks of Ã's M = 512 rows).
 func to32RowsTo(dst []float32, src []float64, r, c int) {
-	par.For(r, rowChunk, par.Workers(r, rowChunk), func(_, lo, hi int) {
+	par.For(r, rowChunk/2, par.Workers(r, rowChunk/2), func(_, lo, hi int) {
 		d, s := dst[lo*c:hi*c], src[lo*c:hi*c]
 		for i, v := range s {
 			d[i] = float32(v)
@@ -98,10 +99,10 @@ func to32RowsTo(dst []float32, src []float64, r, c int) {
 	})
 }
 
-// to64RowsTo writes float64(src) into dst (both r rows of c), rows in chunks side by
-// side.
+// to64RowsTo writes float64(src) into dst (both r rows of c), rows in chunks of
+// rowChunk/2 side by side.
 func to64RowsTo(dst []float64, src []float32, r, c int) {
-	par.For(r, rowChunk, par.Workers(r, rowChunk), func(_, lo, hi int) {
+	par.For(r, rowChunk/2, par.Workers(r, rowChunk/2), func(_, lo, hi int) {
 		d, s := dst[lo*c:hi*c], src[lo*c:hi*c]
 		for i, v := range s {
 			d[i] = float64(v)
@@ -113,7 +114,7 @@ func to64RowsTo(dst []float64, src []float32, r, c int) {
 // order, as the plain loop over rows adding each row forms it; chunks of columns side
 // by side.
 func colSumsTo(dst, g []float64, r, c int) {
-	const cols = 32
+	const cols = 16 // k = 256: 16 chunks, one per core of a 16-core machine
 	par.For(c, cols, par.Workers(c, cols), func(_, lo, hi int) {
 		d := dst[lo:hi]
 		clear(d)
@@ -264,14 +265,22 @@ func (ws *lossWS) softmaxRows(br int, tau float64, lo, hi int) {
 }
 
 // symmetrizeTile replaces e_ij and e_ji by e_ij·c_i + e_ji·c_j for every pair i < j with
-// i in the tile row [i0, i0+symTile32) and j in the tile column [j0, j0+symTile32).
+// i in the tile row [i0, i0+symTile32) and j in the tile column [j0, j0+symTile32), in
+// blocks of symBlock×symBlock pairs: the rows of S lie n floats apart (4 KiB at 2B =
+// 1,024, the same L1 set for every row), so a block's transposed reads must touch few
+// rows to stay in the cache. Each pair gets the same operations in any order.
 func (ws *lossWS) symmetrizeTile(n, i0, j0 int) {
-	for i := i0; i < min(i0+symTile32, n); i++ {
-		ci := ws.rowScale[i]
-		ri := ws.s32[i*n : (i+1)*n]
-		for j := max(j0, i+1); j < min(j0+symTile32, n); j++ {
-			v := float32(float64(ri[j])*ci + float64(ws.s32[j*n+i])*ws.rowScale[j])
-			ri[j], ws.s32[j*n+i] = v, v
+	i1, j1 := min(i0+symTile32, n), min(j0+symTile32, n)
+	for ib := i0; ib < i1; ib += symBlock {
+		for jb := max(j0, ib); jb < j1; jb += symBlock {
+			for i := ib; i < min(ib+symBlock, i1); i++ {
+				ci := ws.rowScale[i]
+				ri := ws.s32[i*n : (i+1)*n]
+				for j := max(jb, i+1); j < min(jb+symBlock, j1); j++ {
+					v := float32(float64(ri[j])*ci + float64(ws.s32[j*n+i])*ws.rowScale[j])
+					ri[j], ws.s32[j*n+i] = v, v
+				}
+			}
 		}
 	}
 }
@@ -313,5 +322,9 @@ func rowOf(a, b *mat.Dense, i int) []float64 {
 	return a.RawRowView(i)
 }
 
-// symTile32 is simclr32's symmetrization tile: 64×64 float32 (16 KiB).
-const symTile32 = 64
+// symTile32 is simclr32's symmetrization tile: 64×64 float32 (16 KiB), handed out whole
+// to a goroutine; symBlock is the side of the blocks it is walked in.
+const (
+	symTile32 = 64
+	symBlock  = 8
+)
