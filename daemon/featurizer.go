@@ -52,13 +52,14 @@ func (d *Daemon) runFeaturizer(ctx context.Context) (err error) {
 		d.log.Info().Str("role", "featurizer").Strs("brokers", d.kafka.Brokers).Str("group", featurizer.Group).
 			Str("fingerprint", d.feat.Fingerprint()).Str("http", d.httpAddr).Msg("cairnd featurizing")
 	})
-	d.log.Info().Err(err).Msg("cairnd stopped")
+	d.log.Info().Err(err).Uint64("skipped_applied", f.Skipped()).Msg("cairnd stopped")
 	return err
 }
 
 // useFeaturizers makes in take its features from the featurizers' records when
 // ingest.featurizers is set (internal/featsource, read by the "features" component),
-// computing the missing ones after ingest.featurizer_timeout.
+// computing the missing ones after ingest.featurizer_timeout; while this daemon leads,
+// the component publishes its applied offsets, which the featurizers skip.
 func (d *Daemon) useFeaturizers(in *ingest.State) error {
 	if !d.cfg.Ingest.Featurizers {
 		return nil
@@ -66,7 +67,7 @@ func (d *Daemon) useFeaturizers(in *ingest.State) error {
 	if d.featSrc == nil {
 		src, err := featsource.New(featsource.Config{Kafka: d.kafka, Train: d.cfg.Kafka.Topics.Train, Topic: featrec.Topic,
 			Applied: d.startOffset, Quiet: d.cfg.Ingest.FeaturizerTimeout, FetchMaxBytes: max(8<<20, 2*d.cfg.Limits.MaxMessageBytes),
-			Faults: d.faults, Log: d.log})
+			Faults: d.faults, Log: d.log, Publish: d.leading.Load})
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,12 @@ const Version = 1
 // Topic is the features topic: the featurizers write it, the primary reads it.
 const Topic = "cairn.features"
 
+// AppliedGroup is the consumer group, without members, whose committed offsets of the
+// training topic are the primary's applied ones (stream.Progress): the primary
+// publishes them, and featurizers skip the events below them, which the primary has
+// applied already.
+const AppliedGroup = "cairn.primary.applied"
+
 // Retention is how long the features topic keeps a record (retention.ms, one hour), set
 // when cairnd creates the topic. A record is needed only until the primary applies it,
 // or computes the features itself after ingest.featurizer_timeout; and it is data

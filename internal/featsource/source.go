@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -48,6 +49,11 @@ type Config struct {
 	FetchMaxBytes int
 	Faults        *fault.Tracker
 	Log           zerolog.Logger
+	// Publish, if set, says whether this daemon leads; while it does, Run publishes
+	// the applied offsets of Train every publishEvery as featrec.AppliedGroup's
+	// (stream.Progress), so that featurizers skip what is applied already. Nil
+	// publishes nothing.
+	Publish func() bool
 }
 
 // Stats count what a Source did since it was built (the primary's /status "features").
@@ -129,7 +135,82 @@ func fromFirst(string, int) (int64, bool, error) { return 0, false, nil }
 // Run reads the features topic until ctx ends, restarting the reader after a failure
 // (fault.Tracker KeepReading, component "features"). It returns nil once ctx ends.
 func (s *Source) Run(ctx context.Context) error {
-	return s.cfg.Faults.KeepReading(ctx, "features", reader{s}, s.handle, nil)
+	var wg sync.WaitGroup
+	if s.cfg.Publish != nil {
+		wg.Go(func() { s.publish(ctx) })
+	}
+	err := s.cfg.Faults.KeepReading(ctx, "features", reader{s}, s.handle, nil)
+	wg.Wait()
+	return err
+}
+
+// publishEvery is how often Run publishes the applied offsets (Config.Publish): a
+// featurizer then computes at most this much of what the primary applied itself.
+const publishEvery = 500 * time.Millisecond
+
+// publish publishes the applied offsets of the training topic while the daemon leads,
+// each time they moved, until ctx ends. A failure is logged (the first of a run of
+// them) and the next tick tries again: featurizers that miss an update only compute
+// rows the primary has.
+func (s *Source) publish(ctx context.Context) {
+	tick := time.NewTicker(publishEvery)
+	defer tick.Stop()
+	var (
+		pr     *stream.Progress
+		parts  []int
+		last   map[int]int64
+		failed bool
+	)
+	defer func() {
+		if pr != nil {
+			pr.Close()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !s.cfg.Publish() {
+			continue
+		}
+		var err error
+		if pr == nil {
+			pr, err = stream.NewProgress(s.cfg.Kafka, featrec.AppliedGroup, s.cfg.Train)
+		}
+		if err == nil && parts == nil {
+			parts, err = stream.Partitions(ctx, s.cfg.Kafka, s.cfg.Train)
+		}
+		var next map[int]int64
+		if err == nil {
+			next, err = s.nextOffsets(parts)
+		}
+		if err == nil && !maps.Equal(next, last) {
+			if err = pr.Publish(ctx, next); err == nil {
+				last = next
+			}
+		}
+		if err != nil && !failed && ctx.Err() == nil {
+			s.cfg.Log.Warn().Err(err).Msg("featsource: publishing the applied offsets failed; retrying")
+		}
+		failed = err != nil
+	}
+}
+
+// nextOffsets is, per training partition with an applied offset, the offset after it.
+func (s *Source) nextOffsets(parts []int) (map[int]int64, error) {
+	next := make(map[int]int64, len(parts))
+	for _, p := range parts {
+		last, ok, err := s.cfg.Applied(s.cfg.Train, p)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			next[p] = last + 1
+		}
+	}
+	return next, nil
 }
 
 // EnsureTopic creates the features topic when it is missing, with as many partitions as

@@ -2,6 +2,8 @@ package featsource
 
 import (
 	"context"
+	"maps"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,6 +54,53 @@ func TestFeaturesTopicRetention(t *testing.T) {
 		}
 		if ctx.Err() != nil {
 			t.Fatalf("the features topic was not created: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPublishApplied: while Config.Publish says the daemon leads, a running Source
+// publishes, as featrec.AppliedGroup's offsets, the offset after each training
+// partition's applied one (partitions with none are left out); while it does not lead,
+// nothing is published.
+func TestPublishApplied(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 3, Topics: []string{"t.train"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	kc := stream.Config{Brokers: []string{b.Addr()}}
+	var leads atomic.Bool
+	applied := func(_ string, p int) (int64, bool, error) { return int64(10 * p), p != 2, nil }
+	s, err := New(Config{Train: "t.train", Topic: featrec.Topic, Kafka: kc, Applied: applied,
+		Faults: fault.NewTracker(zerolog.Nop(), nil), Publish: leads.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(rctx) }()
+	defer func() { stop(); <-done }()
+	pr, err := stream.NewProgress(kc, featrec.AppliedGroup, "t.train")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	time.Sleep(3 * publishEvery)
+	if got, err := pr.Read(ctx, []int{0, 1, 2}); err != nil || len(got) != 0 {
+		t.Fatalf("not leading: published %v (err %v), want nothing", got, err)
+	}
+	leads.Store(true)
+	want := map[int]int64{0: 1, 1: 11}
+	for {
+		got, err := pr.Read(ctx, []int{0, 1, 2})
+		if err == nil && maps.Equal(got, want) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("leading: published %v (err %v), want %v", got, err, want)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -3,6 +3,7 @@ package featurizer
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -39,6 +40,14 @@ type Config struct {
 type Featurizer struct {
 	cfg Config
 	gr  *stream.GroupReader
+	// applied reads the primary's applied offsets (featrec.AppliedGroup); next is
+	// what it last read (per partition, the first offset not applied), readAt when.
+	applied *stream.Progress
+	parts   []int
+	next    map[int]int64
+	readAt  time.Time
+	keep    []stream.Message
+	skipped atomic.Uint64
 	// Buffers of Records, reused batch to batch.
 	xs, views, feats []float64
 	ids              []string
@@ -61,16 +70,29 @@ func New(c Config) (*Featurizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Featurizer{cfg: c, gr: gr}, nil
+	applied, err := stream.NewProgress(c.Kafka, featrec.AppliedGroup, c.Topic)
+	if err != nil {
+		return nil, err
+	}
+	return &Featurizer{cfg: c, gr: gr, applied: applied}, nil
 }
+
+// Skipped is how many upserts the featurizer skipped because the primary had applied
+// them already.
+func (f *Featurizer) Skipped() uint64 { return f.skipped.Load() }
 
 // Run featurizes the training topic until ctx ends; a failure (a broker that stopped
 // answering, a write that failed) restarts the reader after a doubling wait
 // (fault.Tracker KeepReading, component "featurize"), from the group's committed
 // offsets. It returns nil once ctx ends.
 func (f *Featurizer) Run(ctx context.Context) error {
+	defer f.applied.Close()
 	return f.cfg.Faults.KeepReading(ctx, "featurize", f.gr, f.handle, nil)
 }
+
+// readApplied is how often a featurizer reads the primary's applied offsets, as often
+// as the primary publishes them (featsource).
+const readApplied = 500 * time.Millisecond
 
 // chunk is how many events a featurizer computes before it writes their records: on a
 // costly backbone (the ONNX ResNet-20 takes about 64 ms per point, both views, on one core)
@@ -82,7 +104,7 @@ const chunk = 16
 // commits it.
 func (f *Featurizer) handle(ctx context.Context, batch []stream.Message) error {
 	for lo := 0; lo < len(batch); lo += chunk {
-		out, err := f.Records(batch[lo:min(lo+chunk, len(batch))])
+		out, err := f.Records(f.unapplied(ctx, batch[lo:min(lo+chunk, len(batch))]))
 		if err != nil {
 			return err
 		}
@@ -92,6 +114,38 @@ func (f *Featurizer) handle(ctx context.Context, batch []stream.Message) error {
 	}
 	f.cfg.Faults.Recovered("featurize")
 	return nil
+}
+
+// unapplied returns the events of part the primary has not applied yet, by the applied
+// offsets it publishes (read again, for every partition of the training topic, when
+// readApplied has passed). When they cannot be
+// read it keeps the last ones it read: skipping is an economy, and a record for an
+// applied event is only dropped by the primary as stale.
+func (f *Featurizer) unapplied(ctx context.Context, part []stream.Message) []stream.Message {
+	if time.Since(f.readAt) >= readApplied {
+		var err error
+		if f.parts == nil {
+			f.parts, err = stream.Partitions(ctx, f.cfg.Kafka, f.cfg.Topic)
+		}
+		var next map[int]int64
+		if err == nil {
+			next, err = f.applied.Read(ctx, f.parts)
+		}
+		if err == nil {
+			f.next, f.readAt = next, time.Now()
+		} else if ctx.Err() == nil {
+			f.cfg.Log.Debug().Err(err).Msg("featurizer: reading the primary's applied offsets failed")
+		}
+	}
+	f.keep = f.keep[:0]
+	for _, m := range part {
+		if next, ok := f.next[m.Partition]; ok && m.Offset < next {
+			f.skipped.Add(1)
+			continue
+		}
+		f.keep = append(f.keep, m)
+	}
+	return f.keep
 }
 
 // Records returns the feature records of batch's upserts, in batch order, each

@@ -68,53 +68,10 @@ func trainEvents(t testing.TB, lim stream.Limits, topic string, n int) (msgs []s
 func TestFeaturizerRecords(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cfg := testConfig()
-	train := cfg.Kafka.Topics.Train
-	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Topics: []string{train, featrec.Topic}, Partitions: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	kc := stream.Config{Brokers: []string{b.Addr()}}
-	w, err := stream.NewWriter(stream.WriterConfig{Kafka: kc, Partitioned: true}) // the featurizer's
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	tw, err := stream.NewWriter(stream.WriterConfig{Kafka: kc, Partitioned: true}) // the producers'
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tw.Close()
-	feat, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim, err := ingest.TrainLimits(cfg, feat.InputDim())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim.Indices = ingest.IndexLimits(feat)
 	const n = 40
-	msgs, xs := trainEvents(t, lim, train, n)
-	if err := tw.Write(ctx, msgs...); err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(Config{Kafka: kc, Group: Group, Topic: train, Out: featrec.Topic, SessionTimeout: 2 * time.Second,
-		Writer: w, Features: feat, Limits: lim, Faults: fault.NewTracker(zerolog.Nop(), nil), Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var runErr error
-	wg.Go(func() { runErr = f.Run(runCtx) })
-	recs := waitRecords(ctx, t, kc, n)
-	stop()
-	wg.Wait()
-	if runErr != nil {
-		t.Fatal(runErr)
-	}
+	rig := newRig(ctx, t, n)
+	kc, train, feat, lim, xs := rig.kc, rig.train, rig.feat, rig.lim, rig.xs
+	recs, _ := rig.run(ctx, t, n)
 	trainAt := readOffsets(ctx, t, kc, train, lim)
 	q := feat.Dim()
 	want := make([]float64, 2*q)
@@ -150,6 +107,128 @@ func TestFeaturizerRecords(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Fatalf("%d records, want %d (one per upsert)", len(seen), n)
+	}
+}
+
+// rig is a broker holding trainEvents on the training topic, and what a Featurizer of
+// testConfig needs.
+type rig struct {
+	kc       stream.Config
+	train    string
+	w        *stream.Writer
+	feat     *pipeline.Features
+	lim      stream.Limits
+	xs       map[string][]float64
+	closeAll func()
+}
+
+func newRig(ctx context.Context, t *testing.T, n int) *rig {
+	t.Helper()
+	cfg := testConfig()
+	train := cfg.Kafka.Topics.Train
+	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Topics: []string{train, featrec.Topic}, Partitions: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	kc := stream.Config{Brokers: []string{b.Addr()}}
+	w, err := stream.NewWriter(stream.WriterConfig{Kafka: kc, Partitioned: true}) // the featurizer's
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	tw, err := stream.NewWriter(stream.WriterConfig{Kafka: kc, Partitioned: true}) // the producers'
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tw.Close()
+	feat, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := ingest.TrainLimits(cfg, feat.InputDim())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim.Indices = ingest.IndexLimits(feat)
+	msgs, xs := trainEvents(t, lim, train, n)
+	if err := tw.Write(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	return &rig{kc: kc, train: train, w: w, feat: feat, lim: lim, xs: xs}
+}
+
+// run runs a Featurizer until the features topic holds want records, and returns them
+// and what the featurizer skipped.
+func (r *rig) run(ctx context.Context, t *testing.T, want int) ([]stream.Message, uint64) {
+	t.Helper()
+	f, err := New(Config{Kafka: r.kc, Group: Group, Topic: r.train, Out: featrec.Topic, SessionTimeout: 2 * time.Second,
+		Writer: r.w, Features: r.feat, Limits: r.lim, Faults: fault.NewTracker(zerolog.Nop(), nil), Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var runErr error
+	wg.Go(func() { runErr = f.Run(runCtx) })
+	recs := waitRecords(ctx, t, r.kc, want)
+	stop()
+	wg.Wait()
+	if runErr != nil {
+		t.Fatal(runErr)
+	}
+	return recs, f.Skipped()
+}
+
+// TestFeaturizerSkipsApplied: events below the applied offsets the primary published
+// (featrec.AppliedGroup; here events 0–4 of partitions 0 and 1, nothing of partition
+// 2) get no record, and are counted as skipped; every other upsert gets its record.
+func TestFeaturizerSkipsApplied(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const n = 40
+	rig := newRig(ctx, t, n)
+	next := map[int]int64{0: 5, 1: 5}
+	pr, err := stream.NewProgress(rig.kc, featrec.AppliedGroup, rig.train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	if err := pr.Publish(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	all, err := stream.ReadAll(ctx, rig.kc, rig.train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := readOffsets(ctx, t, rig.kc, rig.train, rig.lim)
+	want, below := 0, 0
+	for _, pos := range at {
+		if v, ok := next[int(pos[0])]; ok && pos[1] < v {
+			continue
+		}
+		want++
+	}
+	for _, m := range all {
+		if v, ok := next[m.Partition]; ok && m.Offset < v {
+			below++
+		}
+	}
+	recs, skipped := rig.run(ctx, t, want)
+	if len(recs) != want {
+		t.Fatalf("%d records, want %d: the upserts at or above the applied offsets", len(recs), want)
+	}
+	for _, m := range recs {
+		rec, err := featrec.Decode(m.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := next[rec.Partition]; ok && rec.Offset < v {
+			t.Errorf("a record for %d@%d, which the primary applied (next %d)", rec.Partition, rec.Offset, v)
+		}
+	}
+	if skipped != uint64(below) {
+		t.Errorf("skipped %d events, want the %d below the applied offsets", skipped, below)
 	}
 }
 
