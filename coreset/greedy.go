@@ -517,7 +517,8 @@ func (st *greedyState) refreshTop(t int) {
 	st.order, st.moved = front, batch
 }
 
-// siftPositions and upPositions keep h, a slice of heap positions, a heap under before.
+// siftPositions and upPositions keep h a heap under before (before(h[0], x) for every
+// other entry x): h holds heap positions in refreshTop and tolerant, rows in topUp.
 func siftPositions(h []int, i int, before func(a, b int) bool) {
 	for {
 		l, r, top := 2*i+1, 2*i+2, i
@@ -659,26 +660,11 @@ func (st *greedyState) tolerant(t int) (p int32, at int) {
 	// order is a min-heap of the reachable positions by their rows' (pkeys, index);
 	// positions do not move before the repair below.
 	order := append(st.order[:0], st.reach(c)...)
-	first := func(a, b int) bool {
-		ja, jb := st.heap[order[a]], st.heap[order[b]]
+	first := func(a, b int) bool { // heap positions a and b
+		ja, jb := st.heap[a], st.heap[b]
 		return st.pkeys[ja] < st.pkeys[jb] || st.pkeys[ja] == st.pkeys[jb] && ja < jb
 	}
-	siftOrder := func(i int) {
-		for {
-			l, r, top := 2*i+1, 2*i+2, i
-			if l < len(order) && first(l, top) {
-				top = l
-			}
-			if r < len(order) && first(r, top) {
-				top = r
-			}
-			if top == i {
-				return
-			}
-			order[i], order[top] = order[top], order[i]
-			i = top
-		}
-	}
+	siftOrder := func(i int) { siftPositions(order, i, first) }
 	for i := len(order)/2 - 1; i >= 0; i-- {
 		siftOrder(i)
 	}
@@ -872,22 +858,7 @@ func topUpOrder(keys []uint64, selected []bool, want int) []int {
 		return a < b
 	}
 	h := make([]int, 0, want) // max-heap under less
-	down := func(i int) {
-		for {
-			l, r, big := 2*i+1, 2*i+2, i
-			if l < len(h) && less(h[big], h[l]) {
-				big = l
-			}
-			if r < len(h) && less(h[big], h[r]) {
-				big = r
-			}
-			if big == i {
-				return
-			}
-			h[i], h[big] = h[big], h[i]
-			i = big
-		}
-	}
+	down := func(i int) { siftPositions(h, i, func(a, b int) bool { return less(b, a) }) }
 	for j := range keys {
 		if selected[j] || want == 0 {
 			continue

@@ -75,20 +75,8 @@ var featuresRows = flag.Int("features.rows", 512,
 // 32 rows give each of 16 workers two, so there the join's wait on the slowest worker
 // counts as much as the work.
 func BenchmarkFeaturesConvnetBatch(b *testing.B) {
-	bb, err := NewBackbone("convnet:1x28x28-16-32-10", 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sk, err := NewSketch(bb, 4, 1024, 1, "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
 	n := *featuresRows
-	r := rand.New(rand.NewPCG(1, 2))
-	xs := make([]float64, n*bb.InDim())
-	for i := range xs {
-		xs[i] = r.Float64()
-	}
+	sk, xs := convnetSketch(b, n)
 	dst := make([]float64, n*sk.Dim())
 	sk.FeaturesBatchTo(dst, xs, n) // warm the workspace pool
 	b.ResetTimer()
@@ -161,20 +149,8 @@ func BenchmarkFeaturesSIMD(b *testing.B) {
 	if !hasAVX2FMA {
 		b.Skip("no AVX2/FMA on this machine")
 	}
-	bb, err := NewBackbone("convnet:1x28x28-16-32-10", 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sk, err := NewSketch(bb, 4, 1024, 1, "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
 	const n = 32
-	r := rand.New(rand.NewPCG(1, 2))
-	xs := make([]float64, n*bb.InDim())
-	for i := range xs {
-		xs[i] = r.Float64()
-	}
+	sk, xs := convnetSketch(b, n)
 	dst := make([]float64, n*sk.Dim())
 	sk.FeaturesBatchTo(dst, xs, n)
 	var ta, tp time.Duration
@@ -229,4 +205,23 @@ func BenchmarkKernelRow(b *testing.B) {
 	b.ReportMetric(float64(tg.Microseconds())/1000/float64(b.N), "dgemv-ms")
 	b.ReportMetric(float64(tk)/float64(tg), "x_dgemv")
 	fwhtSink = dst[0] + ref[0]
+}
+
+// convnetSketch is the MNIST convnet's sketch at h = 4, s = 1024 (backbone seed 1) and n
+// seeded inputs with entries uniform in [0, 1).
+func convnetSketch(b *testing.B, n int) (*Sketch, []float64) {
+	bb, err := NewBackbone("convnet:1x28x28-16-32-10", 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sk, err := NewSketch(bb, 4, 1024, 1, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	xs := make([]float64, n*bb.InDim())
+	for i := range xs {
+		xs[i] = r.Float64()
+	}
+	return sk, xs
 }

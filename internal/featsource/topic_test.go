@@ -21,22 +21,11 @@ import (
 func TestFeaturesTopicRetention(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 2, Topics: []string{"t.train"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	kc := stream.Config{Brokers: []string{b.Addr()}}
-	s, err := New(Config{Train: "t.train", Topic: featrec.Topic, Kafka: kc,
-		Applied: func(string, int) (int64, bool, error) { return 0, false, nil }, Faults: fault.NewTracker(zerolog.Nop(), nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(rctx) }()
-	defer func() { stop(); <-done }()
-	cl := &kafka.Client{Addr: kafka.TCP(b.Addr())}
+	kc := runSource(ctx, t, 2, func(kc stream.Config) Config {
+		return Config{Train: "t.train", Topic: featrec.Topic, Kafka: kc,
+			Applied: func(string, int) (int64, bool, error) { return 0, false, nil }, Faults: fault.NewTracker(zerolog.Nop(), nil)}
+	})
+	cl := &kafka.Client{Addr: kafka.TCP(kc.Brokers...)}
 	for {
 		resp, err := cl.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
 			ResourceType: kafka.ResourceTypeTopic, ResourceName: featrec.Topic, ConfigNames: []string{"retention.ms"}}}})
@@ -66,23 +55,12 @@ func TestFeaturesTopicRetention(t *testing.T) {
 func TestPublishApplied(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: 3, Topics: []string{"t.train"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	kc := stream.Config{Brokers: []string{b.Addr()}}
 	var leads atomic.Bool
 	applied := func(_ string, p int) (int64, bool, error) { return int64(10 * p), p != 2, nil }
-	s, err := New(Config{Train: "t.train", Topic: featrec.Topic, Kafka: kc, Applied: applied,
-		Faults: fault.NewTracker(zerolog.Nop(), nil), Publish: leads.Load})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(rctx) }()
-	defer func() { stop(); <-done }()
+	kc := runSource(ctx, t, 3, func(kc stream.Config) Config {
+		return Config{Train: "t.train", Topic: featrec.Topic, Kafka: kc, Applied: applied,
+			Faults: fault.NewTracker(zerolog.Nop(), nil), Publish: leads.Load}
+	})
 	pr, err := stream.NewProgress(kc, featrec.AppliedGroup, "t.train")
 	if err != nil {
 		t.Fatal(err)
@@ -104,4 +82,25 @@ func TestPublishApplied(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// runSource starts a broker with the training topic t.train of parts partitions and
+// runs a Source of the Config that cfg makes for it until the test ends.
+func runSource(ctx context.Context, t *testing.T, parts int, cfg func(stream.Config) Config) stream.Config {
+	t.Helper()
+	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Partitions: parts, Topics: []string{"t.train"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := stream.Config{Brokers: []string{b.Addr()}}
+	s, err := New(cfg(kc))
+	if err != nil {
+		b.Close()
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(rctx) }()
+	t.Cleanup(func() { stop(); <-done; b.Close() })
+	return kc
 }

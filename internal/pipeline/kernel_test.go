@@ -22,19 +22,7 @@ func TestKernelTo(t *testing.T) {
 	const q, m = 2053, 11
 	br := kernelRows(q)
 	for _, n := range []int{1, br - 1, br, 2*br + 3} {
-		g := make([][]float32, n)
-		for i := range g {
-			g[i] = make([]float32, q)
-			for j := range g[i] {
-				g[i][j] = float32(r.NormFloat64())
-			}
-		}
-		z := mat.NewDense(m, q, nil)
-		for i := range m {
-			for j := range q {
-				z.Set(i, j, r.NormFloat64())
-			}
-		}
+		g, z := randKernelInputs(r, n, m, q)
 		dst := mat.NewDense(n, m, nil)
 		KernelTo(dst, g, z)
 		for i := range n {
@@ -64,19 +52,7 @@ func TestKernelToCores(t *testing.T) {
 	const q, m = 2053, 64
 	br := kernelRows(q)
 	for _, n := range []int{br - 1, 2*br + 1, 3*br + 7} {
-		g := make([][]float32, n)
-		for i := range g {
-			g[i] = make([]float32, q)
-			for j := range g[i] {
-				g[i][j] = float32(r.NormFloat64())
-			}
-		}
-		z := mat.NewDense(m, q, nil)
-		for i := range m {
-			for j := range q {
-				z.Set(i, j, r.NormFloat64())
-			}
-		}
+		g, z := randKernelInputs(r, n, m, q)
 		want := mat.NewDense(n, m, nil)
 		zt := mat.DenseCopyOf(z.T()).RawMatrix()
 		for lo := 0; lo < n; lo += br {
@@ -102,4 +78,22 @@ func TestKernelToCores(t *testing.T) {
 			}
 		}
 	}
+}
+
+// randKernelInputs draws n float32 rows of length q and an m×q matrix, standard normal.
+func randKernelInputs(r *rand.Rand, n, m, q int) ([][]float32, *mat.Dense) {
+	g := make([][]float32, n)
+	for i := range g {
+		g[i] = make([]float32, q)
+		for j := range g[i] {
+			g[i][j] = float32(r.NormFloat64())
+		}
+	}
+	z := mat.NewDense(m, q, nil)
+	for i := range m {
+		for j := range q {
+			z.Set(i, j, r.NormFloat64())
+		}
+	}
+	return g, z
 }
