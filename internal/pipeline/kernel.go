@@ -23,7 +23,7 @@ func kernelRows(q int) int { return max(1, kernelBytes/(8*max(q, 1))) }
 // installed BLAS (blas64.Gemm, which splits its rows over the cores) on blocks of
 // kernelRows rows: the rows are read where they are, so nothing of size len(g)×q is
 // allocated. Each block's rows are widened in chunks side by side (internal/base/par; on
-// one goroutine that copy was a quarter of a block's time at 16 cores). The result is a
+// one goroutine the copy ran while the other cores waited for the product). The result is a
 // function of the arguments alone (each block's product is). g and z are not modified;
 // wrong shapes panic.
 func KernelTo(dst *mat.Dense, g [][]float32, z *mat.Dense) {

@@ -163,8 +163,8 @@ func gemm[T scalar](mk micro[T], pool *sync.Pool, tA, tB blas.Transpose, m, n, k
 				continue
 			}
 			// Each goroutine packs its share of op(B)'s panels, waits for the others'
-			// (packed), then multiplies its rows: the packing, a copy, is no longer
-			// serial (at 16 cores it was a third of a 1,024×1,024×256 product's time).
+			// (packed), then multiplies its rows: the packing, a copy, no longer runs on
+			// one goroutine while the others wait for it.
 			var packed, wg sync.WaitGroup
 			packed.Add(w)
 			run := func(wi int) {
