@@ -154,8 +154,17 @@ type partition struct {
 type refitCounter struct {
 	count   atomic.Uint64
 	secs    atomic.Uint64 // float64 bits
+	phases  atomic.Pointer[map[string]float64]
 	running atomic.Bool
 	kick    chan struct{}
+}
+
+// derefPhases is *p, nil for nil.
+func derefPhases(p *map[string]float64) map[string]float64 {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 // poolStatus is the ingest's state as last published by the train handler.
@@ -240,7 +249,8 @@ func (d *Daemon) Metrics() *metrics.Set { return d.metrics }
 func (d *Daemon) Status() StatusReport {
 	st := StatusReport{Refits: d.refits.count.Load(), RefitRunning: d.refits.running.Load(),
 		RefitSeconds: math.Float64frombits(d.refits.secs.Load()), Queries: d.answers.Count(),
-		Role: d.cfg.Role, Leading: d.leading.Load(), Backbone: status.BackboneOf(d.feat)}
+		RefitPhases: derefPhases(d.refits.phases.Load()),
+		Role:        d.cfg.Role, Leading: d.leading.Load(), Backbone: status.BackboneOf(d.feat)}
 	select {
 	case <-d.ready: // after restore, which set featSrc
 		st.Ready = !d.stopping.Load()

@@ -223,6 +223,9 @@ func (d *Daemon) finishRefit(snap *job, c *refitCommit, secs, syncSecs float64) 
 	d.train.mu.Unlock()
 	d.refits.count.Add(1)
 	d.refits.secs.Store(math.Float64bits(secs))
+	d.refits.phases.Store(&map[string]float64{"sync": syncSecs, "blocks": ft.Seconds["blocks"],
+		"init": ft.Seconds["kernel"] + ft.Seconds["init"], "fit": ft.Seconds["fit"], "reseed": ft.Seconds["reseed"],
+		"reseed_beside": ft.Seconds["reseed_beside"], "serving": ft.Seconds["serving"]})
 	d.metrics.ObserveRefit(secs, nil)
 	for _, rec := range audited {
 		d.metrics.ObserveAudit(time.Since(rec.Applied).Seconds())

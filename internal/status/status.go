@@ -56,8 +56,12 @@ type Report struct {
 	// Refits counts completed refits since start; RefitRunning says one is in progress.
 	Refits       uint64 `json:"refits"`
 	RefitRunning bool   `json:"refit_running"`
-	// RefitSeconds is the wall time of the last completed refit (snapshot to install).
-	RefitSeconds float64 `json:"refit_seconds"`
+	// RefitSeconds is the wall time of the last completed refit (snapshot to install);
+	// RefitPhases its phases' seconds, as its "model installed" log line gives them
+	// (sync, blocks, init, fit, reseed, serving, and reseed_beside: the reseed
+	// measurement's own time beside the fits). Absent before the first refit.
+	RefitSeconds float64            `json:"refit_seconds"`
+	RefitPhases  map[string]float64 `json:"refit_phase_seconds,omitempty"`
 	// PendingDeletions are deletions applied whose audit has not been emitted yet.
 	PendingDeletions int `json:"pending_deletions"`
 	// Queries counts answered queries since start.

@@ -65,8 +65,12 @@ type Report struct {
 	QueryKafkaP50Ms     float64 `json:"query_kafka_p50_ms"`
 	QueryKafkaP99Ms     float64 `json:"query_kafka_p99_ms"`
 
-	// RefitSeconds is Status().RefitSeconds of the model fitted on the n points.
-	RefitSeconds float64 `json:"refit_seconds"`
+	// RefitSeconds is Status().RefitSeconds of the model fitted on the n points, and
+	// RefitPhaseSeconds its phases (Status().RefitPhases: sync, blocks, init, fit, reseed,
+	// reseed_beside, serving); DeletionRefitPhaseSeconds those of the deletion's refit.
+	RefitSeconds              float64            `json:"refit_seconds"`
+	RefitPhaseSeconds         map[string]float64 `json:"refit_phase_seconds,omitempty"`
+	DeletionRefitPhaseSeconds map[string]float64 `json:"deletion_refit_phase_seconds,omitempty"`
 	// DeletedID is the deleted landmark; DeletionToAuditSeconds the time from writing
 	// the delete until its audit arrived; DeletionRefitSeconds the refit that the
 	// deletion triggered (Status().RefitSeconds once the audit is in).

@@ -174,7 +174,7 @@ func (r *benchRun) ingest(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rep.RefitSeconds = st.RefitSeconds
+	rep.RefitSeconds, rep.RefitPhaseSeconds = st.RefitSeconds, st.RefitPhases
 	// The samples now cover the ingest's end.
 	ls := LoadShare{Reference: r.smp.share(r.refAt[0], r.refAt[1]), Ingest: r.smp.share(ingestAt[0], ingestAt[1])}
 	if !math.IsNaN(ls.Reference) && !math.IsNaN(ls.Ingest) {
@@ -297,7 +297,8 @@ func (r *benchRun) deleteLandmark(ctx context.Context) error {
 		return fmt.Errorf("deleting %s: %w", rep.DeletedID, err)
 	}
 	rep.DeletionToAuditSeconds = time.Since(t2).Seconds()
-	rep.DeletionRefitSeconds = r.h.D.Status().RefitSeconds
+	dst := r.h.D.Status()
+	rep.DeletionRefitSeconds, rep.DeletionRefitPhaseSeconds = dst.RefitSeconds, dst.RefitPhases
 	rep.DeletionToAuditMinusRefitSeconds = rep.DeletionToAuditSeconds - rep.DeletionRefitSeconds
 	return nil
 }

@@ -89,6 +89,25 @@ func TestRun(t *testing.T) {
 			t.Errorf("load-corrected ratio %v, want %v", got, want)
 		}
 	}
+	// Both refits' phases are reported (the phase table of #37), each phase within
+	// its refit's seconds, and their sum no more than the refit's.
+	for name, ph := range map[string]map[string]float64{"refit": rep.RefitPhaseSeconds, "deletion refit": rep.DeletionRefitPhaseSeconds} {
+		total := rep.RefitSeconds
+		if name != "refit" {
+			total = rep.DeletionRefitSeconds
+		}
+		var sum float64
+		for _, k := range []string{"sync", "blocks", "init", "fit", "reseed", "serving"} {
+			v, ok := ph[k]
+			if !ok || !(v >= 0) || v > total {
+				t.Errorf("%s phase %s = %v (reported %v), want within [0, %v]", name, k, v, ok, total)
+			}
+			sum += v
+		}
+		if sum > total*1.001 {
+			t.Errorf("%s phases add to %v s, more than the refit's %v s", name, sum, total)
+		}
+	}
 	if got, want := rep.DeletionToAuditMinusRefitSeconds, rep.DeletionToAuditSeconds-rep.DeletionRefitSeconds; got != want {
 		t.Errorf("deletion_to_audit_minus_refit %v, want %v", got, want)
 	}
