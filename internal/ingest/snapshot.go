@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairnhq/cairn/coreset"
+	"github.com/cairnhq/cairn/internal/base/par"
 	"github.com/cairnhq/cairn/internal/pipeline"
 )
 
@@ -81,16 +82,27 @@ func FeatureRows(ctx context.Context, f *pipeline.Features, ids []string, entrie
 		}
 		hi := min(lo+syncChunk, len(miss))
 		views, buf = grow(views, (hi-lo)*d), grow(buf, (hi-lo)*q)
-		for r, i := range miss[lo:hi] {
-			f.ViewTo(views[r*d:(r+1)*d], entries[i].X, ids[i], v)
-		}
+		rows := miss[lo:hi]
+		// The views and the float32 copies, like ψ, in chunks side by side: on one
+		// goroutine they were a few per cent of a chunk's time on two cores, and more
+		// the more cores ψ has.
+		par.For(len(rows), rowsPerTask, par.Workers(len(rows), rowsPerTask), func(_, a, b int) {
+			for r := a; r < b; r++ {
+				f.ViewTo(views[r*d:(r+1)*d], entries[rows[r]].X, ids[rows[r]], v)
+			}
+		})
 		f.FeaturesTo(buf, views, hi-lo)
-		for r, i := range miss[lo:hi] {
-			out[i] = to32(buf[r*q : (r+1)*q])
-		}
+		par.For(len(rows), rowsPerTask, par.Workers(len(rows), rowsPerTask), func(_, a, b int) {
+			for r := a; r < b; r++ {
+				out[rows[r]] = to32(buf[r*q : (r+1)*q])
+			}
+		})
 	}
 	return out, nil
 }
+
+// rowsPerTask is the row count of one chunk of FeatureRows' views and copies.
+const rowsPerTask = 16
 
 // Selection is batch greedy pivoted Cholesky of both views over a set of points
 // (coreset.Config.PlanRows32 and GreedyRows32 on FeatureRows): the rows it read (the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -39,8 +40,17 @@ func randPoints(r *rand.Rand, n, d int) ([]string, []float64) {
 // TestBothViewsToMatchesSequential: the parallel batch path must give, bit for bit, the
 // features of a plain sequential computation straight from dataset and entk rounded to
 // float32, for any batch size (so a point's features do not depend on the batch it
-// arrives in), and FeaturesTo the same.
+// arrives in), and FeaturesTo the same, at GOMAXPROCS 1, 2 and 3 (the views, ψ and the
+// rounding run in chunks side by side).
 func TestBothViewsToMatchesSequential(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2, 3} {
+		runtime.GOMAXPROCS(procs)
+		bothViewsAgainstSequential(t)
+	}
+}
+
+func bothViewsAgainstSequential(t *testing.T) {
 	for _, arch := range []string{"mlp:6-8-4", "convnet:1x6x6-2-3"} {
 		cfg := testConfig()
 		cfg.Model.Arch = arch
