@@ -858,21 +858,15 @@ func topUpOrder(keys []uint64, selected []bool, want int) []int {
 		return a < b
 	}
 	h := make([]int, 0, want) // max-heap under less
-	down := func(i int) { siftPositions(h, i, func(a, b int) bool { return less(b, a) }) }
+	after := func(a, b int) bool { return less(b, a) }
+	down := func(i int) { siftPositions(h, i, after) }
 	for j := range keys {
 		if selected[j] || want == 0 {
 			continue
 		}
 		if len(h) < want {
 			h = append(h, j)
-			for i := len(h) - 1; i > 0; {
-				p := (i - 1) / 2
-				if !less(h[p], h[i]) {
-					break
-				}
-				h[p], h[i] = h[i], h[p]
-				i = p
-			}
+			upPositions(h, len(h)-1, after)
 		} else if less(j, h[0]) {
 			h[0] = j
 			down(0)

@@ -223,18 +223,18 @@ func (d *Daemon) finishRefit(snap *job, c *refitCommit, secs, syncSecs float64) 
 	d.train.mu.Unlock()
 	d.refits.count.Add(1)
 	d.refits.secs.Store(math.Float64bits(secs))
-	d.refits.phases.Store(&map[string]float64{"sync": syncSecs, "blocks": ft.Seconds["blocks"],
-		"init": ft.Seconds["kernel"] + ft.Seconds["init"], "fit": ft.Seconds["fit"], "reseed": ft.Seconds["reseed"],
-		"reseed_beside": ft.Seconds["reseed_beside"], "serving": ft.Seconds["serving"]})
+	ph := map[string]float64{"sync": syncSecs, "blocks": ft.Seconds["blocks"], "init": ft.Seconds["kernel"] + ft.Seconds["init"],
+		"fit": ft.Seconds["fit"], "reseed": ft.Seconds["reseed"], "reseed_beside": ft.Seconds["reseed_beside"], "serving": ft.Seconds["serving"]}
+	d.refits.phases.Store(&ph)
 	d.metrics.ObserveRefit(secs, nil)
 	for _, rec := range audited {
 		d.metrics.ObserveAudit(time.Since(rec.Applied).Seconds())
 	}
-	d.log.Info().Uint64("model", version).Str("model_id", ft.Meta.ID).Int("points", ft.Meta.Points).
+	ev := d.log.Info().Uint64("model", version).Str("model_id", ft.Meta.ID).Int("points", ft.Meta.Points).
 		Int("landmarks", len(ft.Model.Landmarks)).Str("reason", snap.reason).Float64("seconds", secs).
-		Int("audits", len(audits)).Str("selected_by", ft.Meta.SelectedBy).Float64("sync_seconds", syncSecs).
-		Float64("blocks_seconds", ft.Seconds["blocks"]).Float64("init_seconds", ft.Seconds["kernel"]+ft.Seconds["init"]).
-		Int("epochs", ft.Meta.Epochs).Int("best_epoch", ft.Meta.BestEpoch).Float64("fit_seconds", ft.Seconds["fit"]).
-		Float64("reseed_seconds", ft.Seconds["reseed"]).Float64("reseed_beside_seconds", ft.Seconds["reseed_beside"]).
-		Float64("serving_seconds", ft.Seconds["serving"]).Msg("model installed")
+		Int("audits", len(audits)).Str("selected_by", ft.Meta.SelectedBy).Int("epochs", ft.Meta.Epochs).Int("best_epoch", ft.Meta.BestEpoch)
+	for _, k := range []string{"sync", "blocks", "init", "fit", "reseed", "reseed_beside", "serving"} {
+		ev = ev.Float64(k+"_seconds", ph[k])
+	}
+	ev.Msg("model installed")
 }

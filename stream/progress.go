@@ -48,7 +48,7 @@ func (p *Progress) Publish(ctx context.Context, next map[int]int64) error {
 		return nil
 	}
 	req := &kafka.OffsetCommitRequest{GroupID: p.group, GenerationID: -1, Topics: map[string][]kafka.OffsetCommit{}}
-	for _, part := range sortedKeys(next) {
+	for _, part := range slices.Sorted(maps.Keys(next)) {
 		req.Topics[p.topic] = append(req.Topics[p.topic], kafka.OffsetCommit{Partition: part, Offset: next[part]})
 	}
 	resp, err := p.cl.OffsetCommit(ctx, req)
@@ -87,8 +87,3 @@ func (p *Progress) Read(ctx context.Context, parts []int) (map[int]int64, error)
 
 // Close releases the connections.
 func (p *Progress) Close() { p.tr.CloseIdleConnections() }
-
-// sortedKeys returns m's keys in increasing order.
-func sortedKeys(m map[int]int64) []int {
-	return slices.Sorted(maps.Keys(m))
-}

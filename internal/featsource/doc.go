@@ -55,10 +55,20 @@
 // needs them waits until the others' records are in and the patience has passed, and
 // then featurizes them itself.
 //
+// # Publishing the applied offsets
+//
+// With Config.Publish set, Run also publishes, every publishEvery while the daemon
+// leads, the offset after each training partition's applied one as the committed
+// offsets of featrec.AppliedGroup, a consumer group without members
+// (stream.Progress). Featurizers skip the events below them, so that the rows the
+// primary computed itself after a timeout are not computed again. The offsets only
+// save work: a featurizer that cannot read them computes everything, and a record
+// for an applied event is dropped as stale.
+//
 // # Concurrency
 //
-// Run reads on its own goroutines, one per partition (joined before it returns), which
-// file under the Source's lock; Lookup may be called
+// Run reads on its own goroutines, one per partition, and publishes on one more (all
+// joined before it returns); the readers file under the Source's lock; Lookup may be called
 // from another goroutine (the training reader's) at any time, also before Run starts
 // or after it ends. A Source is used by one primary: Lookup hands records over.
 package featsource

@@ -6,7 +6,9 @@
 // and sketch settings as the primary's, so the same fingerprint), and writes each as a
 // feature record (internal/featrec) to the features topic (featrec.Topic), keyed by the
 // point's id, on the training event's own partition, acknowledged by all in-sync
-// replicas. Deletions, tombstones and events that do not decode produce nothing: the
+// replicas. Events below the primary's applied offsets (featrec.AppliedGroup, read
+// every readApplied) are skipped: the primary has them already. Deletions, tombstones
+// and events that do not decode produce nothing: the
 // primary dead-letters what it must, and a consumer of the records computes whatever
 // has none itself. A primary with ingest.featurizers set reads them
 // (internal/featsource), applies a record only when every field matches its own
