@@ -90,7 +90,7 @@ func TestValidateSmall(t *testing.T) {
 			}
 		}
 	}
-	check("rankings", rep.Rankings, "displacement", "representer", "entk", "entk_cosine")
+	check("rankings", rep.Rankings, "displacement", "representer", "entk", "entk_cosine", "graddot", "graddot_all", "label_ntk", "label_ntk_all")
 	check("baselines", rep.Baselines, "random", "trak", "class")
 	check("signed", rep.Signed, "displacement", "representer", "entk", "entk_cosine")
 	s := rep.Settings

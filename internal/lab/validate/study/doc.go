@@ -24,7 +24,10 @@
 //     mean ‖ψ‖²; class, 1 for the points of the query's class: what the class composition
 //     of a half alone predicts). As a diagnostic, each ranking is also scored signed by
 //     the class the served backbone predicts for the query (validate.SignedTo), reported
-//     under "signed".
+//     under "signed". The linearized-margin study rows (validate.MarginRows) take the
+//     served backbone's exact gradients: J_tᵀ u_t of each query's predicted-class margin
+//     and J_iᵀ g_i of each point, on the landmarks' view inputs and on every stored
+//     point's plain input (marginScores), one backward pass per query and per point.
 //  4. --halves seeded halves of the stored points (validate.Halves). On each, --retrains
 //     networks are trained again with the same options, the first from the served
 //     backbone's seeded initialization (so with one retrain the halves differ only in

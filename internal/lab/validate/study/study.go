@@ -159,6 +159,7 @@ func Run(ctx context.Context, o *Options, progress io.Writer) (*validate.Report,
 	if err != nil {
 		return nil, err
 	}
+	v.marginScores(model.Backbone, fm, sc)
 	v.secs["scores"] = time.Since(t0).Seconds()
 	halves := validate.Halves(v.mo.Pipeline.Seed, v.all.Set.N, o.Halves)
 	margins, err := v.retrain(ctx, halves)

@@ -1,0 +1,97 @@
+package study
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/base/vec"
+	"github.com/cairnhq/cairn/internal/lab/offline"
+	"github.com/cairnhq/cairn/internal/lab/validate"
+)
+
+// marginScores adds the linearized-margin study rows (validate.MarginRows) to sc: on the
+// landmark points (their views' inputs, fm.Info.LandmarkX, summed per point) and on every
+// stored point's plain input.
+func (v *validation) marginScores(b entk.Backbone, fm *offline.Model, sc *scores) {
+	nq, n, dim := v.qs.N, v.all.Set.N, v.all.Set.D
+	qx := make([][]float64, nq)
+	for t := range qx {
+		qx[t] = v.qs.Row(t)
+	}
+	vt := marginGradients(b, qx, v.all.Set.Classes)
+	lab := v.all.Set.Labels
+	lx := make([][]float64, len(sc.point))
+	ly := make([]int, len(sc.point))
+	for l, i := range sc.point {
+		lx[l], ly[l] = fm.Info.LandmarkX[l*dim:(l+1)*dim], lab[i]
+	}
+	px := make([][]float64, n)
+	for i := range px {
+		px[i] = v.all.Set.Row(i)
+	}
+	for _, grad := range []bool{true, false} {
+		name := validate.LabelNTK
+		if grad {
+			name = validate.GradDot
+		}
+		lm := pointMarginScores(b, vt, lx, ly, grad)
+		sc.points[name] = make([][]float64, nq)
+		for t := range nq {
+			sc.points[name][t] = make([]float64, n)
+			validate.PointSumTo(sc.points[name][t], lm[t], sc.point)
+		}
+		sc.points[name+"_all"] = pointMarginScores(b, vt, px, lab, grad)
+	}
+}
+
+// marginGradients returns J_tᵀ u_t for each query input x[t], u_t its predicted-class
+// margin's cotangent (validate.MarginCotangentTo over the first classes outputs).
+func marginGradients(b entk.Backbone, x [][]float64, classes int) [][]float64 {
+	d := b.OutDim()
+	classes = min(classes, d)
+	ws := b.NewWorkspace()
+	out, u := make([]float64, d), make([]float64, d)
+	vt := make([][]float64, len(x))
+	for t, xt := range x {
+		b.Forward(out, xt, ws)
+		validate.MarginCotangentTo(u, out, classes)
+		vt[t] = make([]float64, b.NumParams())
+		b.Backward(vt[t], u, ws)
+	}
+	return vt
+}
+
+// pointMarginScores returns s[t][i] = ⟨vt[t], J_iᵀ g_i⟩ for the points x[i] of labels
+// y[i], g_i their cotangents (validate.PointCotangentTo with grad), on two goroutines (the
+// points split by parity; each score is one point's own, so the split changes no bit).
+func pointMarginScores(b entk.Backbone, vt, x [][]float64, y []int, grad bool) [][]float64 {
+	if len(x) != len(y) {
+		panic(fmt.Sprintf("study: pointMarginScores: %d points, %d labels", len(x), len(y)))
+	}
+	s := make([][]float64, len(vt))
+	for t := range s {
+		s[t] = make([]float64, len(x))
+	}
+	const workers = 2
+	var wg sync.WaitGroup
+	for wk := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := b.OutDim()
+			ws := b.NewWorkspace()
+			out, g, w := make([]float64, d), make([]float64, d), make([]float64, b.NumParams())
+			for i := wk; i < len(x); i += workers {
+				b.Forward(out, x[i], ws)
+				validate.PointCotangentTo(g, out, y[i], grad)
+				b.Backward(w, g, ws)
+				for t, v := range vt {
+					s[t][i] = vec.Dot(v, w)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return s
+}
