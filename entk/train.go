@@ -171,7 +171,7 @@ func (g gradWorkers) lossGradTo(dst []float64, b Backbone, xs []float64, labels 
 			wk.loss = 0
 			for _, i := range batch[k*bs/w : (k+1)*bs/w] {
 				b.Forward(wk.out, xs[i*in:(i+1)*in], wk.ws)
-				wk.loss += softmaxResidualTo(wk.res, wk.out, labels[i])
+				wk.loss += SoftmaxResidualTo(wk.res, wk.out, labels[i])
 				b.Backward(wk.grad, wk.res, wk.ws)
 				for j, gj := range wk.grad {
 					wk.acc[j] += gj
@@ -195,9 +195,10 @@ func (g gradWorkers) lossGradTo(dst []float64, b Backbone, xs []float64, labels 
 	return loss * inv
 }
 
-// softmaxResidualTo writes w = softmax(out) − e_y and returns −log softmax(out)_y, in the
-// max-shifted form so that no exponential overflows.
-func softmaxResidualTo(w, out []float64, y int) float64 {
+// SoftmaxResidualTo writes w = softmax(out) − e_y, the gradient of the softmax
+// cross-entropy of label y in the logits out, and returns −log softmax(out)_y, in the
+// max-shifted form so that no exponential overflows. out is not modified.
+func SoftmaxResidualTo(w, out []float64, y int) float64 {
 	mx := out[0]
 	for _, o := range out[1:] {
 		mx = max(mx, o)

@@ -2,7 +2,8 @@ package validate
 
 import (
 	"fmt"
-	"math"
+
+	"github.com/cairnhq/cairn/entk"
 )
 
 // The linearized-margin study rows (not served; 2026-11-27): the first-order change of the
@@ -55,9 +56,9 @@ func MarginCotangentTo(u, out []float64, classes int) int {
 }
 
 // PointCotangentTo writes point i's cotangent for label y into g: with grad, the negative
-// gradient of its softmax cross-entropy in the logits out, g = e_y − softmax(out) (what
-// entk.Train's step moves the logits by); without, the label part alone centred over the
-// d outputs, g = e_y − 1/d.
+// gradient of its softmax cross-entropy in the logits out, g = e_y − softmax(out)
+// (entk.SoftmaxResidualTo negated, bit for bit: what entk.Train's step moves the logits
+// by); without, the label part alone centred over the d outputs, g = e_y − 1/d.
 func PointCotangentTo(g, out []float64, y int, grad bool) {
 	d := len(out)
 	if len(g) != d || y < 0 || y >= d {
@@ -70,17 +71,8 @@ func PointCotangentTo(g, out []float64, y int, grad bool) {
 		g[y]++
 		return
 	}
-	mx := math.Inf(-1)
-	for _, v := range out {
-		mx = max(mx, v)
-	}
-	s := 0.0
-	for k, v := range out {
-		g[k] = math.Exp(v - mx)
-		s += g[k]
-	}
+	entk.SoftmaxResidualTo(g, out, y)
 	for k := range g {
-		g[k] = -g[k] / s
+		g[k] = -g[k]
 	}
-	g[y]++
 }
