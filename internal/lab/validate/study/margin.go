@@ -30,18 +30,17 @@ func (v *validation) marginScores(b entk.Backbone, fm *offline.Model, sc *scores
 	for i := range px {
 		px[i] = v.all.Set.Row(i)
 	}
-	for _, grad := range []bool{true, false} {
-		name := validate.LabelNTK
-		if grad {
-			name = validate.GradDot
-		}
-		lm := pointMarginScores(b, vt, lx, ly, grad)
-		sc.points[name] = make([][]float64, nq)
+	for _, r := range []struct {
+		landmarks, all string
+		grad           bool
+	}{{validate.GradDot, validate.GradDotAll, true}, {validate.LabelNTK, validate.LabelNTKAll, false}} {
+		lm := pointMarginScores(b, vt, lx, ly, r.grad)
+		sc.points[r.landmarks] = make([][]float64, nq)
 		for t := range nq {
-			sc.points[name][t] = make([]float64, n)
-			validate.PointSumTo(sc.points[name][t], lm[t], sc.point)
+			sc.points[r.landmarks][t] = make([]float64, n)
+			validate.PointSumTo(sc.points[r.landmarks][t], lm[t], sc.point)
 		}
-		sc.points[name+"_all"] = pointMarginScores(b, vt, px, lab, grad)
+		sc.points[r.all] = pointMarginScores(b, vt, px, lab, r.grad)
 	}
 }
 
