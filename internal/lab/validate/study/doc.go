@@ -27,7 +27,8 @@
 //     under "signed". The linearized-margin study rows (validate.MarginRows) take the
 //     served backbone's exact gradients: J_tᵀ u_t of each query's predicted-class margin
 //     and J_iᵀ g_i of each point, on the landmarks' view inputs and on every stored
-//     point's plain input (marginScores), one backward pass per query and per point.
+//     point's plain input (marginScores): one backward pass per query, one forward and two
+//     backward passes per point.
 //  4. --halves seeded halves of the stored points (validate.Halves). On each, --retrains
 //     networks are trained again with the same options, the first from the served
 //     backbone's seeded initialization (so with one retrain the halves differ only in

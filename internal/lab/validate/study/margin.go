@@ -30,17 +30,15 @@ func (v *validation) marginScores(b entk.Backbone, fm *offline.Model, sc *scores
 	for i := range px {
 		px[i] = v.all.Set.Row(i)
 	}
-	for _, r := range []struct {
-		landmarks, all string
-		grad           bool
-	}{{validate.GradDot, validate.GradDotAll, true}, {validate.LabelNTK, validate.LabelNTKAll, false}} {
-		lm := pointMarginScores(b, vt, lx, ly, r.grad)
-		sc.points[r.landmarks] = make([][]float64, nq)
+	lm := pointMarginScores(b, vt, lx, ly)
+	all := pointMarginScores(b, vt, px, lab)
+	for g, r := range [][2]string{{validate.GradDot, validate.GradDotAll}, {validate.LabelNTK, validate.LabelNTKAll}} {
+		sc.points[r[0]] = make([][]float64, nq)
 		for t := range nq {
-			sc.points[r.landmarks][t] = make([]float64, n)
-			validate.PointSumTo(sc.points[r.landmarks][t], lm[t], sc.point)
+			sc.points[r[0]][t] = make([]float64, n)
+			validate.PointSumTo(sc.points[r[0]][t], lm[g][t], sc.point)
 		}
-		sc.points[r.all] = pointMarginScores(b, vt, px, lab, r.grad)
+		sc.points[r[1]] = all[g]
 	}
 }
 
@@ -61,16 +59,20 @@ func marginGradients(b entk.Backbone, x [][]float64, classes int) [][]float64 {
 	return vt
 }
 
-// pointMarginScores returns s[t][i] = ⟨vt[t], J_iᵀ g_i⟩ for the points x[i] of labels
-// y[i], g_i their cotangents (validate.PointCotangentTo with grad), on two goroutines (the
+// pointMarginScores returns s[g][t][i] = ⟨vt[t], J_iᵀ g_i⟩ for the points x[i] of labels
+// y[i], with g_i their cotangents (validate.PointCotangentTo) with grad (g = 0) and
+// without (g = 1): one forward and two backward passes a point, on two goroutines (the
 // points split by parity; each score is one point's own, so the split changes no bit).
-func pointMarginScores(b entk.Backbone, vt, x [][]float64, y []int, grad bool) [][]float64 {
+func pointMarginScores(b entk.Backbone, vt, x [][]float64, y []int) [2][][]float64 {
 	if len(x) != len(y) {
 		panic(fmt.Sprintf("study: pointMarginScores: %d points, %d labels", len(x), len(y)))
 	}
-	s := make([][]float64, len(vt))
-	for t := range s {
-		s[t] = make([]float64, len(x))
+	var s [2][][]float64
+	for g := range s {
+		s[g] = make([][]float64, len(vt))
+		for t := range s[g] {
+			s[g][t] = make([]float64, len(x))
+		}
 	}
 	const workers = 2
 	var wg sync.WaitGroup
@@ -80,13 +82,15 @@ func pointMarginScores(b entk.Backbone, vt, x [][]float64, y []int, grad bool) [
 			defer wg.Done()
 			d := b.OutDim()
 			ws := b.NewWorkspace()
-			out, g, w := make([]float64, d), make([]float64, d), make([]float64, b.NumParams())
+			out, cot, w := make([]float64, d), make([]float64, d), make([]float64, b.NumParams())
 			for i := wk; i < len(x); i += workers {
 				b.Forward(out, x[i], ws)
-				validate.PointCotangentTo(g, out, y[i], grad)
-				b.Backward(w, g, ws)
-				for t, v := range vt {
-					s[t][i] = vec.Dot(v, w)
+				for g, grad := range []bool{true, false} {
+					validate.PointCotangentTo(cot, out, y[i], grad)
+					b.Backward(w, cot, ws)
+					for t, v := range vt {
+						s[g][t][i] = vec.Dot(v, w)
+					}
 				}
 			}
 		}()
