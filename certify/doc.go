@@ -45,14 +45,23 @@
 //     pool again under another model.seed's sketch and compares the exact-eNTK top-K of
 //     sample queries under both pools: ingest.MeasureReseed); the fit part covers the
 //     fit's draws (initializer, minibatch order) on the served pool: 1 for a fit-free
-//     ranking (Similarity), FitStability from R ≥ 2 fits for the displacement (a plug-in
+//     ranking (Similarity; Gradient has no pool part either and is 1 whole), FitStability from R ≥ 2 fits for the displacement (a plug-in
 //     estimate), unknown for the representer (no per-fit coefficients are kept), which
 //     therefore never certifies. Either part unknown leaves the answer unstable.
 //
 // # Rankings
 //
-// Three scores rank the landmarks for a query t (Ranking, ParseRanking):
+// Four scores rank the training points for a query t (Ranking, ParseRanking). The
+// first ranks every labelled stored point of the served model, the other three its
+// landmarks:
 //
+//   - "gradient" (Gradient, the default): ⟨J_tᵀu_t, J_iᵀg_i⟩, the first-order change of
+//     the query's predicted-class margin under one gradient step on point i, from the
+//     served backbone's exact gradients. Neither the fit, the pool nor a seed enters
+//     it, so its stability is 1; it is the score that predicts retraining best
+//     (docs/validate). It needs the points' labels and their rows in memory
+//     (internal/serving's GradRows); without them the daemon's default falls back to
+//     "entk".
 //   - "entk" (Similarity): k*(x_t, x_ℓ), the exact eNTK similarity; no fit enters it.
 //   - "displacement": the paper's I_ℓt = k(x_t, x_ℓ)·ω_ℓ (eq. conditional-score), what
 //     cairnctl reproduce uses for the paper's tables.
@@ -61,7 +70,9 @@
 //
 // Each is certified against its exact computation as the displacement is: kernel-times-
 // weight rankings through CertifyTo/CertifyBoundedTo (ω = 1 for the similarity), the
-// representer through CertifyIntervalsTo.
+// representer and the gradient ranking through CertifyIntervalsTo (the gradient's radii
+// bound the float32 rounding of the stored rows and of the dot products, so its
+// intervals are deterministic).
 //
 // # Memory and concurrency
 //

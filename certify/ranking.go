@@ -3,6 +3,7 @@ package certify
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Ranking names what an answer's scores are (certify's doc "Rankings").
@@ -20,10 +21,18 @@ const (
 	// k(x_t, x_ℓ)·⟨Ã_ℓ, ẑ⟩ with ẑ = z(x_t)/‖z(x_t)‖ and z(x_t) = Σ_ℓ k(x_t, x_ℓ)Ã_ℓ + b
 	// (RepresenterTo). Positive scores pull the latent toward where it is.
 	Representer Ranking = "representer"
+	// Gradient ranks every stored labelled point the model was fitted on, not the
+	// landmarks: ⟨J_tᵀu_t, J_iᵀg_i⟩, the first-order change of the query's predicted-class
+	// margin (u_t = e_c − e_o) under one gradient step on point i (g_i = e_y −
+	// softmax(f(x_i)), its negative loss gradient in its outputs), from the served
+	// backbone's exact gradients (entk.MarginCotangentTo, entk.PointCotangentTo). It
+	// depends on neither the fit nor the pool, and it is the ranking that predicts
+	// retraining best (docs/validate).
+	Gradient Ranking = "gradient"
 )
 
 // Rankings lists every ranking an answer may use, the default first.
-var Rankings = []Ranking{Similarity, Displacement, Representer}
+var Rankings = []Ranking{Gradient, Similarity, Displacement, Representer}
 
 // ParseRanking returns the ranking named s, or an error wrapping ErrValue that lists the
 // names.
@@ -33,11 +42,19 @@ func ParseRanking(s string) (Ranking, error) {
 			return r, nil
 		}
 	}
-	return "", fmt.Errorf("%w: ranking %q, want one of entk, displacement, representer", ErrValue, s)
+	names := make([]string, len(Rankings))
+	for i, r := range Rankings {
+		names[i] = string(r)
+	}
+	return "", fmt.Errorf("%w: ranking %q, want one of %s", ErrValue, s, strings.Join(names, ", "))
 }
 
 // FitFree reports whether the ranking's scores do not depend on the fitted coefficients.
-func (r Ranking) FitFree() bool { return r == Similarity }
+func (r Ranking) FitFree() bool { return r == Similarity || r == Gradient }
+
+// AllPoints reports whether the ranking ranks every stored point rather than the
+// landmarks.
+func (r Ranking) AllPoints() bool { return r == Gradient }
 
 // CertifyIntervalsTo fills c with the top-K certificate of scores known to within radii:
 // |scores[ℓ] − exact_ℓ| ≤ radii[ℓ] for every ℓ (deterministically, or jointly with the

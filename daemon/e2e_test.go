@@ -27,6 +27,7 @@ import (
 	"github.com/cairnhq/cairn/internal/auditsig"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/serving"
+	"github.com/cairnhq/cairn/internal/serving/gradref"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -344,7 +345,7 @@ func TestEndToEnd(t *testing.T) {
 	// Queries: by stored id, by input, one invalid, one unknown id.
 	qs := []stream.Message{
 		queryMsg(t, tp.Queries, stream.QueryEvent{Request: "q-id", ID: set.IDs[5], K: 5}, set.D),
-		queryMsg(t, tp.Queries, stream.QueryEvent{Request: "q-x", X: test.Row(0)}, set.D),
+		queryMsg(t, tp.Queries, stream.QueryEvent{Request: "q-x", X: test.Row(0), Score: "entk"}, set.D),
 		{Topic: tp.Queries, Key: []byte("q-bad"), Value: []byte(`{"v":1,"request":"q-bad","x":[1]}`)},
 		queryMsg(t, tp.Queries, stream.QueryEvent{Request: "q-unknown", ID: "no-such-id"}, set.D),
 	}
@@ -367,15 +368,19 @@ func TestEndToEnd(t *testing.T) {
 		default:
 			t.Errorf("%s: verdict %q", req, a.Verdict)
 		}
-		if a.Score != cfg.Query.Score || a.Stability == nil || a.Stable != (*a.Stability >= cfg.Query.StableJaccard) {
-			t.Errorf("%s: score %q stable %v stability %v, want the default ranking %q with a known stability", req, a.Score, a.Stable, a.Stability, cfg.Query.Score)
+		// q-id takes the default ranking (gradient: every stored point), q-x names entk.
+		wantScore := map[string]string{"q-id": cfg.Query.Score, "q-x": "entk"}[req]
+		if a.Score != wantScore || a.Stability == nil || a.Stable != (*a.Stability >= cfg.Query.StableJaccard) {
+			t.Errorf("%s: score %q stable %v stability %v, want the ranking %q with a known stability", req, a.Score, a.Stable, a.Stability, wantScore)
 		}
-		if f := a.ResidualFraction; f == nil || !(*f >= 0 && *f <= 1) {
+		if f := a.ResidualFraction; a.Score == "entk" && (f == nil || !(*f >= 0 && *f <= 1)) {
 			t.Errorf("%s: residual fraction %v, want one in [0, 1]", req, f)
 		}
 		for i, e := range a.TopK {
-			if !slices.Contains(s.LandmarkIDs, e.ID) || !(e.Radius >= 0) || (e.View != "A" && e.View != "B") {
-				t.Errorf("%s: topk[%d] = %+v is not a serving landmark with a radius", req, i, e)
+			landmark := slices.Contains(s.LandmarkIDs, e.ID) && (e.View == "A" || e.View == "B")
+			point := slices.Contains(set.IDs, e.ID) && e.View == "" && a.Score == "gradient"
+			if !(landmark || point) || !(e.Radius >= 0) {
+				t.Errorf("%s: topk[%d] = %+v is neither a serving landmark nor (gradient) a stored point, with a radius", req, i, e)
 			}
 			if i > 0 && e.Score > a.TopK[i-1].Score {
 				t.Errorf("%s: topk not sorted by score", req)
@@ -386,6 +391,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 	checkExactAnswer(t, s, atts["q-x"], test.Row(0))
+	checkGradientAnswer(t, s, atts["q-id"], set, set.Row(5))
 	// GET /model alone reproduces the answer's scores: the exported x and ω with the
 	// backbone the export names.
 	var ex serving.ModelExport
@@ -648,6 +654,46 @@ func checkExactAnswer(t *testing.T, s *serving.Model, a stream.Attribution, x []
 	if c.VarianceModel != certify.VarianceConservative || c.Allocation.PerLandmark != 0.05/float64(len(active)) {
 		t.Errorf("sketched answer: variance model %q, δ_ℓ %v, want conservative and δ/M = %v", c.VarianceModel,
 			c.Allocation.PerLandmark, 0.05/float64(len(active)))
+	}
+}
+
+// checkGradientAnswer checks a gradient-ranking answer a to the query x against the
+// slow reference (gradref.Score) over every labelled stored point of set: the model's
+// rows are those points, every score is the reference's within its radius (float32
+// rounding: relative 1e-6), a certified top-K is the reference's, and the stability is 1.
+func checkGradientAnswer(t *testing.T, s *serving.Model, a stream.Attribution, set *dataset.Set, x []float64) {
+	t.Helper()
+	if a.Score != string(certify.Gradient) || s.Grad == nil || len(s.Grad.IDs) != set.N {
+		t.Fatalf("answer ranking %q; model gradient rows %v (%v), want %d", a.Score, s.Grad != nil, s.GradErr, set.N)
+	}
+	if a.Stability == nil || *a.Stability != 1 || !a.Stable || a.VarianceModel != certify.VarianceExactKernel {
+		t.Errorf("gradient answer: stability %v stable %v variance %q, want 1, true, %q", a.Stability, a.Stable, a.VarianceModel, certify.VarianceExactKernel)
+	}
+	row := map[string]int{}
+	for i, id := range set.IDs {
+		row[id] = i
+	}
+	ref := make([]float64, len(s.Grad.IDs))
+	for j, id := range s.Grad.IDs {
+		i := row[id]
+		ref[j], _, _ = gradref.Score(s.Backbone, x, set.Row(i), set.Labels[i], s.Grad.Classes())
+	}
+	for _, e := range a.TopK {
+		j := slices.Index(s.Grad.IDs, e.ID)
+		if j < 0 || math.Abs(e.Score-ref[j]) > e.Radius || e.Radius > 1e-6*math.Abs(ref[j]) {
+			t.Errorf("point %s: score %v, reference %v, radius %v", e.ID, e.Score, ref[max(j, 0)], e.Radius)
+		}
+	}
+	top := make([]int, len(a.TopK))
+	certify.TopKTo(top, ref)
+	if a.Verdict == string(certify.Certified) {
+		for _, i := range top {
+			if !slices.ContainsFunc(a.TopK, func(e stream.Scored) bool { return e.ID == s.Grad.IDs[i] }) {
+				t.Errorf("certified top-%d lacks %s, of the reference top-%d", len(top), s.Grad.IDs[i], len(top))
+			}
+		}
+	} else {
+		t.Errorf("gradient answer %s, want certified (deterministic radii at rounding level)", a.Verdict)
 	}
 }
 

@@ -108,6 +108,9 @@ func TestModelExportRecomputesAnswers(t *testing.T) {
 			cfg.Model = tc.model
 			cfg.Refit.MinPoints = 60
 			cfg.Query.DrawQueries = 1 // the second query retires the first answer's draw
+			// The export holds the landmarks: a landmark ranking's answer is what it recomputes
+			// (a gradient answer is recomputed from the stored points: bench's CheckAnswers).
+			cfg.Query.Score = "entk"
 			// The first fit once all points are in; afterwards only the deletion's
 			// refit, late enough to see the masked serving model before it.
 			cfg.Refit.PointsChanged, cfg.Refit.Idle = set.N, 0

@@ -20,7 +20,7 @@ import (
 // (demo.Run): it runs the daemon in process on its embedded default, feeds it --n rows
 // through Kafka, waits for the model fitted on them, asks --queries queries through
 // Kafka (the first by stored id, the others by test-split vectors), deletes the top-1
-// landmark of the first answer, asks the first query again to show that the deleted
+// point of the first answer, asks the first query again to show that the deleted
 // id is gone, and shuts the daemon down.
 //
 // demo is the one cairnctl command that prints a stream: one JSON object per line

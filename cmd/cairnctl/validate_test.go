@@ -90,7 +90,13 @@ func TestValidateSmall(t *testing.T) {
 			}
 		}
 	}
-	check("rankings", rep.Rankings, "displacement", "representer", "entk", "entk_cosine", "graddot", "graddot_all", "label_ntk", "label_ntk_all")
+	check("rankings", rep.Rankings, "gradient", "displacement", "representer", "entk", "entk_cosine", "graddot", "graddot_all", "label_ntk", "label_ntk_all")
+	// The served gradient ranking is graddot_all's score, so every statistic is the same.
+	for k, v := range rep.Rankings["graddot_all"] {
+		if rep.Rankings["gradient"][k] != v {
+			t.Errorf("gradient %s = %v, graddot_all's %v: the served ranking is not the study row", k, rep.Rankings["gradient"][k], v)
+		}
+	}
 	check("baselines", rep.Baselines, "random", "trak", "class")
 	check("signed", rep.Signed, "displacement", "representer", "entk", "entk_cosine")
 	s := rep.Settings
@@ -98,7 +104,7 @@ func TestValidateSmall(t *testing.T) {
 		t.Errorf("settings do not echo the run: %v", s)
 	}
 	agree, _ := s["serving_top_agreement"].(map[string]any)
-	for _, name := range []string{"displacement", "representer", "entk"} {
+	for _, name := range []string{"gradient", "displacement", "representer", "entk"} {
 		if agree[name] != 1.0 {
 			t.Errorf("serving_top_agreement[%s] = %v: the ranking's top-K is not what serving.Model.AnswerRanked certifies", name, agree[name])
 		}
@@ -120,7 +126,7 @@ func TestValidateSmall(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--from: exit %d: %s", code, errs)
 	}
-	for _, row := range []string{"| displacement |", "| representer |", "| entk |", "| random (baseline) |", "| trak (baseline) |", "| class (baseline) |", `| serving_top_agreement | {"displacement":1,"entk":1,"representer":1} |`} {
+	for _, row := range []string{"| gradient |", "| displacement |", "| representer |", "| entk |", "| random (baseline) |", "| trak (baseline) |", "| class (baseline) |", `| serving_top_agreement | {"displacement":1,"entk":1,"gradient":1,"representer":1} |`} {
 		if !strings.Contains(md, row) {
 			t.Errorf("markdown lacks %q:\n%s", row, md)
 		}
@@ -147,7 +153,7 @@ func TestValidateAdultFactored(t *testing.T) {
 		t.Errorf("kernel %v, want exact_factored", rep.Settings["kernel"])
 	}
 	agree, _ := rep.Settings["serving_top_agreement"].(map[string]any)
-	for _, name := range []string{"displacement", "representer", "entk"} {
+	for _, name := range []string{"gradient", "displacement", "representer", "entk"} {
 		if agree[name] != 1.0 {
 			t.Errorf("serving_top_agreement[%s] = %v, want 1", name, agree[name])
 		}

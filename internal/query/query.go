@@ -113,7 +113,7 @@ func (a *Answerer) Batch(w *serving.Workspace, s *serving.Model, batch []stream.
 		}
 		k, delta := a.kDelta(ev)
 		idx, evs, xs, ks, deltas = append(idx, i), append(evs, ev), append(xs, x), append(ks, k), append(deltas, delta)
-		ranks = append(ranks, a.ranking(ev))
+		ranks = append(ranks, a.ranking(ev, s))
 	}
 	if len(idx) == 0 {
 		return outs
@@ -180,7 +180,7 @@ func (a *Answerer) Answer(s *serving.Model, q stream.QueryEvent) (stream.Attribu
 		return stream.Attribution{}, err
 	}
 	k, delta := a.kDelta(q)
-	c, err := s.AnswerRanked(w, x, k, delta, a.ranking(q))
+	c, err := s.AnswerRanked(w, x, k, delta, a.ranking(q, s))
 	if err != nil {
 		return stream.Attribution{}, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "model", Msg: err.Error()}
 	}
@@ -247,11 +247,19 @@ func (a *Answerer) kDelta(ev stream.QueryEvent) (int, float64) {
 
 // ranking is the ranking a query asks for: its "score", else query.score (both
 // validated: the decoder's names are certify's, and config.Validate checks the default).
-func (a *Answerer) ranking(ev stream.QueryEvent) certify.Ranking {
+// A default of the gradient ranking falls back to entk on a model without gradient
+// rows (no labelled points, over query.gradient_memory_bytes, or a replica); the answer's
+// "score" says which ranked it. A query that names the gradient ranking gets no fallback:
+// on such a model it is a dead letter that says why.
+func (a *Answerer) ranking(ev stream.QueryEvent, s *serving.Model) certify.Ranking {
 	if ev.Score != "" {
 		return certify.Ranking(ev.Score)
 	}
-	return certify.Ranking(a.cfg.Daemon.Query.Score)
+	r := certify.Ranking(a.cfg.Daemon.Query.Score)
+	if r.AllPoints() && (s == nil || s.Grad == nil) {
+		return certify.Similarity
+	}
+	return r
 }
 
 // extra is the "extra" object of an attribution event: the rest of the certificate,
@@ -276,8 +284,8 @@ type extra struct {
 // the extra fields it encodes.
 func (a *Answerer) attribution(s *serving.Model, ev stream.QueryEvent, delta float64, c *certify.Certificate) (stream.Attribution, extra, error) {
 	scored := func(e certify.Entry) stream.Scored {
-		return stream.Scored{ID: s.LandmarkIDs[e.Index], View: string(s.Views[e.Index]), Score: e.Score, Radius: e.Radius,
-			Cosine: e.Cosine}
+		id, view := s.EntryID(c.Ranking, e)
+		return stream.Scored{ID: id, View: view, Score: e.Score, Radius: e.Radius, Cosine: e.Cosine}
 	}
 	cfg := a.cfg.Daemon
 	at := stream.Attribution{
@@ -325,7 +333,7 @@ func uiAnswer(a stream.Attribution, ex extra, ev stream.QueryEvent, secs float64
 	for _, s := range a.TopK {
 		u.Top = append(u.Top, ui.Scored{ID: s.ID, View: s.View, Score: s.Score, Radius: s.Radius, Cosine: s.Cosine})
 	}
-	if ex.RunnerUp.View != "" {
+	if ex.RunnerUp.ID != "" {
 		r := ex.RunnerUp
 		u.RunnerUp = &ui.Scored{ID: r.ID, View: r.View, Score: r.Score, Radius: r.Radius, Cosine: r.Cosine}
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -37,6 +38,34 @@ type Fitter struct {
 	// Disk holds exact rows past query.exact_memory_bytes for the reseed measurement
 	// (the serving model's Disk; nil: memory only).
 	Disk *serving.Disk
+
+	// grad is the last gradient rows built (reused by id, version and label).
+	grad gradCache
+}
+
+// gradCache holds the last gradient rows a fit or restore built, so that the next reuses
+// the rows of the points it still holds unchanged (serving.NewGradRows).
+type gradCache struct {
+	mu   sync.Mutex
+	last *serving.GradRows
+}
+
+// gradRows builds the gradient rows of the labelled entries (query.gradient_memory_bytes),
+// reusing the last ones built; nil and the reason when there are none.
+func (f *Fitter) gradRows(ids []string, entries []*ingest.Entry) (*serving.GradRows, error) {
+	pts := make([]serving.GradPoint, 0, len(ids))
+	for i, e := range entries {
+		if e.HasLabel && e.Label >= 0 && e.Label <= math.MaxInt32 {
+			pts = append(pts, serving.GradPoint{ID: ids[i], Version: e.Version, X: e.X, Label: int(e.Label)})
+		}
+	}
+	f.grad.mu.Lock()
+	defer f.grad.mu.Unlock()
+	g, err := serving.NewGradRows(f.Features.Backbone(), pts, f.Config.Query.GradientMemoryBytes, f.grad.last)
+	if g != nil {
+		f.grad.last = g
+	}
+	return g, err
 }
 
 // Fitted is a refit's outcome before it is committed.
@@ -200,6 +229,7 @@ func (f *Fitter) buildServing(out *Fitted, r *run) error {
 		LandmarkX: make([]float64, len(lms.ids)*f.Features.InputDim()), PoolStability: out.Meta.PoolStability(),
 	}
 	f.landmarkViewsTo(si.LandmarkX, snap, r.index, lms.ids, lms.views)
+	si.Grad, si.GradErr = f.gradRows(snap.IDs, snap.Entries)
 	si.Omega = serving.Scaled(f0.Omega, scale)
 	si.OmegaMean = serving.Scaled(rep.OmegaMean, scale)
 	if rep.OmegaVar != nil {

@@ -53,6 +53,10 @@ func (f *Fitter) Restore(st *storage.Store, cache *ingest.Points) (*serving.Mode
 			si.Tau2 = fs.Var
 		}
 	}
+	// The gradient rows of the points stored now: the model's own when the points hash
+	// matches, else those plus the points since the fit until the refit that follows.
+	now := ingest.SnapshotOf(cache)
+	si.Grad, si.GradErr = f.gradRows(now.IDs, now.Entries)
 	if err := f.restoreAuditBlocks(&si, m, rm, cache); err != nil {
 		return nil, "", err
 	}

@@ -148,6 +148,9 @@ func sameAnswers(t *testing.T, bb entk.Backbone, a, b *Model) {
 	var wa, wb Workspace
 	for i, x := range xs {
 		for _, rk := range certify.Rankings {
+			if rk.AllPoints() {
+				continue // landmark rankings only: gradient rows have their own test
+			}
 			ga, gb := js(a.AnswerRanked(&wa, x, ks[i], ds[i], rk)), js(b.AnswerRanked(&wb, x, ks[i], ds[i], rk))
 			if ga != gb {
 				t.Fatalf("query %d, %s:\nmemory %s\ndisk   %s", i, rk, ga, gb)

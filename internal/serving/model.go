@@ -65,6 +65,13 @@ type Model struct {
 	fits         int // R, the fits behind ω̄ and τ²
 	exactCap     int // query.exact_rows_cap: exact rows for crossing landmarks (sketched path)
 
+	// Grad holds every labelled stored point's gradient row (gradrows.go) when they fit
+	// query.gradient_memory_bytes; GradErr says why not (nil with rows). Shared, read
+	// only; gactive are the rows no deletion has masked.
+	Grad    *GradRows
+	GradErr error
+	gactive []int
+
 	stableJaccard float64  // query.stable_jaccard
 	poolStab      *float64 // the pool part of the stability (Input.PoolStability)
 
@@ -127,22 +134,34 @@ func newDraw(b entk.Backbone, h, s int, seed uint64, name string, xs []float64, 
 // WithMask returns a copy of s with the landmarks of the given ids masked too, or s
 // itself when none of them is an unmasked landmark.
 func (s *Model) WithMask(ids []string) *Model {
+	in := contains
+	if len(ids) > 8 {
+		set := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			set[id] = true
+		}
+		in = func(_ []string, id string) bool { return set[id] }
+	}
 	hit := false
 	for l, id := range s.LandmarkIDs {
-		if !s.masked[l] && contains(ids, id) {
+		if !s.masked[l] && in(ids, id) {
 			hit = true
 			break
 		}
+	}
+	gact := s.gactive
+	if s.Grad != nil {
+		gact = slices.DeleteFunc(slices.Clone(s.gactive), func(i int) bool { return in(ids, s.Grad.IDs[i]) })
+		hit = hit || len(gact) < len(s.gactive)
 	}
 	if !hit {
 		return s
 	}
 	c := *s
+	c.gactive = gact
 	c.masked = append([]bool(nil), s.masked...)
 	for l, id := range s.LandmarkIDs {
-		if contains(ids, id) {
-			c.masked[l] = true
-		}
+		c.masked[l] = c.masked[l] || in(ids, id)
 	}
 	c.compact()
 	return &c
@@ -280,6 +299,12 @@ type Workspace struct {
 	sc, rad, z []float64
 	top        []int
 	sol        *mat.VecDense // the residual fraction's solution
+	// The gradient ranking's (gradrows.go): the backbone gb and its workspace, the
+	// query's outputs, margin cotangent and J_tᵀu_t, and its scores against every row.
+	gb                       entk.Backbone
+	gws                      *entk.Workspace
+	gfq                      *entk.FactoredQuery // factored gradient rows
+	gout, gu, gv, gall, gphi []float64
 }
 
 // Answer is AnswerRanked with the paper's displacement ranking.
@@ -298,6 +323,9 @@ func (s *Model) Answer(w *Workspace, x []float64, k int, delta float64) (certify
 // ranking attaches its refit stability (stability). k is clamped to the active
 // landmarks minus one.
 func (s *Model) AnswerRanked(w *Workspace, x []float64, k int, delta float64, r certify.Ranking) (certify.Certificate, error) {
+	if r.AllPoints() {
+		return s.answerGradient(w, x, k, delta)
+	}
 	if ex := s.Exact; ex != nil {
 		ex.ready(w, s.Backbone)
 		ktt := ex.queryTo(w, w.phi, x)
@@ -499,6 +527,20 @@ func (s *Model) AnswerBatch(w *Workspace, out []certify.Certificate, errs []erro
 		}
 		return
 	}
+	if slices.ContainsFunc(rs, certify.Ranking.AllPoints) {
+		// The gradient ranking reads no landmark row: answer those queries one by one and
+		// batch the others.
+		var rest []int
+		for i, r := range rs {
+			if r.AllPoints() {
+				out[i], errs[i] = s.AnswerRanked(w, xs[i], ks[i], deltas[i], r)
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		s.batchSubset(w, out, errs, xs, ks, deltas, rs, rest)
+		return
+	}
 	ex := s.Exact
 	ex.ready(w, s.Backbone)
 	mm := len(s.LandmarkIDs)
@@ -514,6 +556,20 @@ func (s *Model) AnswerBatch(w *Workspace, out []certify.Certificate, errs []erro
 	ex.kernelRowsTo(w, w.fulls, w.phis[:len(xs)], mm)
 	for i := range xs {
 		out[i], errs[i] = s.answerExact(w, w.fulls[i*mm:(i+1)*mm], w.ktts[i], ks[i], deltas[i], rs[i])
+	}
+}
+
+// batchSubset is AnswerBatch on the queries of the given indices.
+func (s *Model) batchSubset(w *Workspace, out []certify.Certificate, errs []error, xs [][]float64, ks []int, deltas []float64, rs []certify.Ranking, idx []int) {
+	n := len(idx)
+	o, e := make([]certify.Certificate, n), make([]error, n)
+	sx, sk, sd, sr := make([][]float64, n), make([]int, n), make([]float64, n), make([]certify.Ranking, n)
+	for j, i := range idx {
+		sx[j], sk[j], sd[j], sr[j] = xs[i], ks[i], deltas[i], rs[i]
+	}
+	s.AnswerBatch(w, o, e, sx, sk, sd, sr)
+	for j, i := range idx {
+		out[i], errs[i] = o[j], e[j]
 	}
 }
 

@@ -57,7 +57,22 @@ func testInput(b entk.Backbone, m int) Input {
 		}
 	}
 	in.ID = ModelID(in.LandmarkIDs, in.Views, in.A, in.B)
+	in.Grad, in.GradErr = NewGradRows(b, testGradPoints(b, 20), 1<<30, nil)
 	return in
+}
+
+// testGradPoints are n seeded stored points for backbone b with labels 0, 1, 2 in turn.
+func testGradPoints(b entk.Backbone, n int) []GradPoint {
+	r := rand.New(rand.NewPCG(2, 2))
+	pts := make([]GradPoint, n)
+	for i := range pts {
+		x := make([]float64, b.InDim())
+		for j := range x {
+			x[j] = r.NormFloat64()
+		}
+		pts[i] = GradPoint{ID: fmt.Sprintf("g%02d", i), Version: 1, X: x, Label: i % 3}
+	}
+	return pts
 }
 
 // TestAnswerExact: on the exact path, with full rows and with factored rows, every

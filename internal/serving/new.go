@@ -35,6 +35,9 @@ type Input struct {
 	// PoolStability is the measured pool part of the answers' stability (ReseedJaccard,
 	// Meta.Reseed); nil: not measured, and then no answer is stable.
 	PoolStability *float64
+	// Grad are the gradient ranking's rows (NewGradRows) and GradErr why there are none.
+	Grad    *GradRows
+	GradErr error
 }
 
 // Settings are the serving settings of the configuration, and the name of the
@@ -84,6 +87,7 @@ func New(in Input, st Settings) (*Model, error) {
 		h: st.H, s: st.S, padded: padded,
 		Exact: ex, Backbone: st.Backbone, fits: st.Fits, exactCap: st.ExactRowsCap, stableJaccard: st.StableJaccard,
 		poolStab: in.PoolStability, ExactRowsErr: exErr,
+		Grad: in.Grad, GradErr: in.GradErr, gactive: gradActive(in.Grad, func(string) bool { return false }),
 	}
 	if s.omegaMean == nil {
 		s.omegaMean = s.Omega

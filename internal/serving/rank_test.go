@@ -43,6 +43,9 @@ func TestRankingsExact(t *testing.T) {
 			}
 			zn := math.Sqrt(mat.Dot(mat.NewVecDense(len(z), z), mat.NewVecDense(len(z), z)))
 			for _, r := range certify.Rankings {
+				if r.AllPoints() {
+					continue // gradrows_test.go
+				}
 				ref := make([]float64, len(s.LandmarkIDs))
 				for l := range ref {
 					ref[l] = math.Inf(-1)

@@ -19,8 +19,10 @@ import (
 	"github.com/cairnhq/cairn/daemon"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/base/par"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/pipeline"
+	"github.com/cairnhq/cairn/internal/serving/gradref"
 	"github.com/cairnhq/cairn/stream"
 )
 
@@ -151,14 +153,22 @@ type CertStats struct {
 	Scores        map[string]int `json:"scores"`
 }
 
+// Stored is the stored points the model was fitted on, as the bench wrote them: the
+// gradient ranking's reference ranks them (ids, inputs and labels, in one order).
+type Stored struct {
+	IDs    []string
+	X      [][]float64
+	Labels []int
+}
+
 // CheckAnswers compares each attribution (answers[i] for query xs[i]) with the exact
-// top-K of its ranking over the exported model's landmarks (entk: k*(x_ℓ, x_t);
+// top-K of its ranking: over the exported model's landmarks (entk: k*(x_ℓ, x_t);
 // displacement: k*·ω_ℓ; representer: k*·⟨Ã_ℓ, ẑ⟩ from the export's coefficients), with
-// k* = tr(J_ℓ J_tᵀ)/d from full Jacobians, on all cores.
-func CheckAnswers(b entk.Backbone, m *daemon.ModelExport, answers []stream.Attribution, xs [][]float64) (CertStats, error) {
+// k* = tr(J_ℓ J_tᵀ)/d from full Jacobians, or for the gradient ranking over the stored
+// points pts (gradref: ⟨J_tᵀu_t, J_iᵀg_i⟩ from full Jacobians), on all cores.
+func CheckAnswers(b entk.Backbone, m *daemon.ModelExport, answers []stream.Attribution, xs [][]float64, pts Stored) (CertStats, error) {
 	st := CertStats{VarianceModel: map[string]int{}, Verdicts: map[string]int{}, Scores: map[string]int{}}
-	d, p := b.OutDim(), b.NumParams()
-	var idx []int
+	var idx, gidx []int
 	var stab float64
 	var known int
 	for i, a := range answers {
@@ -176,11 +186,14 @@ func CheckAnswers(b entk.Backbone, m *daemon.ModelExport, answers []stream.Attri
 		if a.Verdict == string(certify.Certified) {
 			st.Certified++
 		}
-		if a.Model != m.Model {
+		switch {
+		case a.Model != m.Model:
 			st.OtherModel++
-			continue
+		case certify.Ranking(a.Score).AllPoints():
+			gidx = append(gidx, i)
+		default:
+			idx = append(idx, i)
 		}
-		idx = append(idx, i)
 	}
 	if st.Answers > 0 {
 		st.CertifiedRate = float64(st.Certified) / float64(st.Answers)
@@ -188,9 +201,21 @@ func CheckAnswers(b entk.Backbone, m *daemon.ModelExport, answers []stream.Attri
 	if known > 0 {
 		st.StabilityMean = stab / float64(known)
 	}
+	agree := checkLandmarkAnswers(&st, b, m, answers, xs, idx)
+	agree += checkGradientAnswers(&st, b, answers, xs, gidx, pts)
+	if n := len(idx) + len(gidx); n > 0 {
+		st.TopKExactRate = float64(agree) / float64(n)
+	}
+	return st, nil
+}
+
+// checkLandmarkAnswers checks the landmark-ranked answers idx (CheckAnswers), counting
+// the incorrect certified ones in st, and returns how many have the reference top-K.
+func checkLandmarkAnswers(st *CertStats, b entk.Backbone, m *daemon.ModelExport, answers []stream.Attribution, xs [][]float64, idx []int) int {
+	d, p := b.OutDim(), b.NumParams()
 	L := len(m.Landmarks)
 	if L < 2 || len(idx) == 0 {
-		return st, nil
+		return 0
 	}
 	// Query Jacobians once (len(idx)·d·P floats), then each landmark's Jacobian against all.
 	jq := make([]float64, len(idx)*d*p)
@@ -240,8 +265,51 @@ func CheckAnswers(b entk.Backbone, m *daemon.ModelExport, answers []stream.Attri
 			st.Incorrect++
 		}
 	}
-	st.TopKExactRate = float64(agree) / float64(len(idx))
-	return st, nil
+	return agree
+}
+
+// checkGradientAnswers checks the gradient-ranked answers gidx against gradref over the
+// stored points pts (each point's J_iᵀg_i once, on all cores), counting the incorrect
+// certified ones in st, and returns how many have the reference top-K set.
+func checkGradientAnswers(st *CertStats, b entk.Backbone, answers []stream.Attribution, xs [][]float64, gidx []int, pts Stored) int {
+	if len(gidx) == 0 || len(pts.IDs) == 0 {
+		return 0
+	}
+	classes := slices.Max(pts.Labels) + 1
+	rows := make([][]float64, len(pts.IDs))
+	par.For(len(rows), 8, par.Workers(len(rows), 8), func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			rows[i] = gradref.Point(b, pts.X[i], pts.Labels[i])
+		}
+	})
+	agree := 0
+	for _, i := range gidx {
+		a := answers[i]
+		v := gradref.Query(b, xs[i], classes)
+		ref := make([]float64, len(rows))
+		for j, r := range rows {
+			ref[j] = floats.Dot(v, r)
+		}
+		top := make([]int, len(a.TopK))
+		certify.TopKTo(top, ref)
+		want, got := make([]string, len(top)), make([]string, len(top))
+		for r, j := range top {
+			want[r] = pts.IDs[j]
+		}
+		for r, e := range a.TopK {
+			got[r] = e.ID
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		same := slices.Equal(got, want)
+		if same {
+			agree++
+		}
+		if a.Verdict == string(certify.Certified) && !same {
+			st.Incorrect++
+		}
+	}
+	return agree
 }
 
 // rankingScores turns one query's exact kernel row over the export's landmarks into the

@@ -279,7 +279,19 @@ func (r *benchRun) check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.rep.Certification, err = CheckAnswers(f.Backbone(), &m.ModelExport, r.answers, r.xs)
+	// The gradient ranking's reference needs the stored points: the rows written, less
+	// the deleted one (the rows were dropped after ingest to measure memory).
+	train, err := dataset.Open(r.o.Data, "train", r.o.N)
+	if err != nil {
+		return err
+	}
+	var pts Stored
+	for i, id := range train.IDs {
+		if id != r.rep.DeletedID && train.Labels != nil {
+			pts.IDs, pts.X, pts.Labels = append(pts.IDs, id), append(pts.X, train.Row(i)), append(pts.Labels, train.Labels[i])
+		}
+	}
+	r.rep.Certification, err = CheckAnswers(f.Backbone(), &m.ModelExport, r.answers, r.xs, pts)
 	return err
 }
 

@@ -256,12 +256,12 @@ func (r *run) ask(ctx context.Context) (stream.Attribution, error) {
 		}
 	}
 	if len(first.TopK) == 0 {
-		return first, errors.New("query 1: the attribution names no landmark, nothing to delete")
+		return first, errors.New("query 1: the attribution names no point, nothing to delete")
 	}
 	return first, nil
 }
 
-// deleteAndAskAgain deletes the top-1 landmark of first, emits its audit, asks the
+// deleteAndAskAgain deletes the top-1 point of first, emits its audit, asks the
 // first query again and reports whether the deleted id is absent from the answer.
 func (r *run) deleteAndAskAgain(ctx context.Context, first stream.Attribution) (victim string, audit stream.Audit, gone bool, err error) {
 	victim = first.TopK[0].ID
@@ -276,7 +276,7 @@ func (r *run) deleteAndAskAgain(ctx context.Context, first stream.Attribution) (
 		return victim, audit, false, err
 	}
 
-	// Ask the first query again. If the deleted landmark is the queried point itself,
+	// Ask the first query again. If the deleted point is the queried point itself,
 	// it can no longer be named by id: send its vector instead.
 	again := r.qs[0]
 	if again.ID == victim {

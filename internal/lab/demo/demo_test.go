@@ -94,8 +94,13 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	victim := atts[0].TopK[0].ID
-	if audit.ID != victim || lines[5].Deleted != victim || audit.Seq != 1 || audit.PrevHash != strings.Repeat("0", 64) || !audit.WasLandmark {
-		t.Errorf("audit %s: want seq 1 from the zero hash deleting landmark %s", lines[5].Data, victim)
+	if audit.ID != victim || lines[5].Deleted != victim || audit.Seq != 1 || audit.PrevHash != strings.Repeat("0", 64) || !audit.Known {
+		t.Errorf("audit %s: want seq 1 from the zero hash deleting the stored point %s", lines[5].Data, victim)
+	}
+	// Under the default gradient ranking the top-1 is any stored point: its audit measures
+	// an encoder effect only when it was a landmark, and says so otherwise.
+	if atts[0].Score != "gradient" || audit.WasLandmark != (audit.Percentile >= 0) {
+		t.Errorf("first answer ranked by %q; audit was_landmark %v with percentile %v", atts[0].Score, audit.WasLandmark, audit.Percentile)
 	}
 	if rep := client.VerifyMessages([]stream.Message{{Topic: "demo", Value: lines[5].Data}}, nil, nil); !rep.OK {
 		t.Errorf("the demo's audit does not verify: %s", rep.Reason)

@@ -1,7 +1,8 @@
 // Package demo is cairnctl demo, the README's first command: Run starts the daemon in
 // process (inproc.Start), feeds it rows of a data set through Kafka, waits for the
-// model fitted on them, asks queries through Kafka, deletes the top-1 landmark of the
-// first answer, asks the first query again to show that the deleted id is gone, and
+// model fitted on them, asks queries through Kafka, deletes the top-1 point of the
+// first answer (a stored point under the default gradient ranking, a landmark under the
+// others), asks the first query again to show that the deleted id is gone, and
 // shuts the daemon down.
 //
 // # Contracts

@@ -24,11 +24,14 @@
 //	entk_cosine   k_ℓ/√k(x̃_ℓ, x̃_ℓ)               entk with the landmark's norm divided out (CosineTo;
 //	                                             a study row that no answer serves)
 //
-// and the linearized-margin study rows (margin.go, MarginRows; no answer serves them):
+// and the linearized-margin rows (margin.go, MarginRows):
 // ⟨J_tᵀ u_t, J_iᵀ g_i⟩, the first-order change of the query's predicted-class margin
 // under a gradient step on point i, with g_i the point's loss gradient in its logits
 // (graddot) or its label alone (label_ntk), on the landmark points and, as *_all, on
 // every stored point: the pair measures what the restriction to landmarks costs.
+// graddot_all is also reported as "gradient" (Gradient), the ranking answers serve
+// (certify.Gradient), with its top-K checked against the served model's; the other
+// margin rows are study rows that no answer serves.
 //
 // None of them looks at labels. SignedTo signs a ranking's point scores by class (minus
 // for the points of another class than the one the query is taken to be), the diagnostic

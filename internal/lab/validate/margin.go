@@ -1,8 +1,7 @@
 package validate
 
 import (
-	"fmt"
-
+	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/entk"
 )
 
@@ -21,6 +20,9 @@ import (
 // as the served rows are) and, as the *_all rows, on every stored point's plain input:
 // the pair says how much the restriction to landmarks costs a ranking.
 const (
+	// Gradient is the served gradient ranking (certify.Gradient): GradDotAll's scores,
+	// reported under the name answers use.
+	Gradient    = string(certify.Gradient)
 	GradDot     = "graddot"
 	GradDotAll  = "graddot_all"
 	LabelNTK    = "label_ntk"
@@ -30,49 +32,10 @@ const (
 // MarginRows lists the linearized-margin study rows.
 var MarginRows = []string{GradDot, GradDotAll, LabelNTK, LabelNTKAll}
 
-// MarginCotangentTo writes the cotangent of the query's predicted-class margin, u = e_c −
-// e_o, into u and returns c: c is the largest of the first classes outputs out (the
-// predicted class), o the largest of every other output (the margin's competitor, as the
-// study's correct-class margin takes it). Ties go to the lower index.
+// MarginCotangentTo is entk.MarginCotangentTo (the served gradient ranking's cotangent).
 func MarginCotangentTo(u, out []float64, classes int) int {
-	if len(u) != len(out) || len(out) < 2 || classes < 1 || classes > len(out) {
-		panic(fmt.Sprintf("validate: MarginCotangentTo lengths u %d, out %d, classes %d", len(u), len(out), classes))
-	}
-	c := 0
-	for k := 1; k < classes; k++ {
-		if out[k] > out[c] {
-			c = k
-		}
-	}
-	o := -1
-	for k, v := range out {
-		if k != c && (o < 0 || v > out[o]) {
-			o = k
-		}
-	}
-	clear(u)
-	u[c], u[o] = 1, -1
-	return c
+	return entk.MarginCotangentTo(u, out, classes)
 }
 
-// PointCotangentTo writes point i's cotangent for label y into g: with grad, the negative
-// gradient of its softmax cross-entropy in the logits out, g = e_y − softmax(out)
-// (entk.SoftmaxResidualTo negated, bit for bit: what entk.Train's step moves the logits
-// by); without, the label part alone centred over the d outputs, g = e_y − 1/d.
-func PointCotangentTo(g, out []float64, y int, grad bool) {
-	d := len(out)
-	if len(g) != d || y < 0 || y >= d {
-		panic(fmt.Sprintf("validate: PointCotangentTo lengths g %d, out %d, label %d", len(g), d, y))
-	}
-	if !grad {
-		for k := range g {
-			g[k] = -1 / float64(d)
-		}
-		g[y]++
-		return
-	}
-	entk.SoftmaxResidualTo(g, out, y)
-	for k := range g {
-		g[k] = -g[k]
-	}
-}
+// PointCotangentTo is entk.PointCotangentTo (the served gradient ranking's point cotangent).
+func PointCotangentTo(g, out []float64, y int, grad bool) { entk.PointCotangentTo(g, out, y, grad) }

@@ -88,7 +88,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s (%s) | %s (%s) |\n", name, pm(s.LDS, s.LDSSE), pm(s.LDSEncoder, s.LDSEncoderSE),
 			fixed(s.DeletionPercentile), fixed(s.DeletionPercentileMidrank), fixed(s.DeletionPercentileTop10), fixed(s.DeletionPercentileTop10Midrank))
 	}
-	for _, name := range ordered(r.Rankings, slices.Concat(Rankings, MarginRows)) {
+	for _, name := range ordered(r.Rankings, slices.Concat([]string{Gradient}, Rankings, MarginRows)) {
 		row(name, r.Rankings[name])
 	}
 	for _, name := range ordered(r.Signed, Rankings) {

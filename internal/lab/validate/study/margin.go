@@ -8,12 +8,14 @@ import (
 	"github.com/cairnhq/cairn/internal/base/vec"
 	"github.com/cairnhq/cairn/internal/lab/offline"
 	"github.com/cairnhq/cairn/internal/lab/validate"
+	"github.com/cairnhq/cairn/internal/serving"
 )
 
 // marginScores adds the linearized-margin study rows (validate.MarginRows) to sc: on the
 // landmark points (their views' inputs, fm.Info.LandmarkX, summed per point) and on every
-// stored point's plain input.
-func (v *validation) marginScores(b entk.Backbone, fm *offline.Model, sc *scores) {
+// stored point's plain input; and the served gradient ranking (validate.Gradient, the
+// same scores as graddot_all), whose top-K it checks against model's answers.
+func (v *validation) marginScores(b entk.Backbone, fm *offline.Model, model *serving.Model, sc *scores) error {
 	nq, n, dim := v.qs.N, v.all.Set.N, v.all.Set.D
 	qx := make([][]float64, nq)
 	for t := range qx {
@@ -40,6 +42,25 @@ func (v *validation) marginScores(b entk.Backbone, fm *offline.Model, sc *scores
 		}
 		sc.points[r[1]] = all[g]
 	}
+	// The served gradient ranking is graddot_all: scored and checked like every served
+	// ranking (its rows are the served model's, in stored-point order).
+	sc.points[validate.Gradient] = all[0]
+	if model.Grad == nil {
+		return fmt.Errorf("served model has no gradient rows: %w", model.GradErr)
+	}
+	k, agree := min(TopK, n-1), 0
+	var w serving.Workspace
+	for t := range nq {
+		ok, err := sameTopK(model, &w, qx[t], all[0][t], k, validate.Gradient)
+		if err != nil {
+			return fmt.Errorf("query %d: %w", t, err)
+		}
+		if ok {
+			agree++
+		}
+	}
+	sc.agreement[validate.Gradient] = float64(agree) / float64(nq)
+	return nil
 }
 
 // marginGradients returns J_tᵀ u_t for each query input x[t], u_t its predicted-class

@@ -39,8 +39,10 @@ func (v *validation) fitOn(ctx context.Context, rows []int) (*offline.Model, err
 
 // servedModel is the serving form of fm's fit, as the daemon builds it after a refit
 // (plain ids with their views, ω in raw kernel units) under the daemon's default query
-// settings: exact eNTK rows when they fit query.exact_memory_bytes.
-func servedModel(fm *offline.Model, pf *offline.Pipeline) (*serving.Model, error) {
+// settings: exact eNTK rows when they fit query.exact_memory_bytes, and the gradient
+// rows of the stored points pts (in stored-point order, so a row's index is its point's)
+// when they fit query.gradient_memory_bytes.
+func servedModel(fm *offline.Model, pf *offline.Pipeline, pts []serving.GradPoint) (*serving.Model, error) {
 	f0 := fm.Fits.Fits[0]
 	ids, views := make([]string, len(fm.Info.LandmarkIDs)), make([]byte, len(fm.Info.LandmarkIDs))
 	for l, lid := range fm.Info.LandmarkIDs {
@@ -54,6 +56,7 @@ func servedModel(fm *offline.Model, pf *offline.Pipeline) (*serving.Model, error
 		Omega: omega, OmegaMean: omega,
 	}
 	q := config.Default().Query
+	in.Grad, in.GradErr = serving.NewGradRows(fm.Info.Backbone, pts, q.GradientMemoryBytes, nil)
 	return serving.New(in, serving.Settings{
 		Backbone: fm.Info.Backbone, H: pf.H, S: pf.S, Seed: pf.Seed, DrawName: "cairnctl/validate/eval",
 		ExactMemoryBytes: q.ExactMemoryBytes, Fits: 1, ExactRowsCap: q.ExactRowsCap, StableJaccard: q.StableJaccard,

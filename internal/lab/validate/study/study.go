@@ -159,7 +159,9 @@ func Run(ctx context.Context, o *Options, progress io.Writer) (*validate.Report,
 	if err != nil {
 		return nil, err
 	}
-	v.marginScores(model.Backbone, fm, sc)
+	if err := v.marginScores(model.Backbone, fm, model, sc); err != nil {
+		return nil, err
+	}
 	v.secs["scores"] = time.Since(t0).Seconds()
 	halves := validate.Halves(v.mo.Pipeline.Seed, v.all.Set.N, o.Halves)
 	margins, err := v.retrain(ctx, halves)
@@ -237,7 +239,11 @@ func (v *validation) serve(ctx context.Context) (*offline.Model, *serving.Model,
 	}
 	v.secs["fit"] = time.Since(t0).Seconds()
 	t0 = time.Now()
-	model, err := servedModel(fm, pf)
+	pts := make([]serving.GradPoint, v.all.Set.N)
+	for i, id := range v.all.Set.IDs {
+		pts[i] = serving.GradPoint{ID: id, Version: 1, X: v.all.Set.Row(i), Label: v.all.Set.Labels[i]}
+	}
+	model, err := servedModel(fm, pf, pts)
 	if err != nil {
 		return nil, nil, err
 	}

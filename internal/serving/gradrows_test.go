@@ -1,0 +1,214 @@
+package serving
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/cairnhq/cairn/certify"
+	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/serving/gradref"
+)
+
+// gradRef is the gradient ranking's slow reference (gradref.Score).
+var gradRef = gradref.Score
+
+// TestGradientRanking: every score of the gradient ranking is its full-Jacobian
+// definition (gradRef) within its radius, the radius is at float32 rounding level
+// (relative 1e-6), entries carry the gradients' cosine, a certified top-K is the
+// reference top-K, and the answer names the ranking with stability 1. Unlabelled points
+// and labels outside [0, d) get no row; a deleted point leaves the ranking at once.
+func TestGradientRanking(t *testing.T) {
+	for _, c := range []struct {
+		arch     string
+		factored bool
+	}{{"mlp:6-8-4", true}, {"resmlp:6-8x2-4", true}, {gradConvnet, false}} {
+		t.Run(c.arch, func(t *testing.T) {
+			b, err := entk.NewBackbone(c.arch, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The sketched path: the gradient ranking needs no exact rows.
+			s, err := New(testInput(b, 12), Settings{Backbone: b, H: 2, S: 16, Seed: 5, DrawName: "test/eval", Fits: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Grad == nil || s.Grad.Factored() != c.factored {
+				t.Fatalf("gradient rows %v (%v), factored want %v", s.Grad != nil, s.GradErr, c.factored)
+			}
+			checkGradientRanking(t, s, b)
+		})
+	}
+}
+
+// gradConvnet is a small convnet: its gradient rows are full rows.
+const gradConvnet = "convnet:1x6x6-2-3-4"
+
+// checkGradientRanking is TestGradientRanking on the model s of backbone b.
+func checkGradientRanking(t *testing.T, s *Model, b entk.Backbone) {
+	t.Helper()
+	pts := testGradPoints(b, 20)
+	g := s.Grad
+	if len(g.IDs) != len(pts) || g.Classes() != 3 {
+		t.Fatalf("gradient rows %d over %d classes, want 20 rows over 3 classes", len(g.IDs), g.Classes())
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	for q := range 6 {
+		x := make([]float64, b.InDim())
+		for j := range x {
+			x[j] = r.NormFloat64()
+		}
+		ref := make([]float64, len(pts))
+		for i, pt := range pts {
+			ref[i], _, _ = gradRef(b, x, pt.X, pt.Label, 3)
+		}
+		c, err := s.AnswerRanked(new(Workspace), x, 4, 0.05, certify.Gradient)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Ranking != certify.Gradient || !c.Stable || c.Stability == nil || *c.Stability != 1 || c.VarianceModel != certify.VarianceExactKernel {
+			t.Fatalf("query %d: ranking %q stable %v stability %v variance %q", q, c.Ranking, c.Stable, c.Stability, c.VarianceModel)
+		}
+		for _, e := range append(slices.Clone(c.TopK), c.RunnerUp) {
+			want := ref[e.Index]
+			if math.Abs(e.Score-want) > e.Radius || e.Radius > 1e-6*math.Abs(want)+1e-12 || e.Radius == 0 {
+				t.Errorf("query %d point %d: score %v, reference %v, radius %v", q, e.Index, e.Score, want, e.Radius)
+			}
+			_, vn, rn := gradRef(b, x, pts[e.Index].X, pts[e.Index].Label, 3)
+			if math.Abs(e.Cosine-want/(vn*rn)) > 1e-6 {
+				t.Errorf("query %d point %d: cosine %v, reference %v", q, e.Index, e.Cosine, want/(vn*rn))
+			}
+		}
+		order := make([]int, len(ref))
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(i, j int) bool { return ref[order[i]] > ref[order[j]] })
+		if c.Verdict == certify.Certified {
+			got := c.TopKSet()
+			want := slices.Clone(order[:4])
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("query %d: certified top-4 %v, reference %v", q, got, want)
+			}
+		}
+		// Deleting the top-1 takes it out of the next answer, and of nothing else.
+		top, _ := s.EntryID(c.Ranking, c.TopK[0])
+		m := s.WithMask([]string{top})
+		if m == s {
+			t.Fatalf("masking gradient point %s returned the same model", top)
+		}
+		c2, err := m.AnswerRanked(new(Workspace), x, 4, 0.05, certify.Gradient)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range c2.TopK {
+			if id, view := m.EntryID(c2.Ranking, e); id == top || view != "" || id != m.Grad.IDs[order[i+1]] {
+				t.Errorf("query %d after deleting %s: entry %d is %s (view %q), want %s", q, top, i, id, view, m.Grad.IDs[order[i+1]])
+			}
+		}
+	}
+	if s.WithMask([]string{"nobody"}) != s {
+		t.Error("masking an unknown id made a new model")
+	}
+	extra := append(slices.Clone(pts), GradPoint{ID: "unlabelled", X: pts[0].X, Label: -1},
+		GradPoint{ID: "big", X: pts[0].X, Label: b.OutDim()})
+	if g2, err := NewGradRows(b, extra, 1<<30, nil); err != nil || len(g2.IDs) != len(pts) {
+		t.Errorf("points without a usable label: rows %v (%v), want %d", g2, err, len(pts))
+	}
+}
+
+// TestGradRowsReuse: rows built with the last ones reused (same id, version and label)
+// are bit for bit those built from scratch, with a changed point recomputed; budgets and
+// missing rows give ErrRanking, which an answer that names the ranking returns.
+func TestGradRowsReuse(t *testing.T) {
+	s, b := testModel(t, 12, 1<<30)
+	pts := testGradPoints(b, 20)
+	pts[3].X = slices.Clone(pts[5].X)
+	pts[3].Version = 2
+	pts[7].Label = 2 // a label changed without a new version is recomputed too
+	fresh, err := NewGradRows(b, pts, 1<<30, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reused, err := NewGradRows(b, pts, 1<<30, s.Grad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(fresh.rows, reused.rows) || !slices.Equal(fresh.norms, reused.norms) || !slices.Equal(fresh.IDs, reused.IDs) {
+		t.Fatal("reused gradient rows differ from fresh ones")
+	}
+	p := GradRowDim(b)
+	if slices.Equal(fresh.rows[3*p:4*p], s.Grad.rows[3*p:4*p]) || slices.Equal(fresh.rows[7*p:8*p], s.Grad.rows[7*p:8*p]) {
+		t.Error("a changed point kept its old row")
+	}
+	for _, c := range []struct {
+		name   string
+		pts    []GradPoint
+		budget int64
+	}{{"over budget", pts, GradBytes(len(pts), p) - 1}, {"off", pts, 0}, {"one point", pts[:1], 1 << 30}} {
+		if g, err := NewGradRows(b, c.pts, c.budget, nil); g != nil || !errors.Is(err, ErrRanking) {
+			t.Errorf("%s: rows %v, error %v, want ErrRanking", c.name, g, err)
+		}
+	}
+	in := testInput(b, 12)
+	in.Grad, in.GradErr = nil, nil
+	bare, err := New(in, Settings{Backbone: b, H: 2, S: 16, ExactMemoryBytes: 1 << 30, Fits: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bare.AnswerRanked(new(Workspace), pts[0].X, 3, 0.05, certify.Gradient); !errors.Is(err, ErrRanking) {
+		t.Errorf("gradient answer without rows: %v, want ErrRanking", err)
+	}
+}
+
+// BenchmarkGradientAnswer times one answer (K = 10) under the gradient ranking over n
+// stored points against the entk ranking's on exact rows of M = 512 landmarks, on the
+// same model, alternating the two: the built-in convnet (n = 2,000: the rows are
+// 2,000·P float32s) and the Adult architecture. It reports the mean time of each and
+// gradient/entk, their ratio.
+func BenchmarkGradientAnswer(b *testing.B) {
+	for _, c := range []struct {
+		name, arch string
+		n          int
+	}{{"convnet", "convnet:1x28x28-16-32-10", 2000}, {"resmlp", "resmlp:108-128x3-8", 2000}} {
+		bb, err := entk.NewBackbone(c.arch, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		in := testInput(bb, 512)
+		in.Grad, in.GradErr = NewGradRows(bb, testGradPoints(bb, c.n), 1<<30, nil)
+		s, err := New(in, Settings{Backbone: bb, H: 2, S: 16, Seed: 5, DrawName: "bench/eval", ExactMemoryBytes: 1 << 30, Fits: 1})
+		if err != nil || s.Grad == nil {
+			b.Fatal(err, s.GradErr)
+		}
+		qs := testGradPoints(bb, 16)
+		b.Run(c.name, func(b *testing.B) {
+			var w Workspace
+			var tg, te time.Duration
+			for b.Loop() {
+				for _, q := range qs {
+					t0 := time.Now()
+					if _, err := s.AnswerRanked(&w, q.X, 10, 0.05, certify.Gradient); err != nil {
+						b.Fatal(err)
+					}
+					t1 := time.Now()
+					if _, err := s.AnswerRanked(&w, q.X, 10, 0.05, certify.Similarity); err != nil {
+						b.Fatal(err)
+					}
+					tg, te = tg+t1.Sub(t0), te+time.Since(t1)
+				}
+			}
+			nq := float64(b.N * len(qs))
+			b.ReportMetric(tg.Seconds()*1e3/nq, "gradient_ms")
+			b.ReportMetric(te.Seconds()*1e3/nq, "entk_ms")
+			b.ReportMetric(tg.Seconds()/te.Seconds(), "gradient/entk")
+			b.ReportMetric(float64(s.Grad.Bytes())/1e6, "rows_MB")
+		})
+	}
+}
