@@ -373,7 +373,7 @@ func TestEndToEnd(t *testing.T) {
 		if a.Score != wantScore || a.Stability == nil || a.Stable != (*a.Stability >= cfg.Query.StableJaccard) {
 			t.Errorf("%s: score %q stable %v stability %v, want the ranking %q with a known stability", req, a.Score, a.Stable, a.Stability, wantScore)
 		}
-		if f := a.ResidualFraction; a.Score == "entk" && (f == nil || !(*f >= 0 && *f <= 1)) {
+		if f := a.ResidualFraction; f == nil || !(*f >= 0 && *f <= 1) {
 			t.Errorf("%s: residual fraction %v, want one in [0, 1]", req, f)
 		}
 		for i, e := range a.TopK {

@@ -196,7 +196,8 @@ func (g *GradRows) radius(i int, vn float64) float64 {
 // answerGradient certifies the top-k of the gradient ranking over the model's unmasked
 // gradient rows: deterministic intervals (radius), so the verdict is certified exactly
 // when the top-k is separated. Its stability is 1: no seed, pool or fit enters the
-// scores. Indices of the certificate are rows of s.Grad.
+// scores. Indices of the certificate are rows of s.Grad. The residual fraction is the
+// landmarks' (landmarkResidual), as every answer reports it.
 func (s *Model) answerGradient(w *Workspace, x []float64, k int, delta float64) (certify.Certificate, error) {
 	var c certify.Certificate
 	g := s.Grad
@@ -239,7 +240,37 @@ func (s *Model) answerGradient(w *Workspace, x []float64, k int, delta float64) 
 	}
 	cos(&c.RunnerUp)
 	c.ModelVersion = s.Version
+	s.landmarkResidual(w, &c, x)
 	return c, nil
+}
+
+// landmarkResidual sets c.ResidualFraction for x as a landmark answer reports it: how much
+// of the query the served landmarks leave unexplained, from its kernel row over the
+// active landmarks (exact rows, else the evaluation draw's features).
+func (s *Model) landmarkResidual(w *Workspace, c *certify.Certificate, x []float64) {
+	m := len(s.active)
+	if m == 0 {
+		return
+	}
+	w.row = grow(w.row, m)
+	if ex := s.Exact; ex != nil {
+		ex.ready(w, s.Backbone)
+		ktt := ex.queryTo(w, w.phi, x)
+		w.full = grow(w.full, len(s.LandmarkIDs))
+		ex.kernelRowTo(w, w.full, w.phi)
+		for i, l := range s.active {
+			w.row[i] = w.full[l]
+		}
+		s.residualFraction(w, c, ktt)
+		return
+	}
+	sk := s.Draw.sketch
+	if w.sk != sk {
+		w.sk, w.q, w.qf = sk, sk.NewQuery(), make([]float64, sk.Dim())
+	}
+	w.q.FeaturesDiagTo(w.qf, x)
+	entk.KernelRowTo(w.row, s.lf, w.qf)
+	s.residualFraction(w, c, vec.Dot(w.qf, w.qf))
 }
 
 // gradMask returns the rows of g that the mask leaves (every row not of ids), or nil

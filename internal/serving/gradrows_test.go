@@ -70,6 +70,13 @@ func checkGradientRanking(t *testing.T, s *Model, b entk.Backbone) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		ce, err := s.AnswerRanked(new(Workspace), x, 4, 0.05, certify.Similarity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.ResidualFraction == nil || ce.ResidualFraction == nil || *c.ResidualFraction != *ce.ResidualFraction {
+			t.Errorf("query %d: residual fraction %v, the landmark answer's %v", q, c.ResidualFraction, ce.ResidualFraction)
+		}
 		if c.Ranking != certify.Gradient || !c.Stable || c.Stability == nil || *c.Stability != 1 || c.VarianceModel != certify.VarianceExactKernel {
 			t.Fatalf("query %d: ranking %q stable %v stability %v variance %q", q, c.Ranking, c.Stable, c.Stability, c.VarianceModel)
 		}
