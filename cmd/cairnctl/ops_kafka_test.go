@@ -247,7 +247,7 @@ func TestKafkaCommands(t *testing.T) {
 	if err := os.WriteFile(xfile, []byte("[1, 2, 3, 4.5]"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs = runCmd("query", brokers, "--x", xfile, "--k", "3", "--request", "req-x", "--wait", "--timeout", "20s")
+	code, out, errs = runCmd("query", brokers, "--x", xfile, "--k", "3", "--score", "entk", "--request", "req-x", "--wait", "--timeout", "20s")
 	if code != 0 {
 		t.Fatalf("query --x --wait exit %d: %s", code, errs)
 	}
@@ -256,8 +256,8 @@ func TestKafkaCommands(t *testing.T) {
 		t.Fatalf("query output %s (%v): want the attribution of req-x with 3 landmarks", out, err)
 	}
 	_, qs := d.snapshot()
-	if len(qs) != 1 || !slices.Equal(qs[0].X, []float64{1, 2, 3, 4.5}) || qs[0].K != 3 {
-		t.Errorf("fake daemon got queries %+v, want one with x [1 2 3 4.5] and k 3", qs)
+	if len(qs) != 1 || !slices.Equal(qs[0].X, []float64{1, 2, 3, 4.5}) || qs[0].K != 3 || qs[0].Score != "entk" {
+		t.Errorf("fake daemon got queries %+v, want one with x [1 2 3 4.5], k 3 and score entk", qs)
 	}
 
 	// query --id --wait with a generated request id.
@@ -368,6 +368,7 @@ func TestProduceRejectsBadFlags(t *testing.T) {
 		{[]string{"query", "--id", "a", "--x", "f"}, "exactly one of --id ID and --x FILE"},
 		{[]string{"query", "--id", "a", "--k", "100000", "--brokers", "127.0.0.1:1"}, `field "k"`},
 		{[]string{"query", "--id", "a", "--delta", "2", "--brokers", "127.0.0.1:1"}, `field "delta"`},
+		{[]string{"query", "--id", "a", "--score", "best", "--brokers", "127.0.0.1:1"}, `ranking "best", want one of gradient, entk`},
 		{[]string{"delete"}, "--id: required"},
 		{[]string{"delete", "--id", "a", "--brokers", "nohost"}, "nohost"},
 		{[]string{"status", "--http", "127.0.0.1:1", "--timeout", "2s"}, "daemon not reachable at http://127.0.0.1:1/status"},

@@ -15,13 +15,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnhq/cairn/certify"
 	cairn "github.com/cairnhq/cairn/client"
 	"github.com/cairnhq/cairn/internal/cli"
 	"github.com/cairnhq/cairn/stream"
 )
 
-// queryCmd is `cairnctl query --id ID | --x FILE [--k K] [--delta D] [--request R]
-// [--wait] [--timeout 60s]`: it sends one query to cairn.queries, keyed by its request
+// queryCmd is `cairnctl query --id ID | --x FILE [--k K] [--delta D] [--score NAME]
+// [--request R] [--wait] [--timeout 60s]`: it sends one query to cairn.queries, keyed by its request
 // id (client.Client.SendQuery, or Ask with --wait). Without --wait it prints
 // {"request":…,"topic":…,"sent":true}. With --wait it prints the attribution event
 // exactly as the daemon wrote it; if the daemon dead-letters the query instead it
@@ -33,6 +34,7 @@ func queryCmd(fs *flag.FlagSet) cli.Func {
 	xfile := fs.String("x", "", "file holding the query vector: a JSON array of numbers or one CSV line")
 	k := fs.Int("k", 0, "top-K size (0: the daemon's default)")
 	delta := fs.Float64("delta", 0, "failure probability δ in (0, 1) (0: the daemon's default)")
+	score := fs.String("score", "", "ranking: gradient, entk, displacement or representer (empty: the daemon's query.score)")
 	request := fs.String("request", "", "request id (default: q-<16 random hex digits>)")
 	wait := fs.Bool("wait", false, "wait for the attribution and print it")
 	timeout := fs.Duration("timeout", 60*time.Second, "with --wait: how long to wait for the answer")
@@ -43,7 +45,12 @@ func queryCmd(fs *flag.FlagSet) cli.Func {
 		if *timeout <= 0 {
 			return fmt.Errorf("--timeout %v: must be positive", *timeout)
 		}
-		q := stream.QueryEvent{Request: *request, ID: *id, K: *k, Delta: *delta}
+		if *score != "" {
+			if _, err := certify.ParseRanking(*score); err != nil {
+				return fmt.Errorf("--score: %w", err)
+			}
+		}
+		q := stream.QueryEvent{Request: *request, ID: *id, K: *k, Delta: *delta, Score: *score}
 		var err error
 		if *xfile != "" {
 			if q.X, err = readVector(*xfile); err != nil {
