@@ -295,15 +295,16 @@ func (r *benchRun) check(ctx context.Context) error {
 	return err
 }
 
-// deleteLandmark deletes the top-1 landmark of the first in-process answer and times
+// deleteLandmark deletes the top-1 point of the first in-process answer (a landmark
+// under a landmark ranking, any stored point under gradient) and times
 // the deletion to its audit.
 func (r *benchRun) deleteLandmark(ctx context.Context) error {
 	rep := r.rep
 	if len(r.firstAnswer.TopK) == 0 {
-		return errors.New("the first answer names no landmark, nothing to delete")
+		return errors.New("the first answer names no point, nothing to delete")
 	}
 	rep.DeletedID = r.firstAnswer.TopK[0].ID
-	fmt.Fprintf(r.o.Stderr, "cairnctl bench: deleting landmark %s\n", rep.DeletedID)
+	fmt.Fprintf(r.o.Stderr, "cairnctl bench: deleting the first answer's top-1, %s\n", rep.DeletedID)
 	t2 := time.Now()
 	if _, err := r.c.DeleteAndWait(ctx, rep.DeletedID, r.base+"-delete"); err != nil {
 		return fmt.Errorf("deleting %s: %w", rep.DeletedID, err)
