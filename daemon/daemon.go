@@ -129,7 +129,7 @@ type trainState struct {
 type serveState struct {
 	mu         sync.Mutex
 	model      atomic.Pointer[serving.Model]
-	removals   []string // ids that left the pool since the running refit's snapshot
+	removals   []serving.Removal // ids that left the pool (or were relabeled) since the running refit's snapshot
 	modelReady chan struct{}
 	modelOnce  sync.Once
 	drawNonce  uint64
@@ -641,7 +641,7 @@ func (d *Daemon) restore() error {
 	if err != nil {
 		return err
 	}
-	in.SetHooks(ingest.Hooks{Removing: d.removing, Describe: d.describeRecord, Unknown: d.auditUnknown, Commit: d.commitBatch})
+	in.SetHooks(ingest.Hooks{Removing: d.removing, Relabeling: d.relabeling, Describe: d.describeRecord, Unknown: d.auditUnknown, Commit: d.commitBatch})
 	if err := d.useFeaturizers(in); err != nil {
 		return err
 	}
@@ -816,7 +816,7 @@ func (d *Daemon) describe(rec *ingest.Deletion) {
 func (d *Daemon) removing(ids []string) {
 	d.serve.mu.Lock()
 	defer d.serve.mu.Unlock()
-	d.serve.removals = append(d.serve.removals, ids...)
+	d.serve.removals = serving.AppendRemovals(d.serve.removals, ids, false)
 	if s := d.serve.model.Load(); s != nil {
 		// The mask goes on the models topic in this batch's transaction (commitMask),
 		// also when a retried batch finds the model masked already.
@@ -828,6 +828,18 @@ func (d *Daemon) removing(ids []string) {
 			d.metrics.SetModel(ns.Version, ns.MaskedCount())
 			d.log.Info().Uint64("model", ns.Version).Int("masked", ns.MaskedCount()).Msg("deleted landmarks left the serving encoder")
 		}
+	}
+}
+
+// relabeling masks the gradient rows of points whose label alone changes (ingest hook,
+// called before their batch commits); replicas hold no gradient rows, so nothing is
+// published.
+func (d *Daemon) relabeling(ids []string) {
+	d.serve.mu.Lock()
+	defer d.serve.mu.Unlock()
+	d.serve.removals = serving.AppendRemovals(d.serve.removals, ids, true)
+	if s := d.serve.model.Load(); s != nil {
+		d.serve.model.Store(s.WithGradMask(ids))
 	}
 }
 
@@ -876,9 +888,7 @@ func (d *Daemon) checkpoint(tx *storage.Tx, last stream.Audit) error {
 // was fitted on (removals[mark:]).
 func (d *Daemon) install(s *serving.Model, mark int) {
 	d.serve.mu.Lock()
-	if mark < len(d.serve.removals) {
-		s = s.WithMask(d.serve.removals[mark:])
-	}
+	s = s.WithRemovals(d.serve.removals[min(mark, len(d.serve.removals)):])
 	d.serve.removals = d.serve.removals[:0]
 	old := d.serve.model.Swap(s)
 	d.serve.mu.Unlock()

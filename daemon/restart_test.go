@@ -75,7 +75,22 @@ func TestRestartKeepsMasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	msgs = append(msgs, stream.Message{Topic: tp.Train, Key: []byte(changed), Value: v})
+	// A third point keeps its input but gets another label: its gradient row (the default
+	// ranking's, which uses the label) leaves the live model at once, its landmark terms
+	// (if any) stay.
+	relabeled := set.IDs[n-1]
+	lab := int64(set.Labels[n-1]+1) % 10
+	v, err = stream.EncodeTrain(stream.TrainEvent{Op: stream.OpUpsert, ID: relabeled, X: set.Row(n - 1), Label: &lab}, stream.Limits{InputDim: set.D})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs = append(msgs, stream.Message{Topic: tp.Train, Key: []byte(relabeled), Value: v})
+	wasLandmark := s.IsLandmark(relabeled)
 	produceMsgs(t, r.d.Brokers(), msgs)
+	waitFor(t, "the relabel applied", 30*time.Second, func() bool {
+		e := r.d.train.cache.Load().Get(relabeled)
+		return e != nil && e.Label == lab
+	})
 	waitFor(t, "the re-upserts applied", 30*time.Second, func() bool {
 		e := r.d.train.cache.Load().Get(changed)
 		return e != nil && slices.Equal(e.X, set.Row(n))
@@ -84,6 +99,11 @@ func TestRestartKeepsMasks(t *testing.T) {
 	if live.Version != s.Version || live.IsLandmark(changed) || !live.IsLandmark(same) {
 		t.Fatalf("live model %d: %s served %v, %s served %v; want model %d, %s masked and %s served",
 			live.Version, changed, live.IsLandmark(changed), same, live.IsLandmark(same), s.Version, changed, same)
+	}
+	if live.HasGradRow(relabeled) || live.HasGradRow(changed) || !live.HasGradRow(same) || live.IsLandmark(relabeled) != wasLandmark {
+		t.Errorf("live gradient rows: relabeled %s %v, changed %s %v, same %s %v (want false, false, true); %s a landmark %v, was %v",
+			relabeled, live.HasGradRow(relabeled), changed, live.HasGradRow(changed), same, live.HasGradRow(same),
+			relabeled, live.IsLandmark(relabeled), wasLandmark)
 	}
 	liveMasked := live.MaskedIDs()
 	check := func(what string, ex serving.ModelExport, err error) {

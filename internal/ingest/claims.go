@@ -157,6 +157,11 @@ type key struct {
 	partition int32 // of the stored value's record (-1: unknown)
 }
 
+// relabeledBy reports whether an upsert with label (nil: none) changes k's label.
+func (k *key) relabeledBy(label *int64) bool {
+	return (label != nil) != k.hasLabel || label != nil && *label != k.label
+}
+
 // keyOf returns the batch's state of id, starting from the committed one.
 func (in *State) keyOf(keys map[string]*key, id string) *key {
 	if k, ok := keys[id]; ok {

@@ -67,6 +67,8 @@ type State struct {
 	// claims change anything stored.
 	repub       []republication
 	claimWrites bool
+	// relabeled are a batch's stored ids whose label alone changes (Hooks.Relabeling).
+	relabeled []string
 	// broken is set when the in-memory pool may be ahead of the store.
 	broken error
 	stats  Stats
@@ -124,6 +126,10 @@ type Hooks struct {
 	// pool in it (deleted, or replaced by an upsert): the serving model drops their
 	// landmark terms at once, so no answer committed after the deletion names them.
 	Removing func(ids []string)
+	// Relabeling is called like Removing with the stored ids whose upsert in the batch
+	// keeps the input bit for bit but changes the label: their landmark terms stay exact,
+	// their gradient rows (the gradient ranking's, which use the label) do not.
+	Relabeling func(ids []string)
 	// Describe fills in the deletion record what the serving model says about the id
 	// (its version, whether the id is one of its unmasked landmarks).
 	Describe func(rec *Deletion)
@@ -597,6 +603,9 @@ func (in *State) Apply(ctx context.Context, batch []stream.Message) (res BatchRe
 	if len(leaving) > 0 && in.hooks.Removing != nil {
 		in.hooks.Removing(leaving)
 	}
+	if len(in.relabeled) > 0 && in.hooks.Relabeling != nil {
+		in.hooks.Relabeling(in.relabeled)
+	}
 	// 4. One transaction: points, dead letters, deletion records, offsets, pool state.
 	if err := in.commit(ps, poolChanged); err != nil {
 		if poolChanged {
@@ -783,7 +792,7 @@ func (in *State) featurize(ctx context.Context, pre *prepared) error {
 // the pool changes at all.
 func (in *State) plan(now time.Time) (leaving []string, poolChanged bool) {
 	keys := map[string]*key{} // each touched id as the batch goes
-	in.repub, in.claimWrites = in.repub[:0], false
+	in.repub, in.claimWrites, in.relabeled = in.repub[:0], false, in.relabeled[:0]
 	var order []touched // each id in the order the batch first touched it, for the republications
 	touch := func(o *op, id string) *key {
 		if _, ok := keys[id]; !ok {
@@ -810,6 +819,8 @@ func (in *State) plan(now time.Time) (leaving []string, poolChanged bool) {
 			}
 			if o.had = k.stored; o.had && !sameBits(o.ev.X, k.x) {
 				leaving = append(leaving, o.ev.ID) // an unchanged input keeps its landmark terms exact
+			} else if o.had && k.relabeledBy(o.ev.Label) {
+				in.relabeled = append(in.relabeled, o.ev.ID) // but not its gradient row
 			}
 			o.forget = k.deleted >= 0
 			*k = key{stored: true, version: version, x: o.ev.X, hasLabel: o.ev.Label != nil, deleted: -1, subject: o.subj,

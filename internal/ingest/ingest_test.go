@@ -578,3 +578,42 @@ func TestRecordTombstones(t *testing.T) {
 		t.Errorf("pending b: present %v, tombstone %+v; want present without one", ok, b)
 	}
 }
+
+// TestRelabelingHook: an upsert that restates a stored point's input with another label
+// (or none) calls Relabeling with its id and not Removing (its landmark terms stay
+// exact, its gradient row does not); one that changes the input calls Removing only; one
+// that restates input and label calls neither.
+func TestRelabelingHook(t *testing.T) {
+	cfg := testConfig()
+	st := tempStore(t)
+	in := newTestIngest(t, cfg, st)
+	var removed, relabeled []string
+	in.SetHooks(Hooks{Removing: func(ids []string) { removed = append(removed, ids...) },
+		Relabeling: func(ids []string) { relabeled = append(relabeled, ids...) }})
+	g := newGen(t, 7, 6) // testConfig's model takes 6 inputs
+	evs := []event{g.upsert(id(0)), g.upsert(id(1)), g.upsert(id(2)), g.upsert(id(3))}
+	topic := cfg.Kafka.Topics.Train
+	ms := numbered(msgs(topic, evs))
+	if _, err := in.Apply(t.Context(), ms); err != nil {
+		t.Fatal(err)
+	}
+	enc := func(ev event, label *int64) stream.Message {
+		v, err := stream.EncodeTrain(stream.TrainEvent{Op: stream.OpUpsert, ID: ev.id, X: ev.x, Label: label}, g.lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stream.Message{Topic: topic, Key: []byte(ev.id), Value: v}
+	}
+	other, same := evs[0].label+1, evs[2].label
+	moved := g.upsert(id(1)) // a new input for p0001
+	batch := []stream.Message{enc(evs[0], &other), {Topic: topic, Key: []byte(id(1)), Value: moved.value}, enc(evs[2], &same), enc(evs[3], nil)}
+	for i := range batch {
+		batch[i].Offset = int64(len(ms) + i)
+	}
+	if _, err := in.Apply(t.Context(), batch); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(relabeled, []string{id(0), id(3)}) || !slices.Equal(removed, []string{id(1)}) {
+		t.Errorf("relabeled %v, removed %v; want [p0000 p0003] and [p0001]", relabeled, removed)
+	}
+}

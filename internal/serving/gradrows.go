@@ -308,3 +308,8 @@ func (s *Model) EntryID(r certify.Ranking, e certify.Entry) (id, view string) {
 	}
 	return s.LandmarkIDs[e.Index], string(s.Views[e.Index])
 }
+
+// HasGradRow reports whether id has an unmasked gradient row in s.
+func (s *Model) HasGradRow(id string) bool {
+	return s.Grad != nil && slices.ContainsFunc(s.gactive, func(i int) bool { return s.Grad.IDs[i] == id })
+}

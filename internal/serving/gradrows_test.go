@@ -219,3 +219,30 @@ func BenchmarkGradientAnswer(b *testing.B) {
 		})
 	}
 }
+
+// TestGradMask: WithGradMask masks gradient rows only (a relabeled point's landmark terms
+// stay), WithMask both, and WithRemovals each removal as its kind says.
+func TestGradMask(t *testing.T) {
+	s, _ := testModel(t, 12, 1<<30)
+	rows := func(m *Model) []string {
+		var ids []string
+		for _, i := range m.gactive {
+			ids = append(ids, m.Grad.IDs[i])
+		}
+		return ids
+	}
+	g := s.WithGradMask([]string{"g03", "p01"})
+	if g.MaskedCount() != 0 || slices.Contains(rows(g), "g03") || len(rows(g)) != len(rows(s))-1 {
+		t.Errorf("WithGradMask: %d landmarks masked, rows %v", g.MaskedCount(), rows(g))
+	}
+	if s.WithGradMask([]string{"p01"}) != s {
+		t.Error("WithGradMask of a landmark id without a gradient row made a new model")
+	}
+	r := s.WithRemovals([]Removal{{ID: "p01"}, {ID: "g05", GradOnly: true}})
+	if r.MaskedCount() != 2 || slices.Contains(rows(r), "g05") || len(rows(r)) != len(rows(s))-1 {
+		t.Errorf("WithRemovals: %d landmark terms masked (want p01's 2), rows %v", r.MaskedCount(), rows(r))
+	}
+	if _, ok := r.LandmarkInput("p01"); ok {
+		t.Error("WithRemovals left p01's landmark terms")
+	}
+}

@@ -131,9 +131,47 @@ func newDraw(b entk.Backbone, h, s int, seed uint64, name string, xs []float64, 
 	return d, nil
 }
 
-// WithMask returns a copy of s with the landmarks of the given ids masked too, or s
-// itself when none of them is an unmasked landmark.
-func (s *Model) WithMask(ids []string) *Model {
+// WithMask returns a copy of s with the landmarks and gradient rows of the given ids
+// masked too, or s itself when none of them is an unmasked landmark or gradient row.
+func (s *Model) WithMask(ids []string) *Model { return s.withMask(ids, true) }
+
+// WithGradMask returns a copy of s with the gradient rows of the given ids masked (a
+// label changed, the input did not: the landmark terms stay), or s itself when none of
+// them is an unmasked gradient row.
+func (s *Model) WithGradMask(ids []string) *Model { return s.withMask(ids, false) }
+
+// Removal is an id whose serving terms were masked since a snapshot: its landmark terms
+// and gradient row, or with GradOnly its gradient row alone (a label changed, the input
+// did not).
+type Removal struct {
+	ID       string
+	GradOnly bool
+}
+
+// AppendRemovals appends a Removal of each id, with gradOnly, to rs.
+func AppendRemovals(rs []Removal, ids []string, gradOnly bool) []Removal {
+	for _, id := range ids {
+		rs = append(rs, Removal{ID: id, GradOnly: gradOnly})
+	}
+	return rs
+}
+
+// WithRemovals is s with every removal of rs masked (WithMask, or WithGradMask for a
+// GradOnly one).
+func (s *Model) WithRemovals(rs []Removal) *Model {
+	var lm, grad []string
+	for _, r := range rs {
+		if r.GradOnly {
+			grad = append(grad, r.ID)
+		} else {
+			lm = append(lm, r.ID)
+		}
+	}
+	return s.WithMask(lm).WithGradMask(grad)
+}
+
+// withMask masks the gradient rows of ids and, with landmarks, their landmark terms.
+func (s *Model) withMask(ids []string, landmarks bool) *Model {
 	in := contains
 	if len(ids) > 8 {
 		set := make(map[string]bool, len(ids))
@@ -144,7 +182,7 @@ func (s *Model) WithMask(ids []string) *Model {
 	}
 	hit := false
 	for l, id := range s.LandmarkIDs {
-		if !s.masked[l] && in(ids, id) {
+		if landmarks && !s.masked[l] && in(ids, id) {
 			hit = true
 			break
 		}
@@ -159,6 +197,9 @@ func (s *Model) WithMask(ids []string) *Model {
 	}
 	c := *s
 	c.gactive = gact
+	if !landmarks {
+		return &c
+	}
 	c.masked = append([]bool(nil), s.masked...)
 	for l, id := range s.LandmarkIDs {
 		c.masked[l] = c.masked[l] || in(ids, id)
