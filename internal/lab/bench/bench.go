@@ -255,17 +255,23 @@ func checkLandmarkAnswers(st *CertStats, b entk.Backbone, m *daemon.ModelExport,
 		for r, e := range a.TopK {
 			got[r] = e.ID + "/" + e.View
 		}
-		slices.Sort(want)
-		slices.Sort(got)
-		same := slices.Equal(got, want)
-		if same {
+		if st.tally(a.Verdict, got, want) {
 			agree++
-		}
-		if a.Verdict == string(certify.Certified) && !same {
-			st.Incorrect++
 		}
 	}
 	return agree
+}
+
+// tally reports whether an answer's top-K set got is the reference's want (both sorted
+// here) and counts the answer as incorrect in st when it was certified and is not.
+func (st *CertStats) tally(verdict string, got, want []string) bool {
+	slices.Sort(want)
+	slices.Sort(got)
+	same := slices.Equal(got, want)
+	if verdict == string(certify.Certified) && !same {
+		st.Incorrect++
+	}
+	return same
 }
 
 // checkGradientAnswers checks the gradient-ranked answers gidx against gradref over the
@@ -299,14 +305,8 @@ func checkGradientAnswers(st *CertStats, b entk.Backbone, answers []stream.Attri
 		for r, e := range a.TopK {
 			got[r] = e.ID
 		}
-		slices.Sort(want)
-		slices.Sort(got)
-		same := slices.Equal(got, want)
-		if same {
+		if st.tally(a.Verdict, got, want) {
 			agree++
-		}
-		if a.Verdict == string(certify.Certified) && !same {
-			st.Incorrect++
 		}
 	}
 	return agree

@@ -16,10 +16,7 @@ import (
 // index).
 func Query(b entk.Backbone, xt []float64, classes int) []float64 {
 	d, p := b.OutDim(), b.NumParams()
-	ws := b.NewWorkspace()
-	jt, ot := make([]float64, d*p), make([]float64, d)
-	entk.JacobianTo(jt, b, xt, ws)
-	b.Forward(ot, xt, ws)
+	jt, ot := jacobian(b, xt)
 	c := 0
 	for k := 1; k < classes; k++ {
 		if ot[k] > ot[c] {
@@ -42,10 +39,7 @@ func Query(b entk.Backbone, xt []float64, classes int) []float64 {
 // Point returns J_iᵀg_i for the point (x, y) on backbone b: g_i = e_y − softmax(f(x)).
 func Point(b entk.Backbone, x []float64, y int) []float64 {
 	d, p := b.OutDim(), b.NumParams()
-	ws := b.NewWorkspace()
-	ji, oi := make([]float64, d*p), make([]float64, d)
-	entk.JacobianTo(ji, b, x, ws)
-	b.Forward(oi, x, ws)
+	ji, oi := jacobian(b, x)
 	mx := slices.Max(oi)
 	var z float64
 	g := make([]float64, d)
@@ -75,4 +69,14 @@ func Score(b entk.Backbone, xt, x []float64, y, classes int) (score, vn, rn floa
 		rn += r[j] * r[j]
 	}
 	return score, math.Sqrt(vn), math.Sqrt(rn)
+}
+
+// jacobian returns the full Jacobian J (d×P, row-major) and the outputs f(x) of b at x.
+func jacobian(b entk.Backbone, x []float64) (j, out []float64) {
+	d, p := b.OutDim(), b.NumParams()
+	ws := b.NewWorkspace()
+	j, out = make([]float64, d*p), make([]float64, d)
+	entk.JacobianTo(j, b, x, ws)
+	b.Forward(out, x, ws)
+	return j, out
 }
