@@ -150,6 +150,7 @@ func TestValidateTable(t *testing.T) {
 		{"query k zero", func(c *Config) { c.Query.K = 0 }, "query.k"},
 		{"draw queries", func(c *Config) { c.Query.DrawQueries = 0 }, "query.draw_queries"},
 		{"exact memory", func(c *Config) { c.Query.ExactMemoryBytes = -1 }, "query.exact_memory_bytes"},
+		{"gradient memory", func(c *Config) { c.Query.GradientMemoryBytes = -1 }, "query.gradient_memory_bytes"},
 		{"exact disk", func(c *Config) { c.Query.ExactDiskBytes = -1 }, "query.exact_disk_bytes"},
 		{"exact cap", func(c *Config) { c.Query.ExactRowsCap = -1 }, "query.exact_rows_cap"},
 		{"audit", func(c *Config) { c.Audit.Reference = 1 }, "audit"},
