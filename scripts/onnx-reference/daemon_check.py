@@ -19,7 +19,9 @@ it), in float64, checks it against the .ref.json beside the file (outputs, and t
 kernel on two of its inputs), then computes the exact eNTK
 k*(x_t, x_l) = <vec J_t, vec J_l>/d between every query and every exported landmark by
 functorch.jacrev (J = df/dθ over every parameter, d outputs), ranks the landmarks for
-each answer whose score is "entk" and prints JSON: answers, certified, incorrect
+each answer whose score is "entk" (and, for each "gradient" answer, the gradient
+ranking's scores over the stored points of OUTDIR/train.ndjson by torch.autograd,
+Gradients) and prints JSON: answers, certified, incorrect
 (certified answers whose top-K set of (id, view) differs from PyTorch's top-K), the
 answers whose intervals separate at the cut (lower > upper: certified or unstable) and
 how many of those differ from PyTorch's top-K, the answers whose top-K equals
@@ -58,22 +60,37 @@ def pad_line(key, value):
     return key + "\t" + value + " " * ((-n) % 1024)
 
 
+def idx(path, header):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        return f.read()[header:]
+
+
 def inputs(model_path, spec, q, n, out):
+    """Also writes OUTDIR/train.ndjson: the N stored points as the daemon stores them
+    ({"id", "x", "label"}), for the gradient ranking's reference."""
     kind, _, arg = spec.partition(":")
-    if kind == "images":
-        opener = gzip.open if arg.endswith(".gz") else open
-        with opener(arg, "rb") as f:
-            raw = f.read()[16:]
+    train = []
+    if kind == "images":  # images:NAME:TEST-IMAGES-FILE, the train files beside it
+        name, _, arg = arg.partition(":")
+        raw = idx(arg, 16)
         xs = [[p / 255 for p in raw[i * 784:(i + 1) * 784]] for i in range(q)]
+        tr = idx(arg.replace("t10k-images-idx3", "train-images-idx3"), 16)
+        lab = idx(arg.replace("t10k-images-idx3", "train-labels-idx1"), 8)
+        train = [("%s/train/%06d" % (name, i), [p / 255 for p in tr[i * 784:(i + 1) * 784]], lab[i]) for i in range(n)]
     elif kind == "adult":
         xtr, ytr, xte, _, _ = data.adult(arg)
         xs = [encode_adult(r) for r in xte[:q].tolist()]
         with open(os.path.join(out, "train.csv"), "w") as f:
             f.write(",".join([f"x{j}" for j in range(xtr.shape[1])] + ["label"]) + "\n")
-            for r, y in zip(xtr[:n].tolist(), ytr[:n].tolist()):
+            for i, (r, y) in enumerate(zip(xtr[:n].tolist(), ytr[:n].tolist())):
                 f.write(",".join(repr(v) for v in encode_adult(r)) + f",{y}\n")
+                train.append(("csv/train/%06d" % i, encode_adult(r), int(y)))
     else:
-        raise SystemExit(f"daemon_check.py: DATA {spec!r}: want images:FILE or adult:DIR")
+        raise SystemExit(f"daemon_check.py: DATA {spec!r}: want images:NAME:FILE or adult:DIR")
+    with open(os.path.join(out, "train.ndjson"), "w") as f:
+        for i, x, y in train:
+            f.write(json.dumps({"id": i, "x": x, "label": int(y)}) + "\n")
     with open(os.path.join(out, "xs.ndjson"), "w") as fx, open(os.path.join(out, "queries.tsv"), "w") as fq:
         for i, x in enumerate(xs):
             fx.write(json.dumps(x) + "\n")
@@ -147,6 +164,56 @@ def kernel(jac, xs, ls, chunk):
     return k.detach().numpy()
 
 
+class Gradients:
+    """The gradient ranking's reference (certify.Gradient) by torch.autograd in float64
+    over every parameter: a query's grad (f_c - f_o), c its largest output and o the
+    largest other, and each stored point's grad log softmax(f(x))_y, computed once."""
+
+    def __init__(self, model, shape, out):
+        self.model, self.shape = model, shape
+        self.params = [p for p in model.parameters()]
+        with open(os.path.join(out, "train.ndjson")) as f:
+            pts = [json.loads(l) for l in f if l.strip()]
+        self.ids = [p["id"] for p in pts]
+        self.classes = max(p["label"] for p in pts) + 1
+        t0 = time.perf_counter()
+        self.rows = torch.stack([self.grad(lambda f, y=p["label"]: torch.log_softmax(f, 0)[y], p["x"]) for p in pts])
+        self.seconds = time.perf_counter() - t0
+
+    def grad(self, fn, x):
+        f = self.model(torch.tensor(x, dtype=torch.float64).reshape(1, *self.shape))[0]
+        gs = torch.autograd.grad(fn(f), self.params)
+        return torch.cat([g.reshape(-1) for g in gs]).detach()
+
+    def scores(self, x):
+        def margin(f):
+            c = int(torch.argmax(f[:self.classes]))
+            o = max((k for k in range(f.shape[0]) if k != c), key=lambda k: float(f[k]))
+            return f[c] - f[o]
+        return (self.rows @ self.grad(margin, x)).numpy()
+
+
+def check_gradient(rep, grads, a, x, cert, sep):
+    """Checks one gradient answer a (query x) against grads, as check does an entk one."""
+    row = grads.scores(x)
+    index = {i: j for j, i in enumerate(grads.ids)}
+    K = len(a["topk"])
+    order = np.argsort(-row, kind="stable")
+    want = sorted(grads.ids[j] for j in order[:K])
+    got = sorted(e["id"] for e in a["topk"])
+    for e in a["topk"]:
+        v = row[index[e["id"]]]
+        rep["gradient_score_rel_err_max"] = max(rep["gradient_score_rel_err_max"], abs(e["score"] - v) / abs(v))
+    rep["gradient_answers"] += 1
+    if got == want:
+        rep["topk_equal"] += 1
+    else:
+        rep["incorrect"] += cert
+        rep["separated_incorrect"] += sep
+        rep["disagreements"].append({"request": a["request"], "verdict": a["verdict"], "score": "gradient",
+                                     "only_answer": sorted(set(got) - set(want)), "only_pytorch": sorted(set(want) - set(got))})
+
+
 def check(model_path, export_path, out):
     torch.set_num_threads(2)
     model, ref = build(model_path)
@@ -186,7 +253,9 @@ def check(model_path, export_path, out):
            "stability_known": 0, "variance_model": {}, "topk_equal": 0, "other_model": 0, "not_entk": 0,
            "verdicts": {}, "score_rel_err_max": 0.0, "min_gap_certified": None,
            "rebuild_output_err": out_err, "rebuild_ntk_err": ntk_err,
-           "reference_seconds": round(secs, 1), "disagreements": []}
+           "reference_seconds": round(secs, 1), "disagreements": [],
+           "gradient_answers": 0, "gradient_score_rel_err_max": 0.0}
+    grads = None
     for i in range(len(xs)):
         a = answers.get("x-%04d" % i)
         if a is None:
@@ -204,6 +273,12 @@ def check(model_path, export_path, out):
         rep["variance_model"][vm] = rep["variance_model"].get(vm, 0) + 1
         if a["model"] != exp["model"]:
             rep["other_model"] += 1
+            continue
+        if a.get("score") == "gradient":
+            if grads is None:
+                grads = Gradients(model, shape, out)
+                rep["gradient_reference_seconds"] = round(grads.seconds, 1)
+            check_gradient(rep, grads, a, xs[i], cert, sep)
             continue
         if a.get("score") != "entk":
             rep["not_entk"] += 1
