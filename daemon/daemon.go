@@ -269,6 +269,7 @@ func (d *Daemon) Status() StatusReport {
 	if s := d.serve.model.Load(); s != nil {
 		st.Model, st.ModelID, st.ModelPoints, st.Masked = s.Version, s.ID, s.Points, s.MaskedCount()
 		st.VarianceModel, st.ExactRows = s.Variance()
+		st.GradientRows, st.GradientRowsError = s.GradientRows()
 	}
 	st.Erasures = d.erasureStatus()
 	st.Lag = d.lag.Lag()

@@ -307,8 +307,9 @@ func TestEndToEnd(t *testing.T) {
 	}
 	get("/readyz")
 	var hs StatusReport
-	if err := json.Unmarshal([]byte(get("/status")), &hs); err != nil || hs.Points != n || hs.Model != st.Model {
-		t.Errorf("/status %+v (%v), want %d points and model %d", hs, err, n, st.Model)
+	if err := json.Unmarshal([]byte(get("/status")), &hs); err != nil || hs.Points != n || hs.Model != st.Model ||
+		hs.GradientRows != n || hs.GradientRowsError != "" {
+		t.Errorf("/status %+v (%v), want %d points, model %d and %d gradient rows", hs, err, n, st.Model, n)
 	}
 	// Per-label counts: every stored point and every landmark under its label, the same
 	// numbers on /metrics, and a row per label on the UI's overview.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"math"
@@ -125,6 +126,29 @@ func TestRoles(t *testing.T) {
 	if rq, pq := r.d.Status().Queries, p.d.Status().Queries; rq < 10 || pq != 0 {
 		t.Fatalf("replica answered %d, primary %d; want 10 and 0", rq, pq)
 	}
+	// The replica holds the landmarks only: the default gradient ranking falls back to
+	// entk there, the answers and /status say so, and a query naming gradient is refused.
+	for req, a := range keyed[stream.Attribution](t, p, tp.Attributions) {
+		if a.Score != "entk" {
+			t.Errorf("replica answer %s ranked by %q, want the entk fallback", req, a.Score)
+		}
+	}
+	if st, pst := r.d.Status(), p.d.Status(); st.GradientRows != 0 || st.GradientRowsError == "" || pst.GradientRows != n {
+		t.Errorf("gradient rows: replica %d (%q), primary %d; want 0 with a reason, and %d", st.GradientRows, st.GradientRowsError, pst.GradientRows, n)
+	}
+	produceMsgs(t, p.d.Brokers(), []stream.Message{queryMsg(t, tp.Queries, stream.QueryEvent{Request: "q-grad", X: test.Row(0), Score: "gradient"}, set.D)})
+	waitFor(t, "the refused gradient query", 30*time.Second, func() bool {
+		for _, m := range p.messages(tp.DLQ) {
+			var dl struct {
+				Key     []byte `json:"key"`
+				Message string `json:"message"`
+			}
+			if json.Unmarshal(m.Value, &dl) == nil && string(dl.Key) == "q-grad" && strings.Contains(dl.Message, "ranking not served") {
+				return true
+			}
+		}
+		return false
+	})
 
 	// Delete a landmark of the replica's serving model; once its audit is out, no answer
 	// names it.

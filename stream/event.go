@@ -94,8 +94,8 @@ type Limits struct {
 	MaxIDBytes int
 	// MaxK bounds a query's "k". Default 1000.
 	MaxK int
-	// Scores are the ranking names a query's "score" may take; nil accepts the three
-	// rankings of package certify (entk, displacement, representer).
+	// Scores are the ranking names a query's "score" may take; nil accepts the four
+	// rankings of package certify (gradient, entk, displacement, representer).
 	Scores []string
 	// Indices are the entries of x that the model reads as table indices (an ONNX
 	// backbone's embedding codes): each must be an integer in [0, N), or the event is
@@ -122,7 +122,7 @@ func checkIndices(x []float64, field string, idx []IndexLimit) *RejectError {
 // certify's Rankings; stream keeps its own copy because it knows no mathematics). The
 // daemon sets Limits.Scores from certify.Rankings itself, and TestQueryScores checks that
 // this copy accepts exactly those names.
-var defaultScores = []string{"entk", "displacement", "representer"}
+var defaultScores = []string{"gradient", "entk", "displacement", "representer"}
 
 // Defaults used by Limits when a field is zero.
 const (

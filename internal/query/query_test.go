@@ -23,7 +23,11 @@ func TestQueryScores(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, lim := range []stream.Limits{lim, {InputDim: 1}} {
-		for _, name := range []string{"entk", "displacement", "representer", "influence", "ENTK", ""} {
+		names := []string{"influence", "ENTK", "graddot", ""}
+		for _, r := range certify.Rankings {
+			names = append(names, string(r))
+		}
+		for _, name := range names {
 			_, known := certify.ParseRanking(name)
 			raw := fmt.Sprintf(`{"v":1,"request":"q","id":"p","score":%q}`, name)
 			if _, err := stream.DecodeQuery([]byte(raw), lim); (err == nil) != (known == nil) {

@@ -313,3 +313,15 @@ func (s *Model) EntryID(r certify.Ranking, e certify.Entry) (id, view string) {
 func (s *Model) HasGradRow(id string) bool {
 	return s.Grad != nil && slices.ContainsFunc(s.gactive, func(i int) bool { return s.Grad.IDs[i] == id })
 }
+
+// GradientRows is how many unmasked gradient rows s ranks, and why it has none (""
+// with rows; a replica's models carry none by construction).
+func (s *Model) GradientRows() (int, string) {
+	switch {
+	case s.Grad != nil:
+		return len(s.gactive), ""
+	case s.GradErr != nil:
+		return 0, s.GradErr.Error()
+	}
+	return 0, "no gradient rows: the model holds the landmarks only (a replica, or built without the stored points)"
+}

@@ -47,6 +47,11 @@ type Report struct {
 	// held ("memory", or "disk": query.exact_disk_bytes). Absent before the first model.
 	VarianceModel string `json:"variance_model,omitempty"`
 	ExactRows     string `json:"exact_rows,omitempty"`
+	// GradientRows is how many stored points the serving model's gradient ranking (the
+	// default, "gradient") ranks, unmasked; GradientRowsError why it has none (no labels,
+	// over query.gradient_memory_bytes, a replica), in which case default answers use entk.
+	GradientRows      int    `json:"gradient_rows"`
+	GradientRowsError string `json:"gradient_rows_error,omitempty"`
 	// Masked are the serving model's landmarks removed since its fit (deleted points).
 	Masked int `json:"masked"`
 	// Residual is the pool's residual certificate per view (A, B); Stale says whether
