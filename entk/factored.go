@@ -171,6 +171,7 @@ type FactoredQuery struct {
 	segv  []float64 // RowTo's dot products, segment-major (len(segs)×m)
 	fs    [][]float64
 	lanes []float64
+	cot   []float64 // GradTo's cotangent
 }
 
 // NewQuery allocates a FactoredQuery for f.

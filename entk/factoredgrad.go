@@ -47,7 +47,8 @@ func (q *FactoredQuery) GradTo(dst, phi, x []float64, cot func(c, out []float64)
 		panic(fmt.Sprintf("entk: FactoredQuery.GradTo lengths dst %d, phi %d; want %d, %d", len(dst), len(phi), f.GradDim(), f.dim))
 	}
 	q.RowTo(phi, x)
-	c := make([]float64, d)
+	q.cot = growFloats(q.cot, d)
+	c := q.cot
 	cot(c, q.out)
 	sd := math.Sqrt(float64(d))
 	o := 0

@@ -265,28 +265,19 @@ func (s *Model) landmarkResidual(w *Workspace, c *certify.Certificate, x []float
 		return
 	}
 	w.row = grow(w.row, m)
-	if ex := s.Exact; ex != nil {
-		ex.ready(w, s.Backbone)
-		ktt := ex.queryTo(w, w.phi, x)
-		w.full = grow(w.full, len(s.LandmarkIDs))
-		ex.kernelRowTo(w, w.full, w.phi)
+	if s.Exact != nil {
+		ktt := s.exactRowTo(w, x)
 		for i, l := range s.active {
 			w.row[i] = w.full[l]
 		}
 		s.residualFraction(w, c, ktt)
 		return
 	}
-	sk := s.Draw.sketch
-	if w.sk != sk {
-		w.sk, w.q, w.qf = sk, sk.NewQuery(), make([]float64, sk.Dim())
-	}
-	w.q.FeaturesDiagTo(w.qf, x)
-	entk.KernelRowTo(w.row, s.lf, w.qf)
+	s.drawRowTo(w, x)
 	s.residualFraction(w, c, vec.Dot(w.qf, w.qf))
 }
 
-// gradMask returns the rows of g that the mask leaves (every row not of ids), or nil
-// when g is nil.
+// gradActive returns the rows of g that masked leaves, or nil when g is nil.
 func gradActive(g *GradRows, masked func(id string) bool) []int {
 	if g == nil {
 		return nil

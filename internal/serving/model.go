@@ -172,6 +172,9 @@ func (s *Model) WithRemovals(rs []Removal) *Model {
 
 // withMask masks the gradient rows of ids and, with landmarks, their landmark terms.
 func (s *Model) withMask(ids []string, landmarks bool) *Model {
+	if len(ids) == 0 {
+		return s
+	}
 	in := contains
 	if len(ids) > 8 {
 		set := make(map[string]bool, len(ids))
@@ -181,11 +184,8 @@ func (s *Model) withMask(ids []string, landmarks bool) *Model {
 		in = func(_ []string, id string) bool { return set[id] }
 	}
 	hit := false
-	for l, id := range s.LandmarkIDs {
-		if landmarks && !s.masked[l] && in(ids, id) {
-			hit = true
-			break
-		}
+	for l := 0; landmarks && l < len(s.LandmarkIDs) && !hit; l++ {
+		hit = !s.masked[l] && in(ids, s.LandmarkIDs[l])
 	}
 	gact := s.gactive
 	if s.Grad != nil {
@@ -367,11 +367,8 @@ func (s *Model) AnswerRanked(w *Workspace, x []float64, k int, delta float64, r 
 	if r.AllPoints() {
 		return s.answerGradient(w, x, k, delta)
 	}
-	if ex := s.Exact; ex != nil {
-		ex.ready(w, s.Backbone)
-		ktt := ex.queryTo(w, w.phi, x)
-		w.full = grow(w.full, len(s.LandmarkIDs))
-		ex.kernelRowTo(w, w.full, w.phi)
+	if s.Exact != nil {
+		ktt := s.exactRowTo(w, x)
 		return s.answerExact(w, w.full, ktt, k, delta, r)
 	}
 	var c certify.Certificate
@@ -379,12 +376,7 @@ func (s *Model) AnswerRanked(w *Workspace, x []float64, k int, delta float64, r 
 	if err != nil {
 		return c, err
 	}
-	sk := s.Draw.sketch
-	if w.sk != sk {
-		w.sk, w.q, w.qf = sk, sk.NewQuery(), make([]float64, sk.Dim())
-	}
-	kqq := w.q.FeaturesDiagTo(w.qf, x)
-	entk.KernelRowTo(w.row, s.lf, w.qf)
+	kqq := s.drawRowTo(w, x)
 	certify.ConservativeRowTo(w.vbar, s.diag, kqq, s.h, s.s, s.padded)
 	s.residualFraction(w, &c, vec.Dot(w.qf, w.qf))
 	if r == certify.Representer {
@@ -416,6 +408,30 @@ func (s *Model) AnswerRanked(w *Workspace, x []float64, k int, delta float64, r 
 	c.EvalDraw = "eval"
 	// κ from the evaluation draw is a plug-in estimate.
 	return c, s.finish(w, &c, k, alloc, true, r)
+}
+
+// exactRowTo writes x's full exact kernel row (every landmark, masked ones included)
+// into w.full and returns k*(x, x); s has exact rows.
+func (s *Model) exactRowTo(w *Workspace, x []float64) float64 {
+	ex := s.Exact
+	ex.ready(w, s.Backbone)
+	ktt := ex.queryTo(w, w.phi, x)
+	w.full = grow(w.full, len(s.LandmarkIDs))
+	ex.kernelRowTo(w, w.full, w.phi)
+	return ktt
+}
+
+// drawRowTo writes x's kernel row over the active landmarks on the evaluation draw into
+// w.row (sized by the caller) and its features into w.qf, and returns the query's
+// exact diagonal; s has a draw.
+func (s *Model) drawRowTo(w *Workspace, x []float64) float64 {
+	sk := s.Draw.sketch
+	if w.sk != sk {
+		w.sk, w.q, w.qf = sk, sk.NewQuery(), make([]float64, sk.Dim())
+	}
+	kqq := w.q.FeaturesDiagTo(w.qf, x)
+	entk.KernelRowTo(w.row, s.lf, w.qf)
+	return kqq
 }
 
 // stability attaches the ranking's stability to c (indices still into the active row):

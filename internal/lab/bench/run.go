@@ -287,7 +287,7 @@ func (r *benchRun) check(ctx context.Context) error {
 	}
 	var pts Stored
 	for i, id := range train.IDs {
-		if id != r.rep.DeletedID && train.Labels != nil {
+		if id != r.rep.DeletedID && i < len(train.Labels) {
 			pts.IDs, pts.X, pts.Labels = append(pts.IDs, id), append(pts.X, train.Row(i)), append(pts.Labels, train.Labels[i])
 		}
 	}
