@@ -273,7 +273,8 @@ func (c Config) security() (*tls.Config, sasl.Mechanism, error) {
 	return tc, mech, nil
 }
 
-// dialer builds the kafka-go Dialer used by partition readers.
+// dialer builds the kafka-go Dialer used by partition readers. Its connections give a
+// late fetch response ResponseSlack beyond the fetch's MaxWait (patientConn).
 func (c Config) dialer() (*kafka.Dialer, error) {
 	tc, mech, err := c.security()
 	if err != nil {
@@ -282,7 +283,7 @@ func (c Config) dialer() (*kafka.Dialer, error) {
 	return &kafka.Dialer{
 		ClientID:      c.clientID(),
 		Timeout:       c.dialTimeout(),
-		DualStack:     true,
+		DialFunc:      patientDial(ResponseSlack),
 		TLS:           tc,
 		SASLMechanism: mech,
 	}, nil
