@@ -23,6 +23,14 @@ type TrainOptions struct {
 	// Progress, when set, is called after each epoch with the epoch (from 1) and the mean
 	// training loss over it.
 	Progress func(epoch int, loss float64)
+	// Leave, when set (one entry per row), marks rows left out of training while every
+	// other row keeps the minibatches and the step it would have without Leave: each
+	// epoch's shuffle is of all n rows, and a minibatch is its shuffled slice without the
+	// marked rows, its gradient the mean over the rows that remain. Training on a subset
+	// this way differs from training on all rows only by the subset's absence, not by a
+	// new order of the others (the counterfactual of a deletion). A minibatch left empty
+	// still takes its Adam step, with a zero gradient, so the schedule is unchanged.
+	Leave []bool
 }
 
 // Validate reports the first invalid option.
@@ -68,6 +76,9 @@ func Train(ctx context.Context, b Backbone, xs []float64, labels []int, opt Trai
 	if n == 0 || len(xs) != n*in {
 		return nil, fmt.Errorf("%w: %d labels for %d input values (input size %d)", ErrTrain, n, len(xs), in)
 	}
+	if opt.Leave != nil && len(opt.Leave) != n {
+		return nil, fmt.Errorf("%w: leave has %d entries for %d rows", ErrTrain, len(opt.Leave), n)
+	}
 	for i, y := range labels {
 		if y < 0 || y >= d {
 			return nil, fmt.Errorf("%w: label %d of row %d outside [0, %d)", ErrTrain, y, i, d)
@@ -90,7 +101,13 @@ func Train(ctx context.Context, b Backbone, xs []float64, labels []int, opt Trai
 	// 1.7 µs against 56 µs per example).
 	cur := newBackbone(a, params)
 	g := newGradWorkers(cur, workers)
-	perm := make([]int, n)
+	perm, kept := make([]int, n), make([]int, 0, opt.Batch)
+	left := 0 // rows Leave marks
+	for _, l := range opt.Leave {
+		if l {
+			left++
+		}
+	}
 	steps := opt.Epochs * ((n + opt.Batch - 1) / opt.Batch)
 	step := 0
 	const beta1, beta2, eps = 0.9, 0.999, 1e-8
@@ -106,7 +123,20 @@ func Train(ctx context.Context, b Backbone, xs []float64, labels []int, opt Trai
 				return nil, err
 			}
 			batch := perm[start:min(start+opt.Batch, n)]
-			epochLoss += g.lossGradTo(grad, newBackbone(a, params), xs, labels, batch) * float64(len(batch))
+			if opt.Leave != nil {
+				kept = kept[:0]
+				for _, i := range batch {
+					if !opt.Leave[i] {
+						kept = append(kept, i)
+					}
+				}
+				batch = kept
+			}
+			if len(batch) == 0 {
+				clear(grad)
+			} else {
+				epochLoss += g.lossGradTo(grad, newBackbone(a, params), xs, labels, batch) * float64(len(batch))
+			}
 			step++
 			lr := opt.LR * 0.5 * (1 + math.Cos(math.Pi*float64(step-1)/float64(steps)))
 			c1, c2 := 1-math.Pow(beta1, float64(step)), 1-math.Pow(beta2, float64(step))
@@ -122,7 +152,7 @@ func Train(ctx context.Context, b Backbone, xs []float64, labels []int, opt Trai
 			}
 		}
 		if opt.Progress != nil {
-			opt.Progress(e+1, epochLoss/float64(n))
+			opt.Progress(e+1, epochLoss/float64(max(1, n-left)))
 		}
 	}
 	return params, nil

@@ -209,3 +209,60 @@ func TestTrainRejects(t *testing.T) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
+
+// TestTrainLeave: Leave with no row marked gives the bits of no Leave; with full-batch
+// steps (Batch ≥ n, so no order to keep) leaving rows out is training on the others
+// (to 1e-9 relative: only the summation order differs); with minibatches it differs
+// from both; and a Leave of the wrong length is an error.
+func TestTrainLeave(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	b, _ := NewBackbone("mlp:6-5-3", 2)
+	xs, labels := separable(r, b, 40)
+	in := b.InDim()
+	opt := TrainOptions{Epochs: 4, Batch: 8, LR: 1e-2, Seed: 7, Workers: 2}
+	train := func(xs []float64, labels []int, opt TrainOptions) []float64 {
+		t.Helper()
+		p, err := Train(context.Background(), b, xs, labels, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	plain := train(xs, labels, opt)
+	none := opt
+	none.Leave = make([]bool, len(labels))
+	for j, x := range train(xs, labels, none) {
+		if math.Float64bits(x) != math.Float64bits(plain[j]) {
+			t.Fatalf("Leave marking nothing: parameter %d is %v, want %v", j, x, plain[j])
+		}
+	}
+	leave := make([]bool, len(labels))
+	var subX []float64
+	var subY []int
+	for i := range labels {
+		if leave[i] = i%5 == 2; !leave[i] {
+			subX, subY = append(subX, xs[i*in:(i+1)*in]...), append(subY, labels[i])
+		}
+	}
+	full := opt
+	full.Batch, full.Leave = len(labels), leave
+	subOpt := opt
+	subOpt.Batch = len(labels)
+	got, want := train(xs, labels, full), train(subX, subY, subOpt)
+	for j := range got {
+		if d := math.Abs(got[j] - want[j]); d > 1e-9*(1+math.Abs(want[j])) {
+			t.Fatalf("full batch: parameter %d is %v leaving rows out, %v training on the rest (diff %.3g)", j, got[j], want[j], d)
+		}
+	}
+	mini := opt
+	mini.Leave = leave
+	pm := train(xs, labels, mini)
+	if pm[0] == plain[0] || pm[0] == train(subX, subY, opt)[0] {
+		t.Error("minibatch Leave equals training on all rows or a reshuffled subset")
+	}
+	bad := opt
+	bad.Leave = make([]bool, 3)
+	if _, err := Train(context.Background(), b, xs, labels, bad); !errors.Is(err, ErrTrain) {
+		t.Errorf("Leave of 3 entries for %d rows: %v, want ErrTrain", len(labels), err)
+	}
+}

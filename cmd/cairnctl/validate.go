@@ -29,6 +29,10 @@ func validateCmd(fs *flag.FlagSet) cli.Func {
 	fs.Float64Var(&o.TrainLR, "train-lr", 2e-3, "backbone training Adam step size (cairnctl train's default)")
 	fs.IntVar(&o.Random, "random", 30, "random landmark-point removals per deletion test (paper appendix D's N)")
 	fs.Float64Var(&o.TrakRidge, "trak-ridge", 1e-3, "TRAK ridge λ as a multiple of the mean squared norm of a feature row")
+	fs.IntVar(&o.RetrainDeletionQueries, "retrain-deletion-queries", 30, "the deletion test against retraining: the first queries it tests (0: off)")
+	fs.IntVar(&o.RetrainDeletionK, "retrain-deletion-k", 1, "the deletion test against retraining: the top points of a ranking left out of the network's training")
+	fs.IntVar(&o.RetrainDeletionRandom, "retrain-deletion-random", 20, "the deletion test against retraining: random sets of as many points, left out the same way")
+	rdel := fs.String("retrain-deletion-rankings", "gradient,trak", "the deletion test against retraining: the rankings and baselines it tests, comma-separated")
 	format := fs.String("format", "json", "output: json | markdown")
 	from := fs.String("from", "", "print the report of an earlier run (its JSON output) in --format instead of running")
 	return func(ctx context.Context, stdio cli.Stdio) error {
@@ -38,7 +42,9 @@ func validateCmd(fs *flag.FlagSet) cli.Func {
 			errs = append(errs, fmt.Errorf("--format %q: want json or markdown", *format))
 		}
 		if *from == "" {
-			errs = append(errs, o.Check())
+			var err error
+			o.RetrainDeletionRankings, err = study.ParseRetrainDeletionRankings(*rdel)
+			errs = append(errs, err, o.Check())
 		}
 		if err := errors.Join(errs...); err != nil {
 			return err

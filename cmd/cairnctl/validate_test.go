@@ -24,6 +24,9 @@ func TestValidateFlags(t *testing.T) {
 		{[]string{"--data", "nope", "--weights", "w.safetensors"}, []string{"--weights \"w.safetensors\""}},
 		{[]string{"--data", "nope", "--untrained"}, []string{"--untrained=true"}},
 		{[]string{"--data", "nope", "--train-lr", "+Inf"}, []string{"--train-lr +Inf"}},
+		{[]string{"--data", "nope", "--retrain-deletion-k", "0", "--retrain-deletion-random", "0", "--retrain-deletion-rankings", "gradient,nope"},
+			[]string{"--retrain-deletion-k 0", "--retrain-deletion-random 0", `--retrain-deletion-rankings: "nope"`}},
+		{[]string{"--data", "nope", "--retrain-deletion-queries", "-1"}, []string{"--retrain-deletion-queries -1"}},
 		{[]string{"--from", "x.json", "--format", "csv"}, []string{"--format \"csv\""}},
 	} {
 		code, out, errs := runCmd(append([]string{"validate"}, c.args...)...)
@@ -46,7 +49,7 @@ func TestValidateFlags(t *testing.T) {
 // saved JSON prints back as a Markdown table with a row per ranking.
 func TestValidateSmall(t *testing.T) {
 	args := []string{"validate", "--data", "mnist", "--n", "120", "--queries", "6", "--halves", "4", "--m", "16", "--h", "1", "--s", "64",
-		"--dim", "16", "--epochs", "2", "--train-epochs", "1", "--retrains", "2", "--seed", "1"}
+		"--dim", "16", "--epochs", "2", "--train-epochs", "1", "--retrains", "2", "--seed", "1", "--retrain-deletion-queries", "3", "--retrain-deletion-random", "4"}
 	code, out, errs := runCmd(args...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -93,12 +96,36 @@ func TestValidateSmall(t *testing.T) {
 	check("rankings", rep.Rankings, "gradient", "displacement", "representer", "entk", "entk_cosine", "graddot", "graddot_all", "label_ntk", "label_ntk_all")
 	// The served gradient ranking is graddot_all's score, so every statistic is the same.
 	for k, v := range rep.Rankings["graddot_all"] {
+		if strings.HasPrefix(k, "deletion_retrain") {
+			continue // run by name: gradient is in --retrain-deletion-rankings, graddot_all not
+		}
 		if rep.Rankings["gradient"][k] != v {
 			t.Errorf("gradient %s = %v, graddot_all's %v: the served ranking is not the study row", k, rep.Rankings["gradient"][k], v)
 		}
 	}
 	check("baselines", rep.Baselines, "random", "trak", "class")
 	check("signed", rep.Signed, "displacement", "representer", "entk", "entk_cosine")
+	// The deletion test against retraining runs for --retrain-deletion-rankings only
+	// (gradient and trak by default): a percentile there, null elsewhere.
+	for group, g := range map[string]map[string]map[string]any{"rankings": rep.Rankings, "baselines": rep.Baselines, "signed": rep.Signed} {
+		for name, row := range g {
+			v, ok := row["deletion_retrain_percentile"].(float64)
+			m, okm := row["deletion_retrain_percentile_midrank"].(float64)
+			ran := group+"/"+name == "rankings/gradient" || group+"/"+name == "baselines/trak"
+			switch {
+			case ran && (!ok || !okm || v < 0 || v > 1 || m < v || m > 1):
+				t.Errorf("%s: deletion_retrain_percentile %v, midrank %v; want 0 ≤ strict ≤ midrank ≤ 1", name, row["deletion_retrain_percentile"], row["deletion_retrain_percentile_midrank"])
+			case !ran && (row["deletion_retrain_percentile"] != nil || row["deletion_retrain_percentile_midrank"] != nil):
+				t.Errorf("%s: deletion_retrain_percentile %v, not one of --retrain-deletion-rankings", name, row["deletion_retrain_percentile"])
+			}
+		}
+	}
+	if rd, _ := rep.Settings["retrain_deletion"].(map[string]any); rd["queries"] != 3.0 || rd["random"] != 4.0 || rd["k"] != 1.0 {
+		t.Errorf("settings retrain_deletion %v, want 3 queries, 4 random sets of 1", rep.Settings["retrain_deletion"])
+	}
+	if n := rep.Seconds["retrain_deletion_networks"]; n < 5 || n > 1+4+2*3 {
+		t.Errorf("retraining deletion trained %v networks, want the base, 4 random and at most 2×3 top sets", n)
+	}
 	s := rep.Settings
 	if s["n"] != 120.0 || s["retrains"] != 2.0 || s["halves"] != 4.0 || s["queries"] != 6.0 || s["half_size"] != 60.0 || s["kernel"] != "exact" {
 		t.Errorf("settings do not echo the run: %v", s)

@@ -40,6 +40,11 @@ type Options struct {
 	TrainLR     float64 // --train-lr
 	Random      int     // --random: random landmark-point removals per deletion test
 	TrakRidge   float64 // --trak-ridge: TRAK ridge as a multiple of the mean ‖ψ‖²
+	// The deletion test against retraining (retrainDeletion).
+	RetrainDeletionQueries  int      // --retrain-deletion-queries: the first queries tested (0: off)
+	RetrainDeletionK        int      // --retrain-deletion-k: points left out per test
+	RetrainDeletionRandom   int      // --retrain-deletion-random: random sets of as many points
+	RetrainDeletionRankings []string // --retrain-deletion-rankings
 }
 
 // Check reports every invalid setting at once, before any data is loaded.
@@ -85,6 +90,15 @@ func (o *Options) Check() error {
 	}
 	if !(o.TrakRidge > 0) || math.IsInf(o.TrakRidge, 1) {
 		bad("--trak-ridge %v: must be positive and finite", o.TrakRidge)
+	}
+	if o.RetrainDeletionQueries < 0 {
+		bad("--retrain-deletion-queries %d: must be ≥ 0", o.RetrainDeletionQueries)
+	}
+	if o.RetrainDeletionQueries > 0 && (o.RetrainDeletionK < 1 || o.RetrainDeletionK >= p.N) {
+		bad("--retrain-deletion-k %d: must be in [1, --n)", o.RetrainDeletionK)
+	}
+	if o.RetrainDeletionQueries > 0 && o.RetrainDeletionRandom < 1 {
+		bad("--retrain-deletion-random %d: must be ≥ 1", o.RetrainDeletionRandom)
 	}
 	if !(o.Model.ValFrac > 0 && o.Model.ValFrac < 1) {
 		bad("--val-frac %v: must be in (0, 1)", o.Model.ValFrac)
@@ -178,7 +192,11 @@ func Run(ctx context.Context, o *Options, progress io.Writer) (*validate.Report,
 		return nil, err
 	}
 	v.secs["deletion"] = time.Since(t0).Seconds()
-	rep := report(sc, halves, margins, conf, del)
+	rdel, err := v.retrainDeletion(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	rep := report(sc, halves, margins, conf, del, rdel)
 	rep.Seconds = v.secs
 	rep.Settings = v.settings(tr, fm, model, sc)
 	v.secs["total"] = time.Since(start).Seconds()
@@ -254,8 +272,9 @@ func (v *validation) serve(ctx context.Context) (*offline.Model, *serving.Model,
 
 // report scores every ranking and baseline of sc against the halves' targets (LDS
 // against the retrained networks' margins and the refitted encoders' confidences) and
-// adds the deletion percentiles del.
-func report(sc *scores, halves [][]int, margins, conf [][]float64, del map[string][4]float64) *validate.Report {
+// adds the deletion percentiles del and, where it ran, the retraining deletion test's
+// rdel.
+func report(sc *scores, halves [][]int, margins, conf [][]float64, del map[string][4]float64, rdel map[string][2]float64) *validate.Report {
 	rep := &validate.Report{Rankings: map[string]validate.Stats{}, Baselines: map[string]validate.Stats{}, Signed: map[string]validate.Stats{}}
 	for name, s := range sc.points {
 		pred := make([][]float64, len(s))
@@ -269,6 +288,10 @@ func report(sc *scores, halves [][]int, margins, conf [][]float64, del map[strin
 			LDSEncoder: enc.Mean, LDSEncoderSE: enc.SE, LDSEncoderQueries: enc.Queries,
 			DeletionPercentile: del[name][0], DeletionPercentileTop10: del[name][1],
 			DeletionPercentileMidrank: del[name][2], DeletionPercentileTop10Midrank: del[name][3],
+			RetrainDeletionPercentile: nanPair[0], RetrainDeletionPercentileMidrank: nanPair[1],
+		}
+		if r, ok := rdel[name]; ok {
+			st.RetrainDeletionPercentile, st.RetrainDeletionPercentileMidrank = r[0], r[1]
 		}
 		switch {
 		case slices.Contains(validate.Baselines, name):
