@@ -93,7 +93,7 @@ func TestValidateSmall(t *testing.T) {
 			}
 		}
 	}
-	check("rankings", rep.Rankings, "gradient", "displacement", "representer", "entk", "entk_cosine", "graddot", "graddot_all", "label_ntk", "label_ntk_all")
+	check("rankings", rep.Rankings, "gradient", "displacement", "representer", "entk", "entk_cosine", "graddot", "graddot_all", "graddot_all_cosine", "label_ntk", "label_ntk_all")
 	// The served gradient ranking is graddot_all's score, so every statistic is the same.
 	for k, v := range rep.Rankings["graddot_all"] {
 		if strings.HasPrefix(k, "deletion_retrain") {

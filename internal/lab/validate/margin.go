@@ -27,10 +27,14 @@ const (
 	GradDotAll  = "graddot_all"
 	LabelNTK    = "label_ntk"
 	LabelNTKAll = "label_ntk_all"
+	// GradDotAllCosine is GradDotAll with each point's ‖J_iᵀ g_i‖ divided out (a study
+	// row): the direction of a point's step without its size, so that the few points with
+	// large loss gradients ("hubs") stop topping most queries.
+	GradDotAllCosine = "graddot_all_cosine"
 )
 
 // MarginRows lists the linearized-margin study rows.
-var MarginRows = []string{GradDot, GradDotAll, LabelNTK, LabelNTKAll}
+var MarginRows = []string{GradDot, GradDotAll, GradDotAllCosine, LabelNTK, LabelNTKAll}
 
 // MarginCotangentTo is entk.MarginCotangentTo (the served gradient ranking's cotangent).
 func MarginCotangentTo(u, out []float64, classes int) int {

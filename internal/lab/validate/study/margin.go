@@ -2,6 +2,7 @@ package study
 
 import (
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/cairnhq/cairn/entk"
@@ -32,8 +33,8 @@ func (v *validation) marginScores(b entk.Backbone, fm *offline.Model, model *ser
 	for i := range px {
 		px[i] = v.all.Set.Row(i)
 	}
-	lm := pointMarginScores(b, vt, lx, ly)
-	all := pointMarginScores(b, vt, px, lab)
+	lm, _ := pointMarginScores(b, vt, lx, ly)
+	all, norms := pointMarginScores(b, vt, px, lab)
 	for g, r := range [][2]string{{validate.GradDot, validate.GradDotAll}, {validate.LabelNTK, validate.LabelNTKAll}} {
 		sc.points[r[0]] = make([][]float64, nq)
 		for t := range nq {
@@ -42,6 +43,16 @@ func (v *validation) marginScores(b entk.Backbone, fm *offline.Model, model *ser
 		}
 		sc.points[r[1]] = all[g]
 	}
+	cos := make([][]float64, nq)
+	for t := range cos {
+		cos[t] = make([]float64, n)
+		for i, x := range all[0][t] {
+			if norms[i] > 0 {
+				cos[t][i] = x / norms[i]
+			}
+		}
+	}
+	sc.points[validate.GradDotAllCosine] = cos
 	// The served gradient ranking is graddot_all: scored and checked like every served
 	// ranking (its rows are the served model's, in stored-point order).
 	sc.points[validate.Gradient] = all[0]
@@ -82,9 +93,10 @@ func marginGradients(b entk.Backbone, x [][]float64, classes int) [][]float64 {
 
 // pointMarginScores returns s[g][t][i] = ⟨vt[t], J_iᵀ g_i⟩ for the points x[i] of labels
 // y[i], with g_i their cotangents (validate.PointCotangentTo) with grad (g = 0) and
-// without (g = 1): one forward and two backward passes a point, on two goroutines (the
-// points split by parity; each score is one point's own, so the split changes no bit).
-func pointMarginScores(b entk.Backbone, vt, x [][]float64, y []int) [2][][]float64 {
+// without (g = 1), and each point's ‖J_iᵀ g_i‖ with grad: one forward and two backward
+// passes a point, on two goroutines (the points split by parity; each score is one
+// point's own, so the split changes no bit).
+func pointMarginScores(b entk.Backbone, vt, x [][]float64, y []int) ([2][][]float64, []float64) {
 	if len(x) != len(y) {
 		panic(fmt.Sprintf("study: pointMarginScores: %d points, %d labels", len(x), len(y)))
 	}
@@ -95,6 +107,7 @@ func pointMarginScores(b entk.Backbone, vt, x [][]float64, y []int) [2][][]float
 			s[g][t] = make([]float64, len(x))
 		}
 	}
+	norms := make([]float64, len(x))
 	const workers = 2
 	var wg sync.WaitGroup
 	for wk := range workers {
@@ -109,6 +122,9 @@ func pointMarginScores(b entk.Backbone, vt, x [][]float64, y []int) [2][][]float
 				for g, grad := range []bool{true, false} {
 					validate.PointCotangentTo(cot, out, y[i], grad)
 					b.Backward(w, cot, ws)
+					if grad {
+						norms[i] = math.Sqrt(vec.Dot(w, w))
+					}
 					for t, v := range vt {
 						s[g][t][i] = vec.Dot(v, w)
 					}
@@ -117,5 +133,5 @@ func pointMarginScores(b entk.Backbone, vt, x [][]float64, y []int) [2][][]float
 		}()
 	}
 	wg.Wait()
-	return s
+	return s, norms
 }

@@ -41,7 +41,24 @@ func TestPointMarginScores(t *testing.T) {
 		return j
 	}
 	out := make([]float64, d)
-	both := pointMarginScores(b, vt, pts, labels)
+	both, norms := pointMarginScores(b, vt, pts, labels)
+	for i, x := range pts { // ‖J_iᵀ g_i‖ with g_i the loss gradient, from the Jacobian
+		ji := jac(x)
+		b.Forward(out, x, ws)
+		g := make([]float64, d)
+		validate.PointCotangentTo(g, out, labels[i], true)
+		n2 := 0.0
+		for k := range p {
+			s := 0.0
+			for c := range d {
+				s += ji[c*p+k] * g[c]
+			}
+			n2 += s * s
+		}
+		if want := math.Sqrt(n2); math.Abs(norms[i]-want) > 1e-12*want {
+			t.Errorf("point %d: norm %v, from the Jacobian %v", i, norms[i], want)
+		}
+	}
 	for g, grad := range []bool{true, false} {
 		got := both[g]
 		for t0, q := range qs {
