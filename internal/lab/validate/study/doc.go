@@ -45,13 +45,21 @@
 //     random landmark-point sets of the same size (shared by every ranking and query),
 //     strictly (certify.Percentile, the paper's π) and with ties counted half
 //     (validate.MidrankPercentile); the medians over queries are reported.
+//  6. Deletion against retraining (retrainDeletion), for the rankings of
+//     --retrain-deletion-rankings: for each of the first --retrain-deletion-queries
+//     queries, the ranking's top --retrain-deletion-k stored points are left out of the
+//     served backbone's training (entk.TrainOptions.Leave: its seed, every other point in
+//     the minibatches and steps it had) and the drop of the query's correct-class margin
+//     is ranked among the drops of --retrain-deletion-random random sets of as many points
+//     left out the same way, strictly and mid-rank; the medians over queries are
+//     reported. A set that several queries or rankings share is trained once.
 //
 // # Contracts
 //
 //   - Every draw is named: the served backbone's initialization and shuffling come from
 //     --seed, retrained network r > 0 of a half from stream cairnctl/validate/retrain/<r>,
 //     the halves, random scores and random deletion sets from package validate's
-//     streams, the served model's evaluation draw from cairnctl/validate/eval. A report
+//     streams, the retraining deletion test's random sets from RetrainDeletionStream, the served model's evaluation draw from cairnctl/validate/eval. A report
 //     is a function of its Options, timings aside.
 //   - Run writes the served backbone to a temporary directory it removes before
 //     returning, reports progress lines on the writer it is given, and modifies nothing
