@@ -31,6 +31,7 @@ func validateCmd(fs *flag.FlagSet) cli.Func {
 	fs.Float64Var(&o.TrakRidge, "trak-ridge", 1e-3, "TRAK ridge λ as a multiple of the mean squared norm of a feature row")
 	fs.IntVar(&o.RetrainDeletionQueries, "retrain-deletion-queries", 30, "the deletion test against retraining: the first queries it tests (0: off)")
 	fs.IntVar(&o.RetrainDeletionK, "retrain-deletion-k", 1, "the deletion test against retraining: the top points of a ranking left out of the network's training")
+	fs.IntVar(&o.RetrainDeletionRetrains, "retrain-deletion-retrains", 1, "the deletion test against retraining: networks per set, from seeds --seed and then streams cairnctl/validate/retrain/<r>; a drop is their mean")
 	fs.IntVar(&o.RetrainDeletionRandom, "retrain-deletion-random", 20, "the deletion test against retraining: random sets of as many points, left out the same way")
 	rdel := fs.String("retrain-deletion-rankings", "gradient,trak", "the deletion test against retraining: the rankings and baselines it tests, comma-separated")
 	format := fs.String("format", "json", "output: json | markdown")

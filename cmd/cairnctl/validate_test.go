@@ -27,6 +27,7 @@ func TestValidateFlags(t *testing.T) {
 		{[]string{"--data", "nope", "--retrain-deletion-k", "0", "--retrain-deletion-random", "0", "--retrain-deletion-rankings", "gradient,nope"},
 			[]string{"--retrain-deletion-k 0", "--retrain-deletion-random 0", `--retrain-deletion-rankings: "nope"`}},
 		{[]string{"--data", "nope", "--retrain-deletion-queries", "-1"}, []string{"--retrain-deletion-queries -1"}},
+		{[]string{"--data", "nope", "--retrain-deletion-retrains", "0"}, []string{"--retrain-deletion-retrains 0"}},
 		{[]string{"--from", "x.json", "--format", "csv"}, []string{"--format \"csv\""}},
 	} {
 		code, out, errs := runCmd(append([]string{"validate"}, c.args...)...)
@@ -49,7 +50,7 @@ func TestValidateFlags(t *testing.T) {
 // saved JSON prints back as a Markdown table with a row per ranking.
 func TestValidateSmall(t *testing.T) {
 	args := []string{"validate", "--data", "mnist", "--n", "120", "--queries", "6", "--halves", "4", "--m", "16", "--h", "1", "--s", "64",
-		"--dim", "16", "--epochs", "2", "--train-epochs", "1", "--retrains", "2", "--seed", "1", "--retrain-deletion-queries", "3", "--retrain-deletion-random", "4"}
+		"--dim", "16", "--epochs", "2", "--train-epochs", "1", "--retrains", "2", "--seed", "1", "--retrain-deletion-queries", "3", "--retrain-deletion-random", "4", "--retrain-deletion-retrains", "2"}
 	code, out, errs := runCmd(args...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -120,11 +121,11 @@ func TestValidateSmall(t *testing.T) {
 			}
 		}
 	}
-	if rd, _ := rep.Settings["retrain_deletion"].(map[string]any); rd["queries"] != 3.0 || rd["random"] != 4.0 || rd["k"] != 1.0 {
-		t.Errorf("settings retrain_deletion %v, want 3 queries, 4 random sets of 1", rep.Settings["retrain_deletion"])
+	if rd, _ := rep.Settings["retrain_deletion"].(map[string]any); rd["queries"] != 3.0 || rd["random"] != 4.0 || rd["k"] != 1.0 || rd["retrains"] != 2.0 {
+		t.Errorf("settings retrain_deletion %v, want 3 queries, 4 random sets of 1, 2 networks each", rep.Settings["retrain_deletion"])
 	}
-	if n := rep.Seconds["retrain_deletion_networks"]; n < 5 || n > 1+4+2*3 {
-		t.Errorf("retraining deletion trained %v networks, want the base, 4 random and at most 2×3 top sets", n)
+	if n := rep.Seconds["retrain_deletion_networks"]; n < 2*5 || n > 2*(1+4+2*3) || int(n)%2 != 0 {
+		t.Errorf("retraining deletion trained %v networks, want 2 for each of the base, 4 random and at most 2×3 top sets", n)
 	}
 	s := rep.Settings
 	if s["n"] != 120.0 || s["retrains"] != 2.0 || s["halves"] != 4.0 || s["queries"] != 6.0 || s["half_size"] != 60.0 || s["kernel"] != "exact" {

@@ -25,7 +25,8 @@ const RetrainDeletionStream = "cairnctl/validate/retrain-deletion"
 // and every other point in the minibatches and steps it had) and the drop of the
 // query's correct-class margin is ranked among the drops of --retrain-deletion-random
 // random sets of as many stored points, left out the same way (shared by every ranking
-// and query). It returns, per ranking, the median over queries of the strict percentile
+// and query); with --retrain-deletion-retrains R, each margin is the mean over R networks
+// (marginsWithout), so a drop is the deletion's expected effect over training seeds. It returns, per ranking, the median over queries of the strict percentile
 // (certify.Percentile) and of the mid-rank one (validate.MidrankPercentile); nil when
 // the test is off (no queries).
 func (v *validation) retrainDeletion(ctx context.Context, sc *scores) (map[string][2]float64, error) {
@@ -56,7 +57,7 @@ func (v *validation) retrainDeletion(ctx context.Context, sc *scores) (map[strin
 		}
 		margins[key] = m
 		if trained++; trained%10 == 0 {
-			v.logf("retraining deletion: %d networks", trained)
+			v.logf("retraining deletion: %d sets", trained)
 		}
 		return m, nil
 	}
@@ -95,37 +96,43 @@ func (v *validation) retrainDeletion(ctx context.Context, sc *scores) (map[strin
 		out[name] = [2]float64{validate.Median(per), validate.Median(mid)}
 	}
 	v.secs["retrain_deletion"] = time.Since(t0).Seconds()
-	v.secs["retrain_deletion_networks"] = float64(trained)
-	v.logf("retraining deletion: %d networks (%d random sets of %d points) in %.1fs", trained, len(sets), o.RetrainDeletionK, v.secs["retrain_deletion"])
+	v.secs["retrain_deletion_networks"] = float64(trained * o.RetrainDeletionRetrains)
+	v.logf("retraining deletion: %d sets × %d networks (%d random sets of %d points) in %.1fs", trained, o.RetrainDeletionRetrains, len(sets), o.RetrainDeletionK, v.secs["retrain_deletion"])
 	return out, nil
 }
 
-// marginsWithout trains the served backbone's network again, from its seeded
-// initialization with its options, leaving the stored points set out (TrainOptions.Leave),
-// and returns the first nq queries' correct-class margins under it.
+// marginsWithout trains the network again --retrain-deletion-retrains times, network r
+// from the seeded initialization and options of retrainSeed(r) (the first the served
+// backbone's), each leaving the stored points set out (TrainOptions.Leave), and returns
+// the first nq queries' correct-class margins averaged over the networks.
 func (v *validation) marginsWithout(ctx context.Context, set []int, nq int) ([]float64, error) {
-	all, seed := v.all.Set, v.mo.Pipeline.Seed
-	b0, err := entk.NewBackbone(v.mo.Pipeline.Arch, seed)
-	if err != nil {
-		return nil, err
-	}
-	opt := v.o.trainOptions(seed)
-	opt.Leave = make([]bool, all.N)
+	all, arch, nr := v.all.Set, v.mo.Pipeline.Arch, v.o.RetrainDeletionRetrains
+	leave := make([]bool, all.N)
 	for _, i := range set {
-		opt.Leave[i] = true
+		leave[i] = true
 	}
-	params, err := entk.Train(ctx, b0, all.X[:all.N*all.D], all.Labels, opt)
-	if err != nil {
-		return nil, fmt.Errorf("retraining without %d points: %w", len(set), err)
-	}
-	net, err := entk.FromParams(v.mo.Pipeline.Arch, params)
-	if err != nil {
-		return nil, err
-	}
-	m, out, ws := make([]float64, nq), make([]float64, net.OutDim()), net.NewWorkspace()
-	for t := range nq {
-		net.Forward(out, v.qs.Row(t), ws)
-		m[t] = margin(out, v.qs.Labels[t])
+	m := make([]float64, nq)
+	for r := range nr {
+		seed := v.o.retrainSeed(r)
+		b0, err := entk.NewBackbone(arch, seed)
+		if err != nil {
+			return nil, err
+		}
+		opt := v.o.trainOptions(seed)
+		opt.Leave = leave
+		params, err := entk.Train(ctx, b0, all.X[:all.N*all.D], all.Labels, opt)
+		if err != nil {
+			return nil, fmt.Errorf("retraining without %d points, network %d: %w", len(set), r, err)
+		}
+		net, err := entk.FromParams(arch, params)
+		if err != nil {
+			return nil, err
+		}
+		out, ws := make([]float64, net.OutDim()), net.NewWorkspace()
+		for t := range nq {
+			net.Forward(out, v.qs.Row(t), ws)
+			m[t] += margin(out, v.qs.Labels[t]) / float64(nr)
+		}
 	}
 	return m, nil
 }

@@ -485,8 +485,9 @@ func (v *validation) settings(tr offline.TrainReport, fm *offline.Model, model *
 		"deletion_random": v.o.Random,
 		"retrain_deletion": map[string]any{
 			"queries": min(v.o.RetrainDeletionQueries, v.qs.N), "k": v.o.RetrainDeletionK, "random": v.o.RetrainDeletionRandom,
+			"retrains": v.o.RetrainDeletionRetrains,
 			"rankings": v.o.RetrainDeletionRankings, "stream": RetrainDeletionStream,
-			"target": "drop of the correct-class margin when the points are left out of the served backbone's training (same seed; the other points keep their minibatches and steps)",
+			"target": "drop of the correct-class margin when the points are left out of the network's training (each network's seed as retrains; the other points keep their minibatches and steps), mean over the networks",
 		},
 		"deletion_top_k":        TopK,
 		"serving_top_k":         sc.servingTopK,

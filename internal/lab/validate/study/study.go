@@ -44,6 +44,7 @@ type Options struct {
 	RetrainDeletionQueries  int      // --retrain-deletion-queries: the first queries tested (0: off)
 	RetrainDeletionK        int      // --retrain-deletion-k: points left out per test
 	RetrainDeletionRandom   int      // --retrain-deletion-random: random sets of as many points
+	RetrainDeletionRetrains int      // --retrain-deletion-retrains: networks averaged per set
 	RetrainDeletionRankings []string // --retrain-deletion-rankings
 }
 
@@ -96,6 +97,9 @@ func (o *Options) Check() error {
 	}
 	if o.RetrainDeletionQueries > 0 && (o.RetrainDeletionK < 1 || o.RetrainDeletionK >= p.N) {
 		bad("--retrain-deletion-k %d: must be in [1, --n)", o.RetrainDeletionK)
+	}
+	if o.RetrainDeletionQueries > 0 && o.RetrainDeletionRetrains < 1 {
+		bad("--retrain-deletion-retrains %d: must be ≥ 1", o.RetrainDeletionRetrains)
 	}
 	if o.RetrainDeletionQueries > 0 && o.RetrainDeletionRandom < 1 {
 		bad("--retrain-deletion-random %d: must be ≥ 1", o.RetrainDeletionRandom)
