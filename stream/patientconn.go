@@ -18,7 +18,7 @@ import (
 // query reader's 10 ms, or the embedded broker assembling 8 MiB of backlog on a
 // loaded machine) is then never received: the reader reconnects forever and applies
 // nothing. That livelock stopped TestKill9 under -race, where the embedded broker took
-// 120 ms to assemble each 5.6 MB fetch against the training reader's 100 ms.
+// 110–170 ms to assemble each 5.4–5.7 MB fetch against the training reader's 100 ms.
 //
 // Kafka's own consumer keeps the two apart (fetch.max.wait.ms against
 // request.timeout.ms, 30 s). cairn does the same at the connection: every read

@@ -3,7 +3,6 @@ package study
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -155,6 +154,3 @@ func ParseRetrainDeletionRankings(s string) ([]string, error) {
 	}
 	return out, nil
 }
-
-// nanPair is the report's value for a ranking the retraining deletion test did not run.
-var nanPair = [2]float64{math.NaN(), math.NaN()}

@@ -292,7 +292,7 @@ func report(sc *scores, halves [][]int, margins, conf [][]float64, del map[strin
 			LDSEncoder: enc.Mean, LDSEncoderSE: enc.SE, LDSEncoderQueries: enc.Queries,
 			DeletionPercentile: del[name][0], DeletionPercentileTop10: del[name][1],
 			DeletionPercentileMidrank: del[name][2], DeletionPercentileTop10Midrank: del[name][3],
-			RetrainDeletionPercentile: nanPair[0], RetrainDeletionPercentileMidrank: nanPair[1],
+			RetrainDeletionPercentile: math.NaN(), RetrainDeletionPercentileMidrank: math.NaN(), // not tested unless in rdel
 		}
 		if r, ok := rdel[name]; ok {
 			st.RetrainDeletionPercentile, st.RetrainDeletionPercentileMidrank = r[0], r[1]
