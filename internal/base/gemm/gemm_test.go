@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"gonum.org/v1/gonum/blas"
+
+	"github.com/cairnhq/cairn/internal/base/par"
 )
 
 // naive is the plain triple loop of C = alpha·op(A)·op(B) + beta·C, returning also the
@@ -236,6 +238,13 @@ func TestSgemm(t *testing.T) {
 		return out
 	}
 	shapes := [][3]int{{1, 1, 1}, {6, 16, 2}, {7, 33, 3}, {13, 17, 257}, {121, 32, 30}, {5, 2049, 9}, {130, 70, 600}}
+	// SgemmOn's path on par.Teams (nil: par.For's goroutines) must give the same bits.
+	teams := []*par.Team{nil, par.NewTeam(1), par.NewTeam(2), par.NewTeam(5)}
+	defer func() {
+		for _, team := range teams {
+			team.Close()
+		}
+	}()
 	for _, sh := range shapes {
 		m, n, k := sh[0], sh[1], sh[2]
 		for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans} {
@@ -269,6 +278,13 @@ func TestSgemm(t *testing.T) {
 								}
 							} else if !slices.Equal(got, first) {
 								t.Fatalf("%s: nr = %d on %d goroutines differs from nr = 16 on 1", name, mk.nr, w)
+							}
+						}
+						for _, team := range teams {
+							got := slices.Clone(c)
+							gemmOn(mk, &pools32, team, tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], got, ldc)
+							if !slices.Equal(got, first) {
+								t.Fatalf("%s: nr = %d on a team of %d differs from nr = 16 on 1 goroutine", name, mk.nr, team.Size())
 							}
 						}
 					}

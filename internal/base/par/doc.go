@@ -1,6 +1,8 @@
 // Package par runs the row loops of the numeric packages on all cores, with results
 // that do not depend on how many there are. For splits the rows 0 to n−1 into chunks of
-// a fixed size and hands them to up to a given number of goroutines.
+// a fixed size and hands them to up to a given number of goroutines. Team does the same
+// on workers started once for a run of many short loops (an optimizer's steps), which
+// poll between loops instead of being started for each.
 //
 // # Contract
 //
