@@ -22,6 +22,7 @@ type adam struct {
 	decoupled             bool
 	m, v                  []float64
 	t                     int
+	team                  *par.Team // the fit's workers (nil: par.For's goroutines)
 }
 
 func newAdam(n int, wd float64, decoupled bool) *adam {
@@ -38,7 +39,7 @@ func (a *adam) step(theta, g []float64, lr float64) {
 	a.t++
 	c1 := 1 - math.Pow(a.beta1, float64(a.t))
 	c2 := 1 - math.Pow(a.beta2, float64(a.t))
-	par.For(len(g), adamChunk, par.Workers(len(g), adamChunk), func(_, lo, hi int) {
+	a.team.For(len(g), adamChunk, func(_, lo, hi int) {
 		a.stepRange(theta, g, lr, c1, c2, lo, hi)
 	})
 }
@@ -78,8 +79,8 @@ func cosineLR(lr0 float64, t, total int) float64 {
 // clipNorm scales g in place so that its Euclidean norm is at most c (the global norm over
 // all parameters, torch.nn.utils.clip_grad_norm_) and returns the norm before clipping.
 // The sum of squares runs in index order (one chain: its bits fix the model's); the
-// scaling in chunks side by side.
-func clipNorm(g []float64, c float64) float64 {
+// scaling in chunks side by side, on team's workers (nil: par.For's goroutines).
+func clipNorm(team *par.Team, g []float64, c float64) float64 {
 	var ss float64
 	for _, v := range g {
 		ss += v * v
@@ -87,7 +88,7 @@ func clipNorm(g []float64, c float64) float64 {
 	n := math.Sqrt(ss)
 	if n > c {
 		s := c / n
-		par.For(len(g), adamChunk, par.Workers(len(g), adamChunk), func(_, lo, hi int) {
+		team.For(len(g), adamChunk, func(_, lo, hi int) {
 			for i := lo; i < hi; i++ {
 				g[i] *= s
 			}

@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/cairnhq/cairn/internal/base/gemm"
+	"github.com/cairnhq/cairn/internal/base/par"
 	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
@@ -107,7 +109,46 @@ func BenchmarkEpochOne(b *testing.B) {
 	}
 }
 
-// TestStepCores: with internal/base/gemm installed, at GOMAXPROCS 1, 2 and 3, one float32 batch step (gather, loss and
+// BenchmarkStep times one float32 SimCLR batch step at the daemon's shape (2B = 1,024
+// rows, M = 512, k = 256: gather, loss and gradient, clipping, Adam) at the current
+// GOMAXPROCS, its loops on par.For's goroutines ("for") and on a par.Team ("team"), with
+// internal/base/gemm installed as cairnd installs it. A fit at n = 60,000 takes about
+// 4,200 such steps.
+func BenchmarkStep(b *testing.B) {
+	blas64.Use(gemm.Implementation{})
+	blas32.Use(gemm.Implementation{})
+	const n, m, k, bs = 4096, 512, 256, 512
+	p := benchProblem(n, m)
+	a0 := benchA0(m, k)
+	opt := DefaultOptions(SimCLR)
+	order := rand.New(rand.NewPCG(2, 2)).Perm(n)
+	for _, useTeam := range []bool{false, true} {
+		b.Run(map[bool]string{false: "for", true: "team"}[useTeam], func(b *testing.B) {
+			md, _, err := startModel(p, a0, opt.BiasInit)
+			if err != nil {
+				b.Fatal(err)
+			}
+			md.f32 = true
+			ad := newAdam(len(md.theta), opt.WeightDecay, opt.DecoupledDecay)
+			if useTeam {
+				team := par.NewTeam(runtime.GOMAXPROCS(0))
+				defer team.Close()
+				md.team, md.loss.team, ad.team = team, team, team
+			}
+			step := 0
+			for b.Loop() {
+				lo := (step * bs) % n
+				md.gather(p, order[lo:lo+bs])
+				md.lossGrad(SimCLR, opt.Params)
+				md.update(ad, opt, step, 1<<20)
+				step++
+			}
+		})
+	}
+}
+
+// TestStepCores: with internal/base/gemm installed, at GOMAXPROCS 1, 2 and 3, on par.For's
+// goroutines and on a par.Team of GOMAXPROCS workers, one float32 batch step (gather, loss and
 // gradient for each loss that uses float32 products, clipping and the Adam step, both
 // weight decay forms) gives the serial step's loss, latents' gradient, ∂L/∂θ and θ bit
 // for bit, on a batch of 2B = 2·150 rows (not a multiple of the 64-row chunks or the
@@ -141,20 +182,27 @@ func TestStepCores(t *testing.T) {
 			serialUpdate(want, opt)
 			for _, procs := range []int{1, 2, 3} {
 				runtime.GOMAXPROCS(procs)
-				got := start()
-				got.gather(p, rows)
-				gl := got.lossGrad(loss, opt.Params)
-				switch {
-				case gl != wl:
-					t.Errorf("%v decoupled %v GOMAXPROCS %d: loss %v, serial %v", loss, decoupled, procs, gl, wl)
-				case !slices.Equal(got.g.RawMatrix().Data, wantG.RawMatrix().Data):
-					t.Errorf("%v decoupled %v GOMAXPROCS %d: ∂L/∂z differs from the serial step's", loss, decoupled, procs)
-				case !slices.Equal(got.grad, wantGrad):
-					t.Errorf("%v decoupled %v GOMAXPROCS %d: ∂L/∂θ differs from the serial step's", loss, decoupled, procs)
-				}
-				got.update(newAdam(len(got.theta), opt.WeightDecay, opt.DecoupledDecay), opt, 3, 10)
-				if !slices.Equal(got.theta, want.theta) {
-					t.Errorf("%v decoupled %v GOMAXPROCS %d: θ after the step differs from the serial step's", loss, decoupled, procs)
+				for _, team := range []*par.Team{nil, par.NewTeam(procs)} {
+					name := fmt.Sprintf("%v decoupled %v GOMAXPROCS %d team %v", loss, decoupled, procs, team != nil)
+					got := start()
+					got.team, got.loss.team = team, team
+					got.gather(p, rows)
+					gl := got.lossGrad(loss, opt.Params)
+					switch {
+					case gl != wl:
+						t.Errorf("%s: loss %v, serial %v", name, gl, wl)
+					case !slices.Equal(got.g.RawMatrix().Data, wantG.RawMatrix().Data):
+						t.Errorf("%s: ∂L/∂z differs from the serial step's", name)
+					case !slices.Equal(got.grad, wantGrad):
+						t.Errorf("%s: ∂L/∂θ differs from the serial step's", name)
+					}
+					ad := newAdam(len(got.theta), opt.WeightDecay, opt.DecoupledDecay)
+					ad.team = team
+					got.update(ad, opt, 3, 10)
+					if !slices.Equal(got.theta, want.theta) {
+						t.Errorf("%s: θ after the step differs from the serial step's", name)
+					}
+					team.Close()
 				}
 			}
 		}
@@ -511,7 +559,7 @@ func TestSgemmZeroed(t *testing.T) {
 				tb = blas.Trans
 			}
 			impl.Sgemm(ta, tb, c.m, c.n, c.k, 1, a, lda, b, ldb, 0, want, c.n)
-			sgemm(c.tA, c.tB, c.m, c.n, c.k, a, lda, b, ldb, got, c.n)
+			sgemm(nil, c.tA, c.tB, c.m, c.n, c.k, a, lda, b, ldb, got, c.n)
 			if !slices.Equal(got, want) {
 				t.Errorf("%T %+v: sgemm differs from Sgemm with β = 0", impl, c)
 			}

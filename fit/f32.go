@@ -7,6 +7,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/cairnhq/cairn/internal/base/gemm"
 	"github.com/cairnhq/cairn/internal/base/par"
 	"github.com/cairnhq/cairn/internal/base/vec"
 )
@@ -42,7 +43,10 @@ type products32 struct {
 // it (β = 1): a Sgemm with β = 0 clears C on the calling goroutine before its parallel
 // part, and adding to zeros gives its bits (each entry's first sum enters as
 // fma(sum, 1, +0) either way; TestSgemmZeroed).
-func sgemm(tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+//
+// With internal/base/gemm installed (as cairnd installs it) the product runs on team's
+// workers (gemm's SgemmOn: the same bits as its Sgemm); a nil team is par.For's.
+func sgemm(team *par.Team, tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	ta, tb := blas.NoTrans, blas.NoTrans
 	if tA {
 		ta = blas.Trans
@@ -50,11 +54,15 @@ func sgemm(tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int,
 	if tB {
 		tb = blas.Trans
 	}
-	par.For(m, rowChunk, par.Workers(m, rowChunk), func(_, lo, hi int) {
+	team.For(m, rowChunk, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			clear(c[i*ldc : i*ldc+n])
 		}
 	})
+	if g, ok := blas32.Implementation().(gemm.Implementation); ok {
+		g.SgemmOn(team, ta, tb, m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
+		return
+	}
 	blas32.Implementation().Sgemm(ta, tb, m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
 }
 
@@ -72,7 +80,7 @@ func (md *model) gather32(p *Problem, rows []int) {
 	bs, m := len(rows), md.m
 	kcat := ensure32(md.p32.kcat, 2*bs*m)
 	md.p32.kcat = kcat
-	par.For(bs, rowChunk/2, par.Workers(bs, rowChunk/2), func(_, lo, hi int) {
+	md.team.For(bs, rowChunk/2, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			for h, src := range [2][]float64{p.KA.RawRowView(rows[i]), p.KB.RawRowView(rows[i])} {
 				dst := kcat[(h*bs+i)*m : (h*bs+i+1)*m]
@@ -90,8 +98,8 @@ const rowChunk = 64
 
 // to32RowsTo writes float32(src) into dst (both r rows of c), rows in chunks of
 // rowChunk/2 side by side (16 chunks of Ã's M = 512 rows).
-func to32RowsTo(dst []float32, src []float64, r, c int) {
-	par.For(r, rowChunk/2, par.Workers(r, rowChunk/2), func(_, lo, hi int) {
+func to32RowsTo(team *par.Team, dst []float32, src []float64, r, c int) {
+	team.For(r, rowChunk/2, func(_, lo, hi int) {
 		d, s := dst[lo*c:hi*c], src[lo*c:hi*c]
 		for i, v := range s {
 			d[i] = float32(v)
@@ -101,8 +109,8 @@ func to32RowsTo(dst []float32, src []float64, r, c int) {
 
 // to64RowsTo writes float64(src) into dst (both r rows of c), rows in chunks of
 // rowChunk/2 side by side.
-func to64RowsTo(dst []float64, src []float32, r, c int) {
-	par.For(r, rowChunk/2, par.Workers(r, rowChunk/2), func(_, lo, hi int) {
+func to64RowsTo(team *par.Team, dst []float64, src []float32, r, c int) {
+	team.For(r, rowChunk/2, func(_, lo, hi int) {
 		d, s := dst[lo*c:hi*c], src[lo*c:hi*c]
 		for i, v := range s {
 			d[i] = float64(v)
@@ -113,9 +121,9 @@ func to64RowsTo(dst []float64, src []float32, r, c int) {
 // colSumsTo sets dst[j] = Σ_i g[i·c+j] over the r rows of g (r×c), each sum in row
 // order, as the plain loop over rows adding each row forms it; chunks of columns side
 // by side.
-func colSumsTo(dst, g []float64, r, c int) {
+func colSumsTo(team *par.Team, dst, g []float64, r, c int) {
 	const cols = 16 // k = 256: 16 chunks, one per core of a 16-core machine
-	par.For(c, cols, par.Workers(c, cols), func(_, lo, hi int) {
+	team.For(c, cols, func(_, lo, hi int) {
 		d := dst[lo:hi]
 		clear(d)
 		for i := range r {
@@ -133,13 +141,13 @@ func (md *model) lossGrad32(loss Loss, lp LossParams) float64 {
 	r := len(p.kcat) / m
 	bs := r / 2
 	p.a = ensure32(p.a, m*k)
-	to32RowsTo(p.a, md.theta[:m*k], m, k)
+	to32RowsTo(md.team, p.a, md.theta[:m*k], m, k)
 	p.z = ensure32(p.z, r*k)
-	sgemm(false, false, r, k, m, p.kcat, m, p.a, k, p.z, k)
+	sgemm(md.team, false, false, r, k, m, p.kcat, m, p.a, k, p.z, k)
 	md.z = ensure(md.z, r, k)
 	md.g = ensure(md.g, r, k)
 	zd, z32, b := md.z.RawMatrix().Data, p.z, md.b
-	par.For(r, rowChunk, par.Workers(r, rowChunk), func(_, lo, hi int) {
+	md.team.For(r, rowChunk, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			row, src := zd[i*k:(i+1)*k], z32[i*k:(i+1)*k]
 			for j, v := range src {
@@ -159,11 +167,11 @@ func (md *model) lossGrad32(loss Loss, lp LossParams) float64 {
 	}
 	gd := md.g.RawMatrix().Data
 	p.g = ensure32(p.g, r*k)
-	to32RowsTo(p.g, gd, r, k)
+	to32RowsTo(md.team, p.g, gd, r, k)
 	p.ga = ensure32(p.ga, m*k)
-	sgemm(true, false, m, k, r, p.kcat, m, p.g, k, p.ga, k)
-	to64RowsTo(md.grad[:m*k], p.ga, m, k)
-	colSumsTo(md.grad[m*k:m*k+k], gd, r, k)
+	sgemm(md.team, true, false, m, k, r, p.kcat, m, p.g, k, p.ga, k)
+	to64RowsTo(md.team, md.grad[:m*k], p.ga, m, k)
+	colSumsTo(md.team, md.grad[m*k:m*k+k], gd, r, k)
 	return l
 }
 
@@ -186,12 +194,12 @@ func (ws *lossWS) simclr32(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) fl
 	ws.u32 = ensure32(ws.u32, n*k)
 	ws.s32 = ensure32(ws.s32, n*n)
 	ws.gu32 = ensure32(ws.gu32, n*k)
-	workers := par.Workers(n, rowChunk)
-	par.For(n, rowChunk, workers, func(_, lo, hi int) { ws.normalizeRows(za, zb, lo, hi) })
-	sgemm(false, true, n, n, k, ws.u32, k, ws.u32, k, ws.s32, n)
+	team := ws.team
+	team.For(n, rowChunk, func(_, lo, hi int) { ws.normalizeRows(za, zb, lo, hi) })
+	sgemm(team, false, true, n, n, k, ws.u32, k, ws.u32, k, ws.s32, n)
 	scale := 1 / float64(n)
 	// s32 holds S and is overwritten, row by row, by the unnormalized e (diagonal 0).
-	par.For(n, rowChunk, workers, func(_, lo, hi int) { ws.softmaxRows(br, tau, lo, hi) })
+	team.For(n, rowChunk, func(_, lo, hi int) { ws.softmaxRows(br, tau, lo, hi) })
 	var total float64
 	for _, v := range ws.rowLoss {
 		total += v
@@ -204,7 +212,7 @@ func (ws *lossWS) simclr32(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) fl
 	// would leave most goroutines waiting on the first.
 	tr := par.Chunks(n, symTile32)
 	tiles := tr * (tr + 1) / 2
-	par.For(tiles, 1, par.Workers(tiles, 1), func(_, t, _ int) {
+	team.For(tiles, 1, func(_, t, _ int) {
 		i0, j0 := upperTile(t, tr)
 		ws.symmetrizeTile(n, i0*symTile32, j0*symTile32)
 	})
@@ -212,8 +220,8 @@ func (ws *lossWS) simclr32(ga, gb *mat.Dense, tau float64, za, zb *mat.Dense) fl
 		v := ws.s32[i*n+i+br] - float32(2*scale)
 		ws.s32[i*n+i+br], ws.s32[(i+br)*n+i] = v, v
 	}
-	sgemm(false, false, n, k, n, ws.s32, n, ws.u32, k, ws.gu32, k)
-	par.For(n, rowChunk, workers, func(_, lo, hi int) { ws.gradRows(ga, gb, tau, lo, hi) })
+	sgemm(team, false, false, n, k, n, ws.s32, n, ws.u32, k, ws.gu32, k)
+	team.For(n, rowChunk, func(_, lo, hi int) { ws.gradRows(ga, gb, tau, lo, hi) })
 	return total * scale
 }
 

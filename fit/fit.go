@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -379,6 +380,9 @@ type model struct {
 	// p32 instead of kcat/ga.
 	f32 bool
 	p32 products32
+	// team runs the batch step's row loops and float32 products (AdamContext's, for the
+	// whole fit; nil: par.For's goroutines, loop by loop).
+	team *par.Team
 }
 
 func newModel(m, k int) *model {
@@ -460,7 +464,7 @@ func (md *model) lossGrad(loss Loss, lp LossParams) float64 {
 // place): clip to global norm opt.ClipNorm, one Adam step at the cosine-scheduled rate,
 // then, under BYOL, the target's EMA step toward the new online parameters.
 func (md *model) update(ad *adam, opt Options, t, total int) {
-	clipNorm(md.grad, opt.ClipNorm)
+	clipNorm(md.team, md.grad, opt.ClipNorm)
 	ad.step(md.theta, md.grad, cosineLR(opt.LR, t, total))
 	if md.byol != nil {
 		md.byol.follow(md.theta, emaTau(opt.Params.BYOLTauBase, t, total))
@@ -679,7 +683,13 @@ func AdamContext(ctx context.Context, p *Problem, a0 *mat.Dense, opt Options) (*
 		ad:     newAdam(len(md.theta), opt.WeightDecay, opt.DecoupledDecay),
 		bounds: bounds, total: opt.Epochs * (len(bounds) - 1), start: start,
 	}
+	// One team of workers for every step (par.Team): a step is some 40 loops of a few
+	// hundred microseconds, too short to start goroutines for each.
+	team := par.NewTeam(runtime.GOMAXPROCS(0))
+	md.team, md.loss.team, run.ad.team = team, team, team
 	best, err := run.epochs(ctx, crit)
+	md.team, md.loss.team, run.ad.team = nil, nil, nil
+	team.Close()
 	if err != nil {
 		return nil, err
 	}

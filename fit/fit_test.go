@@ -203,7 +203,7 @@ func TestClipNorm(t *testing.T) {
 		{[]float64{-6, 8}, []float64{-1.2, 1.6}, 2, 10},
 	} {
 		g := append([]float64(nil), tc.g...)
-		n := clipNorm(g, tc.c)
+		n := clipNorm(nil, g, tc.c)
 		if n != tc.norm {
 			t.Errorf("clipNorm(%v) returned %v, want %v", tc.g, n, tc.norm)
 		}

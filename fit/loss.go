@@ -5,8 +5,9 @@ import (
 	"math"
 
 	"gonum.org/v1/gonum/floats"
-
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/cairnhq/cairn/internal/base/par"
 )
 
 // Loss names a self-supervised objective on the two views' latents z_A, z_B (B×k each).
@@ -94,6 +95,8 @@ type lossWS struct {
 	// W + Wᵀ) and (W+Wᵀ)U.
 	rowScale, rowLoss []float64
 	u32, s32, gu32    []float32
+	// team runs simclr32's loops (the fit's; nil: par.For's goroutines).
+	team *par.Team
 }
 
 // ensure returns m resized to r×c, reusing its storage when large enough. Contents are
