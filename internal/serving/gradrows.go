@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/entk"
@@ -42,13 +43,34 @@ type GradRows struct {
 	IDs      []string
 	versions []int64
 	labels   []int
-	rows     []float32 // n×dim
-	norms    []float64 // ‖r_i‖₂ of the float64 row before its float32 rounding
+	// blocks hold the rows, gradBlock rows of dim floats a block (the last one's room
+	// unused until WithGradPoints appends): appending rows never moves the rows before.
+	blocks  [][]float32
+	norms   []float64 // ‖r_i‖₂ of the float64 row before its float32 rounding
 	p        int
 	dim      int            // a row's length: p, or fac.GradDim()
 	fac      *entk.Factored // nil: full rows
 	classes  int            // the query's predicted class is the largest of the first classes outputs
 	b        entk.Backbone
+	// tail is the length of the longest header over these arrays (WithGradPoints appends
+	// in place only from it).
+	tail *atomic.Int64
+}
+
+// gradBlock is the rows of one block of GradRows, and of one chunk of their scores.
+const gradBlock = 256
+
+// row is row i.
+func (g *GradRows) row(i int) []float32 {
+	o := (i % gradBlock) * g.dim
+	return g.blocks[i/gradBlock][o : o+g.dim]
+}
+
+// grow adds blocks until g holds room for n rows.
+func (g *GradRows) grow(n int) {
+	for len(g.blocks)*gradBlock < n {
+		g.blocks = append(g.blocks, make([]float32, gradBlock*g.dim))
+	}
 }
 
 // GradBytes is the memory n gradient rows of dim floats take.
@@ -93,7 +115,10 @@ func NewGradRows(b entk.Backbone, pts []GradPoint, budget int64, prev *GradRows)
 			ErrRanking, n, dim, GradBytes(n, dim), budget)
 	}
 	g.IDs, g.versions, g.labels = make([]string, n), make([]int64, n), make([]int, n)
-	g.rows, g.norms = make([]float32, n*dim), make([]float64, n)
+	g.norms = make([]float64, n)
+	g.grow(n)
+	g.tail = new(atomic.Int64)
+	g.tail.Store(int64(n))
 	var old map[string]int
 	if prev != nil && prev.b == b && prev.dim == dim {
 		old = make(map[string]int, len(prev.IDs))
@@ -109,9 +134,9 @@ func NewGradRows(b entk.Backbone, pts []GradPoint, budget int64, prev *GradRows)
 		for j := lo; j < hi; j++ {
 			pt := pts[keep[j]]
 			g.IDs[j], g.versions[j], g.labels[j] = pt.ID, pt.Version, pt.Label
-			dst := g.rows[j*dim : (j+1)*dim]
+			dst := g.row(j)
 			if i, ok := old[pt.ID]; ok && prev.versions[i] == pt.Version && prev.labels[i] == pt.Label {
-				copy(dst, prev.rows[i*dim:(i+1)*dim])
+				copy(dst, prev.row(i))
 				g.norms[j] = prev.norms[i]
 				continue
 			}
@@ -172,14 +197,13 @@ func (g *GradRows) queryTo(w *Workspace, x []float64) float64 {
 // Factored.GradDot32 row by row, in chunks of rows on every core (each score is its
 // row's alone, so the split changes no bit).
 func (g *GradRows) scoresTo(dst []float64, w *Workspace) {
-	const chunk = 256
-	par.For(len(dst), chunk, par.Workers(len(dst), chunk), func(_, lo, hi int) {
+	par.For(len(dst), gradBlock, par.Workers(len(dst), gradBlock), func(_, lo, hi int) {
 		if g.fac == nil {
-			vec.Dots32To(dst[lo:hi], w.gv, g.rows[lo*g.dim:hi*g.dim], g.dim, g.dim)
+			vec.Dots32To(dst[lo:hi], w.gv, g.blocks[lo/gradBlock][:(hi-lo)*g.dim], g.dim, g.dim)
 			return
 		}
 		for i := lo; i < hi; i++ {
-			dst[i] = g.fac.GradDot32(g.rows[i*g.dim:(i+1)*g.dim], w.gv)
+			dst[i] = g.fac.GradDot32(g.row(i), w.gv)
 		}
 	})
 }
