@@ -733,6 +733,7 @@ func (d *Daemon) handleTrain(ctx context.Context, batch []stream.Message) error 
 	res, err := d.train.ingest.Apply(ctx, batch)
 	d.models.maskDirty = false // enqueued with the batch, or the batch did not commit
 	if err == nil {
+		d.serveStored(res.Stored)
 		d.train.changes += res.Upserts + res.Deletes + res.Erased
 		if res.Upserts+res.Deletes+res.Erased > 0 {
 			d.train.lastTrain = time.Now()
@@ -830,6 +831,14 @@ func (d *Daemon) removing(ids []string) {
 			d.log.Info().Uint64("model", ns.Version).Int("masked", ns.MaskedCount()).Msg("deleted landmarks left the serving encoder")
 		}
 	}
+}
+
+// serveStored gives the serving model gradient rows for the stored points ids (nil:
+// every stored point) that it lacks, so the gradient ranking ranks them before a refit.
+func (d *Daemon) serveStored(ids []string) {
+	d.serve.mu.Lock()
+	defer d.serve.mu.Unlock()
+	d.serve.model.Store(d.fitter.WithStored(d.serve.model.Load(), d.train.cache.Load(), ids))
 }
 
 // relabeling masks the gradient rows of points whose label alone changes (ingest hook,

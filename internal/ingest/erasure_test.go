@@ -165,8 +165,8 @@ func TestErasure(t *testing.T) {
 	// An upsert of alice now is a dead letter, without her id, the raw bytes or a key
 	// that names her; bob's upserts go on.
 	res = train.apply(in, train.add(plain(g.upsertAbout("s6", alice)), plain(g.upsertAbout("o4", bob))))
-	if res.Upserts != 1 || !slices.Equal(res.Reasons, []stream.Reason{stream.ReasonSubjectErased}) {
-		t.Errorf("upserts after the erasure: %+v", res)
+	if res.Upserts != 1 || !slices.Equal(res.Reasons, []stream.Reason{stream.ReasonSubjectErased}) || !slices.Equal(res.Stored, []string{"o4"}) {
+		t.Errorf("upserts after the erasure: %+v (stored %v, want bob's o4 alone)", res, res.Stored)
 	}
 	noSubjectIn(t, st)
 	// The refused upsert is followed by a tombstone that erases nothing stored (version

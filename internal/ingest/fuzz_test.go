@@ -34,6 +34,9 @@ func FuzzIngestApply(f *testing.F) {
 		if n := res.Upserts + res.Deletes + res.Missing + res.DeadLetters; n != 1 || res.Skipped != 0 {
 			t.Fatalf("Apply(%q) = %+v, want exactly one message consumed", value, res)
 		}
+		if len(res.Stored) != res.Upserts || (res.Upserts == 1 && in.Points().Get(res.Stored[0]) == nil) {
+			t.Fatalf("Apply(%q): stored %q with %d upserts, or not in Points", value, res.Stored, res.Upserts)
+		}
 		var count int
 		if err := st.View(func(tx *storage.ReadTx) error {
 			var err error

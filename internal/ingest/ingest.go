@@ -243,6 +243,9 @@ type BatchResult struct {
 	Deleted  []*Deletion
 	Subjects []*Deletion
 	Erasures int
+	// Stored are the ids the batch's upserts stored, in offset order (an id upserted
+	// twice appears twice; Points has its latest value).
+	Stored []string
 }
 
 // PoolConfig is the landmark pool configuration the daemon derives from cfg for
@@ -1155,6 +1158,7 @@ func (in *State) count(messages int) (res BatchResult) {
 				Str("reason", string(stream.ReasonOf(o.rej))).Err(o.rej).Msg("dead-lettered a training message")
 		case opUpsert:
 			res.Upserts++
+			res.Stored = append(res.Stored, o.ev.ID)
 		case opDelete:
 			res.Deleted = append(res.Deleted, o.rec)
 			if o.had {

@@ -68,6 +68,33 @@ func (f *Fitter) gradRows(ids []string, entries []*ingest.Entry) (*serving.GradR
 	return g, err
 }
 
+// WithStored is s with gradient rows for the labelled points of cache named by ids
+// (every point of cache when ids is nil) that s's rows do not cover at their version and
+// label (serving.Model.WithGradPoints within query.gradient_memory_bytes): the gradient
+// ranking ranks the points stored since the last refit too. The extended rows are kept
+// for the next refit to reuse.
+func (f *Fitter) WithStored(s *serving.Model, cache *ingest.Points, ids []string) *serving.Model {
+	if s == nil || s.Grad == nil || cache == nil {
+		return s
+	}
+	if ids == nil {
+		ids = cache.IDs()
+	}
+	pts := make([]serving.GradPoint, 0, len(ids))
+	for _, id := range ids {
+		if e := cache.Get(id); e != nil && e.HasLabel && e.Label >= 0 && e.Label <= math.MaxInt32 {
+			pts = append(pts, serving.GradPoint{ID: id, Version: e.Version, X: e.X, Label: int(e.Label)})
+		}
+	}
+	ns := s.WithGradPoints(pts, f.Config.Query.GradientMemoryBytes)
+	if ns.Grad != nil && ns.Grad != s.Grad {
+		f.grad.mu.Lock()
+		f.grad.last = ns.Grad
+		f.grad.mu.Unlock()
+	}
+	return ns
+}
+
 // Fitted is a refit's outcome before it is committed.
 type Fitted struct {
 	Model   storage.Model
