@@ -76,8 +76,8 @@ func TestRestartKeepsMasks(t *testing.T) {
 	}
 	msgs = append(msgs, stream.Message{Topic: tp.Train, Key: []byte(changed), Value: v})
 	// A third point keeps its input but gets another label: its gradient row (the default
-	// ranking's, which uses the label) leaves the live model at once, its landmark terms
-	// (if any) stay.
+	// ranking's, which uses the label) is replaced by one under the new label at once,
+	// its landmark terms (if any) stay.
 	relabeled := set.IDs[n-1]
 	lab := int64(set.Labels[n-1]+1) % 10
 	v, err = stream.EncodeTrain(stream.TrainEvent{Op: stream.OpUpsert, ID: relabeled, X: set.Row(n - 1), Label: &lab}, stream.Limits{InputDim: set.D})
@@ -100,10 +100,18 @@ func TestRestartKeepsMasks(t *testing.T) {
 		t.Fatalf("live model %d: %s served %v, %s served %v; want model %d, %s masked and %s served",
 			live.Version, changed, live.IsLandmark(changed), same, live.IsLandmark(same), s.Version, changed, same)
 	}
-	if live.HasGradRow(relabeled) || live.HasGradRow(changed) || !live.HasGradRow(same) || live.IsLandmark(relabeled) != wasLandmark {
-		t.Errorf("live gradient rows: relabeled %s %v, changed %s %v, same %s %v (want false, false, true); %s a landmark %v, was %v",
-			relabeled, live.HasGradRow(relabeled), changed, live.HasGradRow(changed), same, live.HasGradRow(same),
-			relabeled, live.IsLandmark(relabeled), wasLandmark)
+	// Each re-upserted point's gradient row is its new value's, computed as its batch
+	// committed: the relabeled one under its new label, the changed one at its new
+	// version.
+	for _, id := range []string{relabeled, changed, same} {
+		e := r.d.train.cache.Load().Get(id)
+		v, l, ok := live.GradRowOf(id)
+		if !ok || v != e.Version || int64(l) != e.Label {
+			t.Errorf("live gradient row of %s: version %d label %d (present %v), want the stored value's %d and %d", id, v, l, ok, e.Version, e.Label)
+		}
+	}
+	if live.IsLandmark(relabeled) != wasLandmark {
+		t.Errorf("%s a landmark %v, was %v: a relabel keeps the landmark terms", relabeled, live.IsLandmark(relabeled), wasLandmark)
 	}
 	liveMasked := live.MaskedIDs()
 	check := func(what string, ex serving.ModelExport, err error) {

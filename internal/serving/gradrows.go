@@ -326,7 +326,22 @@ func (s *Model) EntryID(r certify.Ranking, e certify.Entry) (id, view string) {
 
 // HasGradRow reports whether id has an unmasked gradient row in s.
 func (s *Model) HasGradRow(id string) bool {
-	return s.Grad != nil && slices.ContainsFunc(s.gactive, func(i int) bool { return s.Grad.IDs[i] == id })
+	_, _, ok := s.GradRowOf(id)
+	return ok
+}
+
+// GradRowOf is the value version and label of id's unmasked gradient row in s, if it
+// has one.
+func (s *Model) GradRowOf(id string) (version int64, label int, ok bool) {
+	if s.Grad == nil {
+		return 0, 0, false
+	}
+	for _, i := range s.gactive {
+		if s.Grad.IDs[i] == id {
+			return s.Grad.versions[i], s.Grad.labels[i], true
+		}
+	}
+	return 0, 0, false
 }
 
 // GradientRows is how many unmasked gradient rows s ranks, and why it has none (""

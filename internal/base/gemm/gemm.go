@@ -119,18 +119,7 @@ func gemm[T scalar](mk micro[T], pool *sync.Pool, tA, tB blas.Transpose, m, n, k
 	if m == 0 || n == 0 {
 		return
 	}
-	for i := 0; i < m; i++ {
-		row := c[i*ldc : i*ldc+n]
-		switch beta {
-		case 1:
-		case 0:
-			clear(row)
-		default:
-			for j := range row {
-				row[j] *= beta
-			}
-		}
-	}
+	scaleRows(c, ldc, n, beta, 0, m)
 	if alpha == 0 || k == 0 {
 		return
 	}
@@ -178,6 +167,24 @@ func gemm[T scalar](mk micro[T], pool *sync.Pool, tA, tB blas.Transpose, m, n, k
 			}
 			run(0)
 			wg.Wait()
+		}
+	}
+}
+
+// scaleRows sets rows lo ≤ i < hi of C (n columns) to beta·C: zeros for beta = 0
+// (whatever C held), untouched for beta = 1.
+func scaleRows[T scalar](c []T, ldc, n int, beta T, lo, hi int) {
+	if beta == 1 {
+		return
+	}
+	for i := lo; i < hi; i++ {
+		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+			continue
+		}
+		for j := range row {
+			row[j] *= beta
 		}
 	}
 }

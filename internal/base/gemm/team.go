@@ -32,20 +32,9 @@ func gemmOn[T scalar](mk micro[T], pool *sync.Pool, team *par.Team, tA, tB blas.
 	}
 	panels := (m + mr - 1) / mr
 	rowsChunk := rowPanelsPerChunk(panels, team.Size())
-	team.For(m, rowsChunk*mr, func(_, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			row := c[i*ldc : i*ldc+n]
-			switch beta {
-			case 1:
-			case 0:
-				clear(row)
-			default:
-				for j := range row {
-					row[j] *= beta
-				}
-			}
-		}
-	})
+	if beta != 1 {
+		team.For(m, rowsChunk*mr, func(_, lo, hi int) { scaleRows(c, ldc, n, beta, lo, hi) })
+	}
 	if alpha == 0 || k == 0 {
 		return
 	}

@@ -1,6 +1,7 @@
 package par
 
 import (
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -14,26 +15,35 @@ func TestFor(t *testing.T) {
 	for _, c := range []struct{ n, size, workers int }{
 		{0, 4, 2}, {-3, 4, 2}, {1, 4, 2}, {4, 4, 3}, {10, 4, 1}, {10, 4, 2}, {10, 4, 8}, {1000, 7, 3}, {64, 1, 5},
 	} {
-		var mu sync.Mutex
-		var got [][2]int
-		maxW := -1
-		For(c.n, c.size, c.workers, func(w, lo, hi int) {
-			mu.Lock()
-			defer mu.Unlock()
-			got = append(got, [2]int{lo, hi})
-			maxW = max(maxW, w)
+		checkChunks(t, fmt.Sprintf("For with %d workers", c.workers), c.n, c.size, max(1, c.workers), func(f func(w, lo, hi int)) {
+			For(c.n, c.size, c.workers, f)
 		})
-		slices.SortFunc(got, func(a, b [2]int) int { return a[0] - b[0] })
-		var want [][2]int
-		for lo := 0; lo < c.n; lo += c.size {
-			want = append(want, [2]int{lo, min(lo+c.size, c.n)})
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("n %d size %d workers %d: chunks %v, want %v", c.n, c.size, c.workers, got, want)
-		}
-		if maxW >= max(1, c.workers) {
-			t.Errorf("n %d size %d workers %d: worker index %d", c.n, c.size, c.workers, maxW)
-		}
+	}
+}
+
+// checkChunks runs loop with a recording f and checks that it visited every chunk of
+// [0, n) of size once, with the documented bounds, on worker indices below limit.
+func checkChunks(t *testing.T, name string, n, size, limit int, loop func(f func(w, lo, hi int))) {
+	t.Helper()
+	var mu sync.Mutex
+	var got [][2]int
+	maxW := -1
+	loop(func(w, lo, hi int) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, [2]int{lo, hi})
+		maxW = max(maxW, w)
+	})
+	slices.SortFunc(got, func(a, b [2]int) int { return a[0] - b[0] })
+	var want [][2]int
+	for lo := 0; lo < n; lo += size {
+		want = append(want, [2]int{lo, min(lo+size, n)})
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s, n %d size %d: chunks %v, want %v", name, n, size, got, want)
+	}
+	if maxW >= limit {
+		t.Fatalf("%s, n %d size %d: worker index %d, limit %d", name, n, size, maxW, limit)
 	}
 }
 

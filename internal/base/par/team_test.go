@@ -1,6 +1,7 @@
 package par
 
 import (
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -25,26 +26,9 @@ func TestTeamFor(t *testing.T) {
 				time.Sleep(3 * Spin)
 			}
 			for _, c := range cases {
-				var mu sync.Mutex
-				var got [][2]int
-				maxW := -1
-				team.For(c.n, c.size, func(w, lo, hi int) {
-					mu.Lock()
-					defer mu.Unlock()
-					got = append(got, [2]int{lo, hi})
-					maxW = max(maxW, w)
+				checkChunks(t, fmt.Sprintf("a team of %d", size), c.n, c.size, team.Workers(c.n, c.size), func(f func(w, lo, hi int)) {
+					team.For(c.n, c.size, f)
 				})
-				slices.SortFunc(got, func(a, b [2]int) int { return a[0] - b[0] })
-				var want [][2]int
-				for lo := 0; lo < c.n; lo += c.size {
-					want = append(want, [2]int{lo, min(lo+c.size, c.n)})
-				}
-				if !slices.Equal(got, want) {
-					t.Fatalf("team %d, n %d size %d: chunks %v, want %v", size, c.n, c.size, got, want)
-				}
-				if lim := team.Workers(c.n, c.size); maxW >= lim {
-					t.Fatalf("team %d, n %d size %d: worker index %d, Workers %d", size, c.n, c.size, maxW, lim)
-				}
 			}
 		}
 		team.Close()
