@@ -47,11 +47,11 @@ type GradRows struct {
 	// unused until WithGradPoints appends): appending rows never moves the rows before.
 	blocks  [][]float32
 	norms   []float64 // ‖r_i‖₂ of the float64 row before its float32 rounding
-	p        int
-	dim      int            // a row's length: p, or fac.GradDim()
-	fac      *entk.Factored // nil: full rows
-	classes  int            // the query's predicted class is the largest of the first classes outputs
-	b        entk.Backbone
+	p       int
+	dim     int            // a row's length: p, or fac.GradDim()
+	fac     *entk.Factored // nil: full rows
+	classes int            // the query's predicted class is the largest of the first classes outputs
+	b       entk.Backbone
 	// tail is the length of the longest header over these arrays (WithGradPoints appends
 	// in place only from it).
 	tail *atomic.Int64
