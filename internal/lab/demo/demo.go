@@ -130,6 +130,11 @@ func Run(ctx context.Context, o Options, w io.Writer) (err error) {
 		return err
 	}
 	final := h.D.Status()
+	// The client's readers stop before the broker does: closed after it, they reported
+	// every partition's refused connection (24 lines on stderr) as the demo ended.
+	if err := r.c.Close(); err != nil {
+		return err
+	}
 	if err := r.close(); err != nil {
 		return err
 	}

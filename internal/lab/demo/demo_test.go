@@ -5,11 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,9 +53,15 @@ func TestRun(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	err := Run(ctx, Options{Config: smallConfig(), Data: "mnist", N: n, Queries: queries, Log: zerolog.Nop(), Stderr: io.Discard}, &out)
+	var stderr lockedBuffer
+	err := Run(ctx, Options{Config: smallConfig(), Data: "mnist", N: n, Queries: queries, Log: zerolog.Nop(), Stderr: &stderr}, &out)
 	if err != nil {
 		t.Fatalf("Run: %v\noutput:\n%s", err, out.String())
+	}
+	// The client's readers stop before the broker: no reader reports the stopped
+	// broker's refused connections.
+	if e := stderr.String(); strings.Contains(e, "connection refused") {
+		t.Errorf("stderr reports refused connections:\n%s", e)
 	}
 	var lines []lineIn
 	sc := bufio.NewScanner(&out)
@@ -136,4 +142,22 @@ type lineIn struct {
 	Deleted       string          `json:"deleted"`
 	DeletedAbsent *bool           `json:"deleted_absent"`
 	Data          json.RawMessage `json:"data"`
+}
+
+// lockedBuffer is a bytes.Buffer for writers on several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
