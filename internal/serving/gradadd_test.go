@@ -198,3 +198,56 @@ func BenchmarkWithGradPoints(b *testing.B) {
 	b.ReportMetric(tp.Seconds()*1e6/np, "psi_us/point")
 	b.ReportMetric(tr.Seconds()/tp.Seconds(), "rows/psi")
 }
+
+// TestWithGradPointsConcurrent: answers on every model of a chain of extensions run
+// while later extensions append in place to the arrays those models share, and each
+// answer is the one its model gave before (run under -race, this is the check that no
+// extension writes where an earlier model reads).
+func TestWithGradPointsConcurrent(t *testing.T) {
+	b, err := entk.NewBackbone("mlp:6-8-4", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts := testGradPoints(b, 60)
+	for i := 20; i < len(pts); i++ {
+		pts[i].ID = fmt.Sprintf("n%02d", i)
+	}
+	in := testInput(b, 12)
+	in.Grad, in.GradErr = NewGradRows(b, pts[:20], 1<<30, nil)
+	s, err := New(in, Settings{Backbone: b, H: 2, S: 16, Seed: 5, DrawName: "test/eval", Fits: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries := gradQueries(b, 3)
+	models := []*Model{s}
+	for k := 20; k < 60; k += 4 {
+		models = append(models, models[len(models)-1].WithGradPoints(pts[k:k+4], 1<<30))
+	}
+	want := make([][]rankedAnswer, len(models))
+	for i, m := range models {
+		want[i] = answersOf(t, m, queries)
+	}
+	// A second chain from the middle model copies; a third from the last appends in
+	// place past every model's rows, while the answers run.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m, last := models[5], models[len(models)-1]
+		for k := 0; k < 4; k++ {
+			mid := testGradPoints(b, 4)
+			for i := range mid {
+				mid[i].ID = fmt.Sprintf("y%d-%d", k, i)
+			}
+			m = m.WithGradPoints(mid, 1<<30)
+			extra := testGradPoints(b, 2)
+			for i := range extra {
+				extra[i].ID = fmt.Sprintf("x%d-%d", k, i)
+			}
+			last = last.WithGradPoints(extra, 1<<30)
+		}
+	}()
+	for i, m := range models {
+		sameRanked(t, fmt.Sprintf("model %d of the chain, beside later extensions", i), answersOf(t, m, queries), want[i])
+	}
+	<-done
+}
