@@ -56,9 +56,9 @@ func badTopicsBroker(t *testing.T, cfg config.Config) *stream.Broker {
 	return b
 }
 
-// runUntil runs d until it returns or is ready; it returns Run's error (nil: ready) and
-// a stop function.
-func runUntil(t *testing.T, d *Daemon) (error, func()) {
+// runUntil runs d until it returns or is ready; it returns a stop function and Run's
+// error (nil: ready).
+func runUntil(t *testing.T, d *Daemon) (func(), error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -77,13 +77,13 @@ func runUntil(t *testing.T, d *Daemon) (error, func()) {
 	select {
 	case err := <-done:
 		cancel()
-		return err, func() {}
+		return func() {}, err
 	case <-d.Ready():
-		return nil, stop
+		return stop, nil
 	case <-time.After(30 * time.Second):
 		t.Fatal("daemon neither ready nor stopped after 30 s")
 	}
-	return nil, stop
+	return stop, nil
 }
 
 // getAuth answers GET path at addr with the bearer token auth ("" for none), following
@@ -121,7 +121,7 @@ func TestTopicPolicyEnforce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err, _ = runUntil(t, d)
+	_, err = runUntil(t, d)
 	if !errors.Is(err, stream.ErrTopicSettings) {
 		t.Fatalf("Run = %v, want a refusal matching stream.ErrTopicSettings", err)
 	}
@@ -146,7 +146,7 @@ func TestTopicPolicyWarn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err, stop := runUntil(t, d)
+	stop, err := runUntil(t, d)
 	if err != nil {
 		t.Fatalf("Run under topic_policy warn: %v", err)
 	}
@@ -182,7 +182,7 @@ func TestTopicPolicyEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err, _ = runUntil(t, d)
+	_, err = runUntil(t, d)
 	if !errors.Is(err, stream.ErrTopicSettings) || !strings.Contains(err.Error(), `"cairn.models": cleanup.policy=delete`) ||
 		!strings.Contains(err.Error(), `"cairn.models": partitions=2`) || strings.Contains(err.Error(), "cairn.train") {
 		t.Errorf("Run = %v, want a refusal naming the models topic's cleanup.policy and partitions only", err)
@@ -205,7 +205,7 @@ func TestHTTPGuardDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err, stop := runUntil(t, d)
+	stop, err := runUntil(t, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestHTTPGuardDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err, _ := runUntil(t, d2); !errors.Is(err, admin.ErrTokenFileMode) {
+	if _, err := runUntil(t, d2); !errors.Is(err, admin.ErrTokenFileMode) {
 		t.Errorf("Run with a 0644 token file: %v, want admin.ErrTokenFileMode", err)
 	}
 

@@ -23,7 +23,7 @@ func TestTopicWatchPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err, stop := runUntil(t, d)
+	stop, err := runUntil(t, d)
 	if err != nil {
 		t.Fatal(err)
 	}

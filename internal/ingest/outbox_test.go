@@ -114,7 +114,7 @@ func TestTombstoneOffsetSurvivesCrash(t *testing.T) {
 	st.Close()
 	st = open()
 	defer st.Close()
-	in = newTestIngest(t, cfg, st)
+	newTestIngest(t, cfg, st) // the restart opens the ingest state, as the daemon does
 	box = NewOutbox(st, topic, "compact", nil)
 	if err := publishRound(t, box, topic, 50); err != nil {
 		t.Fatal(err)

@@ -113,13 +113,12 @@ func TestFeaturizerRecords(t *testing.T) {
 // rig is a broker holding trainEvents on the training topic, and what a Featurizer of
 // testConfig needs.
 type rig struct {
-	kc       stream.Config
-	train    string
-	w        *stream.Writer
-	feat     *pipeline.Features
-	lim      stream.Limits
-	xs       map[string][]float64
-	closeAll func()
+	kc    stream.Config
+	train string
+	w     *stream.Writer
+	feat  *pipeline.Features
+	lim   stream.Limits
+	xs    map[string][]float64
 }
 
 func newRig(ctx context.Context, t *testing.T, n int) *rig {
