@@ -833,8 +833,8 @@ func (d *Daemon) removing(ids []string) {
 	}
 }
 
-// serveStored gives the serving model gradient rows for the stored points ids (nil:
-// every stored point) that it lacks, so the gradient ranking ranks them before a refit.
+// serveStored gives the serving model gradient rows for the stored points ids that it
+// lacks, so the gradient ranking ranks them before a refit.
 func (d *Daemon) serveStored(ids []string) {
 	d.serve.mu.Lock()
 	defer d.serve.mu.Unlock()

@@ -7,7 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -39,58 +39,47 @@ type Fitter struct {
 	// (the serving model's Disk; nil: memory only).
 	Disk *serving.Disk
 
-	// grad is the last gradient rows built (reused by id, version and label).
-	grad gradCache
+	// grad is the last gradient rows a fit, a restore or WithStored built, so that the
+	// next reuses the rows of the points it still holds unchanged (serving.NewGradRows).
+	// A pointer swap, not a lock: the ingest's WithStored must not wait for a refit's rows.
+	grad atomic.Pointer[serving.GradRows]
 }
 
-// gradCache holds the last gradient rows a fit or restore built, so that the next reuses
-// the rows of the points it still holds unchanged (serving.NewGradRows).
-type gradCache struct {
-	mu   sync.Mutex
-	last *serving.GradRows
+// gradPoints are the GradPoints of the labelled entries (entry(i) is ids[i]'s; nil: not
+// stored).
+func gradPoints(ids []string, entry func(i int) *ingest.Entry) []serving.GradPoint {
+	pts := make([]serving.GradPoint, 0, len(ids))
+	for i, id := range ids {
+		if e := entry(i); e != nil && e.HasLabel && e.Label >= 0 && e.Label <= math.MaxInt32 {
+			pts = append(pts, serving.GradPoint{ID: id, Version: e.Version, X: e.X, Label: int(e.Label)})
+		}
+	}
+	return pts
 }
 
 // gradRows builds the gradient rows of the labelled entries (query.gradient_memory_bytes),
 // reusing the last ones built; nil and the reason when there are none.
 func (f *Fitter) gradRows(ids []string, entries []*ingest.Entry) (*serving.GradRows, error) {
-	pts := make([]serving.GradPoint, 0, len(ids))
-	for i, e := range entries {
-		if e.HasLabel && e.Label >= 0 && e.Label <= math.MaxInt32 {
-			pts = append(pts, serving.GradPoint{ID: ids[i], Version: e.Version, X: e.X, Label: int(e.Label)})
-		}
-	}
-	f.grad.mu.Lock()
-	defer f.grad.mu.Unlock()
-	g, err := serving.NewGradRows(f.Features.Backbone(), pts, f.Config.Query.GradientMemoryBytes, f.grad.last)
+	pts := gradPoints(ids, func(i int) *ingest.Entry { return entries[i] })
+	g, err := serving.NewGradRows(f.Features.Backbone(), pts, f.Config.Query.GradientMemoryBytes, f.grad.Load())
 	if g != nil {
-		f.grad.last = g
+		f.grad.Store(g)
 	}
 	return g, err
 }
 
-// WithStored is s with gradient rows for the labelled points of cache named by ids
-// (every point of cache when ids is nil) that s's rows do not cover at their version and
-// label (serving.Model.WithGradPoints within query.gradient_memory_bytes): the gradient
-// ranking ranks the points stored since the last refit too. The extended rows are kept
-// for the next refit to reuse.
+// WithStored is s with gradient rows for the labelled points of cache named by ids that
+// s's rows do not cover at their version and label (serving.Model.WithGradPoints within
+// query.gradient_memory_bytes): the gradient ranking ranks the points stored since the
+// last refit too. The extended rows are kept for the next refit to reuse.
 func (f *Fitter) WithStored(s *serving.Model, cache *ingest.Points, ids []string) *serving.Model {
-	if s == nil || s.Grad == nil || cache == nil {
+	if s == nil || s.Grad == nil || cache == nil || len(ids) == 0 {
 		return s
 	}
-	if ids == nil {
-		ids = cache.IDs()
-	}
-	pts := make([]serving.GradPoint, 0, len(ids))
-	for _, id := range ids {
-		if e := cache.Get(id); e != nil && e.HasLabel && e.Label >= 0 && e.Label <= math.MaxInt32 {
-			pts = append(pts, serving.GradPoint{ID: id, Version: e.Version, X: e.X, Label: int(e.Label)})
-		}
-	}
+	pts := gradPoints(ids, func(i int) *ingest.Entry { return cache.Get(ids[i]) })
 	ns := s.WithGradPoints(pts, f.Config.Query.GradientMemoryBytes)
 	if ns.Grad != nil && ns.Grad != s.Grad {
-		f.grad.mu.Lock()
-		f.grad.last = ns.Grad
-		f.grad.mu.Unlock()
+		f.grad.Store(ns.Grad)
 	}
 	return ns
 }
