@@ -15,7 +15,8 @@ import (
 // one (one forward and one backward pass, on every core), and a row of its id at another
 // version or label is masked. So the gradient ranking keeps ranking every labelled stored
 // point between refits, not only those of the last refit's snapshot. Points without a
-// label in [0, d) are skipped, as NewGradRows skips them.
+// label in [0, d) are skipped, as NewGradRows skips them; an id given twice gets the row
+// of its last point.
 //
 // When the rows would take more than budget bytes (masked rows included, until a refit
 // drops them), or a new row is not finite, the copy has no rows and GradErr says why: its
@@ -26,33 +27,35 @@ func (s *Model) WithGradPoints(pts []GradPoint, budget int64) *Model {
 	if g == nil || len(pts) == 0 {
 		return s
 	}
-	at := make(map[string]int, len(s.gactive)) // id → its unmasked row
-	for _, i := range s.gactive {
-		at[g.IDs[i]] = i
-	}
 	d := g.b.OutDim()
+	want := make(map[string]int, len(pts)) // id → its last labelled point in pts
+	for j, pt := range pts {
+		if pt.Label >= 0 && pt.Label < d {
+			want[pt.ID] = j
+		}
+	}
+	// One pass over the unmasked rows (an id has at most one): a row at the wanted
+	// version and label covers its point; a row at another is masked.
+	gact := make([]int, 0, len(s.gactive)+len(want))
+	for _, i := range s.gactive {
+		if j, ok := want[g.IDs[i]]; ok {
+			if g.versions[i] != pts[j].Version || g.labels[i] != pts[j].Label {
+				continue
+			}
+			delete(want, g.IDs[i])
+		}
+		gact = append(gact, i)
+	}
 	var add []GradPoint
-	var stale []string
-	for _, pt := range pts {
-		if pt.Label < 0 || pt.Label >= d {
-			continue
+	for j, pt := range pts { // in pts's order, each id once
+		if k, ok := want[pt.ID]; ok && k == j {
+			add = append(add, pt)
 		}
-		i, ok := at[pt.ID]
-		if ok && g.versions[i] == pt.Version && g.labels[i] == pt.Label {
-			continue
-		}
-		if ok {
-			stale = append(stale, pt.ID)
-		}
-		add = append(add, pt)
 	}
 	if len(add) == 0 {
 		return s
 	}
 	c := *s
-	if len(stale) > 0 {
-		c = *s.WithGradMask(stale)
-	}
 	if n := len(g.IDs) + len(add); GradBytes(n, g.dim) > budget {
 		c.Grad, c.gactive = nil, nil
 		c.GradErr = fmt.Errorf("%w: %d gradient rows of %d floats (the last refit's and those of the points stored since) take %d bytes, over query.gradient_memory_bytes %d",
@@ -64,11 +67,10 @@ func (s *Model) WithGradPoints(pts []GradPoint, budget int64) *Model {
 		c.Grad, c.gactive, c.GradErr = nil, nil, err
 		return &c
 	}
-	c.Grad = ng
-	c.gactive = slices.Clone(c.gactive)
 	for i := len(g.IDs); i < len(ng.IDs); i++ {
-		c.gactive = append(c.gactive, i)
+		gact = append(gact, i)
 	}
+	c.Grad, c.gactive = ng, gact
 	return &c
 }
 

@@ -79,6 +79,12 @@ func TestWithGradPoints(t *testing.T) {
 			if ext.WithGradPoints([]GradPoint{pts[5], moved}, 1<<30) != ext {
 				t.Error("points the rows cover already made a new model")
 			}
+			// An id upserted twice in one batch (the ingest's Stored lists it twice, with
+			// its latest value each time) gets one row: an answer must not name it twice.
+			twice := s.WithGradPoints([]GradPoint{pts[15], pts[15]}, 1<<30)
+			if n := len(twice.gactive); n != 15 || len(twice.Grad.IDs) != 15 {
+				t.Errorf("a point given twice: %d active rows of %d, want 15 of 15", n, len(twice.Grad.IDs))
+			}
 			over := s.WithGradPoints(since, GradBytes(20, GradRowDim(b)))
 			if over.Grad != nil || !errors.Is(over.GradErr, ErrRanking) {
 				t.Fatalf("over budget: rows %v, error %v", over.Grad != nil, over.GradErr)
