@@ -324,12 +324,6 @@ func (s *Model) EntryID(r certify.Ranking, e certify.Entry) (id, view string) {
 	return s.LandmarkIDs[e.Index], string(s.Views[e.Index])
 }
 
-// HasGradRow reports whether id has an unmasked gradient row in s.
-func (s *Model) HasGradRow(id string) bool {
-	_, _, ok := s.GradRowOf(id)
-	return ok
-}
-
 // GradRowOf is the value version and label of id's unmasked gradient row in s, if it
 // has one.
 func (s *Model) GradRowOf(id string) (version int64, label int, ok bool) {
