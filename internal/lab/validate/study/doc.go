@@ -59,8 +59,9 @@
 //   - Every draw is named: the served backbone's initialization and shuffling come from
 //     --seed, retrained network r > 0 of a half from stream cairnctl/validate/retrain/<r>,
 //     the halves, random scores and random deletion sets from package validate's
-//     streams, the retraining deletion test's random sets from RetrainDeletionStream, the served model's evaluation draw from cairnctl/validate/eval. A report
-//     is a function of its Options, timings aside.
+//     streams, the retraining deletion test's random sets from RetrainDeletionStream,
+//     the served model's evaluation draw from cairnctl/validate/eval. A report is a
+//     function of its Options, timings aside.
 //   - Run writes the served backbone to a temporary directory it removes before
 //     returning, reports progress lines on the writer it is given, and modifies nothing
 //     it is passed. It runs the fits and trainings on all cores and joins their workers

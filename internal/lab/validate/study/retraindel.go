@@ -25,7 +25,8 @@ const RetrainDeletionStream = "cairnctl/validate/retrain-deletion"
 // query's correct-class margin is ranked among the drops of --retrain-deletion-random
 // random sets of as many stored points, left out the same way (shared by every ranking
 // and query); with --retrain-deletion-retrains R, each margin is the mean over R networks
-// (marginsWithout), so a drop is the deletion's expected effect over training seeds. It returns, per ranking, the median over queries of the strict percentile
+// (marginsWithout), so a drop is the deletion's expected effect over training seeds. It
+// returns, per ranking, the median over queries of the strict percentile
 // (certify.Percentile) and of the mid-rank one (validate.MidrankPercentile); nil when
 // the test is off (no queries).
 func (v *validation) retrainDeletion(ctx context.Context, sc *scores) (map[string][2]float64, error) {
