@@ -9,9 +9,10 @@ import (
 )
 
 // TestGradientRowsBetweenRefits: with every drift trigger but the first fit's off, points
-// stored after the first model get gradient rows without a refit, so the default (gradient) answer to a
-// query by the id of one of them ranks every labelled stored point, as the slow
-// reference over all of them does (checkGradientAnswer), and /status counts their rows.
+// stored after the first model get gradient rows without a refit, so the default
+// (gradient) answer to a query by the id of one of them ranks every labelled stored
+// point, as the slow reference over all of them does (checkGradientAnswer), and /status
+// counts their rows.
 func TestGradientRowsBetweenRefits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("daemon test")
