@@ -31,7 +31,9 @@
 // every stored point: the pair measures what the restriction to landmarks costs.
 // graddot_all is also reported as "gradient" (Gradient), the ranking answers serve
 // (certify.Gradient), with its top-K checked against the served model's; the other
-// margin rows are study rows that no answer serves.
+// margin rows are study rows that no answer serves. Among them graddot_all_if and
+// graddot_all_if_damped precondition graddot_all by the inverse damped Gram matrix of the
+// points' rows J_iᵀg_i (Influence: the influence-function form, (GGᵀ + λI)⁻¹ a).
 //
 // None of them looks at labels. SignedTo signs a ranking's point scores by class (minus
 // for the points of another class than the one the query is taken to be), the diagnostic

@@ -31,10 +31,22 @@ const (
 	// row): the direction of a point's step without its size, so that the few points with
 	// large loss gradients ("hubs") stop topping most queries.
 	GradDotAllCosine = "graddot_all_cosine"
+	// GradDotAllIF and GradDotAllIFDamped are GradDotAll preconditioned by the inverse of
+	// the rows' damped Gram matrix (Influence; study rows), with ridges InfluenceRidge and
+	// InfluenceRidgeDamped times the mean squared norm of a row: the influence-function
+	// form, in which a point's score counts only what its step adds to the other points'.
+	GradDotAllIF       = "graddot_all_if"
+	GradDotAllIFDamped = "graddot_all_if_damped"
+)
+
+// The influence rows' ridges, relative to the mean squared norm of a gradient row.
+const (
+	InfluenceRidge       = 1e-3
+	InfluenceRidgeDamped = 1e-1
 )
 
 // MarginRows lists the linearized-margin study rows.
-var MarginRows = []string{GradDot, GradDotAll, GradDotAllCosine, LabelNTK, LabelNTKAll}
+var MarginRows = []string{GradDot, GradDotAll, GradDotAllCosine, GradDotAllIF, GradDotAllIFDamped, LabelNTK, LabelNTKAll}
 
 // MarginCotangentTo is entk.MarginCotangentTo (the served gradient ranking's cotangent).
 func MarginCotangentTo(u, out []float64, classes int) int {

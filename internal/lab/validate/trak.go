@@ -87,3 +87,59 @@ func (t *TRAK) ScoresTo(dst, queries *mat.Dense) error {
 	dst.Mul(x.T(), t.phi.T())
 	return nil
 }
+
+// Influence is the influence-function form of the linearized-margin score over rows G
+// (n×P, row i the point's step J_iᵀg_i): with a_i = ⟨q, r_i⟩ the gradient scores of a
+// query q, the score of point i preconditioned by the damped empirical Fisher is
+//
+//	score_i = qᵀ (GᵀG + λI)⁻¹ r_i = ((GGᵀ + λI)⁻¹ a)_i
+//
+// (push-through identity, as TRAK's dual system; Koh and Liang 2017, "Understanding
+// Black-box Predictions via Influence Functions", eq. 2, with the Gauss–Newton Hessian
+// replaced by the rows' Gram matrix as in TRAK eq. 13). So only the n×n Gram matrix of
+// the rows is needed, once for every ridge.
+type Influence struct {
+	gram mat.SymDense
+	mean float64 // tr(GGᵀ)/n, the mean squared norm of a row
+}
+
+// NewInfluence computes the Gram matrix of the rows g (n×P; not kept).
+func NewInfluence(g *mat.Dense) *Influence {
+	n, _ := g.Dims()
+	f := &Influence{}
+	f.gram.SymOuterK(1, g)
+	for i := range n {
+		f.mean += f.gram.At(i, i) / float64(n)
+	}
+	return f
+}
+
+// ScoresTo writes dst[t] = (GGᵀ + λI)⁻¹ a[t] with λ = rel times the mean squared norm of a
+// row, for the gradient scores a[t] (len n each) of every query t. It returns an error
+// wrapping ErrNotFinite for a λ that is not positive and finite and ErrNotPositive when
+// the system does not factor.
+func (f *Influence) ScoresTo(dst, a [][]float64, rel float64) error {
+	n := f.gram.SymmetricDim()
+	lambda := rel * f.mean
+	if !(lambda > 0) || math.IsInf(lambda, 0) {
+		return fmt.Errorf("%w: influence ridge λ = %v (rel %v)", ErrNotFinite, lambda, rel)
+	}
+	s := mat.NewSymDense(n, nil)
+	s.CopySym(&f.gram)
+	for i := range n {
+		s.SetSym(i, i, s.At(i, i)+lambda)
+	}
+	var c mat.Cholesky
+	if !c.Factorize(s) {
+		return fmt.Errorf("%w: influence system %d×%d with λ = %v", ErrNotPositive, n, n, lambda)
+	}
+	for t, at := range a {
+		if len(at) != n || len(dst[t]) != n {
+			panic(fmt.Sprintf("validate: Influence.ScoresTo: query %d has %d scores and %d destinations for %d rows", t, len(at), len(dst[t]), n))
+		}
+		if err := c.SolveVecTo(mat.NewVecDense(n, dst[t]), mat.NewVecDense(n, at)); err != nil {
+			return fmt.Errorf("%w: %w", ErrNotPositive, err)
+		}
+	}
+	return nil
+}

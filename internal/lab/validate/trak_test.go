@@ -72,3 +72,65 @@ func TestTRAKAgainstInverse(t *testing.T) {
 		t.Errorf("zero features: %v, want ErrNotFinite (λ = 0)", err)
 	}
 }
+
+// TestInfluenceAgainstInverse: Influence's scores equal qᵀ(GᵀG + λI)⁻¹r_i from an explicit
+// inverse of the P×P primal system, from the gradient scores a_i = ⟨q, r_i⟩ alone, for
+// n < P and n > P and two ridges (λ = rel·tr(GGᵀ)/n). Tolerance as TestTRAKAgainstInverse's.
+func TestInfluenceAgainstInverse(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	for _, sz := range []struct{ n, p, nq int }{{6, 11, 3}, {14, 5, 2}} {
+		g, q := mat.NewDense(sz.n, sz.p, nil), mat.NewDense(sz.nq, sz.p, nil)
+		for _, m := range []*mat.Dense{g, q} {
+			rr, cc := m.Dims()
+			for i := range rr {
+				for j := range cc {
+					m.Set(i, j, r.NormFloat64())
+				}
+			}
+		}
+		var a mat.Dense
+		a.Mul(q, g.T())
+		as := make([][]float64, sz.nq)
+		for t0 := range as {
+			as[t0] = mat.Row(nil, t0, &a)
+		}
+		f := NewInfluence(g)
+		for _, rel := range []float64{1e-3, 1e-1} {
+			got := make([][]float64, sz.nq)
+			for t0 := range got {
+				got[t0] = make([]float64, sz.n)
+			}
+			if err := f.ScoresTo(got, as, rel); err != nil {
+				t.Fatal(err)
+			}
+			lambda := rel * mat.Sum(mulElem(g, g)) / float64(sz.n)
+			var sys, inv, tmp, want mat.Dense
+			sys.Mul(g.T(), g)
+			for j := range sz.p {
+				sys.Set(j, j, sys.At(j, j)+lambda)
+			}
+			if err := inv.Inverse(&sys); err != nil {
+				t.Fatal(err)
+			}
+			tmp.Mul(q, &inv)
+			want.Mul(&tmp, g.T())
+			scale := mat.Norm(&want, math.Inf(1))
+			for t0 := range sz.nq {
+				for i := range sz.n {
+					if d := math.Abs(got[t0][i] - want.At(t0, i)); d > 1e-9*scale {
+						t.Errorf("%+v rel %v: score[%d][%d] = %v, want %v", sz, rel, t0, i, got[t0][i], want.At(t0, i))
+					}
+				}
+			}
+		}
+	}
+	if err := NewInfluence(mat.NewDense(2, 3, nil)).ScoresTo([][]float64{{0, 0}}, [][]float64{{0, 0}}, 1e-3); !errors.Is(err, ErrNotFinite) {
+		t.Errorf("zero rows: %v, want ErrNotFinite (λ = 0)", err)
+	}
+}
+
+func mulElem(a, b *mat.Dense) *mat.Dense {
+	var c mat.Dense
+	c.MulElem(a, b)
+	return &c
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/cairnhq/cairn/internal/lab/offline"
 	"github.com/cairnhq/cairn/internal/lab/validate"
 	"github.com/cairnhq/cairn/internal/serving"
+	"gonum.org/v1/gonum/mat"
 )
 
 // marginScores adds the linearized-margin study rows (validate.MarginRows) to sc: on the
@@ -33,8 +34,9 @@ func (v *validation) marginScores(b entk.Backbone, fm *offline.Model, model *ser
 	for i := range px {
 		px[i] = v.all.Set.Row(i)
 	}
-	lm, _ := pointMarginScores(b, vt, lx, ly)
-	all, norms := pointMarginScores(b, vt, px, lab)
+	lm, _ := pointMarginScores(b, vt, lx, ly, nil)
+	rows := mat.NewDense(n, b.NumParams(), nil)
+	all, norms := pointMarginScores(b, vt, px, lab, rows)
 	for g, r := range [][2]string{{validate.GradDot, validate.GradDotAll}, {validate.LabelNTK, validate.LabelNTKAll}} {
 		sc.points[r[0]] = make([][]float64, nq)
 		for t := range nq {
@@ -53,6 +55,9 @@ func (v *validation) marginScores(b entk.Backbone, fm *offline.Model, model *ser
 		}
 	}
 	sc.points[validate.GradDotAllCosine] = cos
+	if err := influenceScores(sc, rows, all[0]); err != nil {
+		return err
+	}
 	// The served gradient ranking is graddot_all: scored and checked like every served
 	// ranking (its rows are the served model's, in stored-point order).
 	sc.points[validate.Gradient] = all[0]
@@ -91,12 +96,33 @@ func marginGradients(b entk.Backbone, x [][]float64, classes int) [][]float64 {
 	return vt
 }
 
+// influenceScores adds the influence rows (validate.GradDotAllIF, GradDotAllIFDamped) to sc
+// from the gradient rows and their scores a[t][i].
+func influenceScores(sc *scores, rows *mat.Dense, a [][]float64) error {
+	f := validate.NewInfluence(rows)
+	for _, r := range []struct {
+		name string
+		rel  float64
+	}{{validate.GradDotAllIF, validate.InfluenceRidge}, {validate.GradDotAllIFDamped, validate.InfluenceRidgeDamped}} {
+		dst := make([][]float64, len(a))
+		for t := range dst {
+			dst[t] = make([]float64, len(a[t]))
+		}
+		if err := f.ScoresTo(dst, a, r.rel); err != nil {
+			return fmt.Errorf("%s: %w", r.name, err)
+		}
+		sc.points[r.name] = dst
+	}
+	return nil
+}
+
 // pointMarginScores returns s[g][t][i] = ⟨vt[t], J_iᵀ g_i⟩ for the points x[i] of labels
 // y[i], with g_i their cotangents (validate.PointCotangentTo) with grad (g = 0) and
-// without (g = 1), and each point's ‖J_iᵀ g_i‖ with grad: one forward and two backward
+// without (g = 1), and each point's ‖J_iᵀ g_i‖ with grad (its row J_iᵀ g_i in row i of
+// rows unless rows is nil): one forward and two backward
 // passes a point, on two goroutines (the points split by parity; each score is one
 // point's own, so the split changes no bit).
-func pointMarginScores(b entk.Backbone, vt, x [][]float64, y []int) ([2][][]float64, []float64) {
+func pointMarginScores(b entk.Backbone, vt, x [][]float64, y []int, rows *mat.Dense) ([2][][]float64, []float64) {
 	if len(x) != len(y) {
 		panic(fmt.Sprintf("study: pointMarginScores: %d points, %d labels", len(x), len(y)))
 	}
@@ -124,6 +150,9 @@ func pointMarginScores(b entk.Backbone, vt, x [][]float64, y []int) ([2][][]floa
 					b.Backward(w, cot, ws)
 					if grad {
 						norms[i] = math.Sqrt(vec.Dot(w, w))
+						if rows != nil {
+							rows.SetRow(i, w)
+						}
 					}
 					for t, v := range vt {
 						s[g][t][i] = vec.Dot(v, w)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cairnhq/cairn/entk"
 	"github.com/cairnhq/cairn/internal/lab/validate"
+	"gonum.org/v1/gonum/mat"
 )
 
 // TestPointMarginScores: the study rows' scores equal u_tᵀ (J_t J_iᵀ) g_i computed from
@@ -41,7 +42,8 @@ func TestPointMarginScores(t *testing.T) {
 		return j
 	}
 	out := make([]float64, d)
-	both, norms := pointMarginScores(b, vt, pts, labels)
+	rows := mat.NewDense(len(pts), p, nil)
+	both, norms := pointMarginScores(b, vt, pts, labels, rows)
 	for i, x := range pts { // ‖J_iᵀ g_i‖ with g_i the loss gradient, from the Jacobian
 		ji := jac(x)
 		b.Forward(out, x, ws)
@@ -54,6 +56,9 @@ func TestPointMarginScores(t *testing.T) {
 				s += ji[c*p+k] * g[c]
 			}
 			n2 += s * s
+			if got := rows.At(i, k); math.Abs(got-s) > 1e-12*(math.Abs(s)+1e-300)+1e-15 {
+				t.Errorf("point %d: row[%d] = %v, from the Jacobian %v", i, k, got, s)
+			}
 		}
 		if want := math.Sqrt(n2); math.Abs(norms[i]-want) > 1e-12*want {
 			t.Errorf("point %d: norm %v, from the Jacobian %v", i, norms[i], want)
