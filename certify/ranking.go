@@ -29,10 +29,16 @@ const (
 	// depends on neither the fit nor the pool, and it is the ranking that predicts
 	// retraining best (docs/validate).
 	Gradient Ranking = "gradient"
+	// GradientCosine ranks the same points by the cosine of the same two gradients,
+	// ⟨J_tᵀu_t, J_iᵀg_i⟩/(‖J_tᵀu_t‖·‖J_iᵀg_i‖) (GradientCosineRadius): the direction of a
+	// point's step without its size, so that the few points with large loss gradients
+	// do not top most queries. Its top point is the one whose removal from training
+	// lowers the query's margin most reliably across training seeds (docs/validate).
+	GradientCosine Ranking = "gradient_cosine"
 )
 
 // Rankings lists every ranking an answer may use, the default first.
-var Rankings = []Ranking{Gradient, Similarity, Displacement, Representer}
+var Rankings = []Ranking{GradientCosine, Gradient, Similarity, Displacement, Representer}
 
 // ParseRanking returns the ranking named s, or an error wrapping ErrValue that lists the
 // names.
@@ -50,11 +56,34 @@ func ParseRanking(s string) (Ranking, error) {
 }
 
 // FitFree reports whether the ranking's scores do not depend on the fitted coefficients.
-func (r Ranking) FitFree() bool { return r == Similarity || r == Gradient }
+func (r Ranking) FitFree() bool { return r == Similarity || r.AllPoints() }
 
 // AllPoints reports whether the ranking ranks every stored point rather than the
 // landmarks.
-func (r Ranking) AllPoints() bool { return r == Gradient }
+func (r Ranking) AllPoints() bool { return r == Gradient || r == GradientCosine }
+
+// GradientCosineRadius is the score and radius of the gradient cosine ranking for one
+// point from its gradient score a (|a − ⟨q, r⟩| ≤ ra, q and r the exact gradients) and the
+// computed norms qn of q and rn of r, each within rel relative of the exact norm:
+//
+//	score  = a/(qn·rn)
+//	radius = (ra + (|a| + ra)·η)/(qn·rn·(1 − η)),  η = 2·rel + 2⁻⁵¹
+//
+// since |a/D − a*/D*| ≤ |a − a*|/D + |a*|·|D − D*|/(D·D*) and the computed D = qn·rn is
+// within η of D* (the two norms' errors and the product's and quotient's rounding),
+// inflated by 2⁻²⁰ for the radius's own rounding, and never more than |score| + 1 (a
+// cosine lies in [−1, 1]). A zero vector's cosine is 0 by convention: a computed norm of
+// 0 means an exact norm of 0 (within rel relative), so the score is 0 exactly.
+func GradientCosineRadius(a, ra, qn, rn, rel float64) (score, radius float64) {
+	d := qn * rn
+	if d == 0 {
+		return 0, 0
+	}
+	eta := 2*rel + 0x1p-51
+	score = a / d
+	radius = (ra + (math.Abs(a)+ra)*eta) / (d * (1 - eta)) * (1 + 0x1p-20)
+	return score, min(radius, math.Abs(score)+1)
+}
 
 // CertifyIntervalsTo fills c with the top-K certificate of scores known to within radii:
 // |scores[ℓ] − exact_ℓ| ≤ radii[ℓ] for every ℓ (deterministically, or jointly with the

@@ -176,3 +176,43 @@ func TestParseRanking(t *testing.T) {
 		t.Error("an unknown ranking parsed")
 	}
 }
+
+// TestGradientCosineRadius: for exact gradient scores and norms drawn at random and
+// computed values anywhere within their stated errors (the corners of the error box and
+// random points inside it), the exact cosine lies within the returned radius of the
+// score; the radius is within 10% of the first-order bound (ra + |a|·2·rel)/(qn·rn), so it
+// is not loose; zero norms give a zero score and radius; the radius never passes
+// |score| + 1.
+func TestGradientCosineRadius(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for range 2000 {
+		qn, rn := math.Exp(3*r.NormFloat64()), math.Exp(3*r.NormFloat64())
+		cos := 2*r.Float64() - 1
+		a := cos * qn * rn
+		ra := math.Abs(a) * math.Exp(-3-10*r.Float64())
+		rel := math.Exp(-10 - 20*r.Float64())
+		exact := a / (qn * rn)
+		for k := range 12 {
+			s := func(i int) float64 { // corner bit i, or a random sign past the 8 corners
+				if k < 8 {
+					return float64(2*(k>>i&1) - 1)
+				}
+				return 2*r.Float64() - 1
+			}
+			ac, qc, rc := a+s(0)*ra, qn*(1+s(1)*rel), rn*(1+s(2)*rel)
+			score, radius := GradientCosineRadius(ac, ra, qc, rc, rel)
+			if math.Abs(score-exact) > radius {
+				t.Fatalf("a %v±%v qn %v rn %v rel %v: score %v radius %v, exact %v", a, ra, qn, rn, rel, score, radius, exact)
+			}
+			if first := (ra + math.Abs(ac)*2*rel) / (qc * rc); radius > 1.1*first+1e-300 && radius < math.Abs(score)+1 {
+				t.Fatalf("radius %v, first-order bound %v", radius, first)
+			}
+			if radius > math.Abs(score)+1 {
+				t.Fatalf("radius %v past |score| + 1 = %v", radius, math.Abs(score)+1)
+			}
+		}
+	}
+	if s, rad := GradientCosineRadius(0, 0, 0, 3, 1e-11); s != 0 || rad != 0 {
+		t.Errorf("zero query norm: %v ± %v, want 0 ± 0", s, rad)
+	}
+}

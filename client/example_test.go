@@ -109,7 +109,7 @@ func ExampleFromDaemon() {
 	// Output:
 	// brokers: [127.0.0.1:9092]
 	// train topic: cairn.train
-	// max k: 100 scores: [gradient entk displacement representer]
+	// max k: 100 scores: [gradient_cosine gradient entk displacement representer]
 	// http: 127.0.0.1:8080
 }
 

@@ -122,7 +122,7 @@ func checkIndices(x []float64, field string, idx []IndexLimit) *RejectError {
 // certify's Rankings; stream keeps its own copy because it knows no mathematics). The
 // daemon sets Limits.Scores from certify.Rankings itself, and TestQueryScores checks that
 // this copy accepts exactly those names.
-var defaultScores = []string{"gradient", "entk", "displacement", "representer"}
+var defaultScores = []string{"gradient_cosine", "gradient", "entk", "displacement", "representer"}
 
 // Defaults used by Limits when a field is zero.
 const (

@@ -222,12 +222,20 @@ func (g *GradRows) radius(i int, vn float64) float64 {
 	return rel * vn * g.norms[i] * (1 + 0x1p-20)
 }
 
-// answerGradient certifies the top-k of the gradient ranking over the model's unmasked
-// gradient rows: deterministic intervals (radius), so the verdict is certified exactly
-// when the top-k is separated. Its stability is 1: no seed, pool or fit enters the
-// scores. Indices of the certificate are rows of s.Grad. The residual fraction is the
-// landmarks' (landmarkResidual), as every answer reports it.
-func (s *Model) answerGradient(w *Workspace, x []float64, k int, delta float64) (certify.Certificate, error) {
+// normRel bounds the relative error of a computed gradient norm (the query's vn and a
+// row's norms[i], both from the float64 vectors): ρ = 1e-11 for the gradient itself, as
+// in radius, and the rounding of the sum of squares and the square root, taken as
+// (p+16)·2⁻⁵³ (a factored norm sums fewer terms).
+func (g *GradRows) normRel() float64 { return 1e-11 + float64(g.p+16)*0x1p-53 }
+
+// answerGradient certifies the top-k of the gradient ranking r (certify.Gradient, or
+// certify.GradientCosine: each score divided by the two gradients' norms,
+// certify.GradientCosineRadius) over the model's unmasked gradient rows: deterministic
+// intervals (radius), so the verdict is certified exactly when the top-k is separated.
+// Its stability is 1: no seed, pool or fit enters the scores. Indices of the
+// certificate are rows of s.Grad. The residual fraction is the landmarks'
+// (landmarkResidual), as every answer reports it.
+func (s *Model) answerGradient(w *Workspace, x []float64, k int, delta float64, r certify.Ranking) (certify.Certificate, error) {
 	var c certify.Certificate
 	g := s.Grad
 	if g == nil {
@@ -252,8 +260,15 @@ func (s *Model) answerGradient(w *Workspace, x []float64, k int, delta float64) 
 	w.gall = grow(w.gall, len(g.IDs))
 	g.scoresTo(w.gall, w)
 	w.sc, w.rad = grow(w.sc, m), grow(w.rad, m)
-	for j, i := range s.gactive {
-		w.sc[j], w.rad[j] = w.gall[i], g.radius(i, vn)
+	if r == certify.GradientCosine {
+		rel := g.normRel()
+		for j, i := range s.gactive {
+			w.sc[j], w.rad[j] = certify.GradientCosineRadius(w.gall[i], g.radius(i, vn), vn, g.norms[i], rel)
+		}
+	} else {
+		for j, i := range s.gactive {
+			w.sc[j], w.rad[j] = w.gall[i], g.radius(i, vn)
+		}
 	}
 	if err := w.rk.CertifyIntervalsTo(&c, w.sc, w.rad, k); err != nil {
 		return c, err
@@ -261,7 +276,7 @@ func (s *Model) answerGradient(w *Workspace, x []float64, k int, delta float64) 
 	c.Allocation = certify.Allocation{Delta: delta, Queries: 1, Landmarks: m, Scheme: "deterministic"}
 	c.VarianceModel = certify.VarianceExactKernel
 	c.Budget = certify.Budget{M: m, Pool: len(g.IDs)}
-	c.Ranking = certify.Gradient
+	c.Ranking = r
 	one := 1.0
 	c.Stability, c.Stable = &one, true
 	cos := func(e *certify.Entry) {

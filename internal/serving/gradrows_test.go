@@ -104,6 +104,7 @@ func checkGradientRanking(t *testing.T, s *Model, b entk.Backbone) {
 				t.Errorf("query %d: certified top-4 %v, reference %v", q, got, want)
 			}
 		}
+		checkGradientCosine(t, s, b, x, pts, q)
 		// Deleting the top-1 takes it out of the next answer, and of nothing else.
 		top, _ := s.EntryID(c.Ranking, c.TopK[0])
 		m := s.WithMask([]string{top})
@@ -127,6 +128,41 @@ func checkGradientRanking(t *testing.T, s *Model, b entk.Backbone) {
 		GradPoint{ID: "big", X: pts[0].X, Label: b.OutDim()})
 	if g2, err := NewGradRows(b, extra, 1<<30, nil); err != nil || len(g2.IDs) != len(pts) {
 		t.Errorf("points without a usable label: rows %v (%v), want %d", g2, err, len(pts))
+	}
+}
+
+// checkGradientCosine: the gradient cosine ranking's every score is the reference cosine
+// of the two full-Jacobian gradients within its radius, the radius is at float32 rounding
+// level (1e-6), the score is the entry's cosine, and a certified top-K is the reference's.
+func checkGradientCosine(t *testing.T, s *Model, b entk.Backbone, x []float64, pts []GradPoint, q int) {
+	t.Helper()
+	ref := make([]float64, len(pts))
+	for i, pt := range pts {
+		sc, vn, rn := gradRef(b, x, pt.X, pt.Label, 3)
+		ref[i] = sc / (vn * rn)
+	}
+	c, err := s.AnswerRanked(new(Workspace), x, 4, 0.05, certify.GradientCosine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Ranking != certify.GradientCosine || !c.Stable || c.Stability == nil || *c.Stability != 1 {
+		t.Fatalf("query %d: ranking %q stable %v stability %v", q, c.Ranking, c.Stable, c.Stability)
+	}
+	for _, e := range append(slices.Clone(c.TopK), c.RunnerUp) {
+		want := ref[e.Index]
+		if math.Abs(e.Score-want) > e.Radius || e.Radius > 1e-6 || e.Radius == 0 || e.Score != e.Cosine {
+			t.Errorf("query %d point %d: cosine score %v (entry cosine %v), reference %v, radius %v", q, e.Index, e.Score, e.Cosine, want, e.Radius)
+		}
+	}
+	if c.Verdict != certify.Certified { // radii ≤ 1e-6, far below the gaps between 20 random points' cosines
+		t.Errorf("query %d: cosine verdict %q", q, c.Verdict)
+	} else {
+		got, want := c.TopKSet(), certify.TopKIndices(ref, 4)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("query %d: certified cosine top-4 %v, reference %v", q, got, want)
+		}
 	}
 }
 

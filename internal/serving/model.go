@@ -365,7 +365,7 @@ func (s *Model) Answer(w *Workspace, x []float64, k int, delta float64) (certify
 // landmarks minus one.
 func (s *Model) AnswerRanked(w *Workspace, x []float64, k int, delta float64, r certify.Ranking) (certify.Certificate, error) {
 	if r.AllPoints() {
-		return s.answerGradient(w, x, k, delta)
+		return s.answerGradient(w, x, k, delta, r)
 	}
 	if s.Exact != nil {
 		ktt := s.exactRowTo(w, x)

@@ -274,7 +274,8 @@ func (st *CertStats) tally(verdict string, got, want []string) bool {
 	return same
 }
 
-// checkGradientAnswers checks the gradient-ranked answers gidx against gradref over the
+// checkGradientAnswers checks the gradient-ranked answers gidx (either gradient ranking,
+// the cosine one with each point's ‖J_iᵀg_i‖ divided out) against gradref over the
 // stored points pts (each point's J_iᵀg_i once, on all cores), counting the incorrect
 // certified ones in st, and returns how many have the reference top-K set.
 func checkGradientAnswers(st *CertStats, b entk.Backbone, answers []stream.Attribution, xs [][]float64, gidx []int, pts Stored) int {
@@ -282,10 +283,11 @@ func checkGradientAnswers(st *CertStats, b entk.Backbone, answers []stream.Attri
 		return 0
 	}
 	classes := slices.Max(pts.Labels) + 1
-	rows := make([][]float64, len(pts.IDs))
+	rows, norms := make([][]float64, len(pts.IDs)), make([]float64, len(pts.IDs))
 	par.For(len(rows), 8, par.Workers(len(rows), 8), func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			rows[i] = gradref.Point(b, pts.X[i], pts.Labels[i])
+			norms[i] = floats.Norm(rows[i], 2)
 		}
 	})
 	agree := 0
@@ -295,6 +297,9 @@ func checkGradientAnswers(st *CertStats, b entk.Backbone, answers []stream.Attri
 		ref := make([]float64, len(rows))
 		for j, r := range rows {
 			ref[j] = floats.Dot(v, r)
+			if certify.Ranking(a.Score) == certify.GradientCosine && norms[j] > 0 {
+				ref[j] /= norms[j] // the query's norm, one positive factor, changes no order
+			}
 		}
 		top := make([]int, len(a.TopK))
 		certify.TopKTo(top, ref)

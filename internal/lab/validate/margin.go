@@ -22,11 +22,15 @@ import (
 const (
 	// Gradient is the served gradient ranking (certify.Gradient): GradDotAll's scores,
 	// reported under the name answers use.
-	Gradient    = string(certify.Gradient)
-	GradDot     = "graddot"
-	GradDotAll  = "graddot_all"
-	LabelNTK    = "label_ntk"
-	LabelNTKAll = "label_ntk_all"
+	Gradient = string(certify.Gradient)
+	// GradientCosine is the served gradient cosine ranking (certify.GradientCosine),
+	// reported with GradDotAllCosine's scores: the served ones divide them by the query's
+	// gradient norm too, a positive factor per query that changes no order and no LDS.
+	GradientCosine = string(certify.GradientCosine)
+	GradDot        = "graddot"
+	GradDotAll     = "graddot_all"
+	LabelNTK       = "label_ntk"
+	LabelNTKAll    = "label_ntk_all"
 	// GradDotAllCosine is GradDotAll with each point's ‖J_iᵀ g_i‖ divided out (a study
 	// row): the direction of a point's step without its size, so that the few points with
 	// large loss gradients ("hubs") stop topping most queries.

@@ -96,7 +96,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			fixed(s.DeletionPercentile), fixed(s.DeletionPercentileMidrank), fixed(s.DeletionPercentileTop10), fixed(s.DeletionPercentileTop10Midrank),
 			fixed(s.RetrainDeletionPercentile), fixed(s.RetrainDeletionPercentileMidrank))
 	}
-	for _, name := range ordered(r.Rankings, slices.Concat([]string{Gradient}, Rankings, MarginRows)) {
+	for _, name := range ordered(r.Rankings, slices.Concat([]string{GradientCosine, Gradient}, Rankings, MarginRows)) {
 		row(name, r.Rankings[name])
 	}
 	for _, name := range ordered(r.Signed, Rankings) {

@@ -58,24 +58,29 @@ func (v *validation) marginScores(b entk.Backbone, fm *offline.Model, model *ser
 	if err := influenceScores(sc, rows, all[0]); err != nil {
 		return err
 	}
-	// The served gradient ranking is graddot_all: scored and checked like every served
-	// ranking (its rows are the served model's, in stored-point order).
+	// The served gradient rankings are graddot_all and graddot_all_cosine: scored and
+	// checked like every served ranking (their rows are the served model's, in
+	// stored-point order).
 	sc.points[validate.Gradient] = all[0]
+	sc.points[validate.GradientCosine] = cos
 	if model.Grad == nil {
 		return fmt.Errorf("served model has no gradient rows: %w", model.GradErr)
 	}
-	k, agree := min(TopK, n-1), 0
+	k := min(TopK, n-1)
 	var w serving.Workspace
-	for t := range nq {
-		ok, err := sameTopK(model, &w, qx[t], all[0][t], k, validate.Gradient)
-		if err != nil {
-			return fmt.Errorf("query %d: %w", t, err)
+	for _, name := range []string{validate.Gradient, validate.GradientCosine} {
+		agree := 0
+		for t := range nq {
+			ok, err := sameTopK(model, &w, qx[t], sc.points[name][t], k, name)
+			if err != nil {
+				return fmt.Errorf("query %d: %w", t, err)
+			}
+			if ok {
+				agree++
+			}
 		}
-		if ok {
-			agree++
-		}
+		sc.agreement[name] = float64(agree) / float64(nq)
 	}
-	sc.agreement[validate.Gradient] = float64(agree) / float64(nq)
 	return nil
 }
 

@@ -139,9 +139,9 @@ func (v *validation) marginsWithout(ctx context.Context, set []int, nq int) ([]f
 
 // ParseRetrainDeletionRankings reads --retrain-deletion-rankings: comma-separated
 // names of rankings and baselines the study scores (validate.Rankings, MarginRows,
-// Baselines and "gradient").
+// Baselines, "gradient" and "gradient_cosine").
 func ParseRetrainDeletionRankings(s string) ([]string, error) {
-	known := slices.Concat(validate.Rankings, validate.MarginRows, validate.Baselines, []string{validate.Gradient})
+	known := slices.Concat(validate.Rankings, validate.MarginRows, validate.Baselines, []string{validate.Gradient, validate.GradientCosine})
 	var out []string
 	for name := range strings.SplitSeq(s, ",") {
 		name = strings.TrimSpace(name)
