@@ -51,10 +51,16 @@
 //
 // # Rankings
 //
-// Four scores rank the training points for a query t (Ranking, ParseRanking). The
-// first ranks every labelled stored point of the served model, the other three its
+// Five scores rank the training points for a query t (Ranking, ParseRanking). The
+// first two rank every labelled stored point of the served model, the other three its
 // landmarks:
 //
+//   - "gradient_cosine" (GradientCosine): the cosine of J_tᵀu_t and J_iᵀg_i, the two
+//     gradients of "gradient" below with their sizes divided out
+//     (GradientCosineRadius). The few points with large loss gradients no longer top
+//     most queries, and its top point is the one whose removal from training lowers the
+//     query's margin most reliably over training seeds (docs/validate). Stability 1 and
+//     the same rows as "gradient".
 //   - "gradient" (Gradient, the default): ⟨J_tᵀu_t, J_iᵀg_i⟩, the first-order change of
 //     the query's predicted-class margin under one gradient step on point i, from the
 //     served backbone's exact gradients. Neither the fit, the pool nor a seed enters

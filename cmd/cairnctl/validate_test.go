@@ -94,14 +94,18 @@ func TestValidateSmall(t *testing.T) {
 			}
 		}
 	}
-	check("rankings", rep.Rankings, "gradient", "displacement", "representer", "entk", "entk_cosine", "graddot", "graddot_all", "graddot_all_cosine", "label_ntk", "label_ntk_all")
-	// The served gradient ranking is graddot_all's score, so every statistic is the same.
-	for k, v := range rep.Rankings["graddot_all"] {
-		if strings.HasPrefix(k, "deletion_retrain") {
-			continue // run by name: gradient is in --retrain-deletion-rankings, graddot_all not
-		}
-		if rep.Rankings["gradient"][k] != v {
-			t.Errorf("gradient %s = %v, graddot_all's %v: the served ranking is not the study row", k, rep.Rankings["gradient"][k], v)
+	check("rankings", rep.Rankings, "gradient", "gradient_cosine", "displacement", "representer", "entk", "entk_cosine", "graddot", "graddot_all",
+		"graddot_all_cosine", "graddot_all_if", "graddot_all_if_damped", "label_ntk", "label_ntk_all")
+	// The served gradient rankings are graddot_all's and graddot_all_cosine's scores, so
+	// every statistic is the same.
+	for served, row := range map[string]string{"gradient": "graddot_all", "gradient_cosine": "graddot_all_cosine"} {
+		for k, v := range rep.Rankings[row] {
+			if strings.HasPrefix(k, "deletion_retrain") {
+				continue // run by name: gradient is in --retrain-deletion-rankings, graddot_all not
+			}
+			if rep.Rankings[served][k] != v {
+				t.Errorf("%s %s = %v, %s's %v: the served ranking is not the study row", served, k, rep.Rankings[served][k], row, v)
+			}
 		}
 	}
 	check("baselines", rep.Baselines, "random", "trak", "class")
@@ -154,7 +158,7 @@ func TestValidateSmall(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--from: exit %d: %s", code, errs)
 	}
-	for _, row := range []string{"| gradient |", "| displacement |", "| representer |", "| entk |", "| random (baseline) |", "| trak (baseline) |", "| class (baseline) |", `| serving_top_agreement | {"displacement":1,"entk":1,"gradient":1,"representer":1} |`} {
+	for _, row := range []string{"| gradient |", "| displacement |", "| representer |", "| entk |", "| random (baseline) |", "| trak (baseline) |", "| class (baseline) |", `| serving_top_agreement | {"displacement":1,"entk":1,"gradient":1,"gradient_cosine":1,"representer":1} |`} {
 		if !strings.Contains(md, row) {
 			t.Errorf("markdown lacks %q:\n%s", row, md)
 		}
