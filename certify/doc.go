@@ -55,19 +55,20 @@
 // first two rank every labelled stored point of the served model, the other three its
 // landmarks:
 //
-//   - "gradient_cosine" (GradientCosine): the cosine of J_tᵀu_t and J_iᵀg_i, the two
+//   - "gradient_cosine" (GradientCosine, the default): the cosine of J_tᵀu_t and J_iᵀg_i, the two
 //     gradients of "gradient" below with their sizes divided out
 //     (GradientCosineRadius). The few points with large loss gradients no longer top
-//     most queries, and its top point is the one whose removal from training lowers the
-//     query's margin most reliably over training seeds (docs/validate). Stability 1 and
+//     most queries, and its top point, left out of training, moves the query more
+//     reliably across training seeds than "gradient"'s (docs/validate). Stability 1 and
 //     the same rows as "gradient".
-//   - "gradient" (Gradient, the default): ⟨J_tᵀu_t, J_iᵀg_i⟩, the first-order change of
+//   - "gradient" (Gradient): ⟨J_tᵀu_t, J_iᵀg_i⟩, the first-order change of
 //     the query's predicted-class margin under one gradient step on point i, from the
 //     served backbone's exact gradients. Neither the fit, the pool nor a seed enters
-//     it, so its stability is 1; it is the score that predicts retraining best
-//     (docs/validate). It needs the points' labels and their rows in memory
-//     (internal/serving's GradRows); without them the daemon's default falls back to
-//     "entk".
+//     it, so its stability is 1; it has the highest LDS (docs/validate), but its top
+//     points are mostly points with large loss gradients, whose removal from training
+//     does not move the query reliably. Both gradient rankings need the points' labels
+//     and their rows in memory (internal/serving's GradRows); without them the daemon's
+//     default falls back to "entk".
 //   - "entk" (Similarity): k*(x_t, x_ℓ), the exact eNTK similarity; no fit enters it.
 //   - "displacement": the paper's I_ℓt = k(x_t, x_ℓ)·ω_ℓ (eq. conditional-score), what
 //     cairnctl reproduce uses for the paper's tables.

@@ -446,13 +446,14 @@ type Query struct {
 	// answer ranks exact kernel rows with only the rounding bound as radius; otherwise
 	// answers use the sketched evaluation draw. 0 turns the exact model off.
 	ExactMemoryBytes int64 `yaml:"exact_memory_bytes"`
-	// GradientMemoryBytes is the memory budget of the gradient ranking ("gradient"):
+	// GradientMemoryBytes is the memory budget of the gradient rankings ("gradient_cosine",
+	// "gradient"):
 	// every labelled stored point's gradient row (P float32s a point, P the backbone's
 	// parameters: 164 MB at 2,000 MNIST points on the built-in convnet, so the default
 	// holds 6,550 of them; a dense backbone's factored rows are far smaller, 15 MB at
 	// 2,000 Adult points on resmlp:108-128x3-8) is kept with each model version when they
-	// fit in it. Otherwise, and on replicas, the gradient ranking
-	// is not served and a default of "gradient" answers with "entk". 0 turns it off.
+	// fit in it. Otherwise, and on replicas, the gradient rankings are not served and a
+	// default of either answers with "entk". 0 turns them off.
 	GradientMemoryBytes int64 `yaml:"gradient_memory_bytes"`
 	// ExactDiskBytes is the disk budget of the exact variance model, per model version:
 	// exact rows that exceed exact_memory_bytes but fit in it are written once per served
@@ -471,10 +472,13 @@ type Query struct {
 	// answered twice.
 	OnPrimary bool `yaml:"on_primary"`
 	// Score is the default ranking of an answer, when a query names none ("score"):
-	// "gradient" (every labelled stored point by ⟨J_tᵀu_t, J_iᵀg_i⟩, the change of the
-	// query's predicted-class margin under a gradient step on the point: the ranking that
-	// predicts retraining best, docs/validate; on a model without gradient rows a default
-	// of "gradient" answers with "entk"),
+	// "gradient_cosine" (every labelled stored point by the cosine of J_tᵀu_t and J_iᵀg_i,
+	// the direction of the point's gradient step against the query's: the ranking whose
+	// top point, left out of training, moves the query most reliably, docs/validate),
+	// "gradient" (the same points by ⟨J_tᵀu_t, J_iᵀg_i⟩, the change of the query's
+	// predicted-class margin under a gradient step on the point: the highest LDS; on a
+	// model without gradient rows a default of either gradient ranking answers with
+	// "entk"),
 	// "entk" (the exact eNTK similarity k*(x_t, x_ℓ), independent of the fit),
 	// "displacement" (the paper's k·ω) or "representer" (k(x_t, x_ℓ)·⟨Ã_ℓ, ẑ(x_t)⟩, the
 	// landmark's contribution to the query's latent). See certify's doc "Rankings".
@@ -580,7 +584,7 @@ func Default() Config {
 			OnDelete: true, DeleteDebounce: 250 * time.Millisecond, Idle: time.Second, MinPoints: 64, BacklogWait: time.Minute,
 		},
 		Query: Query{K: 10, Delta: 0.05, DrawQueries: 10000, ExactMemoryBytes: 256 << 20, ExactDiskBytes: 8 << 30, ExactRowsCap: 32, OnPrimary: true,
-			Score: "gradient", GradientMemoryBytes: 512 << 20, StableJaccard: 0.8, ReseedQueries: 64},
+			Score: "gradient_cosine", GradientMemoryBytes: 512 << 20, StableJaccard: 0.8, ReseedQueries: 64},
 		Audit:   Audit{Random: 30, Reference: 1000, Test: 250},
 		Limits:  Limits{MaxMessageBytes: 1 << 20, MaxIDBytes: 256, MaxK: 100, BatchEvents: 256, MaxOutbox: 100_000},
 		Ingest:  Ingest{FeaturizerTimeout: 2 * time.Second},

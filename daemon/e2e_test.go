@@ -369,7 +369,7 @@ func TestEndToEnd(t *testing.T) {
 		default:
 			t.Errorf("%s: verdict %q", req, a.Verdict)
 		}
-		// q-id takes the default ranking (gradient: every stored point), q-x names entk.
+		// q-id takes the default ranking (a gradient ranking: every stored point), q-x names entk.
 		wantScore := map[string]string{"q-id": cfg.Query.Score, "q-x": "entk"}[req]
 		if a.Score != wantScore || a.Stability == nil || a.Stable != (*a.Stability >= cfg.Query.StableJaccard) {
 			t.Errorf("%s: score %q stable %v stability %v, want the ranking %q with a known stability", req, a.Score, a.Stable, a.Stability, wantScore)
@@ -379,7 +379,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 		for i, e := range a.TopK {
 			landmark := slices.Contains(s.LandmarkIDs, e.ID) && (e.View == "A" || e.View == "B")
-			point := slices.Contains(set.IDs, e.ID) && e.View == "" && a.Score == "gradient"
+			point := slices.Contains(set.IDs, e.ID) && e.View == "" && certify.Ranking(a.Score).AllPoints()
 			if !(landmark || point) || !(e.Radius >= 0) {
 				t.Errorf("%s: topk[%d] = %+v is neither a serving landmark nor (gradient) a stored point, with a radius", req, i, e)
 			}
@@ -658,13 +658,15 @@ func checkExactAnswer(t *testing.T, s *serving.Model, a stream.Attribution, x []
 	}
 }
 
-// checkGradientAnswer checks a gradient-ranking answer a to the query x against the
-// slow reference (gradref.Score) over every labelled stored point of set: the model's
-// rows are those points, every score is the reference's within its radius (float32
-// rounding: relative 1e-6), a certified top-K is the reference's, and the stability is 1.
+// checkGradientAnswer checks an answer a to the query x under either gradient ranking
+// against the slow reference (gradref.Score, and its norms for gradient_cosine) over
+// every labelled stored point of set: the model's rows are those points, every score is
+// the reference's within its radius (float32 rounding: relative 1e-6; a cosine's 1e-6
+// absolute), a certified top-K is the reference's, and the stability is 1.
 func checkGradientAnswer(t *testing.T, s *serving.Model, a stream.Attribution, set *dataset.Set, x []float64) {
 	t.Helper()
-	if a.Score != string(certify.Gradient) || s.Grad == nil || len(s.Grad.IDs) != set.N {
+	cosine := a.Score == string(certify.GradientCosine)
+	if !certify.Ranking(a.Score).AllPoints() || s.Grad == nil || len(s.Grad.IDs) != set.N {
 		t.Fatalf("answer ranking %q; model gradient rows %v (%v), want %d", a.Score, s.Grad != nil, s.GradErr, set.N)
 	}
 	if a.Stability == nil || *a.Stability != 1 || !a.Stable || a.VarianceModel != certify.VarianceExactKernel {
@@ -677,11 +679,18 @@ func checkGradientAnswer(t *testing.T, s *serving.Model, a stream.Attribution, s
 	ref := make([]float64, len(s.Grad.IDs))
 	for j, id := range s.Grad.IDs {
 		i := row[id]
-		ref[j], _, _ = gradref.Score(s.Backbone, x, set.Row(i), set.Labels[i], s.Grad.Classes())
+		sc, vn, rn := gradref.Score(s.Backbone, x, set.Row(i), set.Labels[i], s.Grad.Classes())
+		if ref[j] = sc; cosine {
+			ref[j] = sc / (vn * rn)
+		}
 	}
 	for _, e := range a.TopK {
 		j := slices.Index(s.Grad.IDs, e.ID)
-		if j < 0 || math.Abs(e.Score-ref[j]) > e.Radius || e.Radius > 1e-6*math.Abs(ref[j]) {
+		tol := 1e-6 * math.Abs(ref[max(j, 0)])
+		if cosine {
+			tol = 1e-6
+		}
+		if j < 0 || math.Abs(e.Score-ref[j]) > e.Radius || e.Radius > tol {
 			t.Errorf("point %s: score %v, reference %v, radius %v", e.ID, e.Score, ref[max(j, 0)], e.Radius)
 		}
 	}

@@ -33,7 +33,7 @@ func validateCmd(fs *flag.FlagSet) cli.Func {
 	fs.IntVar(&o.RetrainDeletionK, "retrain-deletion-k", 1, "the deletion test against retraining: the top points of a ranking left out of the network's training")
 	fs.IntVar(&o.RetrainDeletionRetrains, "retrain-deletion-retrains", 1, "the deletion test against retraining: networks per set, from seeds --seed and then streams cairnctl/validate/retrain/<r>; a drop is their mean")
 	fs.IntVar(&o.RetrainDeletionRandom, "retrain-deletion-random", 20, "the deletion test against retraining: random sets of as many points, left out the same way")
-	rdel := fs.String("retrain-deletion-rankings", "gradient,trak", "the deletion test against retraining: the rankings and baselines it tests, comma-separated")
+	rdel := fs.String("retrain-deletion-rankings", "gradient_cosine,gradient,trak", "the deletion test against retraining: the rankings and baselines it tests, comma-separated")
 	format := fs.String("format", "json", "output: json | markdown")
 	from := fs.String("from", "", "print the report of an earlier run (its JSON output) in --format instead of running")
 	return func(ctx context.Context, stdio cli.Stdio) error {

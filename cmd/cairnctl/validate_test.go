@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -111,12 +112,12 @@ func TestValidateSmall(t *testing.T) {
 	check("baselines", rep.Baselines, "random", "trak", "class")
 	check("signed", rep.Signed, "displacement", "representer", "entk", "entk_cosine")
 	// The deletion test against retraining runs for --retrain-deletion-rankings only
-	// (gradient and trak by default): a percentile there, null elsewhere.
+	// (gradient_cosine, gradient and trak by default): a percentile there, null elsewhere.
 	for group, g := range map[string]map[string]map[string]any{"rankings": rep.Rankings, "baselines": rep.Baselines, "signed": rep.Signed} {
 		for name, row := range g {
 			v, ok := row["deletion_retrain_percentile"].(float64)
 			m, okm := row["deletion_retrain_percentile_midrank"].(float64)
-			ran := group+"/"+name == "rankings/gradient" || group+"/"+name == "baselines/trak"
+			ran := slices.Contains([]string{"rankings/gradient_cosine", "rankings/gradient", "baselines/trak"}, group+"/"+name)
 			switch {
 			case ran && (!ok || !okm || v < 0 || v > 1 || m < v || m > 1):
 				t.Errorf("%s: deletion_retrain_percentile %v, midrank %v; want 0 ≤ strict ≤ midrank ≤ 1", name, row["deletion_retrain_percentile"], row["deletion_retrain_percentile_midrank"])
@@ -128,8 +129,8 @@ func TestValidateSmall(t *testing.T) {
 	if rd, _ := rep.Settings["retrain_deletion"].(map[string]any); rd["queries"] != 3.0 || rd["random"] != 4.0 || rd["k"] != 1.0 || rd["retrains"] != 2.0 {
 		t.Errorf("settings retrain_deletion %v, want 3 queries, 4 random sets of 1, 2 networks each", rep.Settings["retrain_deletion"])
 	}
-	if n := rep.Seconds["retrain_deletion_networks"]; n < 2*5 || n > 2*(1+4+2*3) || int(n)%2 != 0 {
-		t.Errorf("retraining deletion trained %v networks, want 2 for each of the base, 4 random and at most 2×3 top sets", n)
+	if n := rep.Seconds["retrain_deletion_networks"]; n < 2*5 || n > 2*(1+4+3*3) || int(n)%2 != 0 {
+		t.Errorf("retraining deletion trained %v networks, want 2 for each of the base, 4 random and at most 3×3 top sets", n)
 	}
 	s := rep.Settings
 	if s["n"] != 120.0 || s["retrains"] != 2.0 || s["halves"] != 4.0 || s["queries"] != 6.0 || s["half_size"] != 60.0 || s["kernel"] != "exact" {

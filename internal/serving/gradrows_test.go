@@ -212,9 +212,9 @@ func TestGradRowsReuse(t *testing.T) {
 
 // BenchmarkGradientAnswer times one answer (K = 10) under the gradient ranking over n
 // stored points against the entk ranking's on exact rows of M = 512 landmarks, on the
-// same model, alternating the two: the built-in convnet (n = 2,000: the rows are
-// 2,000·P float32s) and the Adult architecture. It reports the mean time of each and
-// gradient/entk, their ratio.
+// same model, and under the gradient cosine ranking, alternating the three: the built-in
+// convnet (n = 2,000: the rows are 2,000·P float32s) and the Adult architecture. It
+// reports the mean time of each, gradient/entk and cosine/gradient.
 func BenchmarkGradientAnswer(b *testing.B) {
 	for _, c := range []struct {
 		name, arch string
@@ -233,7 +233,7 @@ func BenchmarkGradientAnswer(b *testing.B) {
 		qs := testGradPoints(bb, 16)
 		b.Run(c.name, func(b *testing.B) {
 			var w Workspace
-			var tg, te time.Duration
+			var tg, te, tc time.Duration
 			for b.Loop() {
 				for _, q := range qs {
 					t0 := time.Now()
@@ -244,13 +244,19 @@ func BenchmarkGradientAnswer(b *testing.B) {
 					if _, err := s.AnswerRanked(&w, q.X, 10, 0.05, certify.Similarity); err != nil {
 						b.Fatal(err)
 					}
-					tg, te = tg+t1.Sub(t0), te+time.Since(t1)
+					t2 := time.Now()
+					if _, err := s.AnswerRanked(&w, q.X, 10, 0.05, certify.GradientCosine); err != nil {
+						b.Fatal(err)
+					}
+					tg, te, tc = tg+t1.Sub(t0), te+t2.Sub(t1), tc+time.Since(t2)
 				}
 			}
 			nq := float64(b.N * len(qs))
 			b.ReportMetric(tg.Seconds()*1e3/nq, "gradient_ms")
 			b.ReportMetric(te.Seconds()*1e3/nq, "entk_ms")
+			b.ReportMetric(tc.Seconds()*1e3/nq, "cosine_ms")
 			b.ReportMetric(tg.Seconds()/te.Seconds(), "gradient/entk")
+			b.ReportMetric(tc.Seconds()/tg.Seconds(), "cosine/gradient")
 			b.ReportMetric(float64(s.Grad.Bytes())/1e6, "rows_MB")
 		})
 	}

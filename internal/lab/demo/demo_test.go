@@ -105,7 +105,7 @@ func TestRun(t *testing.T) {
 	}
 	// Under the default gradient ranking the top-1 is any stored point: its audit measures
 	// an encoder effect only when it was a landmark, and says so otherwise.
-	if atts[0].Score != "gradient" || audit.WasLandmark != (audit.Percentile >= 0) {
+	if atts[0].Score != config.Default().Query.Score || audit.WasLandmark != (audit.Percentile >= 0) {
 		t.Errorf("first answer ranked by %q; audit was_landmark %v with percentile %v", atts[0].Score, audit.WasLandmark, audit.Percentile)
 	}
 	if rep := client.VerifyMessages([]stream.Message{{Topic: "demo", Value: lines[5].Data}}, nil, nil); !rep.OK {
