@@ -368,7 +368,7 @@ func TestProduceRejectsBadFlags(t *testing.T) {
 		{[]string{"query", "--id", "a", "--x", "f"}, "exactly one of --id ID and --x FILE"},
 		{[]string{"query", "--id", "a", "--k", "100000", "--brokers", "127.0.0.1:1"}, `field "k"`},
 		{[]string{"query", "--id", "a", "--delta", "2", "--brokers", "127.0.0.1:1"}, `field "delta"`},
-		{[]string{"query", "--id", "a", "--score", "best", "--brokers", "127.0.0.1:1"}, `ranking "best", want one of gradient, entk`},
+		{[]string{"query", "--id", "a", "--score", "best", "--brokers", "127.0.0.1:1"}, `ranking "best", want one of gradient_cosine, gradient, entk`},
 		{[]string{"delete"}, "--id: required"},
 		{[]string{"delete", "--id", "a", "--brokers", "nohost"}, "nohost"},
 		{[]string{"status", "--http", "127.0.0.1:1", "--timeout", "2s"}, "daemon not reachable at http://127.0.0.1:1/status"},
