@@ -48,14 +48,20 @@ func NewTRAK(phi *mat.Dense, rel float64) (*TRAK, error) {
 	} else {
 		g.SymOuterK(1, phi.T())
 	}
-	s, _ := g.Dims()
-	for i := range s {
-		g.SetSym(i, i, g.At(i, i)+lambda)
-	}
-	if !t.chol.Factorize(&g) {
+	if !factorRidge(&t.chol, &g, lambda) {
+		s := g.SymmetricDim()
 		return nil, fmt.Errorf("%w: TRAK system %d×%d with λ = %v", ErrNotPositive, s, s, lambda)
 	}
 	return t, nil
+}
+
+// factorRidge adds lambda to the diagonal of g (modified) and factors g + λI into c,
+// reporting whether it is positive definite: the ridge system of TRAK and Influence.
+func factorRidge(c *mat.Cholesky, g *mat.SymDense, lambda float64) bool {
+	for i := range g.SymmetricDim() {
+		g.SetSym(i, i, g.At(i, i)+lambda)
+	}
+	return c.Factorize(g)
 }
 
 // Lambda is the ridge λ of the system.
@@ -126,11 +132,8 @@ func (f *Influence) ScoresTo(dst, a [][]float64, rel float64) error {
 	}
 	s := mat.NewSymDense(n, nil)
 	s.CopySym(&f.gram)
-	for i := range n {
-		s.SetSym(i, i, s.At(i, i)+lambda)
-	}
 	var c mat.Cholesky
-	if !c.Factorize(s) {
+	if !factorRidge(&c, s, lambda) {
 		return fmt.Errorf("%w: influence system %d×%d with λ = %v", ErrNotPositive, n, n, lambda)
 	}
 	for t, at := range a {
