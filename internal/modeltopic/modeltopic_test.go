@@ -120,14 +120,16 @@ func TestPublishFollow(t *testing.T) {
 		got.mu.Lock()
 		v, id := got.version, got.id
 		got.mu.Unlock()
-		if v == 7 {
+		// The leader raises its floor once the broker acknowledged the write, and the
+		// follower once Install returned; either can come after the install is seen here.
+		if v == 7 && leaderFloor.Load() == 7 && followerFloor.Load() == 7 {
 			if id != s.ID {
 				t.Fatalf("installed model id %s, want %s", id, s.ID)
 			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("version 7 not installed (faults: %v)", faults.Err())
+			t.Fatalf("version 7 not installed (installed %d, floors %d (leader) and %d (follower); faults: %v)", v, leaderFloor.Load(), followerFloor.Load(), faults.Err())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
