@@ -137,7 +137,7 @@ func TestUI(t *testing.T) {
 		}
 	}
 	_, _, page := f.get(t, "/ui/answer/ui-x")
-	for _, want := range []string{"/ui/img/query/ui-x", `class="bars"`, "/ui/img/point/" + f.kept, "deleted point", "Î ="} {
+	for _, want := range []string{"/ui/img/query/ui-x", `class="bars"`, "/ui/img/point/" + f.kept, "deleted point", "score ", "ranking <b>gradient_cosine</b>", "stored points</h2>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("answer page lacks %q", want)
 		}

@@ -74,7 +74,8 @@ type Attribution struct {
 	Seed     uint64  `json:"seed"`
 	SeedHash string  `json:"seed_hash,omitempty"`
 	Residual float64 `json:"residual"` // pool residual certificate tr R
-	// Score names the ranking of TopK (entk, displacement or representer). Stable says
+	// Score names the ranking of TopK (certify.Rankings: gradient_cosine, gradient,
+	// entk, displacement or representer). Stable says
 	// whether the top-K is expected to survive a refit with another seed (Stability, the
 	// expected top-K Jaccard, at least query.stable_jaccard; null when not known); only a
 	// stable answer is certified (an unstable one that separates says "unstable").

@@ -326,7 +326,12 @@ func (a *Answerer) attribution(s *serving.Model, ev stream.QueryEvent, delta flo
 func uiAnswer(a stream.Attribution, ex extra, ev stream.QueryEvent, secs float64) ui.Answer {
 	u := ui.Answer{Request: a.Request, At: time.Now(), Model: a.Model, ModelID: ex.ModelID, Verdict: a.Verdict,
 		K: ex.K, Lower: a.Lower, Upper: a.Upper, Separation: ex.Separation, VarianceModel: a.VarianceModel,
-		Delta: a.Delta, QueryID: ev.ID, LatencyMS: secs * 1e3}
+		Delta: a.Delta, QueryID: ev.ID, LatencyMS: secs * 1e3,
+		Ranking: a.Score, AllPoints: certify.Ranking(a.Score).AllPoints(), Stable: a.Stable, Stability: a.Stability}
+	if f := a.ResidualFraction; f != nil {
+		e := 1 - *f
+		u.Explained = &e
+	}
 	if ev.ID == "" {
 		u.QueryX = ev.X
 	}

@@ -77,8 +77,9 @@ type AnswerRef struct {
 	Verdict string
 }
 
-// Scored is one ranked landmark of an answer; Cosine is 0 on an answer without exact
-// rows (stream.Scored).
+// Scored is one ranked landmark or stored point of an answer; View is "" for a
+// stored point (a ranking over every labelled stored point); Cosine is 0 on an answer
+// without exact rows (stream.Scored).
 type Scored struct {
 	ID, View              string
 	Score, Radius, Cosine float64
@@ -98,11 +99,21 @@ type Answer struct {
 	VarianceModel string
 	Delta         float64
 	Floor         string // the fit floor in words ("" without repeated fits)
-	QueryID       string
-	QueryX        []float64
-	Top           []Scored
-	RunnerUp      *Scored
-	LatencyMS     float64
+	// Ranking is the answer's "score" (certify.Ranking); AllPoints says whether it ranks
+	// every labelled stored point rather than the landmarks.
+	Ranking   string
+	AllPoints bool
+	// Stable and Stability are the answer's (the expected top-K Jaccard under a refit
+	// with another seed; nil: not known); Explained is 1 − its residual fraction, the
+	// share of the query the landmarks explain (nil: not reported).
+	Stable    bool
+	Stability *float64
+	Explained *float64
+	QueryID   string
+	QueryX    []float64
+	Top       []Scored
+	RunnerUp  *Scored
+	LatencyMS float64
 }
 
 // Audit is one record of the audit chain.
@@ -242,12 +253,14 @@ func (h *Handler) answerForm(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/ui/answer/"+pathEscape(req), http.StatusSeeOther)
 }
 
-// landmarkView is one ranked landmark on the answer page.
+// landmarkView is one ranked landmark or stored point on the answer page; ShowCosine
+// is false where the score is the cosine itself (gradient_cosine).
 type landmarkView struct {
 	Rank int
 	Scored
-	Deleted bool
-	Input   *inputView
+	Deleted    bool
+	ShowCosine bool
+	Input      *inputView
 }
 
 // inputView is an input to show: a picture (Image, at ImageURL) or a feature table.
@@ -303,7 +316,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request) {
 		p.Query = h.input(a.QueryX, "/ui/img/query/"+pathEscape(req))
 	}
 	view := func(rank int, s Scored) landmarkView {
-		v := landmarkView{Rank: rank, Scored: s}
+		v := landmarkView{Rank: rank, Scored: s, ShowCosine: s.Cosine != 0 && s.Cosine != s.Score}
 		if x, ok := h.src.Point(s.ID); ok {
 			v.Input = h.input(x, "/ui/img/point/"+pathEscape(s.ID))
 		} else {
@@ -317,7 +330,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request) {
 		p.Landmarks = append(p.Landmarks, v)
 		bars = append(bars, bar{Label: barLabel(v), Score: s.Score, Radius: s.Radius, Top: true})
 	}
-	if a.RunnerUp != nil && a.RunnerUp.View != "" {
+	if a.RunnerUp != nil && a.RunnerUp.ID != "" {
 		v := view(len(a.Top)+1, *a.RunnerUp)
 		p.Next = &v
 		bars = append(bars, bar{Label: barLabel(v), Score: v.Score, Radius: v.Radius})
@@ -333,6 +346,9 @@ func barLabel(v landmarkView) string {
 	id := v.ID
 	if len(id) > 20 {
 		id = "…" + id[len(id)-19:]
+	}
+	if v.View == "" {
+		return fmt.Sprintf("#%d %s", v.Rank, id)
 	}
 	return fmt.Sprintf("#%d %s (%s)", v.Rank, id, v.View)
 }

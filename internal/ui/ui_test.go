@@ -44,7 +44,12 @@ func newFake() fake {
 		Top:      []Scored{{ID: "zz-erased", View: "A", Score: 0.9, Radius: 0.1}, {ID: "p1", View: "B", Score: 0.7, Radius: 0.1, Cosine: 0.42}},
 		RunnerUp: &Scored{ID: "p2", View: "A", Score: 0.3, Radius: 0.1}}
 	byID := Answer{Request: "r2", Verdict: "uncertified", K: 1, QueryID: "zz-erased", Top: []Scored{{ID: "p1", View: "A", Score: 1}}}
-	return fake{answers: map[string]Answer{"r/1": a, "r2": byID}, points: map[string][]float64{"p1": x, "p2": x}}
+	one, explained := 1.0, 0.25
+	points := Answer{Request: "r3", Model: 3, Verdict: "certified", K: 2, Lower: 0.5, Upper: 0.4, QueryX: x,
+		Ranking: "gradient_cosine", AllPoints: true, Stable: true, Stability: &one, Explained: &explained,
+		Top:      []Scored{{ID: "p1", Score: 0.9, Radius: 1e-8, Cosine: 0.9}, {ID: "zz-erased", Score: 0.7, Radius: 1e-8, Cosine: 0.7}},
+		RunnerUp: &Scored{ID: "p2", Score: 0.3, Radius: 1e-8, Cosine: 0.3}}
+	return fake{answers: map[string]Answer{"r/1": a, "r2": byID, "r3": points}, points: map[string][]float64{"p1": x, "p2": x}}
 }
 
 func serve(t *testing.T, h http.Handler, method, path string) (*http.Response, string) {
@@ -92,6 +97,18 @@ func TestPages(t *testing.T) {
 		}
 		if !shape.Image() && !strings.Contains(page, `<table class="features">`) {
 			t.Errorf("tabular answer page has no feature table")
+		}
+		_, pts := serve(t, h, "GET", "/ui/answer/r3")
+		for _, want := range []string{"ranking <b>gradient_cosine</b> over every labelled stored point", ">stable<",
+			"Jaccard under a reseed 1", "explain 25%", "Top-2 stored points", "#1 p1<", "#3 p2<", "Best below the cut", "score 0.9 ±"} {
+			if !strings.Contains(pts, want) {
+				t.Errorf("%v: the stored-point answer page lacks %q", shape, want)
+			}
+		}
+		for _, bad := range []string{"zz-erased", "()", " view ", "landmarks</h2>", ">cosine "} {
+			if strings.Contains(pts, bad) {
+				t.Errorf("%v: the stored-point answer page shows %q (a deleted id, an empty view, a landmark heading, or a cosine equal to the score)", shape, bad)
+			}
 		}
 		_, byID := serve(t, h, "GET", "/ui/answer/r2")
 		if strings.Contains(byID, "zz-erased") || !strings.Contains(byID, "no longer stored") {
