@@ -168,6 +168,17 @@ func TestModelExportRecomputesAnswers(t *testing.T) {
 					seed = publishedSeed(t, r, tp.Status, a.SeedHash)
 					return seed != 0
 				})
+				// The new draw's model keeps the gradient rows: the gradient ranking is still
+				// answered (a redraw once rebuilt the model without them).
+				produceMsgs(t, r.d.Brokers(), []stream.Message{
+					queryMsg(t, tp.Queries, stream.QueryEvent{Request: "q3", X: x, Score: "gradient_cosine"}, set.D)})
+				waitFor(t, "the gradient answer after the redraw", 30*time.Second, func() bool {
+					_, ok := keyed[stream.Attribution](t, r, tp.Attributions)["q3"]
+					return ok || len(r.messages(tp.DLQ)) > 0
+				})
+				if g, ok := keyed[stream.Attribution](t, r, tp.Attributions)["q3"]; !ok || g.Score != "gradient_cosine" {
+					t.Fatalf("after a new draw a gradient_cosine query got %+v (dead letters: %d)", g, len(r.messages(tp.DLQ)))
+				}
 				sk, err := entk.NewSketch(b, a.Budget.Heads, a.Budget.SketchDim, seed, "eval")
 				if err != nil {
 					t.Fatal(err)

@@ -96,6 +96,7 @@ func (d *Daemon) redraw(s *serving.Model) error {
 	if err != nil {
 		return err
 	}
+	ns = ns.WithGradOf(s) // Input carries no gradient rows
 	d.serve.mu.Lock()
 	if d.serve.model.Load() != s {
 		d.serve.mu.Unlock()

@@ -84,6 +84,7 @@ func (g *GradRows) extended(pts []GradPoint) (*GradRows, error) {
 	ng := *g
 	if g.tail == nil || !g.tail.CompareAndSwap(int64(n0), int64(n)) {
 		ng.IDs, ng.versions, ng.labels = slices.Clip(g.IDs), slices.Clip(g.versions), slices.Clip(g.labels)
+		ng.xs = slices.Clip(g.xs)
 		ng.norms = slices.Clip(g.norms)
 		// Full blocks are never written again and stay shared; the partial last one is
 		// copied.
@@ -98,6 +99,7 @@ func (g *GradRows) extended(pts []GradPoint) (*GradRows, error) {
 	}
 	for _, pt := range pts {
 		ng.IDs, ng.versions, ng.labels = append(ng.IDs, pt.ID), append(ng.versions, pt.Version), append(ng.labels, pt.Label)
+		ng.xs = append(ng.xs, pt.X)
 		ng.classes = max(ng.classes, pt.Label+1)
 	}
 	ng.norms = slices.Grow(ng.norms, len(pts))[:n]

@@ -43,6 +43,10 @@ type GradRows struct {
 	IDs      []string
 	versions []int64
 	labels   []int
+	// xs are the points' raw inputs (the callers' slices, read only: the ingest cache's
+	// entries are immutable), kept so that the primary can publish the points a replica
+	// builds the same rows from (Model.GradPoints).
+	xs [][]float64
 	// blocks hold the rows, gradBlock rows of dim floats a block (the last one's room
 	// unused until WithGradPoints appends): appending rows never moves the rows before.
 	blocks  [][]float32
@@ -114,7 +118,7 @@ func NewGradRows(b entk.Backbone, pts []GradPoint, budget int64, prev *GradRows)
 		return nil, fmt.Errorf("%w: %d gradient rows of %d floats take %d bytes, over query.gradient_memory_bytes %d",
 			ErrRanking, n, dim, GradBytes(n, dim), budget)
 	}
-	g.IDs, g.versions, g.labels = make([]string, n), make([]int64, n), make([]int, n)
+	g.IDs, g.versions, g.labels, g.xs = make([]string, n), make([]int64, n), make([]int, n), make([][]float64, n)
 	g.norms = make([]float64, n)
 	g.grow(n)
 	g.tail = new(atomic.Int64)
@@ -133,7 +137,7 @@ func NewGradRows(b entk.Backbone, pts []GradPoint, budget int64, prev *GradRows)
 		r := make([]float64, dim)
 		for j := lo; j < hi; j++ {
 			pt := pts[keep[j]]
-			g.IDs[j], g.versions[j], g.labels[j] = pt.ID, pt.Version, pt.Label
+			g.IDs[j], g.versions[j], g.labels[j], g.xs[j] = pt.ID, pt.Version, pt.Label, pt.X
 			dst := g.row(j)
 			if i, ok := old[pt.ID]; ok && prev.versions[i] == pt.Version && prev.labels[i] == pt.Label {
 				copy(dst, prev.row(i))
@@ -351,6 +355,65 @@ func (s *Model) GradRowOf(id string) (version int64, label int, ok bool) {
 		}
 	}
 	return 0, 0, false
+}
+
+// GradPoints returns the points of s's unmasked gradient rows in row order (their
+// inputs shared, read only), nil without rows: what a replica needs to build the same
+// rows (NewGradRows, then WithClasses(Grad.Classes())).
+func (s *Model) GradPoints() []GradPoint {
+	if s.Grad == nil {
+		return nil
+	}
+	g := s.Grad
+	pts := make([]GradPoint, len(s.gactive))
+	for j, i := range s.gactive {
+		pts[j] = GradPoint{ID: g.IDs[i], Version: g.versions[i], X: g.xs[i], Label: g.labels[i]}
+	}
+	return pts
+}
+
+// WithClasses is g with c classes (the query's predicted class is the largest of the
+// first c outputs), or g itself when c is not in [Classes(), the backbone's outputs]:
+// a replica takes the primary's count, which also counts the labels of rows masked
+// since its last refit.
+func (g *GradRows) WithClasses(c int) *GradRows {
+	if g == nil || c <= g.classes || c > g.b.OutDim() {
+		return g
+	}
+	ng := *g
+	ng.classes = c
+	return &ng
+}
+
+// WithGradClasses is s with its gradient rows counting c classes (GradRows.WithClasses),
+// or s itself when that changes nothing.
+func (s *Model) WithGradClasses(c int) *Model {
+	g := s.Grad.WithClasses(c)
+	if g == s.Grad {
+		return s
+	}
+	ns := *s
+	ns.Grad = g
+	return &ns
+}
+
+// WithGradOf is s with the gradient rows of o and their masks (a model rebuilt from
+// o.Input() for a new evaluation draw, which carries no rows).
+func (s *Model) WithGradOf(o *Model) *Model {
+	c := *s
+	c.Grad, c.GradErr, c.gactive = o.Grad, o.GradErr, o.gactive
+	return &c
+}
+
+// WithGrad is a copy of s with the gradient rows g (every row unmasked) or, with g
+// nil, none and err saying why.
+func (s *Model) WithGrad(g *GradRows, err error) *Model {
+	c := *s
+	c.Grad, c.GradErr, c.gactive = g, err, gradActive(g, func(string) bool { return false })
+	if g != nil {
+		c.GradErr = nil
+	}
+	return &c
 }
 
 // GradientRows is how many unmasked gradient rows s ranks, and why it has none (""
