@@ -48,6 +48,9 @@ func (a *Assembler) Add(key, value []byte) (*Version, error) {
 		a.chunks, a.masks, a.waiting = map[uint64]map[int][]byte{}, map[uint64][]string{}, map[uint64]Decoded{}
 		a.content = map[[32]byte][]byte{}
 	}
+	if IsPointKey(string(key)) {
+		return nil, nil // the gradient rankings' points: not part of any version
+	}
 	switch d.Kind {
 	case KindContent:
 		return a.addContent(d)

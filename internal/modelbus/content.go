@@ -115,8 +115,11 @@ const (
 
 // contentValue is a content message's value: the header, the piece's encoding byte and
 // its bytes.
-func contentValue(piece []byte) []byte {
-	c := header(KindContent, 0)
+func contentValue(piece []byte) []byte { return appendPiece(header(KindContent, 0), piece) }
+
+// appendPiece appends to c a piece's encoding byte and its bytes, deflated when that
+// saves at least an eighth.
+func appendPiece(c, piece []byte) []byte {
 	var z bytes.Buffer
 	w, err := flate.NewWriter(&z, flate.BestSpeed)
 	if err == nil {
@@ -136,26 +139,38 @@ func contentValue(piece []byte) []byte {
 // decodeContent reads a content chunk's body into d, inflating it (to at most MaxChunk
 // bytes), and checks that its bytes hash to the key's sum.
 func decodeContent(r *binenc.Reader, d *Decoded, key []byte) {
-	enc := r.U8("encoding")
-	d.Data = r.Bytes("data")
-	if r.Err() != nil {
-		return
-	}
-	switch enc {
-	case pieceRaw:
-	case pieceFlate:
-		b, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(d.Data)), MaxChunk+1))
-		if err != nil || len(b) > MaxChunk {
-			r.Fail("data", fmt.Sprintf("does not inflate to at most %d bytes", MaxChunk))
-			return
-		}
-		d.Data = b
-	default:
-		r.Fail("encoding", fmt.Sprintf("%d is not 0 (raw) or 1 (deflate)", enc))
+	if d.Data = readPiece(r); r.Err() != nil {
 		return
 	}
 	d.Sum = sha256.Sum256(d.Data)
 	if string(ContentKey(d.Sum)) != string(key) {
 		r.Fail("data", "its SHA-256 is not the key's")
 	}
+}
+
+// readPiece reads appendPiece's bytes, inflating them (to at most MaxChunk bytes); nil
+// with r failed when they do not decode.
+func readPiece(r *binenc.Reader) []byte {
+	enc := r.U8("encoding")
+	data := r.Bytes("data")
+	if r.Err() != nil {
+		return nil
+	}
+	switch enc {
+	case pieceRaw:
+		if len(data) > MaxChunk {
+			r.Fail("data", fmt.Sprintf("%d bytes, over %d", len(data), MaxChunk))
+			return nil
+		}
+		return data
+	case pieceFlate:
+		b, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(data)), MaxChunk+1))
+		if err != nil || len(b) > MaxChunk {
+			r.Fail("data", fmt.Sprintf("does not inflate to at most %d bytes", MaxChunk))
+			return nil
+		}
+		return b
+	}
+	r.Fail("encoding", fmt.Sprintf("%d is not 0 (raw) or 1 (deflate)", enc))
+	return nil
 }

@@ -54,6 +54,9 @@ type Decoded struct {
 	// Indexes: Length and Sum of the whole encoding, Count pieces named by their
 	// SHA-256 in Pieces. Content: Sum is the SHA-256 of Data.
 	Pieces [][32]byte
+	// Point records (and their tombstones, with the id alone): the point; Version is
+	// its value version. The class count's record: Version is the count.
+	Point *Point
 }
 
 // Chunks splits the encoding of v into chunk messages of at most maxChunk data bytes
@@ -118,6 +121,9 @@ func header(k Kind, version uint64) []byte {
 // Decode parses one message (a nil value is a tombstone of the key's version) and
 // checks that its key names what its value holds. It never panics.
 func Decode(key, value []byte) (Decoded, error) {
+	if IsPointKey(string(key)) {
+		return decodePoint(key, value)
+	}
 	kv, ki, kk, err := parseKey(key)
 	if err != nil {
 		return Decoded{}, err
@@ -126,13 +132,10 @@ func Decode(key, value []byte) (Decoded, error) {
 		return Decoded{Kind: KindTombstone, Version: kv, Index: ki}, nil
 	}
 	r := binenc.NewReader(value)
-	if m := r.Fixed(len(magic), "magic"); !bytes.Equal(m, []byte(magic)) {
-		return Decoded{}, fmt.Errorf("%w: key %q: not a models-topic value", ErrMessage, key)
+	d, err := readHeader(r, key)
+	if err != nil {
+		return Decoded{}, err
 	}
-	if f := r.U8("format"); f != format {
-		return Decoded{}, fmt.Errorf("%w: key %q: format %d, want %d", ErrMessage, key, f, format)
-	}
-	d := Decoded{Kind: Kind(r.U8("kind")), Version: r.U64("version")}
 	switch d.Kind {
 	case KindChunk:
 		d.Index, d.Count = int(r.U32("index")), int(r.U32("count"))
@@ -165,6 +168,21 @@ func Decode(key, value []byte) (Decoded, error) {
 		return Decoded{}, fmt.Errorf("%w: key %q: chunk %d of %d with %d bytes", ErrMessage, key, d.Index, d.Count, len(d.Data))
 	case (d.Kind == KindManifest || d.Kind == KindIndex) && (d.Count < 1 || d.Length < d.Count):
 		return Decoded{}, fmt.Errorf("%w: key %q: manifest of %d chunks, %d bytes", ErrMessage, key, d.Count, d.Length)
+	}
+	return d, nil
+}
+
+// readHeader reads a value's magic, format, kind and version.
+func readHeader(r *binenc.Reader, key []byte) (Decoded, error) {
+	if m := r.Fixed(len(magic), "magic"); !bytes.Equal(m, []byte(magic)) {
+		return Decoded{}, fmt.Errorf("%w: key %q: not a models-topic value", ErrMessage, key)
+	}
+	if f := r.U8("format"); f != format {
+		return Decoded{}, fmt.Errorf("%w: key %q: format %d, want %d", ErrMessage, key, f, format)
+	}
+	d := Decoded{Kind: Kind(r.U8("kind")), Version: r.U64("version")}
+	if err := r.Err(); err != nil {
+		return Decoded{}, fmt.Errorf("%w: key %q: %w", ErrMessage, key, err)
 	}
 	return d, nil
 }

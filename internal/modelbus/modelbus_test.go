@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/cairnhq/cairn/certify"
@@ -235,6 +236,11 @@ func FuzzDecode(f *testing.F) {
 	for _, m := range append(content, index) {
 		f.Add(m.Key, m.Value)
 	}
+	pm, _ := PointMessage(Point{ID: "p1", Version: 9, Label: 3, X: []float64{0, 0.5, 0, 0, 0, 0, 0, 0, 1}})
+	cm := ClassesMessage(10)
+	for _, m := range []Message{pm, cm, {Key: []byte("p/p1")}} {
+		f.Add(m.Key, m.Value)
+	}
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		d, err := Decode(key, value)
 		if err != nil {
@@ -245,6 +251,9 @@ func FuzzDecode(f *testing.F) {
 		}
 		if d.Kind == KindChunk && d.Index >= d.Count {
 			t.Fatalf("accepted chunk %d of %d", d.Index, d.Count)
+		}
+		if p := d.Point; d.Kind == KindPoint && (p == nil || len(p.X) == 0 || p.Version < 0 || p.Label < 0) {
+			t.Fatalf("accepted point %+v", p)
 		}
 		var a Assembler
 		_, _ = a.Add(key, value)
@@ -268,4 +277,63 @@ func FuzzDecodeVersion(f *testing.F) {
 		}
 		_ = v.Input()
 	})
+}
+
+// TestPointRecords: a point record and the class count decode to what was encoded
+// (inputs deflated or raw), a point key's tombstone names its id, the Assembler ignores
+// them, and damaged records are refused with ErrMessage: a wrong kind under the key, a
+// non-finite input, an empty id, an input over MaxChunk.
+func TestPointRecords(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	sparse := make([]float64, 784) // deflates (MNIST's zero background)
+	sparse[100] = 0.25
+	dense := make([]float64, 64) // random bits: stays raw
+	for i := range dense {
+		dense[i] = rnd.NormFloat64()
+	}
+	for _, p := range []Point{{ID: "mnist/train/000001", Version: 41, Label: 7, X: sparse}, {ID: "é", Version: 0, Label: 0, X: dense}} {
+		m, ok := PointMessage(p)
+		if !ok {
+			t.Fatalf("%s: not encodable", p.ID)
+		}
+		d, err := Decode(m.Key, m.Value)
+		if err != nil || d.Kind != KindPoint || d.Point == nil {
+			t.Fatalf("%s: %+v %v", p.ID, d, err)
+		}
+		if got := *d.Point; got.ID != p.ID || got.Version != p.Version || got.Label != p.Label || !slices.Equal(got.X, p.X) {
+			t.Errorf("decoded %+v, want %+v", got, p)
+		}
+		var a Assembler
+		if v, err := a.Add(m.Key, m.Value); v != nil || err != nil {
+			t.Errorf("the Assembler took a point record: %v %v", v, err)
+		}
+	}
+	if m, _ := PointMessage(Point{ID: "s", X: sparse}); len(m.Value) > 8*len(sparse)/4 {
+		t.Errorf("a sparse input takes %d bytes, want it deflated", len(m.Value))
+	}
+	d, err := Decode([]byte("p/x"), nil)
+	if err != nil || d.Kind != KindTombstone || d.Point == nil || d.Point.ID != "x" {
+		t.Errorf("tombstone: %+v %v", d, err)
+	}
+	c := ClassesMessage(10)
+	if d, err := Decode(c.Key, c.Value); err != nil || d.Kind != KindClasses || d.Version != 10 {
+		t.Errorf("classes: %+v %v", d, err)
+	}
+	if _, ok := PointMessage(Point{ID: "big", X: make([]float64, MaxChunk/8)}); ok {
+		t.Error("an input over MaxChunk was encoded")
+	}
+	good, _ := PointMessage(Point{ID: "a", Version: 1, Label: 1, X: []float64{1, 2}})
+	nan, _ := PointMessage(Point{ID: "a", Version: 1, Label: 1, X: []float64{1, math.NaN()}})
+	for name, m := range map[string]Message{
+		"mask under a point key": {Key: []byte("p/a"), Value: Mask(1, nil).Value},
+		"non-finite input":       nan,
+		"empty id":               {Key: []byte("p/"), Value: good.Value},
+		"truncated":              {Key: good.Key, Value: good.Value[:len(good.Value)-1]},
+		"point under classes":    {Key: []byte(ClassesKey), Value: good.Value},
+		"zero classes":           ClassesMessage(0),
+	} {
+		if _, err := Decode(m.Key, m.Value); !errors.Is(err, ErrMessage) {
+			t.Errorf("%s: %v, want ErrMessage", name, err)
+		}
+	}
 }
