@@ -28,7 +28,13 @@ type FollowerConfig struct {
 	Install func(v *modelbus.Version, mask []string) error
 	// Mask applies the masks read so far to the serving model: mask(version) lists
 	// the ids masked in models of that version or older.
-	Mask    func(mask func(version uint64) []string)
+	Mask func(mask func(version uint64) []string)
+	// Points, when set, takes the gradient rankings' point records (package doc,
+	// "Points") in topic order: each run of them in a batch at once, before the next
+	// record of another kind is applied (a mask after a point then masks its row).
+	// Tombstones carry the id alone (Point.X nil); classes is the class count of the
+	// last class-count record in the run (0: none); mask is Mask's.
+	Points  func(pts []modelbus.Point, classes int, mask func(version uint64) []string)
 	Faults  *fault.Tracker
 	Metrics *metrics.Set
 	Log     zerolog.Logger
@@ -37,7 +43,12 @@ type FollowerConfig struct {
 // Follower is a follower's reader of the models topic (a replica, or a standby and a
 // primary with external brokers).
 type Follower struct {
-	cfg     FollowerConfig
+	cfg FollowerConfig
+	// pts and classes are the run of point records not yet handed to Points (the
+	// reader goroutine's).
+	pts     []modelbus.Point
+	classes int
+	ptsEnd  int64         // the offset after the run's last record (0: no run)
 	next    atomic.Int64  // the offset after the last record applied
 	advance chan struct{} // signalled when next moves
 	asm     modelbus.Assembler
@@ -78,6 +89,11 @@ func (f *Follower) handle(_ context.Context, batch []stream.Message) error {
 			f.next.Store(m.Offset + 1)
 			continue
 		}
+		if modelbus.IsPointKey(string(m.Key)) {
+			f.point(m) // next moves when the run is handed over
+			continue
+		}
+		f.flushPoints()
 		v, err := asm.Add(m.Key, m.Value)
 		if err != nil {
 			f.cfg.Metrics.AddReject("models_record", 1)
@@ -93,6 +109,7 @@ func (f *Follower) handle(_ context.Context, batch []stream.Message) error {
 		f.cfg.Floor.Raise(asm.Latest())
 		f.next.Store(m.Offset + 1)
 	}
+	f.flushPoints()
 	select {
 	case f.advance <- struct{}{}:
 	default:
@@ -120,4 +137,36 @@ func (f *Follower) Fence(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// point takes one point record or class count into the current run (a record that does
+// not decode is counted and skipped).
+func (f *Follower) point(m stream.Message) {
+	f.ptsEnd = m.Offset + 1
+	if f.cfg.Points == nil {
+		return
+	}
+	d, err := modelbus.Decode(m.Key, m.Value)
+	switch {
+	case err != nil:
+		f.cfg.Metrics.AddReject("models_record", 1)
+		f.cfg.Log.Warn().Err(err).Int64("offset", m.Offset).Msg("models topic: point record refused")
+	case d.Kind == modelbus.KindClasses:
+		f.classes = int(d.Version)
+	case d.Point != nil:
+		f.pts = append(f.pts, *d.Point)
+	}
+}
+
+// flushPoints hands the current run of point records to Points, then moves next past
+// them (a fence returns only once they are applied).
+func (f *Follower) flushPoints() {
+	if f.ptsEnd == 0 {
+		return
+	}
+	if len(f.pts) > 0 || f.classes > 0 {
+		f.cfg.Points(f.pts, f.classes, f.asm.MaskFor)
+	}
+	f.next.Store(f.ptsEnd)
+	f.pts, f.classes, f.ptsEnd = nil, 0, 0
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,4 +152,99 @@ func TestPublishFollow(t *testing.T) {
 	if !slices.Equal(masked, []string{"p01"}) {
 		t.Errorf("after the fence the mask is %v, want [p01]", masked)
 	}
+}
+
+// TestPublishFollowPoints: the leader puts the points of its serving model's gradient
+// rows on the topic and the follower hands them over with their bits and the rows'
+// class count; a point whose row the leader masks gets a tombstone, and a point whose
+// row the ingest appends (no kick) is published by the next look.
+func TestPublishFollowPoints(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const topic = "t.models"
+	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Topics: []string{topic}, Partitions: 1,
+		TopicConfigs: map[string]map[string]string{topic: {"cleanup.policy": "compact"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	kc := stream.Config{Brokers: []string{b.Addr()}}
+	w, err := stream.NewWriter(stream.WriterConfig{Kafka: kc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	s := testModel(t, 7, 6)
+	r := rand.New(rand.NewPCG(2, 2))
+	point := func(i, label int) serving.GradPoint {
+		x := make([]float64, s.Backbone.InDim())
+		for j := range x {
+			x[j] = r.NormFloat64()
+		}
+		return serving.GradPoint{ID: fmt.Sprintf("q%d", i), Version: int64(10 + i), X: x, Label: label}
+	}
+	pts := []serving.GradPoint{point(0, 0), point(1, 2), point(2, 1), point(3, 0)}
+	g, err := serving.NewGradRows(s.Backbone, pts, 1<<30, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var model atomic.Pointer[serving.Model]
+	model.Store(s.WithGrad(g, nil))
+	faults := fault.NewTracker(zerolog.Nop(), nil)
+	var leaderFloor, followerFloor Floor
+	pub := NewPublisher(PublisherConfig{Kafka: kc, Topic: topic, Features: "fp", Floor: &leaderFloor,
+		Serving: model.Load, Faults: faults, Log: zerolog.Nop()})
+	var mu sync.Mutex
+	got, classes := map[string]modelbus.Point{}, 0
+	fol := NewFollower(FollowerConfig{Kafka: kc, Topic: topic, Features: "fp", Floor: &followerFloor,
+		Leading: func() bool { return false },
+		Install: func(*modelbus.Version, []string) error { return nil }, Mask: func(func(uint64) []string) {},
+		Points: func(ps []modelbus.Point, c int, _ func(uint64) []string) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, p := range ps {
+				if p.X == nil {
+					delete(got, p.ID)
+				} else {
+					got[p.ID] = p
+				}
+			}
+			if c > 0 {
+				classes = c
+			}
+		},
+		Faults: faults, Metrics: metrics.New(), Log: zerolog.Nop()})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { _ = pub.Run(ctx, w) })
+	wg.Go(func() { _ = fol.Run(ctx) })
+	wait := func(what string, want []serving.GradPoint) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			mu.Lock()
+			ok := len(got) == len(want) && classes == 3
+			for _, p := range want {
+				q, in := got[p.ID]
+				ok = ok && in && q.Version == p.Version && q.Label == p.Label && slices.Equal(q.X, p.X)
+			}
+			n := len(got)
+			mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the follower holds %d points and %d classes, want %d and 3 (faults: %v)", what, n, classes, len(want), faults.Err())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	wait("published", pts)
+	model.Store(model.Load().WithMask([]string{"q1"}))
+	pub.Kick()
+	wait("q1 masked", []serving.GradPoint{pts[0], pts[2], pts[3]})
+	q5 := point(5, 2)
+	model.Store(model.Load().WithGradPoints([]serving.GradPoint{q5}, 1<<30))
+	wait("q5 appended", []serving.GradPoint{pts[0], pts[2], pts[3], q5})
 }

@@ -97,31 +97,49 @@ func (p *Publisher) Run(ctx context.Context, w *stream.Writer) error {
 		}
 		live, err = p.scan(ctx)
 	}
+	var pts pointsState
+	tick := time.NewTicker(pointsEvery)
+	defer tick.Stop()
 	for {
 		s := p.cfg.Serving()
+		var err error
+		wrote := false
+		// The points first: a version published after a deletion then follows the
+		// tombstone of the deleted point's record, so a replica never builds its row
+		// into that version.
+		if s != nil && pts.changed(s) {
+			if err = p.publishPoints(ctx, w, s, live, &pts); err == nil {
+				wrote = true
+			}
+		}
 		// A new version, or the published one with more landmarks masked: republished
 		// under the same keys with the deleted points' rows zeroed, so that compaction
 		// drops the copies that held them.
-		if s != nil && (s.Version > p.cfg.Floor.Load() || (s.Version == pubVer && s.MaskedCount() != pubMsk)) {
-			if err := p.publish(ctx, w, s, live); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				wait := b.Next()
-				faults.Fail("models", err, wait)
-				if !fault.Sleep(ctx, wait) {
-					return nil
-				}
-				continue
+		if err == nil && s != nil && (s.Version > p.cfg.Floor.Load() || (s.Version == pubVer && s.MaskedCount() != pubMsk)) {
+			if err = p.publish(ctx, w, s, live); err == nil {
+				pubVer, pubMsk, wrote = s.Version, s.MaskedCount(), true
 			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			wait := b.Next()
+			faults.Fail("models", err, wait)
+			if !fault.Sleep(ctx, wait) {
+				return nil
+			}
+			continue
+		}
+		if wrote {
 			b.Reset()
 			faults.Recovered("models")
-			pubVer, pubMsk = s.Version, s.MaskedCount()
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-p.kick:
+		case <-tick.C: // rows of points stored since the last version (no kick)
 		}
 	}
 }
@@ -150,7 +168,7 @@ func (p *Publisher) publish(ctx context.Context, w *stream.Writer, s *serving.Mo
 	var stones []stream.Message
 	for k, kv := range live {
 		mask := strings.HasPrefix(k, "mask/")
-		if !named[k] && (!mask || kv < s.Version) {
+		if !named[k] && !modelbus.IsPointKey(k) && (!mask || kv < s.Version) {
 			stones = append(stones, stream.Message{Topic: topic, Key: []byte(k)})
 		}
 	}
@@ -163,16 +181,24 @@ func (p *Publisher) publish(ctx context.Context, w *stream.Writer, s *serving.Mo
 	for k := range named {
 		live[k] = s.Version
 	}
-	// Compaction erases the older copies of rows of points that left since they were
-	// written: run it (embedded broker) only then, not at every version.
+	if err := p.compactIfDue(ctx); err != nil {
+		return err
+	}
+	p.cfg.Log.Info().Uint64("model", s.Version).Int("chunks", len(msgs)-1).Int("reused", len(named)-len(msgs)).Int("tombstones", len(stones)).
+		Dur("took", time.Since(t0)).Msg("model published on the models topic")
+	return nil
+}
+
+// compactIfDue compacts the topic (embedded broker) when points left the serving model
+// since the last compaction: it erases the older copies of their rows and inputs. Not
+// run at every version.
+func (p *Publisher) compactIfDue(ctx context.Context) error {
 	if p.cfg.Compact != nil && p.eraseDue.Swap(false) {
 		if err := p.cfg.Compact(ctx); err != nil {
 			p.eraseDue.Store(true) // not compacted: the next publish tries again
 			return err
 		}
 	}
-	p.cfg.Log.Info().Uint64("model", s.Version).Int("chunks", len(msgs)-1).Int("reused", len(named)-len(msgs)).Int("tombstones", len(stones)).
-		Dur("took", time.Since(t0)).Msg("model published on the models topic")
 	return nil
 }
 
