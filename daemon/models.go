@@ -5,6 +5,7 @@ import (
 
 	"github.com/cairnhq/cairn/internal/modelbus"
 	"github.com/cairnhq/cairn/internal/modeltopic"
+	"github.com/cairnhq/cairn/internal/role/replica"
 	"github.com/cairnhq/cairn/storage"
 )
 
@@ -16,6 +17,7 @@ type modelsState struct {
 	floor     modeltopic.Floor
 	pub       *modeltopic.Publisher // set by openModels, with the broker
 	follow    *modeltopic.Follower
+	points    *replica.Points // a replica's copy of the primary's gradient points; nil otherwise
 }
 
 // openModels builds the models topic's publisher and follower once the broker is
@@ -28,9 +30,25 @@ func (d *Daemon) openModels() {
 	topic, fp := d.cfg.Kafka.Topics.Models, d.feat.Fingerprint()
 	d.models.pub = modeltopic.NewPublisher(modeltopic.PublisherConfig{Kafka: d.kafka, Topic: topic, Features: fp,
 		Floor: &d.models.floor, Serving: d.serve.model.Load, Compact: compact, Faults: d.faults, Log: d.log})
-	d.models.follow = modeltopic.NewFollower(modeltopic.FollowerConfig{Kafka: d.kafka, Topic: topic, Features: fp,
-		Floor: &d.models.floor, Leading: d.leading.Load, Install: d.installVersion, Mask: d.applyMask,
-		Faults: d.faults, Metrics: d.metrics, Log: d.log})
+	fc := modeltopic.FollowerConfig{Kafka: d.kafka, Topic: topic, Features: fp, Floor: &d.models.floor,
+		Leading: d.leading.Load, Install: d.installVersion, Mask: d.applyMask, Faults: d.faults, Metrics: d.metrics, Log: d.log}
+	if d.cfg.Role == "replica" { // the gradient rankings, from the primary's points
+		d.models.points = &replica.Points{Backbone: d.feat.Backbone(), Budget: d.cfg.Query.GradientMemoryBytes}
+		fc.Points = d.applyPoints
+	}
+	d.models.follow = modeltopic.NewFollower(fc)
+}
+
+// applyPoints applies a run of the models topic's point records to a replica's serving
+// model (replica.Points.Apply), with the masks that apply to it.
+func (d *Daemon) applyPoints(pts []modelbus.Point, classes int, mask func(uint64) []string) {
+	d.serve.mu.Lock()
+	defer d.serve.mu.Unlock()
+	if s := d.serve.model.Load(); s == nil {
+		d.models.points.Apply(nil, pts, classes)
+	} else if ns := d.models.points.Apply(s, pts, classes).WithMask(mask(s.Version)); ns != s {
+		d.serve.model.Store(ns)
+	}
 }
 
 // commitMask is the ingest's Commit hook: in the transaction of a deletion that
@@ -53,7 +71,9 @@ func (d *Daemon) commitMask(tx *storage.Tx) error {
 // installVersion serves a version read from the models topic (modeltopic.Follower),
 // with mask, the masks that apply to it.
 func (d *Daemon) installVersion(v *modelbus.Version, mask []string) error {
-	s, err := d.newServing(v.Input())
+	in := v.Input()
+	d.models.points.Install(&in)
+	s, err := d.newServing(in)
 	if err != nil {
 		return err
 	}

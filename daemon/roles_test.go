@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math"
@@ -15,9 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnhq/cairn/certify"
 	"github.com/cairnhq/cairn/config"
 	"github.com/cairnhq/cairn/dataset"
 	"github.com/cairnhq/cairn/internal/ingest"
+	"github.com/cairnhq/cairn/internal/modelbus"
+	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -116,6 +119,9 @@ func TestRoles(t *testing.T) {
 		t.Fatal("the standby leads while the primary runs")
 	}
 
+	// The replica builds the primary's gradient rows from the points on the models topic.
+	waitFor(t, "the replica's gradient rows", 30*time.Second, func() bool { return r.d.Status().GradientRows == n })
+
 	// Queries: the replica answers them all, the primary none.
 	var qs []stream.Message
 	for i := range 10 {
@@ -126,29 +132,42 @@ func TestRoles(t *testing.T) {
 	if rq, pq := r.d.Status().Queries, p.d.Status().Queries; rq < 10 || pq != 0 {
 		t.Fatalf("replica answered %d, primary %d; want 10 and 0", rq, pq)
 	}
-	// The replica holds the landmarks only: the default gradient ranking falls back to
-	// entk there, the answers and /status say so, and a query naming gradient is refused.
+	// The default gradient ranking is answered on the replica with the primary's top-K
+	// and scores, bit for bit, and a query naming gradient too.
+	ps := p.d.serve.model.Load()
 	for req, a := range keyed[stream.Attribution](t, p, tp.Attributions) {
-		if a.Score != "entk" {
-			t.Errorf("replica answer %s ranked by %q, want the entk fallback", req, a.Score)
+		var i int
+		fmt.Sscanf(req, "q%d", &i)
+		var w serving.Workspace
+		want, err := ps.AnswerRanked(&w, test.Row(i), len(a.TopK), a.Delta, certify.GradientCosine)
+		if err != nil || a.Score != "gradient_cosine" || a.Verdict != string(want.Verdict) || len(a.TopK) != len(want.TopK) {
+			t.Fatalf("replica answer %s: %q %s with %d points; the primary's %s with %d (%v)", req, a.Score, a.Verdict, len(a.TopK), want.Verdict, len(want.TopK), err)
 		}
-	}
-	if st, pst := r.d.Status(), p.d.Status(); st.GradientRows != 0 || st.GradientRowsError == "" || pst.GradientRows != n {
-		t.Errorf("gradient rows: replica %d (%q), primary %d; want 0 with a reason, and %d", st.GradientRows, st.GradientRowsError, pst.GradientRows, n)
-	}
-	produceMsgs(t, p.d.Brokers(), []stream.Message{queryMsg(t, tp.Queries, stream.QueryEvent{Request: "q-grad", X: test.Row(0), Score: "gradient"}, set.D)})
-	waitFor(t, "the refused gradient query", 30*time.Second, func() bool {
-		for _, m := range p.messages(tp.DLQ) {
-			var dl struct {
-				Key     []byte `json:"key"`
-				Message string `json:"message"`
-			}
-			if json.Unmarshal(m.Value, &dl) == nil && string(dl.Key) == "q-grad" && strings.Contains(dl.Message, "ranking not served") {
-				return true
+		for k, e := range want.TopK {
+			if id, _ := ps.EntryID(certify.GradientCosine, e); a.TopK[k].ID != id || a.TopK[k].Score != e.Score {
+				t.Errorf("replica answer %s #%d: %s %v, the primary's %s %v", req, k+1, a.TopK[k].ID, a.TopK[k].Score, id, e.Score)
 			}
 		}
-		return false
+	}
+	if st := r.d.Status(); st.GradientRows != n || st.GradientRowsError != "" {
+		t.Errorf("replica gradient rows %d (%q), want %d", st.GradientRows, st.GradientRowsError, n)
+	}
+	// A query naming gradient, and one by the id of a stored point (its input from the
+	// replica's copy of the points), as the primary would answer it.
+	produceMsgs(t, p.d.Brokers(), []stream.Message{
+		queryMsg(t, tp.Queries, stream.QueryEvent{Request: "q-grad", X: test.Row(0), Score: "gradient"}, set.D),
+		queryMsg(t, tp.Queries, stream.QueryEvent{Request: "q-id", ID: set.IDs[3]}, set.D)})
+	waitFor(t, "the gradient answer and the answer by id", 30*time.Second, func() bool {
+		as := keyed[stream.Attribution](t, p, tp.Attributions)
+		_, ok := as["q-id"]
+		return ok && as["q-grad"].Score == "gradient"
 	})
+	var w serving.Workspace
+	byID := keyed[stream.Attribution](t, p, tp.Attributions)["q-id"]
+	if want, err := ps.AnswerRanked(&w, set.Row(3), len(byID.TopK), byID.Delta, certify.GradientCosine); err != nil || len(want.TopK) == 0 ||
+		byID.Score != "gradient_cosine" || byID.TopK[0].Score != want.TopK[0].Score {
+		t.Errorf("replica answer by id: %q %+v; the primary's %+v (%v)", byID.Score, byID.TopK, want.TopK, err)
+	}
 
 	// Delete a landmark of the replica's serving model; once its audit is out, no answer
 	// names it.
@@ -173,7 +192,7 @@ func TestRoles(t *testing.T) {
 		qs = append(qs, queryMsg(t, tp.Queries, stream.QueryEvent{Request: fmt.Sprintf("after%d", i), X: test.Row(i), K: 20}, set.D))
 	}
 	produceMsgs(t, p.d.Brokers(), qs)
-	waitFor(t, "10 more answers", 30*time.Second, func() bool { return len(keyed[stream.Attribution](t, p, tp.Attributions)) == 20 })
+	waitFor(t, "10 more answers", 30*time.Second, func() bool { return len(keyed[stream.Attribution](t, p, tp.Attributions)) == 22 })
 	for req, a := range keyed[stream.Attribution](t, p, tp.Attributions) {
 		for _, e := range a.TopK {
 			if e.ID == victim && strings.HasPrefix(req, "after") {
@@ -207,6 +226,10 @@ func TestRoles(t *testing.T) {
 		return !dirHolds(t, kafkaDir, goneView)
 	})
 	scanFiles(t, kafkaDir, map[string][]byte{victim: goneView}, keptView)
+	// Its point record (the raw input, deflated) left too: the topic holds its tombstone only.
+	if v := liveValues(t, b.Addr(), tp.Models, string(modelbus.PointKey(victim))); v != 0 {
+		t.Errorf("after compaction cairn.models holds %d values of the deleted point's record", v)
+	}
 	headP, headS := chainHead(t, p.d), chainHead(t, s.d)
 	if headP != headS || headP == "" {
 		t.Fatalf("audit chain heads: primary %q, standby %q", headP, headS)
@@ -282,4 +305,41 @@ func dirHolds(t *testing.T, dir string, b []byte) bool {
 		t.Fatal(err)
 	}
 	return found
+}
+
+// liveValues reads topic (one partition) from its start to its end and counts the
+// records with key whose value is not null.
+func liveValues(t *testing.T, addr, topic, key string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kc := stream.Config{Brokers: []string{addr}}
+	ends, err := stream.EndOffsets(ctx, kc, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ends[0] == 0 {
+		return 0
+	}
+	rd, err := stream.NewReader(stream.ReaderConfig{Kafka: kc, Topics: []string{topic},
+		Start: func(string, int) (int64, bool, error) { return 0, false, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, done := 0, errors.New("read")
+	err = rd.Run(ctx, func(_ context.Context, batch []stream.Message) error {
+		for _, m := range batch {
+			if string(m.Key) == key && m.Value != nil {
+				n++
+			}
+			if m.Offset >= ends[0]-1 {
+				return done
+			}
+		}
+		return nil
+	})
+	if !errors.Is(err, done) {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -2,18 +2,13 @@ package daemon
 
 import (
 	"context"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"time"
 
-	"github.com/cairnhq/cairn/internal/auditsig"
-	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/status"
 	"github.com/cairnhq/cairn/internal/ui"
-	"github.com/cairnhq/cairn/storage"
 )
 
 // uiHandler is the /ui handler over the daemon (uiSource).
@@ -62,8 +57,8 @@ func labelRows(st StatusReport) []ui.LabelRow {
 func (s uiSource) Answer(request string) (ui.Answer, bool) { return s.d.ui.Answer(request) }
 
 // Point implements ui.Source: a stored point's raw input from the point cache, or on a
-// replica (no cache) an unmasked landmark's augmented input from the serving model.
-// A deleted point is in neither.
+// replica (no cache) an unmasked gradient row's or landmark's input from the serving
+// model. A deleted point is in neither.
 func (s uiSource) Point(id string) ([]float64, bool) {
 	if c := s.d.train.cache.Load(); c != nil {
 		if e := c.Get(id); e != nil {
@@ -72,43 +67,18 @@ func (s uiSource) Point(id string) ([]float64, bool) {
 		return nil, false
 	}
 	if m := s.d.serve.model.Load(); m != nil {
+		if x, ok := m.GradInput(id); ok {
+			return x, true
+		}
 		return m.LandmarkInput(id)
 	}
 	return nil, false
 }
 
-// Audits implements ui.Source: the stored audit chain, each record checked against its
-// predecessor (prev_hash) and the chain as a whole (storage.Store.VerifyAudit). The store
-// keeps no signatures (the publisher signs, deterministically), so a record's signature
-// is recomputed under the daemon's key and verified: this says which key signs it and
-// that the key works, not what is on the topic (cairnctl audit verify checks that).
+// Audits implements ui.Source: the stored audit chain, checked (status.UIAudits).
 func (s uiSource) Audits() ([]ui.Audit, error) {
-	d := s.d
-	if d.store == nil {
-		return nil, fmt.Errorf("a %s keeps no audit chain", d.cfg.Role)
+	if s.d.store == nil {
+		return nil, fmt.Errorf("a %s keeps no audit chain", s.d.cfg.Role)
 	}
-	chainErr := d.store.VerifyAudit()
-	var out []ui.Audit
-	var prev [32]byte
-	err := d.store.View(func(tx *storage.ReadTx) error {
-		return tx.ForEachAudit(1, func(r storage.AuditRecord) error {
-			var b ingest.AuditBody
-			if err := json.Unmarshal(r.Body, &b); err != nil {
-				return fmt.Errorf("audit %d: %w", r.Seq, err)
-			}
-			a := ui.Audit{Seq: r.Seq, Hash: hex.EncodeToString(r.Hash[:]), PrevHash: hex.EncodeToString(r.PrevHash[:]),
-				ChainOK: chainErr == nil && r.PrevHash == prev, Request: b.Request, ID: b.ID, Known: b.Known,
-				WasLandmark: b.WasLandmark, ModelBefore: b.ModelBefore, ModelAfter: b.ModelAfter,
-				Percentile: b.Percentile, PValue: b.PValue, Requested: b.Requested, RefitDone: b.RefitDone}
-			if d.signer != nil {
-				a.KeyID = d.signer.KeyID()
-				a.SignatureOK = auditsig.VerifyRecord(d.signer.PublicKey(), r.Seq, r.PrevHash, r.Hash,
-					d.signer.SignRecord(r.Seq, r.PrevHash, r.Hash))
-			}
-			prev = r.Hash
-			out = append(out, a)
-			return nil
-		})
-	})
-	return out, err
+	return status.UIAudits(s.d.store, s.d.signer)
 }

@@ -215,9 +215,14 @@ func (a *Answerer) input(s *serving.Model, ev stream.QueryEvent) ([]float64, err
 		if a.cfg.Points != nil {
 			cache = a.cfg.Points()
 		}
-		if cache == nil { // a replica stores no points
+		if cache == nil { // a replica: the labelled points whose gradient rows it serves
+			if s != nil {
+				if x, ok := s.GradInput(ev.ID); ok {
+					return x, nil
+				}
+			}
 			return nil, &stream.RejectError{Reason: stream.ReasonUnavailable, Field: "id",
-				Msg: "a replica holds no stored points: ask by input, or let the primary answer queries by id (query.on_primary)"}
+				Msg: fmt.Sprintf("a replica holds the labelled stored points with gradient rows only, and not %q: ask by input, or let the primary answer queries by id (query.on_primary)", ev.ID)}
 		}
 		e := cache.Get(ev.ID)
 		if e == nil {

@@ -372,6 +372,20 @@ func (s *Model) GradPoints() []GradPoint {
 	return pts
 }
 
+// GradInput is the raw input of id's unmasked gradient row in s (shared: do not
+// modify), or false when it has none: a deleted point's is never handed out.
+func (s *Model) GradInput(id string) ([]float64, bool) {
+	if s.Grad == nil {
+		return nil, false
+	}
+	for _, i := range s.gactive {
+		if s.Grad.IDs[i] == id {
+			return s.Grad.xs[i], true
+		}
+	}
+	return nil, false
+}
+
 // WithClasses is g with c classes (the query's predicted class is the largest of the
 // first c outputs), or g itself when c is not in [Classes(), the backbone's outputs]:
 // a replica takes the primary's count, which also counts the labels of rows masked
