@@ -452,8 +452,9 @@ type Query struct {
 	// parameters: 164 MB at 2,000 MNIST points on the built-in convnet, so the default
 	// holds 6,550 of them; a dense backbone's factored rows are far smaller, 15 MB at
 	// 2,000 Adult points on resmlp:108-128x3-8) is kept with each model version when they
-	// fit in it. Otherwise, and on replicas, the gradient rankings are not served and a
-	// default of either answers with "entk". 0 turns them off.
+	// fit in it (a replica builds the same rows from the primary's points on the models
+	// topic, within its own budget). Otherwise the gradient rankings are not served and
+	// a default of either answers with "entk". 0 turns them off.
 	GradientMemoryBytes int64 `yaml:"gradient_memory_bytes"`
 	// ExactDiskBytes is the disk budget of the exact variance model, per model version:
 	// exact rows that exceed exact_memory_bytes but fit in it are written once per served

@@ -13,6 +13,11 @@
 //	                  SHA-256 of the whole encoding and its pieces' hashes in order
 //	mask/<version>    the deletion mask (kind 3): version and every id masked so far in
 //	                  the models with that version or older
+//	p/<id>            a point (kind 6, points.go): a labelled stored point whose
+//	                  gradient row the primary serves, its value version in the version
+//	                  field, then its label and raw input
+//	p-classes         the class count of the primary's gradient rows (kind 7), in the
+//	                  version field
 //
 // Written by earlier leaders, still read: v/<version>/<i>, chunk i of the encoding
 // (kind 1: version, i, count, the SHA-256 of the whole encoding, the bytes), and under
@@ -23,6 +28,14 @@
 // compaction keeps one version, its pieces, its masks and nothing of the deleted points'
 // landmark rows. A piece that the next version names again is not written again: a
 // refit on an unchanged pool writes its fit (Ã, ω, …), not the landmarks' inputs.
+//
+// # Points
+//
+// The point records are outside the versions' life cycle: the primary diffs them
+// against the rows it serves (a record per new point or value version, a tombstone per
+// point gone) and writes them before any version, so that a version fitted after a
+// deletion comes after the deleted point's tombstone. A replica builds the primary's
+// gradient rows from them (internal/role/replica Points); the Assembler ignores them.
 //
 // A version's encoding (Version.Encode) holds everything an answer needs: the landmark
 // ids, views and augmented inputs (masked landmarks' rows zero: a deleted point's data

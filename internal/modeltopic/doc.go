@@ -15,6 +15,15 @@
 // the deletion itself, and the daemon's outbox publisher writes the models topic's
 // entries of each round, acknowledged, before the others (stream.PublisherConfig.First).
 //
+// # Points
+//
+// The leader also puts the points of its serving model's unmasked gradient rows on the
+// topic (modelbus point records), diffed against the live keys every 0.5 s and on each
+// kick, before any version: a version fitted after a deletion then follows the deleted
+// point's tombstone. A follower hands each run of point records to FollowerConfig.Points
+// before it applies the next record of another kind, and its fence passes them only
+// once they are handed over.
+//
 // # Following
 //
 // A follower (a replica, or a standby and a primary with external brokers while they

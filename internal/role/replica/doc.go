@@ -16,9 +16,11 @@
 // with a model older than the newest mask it has applied: a mask of version V applies
 // to every model of version ≤ V, and a newer version carries its own mask.
 //
-// A replica answers queries by input only (it stores no points): a query by id is a
-// dead letter that says so (internal/query). Its evaluation draws are named apart from
-// every other replica's by its data directory.
+// A replica keeps the primary's gradient points (Points, from the models topic's point
+// records), builds the same gradient rows from them and so answers the gradient
+// rankings as the primary does. It answers queries by input, or by the id of a point it
+// holds; any other id is a dead letter that says so (internal/query). Its evaluation
+// draws are named apart from every other replica's by its data directory.
 //
 // # Contracts
 //
