@@ -263,15 +263,30 @@ func (s *Model) answerGradient(w *Workspace, x []float64, k int, delta float64, 
 	vn := g.queryTo(w, x)
 	w.gall = grow(w.gall, len(g.IDs))
 	g.scoresTo(w.gall, w)
+	c, err := s.gradCertify(w, w.gall, vn, k, delta, r)
+	if err != nil {
+		return c, err
+	}
+	wg.Wait()
+	c.ResidualFraction = rf.ResidualFraction
+	return c, nil
+}
+
+// gradCertify certifies the top-k of ranking r from gall, the scores ⟨J_tᵀu_t, r_i⟩ of
+// every row of s.Grad for a query row of norm vn (answerGradient's rule; k below the
+// unmasked rows). It uses w.sc, w.rad and w.rk, not w.gall.
+func (s *Model) gradCertify(w *Workspace, gall []float64, vn float64, k int, delta float64, r certify.Ranking) (certify.Certificate, error) {
+	var c certify.Certificate
+	g, m := s.Grad, len(s.gactive)
 	w.sc, w.rad = grow(w.sc, m), grow(w.rad, m)
 	if r == certify.GradientCosine {
 		rel := g.normRel()
 		for j, i := range s.gactive {
-			w.sc[j], w.rad[j] = certify.GradientCosineRadius(w.gall[i], g.radius(i, vn), vn, g.norms[i], rel)
+			w.sc[j], w.rad[j] = certify.GradientCosineRadius(gall[i], g.radius(i, vn), vn, g.norms[i], rel)
 		}
 	} else {
 		for j, i := range s.gactive {
-			w.sc[j], w.rad[j] = w.gall[i], g.radius(i, vn)
+			w.sc[j], w.rad[j] = gall[i], g.radius(i, vn)
 		}
 	}
 	if err := w.rk.CertifyIntervalsTo(&c, w.sc, w.rad, k); err != nil {
@@ -286,7 +301,7 @@ func (s *Model) answerGradient(w *Workspace, x []float64, k int, delta float64, 
 	cos := func(e *certify.Entry) {
 		e.Index = s.gactive[e.Index]
 		if den := vn * g.norms[e.Index]; den > 0 {
-			e.Cosine = max(-1, min(1, w.gall[e.Index]/den))
+			e.Cosine = max(-1, min(1, gall[e.Index]/den))
 		}
 	}
 	for i := range c.TopK {
@@ -294,8 +309,6 @@ func (s *Model) answerGradient(w *Workspace, x []float64, k int, delta float64, 
 	}
 	cos(&c.RunnerUp)
 	c.ModelVersion = s.Version
-	wg.Wait()
-	c.ResidualFraction = rf.ResidualFraction
 	return c, nil
 }
 

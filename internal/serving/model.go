@@ -576,8 +576,26 @@ func (s *Model) finish(w *Workspace, c *certify.Certificate, k int, alloc certif
 // landmarks' exact rows are read once for the whole batch instead of once per query
 // (vec.Dots32BatchTo over full rows, or over each segment of factored rows), which is
 // what bounds a query's cost by memory bandwidth; the sketched path answers one query
-// after the other. out and errs have len(xs) entries.
+// after the other. The gradient rankings' queries likewise read the gradient rows once
+// for the batch (answerGradientBatch). out and errs have len(xs) entries.
 func (s *Model) AnswerBatch(w *Workspace, out []certify.Certificate, errs []error, xs [][]float64, ks []int, deltas []float64, rs []certify.Ranking) {
+	if s.Grad != nil && len(xs) >= 2 && slices.ContainsFunc(rs, certify.Ranking.AllPoints) {
+		// The gradient rankings' queries read the gradient rows once for all of them
+		// (answerGradientBatch); the others are batched apart.
+		var grad, rest []int
+		for i, r := range rs {
+			if r.AllPoints() {
+				grad = append(grad, i)
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		s.answerGradientBatch(w, out, errs, xs, ks, deltas, rs, grad)
+		if len(rest) > 0 {
+			s.batchSubset(w, out, errs, xs, ks, deltas, rs, rest)
+		}
+		return
+	}
 	if s.Exact == nil || len(xs) < 2 {
 		for i, x := range xs {
 			out[i], errs[i] = s.AnswerRanked(w, x, ks[i], deltas[i], rs[i])

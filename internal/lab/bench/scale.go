@@ -63,6 +63,8 @@ type ScaleRound struct {
 	// PrimaryCPUSeconds the primary's.
 	BrokerCPUSeconds  float64 `json:"broker_cpu_seconds"`
 	PrimaryCPUSeconds float64 `json:"primary_cpu_seconds"`
+	// Scores counts the round's answers by ranking ("score"): the replicas' default.
+	Scores map[string]int `json:"scores"`
 }
 
 // KillReport is bench-scale's replica killed under load.
@@ -497,8 +499,9 @@ func (s *scaleRun) send(ctx context.Context, topic, prefix string) (*client.Watc
 	return t, nil
 }
 
-// await reads t until want distinct requests starting with prefix have an answer.
-func await(ctx context.Context, t *client.Watcher, prefix string, want int, seen map[string]int) error {
+// await reads t until want distinct requests starting with prefix have an answer,
+// counting their rankings in scores (nil: not counted).
+func await(ctx context.Context, t *client.Watcher, prefix string, want int, seen, scores map[string]int) error {
 	distinct := 0
 	for _, c := range seen {
 		if c > 0 {
@@ -516,6 +519,12 @@ func await(ctx context.Context, t *client.Watcher, prefix string, want int, seen
 		}
 		if seen[req]++; seen[req] == 1 {
 			distinct++
+			var a struct {
+				Score string `json:"score"`
+			}
+			if scores != nil && json.Unmarshal(m.Value, &a) == nil {
+				scores[a.Score]++
+			}
 		}
 	}
 	return nil
@@ -555,7 +564,8 @@ func (s *scaleRun) throughput(ctx context.Context, round, count int, model uint6
 		return r, err
 	}
 	defer t.Close()
-	if err := await(wctx, t, prefix+"-", s.queries, map[string]int{}); err != nil {
+	r.Scores = map[string]int{}
+	if err := await(wctx, t, prefix+"-", s.queries, map[string]int{}, r.Scores); err != nil {
 		return r, err
 	}
 	r.Seconds = time.Since(t0).Seconds()
@@ -609,7 +619,7 @@ func (s *scaleRun) killReplica(ctx context.Context, round int, model uint64) (*K
 	defer t.Close()
 	seen := map[string]int{}
 	var killedAt time.Time
-	err = await(wctx, t, prefix+"-", s.queries/3, seen)
+	err = await(wctx, t, prefix+"-", s.queries/3, seen, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -619,7 +629,7 @@ func (s *scaleRun) killReplica(ctx context.Context, round int, model uint64) (*K
 	}
 	killedAt = time.Now()
 	k.KilledAt = len(seen)
-	if err := await(wctx, t, prefix+"-", s.queries, seen); err != nil {
+	if err := await(wctx, t, prefix+"-", s.queries, seen, nil); err != nil {
 		return nil, err
 	}
 	k.RecoverySeconds = time.Since(killedAt).Seconds()
