@@ -35,8 +35,10 @@ func (st *pointsState) changed(s *serving.Model) bool {
 // doc, "Points"): a record for each point not live at its version, tombstones for the
 // live point keys s no longer holds (a deletion, a label change, rows dropped over
 // their budget), and the class count when it changed; live (key → value version, or
-// class count) is updated. With points gone it compacts, as after a deletion. Nothing
-// is written while s holds no rows for want of labels or budget and none are live.
+// class count) is updated. With points gone a compaction is due: the next version's
+// publication runs it (a deletion always brings a refit), as for the landmarks' rows.
+// Nothing is written while s holds no rows for want of labels or budget and none are
+// live.
 func (p *Publisher) publishPoints(ctx context.Context, w *stream.Writer, s *serving.Model, live map[string]uint64, st *pointsState) error {
 	topic := p.cfg.Topic
 	pts := s.GradPoints()
@@ -94,5 +96,5 @@ func (p *Publisher) publishPoints(ctx context.Context, w *stream.Writer, s *serv
 		p.eraseDue.Store(true)
 	}
 	p.cfg.Log.Debug().Uint64("model", s.Version).Int("records", len(msgs)-gone).Int("tombstones", gone).Msg("points published on the models topic")
-	return p.compactIfDue(ctx)
+	return nil
 }
