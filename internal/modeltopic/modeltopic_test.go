@@ -72,25 +72,35 @@ type installed struct {
 	masked  []string
 }
 
+// topic is the tests' models topic.
+const topic = "t.models"
+
+// modelsTopic starts an embedded broker with the compacted one-partition models topic
+// and a writer to it, both closed when the test ends.
+func modelsTopic(ctx context.Context, t *testing.T) (stream.Config, *stream.Writer) {
+	t.Helper()
+	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Topics: []string{topic}, Partitions: 1,
+		TopicConfigs: map[string]map[string]string{topic: {"cleanup.policy": "compact"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	kc := stream.Config{Brokers: []string{b.Addr()}}
+	w, err := stream.NewWriter(stream.WriterConfig{Kafka: kc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return kc, w
+}
+
 // TestPublishFollow: on an embedded broker, a leader's Publisher puts the serving
 // version on the topic, a Follower installs it (same id, the floor raised), applies a
 // mask written afterwards, and its Fence returns once that mask is applied.
 func TestPublishFollow(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	const topic = "t.models"
-	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Topics: []string{topic}, Partitions: 1,
-		TopicConfigs: map[string]map[string]string{topic: {"cleanup.policy": "compact"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	kc := stream.Config{Brokers: []string{b.Addr()}}
-	w, err := stream.NewWriter(stream.WriterConfig{Kafka: kc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	kc, w := modelsTopic(ctx, t)
 	s := testModel(t, 7, 6)
 	faults := fault.NewTracker(zerolog.Nop(), nil)
 	var leaderFloor, followerFloor Floor
@@ -161,19 +171,7 @@ func TestPublishFollow(t *testing.T) {
 func TestPublishFollowPoints(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	const topic = "t.models"
-	b, err := stream.StartBroker(ctx, stream.BrokerConfig{Addr: "127.0.0.1:0", Topics: []string{topic}, Partitions: 1,
-		TopicConfigs: map[string]map[string]string{topic: {"cleanup.policy": "compact"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	kc := stream.Config{Brokers: []string{b.Addr()}}
-	w, err := stream.NewWriter(stream.WriterConfig{Kafka: kc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	kc, w := modelsTopic(ctx, t)
 	s := testModel(t, 7, 6)
 	r := rand.New(rand.NewPCG(2, 2))
 	point := func(i, label int) serving.GradPoint {

@@ -91,19 +91,7 @@ func (s *Model) batchResiduals(w *Workspace, xs [][]float64, idx []int) []*float
 		}
 		return out
 	}
-	ex := s.Exact
-	ex.ready(w, s.Backbone)
-	mm := len(s.LandmarkIDs)
-	for len(w.phis) < len(idx) {
-		w.phis = append(w.phis, nil)
-	}
-	w.ktts = grow(w.ktts, len(idx))
-	for q, i := range idx {
-		w.phis[q] = grow(w.phis[q], ex.dim)
-		w.ktts[q] = ex.queryTo(w, w.phis[q], xs[i])
-	}
-	w.fulls = grow(w.fulls, len(idx)*mm)
-	ex.kernelRowsTo(w, w.fulls, w.phis[:len(idx)], mm)
+	mm := s.exactRowsBatch(w, len(idx), func(q int) []float64 { return xs[idx[q]] })
 	w.row = grow(w.row, len(s.active))
 	for q := range idx {
 		for j, l := range s.active {

@@ -616,22 +616,31 @@ func (s *Model) AnswerBatch(w *Workspace, out []certify.Certificate, errs []erro
 		s.batchSubset(w, out, errs, xs, ks, deltas, rs, rest)
 		return
 	}
-	ex := s.Exact
-	ex.ready(w, s.Backbone)
-	mm := len(s.LandmarkIDs)
-	for len(w.phis) < len(xs) {
-		w.phis = append(w.phis, nil)
-	}
-	w.ktts = grow(w.ktts, len(xs))
-	for i, x := range xs {
-		w.phis[i] = grow(w.phis[i], ex.dim)
-		w.ktts[i] = ex.queryTo(w, w.phis[i], x)
-	}
-	w.fulls = grow(w.fulls, len(xs)*mm)
-	ex.kernelRowsTo(w, w.fulls, w.phis[:len(xs)], mm)
+	mm := s.exactRowsBatch(w, len(xs), func(i int) []float64 { return xs[i] })
 	for i := range xs {
 		out[i], errs[i] = s.answerExact(w, w.fulls[i*mm:(i+1)*mm], w.ktts[i], ks[i], deltas[i], rs[i])
 	}
+}
+
+// exactRowsBatch writes, for the n queries x(i), their exact kernel rows against every
+// landmark into w.fulls (row i at i·mm) and their k*(x, x) into w.ktts, reading the
+// landmarks' exact rows once for all of them (ExactRows.kernelRowsTo); it returns mm,
+// the landmarks. s.Exact is not nil.
+func (s *Model) exactRowsBatch(w *Workspace, n int, x func(i int) []float64) (mm int) {
+	ex := s.Exact
+	ex.ready(w, s.Backbone)
+	mm = len(s.LandmarkIDs)
+	for len(w.phis) < n {
+		w.phis = append(w.phis, nil)
+	}
+	w.ktts = grow(w.ktts, n)
+	for i := range n {
+		w.phis[i] = grow(w.phis[i], ex.dim)
+		w.ktts[i] = ex.queryTo(w, w.phis[i], x(i))
+	}
+	w.fulls = grow(w.fulls, n*mm)
+	ex.kernelRowsTo(w, w.fulls, w.phis[:n], mm)
+	return mm
 }
 
 // batchSubset is AnswerBatch on the queries of the given indices.
