@@ -16,8 +16,9 @@ type GroupReaderConfig struct {
 	Group, Topic string
 	// MaxBatch bounds the messages handed to one call of the handler. Default 64.
 	MaxBatch int
-	// MaxWait bounds how long a batch waits for more messages once it has one, and how
-	// long the broker holds a fetch open. Default 10ms.
+	// MaxWait bounds how long a batch gathers more messages once it has one (it ends
+	// sooner when none comes for a millisecond), and how long the broker holds a fetch
+	// open. Default 10ms.
 	MaxWait time.Duration
 	// FetchMaxBytes bounds one fetch response. Default 8 MiB.
 	FetchMaxBytes int
@@ -26,6 +27,9 @@ type GroupReaderConfig struct {
 	// third of it.
 	SessionTimeout time.Duration
 }
+
+// batchGap ends a GroupReader's batch when no further message comes for that long.
+const batchGap = time.Millisecond
 
 // GroupReader consumes a topic as one member of a consumer group: Kafka spreads the
 // partitions between the members and moves a member's partitions to the others when it
@@ -98,15 +102,24 @@ func (g *GroupReader) Run(ctx context.Context, handle Handler) (err error) {
 			return fmt.Errorf("stream: group %s: fetch: %w", g.cfg.Group, err)
 		}
 		batch = append(batch[:0], km)
-		wctx, cancel := context.WithTimeout(ctx, g.cfg.MaxWait)
+		// The batch takes what follows without a pause: it ends once no message comes
+		// for batchGap (at a low rate a query waits that long, not MaxWait), at MaxWait
+		// after its first, or at MaxBatch. A message the reader already holds comes at
+		// once, so a backlog still fills whole batches.
+		deadline := time.Now().Add(g.cfg.MaxWait)
 		for len(batch) < g.cfg.MaxBatch {
+			wait := min(time.Until(deadline), batchGap)
+			if wait <= 0 {
+				break
+			}
+			wctx, cancel := context.WithTimeout(ctx, wait)
 			km, err := kr.FetchMessage(wctx)
+			cancel()
 			if err != nil {
 				break
 			}
 			batch = append(batch, km)
 		}
-		cancel()
 		out = out[:0]
 		for _, km := range batch {
 			out = append(out, Message{Topic: km.Topic, Partition: km.Partition, Offset: km.Offset, Key: km.Key, Value: km.Value, Time: km.Time})
