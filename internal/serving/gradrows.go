@@ -16,7 +16,7 @@ import (
 
 // ErrRanking reports a query that names a ranking the serving model cannot answer: the
 // gradient ranking on a model without gradient rows (no labelled points, over
-// query.gradient_memory_bytes, or a replica, which holds the landmarks only).
+// query.gradient_memory_bytes, or a replica that has not read the primary's points).
 var ErrRanking = errors.New("ranking not served by this model")
 
 // GradPoint is one stored point as the gradient rows take it: its id, value version,
@@ -452,5 +452,5 @@ func (s *Model) GradientRows() (int, string) {
 	case s.GradErr != nil:
 		return 0, s.GradErr.Error()
 	}
-	return 0, "no gradient rows: the model holds the landmarks only (a replica, or built without the stored points)"
+	return 0, "no gradient rows: the model holds the landmarks only (built without the stored points, or a replica that has not read the primary's points on the models topic)"
 }
