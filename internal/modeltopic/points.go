@@ -41,17 +41,10 @@ func (st *pointsState) changed(s *serving.Model) bool {
 // live.
 func (p *Publisher) publishPoints(ctx context.Context, w *stream.Writer, s *serving.Model, live map[string]uint64, st *pointsState) error {
 	topic := p.cfg.Topic
-	pts := s.GradPoints()
 	n, _ := s.GradientRows()
-	if len(pts) > 0 && 8*len(pts[0].X)+8 > modelbus.MaxChunk {
-		if !st.warned {
-			p.cfg.Log.Warn().Int("input_values", len(pts[0].X)).Int("record_bytes", modelbus.MaxChunk).
-				Msg("models topic: inputs too large for a point record; replicas will not serve the gradient rankings")
-		}
-		*st = pointsState{grad: s.Grad, active: n, known: true, warned: true}
-		return nil
-	}
 	var msgs []stream.Message
+	vers := map[string]uint64{} // the live versions the writes set (a tombstone: absent)
+	pts := s.GradPoints()
 	want := make(map[string]bool, len(pts))
 	for _, pt := range pts {
 		key := string(modelbus.PointKey(pt.ID))
@@ -59,13 +52,21 @@ func (p *Publisher) publishPoints(ctx context.Context, w *stream.Writer, s *serv
 		if v, ok := live[key]; ok && v == uint64(pt.Version) {
 			continue
 		}
-		m, _ := modelbus.PointMessage(modelbus.Point{ID: pt.ID, Version: pt.Version, Label: pt.Label, X: pt.X}) // sized above
-		msgs = append(msgs, stream.Message{Topic: topic, Key: m.Key, Value: m.Value})
+		m, ok := modelbus.PointMessage(modelbus.Point{ID: pt.ID, Version: pt.Version, Label: pt.Label, X: pt.X})
+		if !ok { // every input has the backbone's length: none fits
+			if !st.warned {
+				p.cfg.Log.Warn().Int("input_values", len(pt.X)).Int("record_bytes", modelbus.MaxChunk).
+					Msg("models topic: inputs too large for a point record; replicas will not serve the gradient rankings")
+			}
+			*st = pointsState{grad: s.Grad, active: n, known: true, warned: true}
+			return nil
+		}
+		msgs, vers[key] = append(msgs, stream.Message{Topic: topic, Key: m.Key, Value: m.Value}), uint64(pt.Version)
 	}
 	if s.Grad != nil {
 		if c := uint64(s.Grad.Classes()); live[modelbus.ClassesKey] != c {
 			m := modelbus.ClassesMessage(int(c))
-			msgs = append(msgs, stream.Message{Topic: topic, Key: m.Key, Value: m.Value})
+			msgs, vers[modelbus.ClassesKey] = append(msgs, stream.Message{Topic: topic, Key: m.Key, Value: m.Value}), c
 		}
 	}
 	gone := 0
@@ -83,12 +84,10 @@ func (p *Publisher) publishPoints(ctx context.Context, w *stream.Writer, s *serv
 		return fmt.Errorf("points of model %d: %w", s.Version, err)
 	}
 	for _, m := range msgs {
-		d, err := modelbus.Decode(m.Key, m.Value)
-		switch {
-		case m.Value == nil:
+		if v, ok := vers[string(m.Key)]; ok {
+			live[string(m.Key)] = v
+		} else {
 			delete(live, string(m.Key))
-		case err == nil:
-			live[string(m.Key)] = d.Version
 		}
 	}
 	*st = pointsState{grad: s.Grad, active: n, known: true}

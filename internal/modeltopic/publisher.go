@@ -181,24 +181,16 @@ func (p *Publisher) publish(ctx context.Context, w *stream.Writer, s *serving.Mo
 	for k := range named {
 		live[k] = s.Version
 	}
-	if err := p.compactIfDue(ctx); err != nil {
-		return err
-	}
-	p.cfg.Log.Info().Uint64("model", s.Version).Int("chunks", len(msgs)-1).Int("reused", len(named)-len(msgs)).Int("tombstones", len(stones)).
-		Dur("took", time.Since(t0)).Msg("model published on the models topic")
-	return nil
-}
-
-// compactIfDue compacts the topic (embedded broker) when points left the serving model
-// since the last compaction: it erases the older copies of their rows and inputs. Not
-// run at every version.
-func (p *Publisher) compactIfDue(ctx context.Context) error {
+	// Compaction erases the older copies of rows and inputs of points that left since
+	// they were written: run it (embedded broker) only then, not at every version.
 	if p.cfg.Compact != nil && p.eraseDue.Swap(false) {
 		if err := p.cfg.Compact(ctx); err != nil {
 			p.eraseDue.Store(true) // not compacted: the next publish tries again
 			return err
 		}
 	}
+	p.cfg.Log.Info().Uint64("model", s.Version).Int("chunks", len(msgs)-1).Int("reused", len(named)-len(msgs)).Int("tombstones", len(stones)).
+		Dur("took", time.Since(t0)).Msg("model published on the models topic")
 	return nil
 }
 

@@ -444,7 +444,7 @@ func (s *Model) WithGrad(g *GradRows, err error) *Model {
 }
 
 // GradientRows is how many unmasked gradient rows s ranks, and why it has none (""
-// with rows; a replica's models carry none by construction).
+// with rows).
 func (s *Model) GradientRows() (int, string) {
 	switch {
 	case s.Grad != nil:

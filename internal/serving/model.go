@@ -579,9 +579,10 @@ func (s *Model) finish(w *Workspace, c *certify.Certificate, k int, alloc certif
 // after the other. The gradient rankings' queries likewise read the gradient rows once
 // for the batch (answerGradientBatch). out and errs have len(xs) entries.
 func (s *Model) AnswerBatch(w *Workspace, out []certify.Certificate, errs []error, xs [][]float64, ks []int, deltas []float64, rs []certify.Ranking) {
-	if s.Grad != nil && len(xs) >= 2 && slices.ContainsFunc(rs, certify.Ranking.AllPoints) {
+	if len(xs) >= 2 && slices.ContainsFunc(rs, certify.Ranking.AllPoints) {
 		// The gradient rankings' queries read the gradient rows once for all of them
-		// (answerGradientBatch); the others are batched apart.
+		// (answerGradientBatch; without rows, each gets answerGradient's error); the
+		// others are batched apart.
 		var grad, rest []int
 		for i, r := range rs {
 			if r.AllPoints() {
@@ -600,20 +601,6 @@ func (s *Model) AnswerBatch(w *Workspace, out []certify.Certificate, errs []erro
 		for i, x := range xs {
 			out[i], errs[i] = s.AnswerRanked(w, x, ks[i], deltas[i], rs[i])
 		}
-		return
-	}
-	if slices.ContainsFunc(rs, certify.Ranking.AllPoints) {
-		// The gradient ranking reads no landmark row: answer those queries one by one and
-		// batch the others.
-		var rest []int
-		for i, r := range rs {
-			if r.AllPoints() {
-				out[i], errs[i] = s.AnswerRanked(w, xs[i], ks[i], deltas[i], r)
-			} else {
-				rest = append(rest, i)
-			}
-		}
-		s.batchSubset(w, out, errs, xs, ks, deltas, rs, rest)
 		return
 	}
 	mm := s.exactRowsBatch(w, len(xs), func(i int) []float64 { return xs[i] })
