@@ -129,6 +129,9 @@ func TestRoles(t *testing.T) {
 	}
 	produceMsgs(t, p.d.Brokers(), qs)
 	waitFor(t, "10 answers", 30*time.Second, func() bool { return len(keyed[stream.Attribution](t, p, tp.Attributions)) == 10 })
+	// The outbox may publish a batch's answers before the batch is counted (Account
+	// runs after the commit), so the counter is waited for, not read once.
+	waitFor(t, "the replica to count them", 10*time.Second, func() bool { return r.d.Status().Queries >= 10 })
 	if rq, pq := r.d.Status().Queries, p.d.Status().Queries; rq < 10 || pq != 0 {
 		t.Fatalf("replica answered %d, primary %d; want 10 and 0", rq, pq)
 	}
