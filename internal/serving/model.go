@@ -133,12 +133,18 @@ func newDraw(b entk.Backbone, h, s int, seed uint64, name string, xs []float64, 
 
 // WithMask returns a copy of s with the landmarks and gradient rows of the given ids
 // masked too, or s itself when none of them is an unmasked landmark or gradient row.
-func (s *Model) WithMask(ids []string) *Model { return s.withMask(ids, true) }
+func (s *Model) WithMask(ids []string) *Model { return s.withMask(ids, true, true) }
+
+// WithLandmarkMask returns a copy of s with the landmark terms of the given ids masked
+// and their gradient rows left as they are (a replica's mask of a point stored again
+// since: the new value's row stays, as on the primary), or s itself when none of them
+// is an unmasked landmark.
+func (s *Model) WithLandmarkMask(ids []string) *Model { return s.withMask(ids, true, false) }
 
 // WithGradMask returns a copy of s with the gradient rows of the given ids masked (a
 // label changed, the input did not: the landmark terms stay), or s itself when none of
 // them is an unmasked gradient row.
-func (s *Model) WithGradMask(ids []string) *Model { return s.withMask(ids, false) }
+func (s *Model) WithGradMask(ids []string) *Model { return s.withMask(ids, false, true) }
 
 // Removal is an id whose serving terms were masked since a snapshot: its landmark terms
 // and gradient row, or with GradOnly its gradient row alone (a label changed, the input
@@ -170,8 +176,9 @@ func (s *Model) WithRemovals(rs []Removal) *Model {
 	return s.WithMask(lm).WithGradMask(grad)
 }
 
-// withMask masks the gradient rows of ids and, with landmarks, their landmark terms.
-func (s *Model) withMask(ids []string, landmarks bool) *Model {
+// withMask masks, of ids, the landmark terms with landmarks and the gradient rows with
+// grad.
+func (s *Model) withMask(ids []string, landmarks, grad bool) *Model {
 	if len(ids) == 0 {
 		return s
 	}
@@ -188,7 +195,7 @@ func (s *Model) withMask(ids []string, landmarks bool) *Model {
 		hit = !s.masked[l] && in(ids, s.LandmarkIDs[l])
 	}
 	gact := s.gactive
-	if s.Grad != nil {
+	if grad && s.Grad != nil {
 		gact = slices.DeleteFunc(slices.Clone(s.gactive), func(i int) bool { return in(ids, s.Grad.IDs[i]) })
 		hit = hit || len(gact) < len(s.gactive)
 	}

@@ -24,7 +24,15 @@ type Points struct {
 	pts     map[string]held
 	seq     uint64
 	classes int
-	last    *serving.GradRows // the rows last built: their rows are reused by the next build
+	last    *serving.GradRows   // the rows last built: their rows are reused by the next build
+	masked  map[string]maskedAt // the ids of the masks last split (Masks)
+}
+
+// maskedAt is the value version a mask's id had when the mask was first split, if a
+// point of the id was held then.
+type maskedAt struct {
+	version int64
+	held    bool
 }
 
 // held is one point and the order it arrived in (the primary publishes its rows in
@@ -112,4 +120,36 @@ func (p *Points) Apply(s *serving.Model, recs []modelbus.Point, classes int) *se
 		p.last = ns.Grad
 	}
 	return ns
+}
+
+// Masks splits ids, the landmarks the primary has masked in the serving model (the
+// models topic's masks that apply to it), into those whose gradient rows are masked too
+// and those whose landmark terms alone are. On the primary a deletion masks the row of
+// the value the point had then, and a value stored again under the id later gets a row
+// of its own; a mask names ids only. So the first time Masks sees an id it notes the
+// value version held then, and an id whose point has another version since keeps its
+// row (landmarks). An id of which no point was held then masks every row of the id.
+// Ids that no longer come are forgotten. With p nil every id masks both.
+func (p *Points) Masks(ids []string) (both, landmarks []string) {
+	if p == nil {
+		return ids, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := make(map[string]maskedAt, len(ids))
+	for _, id := range ids {
+		h, held := p.pts[id]
+		at, ok := p.masked[id]
+		if !ok {
+			at = maskedAt{version: h.p.Version, held: held}
+		}
+		seen[id] = at
+		if held && at.held && h.p.Version != at.version {
+			landmarks = append(landmarks, id)
+		} else {
+			both = append(both, id)
+		}
+	}
+	p.masked = seen
+	return both, landmarks
 }

@@ -146,3 +146,84 @@ func TestPointsAnswerAsThePrimary(t *testing.T) {
 		t.Errorf("classes without the record %d, the primary's %d: want 3 and 4 (the test would not see the record's use)", c, primary.Grad.Classes())
 	}
 }
+
+// TestMaskKeepsAStoredAgainRow: a landmark deleted and stored again under its id before
+// the next refit. The primary masks its landmark term and the old value's row, and
+// ranks the new value's row. A replica that reads the mask, then the point records (a
+// tombstone and the new value, or the new value alone: the publisher may see only the
+// new one), and then the mask again (every later mask of the version repeats the id),
+// answers as the primary: the landmark masked, the new row ranked. Masking every row of
+// a mask's ids, as replicas did before, keeps the new row masked until the next refit.
+func TestMaskKeepsAStoredAgainRow(t *testing.T) {
+	b, err := entk.NewBackbone("mlp:6-8-4", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(9, 9))
+	var pts []serving.GradPoint
+	for i := range 12 {
+		x := make([]float64, 6)
+		for j := range x {
+			x[j] = r.NormFloat64()
+		}
+		id := fmt.Sprintf("p%02d", i)
+		if i < 4 {
+			id = fmt.Sprintf("l%d", i) // the landmarks' ids (landmarkModel)
+		}
+		pts = append(pts, serving.GradPoint{ID: id, Version: int64(i + 1), X: x, Label: i % 4})
+	}
+	const budget = 1 << 30
+	base := landmarkModel(t, b)
+	g, err := serving.NewGradRows(b, pts, budget, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := base.WithGrad(g, nil)
+	again := pts[1]
+	again.Version, again.X = 50, slices.Clone(pts[7].X)
+	primary := before.WithMask([]string{"l1"}).WithGradPoints([]serving.GradPoint{again}, budget)
+	if v, _, ok := primary.GradRowOf("l1"); !ok || v != 50 || primary.IsLandmark("l1") {
+		t.Fatalf("primary: l1's row at version %d (%v), landmark %v: want the new row and no landmark", v, ok, primary.IsLandmark("l1"))
+	}
+	newValue := modelbus.Point{ID: "l1", Version: 50, Label: again.Label, X: again.X}
+	for _, tombstone := range []bool{true, false} {
+		var rp Points
+		rp.Backbone, rp.Budget = b, budget
+		mask := func(s *serving.Model) *serving.Model {
+			both, landmarks := rp.Masks([]string{"l1"})
+			return s.WithMask(both).WithLandmarkMask(landmarks)
+		}
+		s := mask(rp.Apply(base, records(before), g.Classes()))
+		if _, _, ok := s.GradRowOf("l1"); ok || s.IsLandmark("l1") {
+			t.Fatalf("tombstone %v: the mask left l1's row (%v) or landmark (%v)", tombstone, ok, s.IsLandmark("l1"))
+		}
+		if tombstone {
+			s = mask(rp.Apply(s, []modelbus.Point{{ID: "l1"}}, 0))
+		}
+		s = mask(mask(rp.Apply(s, []modelbus.Point{newValue}, 0)))
+		if v, _, ok := s.GradRowOf("l1"); !ok || v != 50 || s.IsLandmark("l1") {
+			t.Errorf("tombstone %v: l1's row at version %d (%v), landmark %v: want the new row and no landmark", tombstone, v, ok, s.IsLandmark("l1"))
+		}
+		for q := range 6 {
+			x := pts[q*2].X
+			for _, rank := range []certify.Ranking{certify.GradientCosine, certify.Gradient} {
+				var w1, w2 serving.Workspace
+				want, err1 := primary.AnswerRanked(&w1, x, 5, 0.05, rank)
+				got, err2 := s.AnswerRanked(&w2, x, 5, 0.05, rank)
+				if err1 != nil || err2 != nil {
+					t.Fatal(err1, err2)
+				}
+				for i := range want.TopK {
+					wid, _ := primary.EntryID(rank, want.TopK[i])
+					gid, _ := s.EntryID(rank, got.TopK[i])
+					if wid != gid || want.TopK[i].Score != got.TopK[i].Score {
+						t.Errorf("tombstone %v, query %d, %s, #%d: %s %v, the primary's %s %v", tombstone, q, rank, i+1, gid, got.TopK[i].Score, wid, want.TopK[i].Score)
+					}
+				}
+			}
+		}
+		if _, _, ok := s.WithMask([]string{"l1"}).GradRowOf("l1"); ok {
+			t.Errorf("tombstone %v: masking every row of l1 left its row (the test would not see the split)", tombstone)
+		}
+	}
+}
