@@ -6,7 +6,6 @@ import (
 	"github.com/cairnhq/cairn/internal/modelbus"
 	"github.com/cairnhq/cairn/internal/modeltopic"
 	"github.com/cairnhq/cairn/internal/role/replica"
-	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/storage"
 )
 
@@ -47,16 +46,9 @@ func (d *Daemon) applyPoints(pts []modelbus.Point, classes int, mask func(uint64
 	defer d.serve.mu.Unlock()
 	if s := d.serve.model.Load(); s == nil {
 		d.models.points.Apply(nil, pts, classes)
-	} else if ns := d.masked(d.models.points.Apply(s, pts, classes), mask(s.Version)); ns != s {
+	} else if ns := d.models.points.Mask(d.models.points.Apply(s, pts, classes), mask(s.Version)); ns != s {
 		d.serve.model.Store(ns)
 	}
-}
-
-// masked is s with the models topic's masked ids, as the primary masked them: a point
-// stored again since keeps its new gradient row (replica.Points.Masks).
-func (d *Daemon) masked(s *serving.Model, ids []string) *serving.Model {
-	both, landmarks := d.models.points.Masks(ids)
-	return s.WithMask(both).WithLandmarkMask(landmarks)
 }
 
 // commitMask is the ingest's Commit hook: in the transaction of a deletion that
@@ -85,7 +77,7 @@ func (d *Daemon) installVersion(v *modelbus.Version, mask []string) error {
 	if err != nil {
 		return err
 	}
-	s = d.masked(s, mask)
+	s = d.models.points.Mask(s, mask)
 	d.serve.mu.Lock()
 	mark := len(d.serve.removals) // a follower's own removals are not the version's
 	d.serve.mu.Unlock()
@@ -101,7 +93,7 @@ func (d *Daemon) applyMask(mask func(version uint64) []string) {
 	if s == nil {
 		return
 	}
-	if ns := d.masked(s, mask(s.Version)); ns != s {
+	if ns := d.models.points.Mask(s, mask(s.Version)); ns != s {
 		d.serve.mu.Lock()
 		if d.serve.model.CompareAndSwap(s, ns) {
 			d.metrics.SetModel(ns.Version, ns.MaskedCount())

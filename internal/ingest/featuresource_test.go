@@ -138,3 +138,69 @@ func TestFeatureSourceRecords(t *testing.T) {
 		t.Errorf("a record with other features: hash %.12s (taken %d), want it to differ from %.12s: records are not used", h, st.FeaturesTaken, want)
 	}
 }
+
+// TestFeatureRecordRows: the gradient row a valid record carries is handed on
+// (BatchResult.Rows) for its id's last upsert in the batch when its label is the
+// event's; a row for another label, a row for an unlabelled point, and the row of an
+// earlier upsert of an id stored again without one are not.
+func TestFeatureRecordRows(t *testing.T) {
+	cfg := testConfig()
+	feat, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGen(t, 5, feat.InputDim())
+	bare := g.upsert("bare")
+	v, err := stream.EncodeTrain(stream.TrainEvent{Op: stream.OpUpsert, ID: "bare", X: bare.x}, g.lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare.value = v
+	evs := []event{g.upsert("same"), g.upsert("other"), bare, g.upsert("twice"), g.upsert("twice"), g.upsert("later"), g.upsert("later")}
+	ms := msgs(cfg.Kafka.Topics.Train, evs)
+	for i := range ms {
+		ms[i].Offset = int64(i)
+	}
+	q := feat.Dim()
+	src := &mapSource{recs: map[[2]int64][]stream.Message{}}
+	// rowLabel[i] is the label of event i's record's row: −1 no row, −2 no record.
+	rowLabel := []int{int(evs[0].label), int(evs[1].label+1) % 3, 0, int(evs[3].label), -2, -1, int(evs[6].label)}
+	for i, ev := range evs {
+		if rowLabel[i] == -2 {
+			continue
+		}
+		f := make([]float64, 2*q)
+		feat.BothViewsTo(f, make([]float64, 2*feat.InputDim()), ev.x, []string{ev.id})
+		r := featrec.Record{ID: ev.id, Topic: ms[i].Topic, Offset: ms[i].Offset, Fingerprint: feat.Fingerprint(), Features: f}
+		if rowLabel[i] >= 0 {
+			r.Row, r.RowLabel, r.RowNorm = []float32{float32(i), 1, 2}, rowLabel[i], float64(i)
+		}
+		b, err := r.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.recs[[2]int64{0, ms[i].Offset}] = []stream.Message{{Topic: featrec.Topic, Offset: int64(100 + i), Key: []byte(r.ID), Value: b}}
+	}
+	in := newTestIngest(t, cfg, tempStore(t))
+	in.SetFeatureSource(src, time.Second)
+	res, err := in.Apply(context.Background(), ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"same": 0, "later": 6} // id → the event whose row it gets
+	if len(res.Rows) != len(want) {
+		t.Errorf("rows for %d ids, want %d (%v)", len(res.Rows), len(want), want)
+	}
+	for id, i := range want {
+		v, ok := res.Rows[id]
+		if !ok || v.RowDim != 3 || v.RowLabel != int(evs[i].label) || v.RowNorm != float64(i) {
+			t.Errorf("%s: row %v (dim %d, label %d, norm %v), want event %d's", id, ok, v.RowDim, v.RowLabel, v.RowNorm, i)
+			continue
+		}
+		row := make([]float32, 3)
+		v.RowTo(row)
+		if row[0] != float32(i) || row[2] != 2 {
+			t.Errorf("%s: row %v, want event %d's", id, row, i)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cairnhq/cairn/internal/featrec"
 	"math"
 	"runtime"
 	"slices"
@@ -176,6 +177,9 @@ type op struct {
 	// scrub: a dead letter of an erased subject's upsert, whose bytes a tombstone erases
 	// from the training topic (erasure.go, scrubClaim).
 	scrub bool
+	// grad: an upsert's gradient row from its feature record (hasGrad), for its label.
+	grad    featrec.View
+	hasGrad bool
 }
 
 // Stats are cumulative counts since the State was built.
@@ -246,6 +250,10 @@ type BatchResult struct {
 	// Stored are the ids the batch's upserts stored, in offset order (an id upserted
 	// twice appears twice; Points has its latest value).
 	Stored []string
+	// Rows are the gradient rows featurizers computed for stored values, by id: the row
+	// of the id's last upsert in the batch for its label (featrec.View.RowTo; nil when
+	// none came). A View aliases its record's bytes, read only.
+	Rows map[string]featrec.View
 }
 
 // PoolConfig is the landmark pool configuration the daemon derives from cfg for
@@ -1159,6 +1167,14 @@ func (in *State) count(messages int) (res BatchResult) {
 		case opUpsert:
 			res.Upserts++
 			res.Stored = append(res.Stored, o.ev.ID)
+			if o.hasGrad && res.Rows == nil {
+				res.Rows = map[string]featrec.View{}
+			}
+			if o.hasGrad {
+				res.Rows[o.ev.ID] = o.grad
+			} else {
+				delete(res.Rows, o.ev.ID) // an earlier upsert's row is not this value's
+			}
 		case opDelete:
 			res.Deleted = append(res.Deleted, o.rec)
 			if o.had {

@@ -257,3 +257,59 @@ func TestWithGradPointsConcurrent(t *testing.T) {
 	}
 	<-done
 }
+
+// TestGivenRows: rows computed by PointRows (a featurizer's) and given to WithGradPoints
+// are the rows it computes itself, bit for bit, on a factored (dense) and a full
+// (convolutional) backbone; a given row of another length or label is not taken.
+func TestGivenRows(t *testing.T) {
+	for _, arch := range []string{"mlp:6-8-4", gradConvnet} {
+		t.Run(arch, func(t *testing.T) {
+			b, err := entk.NewBackbone(arch, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pts := testGradPoints(b, 12)
+			in := testInput(b, 12)
+			in.Grad, in.GradErr = NewGradRows(b, pts[:6], 1<<30, nil)
+			s, err := New(in, Settings{Backbone: b, H: 2, S: 16, Seed: 5, DrawName: "test/eval", Fits: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pr := NewPointRows(b)
+			if pr.Dim() != s.Grad.dim {
+				t.Fatalf("PointRows.Dim %d, the rows' %d", pr.Dim(), s.Grad.dim)
+			}
+			given := slices.Clone(pts[6:])
+			var w Workspace
+			for i := range given {
+				r := make([]float64, pr.Dim())
+				norm := pr.RowTo(&w, r, given[i].X, given[i].Label)
+				r32 := make([]float32, len(r))
+				for k, v := range r {
+					r32[k] = float32(v)
+				}
+				given[i].Given = &GivenRow{Dim: len(r32), Label: given[i].Label, Norm: norm, To: func(dst []float32) { copy(dst, r32) }}
+			}
+			computed, took := s.WithGradPoints(pts[6:], 1<<30), s.WithGradPoints(given, 1<<30)
+			for i := 6; i < 12; i++ {
+				if computed.Grad.norms[i] != took.Grad.norms[i] || !slices.Equal(computed.Grad.row(i), took.Grad.row(i)) {
+					t.Fatalf("row %d: the given row differs from the computed one (norm %v, computed %v)", i, took.Grad.norms[i], computed.Grad.norms[i])
+				}
+			}
+			// A given row that does not fit is computed instead: a zero row of the
+			// right length with another label, and one of another length.
+			zero := func(dim, label int) *GivenRow {
+				return &GivenRow{Dim: dim, Label: label, Norm: 0, To: func(dst []float32) { clear(dst) }}
+			}
+			bad := []GradPoint{pts[6], pts[7], pts[8]}
+			bad[0].Given, bad[1].Given = zero(pr.Dim(), pts[6].Label+1), zero(pr.Dim()+1, pts[7].Label)
+			bad[2].Given = zero(pr.Dim(), pts[8].Label)
+			ext := s.WithGradPoints(bad, 1<<30)
+			for i, want := range []bool{true, true, false} {
+				if same := slices.Equal(ext.Grad.row(6+i), computed.Grad.row(6+i)); same != want {
+					t.Errorf("point %d: computed row %v, want %v", i, same, want)
+				}
+			}
+		})
+	}
+}

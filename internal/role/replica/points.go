@@ -122,6 +122,13 @@ func (p *Points) Apply(s *serving.Model, recs []modelbus.Point, classes int) *se
 	return ns
 }
 
+// Mask is s with the models topic's masked ids ids applied as the primary applied
+// them (Masks): WithMask for those whose rows go, WithLandmarkMask for the others.
+func (p *Points) Mask(s *serving.Model, ids []string) *serving.Model {
+	both, landmarks := p.Masks(ids)
+	return s.WithMask(both).WithLandmarkMask(landmarks)
+}
+
 // Masks splits ids, the landmarks the primary has masked in the serving model (the
 // models topic's masks that apply to it), into those whose gradient rows are masked too
 // and those whose landmark terms alone are. On the primary a deletion masks the row of

@@ -189,10 +189,7 @@ func TestMaskKeepsAStoredAgainRow(t *testing.T) {
 	for _, tombstone := range []bool{true, false} {
 		var rp Points
 		rp.Backbone, rp.Budget = b, budget
-		mask := func(s *serving.Model) *serving.Model {
-			both, landmarks := rp.Masks([]string{"l1"})
-			return s.WithMask(both).WithLandmarkMask(landmarks)
-		}
+		mask := func(s *serving.Model) *serving.Model { return rp.Mask(s, []string{"l1"}) }
 		s := mask(rp.Apply(base, records(before), g.Classes()))
 		if _, _, ok := s.GradRowOf("l1"); ok || s.IsLandmark("l1") {
 			t.Fatalf("tombstone %v: the mask left l1's row (%v) or landmark (%v)", tombstone, ok, s.IsLandmark("l1"))
