@@ -23,6 +23,7 @@ func benchScaleCmd(fs *flag.FlagSet) cli.Func {
 	featurizers := fs.String("featurizers", "", "featurizer counts of the ingestion rounds, e.g. 1,2,3 (\"\": none)")
 	fs.StringVar(&o.Model, "model", "", "ONNX file the ingestion rounds' processes use instead of the configured model")
 	fs.DurationVar(&o.FeaturizerTimeout, "featurizer-timeout", 0, "the primaries' ingest.featurizer_timeout in the ingestion rounds (0: the configured one)")
+	fs.BoolVar(&o.Fitted, "fitted", false, "the ingestion rounds' primaries serve a model fitted on the warm-up and ingest labelled rows (each point's gradient row too)")
 	fs.IntVar(&o.Procs, "gomaxprocs", 1, "GOMAXPROCS of each replica")
 	bin := fs.String("cairnd", "", "the cairnd binary (default: cairnd next to cairnctl, else on PATH)")
 	fs.BoolVar(&o.Kill, "kill", true, "kill a replica under load (with --featurizers, also a featurizer in an extra round of two)")

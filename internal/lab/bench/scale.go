@@ -135,6 +135,9 @@ type ScaleOptions struct {
 	// FeaturizerTimeout: --featurizer-timeout, the primaries' ingest.featurizer_timeout
 	// in the ingestion rounds (0: the configured one).
 	FeaturizerTimeout time.Duration
+	// Fitted: --fitted, the ingestion rounds' primaries serve a model fitted on the
+	// warm-up and ingest labelled rows (FeaturizeReport.Fitted).
+	Fitted bool
 }
 
 // Scale is cairnctl bench-scale: a deployment of cairnd processes (o.Bin) on one
@@ -145,7 +148,7 @@ type ScaleOptions struct {
 // the report holds what was measured up to an error.
 func Scale(ctx context.Context, o ScaleOptions) (ScaleReport, error) {
 	s := &scaleRun{bin: o.Bin, cfg: o.Config, cfgFile: o.ConfigFile, keep: o.Keep, data: o.Data, n: o.N, queries: o.Queries,
-		procs: o.Procs, stderr: o.Stderr, featurizers: o.Featurizers, model: o.Model, featWait: o.FeaturizerTimeout}
+		procs: o.Procs, stderr: o.Stderr, featurizers: o.Featurizers, model: o.Model, featWait: o.FeaturizerTimeout, fitted: o.Fitted}
 	return s.run(ctx, o.Replicas, o.Kill, o.Takeover)
 }
 
@@ -164,6 +167,7 @@ type scaleRun struct {
 	featurizers []int
 	model       string
 	featWait    time.Duration
+	fitted      bool
 
 	dir    string
 	broker string

@@ -22,8 +22,11 @@ import (
 // fresh training topic, measured while it ingests N rows after a warm-up.
 type FeaturizeReport struct {
 	// Model is the ONNX file of --model, or the configured architecture.
-	Model  string           `json:"model"`
-	N      int              `json:"n"`
+	Model string `json:"model"`
+	N     int    `json:"n"`
+	// Fitted (--fitted): each primary served a model fitted on the warm-up while it
+	// ingested the labelled rows, so each stored point also got its gradient row.
+	Fitted bool             `json:"fitted"`
 	Rounds []FeaturizeRound `json:"rounds"`
 	// Speedup[i] is round i's events/s over the one-featurizer round's (0 without one);
 	// PrimaryCPURatio[i] its primary CPU per event over round 0's.
@@ -62,6 +65,9 @@ type FeaturizeRound struct {
 	// (ingest.Phases over the round's batches): "features" is computing the features
 	// or waiting for featurizers' records.
 	PrimaryPhases ingest.Phases `json:"primary_phase_seconds"`
+	// GradientRows is how many points the primary's gradient ranking held after the
+	// round (0 unless fitted).
+	GradientRows int `json:"gradient_rows"`
 	// Killed: the last featurizer was killed (SIGKILL) once a third of the rows were
 	// produced (the kill round, with --kill).
 	Killed bool `json:"killed,omitempty"`
@@ -77,7 +83,7 @@ const (
 
 // featurize runs the ingestion rounds: 0 featurizers, then s.featurizers.
 func (s *scaleRun) featurize(ctx context.Context, targets map[string]bool, kill bool) (*FeaturizeReport, error) {
-	rep := &FeaturizeReport{Model: s.cfg.Model.Arch, N: s.n}
+	rep := &FeaturizeReport{Model: s.cfg.Model.Arch, N: s.n, Fitted: s.fitted}
 	if s.model != "" {
 		rep.Model = s.model
 	}
@@ -170,6 +176,11 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int, kill bo
 		return r, err
 	}
 	r.Warm = warm
+	if s.fitted {
+		if err := waitModel(ctx, primary); err != nil {
+			return r, err
+		}
+	}
 	time.Sleep(time.Second) // the group settles
 	cpu0 := make([]float64, len(procs))
 	for i, p := range procs {
@@ -214,7 +225,7 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int, kill bo
 	if err != nil {
 		return r, err
 	}
-	r.FeaturesTaken = st.Ingest.FeaturesTaken - st0.Ingest.FeaturesTaken
+	r.FeaturesTaken, r.GradientRows = st.Ingest.FeaturesTaken-st0.Ingest.FeaturesTaken, st.GradientRows
 	r.Applied, r.Points = st.Ingest.Upserts-st0.Ingest.Upserts, st.Points
 	r.PrimaryPhases = phasesSince(st.Ingest.Phases, st0.Ingest.Phases)
 	if st.Features != nil && st0.Features != nil {
@@ -286,7 +297,12 @@ func (s *scaleRun) featurizeEnv(ctx context.Context, round, count int) (config.T
 		"CAIRN_KAFKA_TOPICS_LEADER=" + topics.Leader, "CAIRN_KAFKA_LEADER_GROUP=" + topics.Leader,
 		"CAIRN_INGEST_FEATURIZERS=" + strconv.FormatBool(count > 0),
 		// No fit during the round: the primary's CPU is ingestion's.
-		"CAIRN_REFIT_MIN_POINTS=" + strconv.Itoa(s.n+featWarm*featWarmTries+1), "CAIRN_REFIT_IDLE=0s", "CAIRN_REFIT_POINTS_CHANGED=0"}
+		"CAIRN_REFIT_POINTS_CHANGED=0", "CAIRN_REFIT_POOL_CHANGE_FRACTION=0", "CAIRN_REFIT_RESIDUAL_INCREASE=0"}
+	if s.fitted { // one fit, of the warm-up (the idle trigger; the rows then come without a pause)
+		env = append(env, "CAIRN_REFIT_MIN_POINTS="+strconv.Itoa(min(featWarm, s.n)), "CAIRN_REFIT_IDLE=1s")
+	} else {
+		env = append(env, "CAIRN_REFIT_MIN_POINTS="+strconv.Itoa(s.n+featWarm*featWarmTries+1), "CAIRN_REFIT_IDLE=0s")
+	}
 	if s.featWait > 0 {
 		env = append(env, "CAIRN_INGEST_FEATURIZER_TIMEOUT="+s.featWait.String())
 	}
@@ -300,6 +316,24 @@ func (s *scaleRun) featurizeEnv(ctx context.Context, round, count int) (config.T
 	return topics, env, nil
 }
 
+// waitModel waits until the primary serves a model and no refit runs.
+func waitModel(ctx context.Context, p *cairnd) error {
+	for {
+		st, err := p.statusRetry(ctx)
+		if err != nil {
+			return err
+		}
+		if st.Model > 0 && !st.RefitRunning {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the primary's first model: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // produceRows upserts training rows [from, to) through c with ids prefix+id, 500 per
 // acknowledged write.
 func (s *scaleRun) produceRows(ctx context.Context, c *client.Client, prefix string, from, to int) error {
@@ -307,7 +341,12 @@ func (s *scaleRun) produceRows(ctx context.Context, c *client.Client, prefix str
 	for lo := from; lo < to; lo += batch {
 		pts := make([]client.Point, 0, batch)
 		for i := lo; i < min(lo+batch, to); i++ {
-			pts = append(pts, client.Point{ID: prefix + s.train.IDs[i], X: s.train.Row(i)})
+			p := client.Point{ID: prefix + s.train.IDs[i], X: s.train.Row(i)}
+			if s.fitted && s.train.Labels != nil {
+				l := int64(s.train.Labels[i])
+				p.Label = &l
+			}
+			pts = append(pts, p)
 		}
 		if err := c.Upsert(ctx, pts...); err != nil {
 			return err
