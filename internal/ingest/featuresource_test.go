@@ -188,6 +188,9 @@ func TestFeatureRecordRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]int{"same": 0, "later": 6} // id → the event whose row it gets
+	if st := in.Stats(); st.RowsGiven != uint64(len(want)) {
+		t.Errorf("stats: %d rows given, want %d", st.RowsGiven, len(want))
+	}
 	if len(res.Rows) != len(want) {
 		t.Errorf("rows for %d ids, want %d (%v)", len(res.Rows), len(want), want)
 	}

@@ -201,6 +201,8 @@ type Stats struct {
 	// featurizer's record, and the records refused (dead-lettered, feature_mismatch).
 	FeaturesTaken  uint64 `json:"features_taken"`
 	FeatureRefused uint64 `json:"feature_refused"`
+	// RowsGiven counts the gradient rows of records handed on (BatchResult.Rows).
+	RowsGiven uint64 `json:"gradient_rows_given"`
 	// Phases is where the batches' wall time went.
 	Phases Phases `json:"phase_seconds"`
 }
@@ -1208,6 +1210,7 @@ func (in *State) count(messages int) (res BatchResult) {
 	in.stats.Skipped += uint64(res.Skipped)
 	in.stats.FeaturesTaken += uint64(in.batchTaken)
 	in.stats.FeatureRefused += uint64(len(in.featDead))
+	in.stats.RowsGiven += uint64(len(res.Rows))
 	in.log.Debug().Int("messages", messages).Int("upserts", res.Upserts).Int("deletes", res.Deletes).
 		Int("dead_letters", res.DeadLetters).Int("skipped", res.Skipped).Int("points", in.pool.A.Len()).
 		Msg("applied training batch")
