@@ -310,6 +310,9 @@ func (s *scaleRun) startEnv(ctx context.Context, name, role string, round int, e
 	if role == "replica" || role == "featurizer" {
 		cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", s.procs))
 	}
+	if role == "featurizer" { // its group's joins and failures, for a round that took no record
+		cmd.Env = append(cmd.Env, "CAIRN_LOG_LEVEL=info")
+	}
 	logf, err := os.Create(filepath.Join(dir, "cairnd.log"))
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -177,6 +178,14 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int, kill bo
 		return r, err
 	}
 	r.Warm = warm
+	if st, err := primary.statusRetry(ctx); count > 0 && err == nil && st.Ingest.FeaturesTaken == 0 {
+		// No feature came from a record in the whole warm-up (a round in about a hundred,
+		// cause unknown): what the featurizers logged goes to the progress output.
+		for _, p := range procs[:count] {
+			fmt.Fprintf(s.stderr, "bench-scale: round %d: no feature from a record after %d warm-up rows; %s's log ends:\n%s\n",
+				round, warm, p.name, logTail(filepath.Join(s.dir, p.name, "cairnd.log"), 40))
+		}
+	}
 	if s.fitted {
 		if err := waitModel(ctx, primary); err != nil {
 			return r, err
@@ -316,6 +325,16 @@ func (s *scaleRun) featurizeEnv(ctx context.Context, round, count int) (config.T
 		env = append(env, "CAIRN_MODEL_FILE="+abs, "CAIRN_MODEL_ARCH=", "CAIRN_MODEL_WEIGHTS=", "CAIRN_MODEL_UNTRAINED=false")
 	}
 	return topics, env, nil
+}
+
+// logTail is the last n lines of the file at path (what could be read of it).
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // waitModel waits until the primary serves a model and no refit runs.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,7 +70,7 @@ pool: {m: 16}
 `)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s := &scaleRun{bin: bin, cfg: cfg, cfgFile: cfgFile, data: "mnist", n: 200, procs: 1, stderr: io.Discard,
+	s := &scaleRun{bin: bin, cfg: cfg, cfgFile: cfgFile, data: "mnist", n: 200, procs: 1, stderr: testLog{t},
 		featurizers: []int{1}, featWait: 10 * time.Second}
 	rep, err := s.run(ctx, nil, true, false)
 	if err != nil {
@@ -120,4 +121,12 @@ func scaleSetup(t *testing.T, yaml string) (bin, cfgFile string, cfg config.Conf
 		t.Fatal(err)
 	}
 	return bin, cfgFile, cfg
+}
+
+// testLog writes to t.Log: the bench's progress lines, shown when the test fails.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(b []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
 }
