@@ -25,7 +25,6 @@ import (
 	"github.com/cairnhq/cairn/internal/cluster"
 	"github.com/cairnhq/cairn/internal/erasure"
 	"github.com/cairnhq/cairn/internal/fault"
-	"github.com/cairnhq/cairn/internal/featrec"
 	"github.com/cairnhq/cairn/internal/featsource"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/lag"
@@ -734,7 +733,7 @@ func (d *Daemon) handleTrain(ctx context.Context, batch []stream.Message) error 
 	res, err := d.train.ingest.Apply(ctx, batch)
 	d.models.maskDirty = false // enqueued with the batch, or the batch did not commit
 	if err == nil {
-		d.serveStored(res.Stored, res.Rows)
+		d.serveStored(res.Stored)
 		d.train.changes += res.Upserts + res.Deletes + res.Erased
 		if res.Upserts+res.Deletes+res.Erased > 0 {
 			d.train.lastTrain = time.Now()
@@ -835,12 +834,11 @@ func (d *Daemon) removing(ids []string) {
 }
 
 // serveStored gives the serving model gradient rows for the stored points ids that it
-// lacks (rows: those featurizers computed), so the gradient ranking ranks them before a
-// refit.
-func (d *Daemon) serveStored(ids []string, rows map[string]featrec.View) {
+// lacks, so the gradient ranking ranks them before a refit.
+func (d *Daemon) serveStored(ids []string) {
 	d.serve.mu.Lock()
 	defer d.serve.mu.Unlock()
-	d.serve.model.Store(d.fitter.WithStored(d.serve.model.Load(), d.train.cache.Load(), ids, rows))
+	d.serve.model.Store(d.fitter.WithStored(d.serve.model.Load(), d.train.cache.Load(), ids))
 }
 
 // relabeling masks the gradient rows of points whose label alone changes (ingest hook,

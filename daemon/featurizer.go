@@ -41,8 +41,7 @@ func (d *Daemon) runFeaturizer(ctx context.Context) (err error) {
 	defer func() { err = errors.Join(err, w.Close()) }()
 	f, err := featurizer.New(featurizer.Config{Kafka: d.kafka, Group: featurizer.Group, Topic: train, Out: featrec.Topic,
 		SessionTimeout: d.cfg.Kafka.SessionTimeout, FetchMaxBytes: max(8<<20, 2*d.cfg.Limits.MaxMessageBytes),
-		Writer: w, Features: d.feat, Limits: lim, Rows: featurizer.RowsFor(d.cfg.Query.GradientMemoryBytes, d.feat.Backbone()),
-		Faults: d.faults, Log: d.log})
+		Writer: w, Features: d.feat, Limits: lim, Faults: d.faults, Log: d.log})
 	if err != nil {
 		return err
 	}

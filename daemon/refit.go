@@ -214,7 +214,7 @@ func (d *Daemon) finishRefit(snap *job, c *refitCommit, secs, syncSecs float64) 
 		}
 		d.train.mu.Unlock()
 		d.install(ft.Serving.WithMask(still), snap.mark)
-		d.serveStored(d.train.cache.Load().IDs(), nil) // the points stored since the snapshot
+		d.serveStored(d.train.cache.Load().IDs()) // the points stored since the snapshot
 		d.models.pub.Kick()
 	}
 	d.train.mu.Lock()

@@ -3,9 +3,9 @@
 // for the primary, with the coordinates of the training event they were computed for
 // and the fingerprint of the pipeline that computed them.
 //
-// # Format (versions 1 and 2)
+// # Format (version 1)
 //
-// All integers are big-endian. A version 1 record is exactly
+// All integers are big-endian. A record is exactly
 //
 //	offset  size      field
 //	0       3         magic "cfr"
@@ -20,19 +20,6 @@
 //	52+T+I  4         q, the feature dimension of one view (1 ≤ q ≤ MaxDim)
 //	56+T+I  8q        ψ of view 0 then view 1, q float32 bit patterns each
 //	56+T+I+8q 4       CRC-32C (Castagnoli) of every byte before it
-//
-// A version 2 record (version byte 2) also carries the point's gradient row, for the
-// primary's gradient rankings (serving.PointRows): between ψ and the checksum, at
-// e = 56+T+I+8q,
-//
-//	e       4         r, the row's length (1 ≤ r ≤ MaxRowDim)
-//	e+4     4         the label the row is for (uint32, at most 2^31−1)
-//	e+8     8         the norm of the float64 row (float64 bits, finite, ≥ 0)
-//	e+16    4r        the row, r float32 bit patterns, every one finite
-//	e+16+4r 4         CRC-32C of every byte before it
-//
-// A featurizer writes version 1 for a record without a row (an unlabelled point, or a
-// row over MaxRowDim), so a primary that reads only version 1 still takes it.
 //
 // # Precision
 //

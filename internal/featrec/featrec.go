@@ -9,10 +9,8 @@ import (
 	"unicode/utf8"
 )
 
-// Version is the format version Encode writes for a record with a gradient row; one
-// without is written as version 1, which is version 2 without the row (the package doc).
-// Decode reads both.
-const Version = 2
+// Version is the format version Encode writes and Decode reads.
+const Version = 1
 
 // Topic is the features topic: the featurizers write it, the primary reads it.
 const Topic = "cairn.features"
@@ -43,9 +41,6 @@ const (
 	MaxIDBytes = 4096
 	// MaxDim bounds the feature dimension of one view (64 MiB of features).
 	MaxDim = 1 << 23
-	// MaxRowDim bounds a gradient row's length (4 MiB of float32s): a featurizer sends
-	// no row past it, and the primary computes such rows itself.
-	MaxRowDim = 1 << 20
 )
 
 const (
@@ -70,27 +65,12 @@ type Record struct {
 	// Features are ψ of both views, 2·q values: view 0's row, then view 1's, each entry
 	// a float32 widened to float64 (pipeline.Features.BothViewsTo's rows 2i and 2i+1).
 	Features []float64
-	// Row, when not empty, is the point's gradient row for label RowLabel, rounded to
-	// float32, and RowNorm the norm of the float64 row it was rounded from
-	// (serving.PointRows.RowTo): the primary's gradient rankings take it instead of
-	// computing it. Every value must be finite and RowNorm ≥ 0.
-	Row      []float32
-	RowLabel int
-	RowNorm  float64
 }
 
 // Size is the encoded length of r.
 func (r *Record) Size() int {
-	n := headerSize + 2 + len(r.Topic) + 2 + len(r.ID) + 4 + 4*len(r.Features) + crcSize
-	if len(r.Row) > 0 {
-		n += rowHeader + 4*len(r.Row)
-	}
-	return n
+	return headerSize + 2 + len(r.Topic) + 2 + len(r.ID) + 4 + 4*len(r.Features) + crcSize
 }
-
-// rowHeader is the length of a version 2 row's fields before its values: its length,
-// label and norm.
-const rowHeader = 4 + 4 + 8
 
 // AppendBinary appends r's encoding to dst (the format in the package doc). Errors wrap
 // ErrEncode; dst is then returned unchanged.
@@ -101,7 +81,7 @@ func (r *Record) AppendBinary(dst []byte) ([]byte, error) {
 	fp, _ := hex.DecodeString(r.Fingerprint) // checked
 	start := len(dst)
 	b := append(dst, magic...)
-	b = append(b, r.version())
+	b = append(b, Version)
 	b = append(b, fp...)
 	b = binary.BigEndian.AppendUint32(b, uint32(r.Partition))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Offset))
@@ -113,23 +93,7 @@ func (r *Record) AppendBinary(dst []byte) ([]byte, error) {
 	for _, v := range r.Features {
 		b = binary.BigEndian.AppendUint32(b, math.Float32bits(float32(v)))
 	}
-	if len(r.Row) > 0 {
-		b = binary.BigEndian.AppendUint32(b, uint32(len(r.Row)))
-		b = binary.BigEndian.AppendUint32(b, uint32(r.RowLabel))
-		b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.RowNorm))
-		for _, v := range r.Row {
-			b = binary.BigEndian.AppendUint32(b, math.Float32bits(v))
-		}
-	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli)), nil
-}
-
-// version is the format version r is written in: 2 with a gradient row, else 1.
-func (r *Record) version() byte {
-	if len(r.Row) > 0 {
-		return Version
-	}
-	return 1
 }
 
 // Encode returns r's encoding (AppendBinary on nil).
@@ -157,22 +121,6 @@ func (r *Record) check() error {
 			return fmt.Errorf("%w: feature %d = %v is not a float32", ErrEncode, i, v)
 		}
 	}
-	if len(r.Row) == 0 {
-		return nil
-	}
-	switch {
-	case len(r.Row) > MaxRowDim:
-		return fmt.Errorf("%w: a gradient row of %d values, over %d", ErrEncode, len(r.Row), MaxRowDim)
-	case r.RowLabel < 0 || r.RowLabel > math.MaxInt32:
-		return fmt.Errorf("%w: row label %d out of [0, 2^31)", ErrEncode, r.RowLabel)
-	case !(r.RowNorm >= 0) || math.IsInf(r.RowNorm, 0):
-		return fmt.Errorf("%w: row norm %v: need a finite value ≥ 0", ErrEncode, r.RowNorm)
-	}
-	for i, v := range r.Row {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return fmt.Errorf("%w: row value %d = %v is not finite", ErrEncode, i, v)
-		}
-	}
 	return nil
 }
 
@@ -194,10 +142,6 @@ func DecodeTo(buf []float64, b []byte) (Record, error) {
 		r.Features = make([]float64, 2*v.Dim)
 	}
 	v.FeaturesTo(r.Features)
-	if v.RowDim > 0 {
-		r.Row, r.RowLabel, r.RowNorm = make([]float32, v.RowDim), v.RowLabel, v.RowNorm
-		v.RowTo(r.Row)
-	}
 	return r, nil
 }
 
@@ -217,14 +161,8 @@ type View struct {
 	Offset    int64
 	// Dim is q, the feature dimension of one view: the record holds 2·Dim features.
 	Dim int
-	// RowDim is the gradient row's length (0: the record has none), RowLabel its label
-	// and RowNorm its norm (Record.Row).
-	RowDim   int
-	RowLabel int
-	RowNorm  float64
 
 	features []byte // 8·Dim bytes: the float32 bit patterns, big-endian
-	row      []byte // 4·RowDim bytes, likewise
 }
 
 // Parse validates b as one record (the format in the package doc) and returns a View
@@ -238,8 +176,8 @@ func Parse(b []byte) (View, error) {
 	if string(b[:3]) != magic {
 		return v, fmt.Errorf("%w: magic %q", ErrCorrupt, b[:3])
 	}
-	if b[3] != 1 && b[3] != Version {
-		return v, fmt.Errorf("%w: version %d, want 1 or %d", ErrCorrupt, b[3], Version)
+	if b[3] != Version {
+		return v, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, b[3], Version)
 	}
 	body, sum := b[:len(b)-crcSize], binary.BigEndian.Uint32(b[len(b)-crcSize:])
 	if got := crc32.Checksum(body, castagnoli); got != sum {
@@ -266,56 +204,12 @@ func Parse(b []byte) (View, error) {
 	}
 	q := binary.BigEndian.Uint32(rest)
 	rest = rest[4:]
-	if q == 0 || q > MaxDim || uint64(len(rest)) < 8*uint64(q) || b[3] == 1 && uint64(len(rest)) != 8*uint64(q) {
+	if q == 0 || q > MaxDim || uint64(len(rest)) != 8*uint64(q) {
 		return v, fmt.Errorf("%w: dimension %d with %d feature bytes", ErrCorrupt, q, len(rest))
 	}
-	v = View{Topic: topic, ID: id, Partition: int(part), Offset: int64(off), Dim: int(q), features: rest[:8*q]}
-	if b[3] == Version {
-		if err := v.parseRow(rest[8*q:]); err != nil {
-			return View{}, err
-		}
-	}
+	v = View{Topic: topic, ID: id, Partition: int(part), Offset: int64(off), Dim: int(q), features: rest}
 	copy(v.Fingerprint[:], b[4:36])
 	return v, nil
-}
-
-// parseRow validates a version 2 record's gradient row, the bytes after its features,
-// into v.
-func (v *View) parseRow(b []byte) error {
-	if len(b) < rowHeader {
-		return fmt.Errorf("%w: gradient row: truncated", ErrCorrupt)
-	}
-	r, label, norm := binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:]), math.Float64frombits(binary.BigEndian.Uint64(b[8:]))
-	b = b[rowHeader:]
-	switch {
-	case r == 0 || r > MaxRowDim || uint64(len(b)) != 4*uint64(r):
-		return fmt.Errorf("%w: gradient row of %d values with %d bytes", ErrCorrupt, r, len(b))
-	case label > math.MaxInt32:
-		return fmt.Errorf("%w: gradient row label %d", ErrCorrupt, label)
-	case !(norm >= 0) || math.IsInf(norm, 0):
-		return fmt.Errorf("%w: gradient row norm %v", ErrCorrupt, norm)
-	}
-	for i := 0; i < len(b); i += 4 {
-		if x := binary.BigEndian.Uint32(b[i:]); x&0x7f800000 == 0x7f800000 {
-			return fmt.Errorf("%w: gradient row value %d is not finite", ErrCorrupt, i/4)
-		}
-	}
-	v.RowDim, v.RowLabel, v.RowNorm, v.row = int(r), int(label), norm, b
-	return nil
-}
-
-// RowTo writes the record's gradient row into dst, for i in [0, RowDim):
-//
-//	dst[i] = math.Float32frombits(binary.BigEndian.Uint32(row[4i:]))
-//
-// It panics when len(dst) is not RowDim.
-func (v *View) RowTo(dst []float32) {
-	if len(dst) != v.RowDim || len(v.row) != 4*v.RowDim {
-		panic(fmt.Sprintf("featrec: RowTo into %d values, the record has %d", len(dst), v.RowDim))
-	}
-	for i := range dst {
-		dst[i] = math.Float32frombits(binary.BigEndian.Uint32(v.row[4*i:]))
-	}
 }
 
 // FingerprintIs reports whether the record's fingerprint is the one whose hex is fp
@@ -373,8 +267,8 @@ func text(b []byte, field string, max int) ([]byte, []byte, error) {
 // records by their training event before it decodes them (Decode checks the rest,
 // checksum and UTF-8 included).
 func Peek(b []byte) (topic string, partition int, offset int64, err error) {
-	if len(b) < headerSize+2 || string(b[:3]) != magic || b[3] != 1 && b[3] != Version {
-		return "", 0, 0, fmt.Errorf("%w: %d bytes without a version 1 or %d header", ErrCorrupt, len(b), Version)
+	if len(b) < headerSize+2 || string(b[:3]) != magic || b[3] != Version {
+		return "", 0, 0, fmt.Errorf("%w: %d bytes without a version %d header", ErrCorrupt, len(b), Version)
 	}
 	part, off := binary.BigEndian.Uint32(b[36:40]), binary.BigEndian.Uint64(b[40:48])
 	t := int(binary.BigEndian.Uint16(b[headerSize:]))

@@ -2,10 +2,8 @@ package featrec
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -25,28 +23,9 @@ func sample(q int) Record {
 	return Record{ID: "p-é1", Topic: "cairn.train", Partition: 3, Offset: 1 << 40, Fingerprint: testFP, Features: f}
 }
 
-// withRow is r with a gradient row of n values (version 2).
-func withRow(r Record, n int) Record {
-	g := rand.New(rand.NewPCG(uint64(n), 9))
-	r.Row, r.RowLabel, r.RowNorm = make([]float32, n), 7, 0
-	for i := range r.Row {
-		r.Row[i] = float32(g.NormFloat64())
-		r.RowNorm += float64(r.Row[i]) * float64(r.Row[i])
-	}
-	r.Row[0] = math.SmallestNonzeroFloat32
-	r.RowNorm = math.Sqrt(r.RowNorm)
-	return r
-}
-
-// TestRoundTrip: records without a row (version 1) and with one (version 2) decode to
-// what was encoded, bit for bit.
 func TestRoundTrip(t *testing.T) {
-	for _, c := range []struct{ q, r int }{{1, 0}, {2, 0}, {7, 0}, {1024, 0}, {1, 1}, {3, 5}, {1024, 20490}} {
-		q := c.q
+	for _, q := range []int{1, 2, 7, 1024} {
 		want := sample(q)
-		if c.r > 0 {
-			want = withRow(want, c.r)
-		}
 		b, err := want.Encode()
 		if err != nil {
 			t.Fatal(err)
@@ -67,47 +46,12 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("q=%d: feature %d: got %v, want %v (bits differ)", q, i, got.Features[i], want.Features[i])
 			}
 		}
-		if wantV := byte(1 + min(c.r, 1)); b[3] != wantV {
-			t.Errorf("q=%d, row %d: version %d, want %d", q, c.r, b[3], wantV)
-		}
-		if len(got.Row) != c.r || got.RowLabel != want.RowLabel || math.Float64bits(got.RowNorm) != math.Float64bits(want.RowNorm) {
-			t.Fatalf("q=%d: row of %d (label %d, norm %v), want %d (%d, %v)", q, len(got.Row), got.RowLabel, got.RowNorm, c.r, want.RowLabel, want.RowNorm)
-		}
-		for i := range want.Row {
-			if math.Float32bits(got.Row[i]) != math.Float32bits(want.Row[i]) {
-				t.Fatalf("q=%d: row value %d: got %v, want %v", q, i, got.Row[i], want.Row[i])
-			}
-		}
 	}
 }
 
 // TestEveryByteChecked flips each bit of a record: every flip must be refused.
 func TestEveryByteChecked(t *testing.T) {
-	for _, rec := range []Record{sample(3), withRow(sample(3), 4)} {
-		everyByteChecked(t, rec)
-	}
-	// A version 1 record with bytes after its features, or a version 2 one without a
-	// row, is refused even with a valid checksum.
-	plain := sample(3)
-	b, err := plain.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := append(bytes.Clone(b[:len(b)-crcSize]), 0, 0, 0, 0)
-	for name, c := range map[string][]byte{"v1 with a tail": body, "v2 without a row": b[:len(b)-crcSize]} {
-		if name == "v2 without a row" {
-			c = bytes.Clone(c)
-			c[3] = 2
-		}
-		c = binary.BigEndian.AppendUint32(c, crc32.Checksum(c, castagnoli))
-		if _, err := Decode(c); !errors.Is(err, ErrCorrupt) {
-			t.Errorf("%s: err %v, want ErrCorrupt", name, err)
-		}
-	}
-}
-
-func everyByteChecked(t *testing.T, rec Record) {
-	t.Helper()
+	rec := sample(3)
 	b, err := rec.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -142,12 +86,6 @@ func TestEncodeRefuses(t *testing.T) {
 		"not hex fp":      func(r *Record) { r.Fingerprint = strings.Repeat("g", 64) },
 		"not a float32":   func(r *Record) { r.Features[2] = 0.1 },
 		"float64 subnorm": func(r *Record) { r.Features[2] = math.SmallestNonzeroFloat64 },
-		"row NaN":         func(r *Record) { *r = withRow(*r, 3); r.Row[1] = float32(math.NaN()) },
-		"row Inf":         func(r *Record) { *r = withRow(*r, 3); r.Row[2] = float32(math.Inf(-1)) },
-		"row norm NaN":    func(r *Record) { *r = withRow(*r, 3); r.RowNorm = math.NaN() },
-		"row norm < 0":    func(r *Record) { *r = withRow(*r, 3); r.RowNorm = -1 },
-		"row label < 0":   func(r *Record) { *r = withRow(*r, 3); r.RowLabel = -1 },
-		"row too long":    func(r *Record) { *r = withRow(*r, MaxRowDim+1) },
 	}
 	for name, mod := range cases {
 		r := sample(2)
@@ -165,9 +103,6 @@ func FuzzDecode(f *testing.F) {
 		r := sample(q)
 		b, _ := r.Encode()
 		f.Add(b)
-		r = withRow(r, q+1)
-		b, _ = r.Encode()
-		f.Add(b)
 	}
 	f.Add([]byte("cfr\x01"))
 	f.Add([]byte{})
@@ -184,7 +119,7 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		if string(v.ID) != r.ID || string(v.Topic) != r.Topic || v.Partition != r.Partition || v.Offset != r.Offset ||
-			!v.FingerprintIs(r.Fingerprint) || 2*v.Dim != len(r.Features) || v.RowDim != len(r.Row) {
+			!v.FingerprintIs(r.Fingerprint) || 2*v.Dim != len(r.Features) {
 			t.Fatalf("Parse's view %+v differs from Decode's record", v)
 		}
 		nan := false
@@ -214,7 +149,7 @@ func TestPeekAndDecodeTo(t *testing.T) {
 	if err != nil || topic != rec.Topic || part != rec.Partition || off != rec.Offset {
 		t.Fatalf("Peek: got %q %d %d %v, want %q %d %d", topic, part, off, err, rec.Topic, rec.Partition, rec.Offset)
 	}
-	for _, bad := range [][]byte{nil, []byte("not a record"), b[:headerSize+1], append([]byte("cfr\x03"), b[4:]...)} {
+	for _, bad := range [][]byte{nil, []byte("not a record"), b[:headerSize+1], append([]byte("cfr\x02"), b[4:]...)} {
 		if _, _, _, err := Peek(bad); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("Peek(%.12q): err %v, want ErrCorrupt", bad, err)
 		}

@@ -115,8 +115,6 @@ func (in *State) takeRecord(o *op, m stream.Message, q int) error {
 	}
 	rec.FeaturesTo(in.feats[2*o.row*q : (2*o.row+2)*q])
 	in.have[o.row] = true
-	// The row is taken for the event's own label only (a relabelled value has another).
-	o.grad, o.hasGrad = rec, rec.RowDim > 0 && o.ev.Label != nil && int64(rec.RowLabel) == *o.ev.Label
 	in.batchTaken++
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cairnhq/cairn/internal/featrec"
 	"math"
 	"runtime"
 	"slices"
@@ -177,9 +176,6 @@ type op struct {
 	// scrub: a dead letter of an erased subject's upsert, whose bytes a tombstone erases
 	// from the training topic (erasure.go, scrubClaim).
 	scrub bool
-	// grad: an upsert's gradient row from its feature record (hasGrad), for its label.
-	grad    featrec.View
-	hasGrad bool
 }
 
 // Stats are cumulative counts since the State was built.
@@ -201,8 +197,6 @@ type Stats struct {
 	// featurizer's record, and the records refused (dead-lettered, feature_mismatch).
 	FeaturesTaken  uint64 `json:"features_taken"`
 	FeatureRefused uint64 `json:"feature_refused"`
-	// RowsGiven counts the gradient rows of records handed on (BatchResult.Rows).
-	RowsGiven uint64 `json:"gradient_rows_given"`
 	// Phases is where the batches' wall time went.
 	Phases Phases `json:"phase_seconds"`
 }
@@ -252,10 +246,6 @@ type BatchResult struct {
 	// Stored are the ids the batch's upserts stored, in offset order (an id upserted
 	// twice appears twice; Points has its latest value).
 	Stored []string
-	// Rows are the gradient rows featurizers computed for stored values, by id: the row
-	// of the id's last upsert in the batch for its label (featrec.View.RowTo; nil when
-	// none came). A View aliases its record's bytes, read only.
-	Rows map[string]featrec.View
 }
 
 // PoolConfig is the landmark pool configuration the daemon derives from cfg for
@@ -1169,14 +1159,6 @@ func (in *State) count(messages int) (res BatchResult) {
 		case opUpsert:
 			res.Upserts++
 			res.Stored = append(res.Stored, o.ev.ID)
-			if o.hasGrad && res.Rows == nil {
-				res.Rows = map[string]featrec.View{}
-			}
-			if o.hasGrad {
-				res.Rows[o.ev.ID] = o.grad
-			} else {
-				delete(res.Rows, o.ev.ID) // an earlier upsert's row is not this value's
-			}
 		case opDelete:
 			res.Deleted = append(res.Deleted, o.rec)
 			if o.had {
@@ -1210,7 +1192,6 @@ func (in *State) count(messages int) (res BatchResult) {
 	in.stats.Skipped += uint64(res.Skipped)
 	in.stats.FeaturesTaken += uint64(in.batchTaken)
 	in.stats.FeatureRefused += uint64(len(in.featDead))
-	in.stats.RowsGiven += uint64(len(res.Rows))
 	in.log.Debug().Int("messages", messages).Int("upserts", res.Upserts).Int("deletes", res.Deletes).
 		Int("dead_letters", res.DeadLetters).Int("skipped", res.Skipped).Int("points", in.pool.A.Len()).
 		Msg("applied training batch")

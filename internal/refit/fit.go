@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/cairnhq/cairn/internal/featrec"
 	"math"
 	"slices"
 	"sort"
@@ -72,19 +71,12 @@ func (f *Fitter) gradRows(ids []string, entries []*ingest.Entry) (*serving.GradR
 // WithStored is s with gradient rows for the labelled points of cache named by ids that
 // s's rows do not cover at their version and label (serving.Model.WithGradPoints within
 // query.gradient_memory_bytes): the gradient ranking ranks the points stored since the
-// last refit too. A row a featurizer computed (rows, ingest.BatchResult.Rows) is taken
-// for its point's label instead of being computed. The extended rows are kept for the
-// next refit to reuse.
-func (f *Fitter) WithStored(s *serving.Model, cache *ingest.Points, ids []string, rows map[string]featrec.View) *serving.Model {
+// last refit too. The extended rows are kept for the next refit to reuse.
+func (f *Fitter) WithStored(s *serving.Model, cache *ingest.Points, ids []string) *serving.Model {
 	if s == nil || s.Grad == nil || cache == nil || len(ids) == 0 {
 		return s
 	}
 	pts := gradPoints(ids, func(i int) *ingest.Entry { return cache.Get(ids[i]) })
-	for i := range pts {
-		if v, ok := rows[pts[i].ID]; ok {
-			pts[i].Given = &serving.GivenRow{Dim: v.RowDim, Label: v.RowLabel, Norm: v.RowNorm, To: v.RowTo}
-		}
-	}
 	ns := s.WithGradPoints(pts, f.Config.Query.GradientMemoryBytes)
 	if ns.Grad != nil && ns.Grad != s.Grad {
 		f.grad.Store(ns.Grad)

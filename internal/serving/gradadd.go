@@ -18,9 +18,6 @@ import (
 // label in [0, d) are skipped, as NewGradRows skips them; an id given twice gets the row
 // of its last point.
 //
-// A point's Given row, when it has the rows' length and the point's label, is taken as
-// it is instead of being computed.
-//
 // When the rows would take more than budget bytes (masked rows included, until a refit
 // drops them), or a new row is not finite, the copy has no rows and GradErr says why: its
 // default answers fall back as a model without rows does. It returns s itself when s has
@@ -113,13 +110,9 @@ func (g *GradRows) extended(pts []GradPoint) (*GradRows, error) {
 		var w Workspace
 		r := make([]float64, ng.dim)
 		for j := lo; j < hi; j++ {
-			pt, dst := pts[j], ng.row(n0+j)
-			if gv := pt.Given; gv != nil && gv.Dim == ng.dim && gv.Label == pt.Label {
-				ng.norms[n0+j] = gv.Norm
-				gv.To(dst)
-				continue
-			}
+			pt := pts[j]
 			ng.norms[n0+j] = ng.rowTo(&w, r, pt.X, func(c, out []float64) { entk.PointCotangentTo(c, out, pt.Label, true) })
+			dst := ng.row(n0 + j)
 			for k, v := range r {
 				dst[k] = float32(v)
 			}

@@ -26,43 +26,6 @@ type GradPoint struct {
 	Version int64
 	X       []float64
 	Label   int
-	// Given, when not nil, is the point's row computed elsewhere (a featurizer's
-	// record): WithGradPoints takes it instead of computing the row when its length and
-	// label are the rows'. It must be what PointRows.RowTo gives for X and Label.
-	Given *GivenRow
-}
-
-// GivenRow is a gradient row computed elsewhere: Dim floats for label Label, the
-// float64 row's norm Norm, and To, which writes the float32 row into a slice of Dim.
-type GivenRow struct {
-	Dim, Label int
-	Norm       float64
-	To         func(dst []float32)
-}
-
-// PointRows computes stored points' gradient rows as NewGradRows and WithGradPoints do
-// (full or factored per the backbone), for a featurizer that sends them to the primary.
-// It is safe for concurrent use, each goroutine with its own Workspace.
-type PointRows struct{ g GradRows }
-
-// NewPointRows returns the rows' maker of backbone b.
-func NewPointRows(b entk.Backbone) *PointRows {
-	pr := &PointRows{g: GradRows{p: b.NumParams(), dim: b.NumParams(), b: b}}
-	if f, ok := entk.NewFactored(b); ok {
-		pr.g.fac, pr.g.dim = f, f.GradDim()
-	}
-	return pr
-}
-
-// Dim is the length of a row.
-func (pr *PointRows) Dim() int { return pr.g.dim }
-
-// RowTo writes the gradient row of the point x with label into dst (Dim floats) and
-// returns its norm: the float64 row and norm whose float32 rounding and norm
-// WithGradPoints would store for the point, bit for bit. A label outside [0, OutDim)
-// panics.
-func (pr *PointRows) RowTo(w *Workspace, dst, x []float64, label int) float64 {
-	return pr.g.rowTo(w, dst, x, func(c, out []float64) { entk.PointCotangentTo(c, out, label, true) })
 }
 
 // GradRows are the gradient ranking's rows (certify.Gradient): for every labelled stored

@@ -67,9 +67,8 @@ type FeaturizeRound struct {
 	// or waiting for featurizers' records.
 	PrimaryPhases ingest.Phases `json:"primary_phase_seconds"`
 	// GradientRows is how many points the primary's gradient ranking held after the
-	// round (0 unless fitted), RowsGiven how many of the round's rows came from records.
-	GradientRows int    `json:"gradient_rows"`
-	RowsGiven    uint64 `json:"gradient_rows_given"`
+	// round (0 unless fitted).
+	GradientRows int `json:"gradient_rows"`
 	// Killed: the last featurizer was killed (SIGKILL) once a third of the rows were
 	// produced (the kill round, with --kill).
 	Killed bool `json:"killed,omitempty"`
@@ -236,7 +235,6 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int, kill bo
 		return r, err
 	}
 	r.FeaturesTaken, r.GradientRows = st.Ingest.FeaturesTaken-st0.Ingest.FeaturesTaken, st.GradientRows
-	r.RowsGiven = st.Ingest.RowsGiven - st0.Ingest.RowsGiven
 	r.Applied, r.Points = st.Ingest.Upserts-st0.Ingest.Upserts, st.Points
 	r.PrimaryPhases = phasesSince(st.Ingest.Phases, st0.Ingest.Phases)
 	if st.Features != nil && st0.Features != nil {

@@ -3,19 +3,14 @@ package featurizer
 import (
 	"context"
 	"fmt"
-	"math"
-	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/cairnhq/cairn/entk"
-	"github.com/cairnhq/cairn/internal/base/par"
 	"github.com/cairnhq/cairn/internal/fault"
 	"github.com/cairnhq/cairn/internal/featrec"
 	"github.com/cairnhq/cairn/internal/pipeline"
-	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/stream"
 )
 
@@ -36,18 +31,9 @@ type Config struct {
 	// (ingest.TrainLimits with ingest.IndexLimits), as the primary decodes them.
 	Features *pipeline.Features
 	Limits   stream.Limits
-	// Rows, when not nil, computes each labelled upsert's gradient row too, which the
-	// record carries for the primary's gradient rankings (featrec version 2).
-	Rows   *serving.PointRows
-	Faults *fault.Tracker
-	Log    zerolog.Logger
+	Faults   *fault.Tracker
+	Log      zerolog.Logger
 }
-
-// MaxRowBytes bounds the float32 bytes of the gradient rows a featurizer sends, so that
-// a record stays well within Kafka's default message size (1 MB): a backbone's rows
-// past it (a ResNet-20's are 1.1 MB) are left to the primary, whose gradient rankings
-// rarely hold such rows within query.gradient_memory_bytes anyway.
-const MaxRowBytes = 512 << 10
 
 // Featurizer computes the features of the training topic as one member of the
 // featurizers' consumer group.
@@ -66,9 +52,6 @@ type Featurizer struct {
 	xs, views, feats []float64
 	ids              []string
 	src              []int // the batch index of each upsert
-	labels           []int // each upsert's label, −1 for none or one without a row
-	rows             []float32
-	norms            []float64
 }
 
 // New checks c and builds the group reader; it connects nothing.
@@ -169,7 +152,7 @@ func (f *Featurizer) unapplied(ctx context.Context, part []stream.Message) []str
 // addressed to Out on its event's partition and keyed by its id. An event that is not
 // an upsert or does not decode has none. batch is not modified.
 func (f *Featurizer) Records(batch []stream.Message) ([]stream.Message, error) {
-	f.xs, f.ids, f.src, f.labels = f.xs[:0], f.ids[:0], f.src[:0], f.labels[:0]
+	f.xs, f.ids, f.src = f.xs[:0], f.ids[:0], f.src[:0]
 	for i, m := range batch {
 		if m.Value == nil {
 			continue // a tombstone
@@ -181,11 +164,6 @@ func (f *Featurizer) Records(batch []stream.Message) ([]stream.Message, error) {
 		f.xs = append(f.xs, ev.X...)
 		f.ids = append(f.ids, ev.ID)
 		f.src = append(f.src, i)
-		label := -1
-		if ev.Label != nil && *ev.Label >= 0 && *ev.Label < int64(f.cfg.Features.Backbone().OutDim()) {
-			label = int(*ev.Label)
-		}
-		f.labels = append(f.labels, label)
 	}
 	n, q := len(f.ids), f.cfg.Features.Dim()
 	if n == 0 {
@@ -194,17 +172,12 @@ func (f *Featurizer) Records(batch []stream.Message) ([]stream.Message, error) {
 	f.views = grow(f.views, 2*n*f.cfg.Features.InputDim())
 	f.feats = grow(f.feats, 2*n*q)
 	f.cfg.Features.BothViewsTo(f.feats, f.views, f.xs, f.ids)
-	f.gradRows()
 	out := make([]stream.Message, n)
 	fp := f.cfg.Features.Fingerprint()
 	for r, i := range f.src {
 		m := batch[i]
 		rec := featrec.Record{ID: f.ids[r], Topic: m.Topic, Partition: m.Partition, Offset: m.Offset,
 			Fingerprint: fp, Features: f.feats[2*r*q : (2*r+2)*q]}
-		if f.cfg.Rows != nil && f.labels[r] >= 0 {
-			dim := f.cfg.Rows.Dim()
-			rec.Row, rec.RowLabel, rec.RowNorm = f.rows[r*dim:(r+1)*dim], f.labels[r], f.norms[r]
-		}
 		b, err := rec.Encode()
 		if err != nil {
 			return nil, fmt.Errorf("featurizer: %s/%d@%d: %w", m.Topic, m.Partition, m.Offset, err)
@@ -212,47 +185,6 @@ func (f *Featurizer) Records(batch []stream.Message) ([]stream.Message, error) {
 		out[r] = stream.Message{Topic: f.cfg.Out, Partition: m.Partition, Key: []byte(rec.ID), Value: b, Time: m.Time}
 	}
 	return out, nil
-}
-
-// gradRows computes the gradient rows of the batch's labelled upserts (f.labels ≥ 0)
-// into f.rows and f.norms when Rows is set, on every core; an upsert whose row is not
-// finite in float32 gets none (its label −1: the primary computes it itself).
-func (f *Featurizer) gradRows() {
-	if f.cfg.Rows == nil {
-		return
-	}
-	n, dim, d := len(f.ids), f.cfg.Rows.Dim(), f.cfg.Features.InputDim()
-	if len(f.rows) < n*dim {
-		f.rows = make([]float32, n*dim)
-	}
-	f.norms = slices.Grow(f.norms[:0], n)[:n]
-	par.For(n, 4, par.Workers(n, 4), func(_, lo, hi int) {
-		var w serving.Workspace
-		r := make([]float64, dim)
-		for i := lo; i < hi; i++ {
-			if f.labels[i] < 0 {
-				continue
-			}
-			f.norms[i] = f.cfg.Rows.RowTo(&w, r, f.xs[i*d:(i+1)*d], f.labels[i])
-			dst := f.rows[i*dim : (i+1)*dim]
-			for k, v := range r {
-				dst[k] = float32(v)
-			}
-			if !(f.norms[i] < math.MaxFloat32) { // NaN, or a value a float32 cannot hold
-				f.labels[i] = -1
-			}
-		}
-	})
-}
-
-// RowsFor is the Rows of a deployment whose gradient rankings have budget bytes
-// (query.gradient_memory_bytes) on backbone b: nil when they are off (0) or a row is
-// over MaxRowBytes.
-func RowsFor(budget int64, b entk.Backbone) *serving.PointRows {
-	if pr := serving.NewPointRows(b); budget > 0 && 4*pr.Dim() <= MaxRowBytes {
-		return pr
-	}
-	return nil
 }
 
 // grow returns b resized to n, reallocated only when too small.

@@ -17,7 +17,6 @@ import (
 	"github.com/cairnhq/cairn/internal/featrec"
 	"github.com/cairnhq/cairn/internal/ingest"
 	"github.com/cairnhq/cairn/internal/pipeline"
-	"github.com/cairnhq/cairn/internal/serving"
 	"github.com/cairnhq/cairn/stream"
 )
 
@@ -30,9 +29,8 @@ func testConfig() config.Config {
 	return c
 }
 
-// trainEvents are n upserts with seeded inputs (labelled but every third, the label
-// being i mod 3), one delete, one event that does not decode and a tombstone, each on an
-// explicit partition that is not its key's.
+// trainEvents are n upserts with seeded inputs, one delete, one event that does not
+// decode and a tombstone, each on an explicit partition that is not its key's.
 func trainEvents(t testing.TB, lim stream.Limits, topic string, n int) (msgs []stream.Message, xs map[string][]float64) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(1, 1))
@@ -43,12 +41,7 @@ func trainEvents(t testing.TB, lim stream.Limits, topic string, n int) (msgs []s
 		for j := range x {
 			x[j] = r.NormFloat64()
 		}
-		ev := stream.TrainEvent{Op: stream.OpUpsert, ID: id, X: x}
-		if i%3 != 0 {
-			label := int64(i % 3)
-			ev.Label = &label
-		}
-		b, err := stream.EncodeTrain(ev, lim)
+		b, err := stream.EncodeTrain(stream.TrainEvent{Op: stream.OpUpsert, ID: id, X: x}, lim)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,15 +64,12 @@ func trainEvents(t testing.TB, lim stream.Limits, topic string, n int) (msgs []s
 // primary computes (BothViewsTo on the point alone, as ingest's featurize does for any
 // batch); deletions, tombstones and rejected events have none. Each partition's records
 // name increasing offsets: the primary's source takes a record behind a partition's
-// front for missing (internal/featsource, "Waiting"). A labelled upsert's record also
-// carries its gradient row (version 2), bit for bit serving.PointRows's, an unlabelled
-// one's none (version 1).
+// front for missing (internal/featsource, "Waiting").
 func TestFeaturizerRecords(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const n = 40
 	rig := newRig(ctx, t, n)
-	rig.rows = serving.NewPointRows(rig.feat.Backbone())
 	kc, train, feat, lim, xs := rig.kc, rig.train, rig.feat, rig.lim, rig.xs
 	recs, _ := rig.run(ctx, t, n)
 	trainAt := readOffsets(ctx, t, kc, train, lim)
@@ -114,35 +104,9 @@ func TestFeaturizerRecords(t *testing.T) {
 				t.Fatalf("id %q feature %d: got %v, want %v (bits differ)", rec.ID, i, rec.Features[i], want[i])
 			}
 		}
-		checkRow(t, rig.rows, rec, m.Value[3], x)
 	}
 	if len(seen) != n {
 		t.Fatalf("%d records, want %d (one per upsert)", len(seen), n)
-	}
-}
-
-// checkRow checks rec's gradient row against rows's for x: none for an unlabelled
-// point (format version 1), else the label i mod 3 of point pi and the row and norm
-// PointRows computes, rounded to float32, bit for bit (version 2).
-func checkRow(t *testing.T, rows *serving.PointRows, rec featrec.Record, version byte, x []float64) {
-	t.Helper()
-	i, _ := strconv.Atoi(rec.ID[1:])
-	if i%3 == 0 {
-		if len(rec.Row) != 0 || version != 1 {
-			t.Fatalf("id %q (no label): a row of %d, version %d; want none and 1", rec.ID, len(rec.Row), version)
-		}
-		return
-	}
-	var w serving.Workspace
-	r := make([]float64, rows.Dim())
-	norm := rows.RowTo(&w, r, x, i%3)
-	if version != 2 || rec.RowLabel != i%3 || len(rec.Row) != len(r) || math.Float64bits(rec.RowNorm) != math.Float64bits(norm) {
-		t.Fatalf("id %q: version %d, row of %d for label %d, norm %v; want 2, %d, %d, %v", rec.ID, version, len(rec.Row), rec.RowLabel, rec.RowNorm, len(r), i%3, norm)
-	}
-	for k, v := range r {
-		if math.Float32bits(rec.Row[k]) != math.Float32bits(float32(v)) {
-			t.Fatalf("id %q row value %d: got %v, want %v", rec.ID, k, rec.Row[k], float32(v))
-		}
 	}
 }
 
@@ -155,7 +119,6 @@ type rig struct {
 	feat  *pipeline.Features
 	lim   stream.Limits
 	xs    map[string][]float64
-	rows  *serving.PointRows // the featurizer's Rows (nil: none)
 }
 
 func newRig(ctx context.Context, t *testing.T, n int) *rig {
@@ -199,7 +162,7 @@ func newRig(ctx context.Context, t *testing.T, n int) *rig {
 func (r *rig) run(ctx context.Context, t *testing.T, want int) ([]stream.Message, uint64) {
 	t.Helper()
 	f, err := New(Config{Kafka: r.kc, Group: Group, Topic: r.train, Out: featrec.Topic, SessionTimeout: 2 * time.Second,
-		Writer: r.w, Features: r.feat, Limits: r.lim, Rows: r.rows, Faults: fault.NewTracker(zerolog.Nop(), nil), Log: zerolog.Nop()})
+		Writer: r.w, Features: r.feat, Limits: r.lim, Faults: fault.NewTracker(zerolog.Nop(), nil), Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
