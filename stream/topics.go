@@ -139,13 +139,24 @@ func describeTopics(ctx context.Context, cl *kafka.Client, roles TopicRoles) (ma
 	if err != nil {
 		return nil, fmt.Errorf("stream: metadata for topics %s: %w", strings.Join(present, ","), err)
 	}
-	for _, t := range md.Topics {
+	return states, roles.addMetadata(states, md.Topics)
+}
+
+// addMetadata adds the partition counts and replication of the metadata topics to their
+// states. The Erasures topic is optional: one another process is creating as it is asked
+// about can have settings but no metadata yet (a featurizer that started beside its
+// primary once refused to start on that), and is then left out as absent.
+func (r TopicRoles) addMetadata(states map[string]topicState, topics []kafka.Topic) error {
+	for _, t := range topics {
 		st, ok := states[t.Name]
-		if !ok {
+		switch {
+		case !ok:
 			continue
-		}
-		if t.Error != nil {
-			return nil, fmt.Errorf("stream: metadata for topic %q: %w", t.Name, t.Error)
+		case t.Error != nil && t.Name == r.Erasures && (errors.Is(t.Error, kafka.UnknownTopicOrPartition) || errors.Is(t.Error, kafka.LeaderNotAvailable)):
+			delete(states, t.Name)
+			continue
+		case t.Error != nil:
+			return fmt.Errorf("stream: metadata for topic %q: %w", t.Name, t.Error)
 		}
 		st.partitions = len(t.Partitions)
 		for i, p := range t.Partitions {
@@ -155,7 +166,7 @@ func describeTopics(ctx context.Context, cl *kafka.Client, roles TopicRoles) (ma
 		}
 		states[t.Name] = st
 	}
-	return states, nil
+	return nil
 }
 
 // all lists the topics of r, Erasures last when set.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // problems returns the "topic setting" pairs of the *TopicProblems joined in err.
@@ -148,4 +150,31 @@ func TestCheckTopicsEmbedded(t *testing.T) {
 			t.Errorf("CheckTopics = %v, want an error naming c.audits that is not a settings problem", err)
 		}
 	})
+}
+
+// TestAddMetadata: the metadata of the checked topics gives their partitions and least
+// replication; the optional erasures topic, still being created by another process
+// (settings described, metadata unknown or leaderless), is left out as absent, while
+// such an error on a required topic fails the check.
+func TestAddMetadata(t *testing.T) {
+	r := TopicRoles{Train: "t", Models: "m", Audits: "a", Erasures: "e"}
+	fresh := func() map[string]topicState {
+		return map[string]topicState{"t": {}, "m": {}, "a": {}, "e": {}}
+	}
+	parts := []kafka.Partition{{Replicas: []kafka.Broker{{}, {}}}, {Replicas: []kafka.Broker{{}}}}
+	for _, cause := range []error{kafka.UnknownTopicOrPartition, kafka.LeaderNotAvailable} {
+		states := fresh()
+		err := r.addMetadata(states, []kafka.Topic{{Name: "t", Partitions: parts}, {Name: "m", Partitions: parts[:1]},
+			{Name: "a", Partitions: parts[:1]}, {Name: "e", Error: cause}})
+		if _, ok := states["e"]; err != nil || ok || states["t"].partitions != 2 || states["t"].replication != 1 || states["m"].replication != 2 {
+			t.Errorf("erasures %v: err %v, states %+v; want the erasures topic left out and the others read", cause, err, states)
+		}
+		states = fresh()
+		if err := r.addMetadata(states, []kafka.Topic{{Name: "t", Error: cause}}); !errors.Is(err, cause) {
+			t.Errorf("training topic %v: err %v, want it", cause, err)
+		}
+	}
+	if err := r.addMetadata(fresh(), []kafka.Topic{{Name: "e", Error: kafka.TopicAuthorizationFailed}}); !errors.Is(err, kafka.TopicAuthorizationFailed) {
+		t.Errorf("erasures topic not authorized: err %v, want it reported", err)
+	}
 }
