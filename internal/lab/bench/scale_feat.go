@@ -177,24 +177,11 @@ func (s *scaleRun) featurizeRound(ctx context.Context, round, count int, kill bo
 		return r, err
 	}
 	r.Warm = warm
-	if st, err := primary.statusRetry(ctx); count > 0 && err == nil && st.Ingest.FeaturesTaken == 0 {
-		// No feature came from a record in the whole warm-up (a round in about a hundred,
-		// cause unknown): what the featurizers logged goes to the progress output.
-		for _, p := range procs[:count] {
-			fmt.Fprintf(s.stderr, "bench-scale: round %d: no feature from a record after %d warm-up rows; %s's log ends:\n%s\n",
-				round, warm, p.name, logTail(filepath.Join(s.dir, p.name, "cairnd.log"), 40))
-		}
-	}
-	if s.fitted {
-		if err := waitModel(ctx, primary); err != nil {
-			return r, err
-		}
+	if err := s.afterWarmUp(ctx, round, warm, procs[:count], primary); err != nil {
+		return r, err
 	}
 	time.Sleep(time.Second) // the group settles
-	cpu0 := make([]float64, len(procs))
-	for i, p := range procs {
-		cpu0[i] = cpuSeconds(p.cmd.Process.Pid)
-	}
+	cpu0 := cpuOf(procs)
 	st0, err := primary.statusRetry(ctx)
 	if err != nil {
 		return r, err
@@ -323,6 +310,31 @@ func (s *scaleRun) featurizeEnv(ctx context.Context, round, count int) (config.T
 		env = append(env, "CAIRN_MODEL_FILE="+abs, "CAIRN_MODEL_ARCH=", "CAIRN_MODEL_WEIGHTS=", "CAIRN_MODEL_UNTRAINED=false")
 	}
 	return topics, env, nil
+}
+
+// afterWarmUp prints the featurizers' log tails when the warm-up took no feature from
+// a record (a featurizer that exited at its start was found so), and with --fitted
+// waits for the primary's model.
+func (s *scaleRun) afterWarmUp(ctx context.Context, round, warm int, featurizers []*cairnd, primary *cairnd) error {
+	if st, err := primary.statusRetry(ctx); len(featurizers) > 0 && err == nil && st.Ingest.FeaturesTaken == 0 {
+		for _, p := range featurizers {
+			fmt.Fprintf(s.stderr, "bench-scale: round %d: no feature from a record after %d warm-up rows; %s's log ends:\n%s\n",
+				round, warm, p.name, logTail(filepath.Join(s.dir, p.name, "cairnd.log"), 40))
+		}
+	}
+	if s.fitted {
+		return waitModel(ctx, primary)
+	}
+	return nil
+}
+
+// cpuOf is each process's CPU seconds so far (cpuSeconds).
+func cpuOf(procs []*cairnd) []float64 {
+	cpu := make([]float64, len(procs))
+	for i, p := range procs {
+		cpu[i] = cpuSeconds(p.cmd.Process.Pid)
+	}
+	return cpu
 }
 
 // logTail is the last n lines of the file at path (what could be read of it).
