@@ -37,6 +37,20 @@ func landmarkModel(t *testing.T, b entk.Backbone) *serving.Model {
 	return s
 }
 
+// gradPoints are n labelled points pNN of 6 seeded inputs, point i at version i with
+// label i mod classes.
+func gradPoints(r *rand.Rand, n, classes int) []serving.GradPoint {
+	pts := make([]serving.GradPoint, n)
+	for i := range pts {
+		x := make([]float64, 6)
+		for j := range x {
+			x[j] = r.NormFloat64()
+		}
+		pts[i] = serving.GradPoint{ID: fmt.Sprintf("p%02d", i), Version: int64(i), X: x, Label: i % classes}
+	}
+	return pts
+}
+
 // records are the point records the primary's publisher writes for s's rows.
 func records(s *serving.Model) []modelbus.Point {
 	var out []modelbus.Point
@@ -57,18 +71,8 @@ func TestPointsAnswerAsThePrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(7, 7))
-	var pts []serving.GradPoint
-	for i := range 40 {
-		x := make([]float64, 6)
-		for j := range x {
-			x[j] = r.NormFloat64()
-		}
-		label := i % 3
-		if i == 17 {
-			label = 3 // the only point of class 3
-		}
-		pts = append(pts, serving.GradPoint{ID: fmt.Sprintf("p%02d", i), Version: int64(i), X: x, Label: label})
-	}
+	pts := gradPoints(r, 40, 3)
+	pts[17].Label = 3 // the only point of class 3
 	base := landmarkModel(t, b)
 	const budget = 1 << 30
 	g, err := serving.NewGradRows(b, pts[:30], budget, nil)
@@ -159,18 +163,9 @@ func TestMaskKeepsAStoredAgainRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := rand.New(rand.NewPCG(9, 9))
-	var pts []serving.GradPoint
-	for i := range 12 {
-		x := make([]float64, 6)
-		for j := range x {
-			x[j] = r.NormFloat64()
-		}
-		id := fmt.Sprintf("p%02d", i)
-		if i < 4 {
-			id = fmt.Sprintf("l%d", i) // the landmarks' ids (landmarkModel)
-		}
-		pts = append(pts, serving.GradPoint{ID: id, Version: int64(i + 1), X: x, Label: i % 4})
+	pts := gradPoints(rand.New(rand.NewPCG(9, 9)), 12, 4)
+	for i := range 4 {
+		pts[i].ID = fmt.Sprintf("l%d", i) // the landmarks' ids (landmarkModel)
 	}
 	const budget = 1 << 30
 	base := landmarkModel(t, b)
