@@ -37,6 +37,33 @@ func landmarkModel(t *testing.T, b entk.Backbone) *serving.Model {
 	return s
 }
 
+// sameAnswers checks that rep answers the gradient rankings of each query as primary
+// does: the same top-5 ids, scores and radii, bit for bit, and the same verdict.
+func sameAnswers(t *testing.T, name string, primary, rep *serving.Model, queries [][]float64) {
+	t.Helper()
+	for q, x := range queries {
+		for _, rank := range []certify.Ranking{certify.GradientCosine, certify.Gradient} {
+			var w1, w2 serving.Workspace
+			want, err1 := primary.AnswerRanked(&w1, x, 5, 0.05, rank)
+			got, err2 := rep.AnswerRanked(&w2, x, 5, 0.05, rank)
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			for i := range want.TopK {
+				wid, _ := primary.EntryID(rank, want.TopK[i])
+				gid, _ := rep.EntryID(rank, got.TopK[i])
+				if wid != gid || want.TopK[i].Score != got.TopK[i].Score || want.TopK[i].Radius != got.TopK[i].Radius {
+					t.Errorf("%s, query %d, %s, #%d: %s %v±%v, the primary's %s %v±%v", name, q, rank, i+1,
+						gid, got.TopK[i].Score, got.TopK[i].Radius, wid, want.TopK[i].Score, want.TopK[i].Radius)
+				}
+			}
+			if got.Verdict != want.Verdict {
+				t.Errorf("%s, query %d, %s: verdict %s, the primary's %s", name, q, rank, got.Verdict, want.Verdict)
+			}
+		}
+	}
+}
+
 // gradPoints are n labelled points pNN of 6 seeded inputs, point i at version i with
 // label i mod classes.
 func gradPoints(r *rand.Rand, n, classes int) []serving.GradPoint {
@@ -121,27 +148,7 @@ func TestPointsAnswerAsThePrimary(t *testing.T) {
 		if n, _ := rep.GradientRows(); n != 39 {
 			t.Fatalf("%s: %d rows, want 39", name, n)
 		}
-		for q, x := range queries {
-			for _, rank := range []certify.Ranking{certify.GradientCosine, certify.Gradient} {
-				var w1, w2 serving.Workspace
-				want, err1 := primary.AnswerRanked(&w1, x, 5, 0.05, rank)
-				got, err2 := rep.AnswerRanked(&w2, x, 5, 0.05, rank)
-				if err1 != nil || err2 != nil {
-					t.Fatal(err1, err2)
-				}
-				for i := range want.TopK {
-					wid, _ := primary.EntryID(rank, want.TopK[i])
-					gid, _ := rep.EntryID(rank, got.TopK[i])
-					if wid != gid || want.TopK[i].Score != got.TopK[i].Score || want.TopK[i].Radius != got.TopK[i].Radius {
-						t.Errorf("%s, query %d, %s, #%d: %s %v±%v, the primary's %s %v±%v", name, q, rank, i+1,
-							gid, got.TopK[i].Score, got.TopK[i].Radius, wid, want.TopK[i].Score, want.TopK[i].Radius)
-					}
-				}
-				if got.Verdict != want.Verdict {
-					t.Errorf("%s, query %d, %s: verdict %s, the primary's %s", name, q, rank, got.Verdict, want.Verdict)
-				}
-			}
-		}
+		sameAnswers(t, name, primary, rep, queries)
 	}
 	// Without the class count the replica's rows would count 3 classes, not 4.
 	var blind Points
@@ -196,24 +203,11 @@ func TestMaskKeepsAStoredAgainRow(t *testing.T) {
 		if v, _, ok := s.GradRowOf("l1"); !ok || v != 50 || s.IsLandmark("l1") {
 			t.Errorf("tombstone %v: l1's row at version %d (%v), landmark %v: want the new row and no landmark", tombstone, v, ok, s.IsLandmark("l1"))
 		}
+		var queries [][]float64
 		for q := range 6 {
-			x := pts[q*2].X
-			for _, rank := range []certify.Ranking{certify.GradientCosine, certify.Gradient} {
-				var w1, w2 serving.Workspace
-				want, err1 := primary.AnswerRanked(&w1, x, 5, 0.05, rank)
-				got, err2 := s.AnswerRanked(&w2, x, 5, 0.05, rank)
-				if err1 != nil || err2 != nil {
-					t.Fatal(err1, err2)
-				}
-				for i := range want.TopK {
-					wid, _ := primary.EntryID(rank, want.TopK[i])
-					gid, _ := s.EntryID(rank, got.TopK[i])
-					if wid != gid || want.TopK[i].Score != got.TopK[i].Score {
-						t.Errorf("tombstone %v, query %d, %s, #%d: %s %v, the primary's %s %v", tombstone, q, rank, i+1, gid, got.TopK[i].Score, wid, want.TopK[i].Score)
-					}
-				}
-			}
+			queries = append(queries, pts[q*2].X)
 		}
+		sameAnswers(t, fmt.Sprintf("tombstone %v", tombstone), primary, s, queries)
 		if _, _, ok := s.WithMask([]string{"l1"}).GradRowOf("l1"); ok {
 			t.Errorf("tombstone %v: masking every row of l1 left its row (the test would not see the split)", tombstone)
 		}
