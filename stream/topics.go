@@ -139,7 +139,10 @@ func describeTopics(ctx context.Context, cl *kafka.Client, roles TopicRoles) (ma
 	if err != nil {
 		return nil, fmt.Errorf("stream: metadata for topics %s: %w", strings.Join(present, ","), err)
 	}
-	return states, roles.addMetadata(states, md.Topics)
+	if err := roles.addMetadata(states, md.Topics); err != nil {
+		return nil, err
+	}
+	return states, nil
 }
 
 // addMetadata adds the partition counts and replication of the metadata topics to their

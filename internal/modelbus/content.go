@@ -119,8 +119,8 @@ const (
 func contentValue(piece []byte) []byte { return appendPiece(header(KindContent, 0), piece) }
 
 // flaters are reused BestSpeed deflate writers: a new one allocates and clears about
-// 600 KB, which was nine tenths of a point record's cost (modelbus.PointMessage) on the
-// primary's ingest path; a Reset writer writes the same bytes as a new one.
+// 1.2 MB, which was nine tenths of a point record's cost (PointMessage: 496 µs, 33 µs
+// with the pool) on the primary's ingest path; a Reset writer writes a new one's bytes.
 var flaters = sync.Pool{New: func() any {
 	w, err := flate.NewWriter(nil, flate.BestSpeed)
 	if err != nil {

@@ -316,10 +316,12 @@ func (s *scaleRun) featurizeEnv(ctx context.Context, round, count int) (config.T
 // a record (a featurizer that exited at its start was found so), and with --fitted
 // waits for the primary's model.
 func (s *scaleRun) afterWarmUp(ctx context.Context, round, warm int, featurizers []*cairnd, primary *cairnd) error {
-	if st, err := primary.statusRetry(ctx); len(featurizers) > 0 && err == nil && st.Ingest.FeaturesTaken == 0 {
-		for _, p := range featurizers {
-			fmt.Fprintf(s.stderr, "bench-scale: round %d: no feature from a record after %d warm-up rows; %s's log ends:\n%s\n",
-				round, warm, p.name, logTail(filepath.Join(s.dir, p.name, "cairnd.log"), 40))
+	if len(featurizers) > 0 {
+		if st, err := primary.statusRetry(ctx); err == nil && st.Ingest.FeaturesTaken == 0 {
+			for _, p := range featurizers {
+				fmt.Fprintf(s.stderr, "bench-scale: round %d: no feature from a record after %d warm-up rows; %s's log ends:\n%s\n",
+					round, warm, p.name, logTail(filepath.Join(s.dir, p.name, "cairnd.log"), 40))
+			}
 		}
 	}
 	if s.fitted {
