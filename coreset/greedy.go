@@ -255,6 +255,10 @@ func lazyGreedy(ctx context.Context, a rows, m int, opt GreedyOptions) (*GreedyR
 	if err != nil {
 		return nil, err
 	}
+	// The steps' loops (refreshTop, refreshWith's split, orthogonalize: a few a pivot, each
+	// short) run on one team for the whole selection, this view's share of the cores.
+	st.team = par.NewTeam(runtime.GOMAXPROCS(0) / (st.beside + 1))
+	defer st.team.Close()
 	res.Threshold = tol * dmax
 	for t := 0; t < m; t++ {
 		if err := ctx.Err(); err != nil {
@@ -293,6 +297,7 @@ type greedyState struct {
 	res         *GreedyResult
 	normalize   bool
 	beside      int
+	team        *par.Team
 	tolerance   float64
 	pkeys       []uint64
 	near        []int
@@ -447,7 +452,7 @@ func (st *greedyState) refreshWith(j int32, t int, buf, dots []float64, split bo
 	if !split || t-u < 2*gsMin {
 		vec.DotsTo(dots, 1, g, q, 1, st.basis[u*q:], q, t-u, q)
 	} else {
-		par.For(t-u, 2*gsVectors, par.Workers(t-u, 2*gsVectors), func(_, lo, hi int) {
+		st.team.For(t-u, 2*gsVectors, func(_, lo, hi int) {
 			vec.DotsTo(dots[lo:hi], 1, g, q, 1, st.basis[(u+lo)*q:], q, hi-lo, q)
 		})
 	}
@@ -506,7 +511,7 @@ func (st *greedyState) refreshTop(t int) {
 	for len(st.bufs) < len(batch) {
 		st.bufs = append(st.bufs, make([]float64, st.a.q+cap(st.dots)))
 	}
-	par.For(len(batch), 1, len(batch), func(_, lo, _ int) {
+	st.team.For(len(batch), 1, func(_, lo, _ int) {
 		b := st.bufs[lo]
 		st.refreshWith(h[batch[lo]], t, b[:st.a.q], b[st.a.q:], false)
 	})
@@ -623,12 +628,12 @@ func (st *greedyState) orthogonalize(v []float64, t int) {
 		}
 		return
 	}
-	par.For(t, gsVectors, par.Workers(t, gsVectors), func(_, lo, hi int) {
+	st.team.For(t, gsVectors, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			st.coef[i] = dot(st.basis[i*q:(i+1)*q], v)
 		}
 	})
-	par.For(q, gsEntries, par.Workers(q, gsEntries), func(_, lo, hi int) {
+	st.team.For(q, gsEntries, func(_, lo, hi int) {
 		for i := 0; i < t; i++ {
 			axpy(v[lo:hi], -st.coef[i], st.basis[i*q+lo:i*q+hi])
 		}
