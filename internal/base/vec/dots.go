@@ -3,6 +3,7 @@ package vec
 import (
 	"fmt"
 	"math"
+	"sync"
 )
 
 // Dot returns Σ_i a[i]·b[i] (len(b) ≥ len(a)) in four lanes, lane l summing the terms
@@ -50,7 +51,10 @@ func DotsTo(dst []float64, ldd int, f []float64, ldf, nf int, z []float64, ldz, 
 	if hasAVX2FMA && n >= 4 {
 		n4 := n &^ 3
 		var lanes [48]float64
-		if nf >= 4 {
+		if dotsBlocking && nf >= 4 && nz >= 3 && n4 >= 2*dotsChunk {
+			i = dotsBlocked(dst, ldd, f, ldf, nf, z, ldz, nz, n)
+		}
+		if nf-i >= 4 {
 			for ; i+4 <= nf; i += 4 {
 				j := 0
 				for ; j+3 <= nz; j += 3 {
@@ -92,4 +96,66 @@ func DotsTo(dst []float64, ldd int, f []float64, ldf, nf int, z []float64, ldz, 
 			dst[i*ldd+j] = Dot(z[j*ldz:j*ldz+n], fi)
 		}
 	}
+}
+
+// dotsChunk and dotsRows size dotsBlocked's passes: the lane sums of dotsRows rows of f
+// against every z are carried through chunks of dotsChunk entries of the length, so one
+// chunk of z (nz·dotsChunk·8 bytes: 1 MiB for 256 landmarks) is read from cache once
+// per dotsRows rows of f instead of from memory once per 4.
+const (
+	dotsChunk = 512
+	dotsRows  = 32
+)
+
+// dotsBlocking says whether DotsTo may take dotsBlocked: a variable so that
+// BenchmarkDotsTo can time both paths in one run.
+var dotsBlocking = true
+
+// dotsLanes holds dotsBlocked's lane sums between calls.
+var dotsLanes = sync.Pool{New: func() any { return new([]float64) }}
+
+// dotsBlocked writes DotsTo's rows i < nf &^ 3 by the 4×3 blocks, their lane chains
+// carried through chunks of the length (dotLanes4x3Acc), and returns how many rows it
+// wrote. Each pair's lanes run the same fused multiply-adds in the same order as in one
+// pass, so the bits are Dot's. Needs AVX2/FMA, nf ≥ 4 and nz ≥ 3.
+func dotsBlocked(dst []float64, ldd int, f []float64, ldf, nf int, z []float64, ldz, nz, n int) int {
+	n4, nf4, nz3 := n&^3, nf&^3, nz-nz%3
+	bp := dotsLanes.Get().(*[]float64)
+	defer dotsLanes.Put(bp)
+	size := min(dotsRows, nf4) * nz3 * 4
+	if cap(*bp) < size {
+		*bp = make([]float64, size)
+	}
+	acc := (*bp)[:size]
+	for i0 := 0; i0 < nf4; i0 += dotsRows {
+		i1 := min(i0+dotsRows, nf4)
+		clear(acc)
+		for k0 := 0; k0 < n4; k0 += dotsChunk {
+			kc := min(dotsChunk, n4-k0)
+			for i := i0; i < i1; i += 4 {
+				row := acc[(i-i0)*nz3*4:]
+				for j := 0; j < nz3; j += 3 {
+					dotLanes4x3Acc(row[j*16:j*16+48], f[i*ldf+k0:], ldf, z[j*ldz+k0:], ldz, kc)
+				}
+			}
+		}
+		for i := i0; i < i1; i += 4 {
+			row := acc[(i-i0)*nz3*4:]
+			for j := 0; j < nz3; j += 3 {
+				for a := range 4 {
+					fa := f[(i+a)*ldf+n4 : (i+a)*ldf+n]
+					for b := range 3 {
+						s := row[j*16+(a*3+b)*4:]
+						dst[(i+a)*ldd+j+b] = dotTail(z[(j+b)*ldz+n4:(j+b)*ldz+n], fa, s[0], s[1], s[2], s[3])
+					}
+				}
+			}
+			for a := range 4 {
+				for j := nz3; j < nz; j++ {
+					dst[(i+a)*ldd+j] = Dot(z[j*ldz:j*ldz+n], f[(i+a)*ldf:(i+a)*ldf+n])
+				}
+			}
+		}
+	}
+	return nf4
 }

@@ -10,6 +10,9 @@ var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 func dotLanes4x3(lanes, f []float64, ldf int, z []float64, ldz, n int)
 
 //go:noescape
+func dotLanes4x3Acc(lanes, f []float64, ldf int, z []float64, ldz, n int)
+
+//go:noescape
 func dotLanes1x4(lanes, f, z []float64, ldz, n int)
 
 //go:noescape

@@ -77,6 +77,81 @@ d43store:
 	VZEROUPPER
 	RET
 
+// func dotLanes4x3Acc(lanes, f []float64, ldf int, z []float64, ldz, n int)
+//
+// dotLanes4x3 continuing the chains: for i < 4, j < 3, l < 4, lanes[(i·3+j)·4+l] is
+// carried on by the fma chain over t < n/4 of f[i·ldf+4t+l]·z[j·ldz+4t+l] (n a multiple
+// of 4), so chunks of a length in turn give the whole length's chains.
+TEXT ·dotLanes4x3Acc(SB), NOSPLIT, $0-96
+	MOVQ lanes_base+0(FP), DI
+	MOVQ f_base+24(FP), SI
+	MOVQ ldf+48(FP), R8
+	SHLQ $3, R8
+	MOVQ z_base+56(FP), DX
+	MOVQ ldz+80(FP), R9
+	SHLQ $3, R9
+	MOVQ n+88(FP), CX
+	SHRQ $2, CX
+	LEAQ (SI)(R8*2), R10
+	LEAQ (DX)(R9*2), R11
+	VMOVUPD 0(DI), Y0
+	VMOVUPD 32(DI), Y1
+	VMOVUPD 64(DI), Y2
+	VMOVUPD 96(DI), Y3
+	VMOVUPD 128(DI), Y4
+	VMOVUPD 160(DI), Y5
+	VMOVUPD 192(DI), Y6
+	VMOVUPD 224(DI), Y7
+	VMOVUPD 256(DI), Y8
+	VMOVUPD 288(DI), Y9
+	VMOVUPD 320(DI), Y10
+	VMOVUPD 352(DI), Y11
+	TESTQ  CX, CX
+	JE     d43astore
+
+d43aloop:
+	VMOVUPD     (DX), Y12
+	VMOVUPD     (DX)(R9*1), Y13
+	VMOVUPD     (R11), Y14
+	VMOVUPD     (SI), Y15
+	VFMADD231PD Y15, Y12, Y0
+	VFMADD231PD Y15, Y13, Y1
+	VFMADD231PD Y15, Y14, Y2
+	VMOVUPD     (SI)(R8*1), Y15
+	VFMADD231PD Y15, Y12, Y3
+	VFMADD231PD Y15, Y13, Y4
+	VFMADD231PD Y15, Y14, Y5
+	VMOVUPD     (R10), Y15
+	VFMADD231PD Y15, Y12, Y6
+	VFMADD231PD Y15, Y13, Y7
+	VFMADD231PD Y15, Y14, Y8
+	VMOVUPD     (R10)(R8*1), Y15
+	VFMADD231PD Y15, Y12, Y9
+	VFMADD231PD Y15, Y13, Y10
+	VFMADD231PD Y15, Y14, Y11
+	ADDQ        $32, SI
+	ADDQ        $32, DX
+	ADDQ        $32, R10
+	ADDQ        $32, R11
+	DECQ        CX
+	JNE         d43aloop
+
+d43astore:
+	VMOVUPD Y0, 0(DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	VMOVUPD Y4, 128(DI)
+	VMOVUPD Y5, 160(DI)
+	VMOVUPD Y6, 192(DI)
+	VMOVUPD Y7, 224(DI)
+	VMOVUPD Y8, 256(DI)
+	VMOVUPD Y9, 288(DI)
+	VMOVUPD Y10, 320(DI)
+	VMOVUPD Y11, 352(DI)
+	VZEROUPPER
+	RET
+
 // func dotLanes1x4(lanes, f, z []float64, ldz, n int)
 //
 // For j < 4, l < 4: lanes[j·4+l] = fma chain over t < n/4 of f[4t+l]·z[j·ldz+4t+l].

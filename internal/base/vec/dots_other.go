@@ -6,6 +6,9 @@ package vec
 var hasAVX2FMA = false
 
 func dotLanes4x3(lanes, f []float64, ldf int, z []float64, ldz, n int) { panic("vec: no AVX2") }
-func dotLanes1x4(lanes, f, z []float64, ldz, n int)                    { panic("vec: no AVX2") }
+func dotLanes4x3Acc(lanes, f []float64, ldf int, z []float64, ldz, n int) {
+	panic("vec: no AVX2")
+}
+func dotLanes1x4(lanes, f, z []float64, ldz, n int) { panic("vec: no AVX2") }
 
 func dot32Lanes1x4Acc(lanes, f []float64, z []float32, ldz, n int) { panic("vec: no AVX2") }

@@ -8,41 +8,54 @@ import (
 )
 
 // TestDotsTo: DotsTo equals dot on every pair, bit for bit, with and without the assembly
-// kernels, for counts around the 4×3 and 1×4 blocks and lengths around multiples of 4.
+// kernels, for counts around the 4×3 and 1×4 blocks and lengths around multiples of 4,
+// and for lengths of two and more chunks with more rows than one pass of dotsBlocked
+// holds (its lane chains carried from chunk to chunk).
 func TestDotsTo(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 3))
+	shapes := [][3][]int{
+		{{1, 2, 4, 5, 9}, {1, 3, 4, 7, 13}, {0, 1, 3, 4, 5, 8, 33, 256}},
+		{{4, 7, dotsRows + 5, 2*dotsRows + 4}, {2, 3, 8}, {2 * dotsChunk, 2*dotsChunk + 3, 3*dotsChunk + 126}},
+	}
 	for _, asm := range []bool{true, false} {
 		if asm && !hasAVX2FMA {
 			continue
 		}
 		old := hasAVX2FMA
 		hasAVX2FMA = asm
-		for _, nf := range []int{1, 2, 4, 5, 9} {
-			for _, nz := range []int{1, 3, 4, 7, 13} {
-				for _, n := range []int{0, 1, 3, 4, 5, 8, 33, 256} {
-					name := fmt.Sprintf("asm=%v/nf=%d/nz=%d/n=%d", asm, nf, nz, n)
-					ldf, ldz, ldd := n+2, n+1, nz+3
-					f, z := make([]float64, nf*ldf), make([]float64, nz*ldz)
-					for i := range f {
-						f[i] = r.NormFloat64()
-					}
-					for i := range z {
-						z[i] = r.NormFloat64()
-					}
-					dst := make([]float64, nf*ldd)
-					DotsTo(dst, ldd, f, ldf, nf, z, ldz, nz, n)
-					for i := 0; i < nf; i++ {
-						for j := 0; j < nz; j++ {
-							want := Dot(z[j*ldz:j*ldz+n], f[i*ldf:i*ldf+n])
-							if got := dst[i*ldd+j]; math.Float64bits(got) != math.Float64bits(want) {
-								t.Fatalf("%s: (%d,%d) = %v, want Dot's %v", name, i, j, got, want)
-							}
+		for _, sh := range shapes {
+			testDotsToShapes(t, r, asm, sh[0], sh[1], sh[2])
+		}
+		hasAVX2FMA = old
+	}
+}
+
+func testDotsToShapes(t *testing.T, r *rand.Rand, asm bool, nfs, nzs, ns []int) {
+	t.Helper()
+	for _, nf := range nfs {
+		for _, nz := range nzs {
+			for _, n := range ns {
+				name := fmt.Sprintf("asm=%v/nf=%d/nz=%d/n=%d", asm, nf, nz, n)
+				ldf, ldz, ldd := n+2, n+1, nz+3
+				f, z := make([]float64, nf*ldf), make([]float64, nz*ldz)
+				for i := range f {
+					f[i] = r.NormFloat64()
+				}
+				for i := range z {
+					z[i] = r.NormFloat64()
+				}
+				dst := make([]float64, nf*ldd)
+				DotsTo(dst, ldd, f, ldf, nf, z, ldz, nz, n)
+				for i := 0; i < nf; i++ {
+					for j := 0; j < nz; j++ {
+						want := Dot(z[j*ldz:j*ldz+n], f[i*ldf:i*ldf+n])
+						if got := dst[i*ldd+j]; math.Float64bits(got) != math.Float64bits(want) {
+							t.Fatalf("%s: (%d,%d) = %v, want Dot's %v", name, i, j, got, want)
 						}
 					}
 				}
 			}
 		}
-		hasAVX2FMA = old
 	}
 }
 
@@ -79,6 +92,36 @@ func TestDotAccuracy(t *testing.T) {
 		tol := k * 0x1p-53 / (1 - k*0x1p-53) * abs
 		if got := Dot(a, b); math.Abs(got-want) > tol {
 			t.Fatalf("n=%d: dot = %v, want %v ± %g", n, got, want, tol)
+		}
+	}
+}
+
+// BenchmarkDotsTo: the ingest's pool products (a batch of 64 or 256 points' features,
+// q = 4,096, against 256 landmarks), by dotsBlocked and by one 4×3 block after another
+// over the whole length; GMAC/s is multiply-adds per second.
+func BenchmarkDotsTo(b *testing.B) {
+	if !hasAVX2FMA {
+		b.Skip("no AVX2/FMA: DotsTo runs the portable loops")
+	}
+	n, nz := 4096, 256
+	r := rand.New(rand.NewPCG(13, 3))
+	for _, nf := range []int{64, 256} {
+		f, z, dst := make([]float64, nf*n), make([]float64, nz*n), make([]float64, nf*nz)
+		for i := range f {
+			f[i] = r.NormFloat64()
+		}
+		for i := range z {
+			z[i] = r.NormFloat64()
+		}
+		for _, blocked := range []bool{false, true} {
+			b.Run(fmt.Sprintf("nf=%d/blocked=%v", nf, blocked), func(b *testing.B) {
+				defer func(old bool) { dotsBlocking = old }(dotsBlocking)
+				dotsBlocking = blocked
+				for range b.N {
+					DotsTo(dst, nz, f, n, nf, z, n, nz, n)
+				}
+				b.ReportMetric(float64(nf*nz*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			})
 		}
 	}
 }
