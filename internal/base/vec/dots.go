@@ -114,48 +114,64 @@ var dotsBlocking = true
 // dotsLanes holds dotsBlocked's lane sums between calls.
 var dotsLanes = sync.Pool{New: func() any { return new([]float64) }}
 
-// dotsBlocked writes DotsTo's rows i < nf &^ 3 by the 4×3 blocks, their lane chains
-// carried through chunks of the length (dotLanes4x3Acc), and returns how many rows it
-// wrote. Each pair's lanes run the same fused multiply-adds in the same order as in one
-// pass, so the bits are Dot's. Needs AVX2/FMA, nf ≥ 4 and nz ≥ 3.
+// dotsBlock is a register block of dotsBlocked: rows×cols pairs whose lane chains acc
+// carries through a chunk, the four lanes of pair (a, b) at lane(a, b) of its lanes.
+type dotsBlock struct {
+	rows, cols int
+	acc        func(lanes, f []float64, ldf int, z []float64, ldz, n int)
+	lane       func(a, b int) int
+}
+
+var (
+	block4x3 = dotsBlock{4, 3, dotLanes4x3Acc, func(a, b int) int { return (a*3 + b) * 4 }}
+	block8x4 = dotsBlock{8, 4, dotLanes8x4Acc, func(a, b int) int { return ((a/2)*4+b)*8 + (a%2)*4 }}
+)
+
+// dotsBlocked writes DotsTo's rows i < nf − nf mod rows by the blocks of 8×4 pairs
+// (AVX-512) or 4×3 (AVX2), their lane chains carried through chunks of the length, and
+// returns how many rows it wrote. Each pair's lanes run the same fused multiply-adds in
+// the same order as in one pass, so the bits are Dot's. Needs AVX2/FMA, nf ≥ 4, nz ≥ 3.
 func dotsBlocked(dst []float64, ldd int, f []float64, ldf, nf int, z []float64, ldz, nz, n int) int {
-	n4, nf4, nz3 := n&^3, nf&^3, nz-nz%3
+	bk := block4x3
+	if hasDots512 && nf >= 8 && nz >= 4 {
+		bk = block8x4
+	}
+	n4, nfb, nzb := n&^3, nf-nf%bk.rows, nz-nz%bk.cols
+	per := bk.rows * bk.cols * 4 // lanes of a block
 	bp := dotsLanes.Get().(*[]float64)
 	defer dotsLanes.Put(bp)
-	size := min(dotsRows, nf4) * nz3 * 4
+	size := min(dotsRows, nfb) / bk.rows * nzb / bk.cols * per
 	if cap(*bp) < size {
 		*bp = make([]float64, size)
 	}
 	acc := (*bp)[:size]
-	for i0 := 0; i0 < nf4; i0 += dotsRows {
-		i1 := min(i0+dotsRows, nf4)
+	for i0 := 0; i0 < nfb; i0 += dotsRows {
+		i1 := min(i0+dotsRows, nfb)
 		clear(acc)
 		for k0 := 0; k0 < n4; k0 += dotsChunk {
 			kc := min(dotsChunk, n4-k0)
-			for i := i0; i < i1; i += 4 {
-				row := acc[(i-i0)*nz3*4:]
-				for j := 0; j < nz3; j += 3 {
-					dotLanes4x3Acc(row[j*16:j*16+48], f[i*ldf+k0:], ldf, z[j*ldz+k0:], ldz, kc)
+			for i := i0; i < i1; i += bk.rows {
+				row := acc[(i-i0)/bk.rows*(nzb/bk.cols)*per:]
+				for j := 0; j < nzb; j += bk.cols {
+					bk.acc(row[j/bk.cols*per:(j/bk.cols+1)*per], f[i*ldf+k0:], ldf, z[j*ldz+k0:], ldz, kc)
 				}
 			}
 		}
-		for i := i0; i < i1; i += 4 {
-			row := acc[(i-i0)*nz3*4:]
-			for j := 0; j < nz3; j += 3 {
-				for a := range 4 {
-					fa := f[(i+a)*ldf+n4 : (i+a)*ldf+n]
-					for b := range 3 {
-						s := row[j*16+(a*3+b)*4:]
-						dst[(i+a)*ldd+j+b] = dotTail(z[(j+b)*ldz+n4:(j+b)*ldz+n], fa, s[0], s[1], s[2], s[3])
+		for i := i0; i < i1; i += bk.rows {
+			row := acc[(i-i0)/bk.rows*(nzb/bk.cols)*per:]
+			for a := range bk.rows {
+				fa := f[(i+a)*ldf : (i+a)*ldf+n]
+				for j := 0; j < nzb; j += bk.cols {
+					for b := range bk.cols {
+						s := row[j/bk.cols*per+bk.lane(a, b):]
+						dst[(i+a)*ldd+j+b] = dotTail(z[(j+b)*ldz+n4:(j+b)*ldz+n], fa[n4:], s[0], s[1], s[2], s[3])
 					}
 				}
-			}
-			for a := range 4 {
-				for j := nz3; j < nz; j++ {
-					dst[(i+a)*ldd+j] = Dot(z[j*ldz:j*ldz+n], f[(i+a)*ldf:(i+a)*ldf+n])
+				for j := nzb; j < nz; j++ {
+					dst[(i+a)*ldd+j] = Dot(z[j*ldz:j*ldz+n], fa)
 				}
 			}
 		}
 	}
-	return nf4
+	return nfb
 }

@@ -152,6 +152,104 @@ d43astore:
 	VZEROUPPER
 	RET
 
+// func dotLanes8x4Acc(lanes, f []float64, ldf int, z []float64, ldz, n int)
+//
+// dotLanes4x3Acc on 8×4 pairs with AVX-512: each ZMM register holds the four lanes of
+// two pairs, rows 2p and 2p+1 of f against row b of z (lanes 0–3 and 4–7), so every
+// lane runs Dot's chain. For p < 4, b < 4, l < 4, r < 2: lanes[(p·4+b)·8+r·4+l] is
+// carried on by the fma chain over t < n/4 of f[(2p+r)·ldf+4t+l]·z[b·ldz+4t+l] (n a
+// multiple of 4).
+TEXT ·dotLanes8x4Acc(SB), NOSPLIT, $0-96
+	MOVQ lanes_base+0(FP), DI
+	MOVQ f_base+24(FP), SI
+	MOVQ ldf+48(FP), R8
+	SHLQ $3, R8
+	MOVQ z_base+56(FP), DX
+	MOVQ ldz+80(FP), R9
+	SHLQ $3, R9
+	MOVQ n+88(FP), CX
+	SHRQ $2, CX
+	LEAQ (SI)(R8*2), R10
+	LEAQ (R10)(R8*2), R12
+	LEAQ (R12)(R8*2), R13
+	LEAQ (DX)(R9*2), R11
+	VMOVUPD 0(DI), Z0
+	VMOVUPD 64(DI), Z1
+	VMOVUPD 128(DI), Z2
+	VMOVUPD 192(DI), Z3
+	VMOVUPD 256(DI), Z4
+	VMOVUPD 320(DI), Z5
+	VMOVUPD 384(DI), Z6
+	VMOVUPD 448(DI), Z7
+	VMOVUPD 512(DI), Z8
+	VMOVUPD 576(DI), Z9
+	VMOVUPD 640(DI), Z10
+	VMOVUPD 704(DI), Z11
+	VMOVUPD 768(DI), Z12
+	VMOVUPD 832(DI), Z13
+	VMOVUPD 896(DI), Z14
+	VMOVUPD 960(DI), Z15
+	TESTQ CX, CX
+	JE    d84store
+
+d84loop:
+	VMOVUPD         (SI), Y24
+	VINSERTF64X4    $1, (SI)(R8*1), Z24, Z24
+	VMOVUPD         (R10), Y25
+	VINSERTF64X4    $1, (R10)(R8*1), Z25, Z25
+	VMOVUPD         (R12), Y26
+	VINSERTF64X4    $1, (R12)(R8*1), Z26, Z26
+	VMOVUPD         (R13), Y27
+	VINSERTF64X4    $1, (R13)(R8*1), Z27, Z27
+	VBROADCASTF64X4 (DX), Z28
+	VBROADCASTF64X4 (DX)(R9*1), Z29
+	VBROADCASTF64X4 (R11), Z30
+	VBROADCASTF64X4 (R11)(R9*1), Z31
+	VFMADD231PD     Z28, Z24, Z0
+	VFMADD231PD     Z29, Z24, Z1
+	VFMADD231PD     Z30, Z24, Z2
+	VFMADD231PD     Z31, Z24, Z3
+	VFMADD231PD     Z28, Z25, Z4
+	VFMADD231PD     Z29, Z25, Z5
+	VFMADD231PD     Z30, Z25, Z6
+	VFMADD231PD     Z31, Z25, Z7
+	VFMADD231PD     Z28, Z26, Z8
+	VFMADD231PD     Z29, Z26, Z9
+	VFMADD231PD     Z30, Z26, Z10
+	VFMADD231PD     Z31, Z26, Z11
+	VFMADD231PD     Z28, Z27, Z12
+	VFMADD231PD     Z29, Z27, Z13
+	VFMADD231PD     Z30, Z27, Z14
+	VFMADD231PD     Z31, Z27, Z15
+	ADDQ            $32, SI
+	ADDQ            $32, R10
+	ADDQ            $32, R12
+	ADDQ            $32, R13
+	ADDQ            $32, DX
+	ADDQ            $32, R11
+	DECQ            CX
+	JNE             d84loop
+
+d84store:
+	VMOVUPD Z0, 0(DI)
+	VMOVUPD Z1, 64(DI)
+	VMOVUPD Z2, 128(DI)
+	VMOVUPD Z3, 192(DI)
+	VMOVUPD Z4, 256(DI)
+	VMOVUPD Z5, 320(DI)
+	VMOVUPD Z6, 384(DI)
+	VMOVUPD Z7, 448(DI)
+	VMOVUPD Z8, 512(DI)
+	VMOVUPD Z9, 576(DI)
+	VMOVUPD Z10, 640(DI)
+	VMOVUPD Z11, 704(DI)
+	VMOVUPD Z12, 768(DI)
+	VMOVUPD Z13, 832(DI)
+	VMOVUPD Z14, 896(DI)
+	VMOVUPD Z15, 960(DI)
+	VZEROUPPER
+	RET
+
 // func dotLanes1x4(lanes, f, z []float64, ldz, n int)
 //
 // For j < 4, l < 4: lanes[j·4+l] = fma chain over t < n/4 of f[4t+l]·z[j·ldz+4t+l].

@@ -15,27 +15,28 @@ func TestDotsTo(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 3))
 	shapes := [][3][]int{
 		{{1, 2, 4, 5, 9}, {1, 3, 4, 7, 13}, {0, 1, 3, 4, 5, 8, 33, 256}},
-		{{4, 7, dotsRows + 5, 2*dotsRows + 4}, {2, 3, 8}, {2 * dotsChunk, 2*dotsChunk + 3, 3*dotsChunk + 126}},
+		{{4, 7, 8, 13, dotsRows + 5, 2*dotsRows + 4}, {2, 3, 4, 7, 8}, {2 * dotsChunk, 2*dotsChunk + 3, 3*dotsChunk + 126}},
 	}
-	for _, asm := range []bool{true, false} {
-		if asm && !hasAVX2FMA {
+	old, old512 := hasAVX2FMA, hasDots512
+	defer func() { hasAVX2FMA, hasDots512 = old, old512 }()
+	for _, mode := range []string{"avx512", "avx2", "portable"} {
+		if mode == "avx512" && !old512 || mode == "avx2" && !old {
+			t.Logf("%s: not on this machine", mode)
 			continue
 		}
-		old := hasAVX2FMA
-		hasAVX2FMA = asm
+		hasAVX2FMA, hasDots512 = mode != "portable", mode == "avx512"
 		for _, sh := range shapes {
-			testDotsToShapes(t, r, asm, sh[0], sh[1], sh[2])
+			testDotsToShapes(t, r, mode, sh[0], sh[1], sh[2])
 		}
-		hasAVX2FMA = old
 	}
 }
 
-func testDotsToShapes(t *testing.T, r *rand.Rand, asm bool, nfs, nzs, ns []int) {
+func testDotsToShapes(t *testing.T, r *rand.Rand, mode string, nfs, nzs, ns []int) {
 	t.Helper()
 	for _, nf := range nfs {
 		for _, nz := range nzs {
 			for _, n := range ns {
-				name := fmt.Sprintf("asm=%v/nf=%d/nz=%d/n=%d", asm, nf, nz, n)
+				name := fmt.Sprintf("%s/nf=%d/nz=%d/n=%d", mode, nf, nz, n)
 				ldf, ldz, ldd := n+2, n+1, nz+3
 				f, z := make([]float64, nf*ldf), make([]float64, nz*ldz)
 				for i := range f {
@@ -97,8 +98,9 @@ func TestDotAccuracy(t *testing.T) {
 }
 
 // BenchmarkDotsTo: the ingest's pool products (a batch of 64 or 256 points' features,
-// q = 4,096, against 256 landmarks), by dotsBlocked and by one 4×3 block after another
-// over the whole length; GMAC/s is multiply-adds per second.
+// q = 4,096, against 256 landmarks), by one 4×3 block after another over the whole
+// length and by dotsBlocked's 4×3 (AVX2) and 8×4 (AVX-512) blocks; GMAC/s is
+// multiply-adds per second.
 func BenchmarkDotsTo(b *testing.B) {
 	if !hasAVX2FMA {
 		b.Skip("no AVX2/FMA: DotsTo runs the portable loops")
@@ -113,10 +115,13 @@ func BenchmarkDotsTo(b *testing.B) {
 		for i := range z {
 			z[i] = r.NormFloat64()
 		}
-		for _, blocked := range []bool{false, true} {
-			b.Run(fmt.Sprintf("nf=%d/blocked=%v", nf, blocked), func(b *testing.B) {
-				defer func(old bool) { dotsBlocking = old }(dotsBlocking)
-				dotsBlocking = blocked
+		for _, path := range []string{"one-pass", "blocked-avx2", "blocked-avx512"} {
+			if path == "blocked-avx512" && !hasDots512 {
+				continue
+			}
+			b.Run(fmt.Sprintf("nf=%d/%s", nf, path), func(b *testing.B) {
+				defer func(b1, b2 bool) { dotsBlocking, hasDots512 = b1, b2 }(dotsBlocking, hasDots512)
+				dotsBlocking, hasDots512 = path != "one-pass", path == "blocked-avx512"
 				for range b.N {
 					DotsTo(dst, nz, f, n, nf, z, n, nz, n)
 				}
