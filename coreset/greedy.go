@@ -620,18 +620,14 @@ func (st *greedyState) step(t int) bool {
 func (st *greedyState) orthogonalize(v []float64, t int) {
 	q := st.a.q
 	if t < gsMin {
-		for i := 0; i < t; i++ {
-			st.coef[i] = dot(st.basis[i*q:(i+1)*q], v)
-		}
+		vec.DotsTo(st.coef[:t], 1, v, q, 1, st.basis, q, t, q)
 		for i := 0; i < t; i++ {
 			axpy(v, -st.coef[i], st.basis[i*q:(i+1)*q])
 		}
 		return
 	}
 	st.team.For(t, gsVectors, func(_, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			st.coef[i] = dot(st.basis[i*q:(i+1)*q], v)
-		}
+		vec.DotsTo(st.coef[lo:hi], 1, v, q, 1, st.basis[lo*q:], q, hi-lo, q)
 	})
 	st.team.For(q, gsEntries, func(_, lo, hi int) {
 		for i := 0; i < t; i++ {
@@ -807,9 +803,7 @@ func (st *greedyState) factor() {
 	par.For(k, 4, workers, func(w, lo, hi int) {
 		for s := lo; s < hi; s++ {
 			g := st.a.row(bufs[w], res.Pivots[s])
-			for t := 0; t <= s; t++ {
-				res.Factor[s*k+t] = dot(st.basis[t*q:(t+1)*q], g)
-			}
+			vec.DotsTo(res.Factor[s*k:s*k+s+1], 1, g, q, 1, st.basis, q, s+1, q)
 		}
 	})
 }
@@ -822,9 +816,9 @@ func (st *greedyState) gram() {
 	res.Gram = make([]float64, k*k)
 	par.For(k, 4, par.Workers(k, 4), func(_, lo, hi int) {
 		for a := lo; a < hi; a++ {
-			for c := 0; c <= a; c++ {
-				s := dot(st.cols[a*n:(a+1)*n], st.cols[c*n:(c+1)*n])
-				res.Gram[a*k+c], res.Gram[c*k+a] = s, s
+			vec.DotsTo(res.Gram[a*k:a*k+a+1], 1, st.cols[a*n:(a+1)*n], n, 1, st.cols, n, a+1, n)
+			for c := 0; c < a; c++ {
+				res.Gram[c*k+a] = res.Gram[a*k+c]
 			}
 		}
 	})
