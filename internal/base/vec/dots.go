@@ -58,7 +58,8 @@ func DotsTo(dst []float64, ldd int, f []float64, ldf, nf int, z []float64, ldz, 
 			for ; i+4 <= nf; i += 4 {
 				j := 0
 				for ; j+3 <= nz; j += 3 {
-					dotLanes4x3(lanes[:], f[i*ldf:], ldf, z[j*ldz:], ldz, n4)
+					clear(lanes[:])
+					dotLanes4x3Acc(lanes[:], f[i*ldf:], ldf, z[j*ldz:], ldz, n4)
 					for a := 0; a < 4; a++ {
 						fa := f[(i+a)*ldf+n4 : (i+a)*ldf+n]
 						for b := 0; b < 3; b++ {

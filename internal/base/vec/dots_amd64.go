@@ -11,9 +11,6 @@ var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 var hasDots512 = hasAVX2FMA && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
 
 //go:noescape
-func dotLanes4x3(lanes, f []float64, ldf int, z []float64, ldz, n int)
-
-//go:noescape
 func dotLanes4x3Acc(lanes, f []float64, ldf int, z []float64, ldz, n int)
 
 //go:noescape

@@ -3,84 +3,10 @@
 
 #include "textflag.h"
 
-// func dotLanes4x3(lanes, f []float64, ldf int, z []float64, ldz, n int)
-//
-// For i < 4, j < 3, l < 4: lanes[(i·3+j)·4+l] = fma chain over t < n/4 of
-// f[i·ldf+4t+l]·z[j·ldz+4t+l], from 0.
-TEXT ·dotLanes4x3(SB), NOSPLIT, $0-96
-	MOVQ lanes_base+0(FP), DI
-	MOVQ f_base+24(FP), SI
-	MOVQ ldf+48(FP), R8
-	SHLQ $3, R8
-	MOVQ z_base+56(FP), DX
-	MOVQ ldz+80(FP), R9
-	SHLQ $3, R9
-	MOVQ n+88(FP), CX
-	SHRQ $2, CX
-	LEAQ (SI)(R8*2), R10
-	LEAQ (DX)(R9*2), R11
-	VXORPD Y0, Y0, Y0
-	VXORPD Y1, Y1, Y1
-	VXORPD Y2, Y2, Y2
-	VXORPD Y3, Y3, Y3
-	VXORPD Y4, Y4, Y4
-	VXORPD Y5, Y5, Y5
-	VXORPD Y6, Y6, Y6
-	VXORPD Y7, Y7, Y7
-	VXORPD Y8, Y8, Y8
-	VXORPD Y9, Y9, Y9
-	VXORPD Y10, Y10, Y10
-	VXORPD Y11, Y11, Y11
-	TESTQ  CX, CX
-	JE     d43store
-
-d43loop:
-	VMOVUPD     (DX), Y12
-	VMOVUPD     (DX)(R9*1), Y13
-	VMOVUPD     (R11), Y14
-	VMOVUPD     (SI), Y15
-	VFMADD231PD Y15, Y12, Y0
-	VFMADD231PD Y15, Y13, Y1
-	VFMADD231PD Y15, Y14, Y2
-	VMOVUPD     (SI)(R8*1), Y15
-	VFMADD231PD Y15, Y12, Y3
-	VFMADD231PD Y15, Y13, Y4
-	VFMADD231PD Y15, Y14, Y5
-	VMOVUPD     (R10), Y15
-	VFMADD231PD Y15, Y12, Y6
-	VFMADD231PD Y15, Y13, Y7
-	VFMADD231PD Y15, Y14, Y8
-	VMOVUPD     (R10)(R8*1), Y15
-	VFMADD231PD Y15, Y12, Y9
-	VFMADD231PD Y15, Y13, Y10
-	VFMADD231PD Y15, Y14, Y11
-	ADDQ        $32, SI
-	ADDQ        $32, DX
-	ADDQ        $32, R10
-	ADDQ        $32, R11
-	DECQ        CX
-	JNE         d43loop
-
-d43store:
-	VMOVUPD Y0, 0(DI)
-	VMOVUPD Y1, 32(DI)
-	VMOVUPD Y2, 64(DI)
-	VMOVUPD Y3, 96(DI)
-	VMOVUPD Y4, 128(DI)
-	VMOVUPD Y5, 160(DI)
-	VMOVUPD Y6, 192(DI)
-	VMOVUPD Y7, 224(DI)
-	VMOVUPD Y8, 256(DI)
-	VMOVUPD Y9, 288(DI)
-	VMOVUPD Y10, 320(DI)
-	VMOVUPD Y11, 352(DI)
-	VZEROUPPER
-	RET
-
 // func dotLanes4x3Acc(lanes, f []float64, ldf int, z []float64, ldz, n int)
 //
-// dotLanes4x3 continuing the chains: for i < 4, j < 3, l < 4, lanes[(i·3+j)·4+l] is
-// carried on by the fma chain over t < n/4 of f[i·ldf+4t+l]·z[j·ldz+4t+l] (n a multiple
+// For i < 4, j < 3, l < 4: lanes[(i·3+j)·4+l] is carried on (from 0 when the caller
+// cleared it) by the fma chain over t < n/4 of f[i·ldf+4t+l]·z[j·ldz+4t+l] (n a multiple
 // of 4), so chunks of a length in turn give the whole length's chains.
 TEXT ·dotLanes4x3Acc(SB), NOSPLIT, $0-96
 	MOVQ lanes_base+0(FP), DI

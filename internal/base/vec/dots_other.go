@@ -5,7 +5,6 @@ package vec
 // hasAVX2FMA is false off amd64: the loops of dots.go run.
 var hasAVX2FMA, hasDots512 = false, false
 
-func dotLanes4x3(lanes, f []float64, ldf int, z []float64, ldz, n int) { panic("vec: no AVX2") }
 func dotLanes4x3Acc(lanes, f []float64, ldf int, z []float64, ldz, n int) {
 	panic("vec: no AVX2")
 }
