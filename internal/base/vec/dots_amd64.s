@@ -3,22 +3,28 @@
 
 #include "textflag.h"
 
+// LANES_ARGS loads the arguments (lanes, f []float64, ldf int, z []float64, ldz, n int)
+// of the Acc kernels: DI lanes, SI f, R8 ldf and R9 ldz in bytes, DX z, CX n/4, and
+// R10 the row of f two below SI.
+#define LANES_ARGS \
+	MOVQ lanes_base+0(FP), DI \
+	MOVQ f_base+24(FP), SI    \
+	MOVQ ldf+48(FP), R8       \
+	SHLQ $3, R8               \
+	MOVQ z_base+56(FP), DX    \
+	MOVQ ldz+80(FP), R9       \
+	SHLQ $3, R9               \
+	MOVQ n+88(FP), CX         \
+	SHRQ $2, CX               \
+	LEAQ (SI)(R8*2), R10
+
 // func dotLanes4x3Acc(lanes, f []float64, ldf int, z []float64, ldz, n int)
 //
 // For i < 4, j < 3, l < 4: lanes[(i·3+j)·4+l] is carried on (from 0 when the caller
 // cleared it) by the fma chain over t < n/4 of f[i·ldf+4t+l]·z[j·ldz+4t+l] (n a multiple
 // of 4), so chunks of a length in turn give the whole length's chains.
 TEXT ·dotLanes4x3Acc(SB), NOSPLIT, $0-96
-	MOVQ lanes_base+0(FP), DI
-	MOVQ f_base+24(FP), SI
-	MOVQ ldf+48(FP), R8
-	SHLQ $3, R8
-	MOVQ z_base+56(FP), DX
-	MOVQ ldz+80(FP), R9
-	SHLQ $3, R9
-	MOVQ n+88(FP), CX
-	SHRQ $2, CX
-	LEAQ (SI)(R8*2), R10
+	LANES_ARGS
 	LEAQ (DX)(R9*2), R11
 	VMOVUPD 0(DI), Y0
 	VMOVUPD 32(DI), Y1
@@ -86,16 +92,7 @@ d43astore:
 // carried on by the fma chain over t < n/4 of f[(2p+r)·ldf+4t+l]·z[b·ldz+4t+l] (n a
 // multiple of 4).
 TEXT ·dotLanes8x4Acc(SB), NOSPLIT, $0-96
-	MOVQ lanes_base+0(FP), DI
-	MOVQ f_base+24(FP), SI
-	MOVQ ldf+48(FP), R8
-	SHLQ $3, R8
-	MOVQ z_base+56(FP), DX
-	MOVQ ldz+80(FP), R9
-	SHLQ $3, R9
-	MOVQ n+88(FP), CX
-	SHRQ $2, CX
-	LEAQ (SI)(R8*2), R10
+	LANES_ARGS
 	LEAQ (R10)(R8*2), R12
 	LEAQ (R12)(R8*2), R13
 	LEAQ (DX)(R9*2), R11
