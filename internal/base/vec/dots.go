@@ -38,7 +38,9 @@ func dotTail(a, b []float64, s0, s1, s2, s3 float64) float64 {
 // the cross products of nf vectors f_i with nz vectors z_j, all of length n, equal to
 // Dot's bit for bit. With AVX2/FMA, blocks of 4×3 pairs (or 1×4 when nf = 1) run their
 // lane chains in registers, each f and z vector loaded once per block instead of once per
-// pair, so a batch of f against a landmark matrix reads the matrix nf/4 times instead of nf.
+// pair, so a batch of f against a landmark matrix reads the matrix nf/4 times instead of nf;
+// from two chunks of length on, dotsBlocked carries the chains chunk by chunk (8×4 blocks
+// with AVX-512), so each chunk of the matrix is read from cache by dotsRows rows of f.
 func DotsTo(dst []float64, ldd int, f []float64, ldf, nf int, z []float64, ldz, nz, n int) {
 	if nf == 0 || nz == 0 {
 		return

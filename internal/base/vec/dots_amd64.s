@@ -1,4 +1,4 @@
-// AVX2/FMA dot-product blocks for amd64; see dots.go for the contract. Each lane sum is
+// AVX2/FMA and AVX-512 dot-product blocks for amd64; see dots.go for the contract. Each lane sum is
 // the FMA chain of dot's lane l, so the results equal dot's bit for bit.
 
 #include "textflag.h"
