@@ -16,6 +16,9 @@ type value struct {
 	shape []int
 	c     []float64 // constant data; nil for a run-time value
 	slot  int       // run-time slot; -1 for a constant not yet needed at run time
+	// t2 is the value this one is the 2-D transpose of (a Transpose with perm [1, 0]),
+	// so that a MatMul can read t2 transposed in place (opMatMul); nil otherwise.
+	t2 *value
 }
 
 // compiler turns the graph into steps for one input shape.
@@ -82,6 +85,7 @@ type outSpec struct {
 	shape []int
 	c     []float64 // the output is this constant (Shape, Constant, folded-only ops)
 	alias bool      // the output is input 0's data under a new shape
+	t2    bool      // the output is input 0's 2-D transpose (value.t2)
 }
 
 // node compiles one node: the operator's shape rule, then a constant (folded when every
@@ -146,6 +150,9 @@ func (c *compiler) define(x *nodeCtx, names []string, outs []outSpec, k kernel) 
 				panic(fmt.Sprintf("onnx: %s alias of %v as %v", x.n.GetOpType(), in.shape, o.shape))
 			}
 			vs[j].c, vs[j].slot = in.c, in.slot
+		}
+		if o.t2 {
+			vs[j].t2 = x.in[0]
 		}
 	}
 	for j, o := range outs {

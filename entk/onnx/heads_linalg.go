@@ -71,33 +71,27 @@ func (k *gemmKernel) backwardHeads(h int, gin, gout, in, _ [][]float64, gstr []i
 	return true
 }
 
-// headsScratch: as gemmKernel's, for the one-product form (B shared by the batch).
-func (k *matmulKernel) headsScratch(h int) int {
-	if len(k.offA) != 1 {
-		return 0
-	}
-	return h*k.m*k.n + h*k.k*k.n
-}
+// headsScratch: none; each head's B gradient is its own product (backwardHeads).
+func (k *matmulKernel) headsScratch(int) int { return 0 }
 
 // backwardHeads is backward for h heads when B is one matrix shared by the whole batch
-// (folded into M: a Linear on a sequence), in the two products of gemmKernel's; it
-// declines batched products and an A gradient whose heads are not contiguous.
-func (k *matmulKernel) backwardHeads(h int, gin, gout, in, _ [][]float64, gstr []int, _, hscr []float64) bool {
+// (folded into M: a Linear on a sequence): the A gradients of the h heads in one product
+// ([G_1; …; G_h]·op(B)ᵀ, (hM)×K), and each head's B gradient by a product of its own
+// straight into that head's rows (gradB), which are contiguous and, for a parameter, P
+// apart. It declines batched products and an A gradient whose heads are not contiguous.
+func (k *matmulKernel) backwardHeads(h int, gin, gout, in, _ [][]float64, gstr []int, _, _ []float64) bool {
 	mn, mk := k.m*k.n, k.m*k.k
 	if len(k.offA) != 1 || gin[0] != nil && gstr[0] != mk {
 		return false
 	}
 	g, a, b := gout[0][:h*mn], in[0], in[1]
 	if ga := gin[0]; ga != nil {
-		dgemm(false, true, h*k.m, k.k, k.n, 1, g, k.n, b, k.n, ga, k.k)
+		dgemm(false, !k.transB, h*k.m, k.k, k.n, 1, g, k.n, b, k.ldb(), ga, k.k)
 	}
 	if gb := gin[1]; gb != nil {
-		hn := h * k.n
-		gs, t := hscr[:k.m*hn], hscr[k.m*hn:k.m*hn+k.k*hn]
-		sideBySide(gs, g, h, k.m, k.n)
-		clear(t)
-		dgemm(true, false, k.k, hn, k.m, 1, a, k.k, gs, hn, t, hn)
-		addHeads(gb, gstr[1], t, h, k.k, k.n, false)
+		for j := range h {
+			k.gradB(gb[j*gstr[1]:], a, g[j*mn:])
+		}
 	}
 	return true
 }

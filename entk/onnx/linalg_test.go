@@ -3,6 +3,7 @@ package onnx
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -57,4 +58,92 @@ func TestDgemm(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestMatMulTransposedWeight: a MatMul whose B is a parameter's 2-D Transpose (how PyTorch
+// exports a Linear on a sequence with do_constant_folding=False) reads the parameter in
+// place: no index-map step is left, and the function, its VJP (central differences) and
+// BackwardHeads are those of the same network with the transposed weight stored as its
+// own initializer, entry for entry (the gradient of W[n, k] is that of Wᵀ[k, n]), to
+// 1e-14 relative (the same products, packed differently). With the Transpose's output
+// read by a second node as well, its step stays and the result is still right.
+func TestMatMulTransposedWeight(t *testing.T) {
+	const seq, K, N = 5, 6, 7
+	r := rand.New(rand.NewPCG(13, 1))
+	pre, w, bias := randVals(r, K, 1), randVals(r, N*K, 1), randVals(r, N, 1)
+	wt := make([]float64, K*N)
+	for n := range N {
+		for k := range K {
+			wt[k*N+n] = w[n*K+k]
+		}
+	}
+	build := func(fused, second bool, inShape ...int64) *Model {
+		b := newBuilder(17)
+		b.input("x", inShape...)
+		a := b.node("Add", []string{"x", b.initF("pre.bias", []int{K}, pre)}) // so that A has a gradient
+		var bw string
+		if fused {
+			bw = b.node("Transpose", []string{b.initF("fc.weight", []int{N, K}, w)}, aInts("perm", 1, 0))
+		} else {
+			bw = b.initF("fc.weightT", []int{K, N}, wt)
+		}
+		y := b.node("Add", []string{b.node("MatMul", []string{a, bw}), b.initF("fc.bias", []int{N}, bias)})
+		if second { // the transposed weight read again: y + the column means of Wᵀ
+			y = b.node("Add", []string{y, b.node("ReduceMean", []string{bw}, aInts("axes", 0), aInt("keepdims", 0))})
+		}
+		b.output(y)
+		m, err := LoadBytes(b.bytes(t), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	for _, shape := range [][]int64{{1, seq, K}, {1, K}, {1, 2, seq, K}} {
+		fused, plain := build(true, false, shape...), build(false, false, shape...)
+		for _, st := range fused.steps {
+			if _, ok := st.k.(*mapKernel); ok {
+				t.Errorf("%v: a %s step is left; the MatMul should read the weight in place", shape, st.op)
+			}
+		}
+		x := randVals(r, fused.InDim(), 1)
+		checkVJP(t, "fused", fused, x, r)
+		checkVJP(t, "fused, read twice", build(true, true, shape...), x, r)
+		h, d := 3, fused.OutDim()
+		hw := randVals(r, h*d, 1)
+		got, want := forwardHeads(fused, x, hw, h), forwardHeads(plain, x, hw, h)
+		P := fused.NumParams() // pre.bias, the weight, fc.bias
+		for j := range h {
+			for n := range N {
+				for k := range K {
+					g, v := got[j*P+K+n*K+k], want[j*P+K+k*N+n]
+					if math.Abs(g-v) > 1e-14*max(1, math.Abs(v)) {
+						t.Errorf("%v head %d: dW[%d,%d] = %.17g, dWᵀ[%d,%d] = %.17g", shape, j, n, k, g, k, n, v)
+					}
+				}
+			}
+			for _, i := range slices.Concat(span(0, K), span(K+N*K, P)) { // the biases
+				if g, v := got[j*P+i], want[j*P+i]; math.Abs(g-v) > 1e-14*max(1, math.Abs(v)) {
+					t.Errorf("%v head %d: dL/dp[%d] = %.17g, want %.17g", shape, j, i, g, v)
+				}
+			}
+		}
+	}
+}
+
+// span is lo, lo+1, …, hi−1.
+func span(lo, hi int) []int {
+	s := make([]int, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		s = append(s, i)
+	}
+	return s
+}
+
+// forwardHeads is one Forward and BackwardHeads with h heads hw on a fresh workspace.
+func forwardHeads(m *Model, x, hw []float64, h int) []float64 {
+	ws := m.NewWorkspace()
+	m.Forward(make([]float64, m.OutDim()), x, ws)
+	g := make([]float64, h*m.NumParams())
+	m.BackwardHeads(g, hw, h, ws)
+	return g
 }

@@ -278,7 +278,11 @@ func opTranspose(x *nodeCtx) ([]outSpec, kernel, error) {
 	for i, a := range p {
 		shape[i], pst[i] = in[a], st[a]
 	}
-	return x.mapOut(shape, stridedMap(shape, pst, 0), 0)
+	outs, k, err := x.mapOut(shape, stridedMap(shape, pst, 0), 0)
+	if err == nil && len(in) == 2 && p[0] == 1 {
+		outs[0].t2 = true
+	}
+	return outs, k, err
 }
 
 // opSlice: starts, ends, axes and steps are constant; bounds are clamped as the ONNX

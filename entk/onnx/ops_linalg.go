@@ -248,6 +248,12 @@ func opMatMul(x *nodeCtx) ([]outSpec, kernel, error) {
 	if numel(bb) == 1 && slices.Equal(ab, batch) {
 		k.m *= numel(batch) // B is shared: one product with the batch folded into rows
 		k.offA, k.offB = []int{0}, []int{0}
+		if t := x.in[1].t2; t != nil && x.in[1].c == nil && !b1 {
+			// B = Tᵀ computed at run time (an exported Linear's weight, transposed for
+			// the MatMul): read T in place, so that neither the transpose nor its
+			// gradient is ever formed; the Transpose step, now unread, is dropped as dead.
+			x.in[1], k.transB = t, true
+		}
 	} else {
 		for _, o := range stridedMap(batch, alignedStrides(ab, batch), 0) {
 			k.offA = append(k.offA, int(o)*k.m*k.k)
@@ -267,20 +273,30 @@ func opMatMul(x *nodeCtx) ([]outSpec, kernel, error) {
 }
 
 // matmulKernel computes, for each batch element i, Y_i = A[offA[i]:] · B[offB[i]:] (M×K by
-// K×N); VJP gA_i += g_i·B_iᵀ, gB_i += A_iᵀ·g_i, summing over broadcast batches.
+// K×N); VJP gA_i += g_i·B_iᵀ, gB_i += A_iᵀ·g_i, summing over broadcast batches. With
+// transB (the one-product form only) the input holds Bᵀ (N×K) and gets (gB)ᵀ = gᵀ·A.
 type matmulKernel struct {
 	m, n, k    int
 	offA, offB []int
+	transB     bool
 }
 
 func (k *matmulKernel) scratch() int { return 0 }
+
+// ldb is the leading dimension of B as stored.
+func (k *matmulKernel) ldb() int {
+	if k.transB {
+		return k.k
+	}
+	return k.n
+}
 
 func (k *matmulKernel) forward(out, in [][]float64, _ []float64) {
 	mn := k.m * k.n
 	y := out[0][:len(k.offA)*mn]
 	clear(y)
 	for i, oa := range k.offA {
-		dgemm(false, false, k.m, k.n, k.k, 1, in[0][oa:], k.k, in[1][k.offB[i]:], k.n, y[i*mn:], k.n)
+		dgemm(false, k.transB, k.m, k.n, k.k, 1, in[0][oa:], k.k, in[1][k.offB[i]:], k.ldb(), y[i*mn:], k.n)
 	}
 }
 
@@ -289,10 +305,20 @@ func (k *matmulKernel) backward(gin, gout, in, _ [][]float64, _ []float64) {
 	for i, oa := range k.offA {
 		g, ob := gout[0][i*mn:], k.offB[i]
 		if gin[0] != nil {
-			dgemm(false, true, k.m, k.k, k.n, 1, g, k.n, in[1][ob:], k.n, gin[0][oa:], k.k)
+			dgemm(false, !k.transB, k.m, k.k, k.n, 1, g, k.n, in[1][ob:], k.ldb(), gin[0][oa:], k.k)
 		}
 		if gin[1] != nil {
-			dgemm(true, false, k.k, k.n, k.m, 1, in[0][oa:], k.k, g, k.n, gin[1][ob:], k.n)
+			k.gradB(gin[1][ob:], in[0][oa:], g)
 		}
 	}
+}
+
+// gradB adds A·ᵀg (K×N) to gb, or its transpose gᵀ·A (N×K) when transB, for one
+// product's A (M×K) and output gradient g (M×N).
+func (k *matmulKernel) gradB(gb, a, g []float64) {
+	if k.transB {
+		dgemm(true, false, k.n, k.k, k.m, 1, g, k.n, a, k.k, gb, k.k)
+		return
+	}
+	dgemm(true, false, k.k, k.n, k.m, 1, a, k.k, g, k.n, gb, k.n)
 }
