@@ -18,8 +18,9 @@
 // every entry the same fused multiply-adds in the same order (tested), so an AVX-512
 // machine and an AVX2 one agree bit for bit as well. It differs in the last bits
 // from gonum's Dgemm, which products below the size threshold and machines without
-// AVX2/FMA use. It is safe for concurrent use; it allocates only when its pooled packing
-// buffers are empty.
+// AVX2/FMA use. It is safe for concurrent use. On one goroutine it allocates only when
+// its pooled packing buffers are empty (tested); spread over several, each call also
+// allocates its goroutines' closures.
 //
 // DgemmSerial is the same blocked path on the calling goroutine alone, from 2^12
 // multiply-adds, for callers that already run one product per core (the ONNX backbone's

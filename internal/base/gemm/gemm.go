@@ -124,33 +124,22 @@ func gemm[T scalar](mk micro[T], pool *sync.Pool, tA, tB blas.Transpose, m, n, k
 		return
 	}
 	aT, bT := tA != blas.NoTrans, tB != blas.NoTrans
-	// Goroutine wi takes the rows [lo(wi), lo(wi+1)): equal shares in whole mr-row
-	// panels, each walked in blocks of up to mc rows.
 	panels := (m + mr - 1) / mr
 	w := max(1, min(workers, panels))
-	lo := func(wi int) int { return min(m, wi*panels/w*mr) }
 	ws := pool.Get().(*workspace[T])
 	defer pool.Put(ws)
-	for len(ws.a) < w {
-		ws.a = append(ws.a, make([]T, mc*kc))
+	ws.reserve(w)
+	if w == 1 {
+		serial(mk, ws, aT, bT, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+		return
 	}
+	// Goroutine wi takes the rows [lo(wi), lo(wi+1)): equal shares in whole mr-row
+	// panels, each walked in blocks of up to mc rows.
+	lo := func(wi int) int { return min(m, wi*panels/w*mr) }
 	for jc := 0; jc < n; jc += nc {
 		nb := min(nc, n-jc)
 		for pc := 0; pc < k; pc += kc {
 			kb := min(kc, k-pc)
-			block := func(wi int) {
-				ap := ws.a[wi]
-				for ic := lo(wi); ic < lo(wi+1); ic += mc {
-					mb := min(mc, lo(wi+1)-ic)
-					packA(ap, a, lda, aT, ic, mb, pc, kb)
-					macro(mk, c, ldc, ap, ws.b, ic, mb, jc, nb, kb, alpha)
-				}
-			}
-			if w == 1 {
-				packB(ws.b, b, ldb, bT, pc, kb, jc, nb, mk.nr, 0, 1)
-				block(0)
-				continue
-			}
 			// Each goroutine packs its share of op(B)'s panels, waits for the others'
 			// (packed), then multiplies its rows: the packing, a copy, no longer runs on
 			// one goroutine while the others wait for it.
@@ -160,13 +149,35 @@ func gemm[T scalar](mk micro[T], pool *sync.Pool, tA, tB blas.Transpose, m, n, k
 				packB(ws.b, b, ldb, bT, pc, kb, jc, nb, mk.nr, wi, w)
 				packed.Done()
 				packed.Wait()
-				block(wi)
+				ap := ws.a[wi]
+				for ic := lo(wi); ic < lo(wi+1); ic += mc {
+					mb := min(mc, lo(wi+1)-ic)
+					packA(ap, a, lda, aT, ic, mb, pc, kb)
+					macro(mk, c, ldc, ap, ws.b, ic, mb, jc, nb, kb, alpha, ws.tiles[wi])
+				}
 			}
 			for wi := 1; wi < w; wi++ {
 				wg.Go(func() { run(wi) })
 			}
 			run(0)
 			wg.Wait()
+		}
+	}
+}
+
+// serial is gemm's blocked path on the calling goroutine, with no closure and nothing
+// allocated (the products of the ONNX backbone's examples, many per second each).
+func serial[T scalar](mk micro[T], ws *workspace[T], aT, bT bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, c []T, ldc int) {
+	for jc := 0; jc < n; jc += nc {
+		nb := min(nc, n-jc)
+		for pc := 0; pc < k; pc += kc {
+			kb := min(kc, k-pc)
+			packB(ws.b, b, ldb, bT, pc, kb, jc, nb, mk.nr, 0, 1)
+			for ic := 0; ic < m; ic += mc {
+				mb := min(mc, m-ic)
+				packA(ws.a[0], a, lda, aT, ic, mb, pc, kb)
+				macro(mk, c, ldc, ws.a[0], ws.b, ic, mb, jc, nb, kb, alpha, ws.tiles[0])
+			}
 		}
 	}
 }
@@ -191,11 +202,10 @@ func scaleRows[T scalar](c []T, ldc, n int, beta T, lo, hi int) {
 
 // macro multiplies the packed mb×kb block of op(A) by the packed kb×nb block of op(B) into
 // C[ic:ic+mb, jc:jc+nb], tile by tile with mk. A tile on the partial edge of the block is
-// copied to a scratch tile, updated there by the same kernel and copied back, so its
-// entries get the same operations as interior ones.
-func macro[T scalar](mk micro[T], c []T, ldc int, ap, bp []T, ic, mb, jc, nb, kb int, alpha T) {
+// copied to the scratch tile (mr·maxNR entries, the caller's), updated there by the
+// same kernel and copied back, so its entries get the same operations as interior ones.
+func macro[T scalar](mk micro[T], c []T, ldc int, ap, bp []T, ic, mb, jc, nb, kb int, alpha T, tile []T) {
 	nr := mk.nr
-	var tile [mr * maxNR]T
 	for jr := 0; jr < nb; jr += nr {
 		bpan := bp[(jr/nr)*kb*nr : (jr/nr+1)*kb*nr]
 		for ir := 0; ir < mb; ir += mr {
@@ -206,7 +216,7 @@ func macro[T scalar](mk micro[T], c []T, ldc int, ap, bp []T, ic, mb, jc, nb, kb
 				continue
 			}
 			rows, cols := min(mr, mb-ir), min(nr, nb-jr)
-			clear(tile[:])
+			clear(tile[:mr*nr])
 			for i := range rows {
 				off := (ic+ir+i)*ldc + jc + jr
 				copy(tile[i*nr:i*nr+cols], c[off:off+cols])
@@ -282,10 +292,19 @@ func packB[T scalar](bp, b []T, ldb int, bT bool, pc, kb, jc, nb, nr, wi, w int)
 }
 
 // workspace holds the packing buffers of one call: one op(B) block, and one op(A) block
-// per goroutine; pools64 and pools32 keep them between calls.
+// and one edge tile per goroutine; pools64 and pools32 keep them between calls.
 type workspace[T scalar] struct {
-	b []T
-	a [][]T
+	b     []T
+	a     [][]T
+	tiles [][]T
+}
+
+// reserve gives ws the op(A) blocks and edge tiles of w goroutines.
+func (ws *workspace[T]) reserve(w int) {
+	for len(ws.a) < w {
+		ws.a = append(ws.a, make([]T, mc*kc))
+		ws.tiles = append(ws.tiles, make([]T, mr*maxNR))
+	}
 }
 
 var (

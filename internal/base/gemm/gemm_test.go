@@ -214,6 +214,23 @@ func TestDgemmSerial(t *testing.T) {
 	}
 }
 
+// TestDgemmSerialNoAllocs: the serial path allocates nothing once its pool holds a
+// workspace, on a product with edge tiles (17 rows and 48 columns are not whole tiles):
+// the ONNX backbone runs several such products per example.
+func TestDgemmSerialNoAllocs(t *testing.T) {
+	if !hasAVX2FMA {
+		t.Skip("no AVX2/FMA: DgemmSerial declines")
+	}
+	r := rand.New(rand.NewPCG(7, 3))
+	m, n, k := 17, 48, 144
+	a, b, c := randSlice(r, m*k), randSlice(r, k*n), make([]float64, m*n)
+	if n := testing.AllocsPerRun(50, func() {
+		DgemmSerial(blas.NoTrans, blas.NoTrans, m, n, k, 1, a, k, b, n, 1, c, n)
+	}); n != 0 {
+		t.Errorf("DgemmSerial: %v allocations a call, want 0", n)
+	}
+}
+
 // TestSgemm checks the float32 path with each micro-kernel against the float64 triple
 // loop of the same float32 inputs, on every transpose pair, the shapes of TestDgemm and
 // alpha/beta cases, within the float32 form of TestDgemm's bound,

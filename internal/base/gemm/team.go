@@ -41,9 +41,7 @@ func gemmOn[T scalar](mk micro[T], pool *sync.Pool, team *par.Team, tA, tB blas.
 	aT, bT := tA != blas.NoTrans, tB != blas.NoTrans
 	ws := pool.Get().(*workspace[T])
 	defer pool.Put(ws)
-	for len(ws.a) < team.Size() {
-		ws.a = append(ws.a, make([]T, mc*kc))
-	}
+	ws.reserve(team.Size())
 	for jc := 0; jc < n; jc += nc {
 		nb := min(nc, n-jc)
 		bPanels := (nb + mk.nr - 1) / mk.nr
@@ -59,7 +57,7 @@ func gemmOn[T scalar](mk micro[T], pool *sync.Pool, team *par.Team, tA, tB blas.
 				for ic := lo; ic < hi; ic += mc {
 					mb := min(mc, hi-ic)
 					packA(ap, a, lda, aT, ic, mb, pc, kb)
-					macro(mk, c, ldc, ap, ws.b, ic, mb, jc, nb, kb, alpha)
+					macro(mk, c, ldc, ap, ws.b, ic, mb, jc, nb, kb, alpha, ws.tiles[w])
 				}
 			})
 		}
