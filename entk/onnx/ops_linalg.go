@@ -12,7 +12,7 @@ import (
 // dgemm adds alpha·op(A)·op(B) to C (m×n, row-major, ldc). Products of at least
 // gemmParallel multiply-adds run in internal/base/gemm (blocked, FMA micro-kernels, its row
 // blocks spread over GOMAXPROCS goroutines: a few small allocations per call for their
-// closures); smaller ones from 2^12 on in its blocked path on this goroutine alone
+// closures); smaller ones from 2^10 on in its blocked path on this goroutine alone
 // (gemm.DgemmSerial: the examples of a batch already run one per core), the smallest,
 // and every one on machines without AVX2/FMA, in gonum's Dgemm on blocks of at most
 // gemmBlock rows and columns, which keeps it serial and allocation-free. Either way the

@@ -22,7 +22,7 @@
 // its pooled packing buffers are empty (tested); spread over several, each call also
 // allocates its goroutines' closures.
 //
-// DgemmSerial is the same blocked path on the calling goroutine alone, from 2^12
+// DgemmSerial is the same blocked path on the calling goroutine alone, from 2^10
 // multiply-adds, for callers that already run one product per core (the ONNX backbone's
 // examples, whose transformer products of a few thousand to a few hundred thousand
 // multiply-adds run 2–5× gonum's rate in it); it declines smaller products and machines

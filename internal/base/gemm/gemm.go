@@ -26,10 +26,12 @@ const (
 	mc        = 20 * mr
 	nc        = 2048    // a multiple of every nr
 	smallWork = 1 << 18 // m·n·k below this: gonum's routine (packing would dominate)
-	// serialWork is DgemmSerial's threshold. On one goroutine nothing is spawned, and
-	// from about 4,096 multiply-adds packing pays: the ONNX ViT's products of 17 tokens
-	// (68×48×144, 48×576×17) run 2–5× gonum's rate (BenchmarkDgemmSerial).
-	serialWork = 1 << 12
+	// serialWork is DgemmSerial's threshold. On one goroutine nothing is spawned or
+	// allocated, and packing pays from a few thousand multiply-adds down: the ONNX ViT's
+	// products of 17 tokens run 4–10× gonum's rate (68×48×144, 48×576×17) and its
+	// attention heads' (17×17×12, 3,468) about 2× (BenchmarkDgemmSerial); its ψ ran
+	// 1.09–1.11× as fast with 2^10 as with 2^12.
+	serialWork = 1 << 10
 )
 
 // scalar is the element type of a product: Dgemm's float64 or Sgemm's float32.

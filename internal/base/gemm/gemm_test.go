@@ -391,7 +391,10 @@ func BenchmarkDgemmSerial(b *testing.B) {
 		{48, 576, 17, blas.Trans, blas.NoTrans},   // weight gradient of the QKV projection, 4 heads
 		{68, 48, 144, blas.NoTrans, blas.Trans},   // its input gradient
 		{17, 144, 48, blas.NoTrans, blas.NoTrans}, // the projection itself
-		{17, 17, 12, blas.NoTrans, blas.Trans},    // one attention head's scores (below serialWork)
+		{17, 17, 12, blas.NoTrans, blas.Trans},    // one attention head's scores
+		{17, 12, 17, blas.Trans, blas.NoTrans},    // a gradient of one attention head's values
+		{17, 12, 17, blas.NoTrans, blas.NoTrans},  // the head's weighted values
+		{8, 8, 12, blas.NoTrans, blas.Trans},      // below serialWork: gonum's
 	} {
 		b.Run(fmt.Sprintf("%dx%dx%d", sh.m, sh.n, sh.k), func(b *testing.B) {
 			ar, ac, br, bc := opDims(sh.m, sh.n, sh.k, sh.tA, sh.tB)
