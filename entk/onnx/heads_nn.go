@@ -80,7 +80,8 @@ const colBytes = 256 << 10
 
 // col2imHeads adds the K×w block blk of column gradients, columns c0… of [gC_1 … gC_h]
 // (head j's column p is column j·P + p), to the heads of gx (head j at gx[j·stride:]):
-// gx_j[colsT[r·P + p]] += gC_j[r, p].
+// gx_j[colsT[r·P + p]] += gC_j[r, p], by runs of consecutive entries where k has them.
+// Either way each entry of gx gets the same additions in the same order (r, then p).
 func (k *convKernel) col2imHeads(gx []float64, stride int, blk []float64, c0, w int) {
 	K, P := k.K, k.P
 	for a := c0; a < c0+w; {
@@ -88,13 +89,31 @@ func (k *convKernel) col2imHeads(gx []float64, stride int, blk []float64, c0, w 
 		n := min(P-p0, c0+w-a)
 		xb := gx[j*stride : j*stride+k.plane]
 		for r := range K {
-			row, mp := blk[r*w+a-c0:r*w+a-c0+n], k.colsT[r*P+p0:r*P+p0+n]
+			row := blk[r*w+a-c0 : r*w+a-c0+n]
+			if k.runs != nil {
+				k.addRuns(xb, row, r, p0)
+				continue
+			}
 			for i, v := range row {
-				if c := mp[i]; c >= 0 {
+				if c := k.colsT[r*P+p0+i]; c >= 0 {
 					xb[c] += v
 				}
 			}
 		}
 		a += n
+	}
+}
+
+// addRuns adds row, the gradients of positions p0 … p0+len(row)−1 of row r of colsT, to
+// xb run by run: xb[c+i] += row[p−p0+i] for each run (p, n, c) outside the padding.
+func (k *convKernel) addRuns(xb, row []float64, r, p0 int) {
+	p1 := p0 + len(row)
+	for _, u := range k.runs[k.runAt[r]:k.runAt[r+1]] {
+		lo, hi := max(int(u.p), p0), min(int(u.p+u.n), p1)
+		if u.c < 0 || lo >= hi {
+			continue
+		}
+		c := int(u.c) + lo - int(u.p)
+		addTo(xb[c:c+hi-lo], row[lo-p0:hi-p0])
 	}
 }

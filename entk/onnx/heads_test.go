@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -124,6 +125,70 @@ func TestUnaryHeadsBits(t *testing.T) {
 		for i := range want {
 			if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
 				t.Errorf("f = %d: [%d] = %v, per head %v", f, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestCol2imRuns: col2imHeads adds by runs (stride-1 convolutions with and without
+// padding: without, a run ends where an output row wraps to the next input row) the
+// same bits as by the element loop, over column blocks that split heads and rows
+// anywhere; a stride-2 convolution has no runs (findRuns declines), and its element loop
+// is what TestHeadsReference checks.
+func TestCol2imRuns(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 1))
+	conv := func(stride, pad int64) *convKernel {
+		b := newBuilder(17)
+		b.input("x", 1, 3, 9, 7)
+		y := b.node("Conv", []string{"x", b.initF("w", []int{4, 3, 3, 3}, randVals(r, 108, 1))},
+			aInts("pads", pad, pad, pad, pad), aInts("strides", stride, stride))
+		b.output(y)
+		m, err := LoadBytes(b.bytes(t), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range m.steps {
+			if k, ok := st.k.(*convKernel); ok {
+				return k
+			}
+		}
+		t.Fatal("no Conv step")
+		return nil
+	}
+	if k := conv(2, 1); k.runs != nil {
+		t.Errorf("stride 2: %d runs for %d entries, want none", len(k.runs), len(k.colsT))
+	}
+	for _, pad := range []int64{1, 0} {
+		k := conv(1, pad)
+		if k.runs == nil {
+			t.Fatalf("stride 1, padding %d: no runs", pad)
+		}
+		checkRuns(t, k, r)
+	}
+}
+
+// checkRuns compares col2imHeads by k's runs and by its element loop (TestCol2imRuns).
+func checkRuns(t *testing.T, k *convKernel, r *rand.Rand) {
+	const h = 3
+	hP := h * k.P
+	for _, nb := range []int{hP, 16, 37, k.P} {
+		gc := randVals(r, k.K*hP, 1)
+		byRuns := randVals(r, h*k.plane, 1)
+		byElem := slices.Clone(byRuns)
+		noRuns := *k
+		noRuns.runs, noRuns.runAt = nil, nil
+		for c0 := 0; c0 < hP; c0 += nb {
+			w := min(nb, hP-c0)
+			blk := make([]float64, k.K*w)
+			for q := range k.K {
+				copy(blk[q*w:(q+1)*w], gc[q*hP+c0:q*hP+c0+w])
+			}
+			k.col2imHeads(byRuns, k.plane, blk, c0, w)
+			noRuns.col2imHeads(byElem, k.plane, blk, c0, w)
+		}
+		for i := range byRuns {
+			if math.Float64bits(byRuns[i]) != math.Float64bits(byElem[i]) {
+				t.Fatalf("blocks of %d: gx[%d] = %v by runs, %v by elements", nb, i, byRuns[i], byElem[i])
 			}
 		}
 	}

@@ -189,6 +189,7 @@ func opConv(x *nodeCtx) ([]outSpec, kernel, error) {
 			k.colsT[r*P+p] = k.cols[p*k.K+r]
 		}
 	}
+	k.findRuns()
 	return []outSpec{{dt: dtFloat, shape: g.outShape(xs[0], ws[0], len(xs))}}, k, nil
 }
 
@@ -206,6 +207,43 @@ type convKernel struct {
 	n, m, K, P, plane int
 	cols              []int32 // P×K
 	colsT             []int32 // K×P: colsT[r·P + p] = cols[p·K + r] (backwardHeads' col2im)
+	// runs[runAt[r]:runAt[r+1]] cover row r of colsT in order of p, each a stretch that
+	// maps consecutive positions to consecutive input entries (a stride-1 convolution's
+	// output row) or lies in the padding; nil when the stretches are too short to pay
+	// (findRuns).
+	runs  []convRun
+	runAt []int32
+}
+
+// convRun is a stretch of one row of colsT: colsT[r·P + p + i] = c + i for i < n, or −1
+// (the padding) for every i when c < 0.
+type convRun struct{ p, n, c int32 }
+
+// minRunLen is the mean run length from which col2imHeads adds runs as slices: a strided
+// convolution's runs have length 1, where the element loop is faster.
+const minRunLen = 4
+
+// findRuns splits each row of colsT into runs (convKernel.runs), or leaves runs nil when
+// they average under minRunLen entries.
+func (k *convKernel) findRuns() {
+	var runs []convRun
+	at := make([]int32, 0, k.K+1)
+	for r := range k.K {
+		at = append(at, int32(len(runs)))
+		row := k.colsT[r*k.P : (r+1)*k.P]
+		for p := 0; p < len(row); {
+			n := 1
+			for p+n < len(row) && (row[p] < 0 && row[p+n] < 0 || row[p] >= 0 && row[p+n] == row[p]+int32(n)) {
+				n++
+			}
+			runs = append(runs, convRun{p: int32(p), n: int32(n), c: max(row[p], -1)})
+			p += n
+		}
+	}
+	if len(runs)*minRunLen > len(k.colsT) {
+		return
+	}
+	k.runs, k.runAt = runs, append(at, int32(len(runs)))
 }
 
 // sparseFrac: the sparse backward runs when nnz(g_b)·sparseFrac ≤ M·P. The dense products
