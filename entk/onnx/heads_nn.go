@@ -1,5 +1,11 @@
 package onnx
 
+import (
+	"sort"
+
+	"gonum.org/v1/gonum/floats"
+)
+
 // headsScratch: the weight gradients of h heads (h·M·K), the output gradients of h heads
 // side by side (M×hP) and a block of their column gradients (K×colBlock); none for a
 // batch of several examples, which runs per head.
@@ -108,12 +114,18 @@ func (k *convKernel) col2imHeads(gx []float64, stride int, blk []float64, c0, w 
 // xb run by run: xb[c+i] += row[p−p0+i] for each run (p, n, c) outside the padding.
 func (k *convKernel) addRuns(xb, row []float64, r, p0 int) {
 	p1 := p0 + len(row)
-	for _, u := range k.runs[k.runAt[r]:k.runAt[r+1]] {
+	runs := k.runs[k.runAt[r]:k.runAt[r+1]]
+	// The first run that ends after p0 (runs are in order of p and cover the row).
+	i := sort.Search(len(runs), func(i int) bool { return int(runs[i].p+runs[i].n) > p0 })
+	for _, u := range runs[i:] {
+		if int(u.p) >= p1 {
+			break
+		}
 		lo, hi := max(int(u.p), p0), min(int(u.p+u.n), p1)
-		if u.c < 0 || lo >= hi {
+		if u.c < 0 {
 			continue
 		}
 		c := int(u.c) + lo - int(u.p)
-		addTo(xb[c:c+hi-lo], row[lo-p0:hi-p0])
+		floats.Add(xb[c:c+hi-lo], row[lo-p0:hi-p0])
 	}
 }
