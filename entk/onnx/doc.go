@@ -54,7 +54,10 @@
 //	ReduceMean           axes attribute, keepdims
 //	Reshape Flatten Squeeze Unsqueeze Identity   views: no copy, no step (Dropout too,
 //	                     in inference form)
-//	Transpose Slice Expand Pad                   index maps (Pad: constant, reflect, edge)
+//	Transpose Slice Expand Pad                   index maps (Pad: constant, reflect, edge); a
+//	                     MatMul whose B is a 2-D Transpose (an exported Linear's weight)
+//	                     reads its input transposed in place, and the Transpose runs
+//	                     only if something else reads it
 //	Concat Split Gather                          Gather also with run-time indices
 //	Cast                 between float types the identity; float to integer truncates
 //	Equal Where          with broadcasting (Where passes the gradient to the chosen side)
@@ -121,7 +124,7 @@
 //   - Forward, Backward and BackwardHeads allocate nothing (after that first call), except that a matrix product of at least
 //     2^18 multiply-adds runs in internal/base/gemm, whose helper goroutines cost a few small
 //     allocations per product (16 per Forward+Backward of the MNIST convnet); smaller
-//     products run serially in gonum. Results are a function of the input and the model
+//     products run serially, from 2^10 in its blocked path, below in gonum. Results are a function of the input and the model
 //     alone, whatever GOMAXPROCS is.
 //   - Load never panics on bad bytes (FuzzLoad): every problem is an error wrapping a
 //     sentinel of errors.go. Options.MaxElements bounds what a file can make Load
