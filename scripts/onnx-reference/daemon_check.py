@@ -19,9 +19,9 @@ it), in float64, checks it against the .ref.json beside the file (outputs, and t
 kernel on two of its inputs), then computes the exact eNTK
 k*(x_t, x_l) = <vec J_t, vec J_l>/d between every query and every exported landmark by
 functorch.jacrev (J = df/dθ over every parameter, d outputs), ranks the landmarks for
-each answer whose score is "entk" (and, for each "gradient" answer, the gradient
-ranking's scores over the stored points of OUTDIR/train.ndjson by torch.autograd,
-Gradients) and prints JSON: answers, certified, incorrect
+each answer whose score is "entk" (and, for each "gradient" or "gradient_cosine" answer,
+that ranking's scores over the stored points of OUTDIR/train.ndjson by torch.autograd,
+Gradients; answers of another score count as not_entk, unchecked) and prints JSON: answers, certified, incorrect
 (certified answers whose top-K set of (id, view) differs from PyTorch's top-K), the
 answers whose intervals separate at the cut (lower > upper: certified or unstable) and
 how many of those differ from PyTorch's top-K, the answers whose top-K equals
@@ -185,17 +185,25 @@ class Gradients:
         gs = torch.autograd.grad(fn(f), self.params)
         return torch.cat([g.reshape(-1) for g in gs]).detach()
 
-    def scores(self, x):
+    def scores(self, x, cosine=False):
+        """Each stored point's <J_t^T u_t, J_i^T g_i>, or with cosine that over the two
+        norms (certify.GradientCosineRadius; 0 where a norm is 0)."""
         def margin(f):
             c = int(torch.argmax(f[:self.classes]))
             o = max((k for k in range(f.shape[0]) if k != c), key=lambda k: float(f[k]))
             return f[c] - f[o]
-        return (self.rows @ self.grad(margin, x)).numpy()
+        q = self.grad(margin, x)
+        s = self.rows @ q
+        if cosine:
+            d = self.rows.norm(dim=1) * q.norm()
+            s = torch.where(d > 0, s / torch.where(d > 0, d, torch.ones_like(d)), torch.zeros_like(s))
+        return s.numpy()
 
 
 def check_gradient(rep, grads, a, x, cert, sep):
-    """Checks one gradient answer a (query x) against grads, as check does an entk one."""
-    row = grads.scores(x)
+    """Checks one gradient or gradient_cosine answer a (query x) against grads, as check
+    does an entk one."""
+    row = grads.scores(x, cosine=a.get("score") == "gradient_cosine")
     index = {i: j for j, i in enumerate(grads.ids)}
     K = len(a["topk"])
     order = np.argsort(-row, kind="stable")
@@ -205,12 +213,13 @@ def check_gradient(rep, grads, a, x, cert, sep):
         v = row[index[e["id"]]]
         rep["gradient_score_rel_err_max"] = max(rep["gradient_score_rel_err_max"], abs(e["score"] - v) / abs(v))
     rep["gradient_answers"] += 1
+    rep["gradient_scores"][a["score"]] = rep["gradient_scores"].get(a["score"], 0) + 1
     if got == want:
         rep["topk_equal"] += 1
     else:
         rep["incorrect"] += cert
         rep["separated_incorrect"] += sep
-        rep["disagreements"].append({"request": a["request"], "verdict": a["verdict"], "score": "gradient",
+        rep["disagreements"].append({"request": a["request"], "verdict": a["verdict"], "score": a["score"],
                                      "only_answer": sorted(set(got) - set(want)), "only_pytorch": sorted(set(want) - set(got))})
 
 
@@ -254,7 +263,7 @@ def check(model_path, export_path, out):
            "verdicts": {}, "score_rel_err_max": 0.0, "min_gap_certified": None,
            "rebuild_output_err": out_err, "rebuild_ntk_err": ntk_err,
            "reference_seconds": round(secs, 1), "disagreements": [],
-           "gradient_answers": 0, "gradient_score_rel_err_max": 0.0}
+           "gradient_answers": 0, "gradient_scores": {}, "gradient_score_rel_err_max": 0.0}
     grads = None
     for i in range(len(xs)):
         a = answers.get("x-%04d" % i)
@@ -274,7 +283,7 @@ def check(model_path, export_path, out):
         if a["model"] != exp["model"]:
             rep["other_model"] += 1
             continue
-        if a.get("score") == "gradient":
+        if a.get("score") in ("gradient", "gradient_cosine"):
             if grads is None:
                 grads = Gradients(model, shape, out)
                 rep["gradient_reference_seconds"] = round(grads.seconds, 1)
