@@ -75,8 +75,12 @@ func TestHeadsReference(t *testing.T) {
 }
 
 // TestHeadsNoAllocs: BackwardHeads allocates nothing after its first call with h heads,
-// nor with fewer heads after that.
+// nor with fewer heads after that. Not under the race detector, where the GEMM's pooled
+// packing buffers are dropped at random (raceEnabled).
 func TestHeadsNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector drops sync.Pool entries: allocation counts are not checked")
+	}
 	r := rand.New(rand.NewPCG(2, 1))
 	m, err := LoadBytes(smallCNN(t, r), Options{})
 	if err != nil {

@@ -214,9 +214,10 @@ func TestDgemmSerial(t *testing.T) {
 	}
 }
 
-// TestDgemmSerialNoAllocs: the serial path allocates nothing once its pool holds a
-// workspace, on a product with edge tiles (17 rows and 48 columns are not whole tiles):
-// the ONNX backbone runs several such products per example.
+// TestDgemmSerialNoAllocs: the serial path allocates nothing, on a product with edge tiles
+// (17 rows and 48 columns are not whole tiles): the ONNX backbone runs several such
+// products per example. serial on a workspace of its own is checked always; DgemmSerial,
+// which takes its workspace from a sync.Pool, not under the race detector (raceEnabled).
 func TestDgemmSerialNoAllocs(t *testing.T) {
 	if !hasAVX2FMA {
 		t.Skip("no AVX2/FMA: DgemmSerial declines")
@@ -224,10 +225,20 @@ func TestDgemmSerialNoAllocs(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 3))
 	m, n, k := 17, 48, 144
 	a, b, c := randSlice(r, m*k), randSlice(r, k*n), make([]float64, m*n)
-	if n := testing.AllocsPerRun(50, func() {
+	ws := &workspace[float64]{b: make([]float64, kc*nc)}
+	ws.reserve(1)
+	if got := testing.AllocsPerRun(50, func() {
+		serial(best(), ws, false, false, m, n, k, 1, a, k, b, n, c, n)
+	}); got != 0 {
+		t.Errorf("serial: %v allocations a call, want 0", got)
+	}
+	if raceEnabled {
+		return
+	}
+	if got := testing.AllocsPerRun(50, func() {
 		DgemmSerial(blas.NoTrans, blas.NoTrans, m, n, k, 1, a, k, b, n, 1, c, n)
-	}); n != 0 {
-		t.Errorf("DgemmSerial: %v allocations a call, want 0", n)
+	}); got != 0 {
+		t.Errorf("DgemmSerial: %v allocations a call, want 0", got)
 	}
 }
 
