@@ -313,7 +313,7 @@ func (k *matmulKernel) backward(gin, gout, in, _ [][]float64, _ []float64) {
 	}
 }
 
-// gradB adds A·ᵀg (K×N) to gb, or its transpose gᵀ·A (N×K) when transB, for one
+// gradB adds Aᵀ·g (K×N) to gb, or its transpose gᵀ·A (N×K) when transB, for one
 // product's A (M×K) and output gradient g (M×N).
 func (k *matmulKernel) gradB(gb, a, g []float64) {
 	if k.transB {
