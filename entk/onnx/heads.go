@@ -91,6 +91,7 @@ func (m *Model) BackwardHeads(dst, w []float64, h int, ws *Workspace) {
 	if h < 1 || len(dst) != h*P || len(w) != h*m.outDim {
 		panic(fmt.Sprintf("onnx: Model.BackwardHeads: h = %d, len(dst) = %d, len(w) = %d, want h ≥ 1, %d and %d", h, len(dst), len(w), h*P, h*m.outDim))
 	}
+	defer leave(enter())
 	ws.reserve(h)
 	hd := &ws.hd
 	clear(dst)

@@ -173,6 +173,7 @@ func (m *Model) Forward(out, x []float64, ws *Workspace) {
 	if len(x) != m.inDim || len(out) != m.outDim {
 		panic(fmt.Sprintf("onnx: Model.Forward: len(x) = %d, len(out) = %d, want %d and %d", len(x), len(out), m.inDim, m.outDim))
 	}
+	defer leave(enter())
 	copy(ws.vals[m.inSlot], x)
 	for i, st := range m.steps {
 		st.k.forward(ws.out[i], ws.in[i], ws.scr[i])
@@ -195,6 +196,7 @@ func (m *Model) Backward(dst, w []float64, ws *Workspace) {
 	if len(dst) != len(m.params) || len(w) != m.outDim {
 		panic(fmt.Sprintf("onnx: Model.Backward: len(dst) = %d, len(w) = %d, want %d and %d", len(dst), len(w), len(m.params), m.outDim))
 	}
+	defer leave(enter())
 	clear(dst)
 	for i, s := range m.slots {
 		switch {

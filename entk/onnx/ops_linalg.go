@@ -1,7 +1,9 @@
 package onnx
 
 import (
+	"runtime"
 	"slices"
+	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -12,7 +14,9 @@ import (
 // dgemm adds alpha·op(A)·op(B) to C (m×n, row-major, ldc). Products of at least
 // gemmParallel multiply-adds run in internal/base/gemm (blocked, FMA micro-kernels, its row
 // blocks spread over GOMAXPROCS goroutines: a few small allocations per call for their
-// closures); smaller ones from 2^10 on in its blocked path on this goroutine alone
+// closures) while fewer goroutines than GOMAXPROCS are inside a pass (busy), and in its
+// blocked path on this goroutine alone once every core already runs one (a batch of
+// examples, one per core: helper goroutines would only add their joins); smaller ones from 2^10 on in its blocked path on this goroutine alone
 // (gemm.DgemmSerial: the examples of a batch already run one per core), the smallest,
 // and every one on machines without AVX2/FMA, in gonum's Dgemm on blocks of at most
 // gemmBlock rows and columns, which keeps it serial and allocation-free. Either way the
@@ -31,7 +35,7 @@ func dgemm(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []fl
 	if vectorProduct(tA, tB, m, n, k, alpha, a, lda, b, ldb, c, ldc) {
 		return
 	}
-	if m*n*k >= gemmParallel {
+	if m*n*k >= gemmParallel && int(busy.Load()) < runtime.GOMAXPROCS(0) {
 		gemm.Implementation{}.Dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, 1, c, ldc)
 		return
 	}
@@ -322,3 +326,13 @@ func (k *matmulKernel) gradB(gb, a, g []float64) {
 	}
 	dgemm(true, false, k.k, k.n, k.m, 1, a, k.k, g, k.n, gb, k.n)
 }
+
+// busy counts the goroutines inside a Forward, Backward or BackwardHeads of any Model of
+// this process (enter/leave): dgemm's measure of whether the cores are already taken. It
+// only picks between two paths of internal/base/gemm that give the same bits, so a stale
+// count costs time, never a different result.
+var busy atomic.Int32
+
+// enter and leave bracket a pass: defer leave(enter()).
+func enter() struct{} { busy.Add(1); return struct{}{} }
+func leave(struct{})  { busy.Add(-1) }
