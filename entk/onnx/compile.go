@@ -285,6 +285,7 @@ func (c *compiler) finish(g *onnxpb.GraphProto) (*Model, error) {
 			st.grad = st.grad || c.slots[s].grad
 		}
 	}
+	c.setters(live, outSlot)
 	c.unusedWarnings()
 	m := &Model{
 		opset: c.opset, inShape: c.inShape, outShape: ov.shape, inDim: numel(c.inShape), outDim: c.slots[outSlot].size,
@@ -292,6 +293,42 @@ func (c *compiler) finish(g *onnxpb.GraphProto) (*Model, error) {
 	}
 	m.linearA = m.finalLinear()
 	return m, nil
+}
+
+// setters asks the first writer of each activation gradient in the reverse sweep
+// whether it sets it (setter), and records the answers in the steps and slots. The
+// output's gradient is written before any step (the heads w).
+func (c *compiler) setters(live []step, outSlot int) {
+	seen := make([]bool, len(c.slots))
+	seen[outSlot] = true
+	for i := len(live) - 1; i >= 0; i-- {
+		st := &live[i]
+		st.set = make([]bool, len(st.in))
+		if !st.grad || c.opts.noSetters {
+			continue
+		}
+		for j, s := range st.in {
+			if !st.gin[j] || c.slots[s].kind == slotParam || seen[s] {
+				continue
+			}
+			seen[s] = true
+			k, ok := st.k.(setter)
+			if ok && len(st.out) == 1 && countOf(st.in, s) == 1 && k.setsGrad(j, c.slots[s].size) {
+				st.set[j], c.slots[s].set = true, true
+			}
+		}
+	}
+}
+
+// countOf is the number of times s occurs in ids.
+func countOf(ids []int, s int) int {
+	n := 0
+	for _, v := range ids {
+		if v == s {
+			n++
+		}
+	}
+	return n
 }
 
 // unusedWarnings reports kernel parameters that no live step reads.

@@ -117,9 +117,12 @@ func (m *Model) stepHeads(i, h int, dst []float64, ws *Workspace) {
 		if !st.gin[j] {
 			continue
 		}
-		switch sl := &m.slots[s]; sl.kind {
-		case slotParam:
+		switch sl := &m.slots[s]; {
+		case sl.kind == slotParam:
 			gin[j], gstr[j] = dst[sl.off:], len(m.params)
+		case st.set[j]: // the kernel sets it: no clearing
+			gin[j], gstr[j] = hd.grads[s], sl.size
+			hd.done[s] = hd.sweep
 		default:
 			gin[j], gstr[j] = hd.grads[s], sl.size
 			hd.zero(s, h*sl.size)

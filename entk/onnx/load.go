@@ -43,6 +43,8 @@ type Options struct {
 	// make Load allocate without bound; 0 means DefaultMaxElements, and values above 2^30
 	// count as 2^30.
 	MaxElements int
+
+	noSetters bool // tests: every gradient cleared and added to, no setter asked
 }
 
 // Load reads the ONNX model at path (external data beside it unless opts.Dir says

@@ -46,6 +46,7 @@ type slot struct {
 	off  int       // slotParam: offset in the parameter vector
 	grad bool      // a gradient flows here (depends on a kernel parameter, float, live)
 	live bool      // the output depends on it
+	set  bool      // its gradient's first writer in the reverse sweep sets it (setter)
 }
 
 // step is one kernel application in graph order.
@@ -55,8 +56,23 @@ type step struct {
 	node    string
 	in, out []int  // slot ids; -1 for an absent optional input
 	gin     []bool // input k receives a gradient
+	set     []bool // the kernel sets input k's gradient rather than adding to it (setter)
 	grad    bool   // some output carries a gradient, so backward runs
 }
+
+// setter is a kernel whose backward can set the gradient of its input j, every entry to
+// 0 + what it would add (the bits of an addition to a cleared buffer, −0 included),
+// instead of adding to it: the buffer then needs no clearing first. The compiler calls
+// setsGrad(j, size) only for the step that writes that gradient (size entries) first in
+// the reverse sweep, and only when no other input of the step shares its slot; a true
+// answer commits the kernel to setting it in backward and in backwardHeads from then on.
+type setter interface {
+	setsGrad(j, size int) bool
+}
+
+// zero is the cleared buffer's 0.0 that a setter adds to: 0.0 + x, which differs from x
+// when x = −0; a variable so that the addition is not folded away.
+var zero = 0.0
 
 // Model is a loaded ONNX network with a fixed per-example input shape, evaluated in
 // float64: f: R^D → R^d with the selected initializers as its P parameters. It is
@@ -202,7 +218,7 @@ func (m *Model) Backward(dst, w []float64, ws *Workspace) {
 		switch {
 		case s.kind == slotParam:
 			ws.grads[i] = dst[s.off : s.off+s.size]
-		case s.grad && s.live:
+		case s.grad && s.live && !s.set:
 			clear(ws.grads[i])
 		}
 	}

@@ -29,10 +29,24 @@ func opBinary(op byte) opFunc {
 
 // binaryKernel computes y[i] = a[ia[i]] op b[ib[i]] (ia, ib nil: the identity).
 type binaryKernel struct {
-	op     byte
-	n      int
-	ia, ib []int32
-	intDiv bool
+	op         byte
+	n          int
+	ia, ib     []int32
+	intDiv     bool
+	setA, setB bool // backward sets input a's or b's gradient (setter)
+}
+
+// setsGrad: a sum's or difference's operand without broadcast, whose gradient is ±g.
+func (k *binaryKernel) setsGrad(j, _ int) bool {
+	switch {
+	case k.op != '+' && k.op != '-':
+		return false
+	case j == 0 && k.ia == nil:
+		k.setA = true
+	case j == 1 && k.ib == nil:
+		k.setB = true
+	}
+	return j == 0 && k.setA || j == 1 && k.setB
 }
 
 func (k *binaryKernel) scratch() int { return 0 }
@@ -96,11 +110,15 @@ func (k *binaryKernel) backward(gin, gout, in, out [][]float64, _ []float64) {
 	ga, gb := gin[0], gin[1]
 	switch k.op {
 	case '+': // the residual and bias adds: sums only
-		addMapped(ga, k.ia, g)
-		addMapped(gb, k.ib, g)
+		addOrSet(ga, k.ia, g, k.setA)
+		addOrSet(gb, k.ib, g, k.setB)
 	case '-':
-		addMapped(ga, k.ia, g)
-		if gb != nil {
+		addOrSet(ga, k.ia, g, k.setA)
+		if k.setB {
+			for i, gi := range g {
+				gb[i] = zero + -gi
+			}
+		} else if gb != nil {
 			for i, gi := range g {
 				gb[at(k.ib, i)] += -gi
 			}
@@ -178,6 +196,17 @@ func (k *binaryKernel) mulBackward(ga, gb, g, a, b []float64) {
 
 // addMapped adds g[i] to dst[m[i]] for every i, in order (dst nil: nothing; m nil: the
 // identity).
+// addOrSet is addMapped, or with set (m nil) dst[i] = 0 + g[i].
+func addOrSet(dst []float64, m []int32, g []float64, set bool) {
+	if set {
+		for i, v := range g {
+			dst[i] = zero + v
+		}
+		return
+	}
+	addMapped(dst, m, g)
+}
+
 func addMapped(dst []float64, m []int32, g []float64) {
 	switch {
 	case dst == nil:
@@ -219,7 +248,15 @@ func opUnary(f int) opFunc {
 }
 
 // unaryKernel computes y = f(x) elementwise.
-type unaryKernel struct{ f, n int }
+type unaryKernel struct {
+	f, n int
+	set  bool // backward sets the gradient (setter): ReLU and erf
+}
+
+func (k *unaryKernel) setsGrad(_, _ int) bool {
+	k.set = k.f == uRelu || k.f == uErf
+	return k.set
+}
 
 func (k *unaryKernel) scratch() int { return 0 }
 
@@ -256,6 +293,10 @@ func (k *unaryKernel) backward(gin, gout, in, out [][]float64, _ []float64) {
 // backwardTo adds g·f'(x) to gx, one loop per function; erf's e^{−x²} is read from e
 // when it is not nil (the heads' shared values), else computed.
 func (k *unaryKernel) backwardTo(gx, g, x, y, e []float64) {
+	if k.set {
+		k.setTo(gx, g, x, e)
+		return
+	}
 	switch k.f {
 	case uRelu:
 		for i, gi := range g {
@@ -299,6 +340,30 @@ func (k *unaryKernel) backwardTo(gx, g, x, y, e []float64) {
 		for i, gi := range g {
 			gx[i] += gi / x[i]
 		}
+	}
+}
+
+// setTo is backwardTo for a kernel that sets its gradient (ReLU or erf): gx[i] = 0 + d
+// where backwardTo adds d.
+func (k *unaryKernel) setTo(gx, g, x, e []float64) {
+	if k.f == uRelu {
+		for i, gi := range g {
+			var d float64
+			if x[i] > 0 {
+				d = gi
+			}
+			gx[i] = zero + d
+		}
+		return
+	}
+	for i, gi := range g {
+		var ex float64
+		if e != nil {
+			ex = e[i]
+		} else {
+			ex = math.Exp(-x[i] * x[i])
+		}
+		gx[i] = zero + gi*2/math.Sqrt(math.Pi)*ex
 	}
 }
 

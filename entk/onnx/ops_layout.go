@@ -13,6 +13,26 @@ import (
 type mapKernel struct {
 	m    []int32
 	fill float64
+	set  bool // backward sets the gradient (setter): m reaches every input entry once
+}
+
+// setsGrad: when the map is a permutation of the input's size entries (a Transpose, a
+// Pad's interior), each gradient entry gets exactly one term.
+func (k *mapKernel) setsGrad(_, size int) bool {
+	hit := make([]bool, size)
+	n := 0
+	for _, j := range k.m {
+		if j < 0 {
+			continue
+		}
+		if int(j) >= size || hit[j] {
+			return false
+		}
+		hit[j] = true
+		n++
+	}
+	k.set = n == size
+	return k.set
 }
 
 func (k *mapKernel) scratch() int { return 0 }
@@ -30,6 +50,14 @@ func (k *mapKernel) forward(out, in [][]float64, _ []float64) {
 
 func (k *mapKernel) backward(gin, gout, _, _ [][]float64, _ []float64) {
 	gx, g := gin[0], gout[0][:len(k.m)]
+	if k.set {
+		for i, j := range k.m {
+			if j >= 0 {
+				gx[j] = zero + g[i]
+			}
+		}
+		return
+	}
 	for i, j := range k.m {
 		if j >= 0 {
 			gx[j] += g[i]

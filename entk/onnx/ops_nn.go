@@ -537,6 +537,12 @@ func opBatchNorm(x *nodeCtx) ([]outSpec, kernel, error) {
 type bnKernel struct {
 	n, c, inner int
 	eps         float64
+	set         bool // backward sets x's gradient (setter)
+}
+
+func (k *bnKernel) setsGrad(j, _ int) bool {
+	k.set = k.set || j == 0
+	return j == 0
 }
 
 func (k *bnKernel) scratch() int { return 0 }
@@ -575,6 +581,12 @@ func (k *bnKernel) backward(gin, gout, in, _ [][]float64, _ []float64) {
 			}
 			if gx != nil {
 				f := scale[c] / sd
+				if k.set {
+					for i, gi := range g {
+						gx[o+i] = zero + gi*f
+					}
+					continue
+				}
 				for i, gi := range g {
 					gx[o+i] += gi * f
 				}

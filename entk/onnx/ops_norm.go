@@ -48,6 +48,12 @@ func opLayerNorm(x *nodeCtx) ([]outSpec, kernel, error) {
 type lnKernel struct {
 	rows, n int
 	eps     float64
+	set     bool // backward sets x's gradient (setter)
+}
+
+func (k *lnKernel) setsGrad(j, _ int) bool {
+	k.set = k.set || j == 0
+	return j == 0
 }
 
 // scratch holds x̂ (rows·n) and r (rows).
@@ -103,6 +109,12 @@ func (k *lnKernel) backward(gin, gout, in, _ [][]float64, scr []float64) {
 		}
 		mh, mhx = mh/nf, mhx/nf
 		dx := gx[r*k.n : (r+1)*k.n]
+		if k.set {
+			for i, gi := range g {
+				dx[i] = zero + rs[r]*(gi*gamma[i]-mh-h[i]*mhx)
+			}
+			continue
+		}
 		for i, gi := range g {
 			dx[i] += rs[r] * (gi*gamma[i] - mh - h[i]*mhx)
 		}
@@ -131,7 +143,15 @@ func opSoftmax(x *nodeCtx) ([]outSpec, kernel, error) {
 
 // softmaxKernel computes y_j = exp(x_j − max x)/Σ_k exp(x_k − max x) along the axis of x
 // viewed as [outer, n, inner]; VJP gx_j += y_j·(g_j − Σ_k g_k y_k).
-type softmaxKernel struct{ outer, n, inner int }
+type softmaxKernel struct {
+	outer, n, inner int
+	set             bool // backward sets x's gradient (setter)
+}
+
+func (k *softmaxKernel) setsGrad(_, _ int) bool {
+	k.set = true
+	return true
+}
 
 func (k *softmaxKernel) scratch() int { return 0 }
 
@@ -168,6 +188,10 @@ func (k *softmaxKernel) backward(gin, gout, _, out [][]float64, _ []float64) {
 			}
 			for j := 0; j < k.n; j++ {
 				p := base + j*k.inner
+				if k.set {
+					gx[p] = zero + y[p]*(g[p]-s)
+					continue
+				}
 				gx[p] += y[p] * (g[p] - s)
 			}
 		}
