@@ -286,10 +286,12 @@ func (c *compiler) finish(g *onnxpb.GraphProto) (*Model, error) {
 		}
 	}
 	c.setters(live, outSlot)
+	c.paramSetters(live)
 	c.unusedWarnings()
 	m := &Model{
 		opset: c.opset, inShape: c.inShape, outShape: ov.shape, inDim: numel(c.inShape), outDim: c.slots[outSlot].size,
 		params: c.params, slots: c.slots, steps: live, inSlot: c.inSlot, outSlot: outSlot, cov: c.cov,
+		preclear: c.preclear(),
 	}
 	m.linearA = m.finalLinear()
 	return m, nil
@@ -318,6 +320,58 @@ func (c *compiler) setters(live []step, outSlot int) {
 			}
 		}
 	}
+}
+
+// paramSetters marks the parameters whose gradient exactly one step writes (slot.lazy),
+// and asks that step whether it sets it (setter).
+func (c *compiler) paramSetters(live []step) {
+	writers := make([]int, len(c.slots))
+	for _, st := range live {
+		for j, s := range st.in {
+			if st.grad && st.gin[j] && c.slots[s].kind == slotParam {
+				writers[s]++
+			}
+		}
+	}
+	for i := range live {
+		st := &live[i]
+		for j, s := range st.in {
+			if !st.grad || !st.gin[j] || c.slots[s].kind != slotParam || writers[s] != 1 {
+				continue
+			}
+			if c.opts.noSetters {
+				continue
+			}
+			c.slots[s].lazy = true
+			if k, ok := st.k.(setter); ok && len(st.out) == 1 && k.setsGrad(j, c.slots[s].size) {
+				st.set[j], c.slots[s].set = true, true
+			}
+		}
+	}
+}
+
+// preclear is the parameter vector less the lazy parameters' ranges, as spans.
+func (c *compiler) preclear() []paramSpan {
+	keep := make([]bool, len(c.params))
+	for _, s := range c.slots {
+		if s.kind == slotParam && s.lazy {
+			for i := s.off; i < s.off+s.size; i++ {
+				keep[i] = true
+			}
+		}
+	}
+	var sp []paramSpan
+	for i := 0; i < len(keep); {
+		n := 0
+		for i+n < len(keep) && keep[i+n] == keep[i] {
+			n++
+		}
+		if !keep[i] {
+			sp = append(sp, paramSpan{i, n})
+		}
+		i += n
+	}
+	return sp
 }
 
 // countOf is the number of times s occurs in ids.

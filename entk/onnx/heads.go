@@ -94,7 +94,11 @@ func (m *Model) BackwardHeads(dst, w []float64, h int, ws *Workspace) {
 	defer leave(enter())
 	ws.reserve(h)
 	hd := &ws.hd
-	clear(dst)
+	for j := range h {
+		for _, sp := range m.preclear {
+			clear(dst[j*P+sp.off : j*P+sp.off+sp.n])
+		}
+	}
 	hd.sweep++
 	if g := hd.grads[m.outSlot]; g != nil {
 		hd.zero(m.outSlot, h*m.outDim)
@@ -120,6 +124,12 @@ func (m *Model) stepHeads(i, h int, dst []float64, ws *Workspace) {
 		switch sl := &m.slots[s]; {
 		case sl.kind == slotParam:
 			gin[j], gstr[j] = dst[sl.off:], len(m.params)
+			if sl.lazy && !st.set[j] {
+				for k := range h {
+					o := k*len(m.params) + sl.off
+					clear(dst[o : o+sl.size])
+				}
+			}
 		case st.set[j]: // the kernel sets it: no clearing
 			gin[j], gstr[j] = hd.grads[s], sl.size
 			hd.done[s] = hd.sweep

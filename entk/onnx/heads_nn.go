@@ -53,6 +53,10 @@ func (k *convKernel) backwardHeads(h int, gin, gout, in, _ [][]float64, gstr []i
 		clear(tw)
 		dgemm(false, false, h*M, K, P, 1, g, P, cols, K, tw, K)
 		for j := range h {
+			if k.setW {
+				setTo(gw[j*gstr[1]:j*gstr[1]+MK], tw[j*MK:(j+1)*MK])
+				continue
+			}
 			addTo(gw[j*gstr[1]:j*gstr[1]+MK], tw[j*MK:(j+1)*MK])
 		}
 	}

@@ -44,7 +44,7 @@ type Options struct {
 	// count as 2^30.
 	MaxElements int
 
-	noSetters bool // tests: every gradient cleared and added to, no setter asked
+	noSetters bool // tests: every gradient cleared first (parameters' when a pass starts) and added to, no setter asked
 }
 
 // Load reads the ONNX model at path (external data beside it unless opts.Dir says

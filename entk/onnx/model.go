@@ -47,7 +47,14 @@ type slot struct {
 	grad bool      // a gradient flows here (depends on a kernel parameter, float, live)
 	live bool      // the output depends on it
 	set  bool      // its gradient's first writer in the reverse sweep sets it (setter)
+	// lazy (slotParam): one step alone writes its gradient, and clears it just before
+	// (while it is about to touch it anyway) unless it sets it; other parameters'
+	// gradients are cleared when the pass starts (Model.preclear).
+	lazy bool
 }
+
+// paramSpan is a range of the parameter vector.
+type paramSpan struct{ off, n int }
 
 // step is one kernel application in graph order.
 type step struct {
@@ -91,7 +98,8 @@ type Model struct {
 	inSlot   int
 	outSlot  int
 	cov      *Coverage
-	linearA  int // input width of a final Linear holding the last parameters, -1 if none
+	preclear []paramSpan // the parameters whose gradients a pass clears first (slot.lazy)
+	linearA  int         // input width of a final Linear holding the last parameters, -1 if none
 	indexIn  []IndexInput
 }
 
@@ -213,7 +221,9 @@ func (m *Model) Backward(dst, w []float64, ws *Workspace) {
 		panic(fmt.Sprintf("onnx: Model.Backward: len(dst) = %d, len(w) = %d, want %d and %d", len(dst), len(w), len(m.params), m.outDim))
 	}
 	defer leave(enter())
-	clear(dst)
+	for _, sp := range m.preclear {
+		clear(dst[sp.off : sp.off+sp.n])
+	}
 	for i, s := range m.slots {
 		switch {
 		case s.kind == slotParam:
@@ -237,6 +247,9 @@ func (m *Model) Backward(dst, w []float64, ws *Workspace) {
 			gin[j] = nil
 			if st.gin[j] {
 				gin[j] = ws.grads[s]
+				if m.slots[s].lazy && !st.set[j] {
+					clear(gin[j])
+				}
 			}
 		}
 		st.k.backward(gin, ws.gout[i], ws.in[i], ws.out[i], ws.scr[i])

@@ -196,15 +196,21 @@ func (k *binaryKernel) mulBackward(ga, gb, g, a, b []float64) {
 
 // addMapped adds g[i] to dst[m[i]] for every i, in order (dst nil: nothing; m nil: the
 // identity).
-// addOrSet is addMapped, or with set (m nil) dst[i] = 0 + g[i].
+// addOrSet is addMapped, or with set (m nil) setTo.
 func addOrSet(dst []float64, m []int32, g []float64, set bool) {
 	if set {
-		for i, v := range g {
-			dst[i] = zero + v
-		}
+		setTo(dst, g)
 		return
 	}
 	addMapped(dst, m, g)
+}
+
+// setTo sets dst[i] = 0 + src[i] (a setter's addTo).
+func setTo(dst, src []float64) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = zero + v
+	}
 }
 
 func addMapped(dst []float64, m []int32, g []float64) {

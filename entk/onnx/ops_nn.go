@@ -213,6 +213,12 @@ type convKernel struct {
 	// (findRuns).
 	runs  []convRun
 	runAt []int32
+	setW  bool // backward sets the weight's gradient (setter: its only writer)
+}
+
+func (k *convKernel) setsGrad(j, _ int) bool {
+	k.setW = k.setW || j == 1
+	return j == 1
 }
 
 // convRun is a stretch of one row of colsT: colsT[r·P + p + i] = c + i for i < n, or −1
@@ -285,6 +291,9 @@ func (k *convKernel) backward(gin, gout, in, _ [][]float64, scr []float64) {
 	gx, gw, gb, w := gin[0], gin[1], get(gin, 2), in[1]
 	KP, MP := k.K*k.P, k.m*k.P
 	gcols := scr[k.n*KP : (k.n+1)*KP]
+	if k.setW && gw != nil {
+		clear(gw[:k.m*k.K])
+	}
 	for b := 0; b < k.n; b++ {
 		g, cols := gout[0][b*MP:(b+1)*MP], scr[b*KP:(b+1)*KP]
 		nnz := 0
