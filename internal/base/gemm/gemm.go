@@ -101,6 +101,28 @@ func DgemmSerial(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64,
 	return true
 }
 
+// DgemmSerialFunc is DgemmSerial for C += alpha·op(A)·B with B (k×n) given by the function
+// that packs it: pack(bp, pc, kb, jc, nb, nr) writes the kb×nb block of B at (pc, jc) into
+// bp as panels of nr columns, each k-major (bp[panel·kb·nr + p·nr + j] = B[pc+p,
+// jc+panel·nr+j]), the columns past nb of the last panel as zeros. B need not exist as a
+// matrix (the ONNX convolution's im2col of a gradient is gathered straight into the
+// panels). The same bits as DgemmSerial on the B that pack describes. It reports false
+// and leaves C untouched where DgemmSerial would.
+func DgemmSerialFunc(tA blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, pack func(bp []float64, pc, kb, jc, nb, nr int), c []float64, ldc int) bool {
+	if !hasAVX2FMA || m*n*k < serialWork {
+		return false
+	}
+	check(tA, blas.NoTrans, m, n, k, len(a), lda, n*k, n, len(c), ldc)
+	if m == 0 || n == 0 || alpha == 0 || k == 0 {
+		return true
+	}
+	ws := pools64.Get().(*workspace[float64])
+	defer pools64.Put(ws)
+	ws.reserve(1)
+	serial(best(), ws, tA != blas.NoTrans, m, n, k, alpha, a, lda, c, ldc, pack)
+	return true
+}
+
 // Sgemm is Dgemm in float32 (as blas.Float32 documents): the same blocked algorithm with
 // float32 micro-kernels of twice the lanes, so about twice Dgemm's multiply-adds per
 // second, and the same guarantees: every sum formed in order by fused multiply-adds in
@@ -132,7 +154,9 @@ func gemm[T scalar](mk micro[T], pool *sync.Pool, tA, tB blas.Transpose, m, n, k
 	defer pool.Put(ws)
 	ws.reserve(w)
 	if w == 1 {
-		serial(mk, ws, aT, bT, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+		serial(mk, ws, aT, m, n, k, alpha, a, lda, c, ldc, func(bp []T, pc, kb, jc, nb, nr int) {
+			packB(bp, b, ldb, bT, pc, kb, jc, nb, nr, 0, 1)
+		})
 		return
 	}
 	// Goroutine wi takes the rows [lo(wi), lo(wi+1)): equal shares in whole mr-row
@@ -167,14 +191,16 @@ func gemm[T scalar](mk micro[T], pool *sync.Pool, tA, tB blas.Transpose, m, n, k
 	}
 }
 
-// serial is gemm's blocked path on the calling goroutine, with no closure and nothing
-// allocated (the products of the ONNX backbone's examples, many per second each).
-func serial[T scalar](mk micro[T], ws *workspace[T], aT, bT bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, c []T, ldc int) {
+// serial is gemm's blocked path on the calling goroutine, with nothing allocated (the
+// products of the ONNX backbone's examples, many per second each), op(B)'s blocks packed
+// by pack as packB packs them (pack does not escape: a closure of the caller's stays on
+// its stack).
+func serial[T scalar](mk micro[T], ws *workspace[T], aT bool, m, n, k int, alpha T, a []T, lda int, c []T, ldc int, pack func(bp []T, pc, kb, jc, nb, nr int)) {
 	for jc := 0; jc < n; jc += nc {
 		nb := min(nc, n-jc)
 		for pc := 0; pc < k; pc += kc {
 			kb := min(kc, k-pc)
-			packB(ws.b, b, ldb, bT, pc, kb, jc, nb, mk.nr, 0, 1)
+			pack(ws.b, pc, kb, jc, nb, mk.nr)
 			for ic := 0; ic < m; ic += mc {
 				mb := min(mc, m-ic)
 				packA(ws.a[0], a, lda, aT, ic, mb, pc, kb)

@@ -228,7 +228,9 @@ func TestDgemmSerialNoAllocs(t *testing.T) {
 	ws := &workspace[float64]{b: make([]float64, kc*nc)}
 	ws.reserve(1)
 	if got := testing.AllocsPerRun(50, func() {
-		serial(best(), ws, false, false, m, n, k, 1, a, k, b, n, c, n)
+		serial(best(), ws, false, m, n, k, 1, a, k, c, n, func(bp []float64, pc, kb, jc, nb, nr int) {
+			packB(bp, b, n, false, pc, kb, jc, nb, nr, 0, 1)
+		})
 	}); got != 0 {
 		t.Errorf("serial: %v allocations a call, want 0", got)
 	}
@@ -479,4 +481,57 @@ func timePair(n int, f, g func()) (tf, tg float64) {
 		tf += t1 - t0
 	}
 	return tf, tg
+}
+
+// TestDgemmSerialFunc: a B given by a packing function of its own (entries written by the
+// documented panel layout from a formula, not by packB) gives the bits of DgemmSerial on
+// the same B as a matrix, with A plain and transposed, over shapes with edge panels, two
+// blocks of kc and two of nc.
+func TestDgemmSerialFunc(t *testing.T) {
+	if !hasAVX2FMA {
+		t.Skip("no AVX2/FMA: DgemmSerialFunc declines")
+	}
+	r := rand.New(rand.NewPCG(9, 4))
+	bAt := func(p, j int) float64 { return math.Sin(float64(3*p+7*j)) + float64(p%5) }
+	for _, sh := range [][3]int{{17, 53, 300}, {6, 16, 16}, {5, nc + 37, 40}} {
+		m, n, k := sh[0], sh[1], sh[2]
+		b := make([]float64, k*n)
+		for p := range k {
+			for j := range n {
+				b[p*n+j] = bAt(p, j)
+			}
+		}
+		pack := func(bp []float64, pc, kb, jc, nb, nr int) {
+			for s := 0; s < nb; s += nr {
+				for p := range kb {
+					for j := range nr {
+						v := 0.0
+						if s+j < nb {
+							v = bAt(pc+p, jc+s+j)
+						}
+						bp[(s/nr)*kb*nr+p*nr+j] = v
+					}
+				}
+			}
+		}
+		for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+			a, lda := randSlice(r, m*k), k
+			if tA == blas.Trans {
+				lda = m
+			}
+			c0 := randSlice(r, m*n)
+			want, got := slices.Clone(c0), slices.Clone(c0)
+			if !DgemmSerial(tA, blas.NoTrans, m, n, k, 0.5, a, lda, b, n, 1, want, n) {
+				t.Fatalf("%v: DgemmSerial declined", sh)
+			}
+			if !DgemmSerialFunc(tA, m, n, k, 0.5, a, lda, pack, got, n) {
+				t.Fatalf("%v: DgemmSerialFunc declined", sh)
+			}
+			for i := range want {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+					t.Fatalf("%v %v: C[%d] = %v, DgemmSerial %v", sh, tA, i, got[i], want[i])
+				}
+			}
+		}
+	}
 }
