@@ -3,7 +3,10 @@ package onnx
 import (
 	"sort"
 
+	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/floats"
+
+	"github.com/cairnhq/cairn/internal/base/gemm"
 )
 
 // headsScratch: the weight gradients of h heads (h·M·K), the output gradients of h heads
@@ -12,6 +15,9 @@ import (
 func (k *convKernel) headsScratch(h int) int {
 	if k.n != 1 {
 		return 0
+	}
+	if v := k.inv; v != nil {
+		return h*k.m*k.K + max(k.m*k.K+k.m*v.plane+k.K/len(v.off)*v.bnd, k.m*h*k.P+k.K*k.colBlock(h*k.P))
 	}
 	return h*k.m*k.K + h*k.m*k.P + k.K*k.colBlock(h*k.P)
 }
@@ -63,6 +69,9 @@ func (k *convKernel) backwardHeads(h int, gin, gout, in, _ [][]float64, gstr []i
 	if gx == nil {
 		return true
 	}
+	if k.inv != nil && k.gxByProduct(h, gx, gstr[0], g, in[1], hscr[h*MK:]) {
+		return true
+	}
 	gs, gc := hscr[h*MK:h*MK+M*hP], hscr[h*MK+M*hP:]
 	sideBySide(gs, g, h, M, P)
 	nb := k.colBlock(hP)
@@ -74,6 +83,80 @@ func (k *convKernel) backwardHeads(h int, gin, gout, in, _ [][]float64, gstr []i
 		k.col2imHeads(gx, gstr[0], blk, c0, w)
 	}
 	return true
+}
+
+// gxByProduct is backwardHeads' input gradient for a stride-1 convolution (convInv) as
+// one product per head over the im2col matrix of the head's padded output gradient
+// instead of col2im over the column gradients. With C = K/A input channels, for the band
+// of input rows at the padded width (band column i ↔ input (i/wp, i%wp) for i%wp < W)
+//
+//	band_j (C×H·wp) = W' (C×A·M) · B_j,  W'[c, e·M + m] = W[m, c·A + e],
+//	                                     B_j[e·M + m, i] = Gpad_j[m, i + off_e]
+//	gx_j[c, y, x] += band_j[c, y·wp + x]   (x < W)
+//
+// B_j's rows are contiguous stretches of the padded planes, copied straight into the
+// GEMM's packed panels (packPadded, gemm.DgemmSerialFunc, on the calling goroutine): a
+// product over A·M terms where col2im's ran over M, and no column gradients to clear,
+// write and add back. It reports false, having written nothing, where that GEMM path is
+// not available (no AVX2/FMA).
+func (k *convKernel) gxByProduct(h int, gx []float64, stride int, g, w, scr []float64) bool {
+	v, M, P, K := k.inv, k.m, k.P, k.K
+	A := len(v.off)
+	C, MA := K/A, M*A
+	wt, gp, band := scr[:C*MA], scr[C*MA:C*MA+M*v.plane], scr[C*MA+M*v.plane:C*MA+M*v.plane+C*v.bnd]
+	for m := range M {
+		for c := range C {
+			for e := range A {
+				wt[c*MA+e*M+m] = w[m*K+c*A+e]
+			}
+		}
+	}
+	clear(gp)
+	ho := P / v.wo
+	for j := range h {
+		gj := g[j*M*P : (j+1)*M*P]
+		for m := range M {
+			for y := range ho {
+				o := m*v.plane + (y+v.ty)*v.wp + v.tx
+				copy(gp[o:o+v.wo], gj[m*P+y*v.wo:m*P+(y+1)*v.wo])
+			}
+		}
+		clear(band)
+		pack := func(bp []float64, pc, kb, jc, nb, nr int) { k.packPadded(bp, gp, pc, kb, jc, nb, nr) }
+		if !gemm.DgemmSerialFunc(blas.NoTrans, C, v.bnd, MA, 1, wt, MA, pack, band, v.bnd) {
+			return false
+		}
+		xj := gx[j*stride : j*stride+C*v.h*v.w]
+		for c := range C {
+			for y := range v.h {
+				addTo(xj[(c*v.h+y)*v.w:(c*v.h+y+1)*v.w], band[c*v.bnd+y*v.wp:c*v.bnd+y*v.wp+v.w])
+			}
+		}
+	}
+	return true
+}
+
+// packPadded writes the kb×nb block at (pc, jc) of B_j (gxByProduct) from the padded
+// planes gp as gemm.DgemmSerialFunc's panels of nr columns: bp[panel·kb·nr + p·nr + i] =
+// B_j[pc+p, jc+panel·nr+i], zeros past nb.
+func (k *convKernel) packPadded(bp, gp []float64, pc, kb, jc, nb, nr int) {
+	v, M := k.inv, k.m
+	if nb%nr != 0 {
+		clear(bp[(nb/nr)*kb*nr : (nb/nr+1)*kb*nr])
+	}
+	for p := range kb {
+		e, m := (pc+p)/M, (pc+p)%M
+		src := gp[m*v.plane+v.off[e]+jc:]
+		o := p * nr
+		s := 0
+		for ; s+nr <= nb; s += nr {
+			copy(bp[o:o+nr], src[s:s+nr])
+			o += kb * nr
+		}
+		if s < nb {
+			copy(bp[o:o+nb-s], src[s:nb])
+		}
+	}
 }
 
 // colBlock is the number of columns of [G_1 … G_h] (hP of them) whose column gradients

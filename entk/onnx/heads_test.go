@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/cairnhq/cairn/entk/onnx/onnxpb"
 )
 
 // headsTol bounds |BackwardHeads row j − Backward(w_j)| relative to the largest entry of
@@ -193,6 +195,84 @@ func checkRuns(t *testing.T, k *convKernel, r *rand.Rand) {
 		for i := range byRuns {
 			if math.Float64bits(byRuns[i]) != math.Float64bits(byElem[i]) {
 				t.Fatalf("blocks of %d: gx[%d] = %v by runs, %v by elements", nb, i, byRuns[i], byElem[i])
+			}
+		}
+	}
+}
+
+// TestConvGradByProduct: a stride-1 convolution's input gradient in BackwardHeads as one
+// product over the padded output gradient (gxByProduct) agrees, within headsTol, with
+// the same convolution's col2im path (inv removed), over padding none, even, uneven and
+// "same", 3×3, 1×1, 3×2 and dilated kernels, non-square and 1-D inputs; and a stride-2
+// convolution has no such form.
+func TestConvGradByProduct(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 1))
+	cases := []struct {
+		name  string
+		x, w  []int
+		attrs []*onnxpb.AttributeProto
+	}{
+		{"3x3 pad 1", []int{1, 3, 9, 7}, []int{4, 3, 3, 3}, []*onnxpb.AttributeProto{aInts("pads", 1, 1, 1, 1)}},
+		{"3x3 no pad", []int{1, 3, 9, 7}, []int{4, 3, 3, 3}, nil},
+		{"3x2 uneven pads", []int{1, 2, 6, 8}, []int{5, 2, 3, 2}, []*onnxpb.AttributeProto{aInts("pads", 0, 1, 2, 0)}},
+		{"1x1", []int{1, 5, 4, 6}, []int{3, 5, 1, 1}, nil},
+		{"dilated", []int{1, 2, 8, 8}, []int{3, 2, 3, 3}, []*onnxpb.AttributeProto{aInts("pads", 2, 2, 2, 2), aInts("dilations", 2, 2)}},
+		{"1-D", []int{1, 3, 11}, []int{2, 3, 3}, []*onnxpb.AttributeProto{aInts("pads", 1, 1)}},
+		{"stride 2", []int{1, 3, 9, 7}, []int{4, 3, 3, 3}, []*onnxpb.AttributeProto{aInts("pads", 1, 1, 1, 1), aInts("strides", 2, 2)}},
+	}
+	for _, c := range cases {
+		b := newBuilder(17)
+		dims := make([]int64, len(c.x))
+		for i, d := range c.x {
+			dims[i] = int64(d)
+		}
+		b.input("x", dims...)
+		// An added constant is a parameter, so the convolution's input needs its gradient.
+		pre := b.node("Tanh", []string{b.node("Add", []string{"x", b.initF("s", c.x, randVals(r, numel(c.x), 1))})})
+		y := b.node("Conv", []string{pre, b.initF("w", c.w, randVals(r, numel(c.w), 1))}, c.attrs...)
+		b.output(b.node("Reshape", []string{y, b.ints(1, -1)}))
+		m, err := LoadBytes(b.bytes(t), Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var k *convKernel
+		for _, st := range m.steps {
+			if ck, ok := st.k.(*convKernel); ok {
+				k = ck
+			}
+		}
+		if c.name == "stride 2" {
+			if k.inv != nil {
+				t.Errorf("stride 2: a product form %+v, want none", *k.inv)
+			}
+			continue
+		}
+		if k.inv == nil {
+			t.Fatalf("%s: no product form", c.name)
+		}
+		x := randVals(r, m.InDim(), 1)
+		const h = 3
+		w := randVals(r, h*m.OutDim(), 1)
+		grads := func() []float64 {
+			ws := m.NewWorkspace()
+			m.Forward(make([]float64, m.OutDim()), x, ws)
+			g := make([]float64, h*m.NumParams())
+			m.BackwardHeads(g, w, h, ws)
+			return g
+		}
+		got := grads()
+		inv := k.inv
+		k.inv = nil
+		want := grads()
+		k.inv = inv
+		scale := 1.0
+		for _, v := range want {
+			scale = max(scale, math.Abs(v))
+		}
+		for i, v := range want {
+			if math.Abs(got[i]-v) > headsTol*scale {
+				t.Errorf("%s: dL/dp[%d] = %.17g by the product, %.17g by col2im", c.name, i, got[i], v)
+				break
 			}
 		}
 	}

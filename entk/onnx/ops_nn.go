@@ -190,6 +190,7 @@ func opConv(x *nodeCtx) ([]outSpec, kernel, error) {
 		}
 	}
 	k.findRuns()
+	k.findInv(off, A, g.in[0], g.in[1], g.out[1])
 	return []outSpec{{dt: dtFloat, shape: g.outShape(xs[0], ws[0], len(xs))}}, k, nil
 }
 
@@ -214,6 +215,22 @@ type convKernel struct {
 	runs  []convRun
 	runAt []int32
 	setW  bool // backward sets the weight's gradient (setter: its only writer)
+	inv   *convInv
+}
+
+// convInv describes a stride-1 convolution's input gradient as one product over a
+// padded copy of the output gradient (gxByProduct). Element e of the kernel reads input
+// (iy, ix) at output (iy + dy_e, ix + dx_e). The output gradient's planes are copied into
+// planes of hp×wp (row ty, column tx holding output row 0, column 0; zeros around), so
+// that, for the band of input rows 0 … H−1 at width wp (H·wp columns, those at ix ≥ W
+// discarded), element e's gradient term of band column i is padded entry i + off[e]: a
+// row of that band is a contiguous stretch of the padded plane.
+type convInv struct {
+	h, w, wo   int   // input rows and columns, output columns
+	hp, wp     int   // padded plane
+	ty, tx     int   // where output (0, 0) sits in it
+	off        []int // per element
+	plane, bnd int   // padded plane with slack (hp·wp + wp), band H·wp
 }
 
 func (k *convKernel) setsGrad(j, _ int) bool {
@@ -232,24 +249,64 @@ const minRunLen = 4
 // findRuns splits each row of colsT into runs (convKernel.runs), or leaves runs nil when
 // they average under minRunLen entries.
 func (k *convKernel) findRuns() {
-	var runs []convRun
-	at := make([]int32, 0, k.K+1)
-	for r := range k.K {
+	k.runs, k.runAt = mapRuns(k.colsT, k.K, k.P)
+}
+
+// mapRuns splits each of the rows of the index map m (rows×n) into runs (convRun), with
+// at[r] the first run of row r and at[rows] their number; nil when they average under
+// minRunLen entries.
+func mapRuns(m []int32, rows, n int) (runs []convRun, at []int32) {
+	at = make([]int32, 0, rows+1)
+	for r := range rows {
 		at = append(at, int32(len(runs)))
-		row := k.colsT[r*k.P : (r+1)*k.P]
+		row := m[r*n : (r+1)*n]
 		for p := 0; p < len(row); {
-			n := 1
-			for p+n < len(row) && (row[p] < 0 && row[p+n] < 0 || row[p] >= 0 && row[p+n] == row[p]+int32(n)) {
-				n++
+			l := 1
+			for p+l < len(row) && (row[p] < 0 && row[p+l] < 0 || row[p] >= 0 && row[p+l] == row[p]+int32(l)) {
+				l++
 			}
-			runs = append(runs, convRun{p: int32(p), n: int32(n), c: max(row[p], -1)})
-			p += n
+			runs = append(runs, convRun{p: int32(p), n: int32(l), c: max(row[p], -1)})
+			p += l
 		}
 	}
-	if len(runs)*minRunLen > len(k.colsT) {
-		return
+	if len(runs)*minRunLen > len(m) {
+		return nil, nil
 	}
-	k.runs, k.runAt = runs, append(at, int32(len(runs)))
+	return runs, append(at, int32(len(runs)))
+}
+
+// findInv sets k.inv (convInv) when every element reads at a fixed shift of the output
+// position (stride 1 in both dimensions): off[e·P + p] is the input position, in an H×W
+// plane, that output position p of a ·×wo output reads through element e, or −1.
+func (k *convKernel) findInv(off []int32, A, H, W, wo int) {
+	dy, dx := make([]int, A), make([]int, A)
+	for e := range A {
+		set := false
+		for p, q := range off[e*k.P : (e+1)*k.P] {
+			if q < 0 {
+				continue
+			}
+			y, x := p/wo-int(q)/W, p%wo-int(q)%W
+			if !set {
+				dy[e], dx[e], set = y, x, true
+			} else if y != dy[e] || x != dx[e] {
+				return
+			}
+		}
+		if !set {
+			return
+		}
+	}
+	v := &convInv{h: H, w: W, wo: wo, off: make([]int, A)}
+	v.ty, v.tx = -slices.Min(dy), -slices.Min(dx)
+	ho := k.P / wo
+	v.hp = max(H+slices.Max(dy), ho) + v.ty
+	v.wp = max(W+slices.Max(dx), wo) + v.tx
+	for e := range A {
+		v.off[e] = (dy[e]+v.ty)*v.wp + dx[e] + v.tx
+	}
+	v.plane, v.bnd = v.hp*v.wp+v.wp, H*v.wp
+	k.inv = v
 }
 
 // sparseFrac: the sparse backward runs when nnz(g_b)·sparseFrac ≤ M·P. The dense products
