@@ -45,13 +45,16 @@ type scalar interface{ float32 | float64 }
 type micro[T scalar] struct {
 	nr   int
 	kern func(kc int, a, b, c []T, ldc int, alpha T)
+	// kernZ, where there is one, is kern on a tile whose C holds +0: C not read, the same
+	// bits (beta = 0's first block of p, which then needs no clearing first).
+	kernZ func(kc int, a, b, c []T, ldc int, alpha T)
 }
 
 var (
-	avx2    = micro[float64]{nr: 8, kern: kern6x8}    // 6×8 tiles in 256-bit registers
-	avx512  = micro[float64]{nr: 16, kern: kern6x16}  // 6×16 tiles in 512-bit registers: twice the work per instruction
-	avx2s   = micro[float32]{nr: 16, kern: kern6x16s} // float32: 6×16 tiles in 256-bit registers
-	avx512s = micro[float32]{nr: 32, kern: kern6x32s} // float32: 6×32 tiles in 512-bit registers
+	avx2    = micro[float64]{nr: 8, kern: kern6x8}                     // 6×8 tiles in 256-bit registers
+	avx512  = micro[float64]{nr: 16, kern: kern6x16, kernZ: kern6x16z} // 6×16 tiles in 512-bit registers: twice the work per instruction
+	avx2s   = micro[float32]{nr: 16, kern: kern6x16s}                  // float32: 6×16 tiles in 256-bit registers
+	avx512s = micro[float32]{nr: 32, kern: kern6x32s}                  // float32: 6×32 tiles in 512-bit registers
 )
 
 // best and bestS are the widest micro-kernels the machine runs (only called when
@@ -101,25 +104,30 @@ func DgemmSerial(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64,
 	return true
 }
 
-// DgemmSerialFunc is DgemmSerial for C += alpha·op(A)·B with B (k×n) given by the function
+// DgemmSerialFunc is DgemmSerial for C = alpha·op(A)·B + beta·C with B (k×n) given by the function
 // that packs it: pack(bp, pc, kb, jc, nb, nr) writes the kb×nb block of B at (pc, jc) into
 // bp as panels of nr columns, each k-major (bp[panel·kb·nr + p·nr + j] = B[pc+p,
 // jc+panel·nr+j]), the columns past nb of the last panel as zeros. B need not exist as a
 // matrix (the ONNX convolution's im2col of a gradient is gathered straight into the
 // panels). The same bits as DgemmSerial on the B that pack describes. It reports false
 // and leaves C untouched where DgemmSerial would.
-func DgemmSerialFunc(tA blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, pack func(bp []float64, pc, kb, jc, nb, nr int), c []float64, ldc int) bool {
+func DgemmSerialFunc(tA blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, pack func(bp []float64, pc, kb, jc, nb, nr int), beta float64, c []float64, ldc int) bool {
 	if !hasAVX2FMA || m*n*k < serialWork {
 		return false
 	}
 	check(tA, blas.NoTrans, m, n, k, len(a), lda, n*k, n, len(c), ldc)
+	mk := best()
+	store := storesFirst(mk, alpha, beta, k)
+	if !store {
+		scaleRows(c, ldc, n, beta, 0, m)
+	}
 	if m == 0 || n == 0 || alpha == 0 || k == 0 {
 		return true
 	}
 	ws := pools64.Get().(*workspace[float64])
 	defer pools64.Put(ws)
 	ws.reserve(1)
-	serial(best(), ws, tA != blas.NoTrans, m, n, k, alpha, a, lda, c, ldc, pack)
+	serial(mk, ws, tA != blas.NoTrans, m, n, k, alpha, a, lda, c, ldc, store, pack)
 	return true
 }
 
@@ -143,7 +151,10 @@ func gemm[T scalar](mk micro[T], pool *sync.Pool, tA, tB blas.Transpose, m, n, k
 	if m == 0 || n == 0 {
 		return
 	}
-	scaleRows(c, ldc, n, beta, 0, m)
+	store := storesFirst(mk, alpha, beta, k)
+	if !store {
+		scaleRows(c, ldc, n, beta, 0, m)
+	}
 	if alpha == 0 || k == 0 {
 		return
 	}
@@ -154,7 +165,7 @@ func gemm[T scalar](mk micro[T], pool *sync.Pool, tA, tB blas.Transpose, m, n, k
 	defer pool.Put(ws)
 	ws.reserve(w)
 	if w == 1 {
-		serial(mk, ws, aT, m, n, k, alpha, a, lda, c, ldc, func(bp []T, pc, kb, jc, nb, nr int) {
+		serial(mk, ws, aT, m, n, k, alpha, a, lda, c, ldc, store, func(bp []T, pc, kb, jc, nb, nr int) {
 			packB(bp, b, ldb, bT, pc, kb, jc, nb, nr, 0, 1)
 		})
 		return
@@ -179,7 +190,7 @@ func gemm[T scalar](mk micro[T], pool *sync.Pool, tA, tB blas.Transpose, m, n, k
 				for ic := lo(wi); ic < lo(wi+1); ic += mc {
 					mb := min(mc, lo(wi+1)-ic)
 					packA(ap, a, lda, aT, ic, mb, pc, kb)
-					macro(mk, c, ldc, ap, ws.b, ic, mb, jc, nb, kb, alpha, ws.tiles[wi])
+					macro(mk, c, ldc, ap, ws.b, ic, mb, jc, nb, kb, alpha, ws.tiles[wi], store && pc == 0)
 				}
 			}
 			for wi := 1; wi < w; wi++ {
@@ -195,7 +206,7 @@ func gemm[T scalar](mk micro[T], pool *sync.Pool, tA, tB blas.Transpose, m, n, k
 // products of the ONNX backbone's examples, many per second each), op(B)'s blocks packed
 // by pack as packB packs them (pack does not escape: a closure of the caller's stays on
 // its stack).
-func serial[T scalar](mk micro[T], ws *workspace[T], aT bool, m, n, k int, alpha T, a []T, lda int, c []T, ldc int, pack func(bp []T, pc, kb, jc, nb, nr int)) {
+func serial[T scalar](mk micro[T], ws *workspace[T], aT bool, m, n, k int, alpha T, a []T, lda int, c []T, ldc int, store bool, pack func(bp []T, pc, kb, jc, nb, nr int)) {
 	for jc := 0; jc < n; jc += nc {
 		nb := min(nc, n-jc)
 		for pc := 0; pc < k; pc += kc {
@@ -204,10 +215,16 @@ func serial[T scalar](mk micro[T], ws *workspace[T], aT bool, m, n, k int, alpha
 			for ic := 0; ic < m; ic += mc {
 				mb := min(mc, m-ic)
 				packA(ws.a[0], a, lda, aT, ic, mb, pc, kb)
-				macro(mk, c, ldc, ws.a[0], ws.b, ic, mb, jc, nb, kb, alpha, ws.tiles[0])
+				macro(mk, c, ldc, ws.a[0], ws.b, ic, mb, jc, nb, kb, alpha, ws.tiles[0], store && pc == 0)
 			}
 		}
 	}
+}
+
+// storesFirst says whether a product with beta = 0 writes its first block of p without
+// clearing C first (mk has a kernZ): the result is the same bits as clearing it.
+func storesFirst[T scalar](mk micro[T], alpha, beta T, k int) bool {
+	return beta == 0 && alpha != 0 && k > 0 && mk.kernZ != nil
 }
 
 // scaleRows sets rows lo ≤ i < hi of C (n columns) to beta·C: zeros for beta = 0
@@ -232,7 +249,9 @@ func scaleRows[T scalar](c []T, ldc, n int, beta T, lo, hi int) {
 // C[ic:ic+mb, jc:jc+nb], tile by tile with mk. A tile on the partial edge of the block is
 // copied to the scratch tile (mr·maxNR entries, the caller's), updated there by the
 // same kernel and copied back, so its entries get the same operations as interior ones.
-func macro[T scalar](mk micro[T], c []T, ldc int, ap, bp []T, ic, mb, jc, nb, kb int, alpha T, tile []T) {
+// With store, C's block holds nothing yet: interior tiles by mk.kernZ, edge tiles from a
+// cleared scratch tile, the bits of a cleared C.
+func macro[T scalar](mk micro[T], c []T, ldc int, ap, bp []T, ic, mb, jc, nb, kb int, alpha T, tile []T, store bool) {
 	nr := mk.nr
 	for jr := 0; jr < nb; jr += nr {
 		bpan := bp[(jr/nr)*kb*nr : (jr/nr+1)*kb*nr]
@@ -240,12 +259,19 @@ func macro[T scalar](mk micro[T], c []T, ldc int, ap, bp []T, ic, mb, jc, nb, kb
 			apan := ap[(ir/mr)*kb*mr : (ir/mr+1)*kb*mr]
 			if ir+mr <= mb && jr+nr <= nb {
 				off := (ic+ir)*ldc + jc + jr
+				if store {
+					mk.kernZ(kb, apan, bpan, c[off:off+(mr-1)*ldc+nr], ldc, alpha)
+					continue
+				}
 				mk.kern(kb, apan, bpan, c[off:off+(mr-1)*ldc+nr], ldc, alpha)
 				continue
 			}
 			rows, cols := min(mr, mb-ir), min(nr, nb-jr)
 			clear(tile[:mr*nr])
 			for i := range rows {
+				if store {
+					break
+				}
 				off := (ic+ir+i)*ldc + jc + jr
 				copy(tile[i*nr:i*nr+cols], c[off:off+cols])
 			}

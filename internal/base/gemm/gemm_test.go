@@ -228,7 +228,7 @@ func TestDgemmSerialNoAllocs(t *testing.T) {
 	ws := &workspace[float64]{b: make([]float64, kc*nc)}
 	ws.reserve(1)
 	if got := testing.AllocsPerRun(50, func() {
-		serial(best(), ws, false, m, n, k, 1, a, k, c, n, func(bp []float64, pc, kb, jc, nb, nr int) {
+		serial(best(), ws, false, m, n, k, 1, a, k, c, n, false, func(bp []float64, pc, kb, jc, nb, nr int) {
 			packB(bp, b, n, false, pc, kb, jc, nb, nr, 0, 1)
 		})
 	}); got != 0 {
@@ -524,12 +524,42 @@ func TestDgemmSerialFunc(t *testing.T) {
 			if !DgemmSerial(tA, blas.NoTrans, m, n, k, 0.5, a, lda, b, n, 1, want, n) {
 				t.Fatalf("%v: DgemmSerial declined", sh)
 			}
-			if !DgemmSerialFunc(tA, m, n, k, 0.5, a, lda, pack, got, n) {
+			if !DgemmSerialFunc(tA, m, n, k, 0.5, a, lda, pack, 1, got, n) {
 				t.Fatalf("%v: DgemmSerialFunc declined", sh)
 			}
 			for i := range want {
 				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
 					t.Fatalf("%v %v: C[%d] = %v, DgemmSerial %v", sh, tA, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestStoreSameBits: a product with beta = 0 written by kernZ, C not read (storesFirst),
+// gives the bits of the same product on a cleared C by kern, on edge tiles, two blocks of
+// kc and a C full of NaNs; serially and on two goroutines.
+func TestStoreSameBits(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("no AVX-512: no kernZ")
+	}
+	r := rand.New(rand.NewPCG(5, 8))
+	noZ := avx512
+	noZ.kernZ = nil
+	for _, sh := range [][3]int{{17, 53, 300}, {64, 144, 784}, {7, 16, 1}} {
+		m, n, k := sh[0], sh[1], sh[2]
+		a, b := randSlice(r, m*k), randSlice(r, k*n)
+		a[0] = -0.0 // a zero sum's sign: fma(−0, α, +0) is +0 either way
+		for _, w := range []int{1, 2} {
+			got, want := make([]float64, m*n), make([]float64, m*n)
+			for i := range got {
+				got[i], want[i] = math.NaN(), math.NaN()
+			}
+			gemm(avx512, &pools64, blas.NoTrans, blas.NoTrans, m, n, k, 0.75, a, k, b, n, 0, got, n, w)
+			gemm(noZ, &pools64, blas.NoTrans, blas.NoTrans, m, n, k, 0.75, a, k, b, n, 0, want, n, w)
+			for i := range want {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+					t.Fatalf("%v, %d goroutines: C[%d] = %v stored, %v on a cleared C", sh, w, i, got[i], want[i])
 				}
 			}
 		}

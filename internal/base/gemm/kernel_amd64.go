@@ -17,6 +17,9 @@ func kern6x8(kc int, a, b, c []float64, ldc int, alpha float64)
 func kern6x16(kc int, a, b, c []float64, ldc int, alpha float64)
 
 //go:noescape
+func kern6x16z(kc int, a, b, c []float64, ldc int, alpha float64)
+
+//go:noescape
 func kern6x16s(kc int, a, b, c []float32, ldc int, alpha float32)
 
 //go:noescape

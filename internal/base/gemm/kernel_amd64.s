@@ -194,6 +194,102 @@ loop16:
 	VZEROUPPER
 	RET
 
+// func kern6x16z(kc int, a, b, c []float64, ldc int, alpha float64)
+//
+// kern6x16 for a C that holds nothing yet: c[i·ldc+j] = fma(Σ_p a[p·6+i]·b[p·16+j], alpha,
+// +0), C not read. The same operations as kern6x16 on a cleared tile, so the same bits,
+// the sign of a zero included.
+TEXT ·kern6x16z(SB), NOSPLIT, $0-96
+	MOVQ kc+0(FP), CX
+	MOVQ a_base+8(FP), SI
+	MOVQ b_base+32(FP), DX
+	MOVQ c_base+56(FP), DI
+	MOVQ ldc+80(FP), R8
+	SHLQ $3, R8
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	VPXORQ Z2, Z2, Z2
+	VPXORQ Z3, Z3, Z3
+	VPXORQ Z4, Z4, Z4
+	VPXORQ Z5, Z5, Z5
+	VPXORQ Z6, Z6, Z6
+	VPXORQ Z7, Z7, Z7
+	VPXORQ Z8, Z8, Z8
+	VPXORQ Z9, Z9, Z9
+	VPXORQ Z10, Z10, Z10
+	VPXORQ Z11, Z11, Z11
+
+loop16z:
+	VMOVUPD      0(DX), Z12
+	VMOVUPD      64(DX), Z13
+	VBROADCASTSD 0(SI), Z14
+	VFMADD231PD  Z12, Z14, Z0
+	VFMADD231PD  Z13, Z14, Z1
+	VBROADCASTSD 8(SI), Z15
+	VFMADD231PD  Z12, Z15, Z2
+	VFMADD231PD  Z13, Z15, Z3
+	VBROADCASTSD 16(SI), Z14
+	VFMADD231PD  Z12, Z14, Z4
+	VFMADD231PD  Z13, Z14, Z5
+	VBROADCASTSD 24(SI), Z15
+	VFMADD231PD  Z12, Z15, Z6
+	VFMADD231PD  Z13, Z15, Z7
+	VBROADCASTSD 32(SI), Z14
+	VFMADD231PD  Z12, Z14, Z8
+	VFMADD231PD  Z13, Z14, Z9
+	VBROADCASTSD 40(SI), Z15
+	VFMADD231PD  Z12, Z15, Z10
+	VFMADD231PD  Z13, Z15, Z11
+	ADDQ         $48, SI
+	ADDQ         $128, DX
+	DECQ         CX
+	JNE          loop16z
+
+	VBROADCASTSD alpha+88(FP), Z14
+	VPXORQ       Z12, Z12, Z12
+	VPXORQ       Z13, Z13, Z13
+	VFMADD231PD  Z0, Z14, Z12
+	VFMADD231PD  Z1, Z14, Z13
+	VMOVUPD      Z12, 0(DI)
+	VMOVUPD      Z13, 64(DI)
+	ADDQ         R8, DI
+	VPXORQ       Z12, Z12, Z12
+	VPXORQ       Z13, Z13, Z13
+	VFMADD231PD  Z2, Z14, Z12
+	VFMADD231PD  Z3, Z14, Z13
+	VMOVUPD      Z12, 0(DI)
+	VMOVUPD      Z13, 64(DI)
+	ADDQ         R8, DI
+	VPXORQ       Z12, Z12, Z12
+	VPXORQ       Z13, Z13, Z13
+	VFMADD231PD  Z4, Z14, Z12
+	VFMADD231PD  Z5, Z14, Z13
+	VMOVUPD      Z12, 0(DI)
+	VMOVUPD      Z13, 64(DI)
+	ADDQ         R8, DI
+	VPXORQ       Z12, Z12, Z12
+	VPXORQ       Z13, Z13, Z13
+	VFMADD231PD  Z6, Z14, Z12
+	VFMADD231PD  Z7, Z14, Z13
+	VMOVUPD      Z12, 0(DI)
+	VMOVUPD      Z13, 64(DI)
+	ADDQ         R8, DI
+	VPXORQ       Z12, Z12, Z12
+	VPXORQ       Z13, Z13, Z13
+	VFMADD231PD  Z8, Z14, Z12
+	VFMADD231PD  Z9, Z14, Z13
+	VMOVUPD      Z12, 0(DI)
+	VMOVUPD      Z13, 64(DI)
+	ADDQ         R8, DI
+	VPXORQ       Z12, Z12, Z12
+	VPXORQ       Z13, Z13, Z13
+	VFMADD231PD  Z10, Z14, Z12
+	VFMADD231PD  Z11, Z14, Z13
+	VMOVUPD      Z12, 0(DI)
+	VMOVUPD      Z13, 64(DI)
+	VZEROUPPER
+	RET
+
 // func kern6x16s(kc int, a, b, c []float32, ldc int, alpha float32)
 //
 // kern6x8 for float32 on 6×16 tiles in AVX2 registers (two of 8 lanes per row).

@@ -9,6 +9,8 @@ func kern6x8(kc int, a, b, c []float64, ldc int, alpha float64) { panic("gemm: n
 
 func kern6x16(kc int, a, b, c []float64, ldc int, alpha float64) { panic("gemm: no AVX-512") }
 
+func kern6x16z(kc int, a, b, c []float64, ldc int, alpha float64) { panic("gemm: no AVX-512") }
+
 func kern6x16s(kc int, a, b, c []float32, ldc int, alpha float32) { panic("gemm: no AVX2") }
 
 func kern6x32s(kc int, a, b, c []float32, ldc int, alpha float32) { panic("gemm: no AVX-512") }

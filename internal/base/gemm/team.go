@@ -57,7 +57,7 @@ func gemmOn[T scalar](mk micro[T], pool *sync.Pool, team *par.Team, tA, tB blas.
 				for ic := lo; ic < hi; ic += mc {
 					mb := min(mc, hi-ic)
 					packA(ap, a, lda, aT, ic, mb, pc, kb)
-					macro(mk, c, ldc, ap, ws.b, ic, mb, jc, nb, kb, alpha, ws.tiles[w])
+					macro(mk, c, ldc, ap, ws.b, ic, mb, jc, nb, kb, alpha, ws.tiles[w], false)
 				}
 			})
 		}
