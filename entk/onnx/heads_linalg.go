@@ -56,8 +56,7 @@ func (k *gemmKernel) backwardHeads(h int, gin, gout, in, _ [][]float64, gstr []i
 		hn := h * k.n
 		gs, t := hscr[:k.m*hn], hscr[k.m*hn:k.m*hn+k.k*hn]
 		sideBySide(gs, g, h, k.m, k.n)
-		clear(t)
-		dgemm(true, false, k.k, hn, k.m, k.alpha, a, lda, gs, hn, t, hn)
+		dgemmSet(true, false, k.k, hn, k.m, k.alpha, a, lda, gs, hn, t, hn)
 		addHeads(gb, gstr[1], t, h, k.k, k.n, k.transB)
 	}
 	if gc := get(gin, 2); gc != nil {

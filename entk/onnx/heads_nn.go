@@ -56,8 +56,7 @@ func (k *convKernel) backwardHeads(h int, gin, gout, in, _ [][]float64, gstr []i
 	}
 	if gw != nil {
 		tw := hscr[:h*MK]
-		clear(tw)
-		dgemm(false, false, h*M, K, P, 1, g, P, cols, K, tw, K)
+		dgemmSet(false, false, h*M, K, P, 1, g, P, cols, K, tw, K)
 		for j := range h {
 			if k.setW {
 				setTo(gw[j*gstr[1]:j*gstr[1]+MK], tw[j*MK:(j+1)*MK])
@@ -78,8 +77,7 @@ func (k *convKernel) backwardHeads(h int, gin, gout, in, _ [][]float64, gstr []i
 	for c0 := 0; c0 < hP; c0 += nb {
 		w := min(nb, hP-c0)
 		blk := gc[:K*w]
-		clear(blk)
-		dgemm(true, false, K, w, M, 1, in[1], K, gs[c0:], hP, blk, w)
+		dgemmSet(true, false, K, w, M, 1, in[1], K, gs[c0:], hP, blk, w)
 		k.col2imHeads(gx, gstr[0], blk, c0, w)
 	}
 	return true
@@ -121,9 +119,8 @@ func (k *convKernel) gxByProduct(h int, gx []float64, stride int, g, w, scr []fl
 				copy(gp[o:o+v.wo], gj[m*P+y*v.wo:m*P+(y+1)*v.wo])
 			}
 		}
-		clear(band)
 		pack := func(bp []float64, pc, kb, jc, nb, nr int) { k.packPadded(bp, gp, pc, kb, jc, nb, nr) }
-		if !gemm.DgemmSerialFunc(blas.NoTrans, C, v.bnd, MA, 1, wt, MA, pack, band, v.bnd) {
+		if !gemm.DgemmSerialFunc(blas.NoTrans, C, v.bnd, MA, 1, wt, MA, pack, 0, band, v.bnd) {
 			return false
 		}
 		xj := gx[j*stride : j*stride+C*v.h*v.w]

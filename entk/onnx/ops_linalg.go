@@ -57,6 +57,33 @@ func dgemm(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []fl
 	}
 }
 
+// dgemmSet is dgemm into a C (m×n, ldc) whose contents are not used: C = alpha·op(A)·op(B),
+// the bits of clearing C and calling dgemm. Where dgemm would take internal/base/gemm's
+// blocked path it passes beta = 0, which writes C's first block without reading or
+// clearing it.
+func dgemmSet(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
+	if m > 1 && n > 1 && k > 1 {
+		ta, tb := blas.NoTrans, blas.NoTrans
+		if tA {
+			ta = blas.Trans
+		}
+		if tB {
+			tb = blas.Trans
+		}
+		if m*n*k >= gemmParallel && int(busy.Load()) < runtime.GOMAXPROCS(0) {
+			gemm.Implementation{}.Dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0, c, ldc)
+			return
+		}
+		if gemm.DgemmSerial(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0, c, ldc) {
+			return
+		}
+	}
+	for i := range m {
+		clear(c[i*ldc : i*ldc+n])
+	}
+	dgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, c, ldc)
+}
+
 // vectorProduct computes dgemm's product when one of its dimensions is 1, where a matrix
 // product degenerates (a Linear layer on one example): k = 1 is the rank-one update
 // C += α·op(A)[:,0]·op(B)[0,:] (Dger), m = 1 and n = 1 are matrix–vector products
