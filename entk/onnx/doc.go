@@ -125,7 +125,8 @@
 //     2^18 multiply-adds runs in internal/base/gemm, whose helper goroutines cost a few small
 //     allocations per product (16 per Forward+Backward of the MNIST convnet), unless
 //     GOMAXPROCS goroutines are already inside passes of this package (a batch of examples,
-//     one per core), when it runs on the calling goroutine; smaller
+//     one per core), when it runs on the calling goroutine (a stride-1 convolution's input
+//     gradient for h heads always does, gemm.DgemmSerialFunc); smaller
 //     products run serially, from 2^10 in its blocked path, below in gonum. Results are a function of the input and the model
 //     alone, whatever GOMAXPROCS is.
 //   - Load never panics on bad bytes (FuzzLoad): every problem is an error wrapping a
