@@ -549,7 +549,7 @@ func TestStoreSameBits(t *testing.T) {
 	for _, sh := range [][3]int{{17, 53, 300}, {64, 144, 784}, {7, 16, 1}} {
 		m, n, k := sh[0], sh[1], sh[2]
 		a, b := randSlice(r, m*k), randSlice(r, k*n)
-		a[0] = -0.0 // a zero sum's sign: fma(−0, α, +0) is +0 either way
+		a[0] = math.Copysign(0, -1) // a zero term's sign: fma(−0, α, +0) is +0 either way
 		for _, w := range []int{1, 2} {
 			got, want := make([]float64, m*n), make([]float64, m*n)
 			for i := range got {
