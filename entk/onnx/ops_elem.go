@@ -322,13 +322,7 @@ func (k *unaryKernel) backwardTo(gx, g, x, y, e []float64) {
 		}
 	case uErf:
 		for i, gi := range g {
-			var ex float64
-			if e != nil {
-				ex = e[i]
-			} else {
-				ex = math.Exp(-x[i] * x[i])
-			}
-			gx[i] += gi * 2 / math.Sqrt(math.Pi) * ex
+			gx[i] += erfGrad(gi, x, e, i)
 		}
 	case uNeg:
 		for i, gi := range g {
@@ -367,14 +361,20 @@ func (k *unaryKernel) setTo(gx, g, x, e []float64) {
 		return
 	}
 	for i, gi := range g {
-		var ex float64
-		if e != nil {
-			ex = e[i]
-		} else {
-			ex = math.Exp(-x[i] * x[i])
-		}
-		gx[i] = zero + gi*2/math.Sqrt(math.Pi)*ex
+		gx[i] = zero + erfGrad(gi, x, e, i)
 	}
+}
+
+// erfGrad is g·erf'(x_i) = g·2/√π·e^{−x_i²}, the exponential read from e when it is not
+// nil (the heads' shared values).
+func erfGrad(g float64, x, e []float64, i int) float64 {
+	var ex float64
+	if e != nil {
+		ex = e[i]
+	} else {
+		ex = math.Exp(-x[i] * x[i])
+	}
+	return g * 2 / math.Sqrt(math.Pi) * ex
 }
 
 // headsScratch: erf's e^{−x²}, shared by the heads.
