@@ -98,56 +98,60 @@ loop:
 	VZEROUPPER
 	RET
 
+// KERN6X16_SUMS is kern6x16's and kern6x16z's common part: the arguments loaded, then
+// the 6×16 sums over kc in Z0–Z11 (label: the loop's label).
+#define KERN6X16_SUMS(label) \
+	MOVQ kc+0(FP), CX \
+	MOVQ a_base+8(FP), SI \
+	MOVQ b_base+32(FP), DX \
+	MOVQ c_base+56(FP), DI \
+	MOVQ ldc+80(FP), R8 \
+	SHLQ $3, R8 \
+	VPXORQ Z0, Z0, Z0 \
+	VPXORQ Z1, Z1, Z1 \
+	VPXORQ Z2, Z2, Z2 \
+	VPXORQ Z3, Z3, Z3 \
+	VPXORQ Z4, Z4, Z4 \
+	VPXORQ Z5, Z5, Z5 \
+	VPXORQ Z6, Z6, Z6 \
+	VPXORQ Z7, Z7, Z7 \
+	VPXORQ Z8, Z8, Z8 \
+	VPXORQ Z9, Z9, Z9 \
+	VPXORQ Z10, Z10, Z10 \
+	VPXORQ Z11, Z11, Z11 \
+label: \
+	VMOVUPD      0(DX), Z12 \
+	VMOVUPD      64(DX), Z13 \
+	VBROADCASTSD 0(SI), Z14 \
+	VFMADD231PD  Z12, Z14, Z0 \
+	VFMADD231PD  Z13, Z14, Z1 \
+	VBROADCASTSD 8(SI), Z15 \
+	VFMADD231PD  Z12, Z15, Z2 \
+	VFMADD231PD  Z13, Z15, Z3 \
+	VBROADCASTSD 16(SI), Z14 \
+	VFMADD231PD  Z12, Z14, Z4 \
+	VFMADD231PD  Z13, Z14, Z5 \
+	VBROADCASTSD 24(SI), Z15 \
+	VFMADD231PD  Z12, Z15, Z6 \
+	VFMADD231PD  Z13, Z15, Z7 \
+	VBROADCASTSD 32(SI), Z14 \
+	VFMADD231PD  Z12, Z14, Z8 \
+	VFMADD231PD  Z13, Z14, Z9 \
+	VBROADCASTSD 40(SI), Z15 \
+	VFMADD231PD  Z12, Z15, Z10 \
+	VFMADD231PD  Z13, Z15, Z11 \
+	ADDQ         $48, SI \
+	ADDQ         $128, DX \
+	DECQ         CX \
+	JNE          label
+
 // func kern6x16(kc int, a, b, c []float64, ldc int, alpha float64)
 //
 // kern6x8 on 6×16 tiles with AVX-512 (ZMM) registers: for i < 6, j < 16:
 // c[i·ldc+j] = fma(Σ_{p<kc} a[p·6+i]·b[p·16+j], alpha, c[i·ldc+j]), the sum over p in
 // order by fused multiply-adds from 0, so every entry gets exactly kern6x8's operations.
 TEXT ·kern6x16(SB), NOSPLIT, $0-96
-	MOVQ kc+0(FP), CX
-	MOVQ a_base+8(FP), SI
-	MOVQ b_base+32(FP), DX
-	MOVQ c_base+56(FP), DI
-	MOVQ ldc+80(FP), R8
-	SHLQ $3, R8
-	VPXORQ Z0, Z0, Z0
-	VPXORQ Z1, Z1, Z1
-	VPXORQ Z2, Z2, Z2
-	VPXORQ Z3, Z3, Z3
-	VPXORQ Z4, Z4, Z4
-	VPXORQ Z5, Z5, Z5
-	VPXORQ Z6, Z6, Z6
-	VPXORQ Z7, Z7, Z7
-	VPXORQ Z8, Z8, Z8
-	VPXORQ Z9, Z9, Z9
-	VPXORQ Z10, Z10, Z10
-	VPXORQ Z11, Z11, Z11
-
-loop16:
-	VMOVUPD      0(DX), Z12
-	VMOVUPD      64(DX), Z13
-	VBROADCASTSD 0(SI), Z14
-	VFMADD231PD  Z12, Z14, Z0
-	VFMADD231PD  Z13, Z14, Z1
-	VBROADCASTSD 8(SI), Z15
-	VFMADD231PD  Z12, Z15, Z2
-	VFMADD231PD  Z13, Z15, Z3
-	VBROADCASTSD 16(SI), Z14
-	VFMADD231PD  Z12, Z14, Z4
-	VFMADD231PD  Z13, Z14, Z5
-	VBROADCASTSD 24(SI), Z15
-	VFMADD231PD  Z12, Z15, Z6
-	VFMADD231PD  Z13, Z15, Z7
-	VBROADCASTSD 32(SI), Z14
-	VFMADD231PD  Z12, Z14, Z8
-	VFMADD231PD  Z13, Z14, Z9
-	VBROADCASTSD 40(SI), Z15
-	VFMADD231PD  Z12, Z15, Z10
-	VFMADD231PD  Z13, Z15, Z11
-	ADDQ         $48, SI
-	ADDQ         $128, DX
-	DECQ         CX
-	JNE          loop16
+	KERN6X16_SUMS(loop16)
 
 	VBROADCASTSD alpha+88(FP), Z14
 	VMOVUPD      0(DI), Z12
@@ -200,50 +204,7 @@ loop16:
 // +0), C not read. The same operations as kern6x16 on a cleared tile, so the same bits,
 // the sign of a zero included.
 TEXT ·kern6x16z(SB), NOSPLIT, $0-96
-	MOVQ kc+0(FP), CX
-	MOVQ a_base+8(FP), SI
-	MOVQ b_base+32(FP), DX
-	MOVQ c_base+56(FP), DI
-	MOVQ ldc+80(FP), R8
-	SHLQ $3, R8
-	VPXORQ Z0, Z0, Z0
-	VPXORQ Z1, Z1, Z1
-	VPXORQ Z2, Z2, Z2
-	VPXORQ Z3, Z3, Z3
-	VPXORQ Z4, Z4, Z4
-	VPXORQ Z5, Z5, Z5
-	VPXORQ Z6, Z6, Z6
-	VPXORQ Z7, Z7, Z7
-	VPXORQ Z8, Z8, Z8
-	VPXORQ Z9, Z9, Z9
-	VPXORQ Z10, Z10, Z10
-	VPXORQ Z11, Z11, Z11
-
-loop16z:
-	VMOVUPD      0(DX), Z12
-	VMOVUPD      64(DX), Z13
-	VBROADCASTSD 0(SI), Z14
-	VFMADD231PD  Z12, Z14, Z0
-	VFMADD231PD  Z13, Z14, Z1
-	VBROADCASTSD 8(SI), Z15
-	VFMADD231PD  Z12, Z15, Z2
-	VFMADD231PD  Z13, Z15, Z3
-	VBROADCASTSD 16(SI), Z14
-	VFMADD231PD  Z12, Z14, Z4
-	VFMADD231PD  Z13, Z14, Z5
-	VBROADCASTSD 24(SI), Z15
-	VFMADD231PD  Z12, Z15, Z6
-	VFMADD231PD  Z13, Z15, Z7
-	VBROADCASTSD 32(SI), Z14
-	VFMADD231PD  Z12, Z14, Z8
-	VFMADD231PD  Z13, Z14, Z9
-	VBROADCASTSD 40(SI), Z15
-	VFMADD231PD  Z12, Z15, Z10
-	VFMADD231PD  Z13, Z15, Z11
-	ADDQ         $48, SI
-	ADDQ         $128, DX
-	DECQ         CX
-	JNE          loop16z
+	KERN6X16_SUMS(loop16z)
 
 	VBROADCASTSD alpha+88(FP), Z14
 	VPXORQ       Z12, Z12, Z12
