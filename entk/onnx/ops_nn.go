@@ -249,30 +249,24 @@ const minRunLen = 4
 // findRuns splits each row of colsT into runs (convKernel.runs), or leaves runs nil when
 // they average under minRunLen entries.
 func (k *convKernel) findRuns() {
-	k.runs, k.runAt = mapRuns(k.colsT, k.K, k.P)
-}
-
-// mapRuns splits each of the rows of the index map m (rows×n) into runs (convRun), with
-// at[r] the first run of row r and at[rows] their number; nil when they average under
-// minRunLen entries.
-func mapRuns(m []int32, rows, n int) (runs []convRun, at []int32) {
-	at = make([]int32, 0, rows+1)
-	for r := range rows {
+	var runs []convRun
+	at := make([]int32, 0, k.K+1)
+	for r := range k.K {
 		at = append(at, int32(len(runs)))
-		row := m[r*n : (r+1)*n]
+		row := k.colsT[r*k.P : (r+1)*k.P]
 		for p := 0; p < len(row); {
-			l := 1
-			for p+l < len(row) && (row[p] < 0 && row[p+l] < 0 || row[p] >= 0 && row[p+l] == row[p]+int32(l)) {
-				l++
+			n := 1
+			for p+n < len(row) && (row[p] < 0 && row[p+n] < 0 || row[p] >= 0 && row[p+n] == row[p]+int32(n)) {
+				n++
 			}
-			runs = append(runs, convRun{p: int32(p), n: int32(l), c: max(row[p], -1)})
-			p += l
+			runs = append(runs, convRun{p: int32(p), n: int32(n), c: max(row[p], -1)})
+			p += n
 		}
 	}
-	if len(runs)*minRunLen > len(m) {
-		return nil, nil
+	if len(runs)*minRunLen > len(k.colsT) {
+		return
 	}
-	return runs, append(at, int32(len(runs)))
+	k.runs, k.runAt = runs, append(at, int32(len(runs)))
 }
 
 // findInv sets k.inv (convInv) when every element reads at a fixed shift of the output
