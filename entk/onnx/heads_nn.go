@@ -10,8 +10,9 @@ import (
 )
 
 // headsScratch: the weight gradients of h heads (h·M·K), the output gradients of h heads
-// side by side (M×hP) and a block of their column gradients (K×colBlock); none for a
-// batch of several examples, which runs per head.
+// side by side (M×hP) and a block of their column gradients (K×colBlock), or, where
+// gxByProduct may run, the larger of that and its W', padded planes and band; none for
+// a batch of several examples, which runs per head.
 func (k *convKernel) headsScratch(h int) int {
 	if k.n != 1 {
 		return 0
@@ -31,6 +32,8 @@ func (k *convKernel) headsScratch(h int) int {
 //	gx_j[colsT map[r, p]] += gC_j[r, p]            (col2im per head)
 //
 // the second product in blocks of columns (colBlock), each added to gx while in cache.
+// A stride-1 convolution (inv) forms gx_j instead by gxByProduct, where its GEMM path
+// exists; the lines above are then its fallback.
 //
 //	gbias_j[m]      += Σ_p G_j[m, p]
 //
