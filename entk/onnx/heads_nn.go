@@ -147,13 +147,10 @@ func (k *convKernel) packPadded(bp, gp []float64, pc, kb, jc, nb, nr int) {
 	for p := range kb {
 		e, m := (pc+p)/M, (pc+p)%M
 		src := gp[m*v.plane+v.off[e]+jc:]
-		o := p * nr
-		s := 0
-		for ; s+nr <= nb; s += nr {
-			copy(bp[o:o+nr], src[s:s+nr])
-			o += kb * nr
-		}
-		if s < nb {
+		full := nb / nr
+		gemm.MoveRows(bp[p*nr:], kb*nr, src, nr, full, nr)
+		if s := full * nr; s < nb {
+			o := p*nr + full*kb*nr
 			copy(bp[o:o+nb-s], src[s:nb])
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"unsafe"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -294,6 +295,10 @@ func packA[T scalar](ap, a []T, lda int, aT bool, ic, mb, pc, kb int) {
 			clear(pan)
 		}
 		if aT { // op(A)'s rows are A's columns: read A's rows, mr entries at a time
+			if rows == mr {
+				packRows(pan, a[pc*lda+ic+r:], kb, lda, mr)
+				continue
+			}
 			for p := 0; p < kb; p++ {
 				off := (pc+p)*lda + ic + r
 				copy(pan[p*mr:p*mr+rows], a[off:off+rows])
@@ -319,6 +324,28 @@ func packA[T scalar](ap, a []T, lda int, aT bool, ic, mb, pc, kb int) {
 	}
 }
 
+// packRows sets dst[p·w+j] = src[p·lds+j] for p < n, j < w: a panel's n rows of w = mr or
+// nr entries.
+func packRows[T scalar](dst, src []T, n, lds, w int) { MoveRows(dst, w, src, lds, n, w) }
+
+// MoveRows sets dst[r·ldd+j] = src[r·lds+j] for r < n, j < w, where w entries are 24, 48,
+// 64 or 128 bytes (six float32s or float64s, or a panel row of nr): what a copy per row
+// does, without a call of memmove for each (on amd64, SSE2 moves). It panics on short
+// slices or another width.
+func MoveRows[T scalar](dst []T, ldd int, src []T, lds, n, w int) {
+	if n == 0 {
+		return
+	}
+	_, _ = dst[(n-1)*ldd+w-1], src[(n-1)*lds+w-1] // bounds, checked once
+	sz := unsafe.Sizeof(dst[0])
+	switch uintptr(w) * sz {
+	case 24, 48, 64, 128:
+	default:
+		panic(fmt.Sprintf("gemm: MoveRows of %d-byte rows", uintptr(w)*sz))
+	}
+	moveRows(unsafe.Pointer(&dst[0]), unsafe.Pointer(&src[0]), uintptr(n), uintptr(ldd)*sz, uintptr(lds)*sz, uintptr(w)*sz)
+}
+
 // packB writes the kb×nb block of op(B) at (pc, jc) as panels of nr columns, each
 // k-major (bp[panel·kb·nr + p·nr + j] = op(B)[pc+p, jc+panel·nr+j]), columns past nb as
 // zeros: share wi of w, the panels [wi·P/w, (wi+1)·P/w) of the P panels.
@@ -331,12 +358,24 @@ func packB[T scalar](bp, b []T, ldb int, bT bool, pc, kb, jc, nb, nr, wi, w int)
 			clear(pan)
 		}
 		if bT {
+			p0 := 0
+			if cols == 16 && nr == 16 && hasAVX512 && unsafe.Sizeof(b[0]) == 8 && kb >= 8 {
+				// 8×8 blocks turned in registers (packBT16), the rest as below
+				src := b[(jc+s)*ldb+pc:]
+				_, _ = pan[kb*16-1], src[15*ldb+kb-1]
+				p0 = kb &^ 7
+				packBT16(unsafe.Pointer(&pan[0]), unsafe.Pointer(&src[0]), uintptr(ldb)*8, uintptr(kb/8))
+			}
 			for j := 0; j < cols; j++ {
-				src := b[(jc+s+j)*ldb+pc : (jc+s+j)*ldb+pc+kb]
+				src := b[(jc+s+j)*ldb+pc+p0 : (jc+s+j)*ldb+pc+kb]
 				for p, v := range src {
-					pan[p*nr+j] = v
+					pan[(p0+p)*nr+j] = v
 				}
 			}
+			continue
+		}
+		if cols == nr {
+			packRows(pan, b[pc*ldb+jc+s:], kb, ldb, nr)
 			continue
 		}
 		for p := 0; p < kb; p++ {

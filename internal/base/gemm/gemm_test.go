@@ -565,3 +565,53 @@ func TestStoreSameBits(t *testing.T) {
 		}
 	}
 }
+
+// TestMoveRows checks MoveRows against a copy per row for every width it takes, float32
+// and float64, with gaps in both strides, and that another width panics.
+func TestMoveRows(t *testing.T) {
+	check := func(t *testing.T, moved, want []float64) {
+		t.Helper()
+		for i := range want {
+			if moved[i] != want[i] {
+				t.Fatalf("entry %d: %v, want %v", i, moved[i], want[i])
+			}
+		}
+	}
+	for _, w := range []int{3, 6, 8, 16} {
+		const n = 5
+		ldd, lds := w+3, 2*w+1
+		src := make([]float64, (n-1)*lds+w)
+		for i := range src {
+			src[i] = float64(i) + 0.5
+		}
+		dst, want := make([]float64, (n-1)*ldd+w), make([]float64, (n-1)*ldd+w)
+		for i := range dst {
+			dst[i], want[i] = -1, -1
+		}
+		for r := range n {
+			copy(want[r*ldd:r*ldd+w], src[r*lds:r*lds+w])
+		}
+		MoveRows(dst, ldd, src, lds, n, w)
+		check(t, dst, want)
+
+		s32 := make([]float32, len(src)*2) // 2w float32s: the same bytes per row
+		for i := range s32 {
+			s32[i] = float32(i)
+		}
+		d32 := make([]float32, len(dst)*2)
+		MoveRows(d32, 2*ldd, s32, 2*lds, n, 2*w)
+		for r := range n {
+			for j := range 2 * w {
+				if d32[2*r*ldd+j] != s32[2*r*lds+j] {
+					t.Fatalf("float32 width %d row %d entry %d", 2*w, r, j)
+				}
+			}
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("MoveRows of 40-byte rows did not panic")
+		}
+	}()
+	MoveRows(make([]float64, 5), 5, make([]float64, 5), 5, 1, 5)
+}

@@ -438,3 +438,198 @@ kern6x32s_loop:
 	VMOVUPS      Z13, 64(DI)
 	VZEROUPPER
 	RET
+
+// func moveRows(dst, src unsafe.Pointer, n, ldd, lds, width uintptr)
+//
+// For r < n: the width bytes at src + r·lds to dst + r·ldd, width one of 24, 48, 64 or
+// 128 (a packed panel row of A: six float32s or float64s; of B: nr of them). SSE2
+// moves only: what gemm.go would do with one call of memmove per row, without the calls.
+TEXT ·moveRows(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ ldd+24(FP), R10
+	MOVQ lds+32(FP), R8
+	MOVQ width+40(FP), R9
+	TESTQ CX, CX
+	JE   rowsdone
+	CMPQ R9, $128
+	JE   rows128
+	CMPQ R9, $64
+	JE   rows64
+	CMPQ R9, $48
+	JE   rows48
+
+rows24:
+	MOVUPS (SI), X0
+	MOVQ   16(SI), AX
+	MOVUPS X0, (DI)
+	MOVQ   AX, 16(DI)
+	ADDQ   R8, SI
+	ADDQ   R10, DI
+	DECQ   CX
+	JNE    rows24
+	RET
+
+rows48:
+	MOVUPS (SI), X0
+	MOVUPS 16(SI), X1
+	MOVUPS 32(SI), X2
+	MOVUPS X0, (DI)
+	MOVUPS X1, 16(DI)
+	MOVUPS X2, 32(DI)
+	ADDQ   R8, SI
+	ADDQ   R10, DI
+	DECQ   CX
+	JNE    rows48
+	RET
+
+rows64:
+	MOVUPS (SI), X0
+	MOVUPS 16(SI), X1
+	MOVUPS 32(SI), X2
+	MOVUPS 48(SI), X3
+	MOVUPS X0, (DI)
+	MOVUPS X1, 16(DI)
+	MOVUPS X2, 32(DI)
+	MOVUPS X3, 48(DI)
+	ADDQ   R8, SI
+	ADDQ   R10, DI
+	DECQ   CX
+	JNE    rows64
+	RET
+
+rows128:
+	MOVUPS (SI), X0
+	MOVUPS 16(SI), X1
+	MOVUPS 32(SI), X2
+	MOVUPS 48(SI), X3
+	MOVUPS 64(SI), X4
+	MOVUPS 80(SI), X5
+	MOVUPS 96(SI), X6
+	MOVUPS 112(SI), X7
+	MOVUPS X0, (DI)
+	MOVUPS X1, 16(DI)
+	MOVUPS X2, 32(DI)
+	MOVUPS X3, 48(DI)
+	MOVUPS X4, 64(DI)
+	MOVUPS X5, 80(DI)
+	MOVUPS X6, 96(DI)
+	MOVUPS X7, 112(DI)
+	ADDQ   R8, SI
+	ADDQ   R10, DI
+	DECQ   CX
+	JNE    rows128
+
+rowsdone:
+	RET
+
+// func packBT16(pan, src unsafe.Pointer, lds, blocks uintptr)
+//
+// For b < blocks, i < 8, j < 16: pan[(8b+i)·16 + j] = src[j·lds + 8b + i] (float64s, lds
+// in bytes): 8·blocks rows of a 16-column panel of op(B) = Bᵀ packed from 16 rows of B,
+// each 8×8 block turned by unpacks and 128-bit lane shuffles in ZMM registers. AVX-512F.
+TEXT ·packBT16(SB), NOSPLIT, $0-32
+	MOVQ pan+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ lds+16(FP), R8
+	MOVQ blocks+24(FP), CX
+	TESTQ CX, CX
+	JE   btdone
+	LEAQ (R8)(R8*2), R9
+	MOVQ R8, R11
+	SHLQ $2, R11 // 4·lds
+
+btloop:
+	MOVQ SI, AX
+	LEAQ (SI)(R11*1), BX
+	VMOVUPD (AX), Z0
+	VMOVUPD (AX)(R8*1), Z1
+	VMOVUPD (AX)(R8*2), Z2
+	VMOVUPD (AX)(R9*1), Z3
+	VMOVUPD (BX), Z4
+	VMOVUPD (BX)(R8*1), Z5
+	VMOVUPD (BX)(R8*2), Z6
+	VMOVUPD (BX)(R9*1), Z7
+	VUNPCKLPD Z1, Z0, Z8
+	VUNPCKHPD Z1, Z0, Z9
+	VUNPCKLPD Z3, Z2, Z10
+	VUNPCKHPD Z3, Z2, Z11
+	VUNPCKLPD Z5, Z4, Z12
+	VUNPCKHPD Z5, Z4, Z13
+	VUNPCKLPD Z7, Z6, Z14
+	VUNPCKHPD Z7, Z6, Z15
+	VSHUFF64X2 $0x88, Z10, Z8, Z16
+	VSHUFF64X2 $0xDD, Z10, Z8, Z17
+	VSHUFF64X2 $0x88, Z11, Z9, Z18
+	VSHUFF64X2 $0xDD, Z11, Z9, Z19
+	VSHUFF64X2 $0x88, Z14, Z12, Z20
+	VSHUFF64X2 $0xDD, Z14, Z12, Z21
+	VSHUFF64X2 $0x88, Z15, Z13, Z22
+	VSHUFF64X2 $0xDD, Z15, Z13, Z23
+	VSHUFF64X2 $0x88, Z20, Z16, Z0
+	VSHUFF64X2 $0xDD, Z20, Z16, Z4
+	VSHUFF64X2 $0x88, Z21, Z17, Z2
+	VSHUFF64X2 $0xDD, Z21, Z17, Z6
+	VSHUFF64X2 $0x88, Z22, Z18, Z1
+	VSHUFF64X2 $0xDD, Z22, Z18, Z5
+	VSHUFF64X2 $0x88, Z23, Z19, Z3
+	VSHUFF64X2 $0xDD, Z23, Z19, Z7
+	VMOVUPD Z0, 0(DI)
+	VMOVUPD Z1, 128(DI)
+	VMOVUPD Z2, 256(DI)
+	VMOVUPD Z3, 384(DI)
+	VMOVUPD Z4, 512(DI)
+	VMOVUPD Z5, 640(DI)
+	VMOVUPD Z6, 768(DI)
+	VMOVUPD Z7, 896(DI)
+	LEAQ (BX)(R11*1), AX
+	LEAQ (AX)(R11*1), BX
+	VMOVUPD (AX), Z0
+	VMOVUPD (AX)(R8*1), Z1
+	VMOVUPD (AX)(R8*2), Z2
+	VMOVUPD (AX)(R9*1), Z3
+	VMOVUPD (BX), Z4
+	VMOVUPD (BX)(R8*1), Z5
+	VMOVUPD (BX)(R8*2), Z6
+	VMOVUPD (BX)(R9*1), Z7
+	VUNPCKLPD Z1, Z0, Z8
+	VUNPCKHPD Z1, Z0, Z9
+	VUNPCKLPD Z3, Z2, Z10
+	VUNPCKHPD Z3, Z2, Z11
+	VUNPCKLPD Z5, Z4, Z12
+	VUNPCKHPD Z5, Z4, Z13
+	VUNPCKLPD Z7, Z6, Z14
+	VUNPCKHPD Z7, Z6, Z15
+	VSHUFF64X2 $0x88, Z10, Z8, Z16
+	VSHUFF64X2 $0xDD, Z10, Z8, Z17
+	VSHUFF64X2 $0x88, Z11, Z9, Z18
+	VSHUFF64X2 $0xDD, Z11, Z9, Z19
+	VSHUFF64X2 $0x88, Z14, Z12, Z20
+	VSHUFF64X2 $0xDD, Z14, Z12, Z21
+	VSHUFF64X2 $0x88, Z15, Z13, Z22
+	VSHUFF64X2 $0xDD, Z15, Z13, Z23
+	VSHUFF64X2 $0x88, Z20, Z16, Z0
+	VSHUFF64X2 $0xDD, Z20, Z16, Z4
+	VSHUFF64X2 $0x88, Z21, Z17, Z2
+	VSHUFF64X2 $0xDD, Z21, Z17, Z6
+	VSHUFF64X2 $0x88, Z22, Z18, Z1
+	VSHUFF64X2 $0xDD, Z22, Z18, Z5
+	VSHUFF64X2 $0x88, Z23, Z19, Z3
+	VSHUFF64X2 $0xDD, Z23, Z19, Z7
+	VMOVUPD Z0, 64(DI)
+	VMOVUPD Z1, 192(DI)
+	VMOVUPD Z2, 320(DI)
+	VMOVUPD Z3, 448(DI)
+	VMOVUPD Z4, 576(DI)
+	VMOVUPD Z5, 704(DI)
+	VMOVUPD Z6, 832(DI)
+	VMOVUPD Z7, 960(DI)
+	ADDQ $64, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNE  btloop
+	VZEROUPPER
+
+btdone:
+	RET
