@@ -51,6 +51,12 @@ func fwht(v []float64, scale float64) {
 	blk := min(n, fwhtBlock)
 	for i := 0; i < n; i += blk {
 		b := v[i : i+blk]
+		if avx512() && len(b) >= 64 {
+			fwhtContig64Z(b, b, nil) // strides 1 to 32 in one sweep
+			fwhtStages(b, 64)
+			scaleTo(b, scale)
+			continue
+		}
 		if hasAVX2FMA {
 			fwhtContig8AVX(b)
 		} else {
@@ -104,6 +110,10 @@ func fwhtTiny(v []float64) {
 func fwhtStages(v []float64, h int) {
 	n := len(v)
 	avx := hasAVX2FMA && h%4 == 0
+	if avx512() && h%8 == 0 {
+		fwhtStagesZ(v, h)
+		return
+	}
 	for h < n {
 		switch {
 		case 8*h <= n:
@@ -129,6 +139,43 @@ func fwhtStages(v []float64, h int) {
 			h *= 2
 		}
 	}
+}
+
+// fwhtStagesZ is fwhtStages with the AVX-512 passes, eight columns at a time (h a
+// multiple of 8).
+func fwhtStagesZ(v []float64, h int) {
+	for n := len(v); h < n; {
+		switch {
+		case 8*h <= n:
+			fwhtRadix8Z(v, h)
+			h *= 8
+		case 4*h <= n:
+			fwhtRadix4Z(v, h)
+			h *= 4
+		default:
+			fwhtRadix2Z(v, h)
+			h *= 2
+		}
+	}
+}
+
+// avx512 says whether the AVX-512 passes run: hasAVX512, and hasAVX2FMA (which tests turn
+// off to run the portable loops).
+func avx512() bool { return hasAVX512 && hasAVX2FMA }
+
+// fwhtSigned writes H_n (D v ⊕ 0) into u (n = len(u) a power of two ≥ len(v), D =
+// diag(signs[:len(v)])): mulTo, the zero tail and fwht(u, 1), with the same bits. With
+// AVX-512 and v filling u (64 ≤ n ≤ 2^11), the signs are applied in fwhtContig64Z's
+// sweep instead of a pass of their own.
+func fwhtSigned(u, v, signs []float64) {
+	if avx512() && len(v) == len(u) && len(u) >= 64 && len(u) <= fwhtBlock {
+		fwhtContig64Z(u, v, signs[:len(v)])
+		fwhtStages(u, 64)
+		return
+	}
+	mulTo(u, signs[:len(v)], v)
+	clear(u[len(v):])
+	fwht(u, 1)
 }
 
 // fwhtRadix8Contig applies the stages of strides 1, 2, 4: H_8 on each contiguous group of 8.

@@ -7,6 +7,11 @@ import "golang.org/x/sys/cpu"
 // only so that tests can run the portable loops on the same machine.
 var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
+// hasAVX512 says whether the AVX-512 passes of fwht512_amd64.s may run (the foundation
+// instructions, with the OS saving the ZMM registers); they run only while hasAVX2FMA is
+// also true (avx512).
+var hasAVX512 = hasAVX2FMA && cpu.X86.HasAVX512F
+
 // Implemented in simd_amd64.s; the wrappers in simd.go check the lengths.
 
 //go:noescape
@@ -32,6 +37,18 @@ func fwhtRadix4AVX(v []float64, h int)
 
 //go:noescape
 func fwhtRadix2AVX(v []float64, h int)
+
+//go:noescape
+func fwhtContig64Z(dst, src, signs []float64)
+
+//go:noescape
+func fwhtRadix8Z(v []float64, h int)
+
+//go:noescape
+func fwhtRadix4Z(v []float64, h int)
+
+//go:noescape
+func fwhtRadix2Z(v []float64, h int)
 
 //go:noescape
 func gerFMA(dst []float64, ld int, x []float64, inc, m int, y []float64)

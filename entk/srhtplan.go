@@ -111,9 +111,7 @@ func (pl *srhtPlan) applyScaledTo(dst, v, work []float64, c float64) {
 		k0 := j * B
 		k1 := min(k0+n, len(v))
 		vj := v[k0:k1]
-		mulTo(u, t.signs[k0:k1], vj)
-		clear(u[len(vj):])
-		fwht(u, 1)
+		fwhtSigned(u, vj, t.signs[k0:k1])
 		mask := int32(n - 1)
 		for g, rh := range pl.hi {
 			sg := 1 - 2*float64(bits.OnesCount(uint(j&rh))&1)
