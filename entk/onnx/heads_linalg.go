@@ -85,7 +85,7 @@ func (k *matmulKernel) backwardHeads(h int, gin, gout, in, _ [][]float64, gstr [
 	}
 	g, a, b := gout[0][:h*mn], in[0], in[1]
 	if ga := gin[0]; ga != nil {
-		dgemm(false, !k.transB, h*k.m, k.k, k.n, 1, g, k.n, b, k.ldb(), ga, k.k)
+		k.product(0, false, !k.transB, h*k.m, k.k, k.n, g, k.n, b, k.ldb(), ga, k.k)
 	}
 	if gb := gin[1]; gb != nil {
 		for j := range h {

@@ -310,6 +310,37 @@ type matmulKernel struct {
 	m, n, k    int
 	offA, offB []int
 	transB     bool
+	set        [2]bool // setsGrad: the products set gin[j] instead of adding to it
+}
+
+// setsGrad: an input whose products' gradients tile it, each entry written by exactly one
+// product (distinct offsets, one per batch element, covering size), is set by them.
+func (k *matmulKernel) setsGrad(j, size int) bool {
+	offs, block := k.offA, k.m*k.k
+	if j == 1 {
+		offs, block = k.offB, k.k*k.n
+	}
+	if j > 1 || len(offs)*block != size {
+		return false
+	}
+	seen := make(map[int]bool, len(offs))
+	for _, o := range offs {
+		if o%block != 0 || seen[o] {
+			return false
+		}
+		seen[o] = true
+	}
+	k.set[j] = true
+	return true
+}
+
+// product is dgemm, or dgemmSet when the kernel sets input j's gradient.
+func (k *matmulKernel) product(j int, tA, tB bool, m, n, kk int, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
+	if k.set[j] {
+		dgemmSet(tA, tB, m, n, kk, 1, a, lda, b, ldb, c, ldc)
+		return
+	}
+	dgemm(tA, tB, m, n, kk, 1, a, lda, b, ldb, c, ldc)
 }
 
 func (k *matmulKernel) scratch() int { return 0 }
@@ -325,9 +356,8 @@ func (k *matmulKernel) ldb() int {
 func (k *matmulKernel) forward(out, in [][]float64, _ []float64) {
 	mn := k.m * k.n
 	y := out[0][:len(k.offA)*mn]
-	clear(y)
-	for i, oa := range k.offA {
-		dgemm(false, k.transB, k.m, k.n, k.k, 1, in[0][oa:], k.k, in[1][k.offB[i]:], k.ldb(), y[i*mn:], k.n)
+	for i, oa := range k.offA { // the products tile y: each sets its block
+		dgemmSet(false, k.transB, k.m, k.n, k.k, 1, in[0][oa:], k.k, in[1][k.offB[i]:], k.ldb(), y[i*mn:], k.n)
 	}
 }
 
@@ -336,7 +366,7 @@ func (k *matmulKernel) backward(gin, gout, in, _ [][]float64, _ []float64) {
 	for i, oa := range k.offA {
 		g, ob := gout[0][i*mn:], k.offB[i]
 		if gin[0] != nil {
-			dgemm(false, !k.transB, k.m, k.k, k.n, 1, g, k.n, in[1][ob:], k.ldb(), gin[0][oa:], k.k)
+			k.product(0, false, !k.transB, k.m, k.k, k.n, g, k.n, in[1][ob:], k.ldb(), gin[0][oa:], k.k)
 		}
 		if gin[1] != nil {
 			k.gradB(gin[1][ob:], in[0][oa:], g)
@@ -345,13 +375,13 @@ func (k *matmulKernel) backward(gin, gout, in, _ [][]float64, _ []float64) {
 }
 
 // gradB adds Aᵀ·g (K×N) to gb, or its transpose gᵀ·A (N×K) when transB, for one
-// product's A (M×K) and output gradient g (M×N).
+// product's A (M×K) and output gradient g (M×N); it sets gb when set[1].
 func (k *matmulKernel) gradB(gb, a, g []float64) {
 	if k.transB {
-		dgemm(true, false, k.n, k.k, k.m, 1, g, k.n, a, k.k, gb, k.k)
+		k.product(1, true, false, k.n, k.k, k.m, g, k.n, a, k.k, gb, k.k)
 		return
 	}
-	dgemm(true, false, k.k, k.n, k.m, 1, a, k.k, g, k.n, gb, k.n)
+	k.product(1, true, false, k.k, k.n, k.m, a, k.k, g, k.n, gb, k.n)
 }
 
 // busy counts the goroutines inside a Forward, Backward or BackwardHeads of any Model of
