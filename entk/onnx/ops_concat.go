@@ -2,6 +2,8 @@ package onnx
 
 import (
 	"math"
+
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // opPad: pads constant, constant_value a constant scalar (default 0); modes constant,
@@ -137,12 +139,7 @@ func (k *chunkKernel) backward(gin, gout, _, _ [][]float64, _ []float64) {
 }
 
 // addTo sets dst += src elementwise.
-func addTo(dst, src []float64) {
-	dst = dst[:len(src)]
-	for i, v := range src {
-		dst[i] += v
-	}
-}
+func addTo(dst, src []float64) { vec.AddTo(dst, src) }
 
 func opConcat(x *nodeCtx) ([]outSpec, kernel, error) {
 	if err := x.check(1, 1<<20, "axis"); err != nil {

@@ -2,6 +2,8 @@ package onnx
 
 import (
 	"math"
+
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // opBinary compiles Add, Sub, Mul, Div and Pow with multidirectional broadcasting. Integer
@@ -36,10 +38,11 @@ type binaryKernel struct {
 	setA, setB bool // backward sets input a's or b's gradient (setter)
 }
 
-// setsGrad: a sum's or difference's operand without broadcast, whose gradient is ±g.
+// setsGrad: a sum's, difference's or product's operand without broadcast, whose
+// gradient entries get one term each (±g, or g times the other operand).
 func (k *binaryKernel) setsGrad(j, _ int) bool {
 	switch {
-	case k.op != '+' && k.op != '-':
+	case k.op != '+' && k.op != '-' && k.op != '*':
 		return false
 	case j == 0 && k.ia == nil:
 		k.setA = true
@@ -154,43 +157,65 @@ func (k *binaryKernel) backward(gin, gout, in, out [][]float64, _ []float64) {
 }
 
 // mulBackward is backward's product rule, ga[ia[i]] += g[i]·b[ib[i]] and gb[ib[i]] +=
-// g[i]·a[ia[i]], with a loop without index maps when both are the identity and one for
-// a scalar or broadcast b against an unmapped a (the attention's scaling, LayerNorm's
-// weight).
+// g[i]·a[ia[i]] (each operand's sums in element order, so ga's loop and gb's can run one
+// after the other), with loops without index maps when both are the identity and for a
+// scalar or broadcast b against an unmapped a (the attention's scaling, LayerNorm's
+// weight). An unmapped operand that the kernel sets (setA, setB) gets 0 + g[i]·other.
 func (k *binaryKernel) mulBackward(ga, gb, g, a, b []float64) {
 	switch {
 	case k.ia == nil && k.ib == nil:
 		a, b = a[:len(g)], b[:len(g)]
-		for i, gi := range g {
-			if ga != nil {
-				ga[i] += gi * b[i]
-			}
-			if gb != nil {
-				gb[i] += gi * a[i]
-			}
-		}
+		mulInto(ga, g, b, k.setA)
+		mulInto(gb, g, a, k.setB)
 	case k.ia == nil:
 		a = a[:len(g)]
 		ib := k.ib[:len(g)]
-		for i, gi := range g {
-			jb := ib[i]
-			if ga != nil {
-				ga[i] += gi * b[jb]
-			}
-			if gb != nil {
-				gb[jb] += gi * a[i]
+		if ga != nil {
+			ga = ga[:len(g)]
+			if k.setA {
+				for i, gi := range g {
+					ga[i] = zero + gi*b[ib[i]]
+				}
+			} else {
+				for i, gi := range g {
+					ga[i] += gi * b[ib[i]]
+				}
 			}
 		}
-	default:
+		if gb != nil {
+			for i, gi := range g {
+				gb[ib[i]] += gi * a[i]
+			}
+		}
+	default: // a mapped: only b may be set (ib nil)
 		for i, gi := range g {
 			ja, jb := at(k.ia, i), at(k.ib, i)
 			if ga != nil {
 				ga[ja] += gi * b[jb]
 			}
-			if gb != nil {
+			if k.setB {
+				gb[jb] = zero + gi*a[ja]
+			} else if gb != nil {
 				gb[jb] += gi * a[ja]
 			}
 		}
+	}
+}
+
+// mulInto sets dst[i] = 0 + g[i]·x[i] (set) or adds g[i]·x[i] to it; dst nil: nothing.
+func mulInto(dst, g, x []float64, set bool) {
+	if dst == nil {
+		return
+	}
+	dst, x = dst[:len(g)], x[:len(g)]
+	if set {
+		for i, gi := range g {
+			dst[i] = zero + gi*x[i]
+		}
+		return
+	}
+	for i, gi := range g {
+		dst[i] += gi * x[i]
 	}
 }
 
@@ -206,12 +231,7 @@ func addOrSet(dst []float64, m []int32, g []float64, set bool) {
 }
 
 // setTo sets dst[i] = 0 + src[i] (a setter's addTo).
-func setTo(dst, src []float64) {
-	dst = dst[:len(src)]
-	for i, v := range src {
-		dst[i] = zero + v
-	}
-}
+func setTo(dst, src []float64) { vec.SetTo(dst, src) }
 
 func addMapped(dst []float64, m []int32, g []float64) {
 	switch {

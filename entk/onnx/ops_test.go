@@ -288,6 +288,8 @@ func opCases() []opCase {
 		binaryCase("Sub", sub, param(1, 3, 1), act(2, 3, 4), false),
 		binaryCase("Mul", mul, act(2, 3, 4), act(3, 4), false),
 		binaryCase("Mul", mul, act(4), act(2, 3, 1), false),
+		binaryCase("Mul", mul, act(4), act(2, 3, 4), false), // b set, a broadcast (setter)
+		binaryCase("Mul", mul, act(2, 3, 4), act(3, 1), false),
 		binaryCase("Div", div, act(2, 3, 4), act(1, 4), true),
 		binaryCase("Div", div, act(3, 1), act(2, 3, 4), true),
 		binaryCase("Pow", math.Pow, act(2, 3, 4), act(4), true),

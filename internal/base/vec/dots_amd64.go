@@ -21,3 +21,9 @@ func dotLanes1x4(lanes, f, z []float64, ldz, n int)
 
 //go:noescape
 func dot32Lanes1x4Acc(lanes, f []float64, z []float32, ldz, n int)
+
+//go:noescape
+func addAVX(dst, src []float64)
+
+//go:noescape
+func setAVX(dst, src []float64)

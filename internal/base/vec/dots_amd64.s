@@ -257,3 +257,85 @@ d32astore:
 	VMOVUPD Y3, 96(DI)
 	VZEROUPPER
 	RET
+
+// func addAVX(dst, src []float64)
+//
+// For i < len(src): dst[i] += src[i] (AddTo), sixteen entries a step.
+TEXT ·addAVX(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	MOVQ src_len+32(FP), CX
+
+addAVX16:
+	CMPQ CX, $16
+	JLT  addAVX1
+	VMOVUPD 0(DI), Y0
+	VMOVUPD 32(DI), Y1
+	VMOVUPD 64(DI), Y2
+	VMOVUPD 96(DI), Y3
+	VADDPD 0(SI), Y0, Y0
+	VADDPD 32(SI), Y1, Y1
+	VADDPD 64(SI), Y2, Y2
+	VADDPD 96(SI), Y3, Y3
+	VMOVUPD Y0, 0(DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $16, CX
+	JMP  addAVX16
+
+addAVX1:
+	TESTQ CX, CX
+	JE    addAVXdone
+	VMOVSD (DI), X0
+	VADDSD (SI), X0, X0
+	VMOVSD X0, (DI)
+	ADDQ $8, DI
+	ADDQ $8, SI
+	DECQ CX
+	JMP  addAVX1
+
+addAVXdone:
+	VZEROUPPER
+	RET
+
+// func setAVX(dst, src []float64)
+//
+// For i < len(src): dst[i] = 0 + src[i] (SetTo), sixteen entries a step.
+TEXT ·setAVX(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ src_base+24(FP), SI
+	MOVQ src_len+32(FP), CX
+	VXORPD Y15, Y15, Y15
+
+setAVX16:
+	CMPQ CX, $16
+	JLT  setAVX1
+	VADDPD 0(SI), Y15, Y0
+	VADDPD 32(SI), Y15, Y1
+	VADDPD 64(SI), Y15, Y2
+	VADDPD 96(SI), Y15, Y3
+	VMOVUPD Y0, 0(DI)
+	VMOVUPD Y1, 32(DI)
+	VMOVUPD Y2, 64(DI)
+	VMOVUPD Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $16, CX
+	JMP  setAVX16
+
+setAVX1:
+	TESTQ CX, CX
+	JE    setAVXdone
+	VADDSD (SI), X15, X0
+	VMOVSD X0, (DI)
+	ADDQ $8, DI
+	ADDQ $8, SI
+	DECQ CX
+	JMP  setAVX1
+
+setAVXdone:
+	VZEROUPPER
+	RET
