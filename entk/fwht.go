@@ -165,12 +165,17 @@ func avx512() bool { return hasAVX512 && hasAVX2FMA }
 
 // fwhtSigned writes H_n (D v ⊕ 0) into u (n = len(u) a power of two ≥ len(v), D =
 // diag(signs[:len(v)])): mulTo, the zero tail and fwht(u, 1), with the same bits. With
-// AVX-512 and v filling u (64 ≤ n ≤ 2^11), the signs are applied in fwhtContig64Z's
-// sweep instead of a pass of their own.
+// AVX-512 and v filling u (n ≥ 64), the signs are applied in fwhtContig64Z's sweep of
+// each L1 block instead of a pass of their own (fwht's loop otherwise).
 func fwhtSigned(u, v, signs []float64) {
-	if avx512() && len(v) == len(u) && len(u) >= 64 && len(u) <= fwhtBlock {
-		fwhtContig64Z(u, v, signs[:len(v)])
-		fwhtStages(u, 64)
+	if n := len(u); avx512() && len(v) == n && n >= 64 {
+		signs = signs[:n]
+		blk := min(n, fwhtBlock)
+		for i := 0; i < n; i += blk {
+			fwhtContig64Z(u[i:i+blk], v[i:i+blk], signs[i:i+blk])
+			fwhtStages(u[i:i+blk], 64)
+		}
+		fwhtStages(u, blk)
 		return
 	}
 	mulTo(u, signs[:len(v)], v)

@@ -159,7 +159,7 @@ func testSIMDExact(t *testing.T) {
 			t.Fatalf("scaleTo n=%d differs", n)
 		}
 	}
-	for _, p := range []int{7, 300, 2049, 20490} {
+	for _, p := range []int{7, 300, 2049, 20490, 272186} { // the last in blocks of 8,192 (above fwhtBlock)
 		for _, s := range []int{0, 5, 64} {
 			tr, err := NewSRHT(p, min(s, PaddedLen(p)), rand.New(rand.NewPCG(uint64(p), uint64(s))))
 			if err != nil {
