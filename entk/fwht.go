@@ -28,9 +28,9 @@ const fwhtBlock = 1 << 11
 //	for j := range v { v[j] /= math.Sqrt(float64(n)) }
 //
 // reordered for the cache: the stages act on different index bits and commute, so the low
-// stages run block by block in L1 (three at a time in registers), and the high stages in
-// radix-8 passes that read and write the whole slice once per three stages. It allocates
-// nothing. It panics unless len(v) is a power of two (len 1 is the identity).
+// stages run block by block in L1 (three at a time in registers, six with AVX-512), and
+// the high stages in radix-8 passes that read and write the whole slice once per three
+// stages. It allocates nothing. It panics unless len(v) is a power of two (len 1 is the identity).
 func FWHT(v []float64) {
 	n := len(v)
 	if n == 0 || n&(n-1) != 0 {
@@ -48,15 +48,13 @@ func fwht(v []float64, scale float64) {
 		scaleTo(v, scale)
 		return
 	}
+	if avx512() && n >= 64 {
+		fwhtZ(v, v, nil, scale)
+		return
+	}
 	blk := min(n, fwhtBlock)
 	for i := 0; i < n; i += blk {
 		b := v[i : i+blk]
-		if avx512() && len(b) >= 64 {
-			fwhtContig64Z(b, b, nil) // strides 1 to 32 in one sweep
-			fwhtStages(b, 64)
-			scaleTo(b, scale)
-			continue
-		}
 		if hasAVX2FMA {
 			fwhtContig8AVX(b)
 		} else {
@@ -165,22 +163,35 @@ func avx512() bool { return hasAVX512 && hasAVX2FMA }
 
 // fwhtSigned writes H_n (D v ⊕ 0) into u (n = len(u) a power of two ≥ len(v), D =
 // diag(signs[:len(v)])): mulTo, the zero tail and fwht(u, 1), with the same bits. With
-// AVX-512 and v filling u (n ≥ 64), the signs are applied in fwhtContig64Z's sweep of
-// each L1 block instead of a pass of their own (fwht's loop otherwise).
+// AVX-512 and v filling u (n ≥ 64), the signs are applied in fwhtZ's first sweep of each
+// L1 block instead of a pass of their own.
 func fwhtSigned(u, v, signs []float64) {
 	if n := len(u); avx512() && len(v) == n && n >= 64 {
-		signs = signs[:n]
-		blk := min(n, fwhtBlock)
-		for i := 0; i < n; i += blk {
-			fwhtContig64Z(u[i:i+blk], v[i:i+blk], signs[i:i+blk])
-			fwhtStages(u[i:i+blk], 64)
-		}
-		fwhtStages(u, blk)
+		fwhtZ(u, v, signs[:n], 1)
 		return
 	}
 	mulTo(u, signs[:len(v)], v)
 	clear(u[len(v):])
 	fwht(u, 1)
+}
+
+// fwhtZ is fwht's loop with the AVX-512 passes (n = len(u) ≥ 64, len(v) = n): u =
+// scale·H_n (D v), D = diag(signs), or the identity when signs is nil; u may be v. Each
+// L1 block gets strides 1 to 32 (and the signs) in one sweep (fwhtContig64Z), its other
+// low stages and the scale while it sits in L1; then the high stages over u.
+func fwhtZ(u, v, signs []float64, scale float64) {
+	n := len(u)
+	blk := min(n, fwhtBlock)
+	for i := 0; i < n; i += blk {
+		b, sg := u[i:i+blk], []float64(nil)
+		if signs != nil {
+			sg = signs[i : i+blk]
+		}
+		fwhtContig64Z(b, v[i:i+blk], sg)
+		fwhtStagesZ(b, 64)
+		scaleTo(b, scale)
+	}
+	fwhtStagesZ(u, blk)
 }
 
 // fwhtRadix8Contig applies the stages of strides 1, 2, 4: H_8 on each contiguous group of 8.

@@ -296,7 +296,7 @@ func packA[T scalar](ap, a []T, lda int, aT bool, ic, mb, pc, kb int) {
 		}
 		if aT { // op(A)'s rows are A's columns: read A's rows, mr entries at a time
 			if rows == mr {
-				packRows(pan, a[pc*lda+ic+r:], kb, lda, mr)
+				MoveRows(pan, mr, a[pc*lda+ic+r:], lda, kb, mr)
 				continue
 			}
 			for p := 0; p < kb; p++ {
@@ -323,10 +323,6 @@ func packA[T scalar](ap, a []T, lda int, aT bool, ic, mb, pc, kb int) {
 		}
 	}
 }
-
-// packRows sets dst[p·w+j] = src[p·lds+j] for p < n, j < w: a panel's n rows of w = mr or
-// nr entries.
-func packRows[T scalar](dst, src []T, n, lds, w int) { MoveRows(dst, w, src, lds, n, w) }
 
 // MoveRows sets dst[r·ldd+j] = src[r·lds+j] for r < n, j < w, where w entries are 24, 48,
 // 64 or 128 bytes (six float32s or float64s, or a panel row of nr): what a copy per row
@@ -375,7 +371,7 @@ func packB[T scalar](bp, b []T, ldb int, bT bool, pc, kb, jc, nb, nr, wi, w int)
 			continue
 		}
 		if cols == nr {
-			packRows(pan, b[pc*ldb+jc+s:], kb, ldb, nr)
+			MoveRows(pan, nr, b[pc*ldb+jc+s:], ldb, kb, nr)
 			continue
 		}
 		for p := 0; p < kb; p++ {
