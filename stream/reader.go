@@ -146,10 +146,14 @@ func (r *Reader) Run(ctx context.Context, handle Handler) (err error) {
 		return err
 	}
 
-	// The channel is the only join point of the partition goroutines; its
-	// FIFO order keeps each partition's order, as every partition has a
-	// single sender.
-	ch := make(chan Message, r.cfg.MaxBatch)
+	// Each partition has a channel of its own (one sender: its order is kept), and a
+	// batch takes from them in turn (inbox), whether one deliver goroutine reads them all
+	// or, Independent, one per partition.
+	all := newInbox(len(parts), r.cfg.MaxBatch)
+	var each []*inbox
+	if r.cfg.Independent {
+		each = all.split()
+	}
 	var wg sync.WaitGroup
 	readers := make([]*kafka.Reader, 0, len(parts))
 	defer func() {
@@ -161,35 +165,29 @@ func (r *Reader) Run(ctx context.Context, handle Handler) (err error) {
 			}
 		}
 	}()
-	var chs []chan Message // Independent: one channel per partition
-	for _, p := range parts {
+	for i, p := range parts {
 		kr := r.partitionReader(p)
 		readers = append(readers, kr)
 		if err := kr.SetOffset(p.start); err != nil {
 			return fmt.Errorf("stream: seek %s/%d to %d: %w", p.topic, p.id, p.start, err)
 		}
-		pch := ch
-		if r.cfg.Independent {
-			pch = make(chan Message, r.cfg.MaxBatch)
-			chs = append(chs, pch)
-		}
-		wg.Go(func() { r.fetch(ctx, kr, p, pch) })
+		wg.Go(func() { r.fetch(ctx, kr, p, all, i) })
 	}
 	if r.cfg.Independent {
-		return r.deliverEach(ctx, cancel, chs, handle)
+		return r.deliverEach(ctx, cancel, each, handle)
 	}
-	return r.deliver(ctx, ch, handle)
+	return r.deliver(ctx, all, handle)
 }
 
 // deliverEach is deliver for Independent: each partition's channel on a goroutine of
 // its own, all joined before it returns. The first handler error cancels the others
 // (through cancel, Run's) and is returned.
-func (r *Reader) deliverEach(ctx context.Context, cancel context.CancelFunc, chs []chan Message, handle Handler) error {
-	errs := make([]error, len(chs))
+func (r *Reader) deliverEach(ctx context.Context, cancel context.CancelFunc, ins []*inbox, handle Handler) error {
+	errs := make([]error, len(ins))
 	var wg sync.WaitGroup
-	for i, ch := range chs {
+	for i, in := range ins {
 		wg.Go(func() {
-			if errs[i] = r.deliver(ctx, ch, handle); errs[i] != nil {
+			if errs[i] = r.deliver(ctx, in, handle); errs[i] != nil {
 				cancel()
 			}
 		})
@@ -254,9 +252,9 @@ func (r *Reader) partitionReader(p part) *kafka.Reader {
 	})
 }
 
-// fetch is one partition's goroutine: it sends every fetched message to ch until ctx
-// ends, reporting fetch errors to OnError and retrying.
-func (r *Reader) fetch(ctx context.Context, kr *kafka.Reader, p part, ch chan<- Message) {
+// fetch is one partition's goroutine: it sends every fetched message to its channel in
+// the inbox (the i-th) until ctx ends, reporting fetch errors to OnError and retrying.
+func (r *Reader) fetch(ctx context.Context, kr *kafka.Reader, p part, in *inbox, i int) {
 	for {
 		km, err := kr.FetchMessage(ctx)
 		if err != nil {
@@ -270,9 +268,7 @@ func (r *Reader) fetch(ctx context.Context, kr *kafka.Reader, p part, ch chan<- 
 		}
 		m := Message{Topic: km.Topic, Partition: km.Partition, Offset: km.Offset, Key: km.Key, Value: km.Value, Time: km.Time,
 			Headers: fromKafka(km.Headers)}
-		select {
-		case ch <- m:
-		case <-ctx.Done():
+		if !in.send(ctx, i, m) {
 			return
 		}
 	}
@@ -283,14 +279,14 @@ func (r *Reader) fetch(ctx context.Context, kr *kafka.Reader, p part, ch chan<- 
 // a second goroutine (deliverAhead) collects the next batch and prepares it while handle
 // runs. It returns nil when ctx ends (or handle returns ctx's error), else handle's
 // error.
-func (r *Reader) deliver(ctx context.Context, ch <-chan Message, handle Handler) error {
+func (r *Reader) deliver(ctx context.Context, in *inbox, handle Handler) error {
 	if r.cfg.Ahead != nil {
-		return r.deliverAhead(ctx, ch, handle)
+		return r.deliverAhead(ctx, in, handle)
 	}
 	batch := make([]Message, 0, r.cfg.MaxBatch)
 	for {
 		var ok bool
-		if batch, ok = r.collect(ctx, ch, batch[:0]); !ok {
+		if batch, ok = in.collect(ctx, batch[:0]); !ok {
 			return nil
 		}
 		if err := handled(ctx, handle(ctx, batch)); err != nil {
@@ -303,7 +299,7 @@ func (r *Reader) deliver(ctx context.Context, ch <-chan Message, handle Handler)
 // and hands it over, then collects the next while handle applies the first; the two
 // batch buffers alternate, so a buffer is refilled only after handle returned from it.
 // The goroutine is joined before deliverAhead returns.
-func (r *Reader) deliverAhead(ctx context.Context, ch <-chan Message, handle Handler) error {
+func (r *Reader) deliverAhead(ctx context.Context, in *inbox, handle Handler) error {
 	actx, cancel := context.WithCancel(ctx)
 	next := make(chan []Message)
 	var wg sync.WaitGroup
@@ -314,7 +310,7 @@ func (r *Reader) deliverAhead(ctx context.Context, ch <-chan Message, handle Han
 	wg.Go(func() {
 		bufs := [2][]Message{make([]Message, 0, r.cfg.MaxBatch), make([]Message, 0, r.cfg.MaxBatch)}
 		for k := 0; ; k ^= 1 {
-			batch, ok := r.collect(actx, ch, bufs[k][:0])
+			batch, ok := in.collect(actx, bufs[k][:0])
 			if !ok {
 				return
 			}
@@ -337,26 +333,6 @@ func (r *Reader) deliverAhead(ctx context.Context, ch <-chan Message, handle Han
 			}
 		}
 	}
-}
-
-// collect appends to batch one message from ch, waiting for it, and then what else is
-// waiting, up to MaxBatch. It returns false when ctx ends first.
-func (r *Reader) collect(ctx context.Context, ch <-chan Message, batch []Message) ([]Message, bool) {
-	select {
-	case <-ctx.Done():
-		return batch, false
-	case m := <-ch:
-		batch = append(batch, m)
-	}
-	for len(batch) < r.cfg.MaxBatch {
-		select {
-		case m := <-ch:
-			batch = append(batch, m)
-		default:
-			return batch, true
-		}
-	}
-	return batch, true
 }
 
 // handled is the error deliver returns for handle's err: none when ctx ended and err

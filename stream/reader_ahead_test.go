@@ -59,7 +59,8 @@ func TestDeliverAhead(t *testing.T) {
 			}
 		}
 	}
-	if err := r.deliver(context.Background(), ch, handle); !errors.Is(err, stop) {
+	in := &inbox{chs: []chan Message{ch}, wake: make(chan struct{}, 1), max: size}
+	if err := r.deliver(context.Background(), in, handle); !errors.Is(err, stop) {
 		t.Fatalf("deliver: %v, want the handler's error", err)
 	}
 	if len(got) != n {
@@ -85,7 +86,8 @@ func TestDeliverAheadCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	handled := 0
-	err := r.deliver(ctx, ch, func(context.Context, []Message) error {
+	in := &inbox{chs: []chan Message{ch}, wake: make(chan struct{}, 1), max: 2}
+	err := r.deliver(ctx, in, func(context.Context, []Message) error {
 		handled++
 		if handled == 2 {
 			cancel() // the goroutine now waits on ch, empty
