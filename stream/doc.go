@@ -53,7 +53,10 @@
 // caller that stores offsets in the same transaction as the state they
 // describe applies every input exactly once across restarts. The handler
 // runs on Run's goroutine only; messages of one partition arrive in offset
-// order. A handler error stops Run and the batch counts as not consumed.
+// order, and a batch takes the waiting messages of every partition in turn (at most
+// MaxBatch/n of each per round), so no partition fills a batch while others wait
+// (inbox.go). How partitions interleave is otherwise unspecified. A handler error
+// stops Run and the batch counts as not consumed.
 // kafka-go partition readers retry fetch errors internally (reported to
 // ReaderConfig.OnError); note that kafka-go skips forward to the earliest
 // retained offset if the stored offset has fallen out of retention.
