@@ -27,12 +27,15 @@ type inbox struct {
 	next  int             // the partition the next batch starts at; the receiver's own
 }
 
-// newInbox makes an inbox of n partitions, each holding up to max messages, and
-// batches of up to max.
-func newInbox(n, max int) *inbox {
-	in := &inbox{chs: make([]chan Message, n), wake: make(chan struct{}, 1), wakes: make([]chan struct{}, n), max: max}
+// newInbox makes an inbox of n partitions and batches of up to batch messages. Each partition's
+// channel holds twice its share of a batch (at most max), so the channels together hold
+// about two batches, as the one shared channel of max held one: a message of up to
+// limits.max_message_bytes waits in them, on top of kafka-go's own queue.
+func newInbox(n, batch int) *inbox {
+	in := &inbox{chs: make([]chan Message, n), wake: make(chan struct{}, 1), wakes: make([]chan struct{}, n), max: batch}
+	held := min((2*batch+n-1)/max(n, 1), batch)
 	for i := range in.chs {
-		in.chs[i] = make(chan Message, max)
+		in.chs[i] = make(chan Message, held)
 		in.wakes[i] = in.wake
 	}
 	return in

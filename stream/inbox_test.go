@@ -7,16 +7,23 @@ import (
 	"time"
 )
 
-// TestInboxFair: a batch takes its share of every partition that has messages waiting
-// (max/n each), not whatever one sender pushed first, and rounds again while messages
-// wait (one partition alone fills a batch); every message comes once, each partition's
-// in order, with senders running concurrently with the batches; collect ends with ctx.
+// TestInboxFair: each partition's channel holds two shares of a batch; a batch takes its
+// share of every partition that has messages waiting (max/n each), not whatever one
+// sender pushed first, and rounds again while messages wait (one partition alone gives
+// a batch all it holds); every message comes once, each partition's in order, with
+// senders running concurrently with the batches; collect ends with ctx.
 func TestInboxFair(t *testing.T) {
 	const parts, per, max = 3, 200, 30
+	const held = 2 * max / parts
 	in := newInbox(parts, max)
+	for _, ch := range in.chs {
+		if cap(ch) != held {
+			t.Fatalf("a partition's channel holds %d, want %d", cap(ch), held)
+		}
+	}
 	ctx := context.Background()
 	for p := range parts {
-		for i := range max { // partition 0's first, as a sender running first would
+		for i := range held { // partition 0's first, as a sender running first would
 			in.send(ctx, p, Message{Partition: p, Offset: int64(i)})
 		}
 	}
@@ -34,11 +41,11 @@ func TestInboxFair(t *testing.T) {
 		}
 	}
 	solo := newInbox(parts, max)
-	for i := range max {
+	for i := range held {
 		solo.send(ctx, 1, Message{Partition: 1, Offset: int64(i)})
 	}
-	if b, _ := solo.collect(ctx, nil); len(b) != max {
-		t.Errorf("one partition with %d waiting: a batch of %d, want %d", max, len(b), max)
+	if b, _ := solo.collect(ctx, nil); len(b) != held {
+		t.Errorf("one partition with %d waiting: a batch of %d, want %d", held, len(b), held)
 	}
 
 	next := map[int]int64{}
@@ -57,7 +64,7 @@ func TestInboxFair(t *testing.T) {
 	var wg sync.WaitGroup
 	for p := range parts {
 		wg.Go(func() {
-			for i := max; i < per; i++ {
+			for i := held; i < per; i++ {
 				if !in.send(cctx, p, Message{Partition: p, Offset: int64(i)}) {
 					return
 				}
