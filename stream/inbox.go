@@ -22,15 +22,15 @@ import "context"
 type inbox struct {
 	chs   []chan Message
 	wake  chan struct{}   // this inbox's token
-	wakes []chan struct{} // per partition, the token of the inbox that receives it
+	wakes []chan struct{} // per partition, the token of the inbox that receives it (send's)
 	max   int             // a batch's bound (ReaderConfig.MaxBatch)
 	next  int             // the partition the next batch starts at; the receiver's own
 }
 
-// newInbox makes an inbox of n partitions and batches of up to batch messages. Each partition's
-// channel holds twice its share of a batch (at most max), so the channels together hold
-// about two batches, as the one shared channel of max held one: a message of up to
-// limits.max_message_bytes waits in them, on top of kafka-go's own queue.
+// newInbox makes an inbox of n partitions and batches of up to batch messages. Each
+// partition's channel holds twice its share of a batch (at most a batch), so the
+// channels together hold about two batches, as the one shared channel held one: a
+// message of up to limits.max_message_bytes waits in them, on top of kafka-go's queue.
 func newInbox(n, batch int) *inbox {
 	in := &inbox{chs: make([]chan Message, n), wake: make(chan struct{}, 1), wakes: make([]chan struct{}, n), max: batch}
 	held := min((2*batch+n-1)/max(n, 1), batch)
@@ -41,15 +41,14 @@ func newInbox(n, batch int) *inbox {
 	return in
 }
 
-// split makes each of in's partitions received by an inbox of its own (Independent),
-// sharing its channel: a sender then wakes its partition's inbox. Call it before any
-// send.
+// split makes each of in's partitions received by an inbox of its own (Independent):
+// its channel then holds a whole batch (its share), and a sender of in wakes its
+// partition's inbox. Senders keep sending through in. Call it before any send.
 func (in *inbox) split() []*inbox {
 	out := make([]*inbox, len(in.chs))
-	for i, ch := range in.chs {
-		w := make(chan struct{}, 1)
-		out[i] = &inbox{chs: []chan Message{ch}, wake: w, wakes: []chan struct{}{w}, max: in.max}
-		in.wakes[i] = w
+	for i := range in.chs {
+		in.chs[i], in.wakes[i] = make(chan Message, in.max), make(chan struct{}, 1)
+		out[i] = &inbox{chs: in.chs[i : i+1], wake: in.wakes[i], max: in.max}
 	}
 	return out
 }
