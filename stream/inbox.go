@@ -23,29 +23,39 @@ type inbox struct {
 	chs   []chan Message
 	wake  chan struct{}   // this inbox's token
 	wakes []chan struct{} // per partition, the token of the inbox that receives it (send's)
-	max   int             // a batch's bound (ReaderConfig.MaxBatch)
-	next  int             // the partition the next batch starts at; the receiver's own
+	// room holds a token for each message waiting in chs (nil after split): a sender
+	// puts one before its message, the receiver takes one after each message.
+	room chan struct{}
+	max  int // a batch's bound (ReaderConfig.MaxBatch)
+	next int // the partition the next batch starts at; the receiver's own
 }
 
 // newInbox makes an inbox of n partitions and batches of up to batch messages. Each
-// partition's channel holds twice its share of a batch (at most a batch), so the
-// channels together hold about two batches, as the one shared channel held one: a
-// message of up to limits.max_message_bytes waits in them, on top of kafka-go's queue.
+// partition's channel holds up to a batch, and the channels together up to two
+// batches (room), as the one shared channel held one: a message of up to
+// limits.max_message_bytes waits in them, on top of kafka-go's queue. So the partitions
+// that have messages share the whole room, however few they are. (A channel of two
+// shares each, 2·batch/n, gave the primary's training partitions a batch of room in
+// all, as the shared channel had: half of its reader's partitions are the erasures
+// topic's, nearly always empty. With two batches of room the ingest of a backlog kept
+// closer to the feature rate: `cairnctl bench --backlog`, 2026-11-28.)
 func newInbox(n, batch int) *inbox {
-	in := &inbox{chs: make([]chan Message, n), wake: make(chan struct{}, 1), wakes: make([]chan struct{}, n), max: batch}
-	held := min((2*batch+n-1)/max(n, 1), batch)
+	in := &inbox{chs: make([]chan Message, n), wake: make(chan struct{}, 1), wakes: make([]chan struct{}, n),
+		room: make(chan struct{}, 2*batch), max: batch}
 	for i := range in.chs {
-		in.chs[i] = make(chan Message, held)
+		in.chs[i] = make(chan Message, batch)
 		in.wakes[i] = in.wake
 	}
 	return in
 }
 
 // split makes each of in's partitions received by an inbox of its own (Independent):
-// its channel then holds a whole batch (its share), and a sender of in wakes its
-// partition's inbox. Senders keep sending through in. Call it before any send.
+// its channel holds a whole batch (its share), with no room shared between them, and a
+// sender of in wakes its partition's inbox. Senders keep sending through in. Call it
+// before any send.
 func (in *inbox) split() []*inbox {
 	out := make([]*inbox, len(in.chs))
+	in.room = nil
 	for i := range in.chs {
 		in.chs[i], in.wakes[i] = make(chan Message, in.max), make(chan struct{}, 1)
 		out[i] = &inbox{chs: in.chs[i : i+1], wake: in.wakes[i], max: in.max}
@@ -53,9 +63,17 @@ func (in *inbox) split() []*inbox {
 	return out
 }
 
-// send hands m from partition i's goroutine to its channel, waiting for room, and
-// leaves a wake token. It returns false when ctx ends first.
+// send hands m from partition i's goroutine to its channel, waiting for room in the
+// inbox and then in the channel, and leaves a wake token. It returns false when ctx
+// ends first.
 func (in *inbox) send(ctx context.Context, i int, m Message) bool {
+	if in.room != nil {
+		select {
+		case in.room <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+	}
 	select {
 	case in.chs[i] <- m:
 	case <-ctx.Done():
@@ -101,6 +119,9 @@ func (in *inbox) rounds(batch []Message) []Message {
 				select {
 				case m := <-ch:
 					batch = append(batch, m)
+					if in.room != nil {
+						<-in.room // its sender put one before it
+					}
 				default:
 					break take
 				}

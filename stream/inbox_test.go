@@ -7,18 +7,19 @@ import (
 	"time"
 )
 
-// TestInboxFair: each partition's channel holds two shares of a batch; a batch takes its
-// share of every partition that has messages waiting (max/n each), not whatever one
-// sender pushed first, and rounds again while messages wait (one partition alone gives
-// a batch all it holds); every message comes once, each partition's in order, with
-// senders running concurrently with the batches; collect ends with ctx.
+// TestInboxFair: the partitions' channels hold two batches together, any one of them up
+// to a batch; a batch takes its share of every partition that has messages waiting
+// (max/n each), not whatever one sender pushed first, and rounds again while messages
+// wait (one partition alone gives a batch all it holds); every message comes once, each
+// partition's in order, with senders running concurrently with the batches; collect
+// ends with ctx.
 func TestInboxFair(t *testing.T) {
 	const parts, per, max = 3, 200, 30
 	const held = 2 * max / parts
 	in := newInbox(parts, max)
 	for _, ch := range in.chs {
-		if cap(ch) != held {
-			t.Fatalf("a partition's channel holds %d, want %d", cap(ch), held)
+		if cap(ch) != max {
+			t.Fatalf("a partition's channel holds %d, want %d", cap(ch), max)
 		}
 	}
 	ctx := context.Background()
@@ -27,6 +28,13 @@ func TestInboxFair(t *testing.T) {
 			in.send(ctx, p, Message{Partition: p, Offset: int64(i)})
 		}
 	}
+	// The room is shared: with two batches waiting, a further send waits, whichever
+	// partition it is for.
+	full, stop := context.WithTimeout(ctx, 20*time.Millisecond)
+	if in.send(full, 1, Message{Partition: 1, Offset: held}) {
+		t.Fatalf("a send with two batches (%d messages) waiting did not wait", parts*held)
+	}
+	stop()
 	batch, ok := in.collect(ctx, nil)
 	if !ok || len(batch) != max {
 		t.Fatalf("first batch: %d messages (ok %v), want %d", len(batch), ok, max)
@@ -40,12 +48,13 @@ func TestInboxFair(t *testing.T) {
 			t.Errorf("first batch: %d of partition %d, want %d (its share): %v", count[p], p, max/parts, count)
 		}
 	}
+	// One partition alone may fill a batch, more than its two shares.
 	solo := newInbox(parts, max)
-	for i := range held {
+	for i := range max {
 		solo.send(ctx, 1, Message{Partition: 1, Offset: int64(i)})
 	}
-	if b, _ := solo.collect(ctx, nil); len(b) != held {
-		t.Errorf("one partition with %d waiting: a batch of %d, want %d", held, len(b), held)
+	if b, _ := solo.collect(ctx, nil); len(b) != max {
+		t.Errorf("one partition with %d waiting: a batch of %d, want %d", max, len(b), max)
 	}
 
 	next := map[int]int64{}
