@@ -24,6 +24,11 @@ type Reseed struct {
 	Seed        uint64
 	Queries     int
 	PoolJaccard float64
+	// Rows are the served pool's exact rows when the measurement computed them in
+	// memory (serving.ReseedJaccardRows), for the inputs RowsX (view A's pivots, then
+	// view B's, as serving.Input.LandmarkX lists them); nil otherwise.
+	Rows  *serving.ExactRows
+	RowsX []float64
 }
 
 // MeasureReseed selects the pool again under the sketch of seed rng.Seed(seed,
@@ -36,7 +41,8 @@ type Reseed struct {
 // regions, among many near-equal neighbours (Fashion-MNIST: 0.56–0.68 measured against
 // 0.89 between two daemons).
 // Its cost is a sync's featurization and selection plus both pools' exact rows: O(n)
-// like a sync, scheduled with the refit. sel is the served selection of snap.
+// like a sync, scheduled with the refit; the served pool's rows, when held in memory,
+// come back in Rows for the serving form to reuse. sel is the served selection of snap.
 func MeasureReseed(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, seed uint64, snap *Snapshot,
 	sel *Selection, k, nq int, budget int64, disk *serving.Disk) (Reseed, error) {
 	rs := Reseed{Seed: rng.Seed(seed, "ingest/reseed")}
@@ -81,7 +87,10 @@ func MeasureReseed(ctx context.Context, f *pipeline.Features, pcfg coreset.Confi
 		qs[j], skip[j] = snap.Entries[i].X, snap.IDs[i]
 	}
 	rs.Queries = len(qs)
-	rs.Jaccard, rs.Measured = serving.ReseedJaccardOn(f.Backbone(), a, c, qs, skip, k, budget, disk)
+	rs.Jaccard, rs.Measured, rs.Rows = serving.ReseedJaccardRows(f.Backbone(), a, c, qs, skip, k, budget, disk)
+	if rs.Rows != nil {
+		rs.RowsX = a.X
+	}
 	return rs, ctx.Err()
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sort"
@@ -209,5 +210,79 @@ func TestFitCancelJoinsReseed(t *testing.T) {
 	}
 	if got.Meta.ID != want.Meta.ID || got.Meta.Reseed == nil {
 		t.Errorf("model %s (reseed %v) after cancelled Fits, %s before", got.Meta.ID, got.Meta.Reseed, want.Meta.ID)
+	}
+}
+
+// TestFitReusesReseedRows: with the reseed measurement on, the serving form takes the
+// served pool's exact rows that the measurement computed beside the fits (Input.Exact,
+// of the same landmark inputs) instead of computing them again, and answers as a model
+// whose rows were computed afresh does, bit for bit, for the first 20 stored points;
+// with the measurement off it gets none. reseedRows.of gives rows only for inputs equal
+// bit for bit (0 and −0 differ).
+func TestFitReusesReseedRows(t *testing.T) {
+	for _, queries := range []int{8, 0} {
+		f := newFixtureWith(t, 300, func(c *config.Config) {
+			c.Sketch = config.Sketch{H: 2, S: 64}
+			c.Pool.M = 24
+			c.Fit.K, c.Fit.Batch, c.Fit.Epochs = 16, 128, 2
+			c.Query.ReseedQueries = queries
+		})
+		snap, err := f.in.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		sel, err := ingest.Select(ctx, f.feat, f.pcfg, snap.IDs, snap.Entries, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr := f.fitter()
+		serve := fr.Serve
+		var given bool
+		var fresh *serving.Model
+		fr.Serve = func(in serving.Input) (*serving.Model, error) {
+			given = in.Exact != nil
+			m, err := serve(in)
+			if err != nil {
+				return nil, err
+			}
+			in.Exact = nil
+			fresh, err = serve(in)
+			return m, err
+		}
+		ft, err := fr.Fit(ctx, snap, sel, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := queries > 0; given != want {
+			t.Fatalf("reseed queries %d: the serving form was given rows: %v, want %v", queries, given, want)
+		}
+		if fresh.Exact == nil || given && fresh.Exact == ft.Serving.Exact {
+			t.Fatalf("reseed queries %d: the fresh model has no rows of its own", queries)
+		}
+		var w serving.Workspace
+		for i := range 20 {
+			got, err := ft.Serving.Answer(&w, snap.Entries[i].X, 3, 0.05)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := fresh.Answer(&w, snap.Entries[i].X, 3, 0.05)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gb, _ := json.Marshal(got)
+			wb, _ := json.Marshal(want)
+			if !bytes.Equal(gb, wb) {
+				t.Errorf("reseed queries %d, point %d: the answer with the reused rows\n%s\ndiffers from the fresh rows'\n%s", queries, i, gb, wb)
+			}
+		}
+	}
+	r := &serving.ExactRows{}
+	e := reseedRows{rows: r, x: []float64{1, 0, 2}}
+	if e.of([]float64{1, 0, 2}) != r {
+		t.Error("reseedRows.of: equal inputs gave no rows")
+	}
+	if e.of([]float64{1, math.Copysign(0, -1), 2}) != nil || e.of([]float64{1, 0}) != nil {
+		t.Error("reseedRows.of: other inputs (−0 for 0, or fewer) gave the rows")
 	}
 }

@@ -109,7 +109,28 @@ type run struct {
 	ft      *pipeline.Fitted
 	res     [2]certify.Residual
 	reseed  *serving.ReseedMeta
+	exact   reseedRows // the served pool's exact rows, from the reseed measurement
 	version uint64
+}
+
+// reseedRows are exact rows the reseed measurement computed (ingest.Reseed.Rows) and
+// the landmark inputs they are of.
+type reseedRows struct {
+	rows *serving.ExactRows
+	x    []float64
+}
+
+// of returns the rows when they are of the inputs x, bit for bit, else nil.
+func (e reseedRows) of(x []float64) *serving.ExactRows {
+	if e.rows == nil || len(e.x) != len(x) {
+		return nil
+	}
+	for i, v := range x {
+		if math.Float64bits(v) != math.Float64bits(e.x[i]) {
+			return nil
+		}
+	}
+	return e.rows
 }
 
 // landmarkSet is the synced pivots of both views in model row order (view A's, then
@@ -180,6 +201,7 @@ func (f *Fitter) Fit(ctx context.Context, snap *ingest.Snapshot, sel *ingest.Sel
 	if r.reseed, err = reseed.wait(); err != nil {
 		return nil, err
 	}
+	r.exact = reseed.rows
 	out.Seconds["reseed"] = time.Since(t1).Seconds()
 	out.Seconds["reseed_beside"] = reseed.secs
 	t1 = time.Now()
@@ -245,6 +267,10 @@ func (f *Fitter) buildServing(out *Fitted, r *run) error {
 		LandmarkX: make([]float64, len(lms.ids)*f.Features.InputDim()), PoolStability: out.Meta.PoolStability(),
 	}
 	f.landmarkViewsTo(si.LandmarkX, snap, r.index, lms.ids, lms.views)
+	// The reseed measurement computed these landmarks' rows (and their Gram matrix)
+	// beside the fits, with the budget New uses (query.exact_memory_bytes): New takes
+	// them instead of computing them again, and builds the same model.
+	si.Exact = r.exact.of(si.LandmarkX)
 	si.Grad, si.GradErr = f.gradRows(snap.IDs, snap.Entries)
 	si.Omega = serving.Scaled(f0.Omega, scale)
 	si.OmegaMean = serving.Scaled(rep.OmegaMean, scale)
@@ -378,6 +404,7 @@ func (f *Fitter) landmarkViewsTo(dst []float64, snap *ingest.Snapshot, index map
 type pendingReseed struct {
 	done chan struct{}
 	meta *serving.ReseedMeta
+	rows reseedRows
 	err  error
 	secs float64 // its own wall time
 }
@@ -390,7 +417,7 @@ func (f *Fitter) reseedBeside(ctx context.Context, p *pendingReseed, snap *inges
 	go func() {
 		defer close(p.done)
 		t0 := time.Now()
-		p.meta, p.err = f.measureReseed(ctx, snap, sel)
+		p.meta, p.rows, p.err = f.measureReseed(ctx, snap, sel)
 		p.secs = time.Since(t0).Seconds()
 	}()
 }
@@ -406,18 +433,20 @@ func (p *pendingReseed) wait() (*serving.ReseedMeta, error) {
 
 // measureReseed measures the pool part of the answers' stability for a model fitted on
 // snap with selection sel (ingest.MeasureReseed with query.reseed_queries queries and
-// the top query.k), or returns nil when it is off or could not be measured.
-func (f *Fitter) measureReseed(ctx context.Context, snap *ingest.Snapshot, sel *ingest.Selection) (*serving.ReseedMeta, error) {
+// the top query.k), or returns nil when it is off or could not be measured; with it the
+// served pool's exact rows when the measurement held them in memory.
+func (f *Fitter) measureReseed(ctx context.Context, snap *ingest.Snapshot, sel *ingest.Selection) (*serving.ReseedMeta, reseedRows, error) {
 	q := f.Config.Query
 	if q.ReseedQueries == 0 {
-		return nil, nil
+		return nil, reseedRows{}, nil
 	}
 	rs, err := ingest.MeasureReseed(ctx, f.Features, f.Pool, f.Config.Model.Seed, snap, sel, q.K, q.ReseedQueries, q.ExactMemoryBytes, f.Disk)
 	if err != nil || !rs.Measured {
-		return nil, err
+		return nil, reseedRows{}, err
 	}
 	f.Log.Info().Float64("jaccard", rs.Jaccard).Float64("pool_jaccard", rs.PoolJaccard).Int("queries", rs.Queries).Msg("reseed stability")
-	return &serving.ReseedMeta{Jaccard: rs.Jaccard, PoolJaccard: rs.PoolJaccard, Seed: rs.Seed, Queries: rs.Queries, K: q.K}, nil
+	return &serving.ReseedMeta{Jaccard: rs.Jaccard, PoolJaccard: rs.PoolJaccard, Seed: rs.Seed, Queries: rs.Queries, K: q.K},
+		reseedRows{rows: rs.Rows, x: rs.RowsX}, nil
 }
 
 // pick returns the ids and entries of the given rows.

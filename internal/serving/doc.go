@@ -78,6 +78,11 @@
 // measures the pool stability of such a model on disk rows too (two transient files,
 // unmapped before it returns), bit for bit the memory result; without it the answers of
 // a model served from disk separate but stay unstable (no pool stability measured).
+// ReseedJaccardRows hands the served pool's rows, when it held them in memory, to its
+// caller with their Gram matrix computed, and New takes them as Input.Exact: the refit
+// computes a model's exact rows once, beside its fits, not again for the serving form.
+// Rows are never modified after they are built, so a model and a measurement may share
+// them.
 //
 // Randomness: a sketched model's evaluation draw is the named stream Settings.DrawName
 // under Settings.Seed, and the deletion effect's random sets the stream

@@ -42,16 +42,38 @@ func ReseedJaccardExcept(b entk.Backbone, a, c Landmarks, qs [][]float64, skip [
 // disk gets its stability measured too; nil: memory only), bit for bit the memory
 // result. Disk rows are unmapped before it returns.
 func ReseedJaccardOn(b entk.Backbone, a, c Landmarks, qs [][]float64, skip []string, k int, budget int64, disk *Disk) (float64, bool) {
+	j, ok, _ := ReseedJaccardRows(b, a, c, qs, skip, k, budget, disk)
+	return j, ok
+}
+
+// ReseedJaccardRows is ReseedJaccardOn that also returns the served pool a's exact rows
+// when it computed them in memory, with their Gram matrix computed: New given them as
+// Input.Exact for the same landmark inputs a.X and budget builds the model it would
+// build from scratch (the rows are a pure function of the backbone, the inputs and the
+// budget), without computing them again. Otherwise (rows on disk, none computed) it
+// returns nil. The caller owns the rows and must not modify them.
+func ReseedJaccardRows(b entk.Backbone, a, c Landmarks, qs [][]float64, skip []string, k int, budget int64, disk *Disk) (float64, bool, *ExactRows) {
 	if len(qs) == 0 || k < 1 || distinct(a.IDs) <= k+1 || distinct(c.IDs) <= k+1 {
-		return 0, false
+		return 0, false, nil
 	}
 	ra, errA := exactRowsOn(b, a.X, len(a.IDs), budget, disk, 0)
 	rc, errC := exactRowsOn(b, c.X, len(c.IDs), budget, disk, 0)
-	defer ra.drop()
 	defer rc.drop()
 	if ra == nil || rc == nil || errA != nil || errC != nil {
-		return 0, false
+		ra.drop()
+		return 0, false, nil
 	}
+	j := reseedMean(b, a, c, ra, rc, qs, skip, k)
+	if ra.disk {
+		ra.drop()
+		return j, true, nil
+	}
+	ra.gram(len(a.IDs))
+	return j, true, ra
+}
+
+// reseedMean is ReseedJaccardOn's mean over qs, given both pools' rows.
+func reseedMean(b entk.Backbone, a, c Landmarks, ra, rc *ExactRows, qs [][]float64, skip []string, k int) float64 {
 	jac := make([]float64, len(qs))
 	workers := par.Workers(len(qs), 1)
 	ws := make([]*reseedWorker, workers)
@@ -71,7 +93,7 @@ func ReseedJaccardOn(b entk.Backbone, a, c Landmarks, qs [][]float64, skip []str
 	for _, j := range jac {
 		sum += j
 	}
-	return sum / float64(len(qs)), true
+	return sum / float64(len(qs))
 }
 
 // reseedWorker is one goroutine's scratch for ReseedJaccardExcept: a workspace per pool
