@@ -29,15 +29,8 @@ import (
 // residuals per view (the pool it installs), and the certified answer to one query.
 func refitBytes(t *testing.T, f *fixture) []byte {
 	t.Helper()
-	snap, err := f.in.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap, sel := f.selected(t)
 	ctx := context.Background()
-	sel, err := ingest.Select(ctx, f.feat, f.pcfg, snap.IDs, snap.Entries, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ft, err := f.fitter().Fit(ctx, snap, sel, 4)
 	if err != nil {
 		t.Fatal(err)
@@ -227,15 +220,8 @@ func TestFitReusesReseedRows(t *testing.T) {
 			c.Fit.K, c.Fit.Batch, c.Fit.Epochs = 16, 128, 2
 			c.Query.ReseedQueries = queries
 		})
-		snap, err := f.in.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
+		snap, sel := f.selected(t)
 		ctx := context.Background()
-		sel, err := ingest.Select(ctx, f.feat, f.pcfg, snap.IDs, snap.Entries, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		fr := f.fitter()
 		serve := fr.Serve
 		var given bool

@@ -279,20 +279,27 @@ func (f *fixture) fitter() *Fitter {
 		}}
 }
 
+// selected is the fixture's snapshot and its batch greedy selection (ingest.Select).
+func (f *fixture) selected(t *testing.T) (*ingest.Snapshot, *ingest.Selection) {
+	t.Helper()
+	snap, err := f.in.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := ingest.Select(context.Background(), f.feat, f.pcfg, snap.IDs, snap.Entries, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap, sel
+}
+
 // TestFitRestore: Fit is a function of the snapshot (two fits give the same model id
 // and weights), its landmarks are the selection's pivots (view A's, then view B's), and
 // a restart's Restore from the stored model serves the same answers.
 func TestFitRestore(t *testing.T) {
 	f := newFixture(t, 60)
-	snap, err := f.in.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap, sel := f.selected(t)
 	ctx := context.Background()
-	sel, err := ingest.Select(ctx, f.feat, f.pcfg, snap.IDs, snap.Entries, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fr := f.fitter()
 	a, err := fr.Fit(ctx, snap, sel, 3)
 	if err != nil {
