@@ -31,6 +31,15 @@ type Reseed struct {
 	RowsX []float64
 }
 
+// RowsOf returns Rows when they are of the landmark inputs x, bit for bit (−0 is not
+// 0), else nil.
+func (rs Reseed) RowsOf(x []float64) *serving.ExactRows {
+	if rs.Rows == nil || !sameBits(rs.RowsX, x) {
+		return nil
+	}
+	return rs.Rows
+}
+
 // MeasureReseed selects the pool again under the sketch of seed rng.Seed(seed,
 // "ingest/reseed") (the views are f's: model.view_seed is shared), with every feature
 // computed afresh (SelectFresh), and compares the top-k by exact eNTK similarity under

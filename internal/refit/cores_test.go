@@ -210,7 +210,7 @@ func TestFitCancelJoinsReseed(t *testing.T) {
 // served pool's exact rows that the measurement computed beside the fits (Input.Exact,
 // of the same landmark inputs) instead of computing them again, and answers as a model
 // whose rows were computed afresh does, bit for bit, for the first 20 stored points;
-// with the measurement off it gets none. reseedRows.of gives rows only for inputs equal
+// with the measurement off it gets none. Reseed.RowsOf gives rows only for inputs equal
 // bit for bit (0 and −0 differ).
 func TestFitReusesReseedRows(t *testing.T) {
 	for _, queries := range []int{8, 0} {
@@ -264,11 +264,11 @@ func TestFitReusesReseedRows(t *testing.T) {
 		}
 	}
 	r := &serving.ExactRows{}
-	e := reseedRows{rows: r, x: []float64{1, 0, 2}}
-	if e.of([]float64{1, 0, 2}) != r {
-		t.Error("reseedRows.of: equal inputs gave no rows")
+	rs := ingest.Reseed{Rows: r, RowsX: []float64{1, 0, 2}}
+	if rs.RowsOf([]float64{1, 0, 2}) != r {
+		t.Error("Reseed.RowsOf: equal inputs gave no rows")
 	}
-	if e.of([]float64{1, math.Copysign(0, -1), 2}) != nil || e.of([]float64{1, 0}) != nil {
-		t.Error("reseedRows.of: other inputs (−0 for 0, or fewer) gave the rows")
+	if rs.RowsOf([]float64{1, math.Copysign(0, -1), 2}) != nil || rs.RowsOf([]float64{1, 0}) != nil {
+		t.Error("Reseed.RowsOf: other inputs (−0 for 0, or fewer) gave the rows")
 	}
 }

@@ -109,28 +109,8 @@ type run struct {
 	ft      *pipeline.Fitted
 	res     [2]certify.Residual
 	reseed  *serving.ReseedMeta
-	exact   reseedRows // the served pool's exact rows, from the reseed measurement
+	exact   ingest.Reseed // the measurement, for the served pool's exact rows (Rows)
 	version uint64
-}
-
-// reseedRows are exact rows the reseed measurement computed (ingest.Reseed.Rows) and
-// the landmark inputs they are of.
-type reseedRows struct {
-	rows *serving.ExactRows
-	x    []float64
-}
-
-// of returns the rows when they are of the inputs x, bit for bit, else nil.
-func (e reseedRows) of(x []float64) *serving.ExactRows {
-	if e.rows == nil || len(e.x) != len(x) {
-		return nil
-	}
-	for i, v := range x {
-		if math.Float64bits(v) != math.Float64bits(e.x[i]) {
-			return nil
-		}
-	}
-	return e.rows
 }
 
 // landmarkSet is the synced pivots of both views in model row order (view A's, then
@@ -270,7 +250,7 @@ func (f *Fitter) buildServing(out *Fitted, r *run) error {
 	// The reseed measurement computed these landmarks' rows (and their Gram matrix)
 	// beside the fits, with the budget New uses (query.exact_memory_bytes): New takes
 	// them instead of computing them again, and builds the same model.
-	si.Exact = r.exact.of(si.LandmarkX)
+	si.Exact = r.exact.RowsOf(si.LandmarkX)
 	si.Grad, si.GradErr = f.gradRows(snap.IDs, snap.Entries)
 	si.Omega = serving.Scaled(f0.Omega, scale)
 	si.OmegaMean = serving.Scaled(rep.OmegaMean, scale)
@@ -404,7 +384,7 @@ func (f *Fitter) landmarkViewsTo(dst []float64, snap *ingest.Snapshot, index map
 type pendingReseed struct {
 	done chan struct{}
 	meta *serving.ReseedMeta
-	rows reseedRows
+	rows ingest.Reseed // for its Rows
 	err  error
 	secs float64 // its own wall time
 }
@@ -435,18 +415,18 @@ func (p *pendingReseed) wait() (*serving.ReseedMeta, error) {
 // snap with selection sel (ingest.MeasureReseed with query.reseed_queries queries and
 // the top query.k), or returns nil when it is off or could not be measured; with it the
 // served pool's exact rows when the measurement held them in memory.
-func (f *Fitter) measureReseed(ctx context.Context, snap *ingest.Snapshot, sel *ingest.Selection) (*serving.ReseedMeta, reseedRows, error) {
+func (f *Fitter) measureReseed(ctx context.Context, snap *ingest.Snapshot, sel *ingest.Selection) (*serving.ReseedMeta, ingest.Reseed, error) {
 	q := f.Config.Query
 	if q.ReseedQueries == 0 {
-		return nil, reseedRows{}, nil
+		return nil, ingest.Reseed{}, nil
 	}
 	rs, err := ingest.MeasureReseed(ctx, f.Features, f.Pool, f.Config.Model.Seed, snap, sel, q.K, q.ReseedQueries, q.ExactMemoryBytes, f.Disk)
 	if err != nil || !rs.Measured {
-		return nil, reseedRows{}, err
+		return nil, ingest.Reseed{}, err
 	}
 	f.Log.Info().Float64("jaccard", rs.Jaccard).Float64("pool_jaccard", rs.PoolJaccard).Int("queries", rs.Queries).Msg("reseed stability")
 	return &serving.ReseedMeta{Jaccard: rs.Jaccard, PoolJaccard: rs.PoolJaccard, Seed: rs.Seed, Queries: rs.Queries, K: q.K},
-		reseedRows{rows: rs.Rows, x: rs.RowsX}, nil
+		rs, nil
 }
 
 // pick returns the ids and entries of the given rows.
