@@ -107,7 +107,8 @@ func (s *schedSampler) share(a, b time.Time) float64 {
 	var sum, weight float64
 	for id, e := range tb {
 		st := ta[id] // zero for a thread started after a
-		run, wait := e.run-st.run, e.wait-st.wait
+		// Interpolated between samples, a wait is never below 0.
+		run, wait := e.run-st.run, max(e.wait-st.wait, 0)
 		if run <= 0 {
 			continue
 		}
@@ -117,7 +118,9 @@ func (s *schedSampler) share(a, b time.Time) float64 {
 	if weight == 0 {
 		return math.NaN()
 	}
-	return sum / weight
+	// Each term is at most run, so the share is at most 1 but for rounding (a run
+	// without waits gives run·run/run, which can round above run).
+	return min(sum/weight, 1)
 }
 
 // at is every thread's cumulative times at t, linear between the samples around it (a
