@@ -491,8 +491,11 @@ type Query struct {
 	// ReseedQueries is how many stored points (landmarks of neither pool) each refit asks
 	// of its pool and of the pool a deployment with another model.seed would select from
 	// the same points, to measure the pool part of the answers' stability (the mean
-	// top-K Jaccard; ingest.MeasureReseed). It costs a sync's featurization and selection
-	// per refit. 0 turns it off, and then no answer is stable. Default 64.
+	// top-K Jaccard; ingest.MeasureReseed). It costs a sync's selection per refit and
+	// the featurization of the points that changed since the last refit: the reseeded
+	// features of every point (2·h·s float32s, 32 KiB with the default sketch) are kept
+	// between refits while they fit the point cache's 4 GiB. 0 turns it off, and then no
+	// answer is stable. Default 64.
 	ReseedQueries int `yaml:"reseed_queries"`
 }
 

@@ -133,17 +133,75 @@ func Select(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, ids 
 	return s, nil
 }
 
-// SelectFresh is Select with every feature computed under f, none read from the cache:
-// the selection a pipeline with another sketch makes of the same points (the reseeded
-// pool of Stability). Nothing is kept.
-func SelectFresh(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, ids []string, entries []*Entry) (*Selection, error) {
-	return selectRows(ctx, f, pcfg, ids, func(v int) ([][]float32, error) {
-		bare := make([]*Entry, len(entries))
-		for i, e := range entries {
-			bare[i] = &Entry{X: e.X}
+// SelectFresh is Select with no feature read from the point cache: the selection a
+// pipeline with another sketch makes of the same points (the reseeded pool of
+// MeasureReseed). The rows of prev, what an earlier SelectFresh returned (nil: none),
+// are reused where they are f's (the same fingerprint) for the same id and input, bit
+// for bit; every other row is computed under f (FeatureRows). A point's features are a
+// function of the pipeline, its id and its input alone (the views are seeded by id), so
+// a reused row has the bits a fresh one has and the selection is the same. It returns
+// the rows of this selection for the next call (FreshRows).
+func SelectFresh(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, ids []string, entries []*Entry,
+	prev *FreshRows) (*Selection, *FreshRows, error) {
+	bare := make([]*Entry, len(entries))
+	reused := 0
+	for i, e := range entries {
+		bare[i] = &Entry{X: e.X}
+		if bare[i].fa, bare[i].fb = prev.rowsOf(f.Fingerprint(), ids[i], e.X); bare[i].fa != nil {
+			reused++
 		}
-		return FeatureRows(ctx, f, ids, bare, v)
-	})
+	}
+	s, err := selectRows(ctx, f, pcfg, ids, func(v int) ([][]float32, error) { return FeatureRows(ctx, f, ids, bare, v) })
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, newFreshRows(f, ids, entries, s, reused), nil
+}
+
+// FreshRows are the rows of both views that one SelectFresh read or computed, kept for
+// the next SelectFresh: the reseed measurement of every refit featurizes every point
+// under the reseeded sketch, and between two refits few points change (a deletion's
+// refit: one). They are kept while they fit the point cache's budget (2·n·q float32,
+// as the cache's own features; over it, Kept is false and nothing is reused). The rows
+// are shared with the selection that read them and never modified.
+type FreshRows struct {
+	// Reused is how many points' rows the SelectFresh that returned this took from the
+	// call before, Points how many points it selected from.
+	Reused, Points int
+	// Kept reports whether the rows are held for the next call.
+	Kept bool
+	fp   string
+	at   map[string]int
+	x    [][]float64
+	g    [2][][]float32
+}
+
+// newFreshRows keeps the rows of selection s, of the points ids with their entries
+// under f, when they fit the point cache's budget.
+func newFreshRows(f *pipeline.Features, ids []string, entries []*Entry, s *Selection, reused int) *FreshRows {
+	r := &FreshRows{Reused: reused, Points: len(ids)}
+	if int64(len(ids))*int64(2*f.Dim())*4 > cacheBudget {
+		return r
+	}
+	r.Kept, r.fp, r.g = true, f.Fingerprint(), s.G
+	r.at, r.x = make(map[string]int, len(ids)), make([][]float64, len(ids))
+	for i, id := range ids {
+		r.at[id], r.x[i] = i, entries[i].X
+	}
+	return r
+}
+
+// rowsOf returns the kept rows of id under the pipeline of fingerprint fp when they are
+// of the input x, bit for bit (−0 is not 0), else nil.
+func (r *FreshRows) rowsOf(fp, id string, x []float64) (fa, fb []float32) {
+	if r == nil || !r.Kept || r.fp != fp {
+		return nil, nil
+	}
+	i, ok := r.at[id]
+	if !ok || !sameBits(r.x[i], x) {
+		return nil, nil
+	}
+	return r.g[0][i], r.g[1][i]
 }
 
 // selectRows runs both views' greedy selections on the rows that rows returns.

@@ -29,6 +29,9 @@ type Reseed struct {
 	// view B's, as serving.Input.LandmarkX lists them); nil otherwise.
 	Rows  *serving.ExactRows
 	RowsX []float64
+	// Fresh are the reseeded features of every point, for the next measurement to reuse
+	// (SelectFresh); nil when the measurement did not get to them.
+	Fresh *FreshRows
 }
 
 // RowsOf returns Rows when they are of the landmark inputs x, bit for bit (−0 is not
@@ -51,9 +54,12 @@ func (rs Reseed) RowsOf(x []float64) *serving.ExactRows {
 // 0.89 between two daemons).
 // Its cost is a sync's featurization and selection plus both pools' exact rows: O(n)
 // like a sync, scheduled with the refit; the served pool's rows, when held in memory,
-// come back in Rows for the serving form to reuse. sel is the served selection of snap.
+// come back in Rows for the serving form to reuse. The features of the points that
+// prev, the Fresh of an earlier measurement (nil: none), holds with the same input are
+// reused, so a refit after a few changes featurizes only those; the outcome is the
+// same bit for bit. sel is the served selection of snap.
 func MeasureReseed(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, seed uint64, snap *Snapshot,
-	sel *Selection, k, nq int, budget int64, disk *serving.Disk) (Reseed, error) {
+	sel *Selection, k, nq int, budget int64, disk *serving.Disk, prev *FreshRows) (Reseed, error) {
 	rs := Reseed{Seed: rng.Seed(seed, "ingest/reseed")}
 	g, err := f.Reseeded(rs.Seed)
 	if err != nil {
@@ -61,7 +67,7 @@ func MeasureReseed(ctx context.Context, f *pipeline.Features, pcfg coreset.Confi
 	}
 	pc := pcfg
 	pc.Seed = rs.Seed
-	sh, err := SelectFresh(ctx, g, pc, snap.IDs, snap.Entries)
+	sh, fresh, err := SelectFresh(ctx, g, pc, snap.IDs, snap.Entries, prev)
 	if err != nil {
 		return rs, err
 	}
@@ -95,7 +101,7 @@ func MeasureReseed(ctx context.Context, f *pipeline.Features, pcfg coreset.Confi
 	for j, i := range cand {
 		qs[j], skip[j] = snap.Entries[i].X, snap.IDs[i]
 	}
-	rs.Queries = len(qs)
+	rs.Queries, rs.Fresh = len(qs), fresh
 	rs.Jaccard, rs.Measured, rs.Rows = serving.ReseedJaccardRows(f.Backbone(), a, c, qs, skip, k, budget, disk)
 	if rs.Rows != nil {
 		rs.RowsX = a.X

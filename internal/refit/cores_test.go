@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"runtime"
 	"slices"
 	"sort"
@@ -270,5 +271,47 @@ func TestFitReusesReseedRows(t *testing.T) {
 	}
 	if rs.RowsOf([]float64{1, math.Copysign(0, -1), 2}) != nil || rs.RowsOf([]float64{1, 0}) != nil {
 		t.Error("Reseed.RowsOf: other inputs (−0 for 0, or fewer) gave the rows")
+	}
+}
+
+// TestFitReusesReseedFeatures: a Fitter's second refit, after a point left, reuses the
+// first reseed measurement's features of every point it still holds (ingest.FreshRows)
+// and fits what a new Fitter fits on the same points, bit for bit: the same model id,
+// metadata (the reseed figures included) and stored model.
+func TestFitReusesReseedFeatures(t *testing.T) {
+	f := newFixtureWith(t, 300, func(c *config.Config) {
+		c.Sketch = config.Sketch{H: 2, S: 64}
+		c.Pool.M = 24
+		c.Fit.K, c.Fit.Batch, c.Fit.Epochs = 16, 128, 2
+		c.Query.ReseedQueries = 8
+	})
+	snap, sel := f.selected(t)
+	ctx := context.Background()
+	fr := f.fitter()
+	if _, err := fr.Fit(ctx, snap, sel, 1); err != nil {
+		t.Fatal(err)
+	}
+	after := *snap
+	after.IDs = slices.Delete(slices.Clone(snap.IDs), 17, 18)
+	after.Entries = slices.Delete(slices.Clone(snap.Entries), 17, 18)
+	sel2, err := ingest.Select(ctx, f.feat, f.pcfg, after.IDs, after.Entries, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := fr.Fit(ctx, &after, sel2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := fr.fresh.Load(); r == nil || r.Reused != len(after.IDs) {
+		t.Fatalf("the second refit's measurement reused %+v rows, want all %d points'", r, len(after.IDs))
+	}
+	want, err := f.fitter().Fit(ctx, &after, sel2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gm, _ := json.Marshal(got.Meta)
+	wm, _ := json.Marshal(want.Meta)
+	if got.Meta.Reseed == nil || !bytes.Equal(gm, wm) || !reflect.DeepEqual(got.Model, want.Model) {
+		t.Fatalf("with the reused features the refit gave\n%s\nafresh\n%s", gm, wm)
 	}
 }

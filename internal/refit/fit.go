@@ -43,6 +43,9 @@ type Fitter struct {
 	// next reuses the rows of the points it still holds unchanged (serving.NewGradRows).
 	// A pointer swap, not a lock: the ingest's WithStored must not wait for a refit's rows.
 	grad atomic.Pointer[serving.GradRows]
+	// fresh is the last reseed measurement's features of every point, so that the next
+	// reuses the rows of the points it still holds unchanged (ingest.SelectFresh).
+	fresh atomic.Pointer[ingest.FreshRows]
 }
 
 // gradPoints are the GradPoints of the labelled entries (entry(i) is ids[i]'s; nil: not
@@ -420,11 +423,16 @@ func (f *Fitter) measureReseed(ctx context.Context, snap *ingest.Snapshot, sel *
 	if q.ReseedQueries == 0 {
 		return nil, ingest.Reseed{}, nil
 	}
-	rs, err := ingest.MeasureReseed(ctx, f.Features, f.Pool, f.Config.Model.Seed, snap, sel, q.K, q.ReseedQueries, q.ExactMemoryBytes, f.Disk)
+	rs, err := ingest.MeasureReseed(ctx, f.Features, f.Pool, f.Config.Model.Seed, snap, sel, q.K, q.ReseedQueries, q.ExactMemoryBytes, f.Disk,
+		f.fresh.Load())
+	if err == nil && rs.Fresh != nil {
+		f.fresh.Store(rs.Fresh)
+	}
 	if err != nil || !rs.Measured {
 		return nil, ingest.Reseed{}, err
 	}
-	f.Log.Info().Float64("jaccard", rs.Jaccard).Float64("pool_jaccard", rs.PoolJaccard).Int("queries", rs.Queries).Msg("reseed stability")
+	f.Log.Info().Float64("jaccard", rs.Jaccard).Float64("pool_jaccard", rs.PoolJaccard).Int("queries", rs.Queries).
+		Int("features_reused", rs.Fresh.Reused).Msg("reseed stability")
 	return &serving.ReseedMeta{Jaccard: rs.Jaccard, PoolJaccard: rs.PoolJaccard, Seed: rs.Seed, Queries: rs.Queries, K: q.K},
 		rs, nil
 }

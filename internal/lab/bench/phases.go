@@ -45,6 +45,12 @@ type PhaseOptions struct {
 	// Progress, if set, gets each run as soon as it ends (a long sitting that is cut
 	// short still leaves the runs it finished).
 	Progress func(PhaseRun)
+	// Cold times each run on a refit.Fitter of its own, as a daemon's first refit after
+	// a start: every point's gradient rows and reseeded features computed. Otherwise one
+	// Fitter times every run after an untimed refit of the same points at the largest of
+	// Procs, as a daemon's refits after the first: those rows at hand for every point (a
+	// deletion's refit has them for all but the deleted point).
+	Cold bool
 }
 
 // PhaseRun is one timed refit: its GOMAXPROCS, the wall seconds of each of PhaseNames,
@@ -63,6 +69,7 @@ type PhaseRun struct {
 type PhaseReport struct {
 	Data string     `json:"data"`
 	N    int        `json:"n"`
+	Cold bool       `json:"cold"` // PhaseOptions.Cold
 	Runs []PhaseRun `json:"runs"`
 }
 
@@ -70,10 +77,10 @@ type PhaseReport struct {
 // does: features cached, the incremental pool kept), then times o.Reps repetitions of
 // one refit at each GOMAXPROCS of o.Procs, back to back: a sync (ingest.Select and
 // refit.Deff, as the daemon's syncSnapshot without installing the pool) and
-// refit.Fitter.Fit on the same snapshot. GOMAXPROCS is restored before it returns. It
+// refit.Fitter.Fit on the same snapshot, cold or not (PhaseOptions.Cold). GOMAXPROCS is restored before it returns. It
 // fails when two runs fit different models: a refit must not depend on GOMAXPROCS.
 func Phases(ctx context.Context, o PhaseOptions) (rep PhaseReport, err error) {
-	rep = PhaseReport{Data: o.Data, N: o.N}
+	rep = PhaseReport{Data: o.Data, N: o.N, Cold: o.Cold}
 	if o.N < 2 || o.Reps < 1 || len(o.Procs) == 0 {
 		return rep, fmt.Errorf("phases: n = %d, reps = %d, %d GOMAXPROCS values", o.N, o.Reps, len(o.Procs))
 	}
@@ -109,9 +116,18 @@ func Phases(ctx context.Context, o PhaseOptions) (rep PhaseReport, err error) {
 	}
 	fr := phaseFitter(cfg, in)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	if !o.Cold {
+		runtime.GOMAXPROCS(slices.Max(o.Procs))
+		if _, err := timeRefit(ctx, fr, snap); err != nil {
+			return rep, err
+		}
+	}
 	for range o.Reps {
 		for _, p := range o.Procs {
 			runtime.GOMAXPROCS(p)
+			if o.Cold {
+				fr = phaseFitter(cfg, in)
+			}
 			run, err := timeRefit(ctx, fr, snap)
 			if err != nil {
 				return rep, err
@@ -261,13 +277,21 @@ func (r PhaseReport) median(procs int, f func(PhaseRun) float64) float64 {
 	return (xs[h-1] + xs[h]) / 2
 }
 
+// kind names the refits timed: first refits, or refits after one (PhaseOptions.Cold).
+func (r PhaseReport) kind() string {
+	if r.Cold {
+		return "first refits"
+	}
+	return "refits after one"
+}
+
 // Table is the phase table: for each phase the median wall seconds at GOMAXPROCS 1
 // and 2, their ratio T2/T1 and the parallel fraction p = (1 − T2/T1)·2 (Amdahl's law
 // for two cores), then the same for the load-corrected medians (Corrected, marked *),
 // then Untimed at GOMAXPROCS 1 and 2 and every run's load average.
 func (r PhaseReport) Table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "refit phases, %s n = %d, medians of %d runs per GOMAXPROCS\n", r.Data, r.N, len(r.Runs)/max(1, r.procCount()))
+	fmt.Fprintf(&b, "refit phases (%s), %s n = %d, medians of %d runs per GOMAXPROCS\n", r.kind(), r.Data, r.N, len(r.Runs)/max(1, r.procCount()))
 	fmt.Fprintf(&b, "%-8s %9s %9s %7s %6s | %9s %9s %7s %6s\n", "phase", "T1 (s)", "T2 (s)", "T2/T1", "p",
 		"T1* (s)", "T2* (s)", "T2*/T1*", "p*")
 	for _, ph := range PhaseNames {
@@ -323,8 +347,8 @@ func (r PhaseReport) ScaleTable() string {
 	}
 	slices.Sort(procs)
 	var b strings.Builder
-	fmt.Fprintf(&b, "refit phases, %s n = %d, medians per GOMAXPROCS P: T_P (s) / speed-up T_1/T_P / efficiency / Amdahl p\n",
-		r.Data, r.N)
+	fmt.Fprintf(&b, "refit phases (%s), %s n = %d, medians per GOMAXPROCS P: T_P (s) / speed-up T_1/T_P / efficiency / Amdahl p\n",
+		r.kind(), r.Data, r.N)
 	fmt.Fprintf(&b, "%-8s", "phase")
 	for _, p := range procs {
 		fmt.Fprintf(&b, " | %28s", fmt.Sprintf("P = %d", p))

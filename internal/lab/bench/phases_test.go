@@ -24,6 +24,7 @@ var (
 	phasesReps  = flag.Int("phases.reps", 3, "BenchmarkRefitPhases: repetitions per GOMAXPROCS")
 	phasesJSON  = flag.String("phases.json", "", "BenchmarkRefitPhases: also write the report as JSON to this file")
 	phasesProcs = flag.String("phases.procs", "1,2", "BenchmarkRefitPhases: GOMAXPROCS values, comma-separated, timed in this order")
+	phasesCold  = flag.Bool("phases.cold", false, "BenchmarkRefitPhases: time first refits (PhaseOptions.Cold), not refits after an untimed one")
 )
 
 // BenchmarkRefitPhases prints the phase table of a refit on -phases.n MNIST points
@@ -47,7 +48,7 @@ func BenchmarkRefitPhases(b *testing.B) {
 	}
 	for range b.N {
 		rep, err := Phases(context.Background(), PhaseOptions{Config: config.Default(), Data: "mnist", N: *phasesN,
-			Procs: procs, Reps: *phasesReps, Progress: func(run PhaseRun) {
+			Procs: procs, Reps: *phasesReps, Cold: *phasesCold, Progress: func(run PhaseRun) {
 				fmt.Fprintf(os.Stderr, "phases run: GOMAXPROCS %d, model %s, seconds %v\n", run.Procs, run.ModelID, run.Seconds)
 			}})
 		if err != nil {
@@ -78,11 +79,22 @@ func TestPhases(t *testing.T) {
 	if testing.Short() {
 		t.Skip("ingests and refits")
 	}
+	for _, cold := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cold=%v", cold), func(t *testing.T) { testPhases(t, cold) })
+	}
+}
+
+func testPhases(t *testing.T, cold bool) {
 	cfg := smallDaemon()
 	cfg.Query.ReseedQueries = 8
-	rep, err := Phases(context.Background(), PhaseOptions{Config: cfg, Data: "mnist", N: 120, Procs: []int{1, 2}, Reps: 2, Dir: t.TempDir()})
+	rep, err := Phases(context.Background(), PhaseOptions{Config: cfg, Data: "mnist", N: 120, Procs: []int{1, 2}, Reps: 2, Dir: t.TempDir(),
+		Cold: cold})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if kind := map[bool]string{false: "(refits after one)", true: "(first refits)"}[cold]; rep.Cold != cold ||
+		!strings.Contains(rep.Table(), kind) || !strings.Contains(rep.ScaleTable(), kind) {
+		t.Errorf("the report of cold=%v is not headed %s", cold, kind)
 	}
 	if got, want := len(rep.Runs), 4; got != want {
 		t.Fatalf("%d runs, want %d", got, want)
