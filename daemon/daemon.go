@@ -152,19 +152,16 @@ type partition struct {
 
 // refitCounter is the refit supervisor's progress; kick wakes it.
 type refitCounter struct {
-	count   atomic.Uint64
-	secs    atomic.Uint64 // float64 bits
-	phases  atomic.Pointer[map[string]float64]
+	count   atomic.Uint64 // added to after last is stored: a count includes its refit's record
+	last    atomic.Pointer[refitRecord]
 	running atomic.Bool
 	kick    chan struct{}
 }
 
-// derefPhases is *p, nil for nil.
-func derefPhases(p *map[string]float64) map[string]float64 {
-	if p == nil {
-		return nil
-	}
-	return *p
+// refitRecord is the last completed refit's wall seconds and phases, stored together.
+type refitRecord struct {
+	secs   float64
+	phases map[string]float64
 }
 
 // poolStatus is the ingest's state as last published by the train handler.
@@ -247,10 +244,11 @@ func (d *Daemon) Metrics() *metrics.Set { return d.metrics }
 
 // Status reports the current state; safe for concurrent use.
 func (d *Daemon) Status() StatusReport {
-	st := StatusReport{Refits: d.refits.count.Load(), RefitRunning: d.refits.running.Load(),
-		RefitSeconds: math.Float64frombits(d.refits.secs.Load()), Queries: d.answers.Count(),
-		RefitPhases: derefPhases(d.refits.phases.Load()),
-		Role:        d.cfg.Role, Leading: d.leading.Load(), Backbone: status.BackboneOf(d.feat)}
+	st := StatusReport{Refits: d.refits.count.Load(), RefitRunning: d.refits.running.Load(), Queries: d.answers.Count(),
+		Role: d.cfg.Role, Leading: d.leading.Load(), Backbone: status.BackboneOf(d.feat)}
+	if r := d.refits.last.Load(); r != nil {
+		st.RefitSeconds, st.RefitPhases = r.secs, r.phases
+	}
 	select {
 	case <-d.ready: // after restore, which set featSrc
 		st.Ready = !d.stopping.Load()

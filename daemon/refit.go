@@ -222,11 +222,10 @@ func (d *Daemon) finishRefit(snap *job, c *refitCommit, secs, syncSecs float64) 
 	d.publishPool()
 	d.train.lastFit = ft.Baseline()
 	d.train.mu.Unlock()
-	d.refits.count.Add(1)
-	d.refits.secs.Store(math.Float64bits(secs))
 	ph := map[string]float64{"sync": syncSecs, "blocks": ft.Seconds["blocks"], "init": ft.Seconds["kernel"] + ft.Seconds["init"],
 		"fit": ft.Seconds["fit"], "reseed": ft.Seconds["reseed"], "reseed_beside": ft.Seconds["reseed_beside"], "serving": ft.Seconds["serving"]}
-	d.refits.phases.Store(&ph)
+	d.refits.last.Store(&refitRecord{secs: secs, phases: ph})
+	d.refits.count.Add(1)
 	d.metrics.ObserveRefit(secs, nil)
 	for _, rec := range audited {
 		d.metrics.ObserveAudit(time.Since(rec.Applied).Seconds())

@@ -305,12 +305,22 @@ func (r *benchRun) deleteLandmark(ctx context.Context) error {
 	}
 	rep.DeletedID = r.firstAnswer.TopK[0].ID
 	fmt.Fprintf(r.o.Stderr, "cairnctl bench: deleting the first answer's top-1, %s\n", rep.DeletedID)
+	before := r.h.D.Status().Refits
 	t2 := time.Now()
 	if _, err := r.c.DeleteAndWait(ctx, rep.DeletedID, r.base+"-delete"); err != nil {
 		return fmt.Errorf("deleting %s: %w", rep.DeletedID, err)
 	}
 	rep.DeletionToAuditSeconds = time.Since(t2).Seconds()
+	// The audit leaves in the refit's commit, before the daemon records the refit's
+	// seconds: wait for the record (a few milliseconds; 10 s at most).
 	dst := r.h.D.Status()
+	for end := time.Now().Add(10 * time.Second); dst.Refits == before && time.Now().Before(end); dst = r.h.D.Status() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 	rep.DeletionRefitSeconds, rep.DeletionRefitPhaseSeconds = dst.RefitSeconds, dst.RefitPhases
 	rep.DeletionToAuditMinusRefitSeconds = rep.DeletionToAuditSeconds - rep.DeletionRefitSeconds
 	return nil
