@@ -54,12 +54,14 @@ func (rs Reseed) RowsOf(x []float64) *serving.ExactRows {
 // 0.89 between two daemons).
 // Its cost is a sync's featurization and selection plus both pools' exact rows: O(n)
 // like a sync, scheduled with the refit; the served pool's rows, when held in memory,
-// come back in Rows for the serving form to reuse. The features of the points that
-// prev, the Fresh of an earlier measurement (nil: none), holds with the same input are
-// reused, so a refit after a few changes featurizes only those; the outcome is the
-// same bit for bit. sel is the served selection of snap.
+// come back in Rows for the serving form to reuse. prev is an earlier measurement's
+// outcome (zero: none): the reseeded features of the points it holds with the same
+// input (Fresh) and the exact rows of the landmarks it holds with the same input (Rows)
+// are reused, so a refit after a few changes featurizes only those points and computes
+// only the new landmarks' rows; the outcome is the same bit for bit. sel is the served
+// selection of snap.
 func MeasureReseed(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, seed uint64, snap *Snapshot,
-	sel *Selection, k, nq int, budget int64, disk *serving.Disk, prev *FreshRows) (Reseed, error) {
+	sel *Selection, k, nq int, budget int64, disk *serving.Disk, prev Reseed) (Reseed, error) {
 	rs := Reseed{Seed: rng.Seed(seed, "ingest/reseed")}
 	g, err := f.Reseeded(rs.Seed)
 	if err != nil {
@@ -67,7 +69,7 @@ func MeasureReseed(ctx context.Context, f *pipeline.Features, pcfg coreset.Confi
 	}
 	pc := pcfg
 	pc.Seed = rs.Seed
-	sh, fresh, err := SelectFresh(ctx, g, pc, snap.IDs, snap.Entries, prev)
+	sh, fresh, err := SelectFresh(ctx, g, pc, snap.IDs, snap.Entries, prev.Fresh)
 	if err != nil {
 		return rs, err
 	}
@@ -102,7 +104,8 @@ func MeasureReseed(ctx context.Context, f *pipeline.Features, pcfg coreset.Confi
 		qs[j], skip[j] = snap.Entries[i].X, snap.IDs[i]
 	}
 	rs.Queries, rs.Fresh = len(qs), fresh
-	rs.Jaccard, rs.Measured, rs.Rows = serving.ReseedJaccardRows(f.Backbone(), a, c, qs, skip, k, budget, disk)
+	rs.Jaccard, rs.Measured, rs.Rows = serving.ReseedJaccardRows(f.Backbone(), a, c, qs, skip, k, budget, disk,
+		serving.Known{Rows: prev.Rows, X: prev.RowsX})
 	if rs.Rows != nil {
 		rs.RowsX = a.X
 	}

@@ -40,7 +40,7 @@ func TestMeasureReseedReusesFeatures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs, err := MeasureReseed(t.Context(), f, pcfg, seed, snap, sel, 3, 16, 64<<20, nil, prev)
+		rs, err := MeasureReseed(t.Context(), f, pcfg, seed, snap, sel, 3, 16, 64<<20, nil, Reseed{Fresh: prev})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -274,10 +274,12 @@ func TestFitReusesReseedRows(t *testing.T) {
 	}
 }
 
-// TestFitReusesReseedFeatures: a Fitter's second refit, after a point left, reuses the
-// first reseed measurement's features of every point it still holds (ingest.FreshRows)
-// and fits what a new Fitter fits on the same points, bit for bit: the same model id,
-// metadata (the reseed figures included) and stored model.
+// TestFitReusesReseedFeatures: a Fitter's second refit, after a point that is no
+// landmark left, reuses the first reseed measurement's features of every point it still
+// holds (ingest.FreshRows) and, the pool being the same, the first model's exact rows;
+// it fits what a new Fitter fits on the same points, bit for bit: the same model id,
+// metadata (the reseed figures included) and stored model, and the same answers for
+// 20 points.
 func TestFitReusesReseedFeatures(t *testing.T) {
 	f := newFixtureWith(t, 300, func(c *config.Config) {
 		c.Sketch = config.Sketch{H: 2, S: 64}
@@ -288,12 +290,17 @@ func TestFitReusesReseedFeatures(t *testing.T) {
 	snap, sel := f.selected(t)
 	ctx := context.Background()
 	fr := f.fitter()
-	if _, err := fr.Fit(ctx, snap, sel, 1); err != nil {
+	first, err := fr.Fit(ctx, snap, sel, 1)
+	if err != nil {
 		t.Fatal(err)
 	}
+	gone := 17 // a point of neither view's landmarks
+	for slices.Contains(sel.Res[0].Pivots, gone) || slices.Contains(sel.Res[1].Pivots, gone) {
+		gone++
+	}
 	after := *snap
-	after.IDs = slices.Delete(slices.Clone(snap.IDs), 17, 18)
-	after.Entries = slices.Delete(slices.Clone(snap.Entries), 17, 18)
+	after.IDs = slices.Delete(slices.Clone(snap.IDs), gone, gone+1)
+	after.Entries = slices.Delete(slices.Clone(snap.Entries), gone, gone+1)
 	sel2, err := ingest.Select(ctx, f.feat, f.pcfg, after.IDs, after.Entries, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -302,8 +309,12 @@ func TestFitReusesReseedFeatures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := fr.fresh.Load(); r == nil || r.Reused != len(after.IDs) {
-		t.Fatalf("the second refit's measurement reused %+v rows, want all %d points'", r, len(after.IDs))
+	if r := fr.reseed.Load(); r == nil || r.Fresh.Reused != len(after.IDs) {
+		t.Fatalf("the second refit's measurement reused %+v, want the rows of all %d points", r, len(after.IDs))
+	}
+	// The pool is the same, so its exact rows are the first model's own.
+	if got.Serving.Exact == nil || got.Serving.Exact != first.Serving.Exact {
+		t.Errorf("the second model's exact rows %p are not the first's %p", got.Serving.Exact, first.Serving.Exact)
 	}
 	want, err := f.fitter().Fit(ctx, &after, sel2, 2)
 	if err != nil {
@@ -313,5 +324,24 @@ func TestFitReusesReseedFeatures(t *testing.T) {
 	wm, _ := json.Marshal(want.Meta)
 	if got.Meta.Reseed == nil || !bytes.Equal(gm, wm) || !reflect.DeepEqual(got.Model, want.Model) {
 		t.Fatalf("with the reused features the refit gave\n%s\nafresh\n%s", gm, wm)
+	}
+	if want.Serving.Exact == got.Serving.Exact {
+		t.Fatal("the new Fitter's model has no exact rows of its own")
+	}
+	var w serving.Workspace
+	for i := range 20 {
+		ga, err := got.Serving.Answer(&w, after.Entries[i].X, 3, 0.05)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wa, err := want.Serving.Answer(&w, after.Entries[i].X, 3, 0.05)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gb, _ := json.Marshal(ga)
+		wb, _ := json.Marshal(wa)
+		if !bytes.Equal(gb, wb) {
+			t.Errorf("point %d: the answer with the reused rows\n%s\ndiffers from the fresh rows'\n%s", i, gb, wb)
+		}
 	}
 }

@@ -43,9 +43,10 @@ type Fitter struct {
 	// next reuses the rows of the points it still holds unchanged (serving.NewGradRows).
 	// A pointer swap, not a lock: the ingest's WithStored must not wait for a refit's rows.
 	grad atomic.Pointer[serving.GradRows]
-	// fresh is the last reseed measurement's features of every point, so that the next
-	// reuses the rows of the points it still holds unchanged (ingest.SelectFresh).
-	fresh atomic.Pointer[ingest.FreshRows]
+	// reseed is the last reseed measurement's outcome, so that the next reuses its
+	// features of the points and its exact rows of the landmarks that are unchanged
+	// (ingest.MeasureReseed): the rows are the served model's own.
+	reseed atomic.Pointer[ingest.Reseed]
 }
 
 // gradPoints are the GradPoints of the labelled entries (entry(i) is ids[i]'s; nil: not
@@ -423,10 +424,14 @@ func (f *Fitter) measureReseed(ctx context.Context, snap *ingest.Snapshot, sel *
 	if q.ReseedQueries == 0 {
 		return nil, ingest.Reseed{}, nil
 	}
+	var prev ingest.Reseed
+	if p := f.reseed.Load(); p != nil {
+		prev = *p
+	}
 	rs, err := ingest.MeasureReseed(ctx, f.Features, f.Pool, f.Config.Model.Seed, snap, sel, q.K, q.ReseedQueries, q.ExactMemoryBytes, f.Disk,
-		f.fresh.Load())
+		prev)
 	if err == nil && rs.Fresh != nil {
-		f.fresh.Store(rs.Fresh)
+		f.reseed.Store(&rs)
 	}
 	if err != nil || !rs.Measured {
 		return nil, ingest.Reseed{}, err

@@ -143,11 +143,11 @@ func (d *Disk) unmap(mp []byte) {
 }
 
 // exactRowsOn returns the exact rows of the m landmarks xs: in memory when they fit
-// memory bytes (NewExactRows), else on disk when they fit its budget (Disk.rows, for
-// model version), else nil; memory ≤ 0 turns exact rows off, disk nil keeps them in
-// memory.
-func exactRowsOn(b entk.Backbone, xs []float64, m int, memory int64, disk *Disk, version uint64) (*ExactRows, error) {
-	if r := NewExactRows(b, xs, m, memory); r != nil || memory <= 0 {
+// memory bytes (NewExactRows, taking what it can of known: NewExactRowsReusing), else on
+// disk when they fit its budget (Disk.rows, for model version), else nil; memory ≤ 0
+// turns exact rows off, disk nil keeps them in memory.
+func exactRowsOn(b entk.Backbone, xs []float64, m int, memory int64, disk *Disk, version uint64, known ...Known) (*ExactRows, error) {
+	if r := NewExactRowsReusing(b, xs, m, memory, known...); r != nil || memory <= 0 {
 		return r, nil
 	}
 	return disk.rows(b, xs, m, version)

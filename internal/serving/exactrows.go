@@ -49,21 +49,56 @@ type ExactRows struct {
 // rows when m·ExactDim·4 bytes fit budget, else factored rows when the backbone has them
 // and m·Dim·4 bytes fit; otherwise (or when budget ≤ 0) it returns nil.
 func NewExactRows(b entk.Backbone, xs []float64, m int, budget int64) *ExactRows {
-	if budget <= 0 {
+	l, ok := layoutOf(b, m, budget)
+	if !ok {
 		return nil
 	}
+	r := l.alloc(m)
+	r.computeTo(r.lf, r.diag, b, xs, m)
+	return r
+}
+
+// rowsLayout is a representation of exact rows: full rows of dim floats (fac nil) or
+// factored rows of fac.
+type rowsLayout struct {
+	dim int
+	fac *entk.Factored
+}
+
+// layoutOf is NewExactRows's representation for m landmarks under budget; false when
+// the rows fit neither.
+func layoutOf(b entk.Backbone, m int, budget int64) (rowsLayout, bool) {
+	if budget <= 0 {
+		return rowsLayout{}, false
+	}
 	if e := entk.ExactDim(b); int64(m)*int64(e)*4 <= budget {
-		r := &ExactRows{lf: make([]float32, m*e), diag: make([]float64, m), dim: e}
-		entk.ExactBatch32To(r.lf, r.diag, b, xs, m)
-		return r
+		return rowsLayout{dim: e}, true
 	}
 	f, ok := entk.NewFactored(b)
 	if !ok || int64(m)*int64(f.Dim())*4 > budget {
-		return nil
+		return rowsLayout{}, false
 	}
-	r := &ExactRows{lf: make([]float32, m*f.Dim()), diag: make([]float64, m), dim: f.Dim(), fac: f}
-	f.Batch32To(r.lf, r.diag, xs, m)
-	return r
+	return rowsLayout{dim: f.Dim(), fac: f}, true
+}
+
+// alloc returns rows of m landmarks in l, not yet computed.
+func (l rowsLayout) alloc(m int) *ExactRows {
+	return &ExactRows{lf: make([]float32, m*l.dim), diag: make([]float64, m), dim: l.dim, fac: l.fac}
+}
+
+// holds reports whether o is held in memory in l.
+func (l rowsLayout) holds(o *ExactRows) bool {
+	return o != nil && !o.disk && o.lf != nil && o.dim == l.dim && (o.fac == nil) == (l.fac == nil)
+}
+
+// computeTo writes the rows of the n inputs xs in r's representation into lf (n·dim)
+// and their diagonals into diag, on all cores; each row's bits depend on its input only.
+func (r *ExactRows) computeTo(lf []float32, diag []float64, b entk.Backbone, xs []float64, n int) {
+	if r.fac != nil {
+		r.fac.Batch32To(lf, diag, xs, n)
+		return
+	}
+	entk.ExactBatch32To(lf, diag, b, xs, n)
 }
 
 // drop releases transient rows at once: a disk mapping is unmapped (the caller holds

@@ -42,7 +42,7 @@ func ReseedJaccardExcept(b entk.Backbone, a, c Landmarks, qs [][]float64, skip [
 // disk gets its stability measured too; nil: memory only), bit for bit the memory
 // result. Disk rows are unmapped before it returns.
 func ReseedJaccardOn(b entk.Backbone, a, c Landmarks, qs [][]float64, skip []string, k int, budget int64, disk *Disk) (float64, bool) {
-	j, ok, _ := ReseedJaccardRows(b, a, c, qs, skip, k, budget, disk)
+	j, ok, _ := ReseedJaccardRows(b, a, c, qs, skip, k, budget, disk, Known{})
 	return j, ok
 }
 
@@ -52,12 +52,19 @@ func ReseedJaccardOn(b entk.Backbone, a, c Landmarks, qs [][]float64, skip []str
 // build from scratch (the rows are a pure function of the backbone, the inputs and the
 // budget), without computing them again. Otherwise (rows on disk, none computed) it
 // returns nil. The caller owns the rows and must not modify them.
-func ReseedJaccardRows(b entk.Backbone, a, c Landmarks, qs [][]float64, skip []string, k int, budget int64, disk *Disk) (float64, bool, *ExactRows) {
+//
+// The rows in memory reuse what they can (NewExactRowsReusing): a's the rows of prev
+// (the rows an earlier call returned, with their inputs: after a refit that left the
+// pool as it was, all of them, with their Gram matrix), and c's the rows of a and of
+// prev (the two pools share most landmarks: tolerant pivoting selects the same points
+// under both seeds). The outcome is the same bit for bit.
+func ReseedJaccardRows(b entk.Backbone, a, c Landmarks, qs [][]float64, skip []string, k int, budget int64, disk *Disk,
+	prev Known) (float64, bool, *ExactRows) {
 	if len(qs) == 0 || k < 1 || distinct(a.IDs) <= k+1 || distinct(c.IDs) <= k+1 {
 		return 0, false, nil
 	}
-	ra, errA := exactRowsOn(b, a.X, len(a.IDs), budget, disk, 0)
-	rc, errC := exactRowsOn(b, c.X, len(c.IDs), budget, disk, 0)
+	ra, errA := exactRowsOn(b, a.X, len(a.IDs), budget, disk, 0, prev)
+	rc, errC := exactRowsOn(b, c.X, len(c.IDs), budget, disk, 0, Known{Rows: ra, X: a.X}, prev)
 	defer rc.drop()
 	if ra == nil || rc == nil || errA != nil || errC != nil {
 		ra.drop()
