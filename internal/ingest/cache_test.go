@@ -117,14 +117,7 @@ func TestBadFeatures(t *testing.T) {
 // or overwritten. Its result equals a Select over the fully cached entries.
 func TestSelectKeepsRecomputed(t *testing.T) {
 	cfg := testConfig()
-	f, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg, err := PoolConfig(cfg, f.Dim())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, pcfg := testFeatures(t, cfg)
 	d, q := f.InputDim(), f.Dim()
 	n := 40
 	ids, xs := randPoints(rand.New(rand.NewPCG(4, 4)), n, d)

@@ -285,3 +285,17 @@ func id(i int) string { return fmt.Sprintf("p%04d", i) }
 func counts(res BatchResult) [5]int {
 	return [5]int{res.Upserts, res.Deletes, res.Missing, res.DeadLetters, res.Skipped}
 }
+
+// testFeatures is the feature pipeline and pool settings of cfg.
+func testFeatures(t testing.TB, cfg config.Config) (*pipeline.Features, coreset.Config) {
+	t.Helper()
+	f, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg, err := PoolConfig(cfg, f.Dim())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, pcfg
+}

@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/cairnhq/cairn/internal/pipeline"
 )
 
 // TestMeasureReseedReusesFeatures: a reseed measurement given the last one's rows
@@ -18,14 +16,7 @@ import (
 // featurized every point afresh.
 func TestMeasureReseedReusesFeatures(t *testing.T) {
 	cfg := testConfig()
-	f, err := pipeline.NewFeatures(cfg.Model, cfg.Sketch, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg, err := PoolConfig(cfg, f.Dim())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, pcfg := testFeatures(t, cfg)
 	d, n := f.InputDim(), 300 // over syncChunk: the misses are computed in two chunks
 	ids, xs := randPoints(rand.New(rand.NewPCG(7, 7)), n, d)
 	xs[9*d] = 0

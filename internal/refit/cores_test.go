@@ -70,12 +70,7 @@ func TestFitCores(t *testing.T) {
 	blas64.Use(gemm.Implementation{})
 	blas32.Use(gemm.Implementation{})
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	f := newFixtureWith(t, 300, func(c *config.Config) {
-		c.Sketch = config.Sketch{H: 2, S: 64}
-		c.Pool.M = 24
-		c.Fit.K, c.Fit.Batch, c.Fit.Epochs, c.Fit.Fits = 16, 128, 4, 2
-		c.Query.ReseedQueries = 8
-	})
+	f := reseedFixture(t, 8, 4, 2)
 	var want []byte
 	for _, procs := range []int{1, 2, 3} {
 		runtime.GOMAXPROCS(procs)
@@ -156,12 +151,7 @@ func TestAuditRowsCores(t *testing.T) {
 // context's error and has joined it (no goroutine runs it any more), and a Fit with a
 // live context then still gives the model of a run that was never cancelled.
 func TestFitCancelJoinsReseed(t *testing.T) {
-	f := newFixtureWith(t, 300, func(c *config.Config) {
-		c.Sketch = config.Sketch{H: 2, S: 64}
-		c.Pool.M = 24
-		c.Fit.K, c.Fit.Batch, c.Fit.Epochs = 16, 128, 8
-		c.Query.ReseedQueries = 8
-	})
+	f := reseedFixture(t, 8, 8, 0)
 	snap, err := f.in.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -215,12 +205,7 @@ func TestFitCancelJoinsReseed(t *testing.T) {
 // bit for bit (0 and −0 differ).
 func TestFitReusesReseedRows(t *testing.T) {
 	for _, queries := range []int{8, 0} {
-		f := newFixtureWith(t, 300, func(c *config.Config) {
-			c.Sketch = config.Sketch{H: 2, S: 64}
-			c.Pool.M = 24
-			c.Fit.K, c.Fit.Batch, c.Fit.Epochs = 16, 128, 2
-			c.Query.ReseedQueries = queries
-		})
+		f := reseedFixture(t, queries, 2, 0)
 		snap, sel := f.selected(t)
 		ctx := context.Background()
 		fr := f.fitter()
@@ -281,12 +266,7 @@ func TestFitReusesReseedRows(t *testing.T) {
 // metadata (the reseed figures included) and stored model, and the same answers for
 // 20 points.
 func TestFitReusesReseedFeatures(t *testing.T) {
-	f := newFixtureWith(t, 300, func(c *config.Config) {
-		c.Sketch = config.Sketch{H: 2, S: 64}
-		c.Pool.M = 24
-		c.Fit.K, c.Fit.Batch, c.Fit.Epochs = 16, 128, 2
-		c.Query.ReseedQueries = 8
-	})
+	f := reseedFixture(t, 8, 2, 0)
 	snap, sel := f.selected(t)
 	ctx := context.Background()
 	fr := f.fitter()
@@ -344,4 +324,20 @@ func TestFitReusesReseedFeatures(t *testing.T) {
 			t.Errorf("point %d: the answer with the reused rows\n%s\ndiffers from the fresh rows'\n%s", i, gb, wb)
 		}
 	}
+}
+
+// reseedFixture is a fixture of 300 points with the reseed measurement on (queries
+// sample points; 0: off), a sketch, pool and fit large enough for it, and epochs epochs
+// (fits fits, 0: the default).
+func reseedFixture(t *testing.T, queries, epochs, fits int) *fixture {
+	t.Helper()
+	return newFixtureWith(t, 300, func(c *config.Config) {
+		c.Sketch = config.Sketch{H: 2, S: 64}
+		c.Pool.M = 24
+		c.Fit.K, c.Fit.Batch, c.Fit.Epochs = 16, 128, epochs
+		if fits > 0 {
+			c.Fit.Fits = fits
+		}
+		c.Query.ReseedQueries = queries
+	})
 }
