@@ -3,9 +3,9 @@ package ingest
 import (
 	"encoding/binary"
 	"encoding/hex"
-	"math"
 	"strconv"
 
+	"github.com/cairnhq/cairn/internal/base/vec"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -186,25 +186,12 @@ func (k *key) sameValue(ev stream.TrainEvent, subject *storage.SubjectHash) bool
 	if hasLabel != k.hasLabel || (hasLabel && *ev.Label != k.label) || !sameSubject(subject, k.subject) {
 		return false
 	}
-	return sameBits(ev.X, k.x)
+	return vec.SameBits(ev.X, k.x)
 }
 
 // sameSubject says whether a and b name the same subject (or both none).
 func sameSubject(a, b *storage.SubjectHash) bool {
 	return a == b || (a != nil && b != nil && *a == *b)
-}
-
-// sameBits says whether a and b hold the same float64 bit patterns.
-func sameBits(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 // republication is an upsert the batch republishes after its end: id's stored value

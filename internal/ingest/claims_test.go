@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/cairnhq/cairn/internal/base/vec"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -191,10 +192,10 @@ func TestClaims(t *testing.T) {
 				t.Fatalf("a stored %v, want deleted", x)
 			case tc.want == nil && n.Value != nil:
 				t.Fatalf("a deleted, but the newest record of a on the topic (offset %d) has a value", n.Offset)
-			case tc.want != nil && !sameBits(x, tc.want.x):
+			case tc.want != nil && !vec.SameBits(x, tc.want.x):
 				t.Fatalf("a stored %v, want %v", x, tc.want.x)
 			case tc.want != nil && string(n.Value) != string(tc.want.value):
-				if ev, err := stream.DecodeTrain(n.Value, in.lim); err != nil || !sameBits(ev.X, tc.want.x) {
+				if ev, err := stream.DecodeTrain(n.Value, in.lim); err != nil || !vec.SameBits(ev.X, tc.want.x) {
 					t.Fatalf("newest record of a on the topic (offset %d) holds %q, want the stored value", n.Offset, n.Value)
 				}
 			}
@@ -213,7 +214,7 @@ func TestClaims(t *testing.T) {
 				st2 := tempStore(t)
 				in2 := newTestIngest(t, cfg, st2)
 				l.apply(in2, recs)
-				if x2, _ := storedX(t, st2, "a"); !sameBits(x2, x) {
+				if x2, _ := storedX(t, st2, "a"); !vec.SameBits(x2, x) {
 					t.Errorf("a reader of the %s topic holds %v, want %v", name, x2, x)
 				}
 				if tc.want != nil && name == "compacted" && in2.Stats().Upserts != 1 {
@@ -265,7 +266,7 @@ func TestClaimRules(t *testing.T) {
 			l := &topicLog{t: t, topic: topic}
 			l.apply(in, l.add(tc.log...))
 			x, _ := storedX(t, st, "a")
-			if (tc.want == nil) != (x == nil) || (tc.want != nil && !sameBits(x, tc.want.x)) {
+			if (tc.want == nil) != (x == nil) || (tc.want != nil && !vec.SameBits(x, tc.want.x)) {
 				t.Errorf("a stored %v, want %v", x, tc.want)
 			}
 			got := int64(-1)

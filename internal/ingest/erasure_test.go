@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cairnhq/cairn/internal/base/vec"
 	"github.com/cairnhq/cairn/storage"
 	"github.com/cairnhq/cairn/stream"
 )
@@ -481,7 +482,7 @@ func TestScrubKeepsStored(t *testing.T) {
 		t.Fatalf("published %v, want the tombstone after the refused upsert", pub)
 	}
 	train.apply(in, pub)
-	if x, v := storedX(t, st, "x"); !sameBits(x, kept.x) || v != 0 {
+	if x, v := storedX(t, st, "x"); !vec.SameBits(x, kept.x) || v != 0 {
 		t.Fatalf("x stored %v at version %d, want the first upsert's value", x, v)
 	}
 	pub = train.publish(st)

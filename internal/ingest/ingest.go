@@ -820,7 +820,7 @@ func (in *State) plan(now time.Time) (leaving []string, poolChanged bool) {
 				}
 				version = o.cl.version
 			}
-			if o.had = k.stored; o.had && !sameBits(o.ev.X, k.x) {
+			if o.had = k.stored; o.had && !vec.SameBits(o.ev.X, k.x) {
 				leaving = append(leaving, o.ev.ID) // an unchanged input keeps its landmark terms exact
 			} else if o.had && k.relabeledBy(o.ev.Label) {
 				in.relabeled = append(in.relabeled, o.ev.ID) // but not its gradient row

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/internal/base/par"
+	"github.com/cairnhq/cairn/internal/base/vec"
 	"github.com/cairnhq/cairn/internal/pipeline"
 )
 
@@ -198,7 +199,7 @@ func (r *FreshRows) rowsOf(fp, id string, x []float64) (fa, fb []float32) {
 		return nil, nil
 	}
 	i, ok := r.at[id]
-	if !ok || !sameBits(r.x[i], x) {
+	if !ok || !vec.SameBits(r.x[i], x) {
 		return nil, nil
 	}
 	return r.g[0][i], r.g[1][i]

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cairnhq/cairn/coreset"
 	"github.com/cairnhq/cairn/internal/base/rng"
+	"github.com/cairnhq/cairn/internal/base/vec"
 	"github.com/cairnhq/cairn/internal/pipeline"
 	"github.com/cairnhq/cairn/internal/serving"
 )
@@ -37,7 +38,7 @@ type Reseed struct {
 // RowsOf returns Rows when they are of the landmark inputs x, bit for bit (−0 is not
 // 0), else nil.
 func (rs Reseed) RowsOf(x []float64) *serving.ExactRows {
-	if rs.Rows == nil || !sameBits(rs.RowsX, x) {
+	if rs.Rows == nil || !vec.SameBits(rs.RowsX, x) {
 		return nil
 	}
 	return rs.Rows

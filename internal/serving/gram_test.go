@@ -4,7 +4,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"testing"
 
 	"github.com/cairnhq/cairn/entk"
@@ -59,11 +58,6 @@ func serialGramDense(lf []float64, m, q int) []float64 {
 	return g
 }
 
-// sameBits reports whether a and b hold the same float64 bit patterns.
-func sameBits(a, b []float64) bool {
-	return slices.EqualFunc(a, b, func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) })
-}
-
 // dotBound is the float64 rounding bound of a sum of n products whose absolute values
 // sum to abs: γ_n·abs with γ_n = n·u/(1 − n·u), u = 2⁻⁵³ (Higham, Accuracy and Stability
 // of Numerical Algorithms, eq. 3.5), doubled for the reference's own rounding.
@@ -93,7 +87,7 @@ func TestGramExactCores(t *testing.T) {
 		})
 		for _, procs := range []int{1, 2, 3} {
 			runtime.GOMAXPROCS(procs)
-			if got := gramExact(lf, c.m, c.e); !sameBits(got, want) {
+			if got := gramExact(lf, c.m, c.e); !vec.SameBits(got, want) {
 				t.Errorf("m %d e %d GOMAXPROCS %d: the Gram's bits differ from the serial loop's", c.m, c.e, procs)
 			}
 		}
@@ -144,12 +138,12 @@ func TestGramModelCores(t *testing.T) {
 			default:
 				t.Fatalf("%s: no exact rows", c.name)
 			}
-			if !sameBits(s.gram, want) {
+			if !vec.SameBits(s.gram, want) {
 				t.Errorf("%s GOMAXPROCS %d: the Gram's bits differ from the serial reference's", c.name, procs)
 			}
 			if first == nil {
 				first = s.gram
-			} else if !sameBits(s.gram, first) {
+			} else if !vec.SameBits(s.gram, first) {
 				t.Errorf("%s GOMAXPROCS %d: the Gram's bits differ from GOMAXPROCS 1's", c.name, procs)
 			}
 			if c.name == "factored" && procs == 1 {

@@ -1,10 +1,8 @@
 package serving
 
 import (
-	"math"
-	"slices"
-
 	"github.com/cairnhq/cairn/entk"
+	"github.com/cairnhq/cairn/internal/base/vec"
 )
 
 // Known are exact rows of a backbone with the landmark inputs they are of (M×D,
@@ -27,16 +25,16 @@ func NewExactRowsReusing(b entk.Backbone, xs []float64, m int, budget int64, kno
 		return nil
 	}
 	in := b.InDim()
-	src := map[uint64][]rowRef{}
+	src := map[string][]rowRef{}
 	for _, k := range known {
 		if !l.holds(k.Rows) || len(k.X) != len(k.Rows.diag)*in {
 			continue
 		}
-		if len(k.X) == len(xs) && sameInputs(k.X, xs) {
+		if len(k.X) == len(xs) && vec.SameBits(k.X, xs) {
 			return k.Rows
 		}
 		for j := range k.Rows.diag {
-			h := inputHash(k.X[j*in : (j+1)*in])
+			h := InputHash(k.X[j*in : (j+1)*in])
 			src[h] = append(src[h], rowRef{k: k, j: j})
 		}
 	}
@@ -44,7 +42,7 @@ func NewExactRowsReusing(b entk.Backbone, xs []float64, m int, budget int64, kno
 	var miss []int
 	for i := range m {
 		x := xs[i*in : (i+1)*in]
-		ref, ok := findRow(src[inputHash(x)], x, in)
+		ref, ok := findRow(src[InputHash(x)], x, in)
 		if !ok {
 			miss = append(miss, i)
 			continue
@@ -54,9 +52,6 @@ func NewExactRowsReusing(b entk.Backbone, xs []float64, m int, budget int64, kno
 	}
 	if len(miss) == m {
 		r.computeTo(r.lf, r.diag, b, xs, m)
-		return r
-	}
-	if len(miss) == 0 {
 		return r
 	}
 	mx := make([]float64, len(miss)*in)
@@ -81,23 +76,9 @@ type rowRef struct {
 // findRow returns the candidate whose input is x, bit for bit.
 func findRow(cands []rowRef, x []float64, in int) (rowRef, bool) {
 	for _, c := range cands {
-		if sameInputs(c.k.X[c.j*in:(c.j+1)*in], x) {
+		if vec.SameBits(c.k.X[c.j*in:(c.j+1)*in], x) {
 			return c, true
 		}
 	}
 	return rowRef{}, false
-}
-
-// sameInputs reports whether a and b are equal bit for bit (−0 is not 0).
-func sameInputs(a, b []float64) bool {
-	return slices.EqualFunc(a, b, func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) })
-}
-
-// inputHash is FNV-1a over an input's bits.
-func inputHash(x []float64) uint64 {
-	h := uint64(14695981039346656037)
-	for _, v := range x {
-		h = (h ^ math.Float64bits(v)) * 1099511628211
-	}
-	return h
 }

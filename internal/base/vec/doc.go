@@ -1,6 +1,7 @@
 // Package vec holds the dot-product kernels shared by coreset (pool inserts, greedy
-// sweeps) and entk (the landmark kernel rows, sketched and exact), and ExpShift32, the
-// float32 exponentials of a softmax row (fit's SimCLR).
+// sweeps) and entk (the landmark kernel rows, sketched and exact), ExpShift32, the
+// float32 exponentials of a softmax row (fit's SimCLR), and SameBits, the bit-for-bit
+// equality under which ingest and serving reuse what they computed of an input.
 //
 // # Contract
 //
