@@ -31,6 +31,14 @@
 // replay (the kill -9 test compares ingest.StateHash). Versions are immutable
 // storage.Model records; a model's id is the content hash of its landmarks, Ã and b.
 //
+// A Fitter keeps what its last refit computed of single points and landmarks: the
+// gradient rows (serving.NewGradRows), the reseed measurement's features of every point
+// and the served pool's exact rows (ingest.MeasureReseed). The next refit takes them
+// only for the same id and input, bit for bit, so Fit stays a function of the snapshot
+// (TestFitReusesReseedFeatures: byte for byte a new Fitter's model). They hold the
+// inputs of the last snapshot's points until the next successful refit replaces them;
+// a deletion's refit is that refit, and its audit follows it.
+//
 // The seeded names keep the prefix "daemon/" ("daemon/val/<id>",
 // "daemon/audit/<role>/<id>") from when this code lived in package daemon: stored
 // models depend on them.

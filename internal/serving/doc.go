@@ -82,7 +82,10 @@
 // caller with their Gram matrix computed, and New takes them as Input.Exact: the refit
 // computes a model's exact rows once, beside its fits, not again for the serving form.
 // Rows are never modified after they are built, so a model and a measurement may share
-// them.
+// them. A row is a function of its landmark's input alone, so NewExactRowsReusing takes
+// the rows of inputs it is given rows of (bit for bit, in the same representation) and
+// computes only the rest: the measurement reuses the served model's rows, and the
+// reseeded pool reuses the served pool's.
 //
 // Randomness: a sketched model's evaluation draw is the named stream Settings.DrawName
 // under Settings.Seed, and the deletion effect's random sets the stream
