@@ -36,7 +36,7 @@
 // and the served pool's exact rows (ingest.MeasureReseed). The next refit takes them
 // only for the same id and input, bit for bit, so Fit stays a function of the snapshot
 // (TestFitReusesReseedFeatures: byte for byte a new Fitter's model). They hold the
-// inputs of the last snapshot's points until the next successful refit replaces them;
+// inputs of the last snapshot's points until a later refit computes its own in their place;
 // a deletion's refit is that refit, and its audit follows it.
 //
 // The seeded names keep the prefix "daemon/" ("daemon/val/<id>",
