@@ -69,8 +69,8 @@ type Config struct {
 	Ingest Ingest   `yaml:"ingest"`
 	UI     UI       `yaml:"ui"`
 	// CloudEvents and Lineage describe the daemon's output records to other systems
-	// (YAML sections cloudevents, lineage; docs/events.md "CloudEvents headers" and
-	// "Lineage").
+	// (YAML sections cloudevents, lineage; docs/events.md, "CloudEvents headers" and
+	// "cairn.lineage").
 	CloudEvents CloudEvents `yaml:"cloudevents"`
 	Lineage     Lineage     `yaml:"lineage"`
 }
@@ -533,8 +533,8 @@ type Limits struct {
 type Ingest struct {
 	// Featurizers makes the primary take each training upsert's features from the
 	// records that `cairnd --role featurizer` processes write to cairn.features, checked
-	// against its own pipeline fingerprint, event coordinates and id (docs/architecture.md
-	// "Featurizers"), and compute itself only those that are missing, invalid or late.
+	// against its own pipeline fingerprint, event coordinates and id (docs/architecture.md,
+	// "Roles"), and compute itself only those that are missing, invalid or late.
 	// The state is byte-identical either way. Default false: the primary featurizes
 	// everything.
 	Featurizers bool `yaml:"featurizers"`

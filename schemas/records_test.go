@@ -86,8 +86,8 @@ func TestInputRecords(t *testing.T) {
 	}
 }
 
-// TestErasureRecords: the erasure requests of the coming cairn.erasures topic. No
-// encoder exists yet; these are DESIGN.md's examples.
+// TestErasureRecords: the erasure requests of the cairn.erasures topic, as
+// stream.EncodeErasure writes them and docs/events.md shows them.
 func TestErasureRecords(t *testing.T) {
 	for _, raw := range []string{
 		`{"v":1,"op":"erase","subject":"S","request":"r"}`,

@@ -19,7 +19,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/scram"
 )
 
-// Default topic names of DESIGN.md section 3.
+// Default topic names (docs/events.md).
 const (
 	DefaultTrainTopic        = "cairn.train"
 	DefaultQueriesTopic      = "cairn.queries"
@@ -29,7 +29,7 @@ const (
 	DefaultStatusTopic       = "cairn.status"
 )
 
-// Topics names the six topics of DESIGN.md section 3.
+// Topics names the six topics of docs/events.md that a configuration can rename.
 type Topics struct {
 	Train        string
 	Queries      string

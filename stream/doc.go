@@ -1,9 +1,9 @@
-// Package stream is cairn's Kafka I/O (DESIGN.md sections 3 and 4): the
-// event schema and its validation, partition readers that resume from
-// offsets stored in bbolt, a writer with RequireAll acknowledgements and
-// bounded retries, an outbox publisher, a dead-letter writer, and an
-// embedded broker for the single-machine default mode. It knows nothing of
-// the mathematics and nothing of bbolt: the daemon connects the two.
+// Package stream is cairn's Kafka I/O (docs/events.md; docs/architecture.md, "Events" and
+// "State and storage"): the event schema and its validation, partition readers that
+// resume from offsets stored in bbolt, a writer with RequireAll acknowledgements and
+// bounded retries, an outbox publisher, a dead-letter writer, and an embedded broker for
+// the single-machine default mode. It knows nothing of the mathematics and nothing of
+// bbolt: the daemon connects the two.
 //
 // # Events
 //

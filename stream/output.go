@@ -12,12 +12,12 @@ import (
 )
 
 // The output events below are plain structs that the daemon fills; stream
-// only checks that the keys DESIGN.md sections 3 and 5 require are present
+// only checks that the keys docs/events.md requires are present
 // and that every number is finite, then writes JSON with "v":1. Extra, when
 // set, must be a JSON object and carries daemon-specific detail under
 // "extra" without a schema change here.
 
-// Verdicts of an attribution (DESIGN.md section 5).
+// Verdicts of an attribution (docs/architecture.md, "Certificates and verdicts").
 const (
 	VerdictCertified   = "certified"
 	VerdictUncertified = "uncertified"

@@ -11,7 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// DefaultErasuresTopic is the data subjects' erasure topic of DESIGN.md section 3.
+// DefaultErasuresTopic is the data subjects' erasure topic (docs/events.md); its name is fixed.
 const DefaultErasuresTopic = "cairn.erasures"
 
 // TopicRoles names the topics whose settings carry cairn's guarantees, for CheckTopics.
@@ -57,7 +57,7 @@ type topicState struct {
 // Metadata through kafka.Client) and returns every one that cannot keep erasure or the
 // audit chain, joined, each a *TopicProblem matching ErrTopicSettings; an error that
 // does not match it means the cluster could not be asked (a required topic missing
-// included). The rules, from DESIGN.md sections 3 and 4:
+// included). The rules, from docs/architecture.md ("Events", "State and storage"):
 //
 //   - Train, Models and Erasures: cleanup.policy includes compact. On the training
 //     topic a deletion's tombstone makes compaction drop the point's upserts (the

@@ -194,12 +194,13 @@ func hashStore(t *testing.T, cfgPath string, hash func(config.Config, *storage.S
 	return h
 }
 
-// TestKill9 is the restart guarantee of DESIGN.md section 4: a few thousand training
-// events (upserts, re-upserts, deletions and bad messages) sit in the broker; cairnd is
-// killed with SIGKILL at 24 seeded random moments while it ingests, restarted each
-// time, and finally left to quiesce and stopped with SIGTERM. Its state hash
-// (ingest.StateHash: points, offsets, served landmarks, latest model) must equal that
-// of one uninterrupted run over the same messages: nothing lost, nothing applied twice.
+// TestKill9 is the restart guarantee of docs/architecture.md ("State and storage"): a few
+// thousand training events (upserts, re-upserts, deletions and bad messages) sit in the
+// broker; cairnd is killed with SIGKILL at 24 seeded random moments while it ingests,
+// restarted each time, and finally left to quiesce and stopped with SIGTERM. Its state
+// hash (ingest.StateHash: points, offsets, served landmarks, latest model) must equal
+// that of one uninterrupted run over the same messages: nothing lost, nothing applied
+// twice.
 func TestKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cairnd and runs it many times")

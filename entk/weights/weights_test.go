@@ -78,18 +78,14 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// adultDir is where the UCI Adult files sit beside the repository (as dataset's tests
-// expect them); the Adult check is skipped without them.
-const adultDir = "../../../shared/datasets/adult"
-
 // TestShippedAccuracy: each shipped file, evaluated here on its data set's full test
-// split, has the test accuracy Shipped lists (to its 4 decimals) and meets issue 14's
-// target for it; its command names its arch and file. A data set that is not on this
-// machine (Fashion-MNIST is a Debian package, Adult sits beside the repository) is
-// skipped with a message; MNIST comes with the Go module and is always checked.
+// split, has the test accuracy Shipped lists (to its 4 decimals) and meets its target;
+// its command names its arch and file. MNIST comes with the Go module and Adult with
+// package dataset, so both are always checked; Fashion-MNIST (a Debian package) is
+// skipped with a message on a machine without it.
 func TestShippedAccuracy(t *testing.T) {
 	target := map[string]float64{"mnist": 0.985, "fashion-mnist": 0.89, "adult": 0.845}
-	spec := map[string]string{"mnist": "mnist", "fashion-mnist": "fashion-mnist", "adult": "adult:" + adultDir}
+	spec := map[string]string{"mnist": "mnist", "fashion-mnist": "fashion-mnist", "adult": "adult"}
 	for _, f := range Shipped {
 		if !strings.Contains(f.Command, " --arch "+f.Arch+" ") || !strings.HasSuffix(f.Command, " --out "+f.Path) {
 			t.Errorf("%s: command %q does not name --arch %s and --out %s", f.Name, f.Command, f.Arch, f.Path)
@@ -101,7 +97,7 @@ func TestShippedAccuracy(t *testing.T) {
 		}
 		test, err := dataset.Open(spec[f.Name], "test", 0)
 		if err != nil {
-			if f.Name == "mnist" {
+			if f.Name != "fashion-mnist" {
 				t.Fatal(err)
 			}
 			t.Logf("%s: test split not available here, skipped: %v", f.Name, err)

@@ -1,8 +1,9 @@
 // Package ingest is cairn's training path: State holds the stored points' cache, the
 // two-view landmark pool and the deletions awaiting their audit, and applies batches of
-// cairn.train messages to them and to the store, one transaction per batch (DESIGN.md
-// sections 3 and 4). It sees bbolt (storage) and the event schema (stream) but no Kafka
-// client: a stream.Reader drives it through Handle, and package daemon owns it.
+// cairn.train messages to them and to the store, one transaction per batch
+// (docs/architecture.md, "Events" and "State and storage"). It sees bbolt (storage) and
+// the event schema (stream) but no Kafka client: a stream.Reader drives it through
+// Handle, and package daemon owns it.
 //
 // # Apply
 //
@@ -272,9 +273,9 @@
 //
 // # Pool state
 //
-// The pool is persisted in two parts, so that an applied batch writes O(batch + m²)
-// bytes whatever the number n of stored points (DESIGN.md section 4: per-event work
-// must not grow with n outside scheduled sweeps):
+// The pool is persisted in two parts, so that an applied batch writes O(batch + m²) bytes
+// whatever the number n of stored points (docs/architecture.md, "Invariants": per-event
+// work must not grow with n outside scheduled sweeps):
 //
 //   - the core, storage.PoolState{Schema: PoolSchema (5), Data}: coreset.Pool.CoreState
 //     of both views, rewritten by every batch that changed the pool (O(m q + m²) time,

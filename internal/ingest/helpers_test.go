@@ -158,8 +158,8 @@ func expect(evs []event) expectation {
 // backbone, the "fit" sketch and the augmenter straight from entk and dataset (not
 // through Features), computes ψ of view v of every expected point one at a time with
 // FeaturesTo, and runs coreset.Greedy over the points in increasing id order with the
-// top-up and pivot keys of the ids under the configured pivoting rule, as DESIGN.md
-// section 4 "Pool semantics" defines the pool at quiescence. It returns the landmark ids and the exact residual trace tr R.
+// top-up and pivot keys of the ids under the configured pivoting rule, as docs/architecture.md
+// ("The landmark pool") defines the pool at quiescence. It returns the landmark ids and the exact residual trace tr R.
 func referenceLandmarks(t testing.TB, cfg config.Config, pts map[string]event, view int) ([]string, float64) {
 	t.Helper()
 	b, err := entk.NewBackbone(cfg.Model.Arch, cfg.Model.Seed)

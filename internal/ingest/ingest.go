@@ -20,10 +20,10 @@ import (
 	"github.com/cairnhq/cairn/stream"
 )
 
-// State applies batches of cairn.train messages to the store and the two-view
-// landmark pool (DESIGN.md sections 3 and 4). It owns the pool; see doc.go "Apply" for
-// the batch semantics. A State is not safe for concurrent use: one goroutine (the
-// stream.Reader's Run, through Handle) drives it.
+// State applies batches of cairn.train messages to the store and the two-view landmark
+// pool (docs/architecture.md, "Events" and "State and storage"). It owns the pool; see
+// doc.go "Apply" for the batch semantics. A State is not safe for concurrent use: one
+// goroutine (the stream.Reader's Run, through Handle) drives it.
 type State struct {
 	store *storage.Store
 	feat  *pipeline.Features
@@ -1406,9 +1406,10 @@ func checkRecords(havePS bool, ps storage.PoolState, recs []storedRecord, count 
 
 // rebuildPool makes the pool anew over the stored points, for a pool stored under a
 // superseded feature algorithm (pipeline.Features.PreviousFingerprint): every point's
-// features computed on all cores and kept in the cache, every point inserted, then one batch
-// greedy selection per view over all of them, which is what the pool equals at
-// quiescence (DESIGN.md section 4). O(n) backbone passes, once per data directory.
+// features computed on all cores and kept in the cache, every point inserted, then one
+// batch greedy selection per view over all of them, which is what the pool equals at
+// quiescence (docs/architecture.md, "The landmark pool"). O(n) backbone passes, once per
+// data directory.
 func (in *State) rebuildPool() (*coreset.Pair, error) {
 	pr, err := coreset.NewPair(in.pcfg)
 	if err != nil {

@@ -114,7 +114,7 @@ func script(t *testing.T, n int, tag string) []event {
 
 // TestIngestDeterministicAcrossBatching applies the same event sequence into fresh
 // stores with different batch sizes: the stored pool state must be byte-identical
-// (DESIGN.md section 4 "Determinism"), before and after a Sync, and the stored points
+// (docs/architecture.md, "Determinism and views"), before and after a Sync, and the stored points
 // and dead letters must match the replayed expectation.
 func TestIngestDeterministicAcrossBatching(t *testing.T) {
 	cfg := testConfig()

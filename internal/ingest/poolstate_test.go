@@ -438,8 +438,8 @@ func checkPersisted(t *testing.T, in *State, st *storage.Store, when string) {
 // TestPoolRecordsIncremental: the records written per batch (one per upsert, removed
 // with deletes, all after a Sync) keep the store equal to the in-memory pool after every
 // batch, whatever the batch size, and the stored records (not only the blob) are
-// byte-identical across batch sizes before and after a Sync (DESIGN.md section 4
-// "Determinism"). The script has replacements, deletions of landmarks and of other
+// byte-identical across batch sizes before and after a Sync (docs/architecture.md,
+// "Determinism and views"). The script has replacements, deletions of landmarks and of other
 // points, deletes of unknown ids and poison messages; a mid-run Sync exercises the
 // rewrite of every record followed by more incremental batches.
 func TestPoolRecordsIncremental(t *testing.T) {

@@ -115,10 +115,10 @@ type Selection struct {
 }
 
 // Select computes the Selection of the points ids (sorted) with their entries, without
-// any lock and without copying cached features: the O(n q m) work of a sync (DESIGN.md
-// section 4). Features it had to recompute (entries without them, as after a restart)
-// are kept in keep when it is not nil (Points.keep), so the next sync reads them. It
-// gives up with ctx.Err() when ctx ends.
+// any lock and without copying cached features: the O(n q m) work of a sync
+// (docs/architecture.md, "The landmark pool"). Features it had to recompute (entries
+// without them, as after a restart) are kept in keep when it is not nil (Points.keep), so
+// the next sync reads them. It gives up with ctx.Err() when ctx ends.
 func Select(ctx context.Context, f *pipeline.Features, pcfg coreset.Config, ids []string, entries []*Entry, keep *Points) (*Selection, error) {
 	s, err := selectRows(ctx, f, pcfg, ids, func(v int) ([][]float32, error) { return FeatureRows(ctx, f, ids, entries, v) })
 	if err != nil {

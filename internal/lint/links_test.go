@@ -67,3 +67,65 @@ func TestDocLinks(t *testing.T) {
 		t.Fatalf("checked %d links; the README and docs/ hold more", checked)
 	}
 }
+
+// docRef matches a reference from code to a manual page, docs/NAME.md, with the
+// headings it cites after it: `docs/architecture.md, "Events" and "State and storage"`
+// or `docs/architecture.md ("Refits")`.
+var (
+	docRef     = regexp.MustCompile(`docs/([A-Za-z0-9_/-]+\.md)((?:(?:, | \(| and | )"[^"]+"\)?)*)`)
+	docHeading = regexp.MustCompile(`"([^"]+)"`)
+	generated  = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
+)
+
+// TestCodeDocRefs: every manual page a Go file cites (docs/NAME.md) exists, and every
+// heading it cites right after the page's name is one of that page's headings, so a
+// comment that sends a reader to the manual does not send them nowhere.
+func TestCodeDocRefs(t *testing.T) {
+	checked := 0
+	for _, f := range trackedFiles(t) {
+		if !strings.HasSuffix(f, ".go") || strings.HasPrefix(f, "third_party/") || f == "internal/lint/links_test.go" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			t.Fatal(err)
+		}
+		if generated.Match(b) {
+			continue // another project's documents, cited by its generated code
+		}
+		// A comment's line breaks and "//" do not end a reference.
+		text := regexp.MustCompile(`\n\s*//\s*`).ReplaceAllString(string(b), " ")
+		for _, m := range docRef.FindAllStringSubmatch(text, -1) {
+			page := filepath.Join(root, "docs", m[1])
+			checked++
+			if _, err := os.Stat(page); err != nil {
+				t.Errorf("%s: cites docs/%s: %v", f, m[1], err)
+				continue
+			}
+			headings := map[string]bool{}
+			for _, h := range mdHeading.FindAllStringSubmatch(readFile(t, page), -1) {
+				headings[strings.TrimSpace(h[1])] = true
+			}
+			for _, h := range docHeading.FindAllStringSubmatch(m[2], -1) {
+				if !headings[h[1]] {
+					t.Errorf("%s: cites docs/%s, %q: no such heading", f, m[1], h[1])
+				}
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("checked %d references to docs/ in Go files; the code holds more", checked)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

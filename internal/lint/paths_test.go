@@ -21,6 +21,12 @@ import (
 // match it.
 var machinePath = regexp.MustCompile(`(^|[^A-Za-z0-9_.~-])(` + "/" + `work/(main|shared)\b|` + "/" + `root/|` + "/" + `home/[a-z_][a-z0-9_-]*/)`)
 
+// outsideFile matches a reference to a file that sits beside this team's checkouts and
+// never in a clone: the design and style notes kept outside the repository, and the
+// shared directory next to the checkout. The manual is docs/; data a test may compare
+// with comes from a flag or an environment variable.
+var outsideFile = regexp.MustCompile(`\b(` + "DESIGN" + `|` + "STYLE" + `)\.md\b|(\.\./)+` + "shared" + `/`)
+
 // trackedFiles lists the repository's files relative to root: git's tracked files when
 // git and the repository are there (what a clone holds), else every file under root but
 // .git.
@@ -74,11 +80,14 @@ func TestNoMachinePaths(t *testing.T) {
 		}
 		for i, line := range strings.Split(string(b), "\n") {
 			if m := machinePath.FindStringSubmatch(line); m != nil {
-				found = append(found, rel+":"+strconv.Itoa(i+1)+": "+m[2])
+				found = append(found, rel+":"+strconv.Itoa(i+1)+": "+m[2]+": an absolute path of a build machine (use t.TempDir(), a flag, DIR or a repository-relative path)")
+			}
+			if m := outsideFile.FindString(line); m != "" {
+				found = append(found, rel+":"+strconv.Itoa(i+1)+": "+m+": a file outside the repository (cite docs/, or take the path from a flag or variable)")
 			}
 		}
 	}
 	for _, f := range found {
-		t.Errorf("%s: an absolute path of a build machine (use t.TempDir(), a flag, DIR or a repository-relative path)", f)
+		t.Error(f)
 	}
 }

@@ -12,7 +12,7 @@ import (
 // already), 64 MiB per round. It reports both in µs per page and their ratio. A point
 // the primary stores grows its feature cache by 32 KiB (8 pages) and kafka-go reads
 // each record into a fresh allocation, so where the first touch is dear (a PVM guest:
-// docs/performance.md, "Page faults and held records") it is a large part of the
+// docs/performance.md, "Featurizers": its paragraph on page faults) it is a large part of the
 // primary's CPU per event.
 func BenchmarkPageFirstTouch(b *testing.B) {
 	const size, page = 64 << 20, 4096

@@ -3,7 +3,7 @@ package reproduce
 import "github.com/cairnhq/cairn/internal/lab/verify"
 
 // The paper's numbers, transcribed from the paper's LaTeX source (the CAIRN paper,
-// seeds/000_1d4ee020cb128e37.txt of the project's shared files, as DESIGN.md cites it).
+// "Certified Approximation for Interpretable Representer Landmarks", ICLR 2027 submission).
 // These are the only constants of cairnctl reproduce: every number cairn reports is
 // computed when the table runs.
 // Each table's cells are listed in the paper's row and column order; a table's runner

@@ -15,8 +15,9 @@
 // with its standard error (Score; the linear datamodeling score of Park et al. 2023,
 // "TRAK: Attributing Model Behavior at Scale", section 2).
 //
-// The rankings are those of DESIGN.md section 5, on a landmark row ℓ of the served model
-// with kernel row k_ℓ = k(x_t, x̃_ℓ) in raw kernel units:
+// The rankings are those of docs/architecture.md ("Certificates and verdicts"), on a
+// landmark row ℓ of the served model with kernel row k_ℓ = k(x_t, x̃_ℓ) in raw kernel
+// units:
 //
 //	displacement  k_ℓ·ω_ℓ                        ω_ℓ = ‖Ã_ℓ − Ã_{0,ℓ}‖₂ in raw units (paper eq. influence)
 //	representer   c·k_ℓ·⟨Ã_ℓ, z⟩/‖z‖              z = c·Σ_ℓ k_ℓ Ã_ℓ + b, c the model's kernel scale

@@ -10,12 +10,12 @@ import (
 	"github.com/cairnhq/cairn/internal/base/rng"
 )
 
-// The rankings of the served model (DESIGN.md section 5), in the order a report lists
-// them, named as serving's answers name them (certify.Ranking), and ENTKCosine, a
-// fit-free variation of entk that no answer serves: k*(x_t, x_ℓ)/√k*(x_ℓ, x_ℓ), the
-// exact similarity with each landmark's own norm divided out (the query's is the same
-// for every landmark and leaves the ranking unchanged), so that high-norm landmarks do not
-// top every query's ranking.
+// The rankings of the served model (docs/architecture.md, "Certificates and verdicts"),
+// in the order a report lists them, named as serving's answers name them
+// (certify.Ranking), and ENTKCosine, a fit-free variation of entk that no answer serves:
+// k*(x_t, x_ℓ)/√k*(x_ℓ, x_ℓ), the exact similarity with each landmark's own norm divided
+// out (the query's is the same for every landmark and leaves the ranking unchanged), so
+// that high-norm landmarks do not top every query's ranking.
 const (
 	Displacement = string(certify.Displacement)
 	Representer  = string(certify.Representer)

@@ -1,8 +1,8 @@
 // Package study runs cairnctl validate end to end: cairn's rankings against retraining,
-// the study DESIGN.md section 5 picks the default ranking by. Package validate holds its
-// arithmetic (halves, LDS, TRAK, the deletion test, the report); this package trains the
-// networks, fits and serves the models (internal/lab/offline, internal/serving) and feeds
-// them to it.
+// the study the default ranking is picked by (docs/validate/README.md). Package validate
+// holds its arithmetic (halves, LDS, TRAK, the deletion test, the report); this package
+// trains the networks, fits and serves the models (internal/lab/offline,
+// internal/serving) and feeds them to it.
 //
 // # The steps
 //
