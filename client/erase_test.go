@@ -3,6 +3,7 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -111,4 +112,80 @@ func TestEraseRefused(t *testing.T) {
 	if !errors.As(err, &dl) || dl.DeadLetter.Reason != stream.ReasonBadID || dl.DeadLetter.Key != nil {
 		t.Errorf("refused request: %v", err)
 	}
+}
+
+// Send a data subject's request without waiting: here an unblock, which lifts the
+// refusal of her upserts that an erasure leaves (and is audited at once even when there
+// was none). Watch the audit topic first, so that its audit cannot be missed.
+func ExampleClient_SendErasure() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.New(client.Config{Kafka: stream.Config{Brokers: brokers()}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	w, err := c.Watch(ctx, c.Topics().Audits, c.Topics().DLQ)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Close()
+	s, err := c.SendErasure(ctx, stream.ErasureEvent{Op: stream.ErasureUnblock, Subject: "yan@example.org", Request: "unblock-yan"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(s.Topic, "keyed by the subject:", string(s.Key) == "yan@example.org", "audit on", s.AnswerTopic)
+	m, err := w.Await(ctx, s)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var a stream.Audit
+	if err := json.Unmarshal(m.Value, &a); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("audit:", a.Request, "subject named by a hash:", len(a.SubjectHash) == 64, !bytes.Contains(m.Value, []byte("yan@")))
+	// Output:
+	// cairn.erasures keyed by the subject: true audit on cairn.audits
+	// audit: unblock-yan subject named by a hash: true true
+}
+
+// The receipt of a deletion: the request, when it was applied, what was erased, and
+// each of its audit records checked against the pinned key.
+func ExampleClient_Receipt() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.New(client.Config{Kafka: stream.Config{Brokers: brokers()}, HTTP: client.HTTP{Addr: httpAddr()}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	if _, err := c.Receipt(ctx, "forget-p6", nil, nil); errors.Is(err, client.ErrNoReceipt) {
+		fmt.Println("before the deletion: no receipt")
+	}
+	if _, err := c.DeleteAndWait(ctx, "p6", "forget-p6"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	keys, err := c.AuditKeys(ctx) // pin it: keep it outside the daemon
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r, err := c.Receipt(ctx, "forget-p6", keys, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(r.Kind, r.PointID, "records", len(r.Records), "verified", r.Verified, "chain ok", r.Chain.OK)
+	fmt.Println("signature", r.Records[0].Signature, "model after", r.Erased.ModelAfter > r.Erased.ModelBefore)
+	// Output:
+	// before the deletion: no receipt
+	// deletion p6 records 1 verified true chain ok true
+	// signature verified model after true
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cairnhq/cairn/internal/receipt"
 	"github.com/cairnhq/cairn/stream"
 )
 
@@ -36,6 +37,9 @@ var (
 	// JSON but does not decode into the type this package knows (a daemon of another
 	// version).
 	ErrSchema = errors.New("answer does not match the schema")
+	// ErrNoReceipt is returned by Client.Receipt when no record of the audit topic
+	// answers the request: it is not audited yet, or there is no such request.
+	ErrNoReceipt = receipt.ErrNotFound
 )
 
 // DeadLetterError is a request the daemon dead-lettered instead of answering: the

@@ -180,17 +180,12 @@ func stoppedDataDir() string {
 		}
 		tempDirs = append(tempDirs, dir)
 		stopped.dir = dir
-		t0 := time.Now()
 		r, err := startDaemon(dir)
 		if err != nil {
 			stopped.err = err
 			return
 		}
-		fmt.Fprintln(os.Stderr, "TIMING start", time.Since(t0))
-		e1 := deleteOne(r, "p1")
-		fmt.Fprintln(os.Stderr, "TIMING delete", time.Since(t0))
-		stopped.err = errors.Join(e1, r.stop())
-		fmt.Fprintln(os.Stderr, "TIMING stop", time.Since(t0))
+		stopped.err = errors.Join(deleteOne(r, "p1"), r.stop())
 	})
 	if stopped.err != nil {
 		panic(fmt.Sprintf("stopped example daemon: %v", stopped.err))

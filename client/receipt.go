@@ -11,15 +11,21 @@ import (
 	"github.com/cairnhq/cairn/stream"
 )
 
-// Receipt is the erasure receipt of request (package receipt), checked the way
+// Receipt is the erasure receipt of a deletion or a data subject's erasure: what was
+// requested and applied, and when, what was erased where, and each audit record of the
+// request with its verdict (docs/operations.md "Erasure receipts" shows one). Its JSON is
+// what cairnctl audit receipt --format json prints.
+type Receipt = receipt.Receipt
+
+// Receipt is the erasure receipt of request, checked the way
 // VerifyAudits checks the chain: every retained record of the audit topic is read and
 // verified with keys, and each record of the request is judged by that verification (a
 // record left out as forged carries its reason; a record at or past the chain's first
 // bad seq is not in the verified chain). Without keys signatures are not checked and
 // the receipt does not verify. reverify are the commands the receipt tells its reader
-// to run (receipt.Input.Reverify). An error matching receipt.ErrNotFound: no record of
-// the topic answers request.
-func (c *Client) Receipt(ctx context.Context, request string, keys Keys, reverify []string) (*receipt.Receipt, error) {
+// to run (its Reverify). An error matching ErrNoReceipt: no record of the topic answers
+// request.
+func (c *Client) Receipt(ctx context.Context, request string, keys Keys, reverify []string) (*Receipt, error) {
 	if len(c.cfg.Kafka.Brokers) == 0 {
 		return nil, ErrNoBrokers
 	}
