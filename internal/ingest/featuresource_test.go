@@ -71,9 +71,16 @@ func TestFeatureSourceRecords(t *testing.T) {
 		if src != nil {
 			in.SetFeatureSource(src, time.Second)
 		}
+		reasons := 0 // the refused records' reasons, which cairn_rejects_total counts
 		for lo := 0; lo < len(ms); lo += 9 {
-			if _, err := in.Apply(context.Background(), ms[lo:min(lo+9, len(ms))]); err != nil {
+			res, err := in.Apply(context.Background(), ms[lo:min(lo+9, len(ms))])
+			if err != nil {
 				t.Fatal(err)
+			}
+			for _, r := range res.Reasons {
+				if r == stream.ReasonFeatureMismatch {
+					reasons++
+				}
 			}
 		}
 		h, err := StateHash(cfg, st)
@@ -90,6 +97,9 @@ func TestFeatureSourceRecords(t *testing.T) {
 			if e.Topic == cfg.Kafka.Topics.DLQ && json.Unmarshal(e.Value, &dl) == nil && dl.Reason == stream.ReasonFeatureMismatch {
 				dead++
 			}
+		}
+		if reasons != dead {
+			t.Errorf("%d feature records dead-lettered, %d of them in the batches' Reasons", dead, reasons)
 		}
 		return h, in.Stats(), dead
 	}

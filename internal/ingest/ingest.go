@@ -235,7 +235,8 @@ type BatchResult struct {
 	// Erased counts the points a tombstone newer than them removed (no audit: the
 	// deletion it restates was audited where it was applied).
 	Erased int
-	// Reasons has the reason of every dead letter; Deleted the record of every delete
+	// Reasons has the reason of every dead letter (a refused feature record's included:
+	// feature_mismatch); Deleted the record of every delete
 	// (Known false for ids that were not stored); Subjects the records of the subjects'
 	// erasure and unblock requests (Kind set), and Erasures the points the erasures
 	// removed.
@@ -1192,6 +1193,9 @@ func (in *State) count(messages int) (res BatchResult) {
 	in.stats.Skipped += uint64(res.Skipped)
 	in.stats.FeaturesTaken += uint64(in.batchTaken)
 	in.stats.FeatureRefused += uint64(len(in.featDead))
+	for range in.featDead {
+		res.Reasons = append(res.Reasons, stream.ReasonFeatureMismatch)
+	}
 	in.log.Debug().Int("messages", messages).Int("upserts", res.Upserts).Int("deletes", res.Deletes).
 		Int("dead_letters", res.DeadLetters).Int("skipped", res.Skipped).Int("points", in.pool.A.Len()).
 		Msg("applied training batch")
