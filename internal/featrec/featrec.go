@@ -24,13 +24,22 @@ const AppliedGroup = "cairn.primary.applied"
 // Retention is how long the features topic keeps a record (retention.ms, one hour), set
 // when cairnd creates the topic. A record is needed only until the primary applies it,
 // or computes the features itself after ingest.featurizer_timeout; and it is data
-// derived from a training input, so an erased point's record must not outlive its
-// erasure by long (the topic is not compacted, so no tombstone would erase it).
+// derived from a training input (any upsert's, a refused one's too), so an erased
+// point's record must not outlive its erasure by long (the topic is not compacted, so
+// no tombstone would erase it). Records stay their whole retention, applied or not.
 const Retention = "3600000"
+
+// Segment is how long the features topic writes to one log segment (segment.ms, one
+// hour). Kafka deletes whole segments only, once their newest record is past the
+// retention, and rolls a segment after segment.ms (the broker's default is a week) or
+// when it is full; with both an hour, a record is gone about two hours after it was
+// written (plus the broker's retention check interval, five minutes by default),
+// however little the topic is written to.
+const Segment = "3600000"
 
 // TopicConfigs are the settings the features topic is created with.
 func TopicConfigs() map[string]map[string]string {
-	return map[string]map[string]string{Topic: {"retention.ms": Retention}}
+	return map[string]map[string]string{Topic: {"retention.ms": Retention, "segment.ms": Segment}}
 }
 
 // Bounds of a record's fields.

@@ -16,8 +16,8 @@ import (
 )
 
 // TestFeaturesTopicRetention: a Source that finds no features topic creates it with
-// featrec's retention (an hour), so that the records, data derived from training
-// inputs, do not outlive the points they describe by long.
+// featrec's retention and segment time (an hour each), so that the records, data
+// derived from training inputs, do not outlive the points they describe by long.
 func TestFeaturesTopicRetention(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -28,16 +28,15 @@ func TestFeaturesTopicRetention(t *testing.T) {
 	cl := &kafka.Client{Addr: kafka.TCP(kc.Brokers...)}
 	for {
 		resp, err := cl.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
-			ResourceType: kafka.ResourceTypeTopic, ResourceName: featrec.Topic, ConfigNames: []string{"retention.ms"}}}})
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: featrec.Topic, ConfigNames: []string{"retention.ms", "segment.ms"}}}})
 		if err == nil && len(resp.Resources) == 1 && resp.Resources[0].Error == nil {
-			got := ""
+			got := map[string]string{}
 			for _, e := range resp.Resources[0].ConfigEntries {
-				if e.ConfigName == "retention.ms" {
-					got = e.ConfigValue
-				}
+				got[e.ConfigName] = e.ConfigValue
 			}
-			if got != featrec.Retention {
-				t.Fatalf("retention.ms of %s = %q, want %s", featrec.Topic, got, featrec.Retention)
+			if got["retention.ms"] != featrec.Retention || got["segment.ms"] != featrec.Segment {
+				t.Fatalf("%s: retention.ms %q, segment.ms %q; want %s and %s", featrec.Topic,
+					got["retention.ms"], got["segment.ms"], featrec.Retention, featrec.Segment)
 			}
 			return
 		}
