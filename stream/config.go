@@ -362,7 +362,10 @@ func EnsureTopics(ctx context.Context, cfg Config, partitions, replication int, 
 
 // EnsureTopicsWithConfigs is EnsureTopics that creates each missing topic with the
 // topic-level settings configs[topic] (for example retention.ms). A topic that exists
-// keeps its settings.
+// keeps its settings. A principal without the right to create topics (Kafka's ACL
+// CREATE, which a cluster answers with an authorization error whether the topic exists
+// or not) needs none for topics that exist: those the cluster refuses to create are
+// looked up, and only one that is missing or not visible is an error.
 func EnsureTopicsWithConfigs(ctx context.Context, cfg Config, partitions, replication int, configs map[string]map[string]string, topics ...string) error {
 	if partitions < 1 {
 		return fmt.Errorf("%w: partitions %d: must be at least 1", ErrConfig, partitions)
@@ -391,9 +394,45 @@ func EnsureTopicsWithConfigs(ctx context.Context, cfg Config, partitions, replic
 		return fmt.Errorf("stream: create topics %s: %w", strings.Join(topics, ","), err)
 	}
 	var errs []error
+	var refused []string
 	for t, e := range resp.Errors {
-		if e != nil && !errors.Is(e, kafka.TopicAlreadyExists) {
+		switch {
+		case e == nil || errors.Is(e, kafka.TopicAlreadyExists):
+		case errors.Is(e, kafka.TopicAuthorizationFailed) || errors.Is(e, kafka.ClusterAuthorizationFailed):
+			refused = append(refused, t)
+		default:
 			errs = append(errs, fmt.Errorf("stream: create topic %q: %w", t, e))
+		}
+	}
+	if len(refused) > 0 {
+		errs = append(errs, existing(ctx, cl, slices.Sorted(slices.Values(refused))))
+	}
+	return errors.Join(errs...)
+}
+
+// existing checks that the topics, which this principal may not create, exist and are
+// visible to it; each that is not is an error that says what to do.
+func existing(ctx context.Context, cl *kafka.Client, topics []string) error {
+	md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
+	if err != nil {
+		return fmt.Errorf("stream: topics %s: not allowed to create them, and their metadata: %w", strings.Join(topics, ","), err)
+	}
+	found := map[string]error{}
+	for _, t := range md.Topics {
+		found[t.Name] = t.Error
+		if t.Error == nil && len(t.Partitions) == 0 {
+			found[t.Name] = errors.New("no partitions")
+		}
+	}
+	var errs []error
+	for _, t := range topics {
+		e, ok := found[t]
+		if !ok {
+			e = errors.New("not in the cluster's metadata")
+		}
+		if e != nil {
+			errs = append(errs, fmt.Errorf("stream: topic %q: this principal may not create it (%w) and it is not there to use (%v): create it, or grant CREATE or DESCRIBE on it",
+				t, kafka.TopicAuthorizationFailed, e))
 		}
 	}
 	return errors.Join(errs...)
