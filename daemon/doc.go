@@ -28,8 +28,11 @@
 // the models topic and answers queries in the replicas' consumer group
 // (internal/role/replica). A featurizer has no store either: it computes the training
 // upserts' features in the featurizers' consumer group and writes them as feature
-// records (internal/featrec) to cairn.features (internal/role/featurizer); the primary
-// does not read them yet.
+// records (internal/featrec) to cairn.features (internal/role/featurizer). A primary or
+// standby with ingest.featurizers reads them (useFeaturizers, internal/featsource) and
+// applies a record only when it matches the event and its own pipeline; it featurizes
+// itself the upserts whose records are missing, invalid or late (a batch waits
+// ingest.featurizer_timeout for its next record).
 //
 // # What the daemon itself does
 //

@@ -17,11 +17,13 @@
 // # What the schemas promise
 //
 // A message the daemon's decoder accepts (stream.DecodeTrain, stream.DecodeQuery) is
-// valid under its schema once "x" is bound to the deployment's input size
-// (kafka.input_dim, which a schema cannot know: bind it with an overlay, as the tests
-// do). The converse holds except for these messages, which only the schema accepts,
-// because JSON Schema sees parsed values and not their text, or because the limit is
-// the deployment's (the tests pin each class and fail on any other difference):
+// valid under its schema once "x" is bound to the deployment's input size (the
+// backbone's input length, stream.Limits.InputDim, which comes from the model:
+// model.arch or model.file; a schema cannot know it: bind it with an overlay, as the
+// tests do). The converse holds except for these messages, which only the schema
+// accepts, because JSON Schema sees parsed values and not their text, or because the
+// limit is the deployment's (the tests pin each class and fail on any other
+// difference):
 //
 //   - a key given twice (the decoder: duplicate_field);
 //   - "v" written as 1.0 or 1e0 (bad_version);

@@ -12,7 +12,8 @@ import (
 )
 
 // valueVersion is the version byte that starts every stored value (FORMAT.md,
-// "Value envelope"). A record layout change bumps it; decoders reject others.
+// "Conventions", bullet "Value envelope"). A record layout change bumps it; decoders
+// reject others.
 const valueVersion = 1
 
 // envelopeOverhead is the version byte plus the CRC-32C trailer.
@@ -483,7 +484,8 @@ func decodeMetaU64(key, v []byte) (uint64, string) {
 	return x, ""
 }
 
-// Keys (FORMAT.md, "Keys"): integers big-endian so byte order is numeric order.
+// Keys (FORMAT.md, "Conventions", bullet "Keys"): integers big-endian so byte order is
+// numeric order.
 
 func u64Key(v uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), v) }
 

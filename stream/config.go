@@ -19,61 +19,6 @@ import (
 	"github.com/segmentio/kafka-go/sasl/scram"
 )
 
-// Default topic names (docs/events.md).
-const (
-	DefaultTrainTopic        = "cairn.train"
-	DefaultQueriesTopic      = "cairn.queries"
-	DefaultAttributionsTopic = "cairn.attributions"
-	DefaultAuditsTopic       = "cairn.audits"
-	DefaultDLQTopic          = "cairn.dlq"
-	DefaultStatusTopic       = "cairn.status"
-)
-
-// Topics names the six topics of docs/events.md that a configuration can rename.
-type Topics struct {
-	Train        string
-	Queries      string
-	Attributions string
-	Audits       string
-	DLQ          string
-	Status       string
-}
-
-// DefaultTopics returns the default topic names.
-func DefaultTopics() Topics {
-	return Topics{
-		Train:        DefaultTrainTopic,
-		Queries:      DefaultQueriesTopic,
-		Attributions: DefaultAttributionsTopic,
-		Audits:       DefaultAuditsTopic,
-		DLQ:          DefaultDLQTopic,
-		Status:       DefaultStatusTopic,
-	}
-}
-
-// All returns the topic names in table order.
-func (t Topics) All() []string {
-	return []string{t.Train, t.Queries, t.Attributions, t.Audits, t.DLQ, t.Status}
-}
-
-// Validate reports every empty, invalid or repeated topic name.
-func (t Topics) Validate() error {
-	var errs []error
-	seen := make(map[string]string)
-	for i, name := range t.All() {
-		field := [...]string{"Train", "Queries", "Attributions", "Audits", "DLQ", "Status"}[i]
-		if err := validTopicName(name); err != nil {
-			errs = append(errs, fmt.Errorf("%w: topics.%s %q: %v", ErrConfig, field, name, err))
-			continue
-		}
-		if prev, ok := seen[name]; ok {
-			errs = append(errs, fmt.Errorf("%w: topics.%s %q: same name as topics.%s", ErrConfig, field, name, prev))
-		}
-		seen[name] = field
-	}
-	return errors.Join(errs...)
-}
-
 // validTopicName applies Kafka's topic name rules: 1..249 characters of
 // [a-zA-Z0-9._-], not "." or "..".
 func validTopicName(s string) error {

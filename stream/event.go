@@ -22,7 +22,7 @@ type Reason string
 const (
 	ReasonBadJSON        Reason = "bad_json"        // not one well-formed UTF-8 JSON object
 	ReasonBadVersion     Reason = "bad_version"     // "v" missing or not exactly 1
-	ReasonUnknownOp      Reason = "unknown_op"      // "op" missing or not upsert/delete
+	ReasonUnknownOp      Reason = "unknown_op"      // "op" missing, or not upsert/delete (cairn.train) or erase/unblock (cairn.erasures)
 	ReasonUnknownField   Reason = "unknown_field"   // a key the schema does not define
 	ReasonDuplicateField Reason = "duplicate_field" // a key given twice
 	ReasonMissingField   Reason = "missing_field"   // a required key absent
@@ -34,7 +34,7 @@ const (
 	ReasonBadValue       Reason = "bad_value"       // k, delta or label out of range
 	ReasonUnknownID      Reason = "unknown_id"      // a query names an id that is not stored
 	ReasonUnavailable    Reason = "unavailable"     // the serving model cannot answer (e.g. every landmark deleted)
-	ReasonKeyMismatch    Reason = "key_mismatch"    // a training event whose Kafka key is not its id
+	ReasonKeyMismatch    Reason = "key_mismatch"    // a training event not keyed by its id, or an erasure request not keyed by its subject
 	ReasonBadIndex       Reason = "bad_index"       // an x entry the model reads as a table index is not an integer in [0, N)
 	// ReasonFeatureMismatch: a record of cairn.features (internal/featrec) that the
 	// primary does not apply: it does not decode (a bad checksum), or its pipeline

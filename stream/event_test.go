@@ -260,12 +260,15 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
-	if err := (Topics{Train: "a", Queries: "a", Attributions: "b c", Audits: "d", DLQ: "e", Status: ""}).Validate(); err == nil ||
-		!strings.Contains(err.Error(), "same name") || !strings.Contains(err.Error(), "Attributions") || !strings.Contains(err.Error(), "Status") {
-		t.Errorf("Topics.Validate = %v, want duplicate, bad character and empty reported", err)
+	for _, name := range []string{"cairn.train", "a", "A-b_c.9", strings.Repeat("t", 249)} {
+		if err := validTopicName(name); err != nil {
+			t.Errorf("validTopicName(%q) = %v, want nil", name, err)
+		}
 	}
-	if err := DefaultTopics().Validate(); err != nil {
-		t.Errorf("DefaultTopics().Validate() = %v", err)
+	for _, name := range []string{"", ".", "..", "b c", "é", strings.Repeat("t", 250)} {
+		if err := validTopicName(name); err == nil {
+			t.Errorf("validTopicName(%q) = nil, want an error", name)
+		}
 	}
 }
 

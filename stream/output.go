@@ -142,8 +142,9 @@ type AuditPoint struct {
 	WasLandmark bool   `json:"was_landmark"`
 }
 
-// Status is the body of a cairn.status event, keyed by Kind (for example
-// "model", "refit", "certificate", "drift").
+// Status is the body of a cairn.status event, keyed by Kind. The daemon writes the kinds
+// "model", "drift", "certificate", "eval_draw", "audit_key" and "audit_checkpoint"
+// (docs/events.md "cairn.status").
 type Status struct {
 	Kind string          `json:"kind"`
 	Time time.Time       `json:"time"`

@@ -308,7 +308,7 @@
 // maxima, and schemas 3 and 2 are read with Tolerance = 0; New rewrites the core of
 // either as schema 5 (the records are unchanged). A pool stored under another pivoting
 // rule than the configured one (every schema 4, 3 or 2 pool under the default
-// pool.tolerance = 0.6) keeps its landmarks and exact certificate, takes the configured
+// pool.tolerance = 0.95) keeps its landmarks and exact certificate, takes the configured
 // rule and is stale from position 0, so the next sync re-selects (decodePool). Schema 1
 // (which also held the landmark features) is refused.
 //

@@ -37,8 +37,12 @@
 // k*(x_ℓ, x_t)·ω_ℓ over the unmasked landmarks. With R > 1 fits the repeated-fit floor
 // (Thm. fit-floor) is a field of its own (fit_floor, plug_in unless κ is exact and
 // R ≥ 30); it may turn an uncertified verdict into fit_limited, never a certified one.
-// Invalid queries, unknown ids, queries by id on a replica (which stores no points)
-// and queries before any model can exist go to the dead-letter topic with the reason.
+// A replica stores no points: it answers a query by id from the input of an unmasked
+// gradient point it holds (the labelled stored points the leader publishes on the
+// models topic, serving.Model.GradInput, internal/role/replica). Invalid queries,
+// unknown ids (unknown_id), on a replica an id it holds no gradient point of
+// (unavailable), and queries before any model can exist go to the dead-letter topic
+// with the reason.
 //
 // # Contracts
 //

@@ -43,7 +43,7 @@ type Config struct {
 	Metrics *metrics.Set
 	UI      *ui.Recorder // every answer accounted is recorded here
 	// Points returns the stored points a query by id asks about (nil on a replica,
-	// which stores none).
+	// which stores none and answers by the ids of its gradient points).
 	Points func() *ingest.Points
 	// Residuals returns the pool's residual certificates per view, which every answer
 	// reports (ok false: none, as on a replica).
@@ -253,8 +253,9 @@ func (a *Answerer) kDelta(ev stream.QueryEvent) (int, float64) {
 // ranking is the ranking a query asks for: its "score", else query.score (both
 // validated: the decoder's names are certify's, and config.Validate checks the default).
 // A default of the gradient ranking falls back to entk on a model without gradient
-// rows (no labelled points, over query.gradient_memory_bytes, or a replica); the answer's
-// "score" says which ranked it. A query that names the gradient ranking gets no fallback:
+// rows (no labelled points, or over query.gradient_memory_bytes; a replica builds the
+// primary's rows from the point records of the models topic); the answer's "score" says
+// which ranked it. A query that names the gradient ranking gets no fallback:
 // on such a model it is a dead letter that says why.
 func (a *Answerer) ranking(ev stream.QueryEvent, s *serving.Model) certify.Ranking {
 	if ev.Score != "" {

@@ -74,8 +74,10 @@ type Drift struct {
 }
 
 // BacklogBatch is the backlog, in training messages, at which Hold keeps a drift refit
-// waiting: one reader batch (stream.ReaderConfig.MaxBatch's default). A daemon that
-// keeps up with its stream is behind by less between two lag polls.
+// waiting. It is a fixed count, whatever limits.batch_events is: the default of
+// stream.ReaderConfig.MaxBatch, and two of the daemon's training batches at the default
+// limits.batch_events (256). A daemon that keeps up with its stream is behind by less
+// between two lag polls.
 const BacklogBatch = 512
 
 // Hold reports whether the refit that Reason names must wait for the training topic's
