@@ -350,7 +350,8 @@ func EnsureTopicsWithConfigs(ctx context.Context, cfg Config, partitions, replic
 		}
 	}
 	if len(refused) > 0 {
-		errs = append(errs, existing(ctx, cl, slices.Sorted(slices.Values(refused))))
+		slices.Sort(refused)
+		errs = append(errs, existing(ctx, cl, refused))
 	}
 	return errors.Join(errs...)
 }

@@ -15,8 +15,8 @@ var (
 	mdDrop    = regexp.MustCompile(`[^\p{L}\p{N}_\- ]`)
 )
 
-// anchorsOf returns the GitHub-style anchors of a Markdown file's headings.
-func anchorsOf(t *testing.T, path string) map[string]bool {
+// headingsOf returns the headings of a Markdown file, as written.
+func headingsOf(t *testing.T, path string) map[string]bool {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -24,8 +24,17 @@ func anchorsOf(t *testing.T, path string) map[string]bool {
 	}
 	out := map[string]bool{}
 	for _, m := range mdHeading.FindAllStringSubmatch(string(b), -1) {
-		a := strings.ToLower(strings.TrimSpace(m[1]))
-		out[strings.ReplaceAll(mdDrop.ReplaceAllString(a, ""), " ", "-")] = true
+		out[strings.TrimSpace(m[1])] = true
+	}
+	return out
+}
+
+// anchorsOf returns the GitHub-style anchors of a Markdown file's headings.
+func anchorsOf(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for h := range headingsOf(t, path) {
+		out[strings.ReplaceAll(mdDrop.ReplaceAllString(strings.ToLower(h), ""), " ", "-")] = true
 	}
 	return out
 }
@@ -75,6 +84,7 @@ var (
 	docRef     = regexp.MustCompile(`docs/([A-Za-z0-9_/-]+\.md)((?:(?:, | \(| and | )"[^"]+"\)?)*)`)
 	docHeading = regexp.MustCompile(`"([^"]+)"`)
 	generated  = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
+	commentEOL = regexp.MustCompile(`\n\s*//\s*`)
 )
 
 // TestCodeDocRefs: every manual page a Go file cites (docs/NAME.md) exists, and every
@@ -97,7 +107,7 @@ func TestCodeDocRefs(t *testing.T) {
 			continue // another project's documents, cited by its generated code
 		}
 		// A comment's line breaks and "//" do not end a reference.
-		text := regexp.MustCompile(`\n\s*//\s*`).ReplaceAllString(string(b), " ")
+		text := commentEOL.ReplaceAllString(string(b), " ")
 		for _, m := range docRef.FindAllStringSubmatch(text, -1) {
 			page := filepath.Join(root, "docs", m[1])
 			checked++
@@ -105,10 +115,7 @@ func TestCodeDocRefs(t *testing.T) {
 				t.Errorf("%s: cites docs/%s: %v", f, m[1], err)
 				continue
 			}
-			headings := map[string]bool{}
-			for _, h := range mdHeading.FindAllStringSubmatch(readFile(t, page), -1) {
-				headings[strings.TrimSpace(h[1])] = true
-			}
+			headings := headingsOf(t, page)
 			for _, h := range docHeading.FindAllStringSubmatch(m[2], -1) {
 				if !headings[h[1]] {
 					t.Errorf("%s: cites docs/%s, %q: no such heading", f, m[1], h[1])
@@ -119,13 +126,4 @@ func TestCodeDocRefs(t *testing.T) {
 	if checked < 10 {
 		t.Fatalf("checked %d references to docs/ in Go files; the code holds more", checked)
 	}
-}
-
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
